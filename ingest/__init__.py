@@ -1,0 +1,1 @@
+"""OTLP trace ingest: decode (protobuf, OTLP JSON), flatten to typed rows, store in DuckDB."""

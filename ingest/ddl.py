@@ -1,0 +1,59 @@
+"""Creates or checks the schema from the .sql files in schema/, in the order `_order` gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+SCHEMA_VERSION = 1
+SCHEMA_FOLDER = Path(__file__).with_name("schema")
+
+
+class SchemaError(RuntimeError):
+    """The DDL files are inconsistent, or the database was written by another schema version."""
+
+
+def ddl_files() -> list[str]:
+    """The DDL file names in run order. A .sql file not listed in _order is a mistake that
+    would silently never run, so it stops the program instead."""
+    order_text = (SCHEMA_FOLDER / "_order").read_text(encoding="utf-8")
+    ordered = [line.strip() for line in order_text.splitlines()
+               if line.strip() and not line.lstrip().startswith("#")]
+    present = {entry.name for entry in SCHEMA_FOLDER.iterdir() if entry.name.endswith(".sql")}
+    unlisted = sorted(present - set(ordered))
+    missing = [name for name in ordered if name not in present]
+    if unlisted or missing:
+        raise SchemaError(f"schema/_order does not match the .sql files: unlisted {unlisted}, "
+                          f"missing {missing}")
+    return ordered
+
+
+def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create what is missing; refuse a file written by a different schema version."""
+    found = _stored_version(con)
+    if found is not None and found != SCHEMA_VERSION:
+        raise SchemaError(
+            f"database schema version {found} is not the version this budgetscope uses "
+            f"({SCHEMA_VERSION}); open it with a matching budgetscope or re-ingest into a new file")
+    for name in ddl_files():
+        con.execute((SCHEMA_FOLDER / name).read_text(encoding="utf-8"))
+    if found is None:
+        con.execute("INSERT INTO budgetscope_meta VALUES ('schema_version', ?)",
+                    [str(SCHEMA_VERSION)])
+
+
+def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'budgetscope_meta'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return None
+    row = con.execute(
+        "SELECT value FROM budgetscope_meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except ValueError:
+        raise SchemaError(f"database schema version {row[0]!r} is not a number") from None

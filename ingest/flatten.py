@@ -1,0 +1,224 @@
+"""ExportTraceServiceRequest → column lists for the spans, resources and scopes tables.
+
+One pass over the protobuf objects; validation that refuses a single span (bad ids, impossible
+timestamps) happens here so that every entry point (files, HTTP, gRPC) refuses the same things.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+
+from ingest.any_value import attributes_to_json
+from ingest.rejections import Rejection
+from ingest.typed_attributes import TYPED_COLUMNS, typed_columns
+
+SPAN_COLUMNS: tuple[str, ...] = (
+    "trace_id", "span_id", "parent_span_id", "trace_state", "flags", "name", "kind",
+    "start_ns", "end_ns", "status_code", "status_message", "resource_id", "scope_id",
+    "service_name", "attributes", "dropped_attributes_count", "events", "dropped_events_count",
+    "links", "dropped_links_count", *TYPED_COLUMNS, "exception_types",
+)
+RESOURCE_COLUMNS = ("resource_id", "service_name", "attributes", "dropped_attributes_count",
+                    "schema_url")
+SCOPE_COLUMNS = ("scope_id", "name", "version", "attributes", "dropped_attributes_count",
+                 "schema_url")
+
+INT64_MAX = 2**63 - 1
+# A span that starts further ahead than this is from a clock that is wrong, not from the future.
+DEFAULT_MAX_FUTURE_NS = 24 * 3600 * 10**9
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+@dataclass
+class FlatBatch:
+    """Rows ready for the writer, plus what was refused on the way."""
+
+    spans: dict[str, list[Any]] = field(default_factory=lambda: {c: [] for c in SPAN_COLUMNS})
+    resources: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    scopes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    rejections: list[Rejection] = field(default_factory=list)
+    span_count: int = 0
+
+    def extend(self, other: FlatBatch) -> None:
+        for column, values in other.spans.items():
+            self.spans[column].extend(values)
+        self.resources.update(other.resources)
+        self.scopes.update(other.scopes)
+        self.rejections.extend(other.rejections)
+        self.span_count += other.span_count
+
+    def trace_ids(self) -> set[str]:
+        return set(self.spans["trace_id"])
+
+
+def locate(*parts: str) -> str:
+    """'file.jsonl line 3, resource 0, scope 1, span 7': the non-empty parts, outermost first."""
+    return ", ".join(part for part in parts if part)
+
+
+def _digest(*parts: bytes) -> str:
+    return hashlib.blake2b(b"\x00".join(parts), digest_size=8).hexdigest()
+
+
+def _resource_row(resource: Resource, schema_url: str) -> tuple[str, tuple[Any, ...]]:
+    resource_id = _digest(resource.SerializeToString(deterministic=True), schema_url.encode())
+    attributes, dropped = attributes_to_json(resource.attributes)
+    service = attributes.get("service.name")
+    service_name = service if isinstance(service, str) else None
+    row = (resource_id, service_name, _dumps(attributes),
+           resource.dropped_attributes_count + dropped, schema_url)
+    return resource_id, row
+
+
+def _scope_row(scope: InstrumentationScope, schema_url: str) -> tuple[str, tuple[Any, ...]]:
+    scope_id = _digest(scope.SerializeToString(deterministic=True), schema_url.encode())
+    attributes, dropped = attributes_to_json(scope.attributes)
+    row = (scope_id, scope.name, scope.version, _dumps(attributes),
+           scope.dropped_attributes_count + dropped, schema_url)
+    return scope_id, row
+
+
+def _id_problem(span: Span) -> str | None:
+    if len(span.trace_id) != 16:
+        return f"trace_id is {len(span.trace_id)} bytes, must be 16"
+    if span.trace_id == _ZERO_TRACE_ID:
+        return "trace_id is all zeros"
+    if len(span.span_id) != 8:
+        return f"span_id is {len(span.span_id)} bytes, must be 8"
+    if span.span_id == _ZERO_SPAN_ID:
+        return "span_id is all zeros"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return f"parent_span_id is {len(span.parent_span_id)} bytes, must be 8 or empty"
+    return None
+
+
+def _time_problem(span: Span, latest_start_ns: int) -> str | None:
+    start, end = span.start_time_unix_nano, span.end_time_unix_nano
+    if start == 0:
+        return "start_time_unix_nano is 0"
+    if start > INT64_MAX or end > INT64_MAX:
+        return "timestamp beyond year 2262"
+    if end < start:
+        return f"ends before it starts (end {end} < start {start})"
+    if start > latest_start_ns:
+        return "starts in the future (more than the allowed clock skew ahead of now)"
+    return None
+
+
+def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
+    events: list[dict[str, Any]] = []
+    exception_types: list[str] = []
+    for event in span.events:
+        attributes, dropped = attributes_to_json(event.attributes)
+        events.append({
+            "time_ns": min(event.time_unix_nano, INT64_MAX),
+            "name": event.name,
+            "attributes": _dumps(attributes),
+            "dropped_attributes_count": event.dropped_attributes_count + dropped,
+        })
+        if event.name == "exception":
+            exception_type = attributes.get("exception.type")
+            if isinstance(exception_type, str) and exception_type:
+                exception_types.append(exception_type)
+    return events, exception_types
+
+
+def _links(span: Span) -> list[dict[str, Any]]:
+    links: list[dict[str, Any]] = []
+    for link in span.links:
+        attributes, dropped = attributes_to_json(link.attributes)
+        links.append({
+            "trace_id": link.trace_id.hex(),
+            "span_id": link.span_id.hex(),
+            "trace_state": link.trace_state,
+            "flags": link.flags,
+            "attributes": _dumps(attributes),
+            "dropped_attributes_count": link.dropped_attributes_count + dropped,
+        })
+    return links
+
+
+def flatten_resource_spans(
+    resource_spans: ResourceSpans,
+    batch: FlatBatch,
+    *,
+    where: str = "",
+    latest_start_ns: int,
+) -> None:
+    resource_id, resource_row = _resource_row(resource_spans.resource, resource_spans.schema_url)
+    service_name = resource_row[1]
+    resource_used = False
+    columns = batch.spans
+    for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
+        scope_id, scope_row = _scope_row(scope_spans.scope, scope_spans.schema_url)
+        if scope_spans.spans:
+            batch.scopes[scope_id] = scope_row
+        for span_index, span in enumerate(scope_spans.spans):
+            problem = _id_problem(span) or _time_problem(span, latest_start_ns)
+            if problem:
+                reason = "bad_id" if "_id" in problem else "bad_timestamp"
+                batch.rejections.append(Rejection(
+                    reason, f"span {span.name!r} refused: {problem}",
+                    locate(where, f"scope {scope_index}", f"span {span_index}"),
+                ))
+                continue
+            resource_used = True
+            attributes, dropped_attributes = attributes_to_json(span.attributes)
+            typed = typed_columns(attributes)
+            events, exception_types = _events(span)
+            columns["trace_id"].append(span.trace_id.hex())
+            columns["span_id"].append(span.span_id.hex())
+            columns["parent_span_id"].append(span.parent_span_id.hex() or None)
+            columns["trace_state"].append(span.trace_state)
+            columns["flags"].append(span.flags)
+            columns["name"].append(span.name)
+            columns["kind"].append(span.kind)
+            columns["start_ns"].append(span.start_time_unix_nano)
+            columns["end_ns"].append(span.end_time_unix_nano)
+            columns["status_code"].append(span.status.code)
+            columns["status_message"].append(span.status.message)
+            columns["resource_id"].append(resource_id)
+            columns["scope_id"].append(scope_id)
+            columns["service_name"].append(service_name)
+            columns["attributes"].append(_dumps(attributes))
+            columns["dropped_attributes_count"].append(
+                span.dropped_attributes_count + dropped_attributes)
+            columns["events"].append(events)
+            columns["dropped_events_count"].append(span.dropped_events_count)
+            columns["links"].append(_links(span))
+            columns["dropped_links_count"].append(span.dropped_links_count)
+            for column in TYPED_COLUMNS:
+                columns[column].append(typed.get(column))
+            columns["exception_types"].append(exception_types)
+            batch.span_count += 1
+    if resource_used:
+        batch.resources[resource_id] = resource_row
+
+
+def latest_acceptable_start_ns(max_future_ns: int = DEFAULT_MAX_FUTURE_NS) -> int:
+    return time.time_ns() + max_future_ns
+
+
+def flatten_request(
+    request: ExportTraceServiceRequest,
+    *,
+    where: str = "",
+    max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
+) -> FlatBatch:
+    batch = FlatBatch()
+    latest = latest_acceptable_start_ns(max_future_ns)
+    for index, resource_spans in enumerate(request.resource_spans):
+        flatten_resource_spans(
+            resource_spans, batch, where=locate(where, f"resource {index}"), latest_start_ns=latest)
+    return batch

@@ -1,0 +1,250 @@
+"""Trace files → a stream of decoded requests, whatever form the file takes.
+
+Forms, each optionally gzip-compressed (detected by magic bytes, not by file name):
+- OTLP JSON lines, as the Collector's file exporter writes them (one request per line);
+- one OTLP JSON document (a request, or a list of requests), possibly pretty-printed;
+- one binary ExportTraceServiceRequest, read piece by piece so memory stays flat;
+- the Collector's length-prefixed protobuf stream (4-byte big-endian size, then a request).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ingest.otlp_json import NotOtlpJson, request_from_json
+from ingest.proto_decode import UndecodableMessage, decode_request, iter_streamed_request
+from ingest.protowire import WireError
+from ingest.rejections import Rejection
+
+GZIP_MAGIC = b"\x1f\x8b"
+# A single JSON line or document larger than this is refused rather than held in memory.
+MAX_JSON_DOCUMENT = 512 * 1024 * 1024
+MAX_PREFIXED_MESSAGE = 512 * 1024 * 1024
+TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".bin", ".otlp", ".proto", ".gz")
+
+
+@dataclass
+class Piece:
+    """A decoded request from a file, with where it came from and what was refused in it."""
+
+    request: ExportTraceServiceRequest
+    where: str
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+class CountingReader(io.RawIOBase):
+    """Counts the compressed bytes consumed, for progress and for error offsets."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.raw.read(len(buffer))
+        buffer[: len(data)] = data
+        self.consumed += len(data)
+        return len(data)
+
+
+def expand_paths(paths: list[str | os.PathLike[str]]) -> Iterator[Path]:
+    """Files as given, and for folders every trace file below them, in a stable order."""
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and not child.name.startswith(".") and (
+                        child.name.endswith(TRACE_FILE_SUFFIXES)):
+                    yield child
+        else:
+            yield path
+
+
+def _rejection(reason: str, message: str, where: str) -> Rejection:
+    return Rejection(reason, message, where, 0)
+
+
+def _json_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:
+    first = stream.readline(MAX_JSON_DOCUMENT + 1)
+    try:
+        json.loads(first)
+        whole_document = False
+    except json.JSONDecodeError as error:
+        # Incomplete at the end of the first line: one document spread over many lines.
+        whole_document = error.pos >= len(first.rstrip())
+    except (UnicodeDecodeError, RecursionError):
+        whole_document = False
+    if whole_document:
+        rest = stream.read(MAX_JSON_DOCUMENT + 1 - len(first))
+        yield from _json_document(first + rest, name, line=1)
+        return
+    line_number = 1
+    line = first
+    while line:
+        if line.strip():
+            yield from _json_document(line, name, line=line_number)
+        line_number += 1
+        line = stream.readline(MAX_JSON_DOCUMENT + 1)
+
+
+def _json_document(data: bytes, name: str, line: int) -> Iterator[Piece]:
+    where = f"{name} line {line}"
+    if len(data) > MAX_JSON_DOCUMENT:
+        yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+            "oversize", f"JSON larger than {MAX_JSON_DOCUMENT} bytes refused", where)])
+        return
+    try:
+        text = data.decode("utf-8")
+        check_text = "\\ud" in text or "\\uD" in text
+    except UnicodeDecodeError:
+        # Keep the good spans: undecodable bytes become lone surrogates, and the spans
+        # holding them are refused one by one in request_from_json.
+        text = data.decode("utf-8", errors="surrogateescape")
+        check_text = True
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        at = f"{name} line {line + error.lineno - 1} column {error.colno}"
+        yield Piece(ExportTraceServiceRequest(), at, [_rejection(
+            "malformed_json", f"malformed JSON: {error.msg}", at)])
+        return
+    except RecursionError:
+        yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+            "malformed_json", "JSON nested too deeply", where)])
+        return
+    documents = document if isinstance(document, list) else [document]
+    for index, item in enumerate(documents):
+        here = where if len(documents) == 1 else f"{where} request {index}"
+        try:
+            request, rejections = request_from_json(item, here, check_text)
+        except NotOtlpJson as error:
+            yield Piece(ExportTraceServiceRequest(), here, [_rejection(
+                "not_otlp", str(error), here)])
+            continue
+        yield Piece(request, here, rejections)
+
+
+def _prefixed_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:
+    offset = 0
+    while True:
+        header = stream.read(4)
+        if not header:
+            return
+        where = f"{name} byte offset {offset}"
+        if len(header) < 4:
+            yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+                "truncated", "length prefix cut short: file truncated", where)])
+            return
+        size = int.from_bytes(header, "big")
+        if size > MAX_PREFIXED_MESSAGE:
+            yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+                "oversize", f"length prefix says {size} bytes: not a message stream, or corrupt",
+                where)])
+            return
+        body = stream.read(size)
+        if len(body) < size:
+            yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+                "truncated", f"message cut short ({len(body)} of {size} bytes): file truncated",
+                where)])
+            return
+        try:
+            request, rejections = decode_request(body, where, offset + 4)
+        except UndecodableMessage as error:
+            yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+                "undecodable_protobuf", str(error), where)])
+        else:
+            yield Piece(request, where, rejections)
+        offset += 4 + size
+
+
+def _looks_length_prefixed(head: bytes) -> bool:
+    # A bare request starts with field 1's tag (0x0a). A prefixed stream starts with a big-endian
+    # size whose first byte is 0 for any message under 16 MiB, followed by that same 0x0a tag.
+    if len(head) < 5:
+        return len(head) == 4 and head == b"\x00\x00\x00\x00"
+    return head[0] != 0x0A and head[4] in (0x0A, 0x00) or head[:4] == b"\x00\x00\x00\x00"
+
+
+def _binary_pieces(stream: io.BufferedReader, name: str) -> Iterator[Piece]:
+    head = stream.peek(5)[:5]
+    if _looks_length_prefixed(head):
+        yield from _prefixed_pieces(stream, name)
+        return
+    try:
+        for request, rejections in iter_streamed_request(stream, name):
+            yield Piece(request, name, rejections)
+    except WireError as error:
+        where = f"{name} byte offset {error.offset}"
+        yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+            "undecodable_protobuf", f"not a protobuf ExportTraceServiceRequest ({error})", where)])
+
+
+def _pieces(stream: io.BufferedReader, name: str) -> Iterator[Piece]:
+    head = stream.peek(64)[:64]
+    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if not head:
+        return
+    if stripped[:1] in (b"{", b"["):
+        yield from _json_pieces(stream, name)
+    elif head[:1] == b"\x0a" or _looks_length_prefixed(head[:5]):
+        yield from _binary_pieces(stream, name)
+    else:
+        yield Piece(ExportTraceServiceRequest(), name, [_rejection(
+            "unknown_format",
+            f"not OTLP JSON, JSON lines or protobuf (starts with {head[:8].hex(' ')})", name)])
+
+
+@dataclass
+class OpenedFile:
+    path: Path
+    size: int
+    counter: CountingReader
+
+    @property
+    def consumed(self) -> int:
+        return self.counter.consumed
+
+
+def read_pieces(path: Path, opened: list[OpenedFile] | None = None) -> Iterator[Piece]:
+    """Every request in one file. Failures of the file itself (missing, truncated gzip) come
+    out as a Piece with a rejection, after whatever was read before them."""
+    name = str(path)
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed in finally, after the generator is done
+    except OSError as error:
+        yield Piece(ExportTraceServiceRequest(), name, [_rejection(
+            "unreadable", f"cannot open: {error.strerror or error}", name)])
+        return
+    try:
+        counter = CountingReader(raw)
+        size = os.fstat(raw.fileno()).st_size
+        if opened is not None:
+            opened.append(OpenedFile(path, size, counter))
+        buffered = io.BufferedReader(counter, buffer_size=1 << 20)
+        stream: io.BufferedReader = buffered
+        if buffered.peek(2)[:2] == GZIP_MAGIC:
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=buffered, mode="rb"),  # type: ignore[arg-type]
+                                       buffer_size=1 << 20)
+        try:
+            yield from _pieces(stream, name)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            yield Piece(ExportTraceServiceRequest(), name, [_rejection(
+                "truncated", f"gzip data is truncated or corrupt ({error}); "
+                f"what came before was kept", f"{name} compressed byte offset {counter.consumed}")])
+        except OSError as error:
+            yield Piece(ExportTraceServiceRequest(), name, [_rejection(
+                "unreadable", f"read failed: {error}", name)])
+    finally:
+        raw.close()

@@ -1,0 +1,91 @@
+"""Stores flattened batches: one transaction per call, a span stored at most once.
+
+Rows go in through Arrow (DuckDB scans an Arrow table without copying it row by row;
+`executemany` is about a thousand times slower). Duplicates are dropped by the primary key
+(trace_id, span_id) with INSERT OR IGNORE, which also covers duplicates inside one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from ingest.flatten import RESOURCE_COLUMNS, SCOPE_COLUMNS, SPAN_COLUMNS, FlatBatch
+
+_JSON_STRUCT_FIELDS = [("attributes", pa.string()), ("dropped_attributes_count", pa.uint32())]
+_EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), *_JSON_STRUCT_FIELDS])
+_LINK = pa.struct([("trace_id", pa.string()), ("span_id", pa.string()),
+                   ("trace_state", pa.string()), ("flags", pa.uint32()), *_JSON_STRUCT_FIELDS])
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "flags": pa.uint32(), "kind": pa.int8(), "start_ns": pa.int64(), "end_ns": pa.int64(),
+    "status_code": pa.int8(), "dropped_attributes_count": pa.uint32(),
+    "events": pa.list_(_EVENT), "dropped_events_count": pa.uint32(),
+    "links": pa.list_(_LINK), "dropped_links_count": pa.uint32(),
+    "budget_total_ms": pa.int64(), "budget_deadline_unix_ms": pa.int64(),
+    "budget_reserve_ms": pa.int64(), "budget_remaining_ms": pa.int64(),
+    "budget_cap_ms": pa.int64(), "budget_allocated_ms": pa.int64(), "budget_attempt": pa.int64(),
+    "budget_hedge": pa.bool_(), "budget_cleanup_ms": pa.int64(),
+    "http_response_status_code": pa.int64(), "grpc_status_code": pa.int32(),
+    "exception_types": pa.list_(pa.string()),
+}
+SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS])
+RESOURCE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
+                             for c in RESOURCE_COLUMNS])
+SCOPE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
+                          for c in SCOPE_COLUMNS])
+
+_COLUMN_LIST = ", ".join(SPAN_COLUMNS)
+INSERT_SPANS = (f"INSERT OR IGNORE INTO spans ({_COLUMN_LIST}, received_at) "  # noqa: S608
+                f"SELECT {_COLUMN_LIST}, now() FROM incoming_spans")
+INSERT_RESOURCES = "INSERT OR IGNORE INTO resources SELECT * FROM incoming_resources"
+INSERT_SCOPES = "INSERT OR IGNORE INTO scopes SELECT * FROM incoming_scopes"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    inserted: int  # spans stored by this write
+    duplicates: int  # spans that were already stored (or repeated within the batch)
+
+
+def to_arrow(batch: FlatBatch) -> pa.Table:
+    return pa.Table.from_pydict(batch.spans, schema=SPAN_SCHEMA)
+
+
+def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa.Table:
+    columns = list(zip(*rows.values(), strict=True)) if rows else [() for _ in schema.names]
+    return pa.Table.from_arrays([pa.array(list(c), type=t) for c, t in
+                                 zip(columns, schema.types, strict=True)], schema=schema)
+
+
+class SpanWriter:
+    """The only code that writes spans. Owns nothing but the connection it is given."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def write(self, batch: FlatBatch) -> WriteResult:
+        if batch.span_count == 0:
+            return WriteResult(0, 0)
+        spans = to_arrow(batch)
+        resources = _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
+        scopes = _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
+        con = self.con
+        con.begin()
+        try:
+            con.register("incoming_spans", spans)
+            con.register("incoming_resources", resources)
+            con.register("incoming_scopes", scopes)
+            con.execute(INSERT_RESOURCES)
+            con.execute(INSERT_SCOPES)
+            row = con.execute(INSERT_SPANS).fetchone()
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        finally:
+            for name in ("incoming_spans", "incoming_resources", "incoming_scopes"):
+                con.unregister(name)
+        inserted = int(row[0]) if row else 0
+        return WriteResult(inserted, batch.span_count - inserted)

@@ -215,8 +215,11 @@ def flatten_request(
     *,
     where: str = "",
     max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
+    into: FlatBatch | None = None,
 ) -> FlatBatch:
-    batch = FlatBatch()
+    """Flatten a request into a new batch, or append it to `into` (saves a copy when a loader
+    gathers many small requests into one transaction)."""
+    batch = into if into is not None else FlatBatch()
     latest = latest_acceptable_start_ns(max_future_ns)
     for index, resource_spans in enumerate(request.resource_spans):
         flatten_resource_spans(

@@ -1,0 +1,27 @@
+"""The `budgetscope` console script."""
+
+from __future__ import annotations
+
+import click
+
+from budgetscope.commands.demo import demo_command
+from budgetscope.commands.ingest_files import ingest_command
+from budgetscope.config import DB_ENV, DEFAULT_DB
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
+              help=f"DuckDB database file (env {DB_ENV}).")
+@click.pass_context
+def cli(context: click.Context, db: str) -> None:
+    """budgetscope: where AI agents' deadline budgets go."""
+    context.ensure_object(dict)
+    context.obj["db"] = db
+
+
+cli.add_command(ingest_command)
+cli.add_command(demo_command)
+
+
+def main() -> None:
+    cli(prog_name="budgetscope")

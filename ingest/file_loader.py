@@ -1,0 +1,130 @@
+"""`budgetscope ingest`: trace files → DuckDB, streaming, with a summary a person can act on."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
+from ingest.progress import Progress
+from ingest.rejections import Rejection, RejectionLog
+from ingest.sources import OpenedFile, expand_paths, read_pieces
+from ingest.writer import SpanWriter
+
+# Spans per transaction: big enough that commit overhead vanishes, small enough that memory is
+# flat (~20k spans of Python rows is tens of MB).
+CHUNK_SPANS = 20_000
+
+
+@dataclass
+class LoadSummary:
+    files: int = 0
+    spans_loaded: int = 0
+    spans_present: int = 0  # already stored: the same (trace id, span id) came before
+    rejections: RejectionLog = field(default_factory=RejectionLog)
+    traces_without_root: list[str] = field(default_factory=list)
+    traces_without_root_count: int = 0
+    seconds: float = 0.0
+
+    @property
+    def spans_rejected(self) -> int:
+        return self.rejections.rejected_spans
+
+    def lines(self) -> list[str]:
+        rate = self.spans_loaded / self.seconds if self.seconds > 0 else 0.0
+        out = [f"{self.files} file(s): {self.spans_loaded:,} spans loaded, "
+               f"{self.spans_present:,} already present, {self.spans_rejected:,} rejected "
+               f"({self.seconds:.1f} s, {rate:,.0f} spans/s)"]
+        for reason, count in sorted(self.rejections.counts.items()):
+            spans = self.rejections.spans[reason]
+            out.append(f"  rejected [{reason}] ×{count}" + (f" ({spans:,} spans)" if spans else ""))
+            for example in self.rejections.examples[reason]:
+                out.append(f"    {example}")
+            if count > len(self.rejections.examples[reason]):
+                out.append(f"    … and {count - len(self.rejections.examples[reason])} more")
+        if self.traces_without_root_count:
+            shown = ", ".join(self.traces_without_root)
+            more = self.traces_without_root_count - len(self.traces_without_root)
+            out.append(f"  warning: {self.traces_without_root_count} trace(s) have no root span "
+                       f"stored yet (their runs stay incomplete until it arrives): {shown}"
+                       + (f", … and {more} more" if more > 0 else ""))
+        return out
+
+
+def _traces_without_root(
+    con: duckdb.DuckDBPyConnection, trace_ids: set[str], keep: int
+) -> tuple[int, list[str]]:
+    if not trace_ids:
+        return 0, []
+    touched = pa.table({"trace_id": pa.array(sorted(trace_ids), type=pa.string())})
+    con.register("touched_traces", touched)
+    try:
+        rows = con.execute(
+            "SELECT t.trace_id FROM touched_traces t WHERE NOT EXISTS ("
+            " SELECT 1 FROM spans s WHERE s.trace_id = t.trace_id AND s.parent_span_id IS NULL)"
+            " ORDER BY t.trace_id").fetchall()
+    finally:
+        con.unregister("touched_traces")
+    return len(rows), [row[0] for row in rows[:keep]]
+
+
+def load_files(
+    con: duckdb.DuckDBPyConnection,
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    progress: bool | None = None,
+    chunk_spans: int = CHUNK_SPANS,
+    max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
+    writer: SpanWriter | None = None,
+) -> LoadSummary:
+    """Load every file; rejects what is bad, keeps what is good, never stores a span twice."""
+    summary = LoadSummary()
+    writer = writer or SpanWriter(con)
+    files = list(expand_paths(list(paths)))
+    total_bytes = sum(path.stat().st_size for path in files if path.is_file())
+    bar = Progress(total_bytes, force=progress)
+    started = time.monotonic()
+    touched: set[str] = set()
+    pending = FlatBatch()
+    done_bytes = 0
+    seen_spans = 0
+
+    def flush() -> None:
+        nonlocal pending
+        result = writer.write(pending)
+        summary.spans_loaded += result.inserted
+        summary.spans_present += result.duplicates
+        touched.update(pending.trace_ids())
+        pending = FlatBatch()
+
+    for path in files:
+        summary.files += 1
+        if not path.exists():
+            summary.rejections.add(Rejection("unreadable", "no such file", str(path), 0))
+            continue
+        opened: list[OpenedFile] = []
+        for piece in read_pieces(path, opened):
+            summary.rejections.extend(piece.rejections)
+            if piece.request.resource_spans:
+                before_spans, before_rejections = pending.span_count, len(pending.rejections)
+                flatten_request(piece.request, where=piece.where, max_future_ns=max_future_ns,
+                                into=pending)
+                summary.rejections.extend(pending.rejections[before_rejections:])
+                seen_spans += pending.span_count - before_spans
+                if pending.span_count >= chunk_spans:
+                    flush()
+            if opened:
+                bar.update(done_bytes + opened[0].consumed, seen_spans)
+        if opened:
+            done_bytes += opened[0].size
+    flush()
+    bar.close()
+    summary.traces_without_root_count, summary.traces_without_root = _traces_without_root(
+        con, touched, keep=3)
+    summary.seconds = time.monotonic() - started
+    return summary

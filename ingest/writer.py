@@ -7,6 +7,7 @@ Rows go in through Arrow (DuckDB scans an Arrow table without copying it row by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -59,11 +60,19 @@ def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa
                                  zip(columns, schema.types, strict=True)], schema=schema)
 
 
+# Called inside the write's transaction with the ids of the traces the batch touched (registered
+# as the view `touched_traces(trace_id)`), so that whatever is derived per trace (runs, steps)
+# is refreshed for exactly those traces and commits or rolls back together with the spans.
+AfterWrite = Callable[[duckdb.DuckDBPyConnection], None]
+
+
 class SpanWriter:
     """The only code that writes spans. Owns nothing but the connection it is given."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, after_write: AfterWrite | None = None
+                 ) -> None:
         self.con = con
+        self.after_write = after_write
 
     def write(self, batch: FlatBatch) -> WriteResult:
         if batch.span_count == 0:
@@ -80,6 +89,10 @@ class SpanWriter:
             con.execute(INSERT_RESOURCES)
             con.execute(INSERT_SCOPES)
             row = con.execute(INSERT_SPANS).fetchone()
+            if self.after_write is not None:
+                con.execute("CREATE OR REPLACE TEMP TABLE touched_traces AS "
+                            "SELECT DISTINCT trace_id FROM incoming_spans")
+                self.after_write(con)
             con.commit()
         except BaseException:
             con.rollback()

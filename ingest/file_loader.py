@@ -62,14 +62,14 @@ def _traces_without_root(
     if not trace_ids:
         return 0, []
     touched = pa.table({"trace_id": pa.array(sorted(trace_ids), type=pa.string())})
-    con.register("touched_traces", touched)
+    con.register("loaded_traces", touched)
     try:
         rows = con.execute(
-            "SELECT t.trace_id FROM touched_traces t WHERE NOT EXISTS ("
+            "SELECT t.trace_id FROM loaded_traces t WHERE NOT EXISTS ("
             " SELECT 1 FROM spans s WHERE s.trace_id = t.trace_id AND s.parent_span_id IS NULL)"
             " ORDER BY t.trace_id").fetchall()
     finally:
-        con.unregister("touched_traces")
+        con.unregister("loaded_traces")
     return len(rows), [row[0] for row in rows[:keep]]
 
 

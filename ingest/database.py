@@ -7,9 +7,11 @@ it instead, rather than hang or print the driver's traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -22,7 +24,17 @@ _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (
 class DatabaseBusy(RuntimeError):
     """Another process holds the database file."""
 
-    def __init__(self, path: str, pid: int | None, command: str | None) -> None:
+    def __init__(self, path: str, pid: int | None, command: str | None,
+                 server: dict[str, Any] | None = None) -> None:
+        if server is not None:
+            # The holder is a `budgetscope serve` that announced itself: name its real endpoints.
+            super().__init__(
+                f"{path} is held by budgetscope serve (pid {pid}): send data to "
+                f"{server['otlp_http']} (OTLP/HTTP) or {server['otlp_grpc']} (OTLP/gRPC)"
+                + (f" and read it on {server['dashboard']}" if server.get("dashboard") else "")
+                + "; or stop that server (SIGTERM) first, or use another --db.")
+            self.path, self.pid, self.command, self.server = path, pid, command, server
+            return
         holder = f"process {pid}" if pid else "another process"
         if command:
             holder += f" ({command})"
@@ -31,7 +43,25 @@ class DatabaseBusy(RuntimeError):
             "If that is `budgetscope serve`, send data to its OTLP endpoints instead "
             "(http://127.0.0.1:4318/v1/traces or 127.0.0.1:4317) and read reports from its "
             "dashboard; otherwise stop it, or use another --db.")
-        self.path, self.pid, self.command = path, pid, command
+        self.path, self.pid, self.command, self.server = path, pid, command, None
+
+
+def serve_sidecar_path(path: str | os.PathLike[str]) -> Path:
+    """Where `budgetscope serve` announces itself while it holds the database at `path`."""
+    return Path(f"{path}.serve.json")
+
+
+def _serve_announcement(path: str, pid: int) -> dict[str, Any] | None:
+    """The sidecar of the server holding `path`, when it is the process DuckDB names."""
+    try:
+        announced = json.loads(serve_sidecar_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(announced, dict) or announced.get("pid") != pid:
+        return None  # a stale file left by a killed server, not the current holder
+    if not all(isinstance(announced.get(key), str) for key in ("otlp_http", "otlp_grpc")):
+        return None
+    return announced
 
 
 def _command_line(pid: int) -> str | None:
@@ -53,7 +83,8 @@ def connect(path: str | os.PathLike[str], *, read_only: bool = False) -> duckdb.
         match = _LOCK_HOLDER.search(str(error))
         if match:
             pid = int(match["pid"])
-            raise DatabaseBusy(text, pid, _command_line(pid) or match["program"]) from None
+            raise DatabaseBusy(text, pid, _command_line(pid) or match["program"],
+                               _serve_announcement(text, pid)) from None
         raise
     try:
         apply_schema(con)

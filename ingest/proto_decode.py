@@ -136,8 +136,10 @@ class _StreamedRequests:
     """Walks one (possibly huge) ExportTraceServiceRequest on a stream, yielding requests of
     about `chunk_spans` spans so that memory stays flat whatever the file size."""
 
-    def __init__(self, stream: BinaryIO, where: str, chunk_spans: int) -> None:
+    def __init__(self, stream: BinaryIO, where: str, chunk_spans: int,
+                 read_whole_limit: int) -> None:
         self.stream = stream
+        self.read_whole_limit = read_whole_limit
         self.where = where
         self.chunk_spans = chunk_spans
         self.request = ExportTraceServiceRequest()
@@ -164,7 +166,7 @@ class _StreamedRequests:
                 continue
             if field != REQUEST_RESOURCE_SPANS:
                 self._read(length, offset)
-            elif length <= READ_WHOLE_LIMIT:
+            elif length <= self.read_whole_limit:
                 chunk = self._read(length, offset)
                 add_resource_spans(self.request, chunk, offset, self._here(offset),
                                    self.rejections)
@@ -231,7 +233,9 @@ class _StreamedRequests:
 
 
 def iter_streamed_request(
-    stream: BinaryIO, where: str, chunk_spans: int = 8192
+    stream: BinaryIO, where: str, chunk_spans: int = 8192,
+    read_whole_limit: int = READ_WHOLE_LIMIT,
 ) -> Iterator[tuple[ExportTraceServiceRequest, list[Rejection]]]:
-    """One ExportTraceServiceRequest read from a stream in pieces of about chunk_spans spans."""
-    return _StreamedRequests(stream, where, chunk_spans).run()
+    """One ExportTraceServiceRequest read from a stream in pieces of about chunk_spans spans;
+    a ResourceSpans larger than read_whole_limit is walked span by span."""
+    return _StreamedRequests(stream, where, chunk_spans, read_whole_limit).run()

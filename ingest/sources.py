@@ -9,7 +9,6 @@ Forms, each optionally gzip-compressed (detected by magic bytes, not by file nam
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -30,7 +29,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 # A single JSON line or document larger than this is refused rather than held in memory.
 MAX_JSON_DOCUMENT = 512 * 1024 * 1024
 MAX_PREFIXED_MESSAGE = 512 * 1024 * 1024
-TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".bin", ".otlp", ".proto", ".gz")
 
 
 @dataclass
@@ -59,14 +57,69 @@ class CountingReader(io.RawIOBase):
         return len(data)
 
 
+class GunzipReader(io.RawIOBase):
+    """gzip decompression that ends cleanly where the data ends.
+
+    `gzip.GzipFile` raises EOFError on a truncated file from inside a buffered read, losing the
+    lines already decompressed in that read; here a truncated or corrupt stream reads as an
+    ordinary end of file and says what happened in `problem`, so everything before it is kept.
+    Concatenated gzip members (valid gzip) are read in turn; output is produced in bounded
+    pieces, so a gzip bomb never inflates all at once."""
+
+    INPUT_CHUNK = 1 << 16
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.inflater = zlib.decompressobj(wbits=31)
+        self.pending = b""
+        self.done = False
+        self.problem: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self.pending and not self.done:
+            self._inflate(len(buffer))
+        count = min(len(buffer), len(self.pending))
+        buffer[:count] = self.pending[:count]
+        self.pending = self.pending[count:]
+        return count
+
+    def _inflate(self, want: int) -> None:
+        inflater = self.inflater
+        try:
+            if inflater.unconsumed_tail:
+                self.pending = inflater.decompress(inflater.unconsumed_tail, want)
+            elif inflater.eof:
+                rest = inflater.unused_data or self.raw.read(self.INPUT_CHUNK)
+                if not rest.strip(b"\x00"):  # end of file, or the zero padding some tools add
+                    self.done = True
+                    return
+                self.inflater = zlib.decompressobj(wbits=31)
+                self.pending = self.inflater.decompress(rest, want)
+            else:
+                chunk = self.raw.read(self.INPUT_CHUNK)
+                if not chunk:
+                    self.problem = "gzip data is truncated (the stream ends before its end marker)"
+                    self.done = True
+                    return
+                self.pending = inflater.decompress(chunk, want)
+        except zlib.error as error:
+            self.problem = f"gzip data is corrupt ({error})"
+            self.done = True
+
+
 def expand_paths(paths: list[str | os.PathLike[str]]) -> Iterator[Path]:
-    """Files as given, and for folders every trace file below them, in a stable order."""
+    """Files as given, and for folders every file below them (hidden ones aside), in a stable
+    order. The form is told by content, not name: the Collector's rotated files carry any name,
+    and a file that is no trace data is reported, not silently passed over."""
     for given in paths:
         path = Path(given)
         if path.is_dir():
             for child in sorted(path.rglob("*")):
-                if child.is_file() and not child.name.startswith(".") and (
-                        child.name.endswith(TRACE_FILE_SUFFIXES)):
+                hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
+                if child.is_file() and not hidden:
                     yield child
         else:
             yield path
@@ -234,17 +287,18 @@ def read_pieces(path: Path, opened: list[OpenedFile] | None = None) -> Iterator[
             opened.append(OpenedFile(path, size, counter))
         buffered = io.BufferedReader(counter, buffer_size=1 << 20)
         stream: io.BufferedReader = buffered
+        gunzip: GunzipReader | None = None
         if buffered.peek(2)[:2] == GZIP_MAGIC:
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=buffered, mode="rb"),  # type: ignore[arg-type]
-                                       buffer_size=1 << 20)
+            gunzip = GunzipReader(buffered)
+            stream = io.BufferedReader(gunzip, buffer_size=1 << 20)
         try:
             yield from _pieces(stream, name)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-            yield Piece(ExportTraceServiceRequest(), name, [_rejection(
-                "truncated", f"gzip data is truncated or corrupt ({error}); "
-                f"what came before was kept", f"{name} compressed byte offset {counter.consumed}")])
         except OSError as error:
             yield Piece(ExportTraceServiceRequest(), name, [_rejection(
                 "unreadable", f"read failed: {error}", name)])
+        if gunzip is not None and gunzip.problem:
+            yield Piece(ExportTraceServiceRequest(), name, [_rejection(
+                "truncated", f"{gunzip.problem}; everything before it was kept",
+                f"{name} compressed byte offset {counter.consumed}")])
     finally:
         raw.close()

@@ -1,0 +1,44 @@
+# Two commands on a fresh machine: `make demo` (the product on the bundled sample traces) and
+# `make test` (the whole suite). Everything they need is installed by the targets below.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: install demo serve test lint bench chromium clean
+
+# uv installs this stack in seconds where pip takes half a minute; pip stays the fallback.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	( $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]' ) \
+		|| $(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/budgetscope demo
+
+serve: $(STAMP)
+	$(BIN)/budgetscope serve
+
+# Browser tests drive Debian's Chromium (never a downloaded browser build).
+chromium:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
+
+test: $(STAMP) chromium
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

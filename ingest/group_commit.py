@@ -1,0 +1,181 @@
+"""One writer thread commits the batches of every request: group commit.
+
+Receivers decode and flatten in their own threads, then `submit()` the batch and wait on its
+future. The writer thread takes everything queued (up to `max_transaction_spans`), merges it into
+one FlatBatch and commits it with one `SpanWriter.write`, then resolves every future. A request
+is answered with success only after that commit returned, so an acknowledged span is on disk
+(DuckDB fsyncs its WAL on commit) and survives kill -9.
+
+Throughput comes from batching: a DuckDB transaction has a fixed cost (WAL fsync, index
+maintenance set-up) that one 512-span request would pay alone, and while one transaction runs
+the next requests queue up and share the following one.
+
+Back-pressure instead of unbounded memory: when the queue holds too many spans, or its oldest
+batch has waited longer than `max_lag_seconds`, `submit` raises `Overloaded` and the receivers
+answer 503 / UNAVAILABLE with Retry-After; OTLP exporters retry those. A failed write (disk full,
+an I/O error) fails the requests in it; they are never acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ingest.flatten import FlatBatch
+from ingest.writer import AfterWrite, SpanWriter, WriteResult
+
+_LOG = logging.getLogger(__name__)
+
+
+class Overloaded(RuntimeError):
+    """The writer is behind; try again after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class WriteFailed(RuntimeError):
+    """The transaction holding this batch failed; nothing of it was acknowledged."""
+
+
+class Closed(RuntimeError):
+    """The writer is shutting down and takes no more batches."""
+
+
+@dataclass
+class GroupCommitStats:
+    transactions: int = 0
+    requests: int = 0
+    spans_written: int = 0  # spans handed to the database, duplicates included
+    spans_inserted: int = 0
+    failed_transactions: int = 0
+    last_transaction_seconds: float = 0.0
+
+
+@dataclass
+class _Pending:
+    batch: FlatBatch
+    future: Future[WriteResult]
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+class GroupCommitter:
+    """The single writer. Thread-safe `submit`; `close()` drains what was queued and stops."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        after_write: AfterWrite | None = None,
+        max_queued_spans: int = 200_000,
+        max_transaction_spans: int = 50_000,
+        max_lag_seconds: float = 5.0,
+        retry_after_seconds: int = 2,
+    ) -> None:
+        self._writer = SpanWriter(con, after_write=after_write)
+        self._con = con
+        self.max_queued_spans = max_queued_spans
+        self.max_transaction_spans = max_transaction_spans
+        self.max_lag_seconds = max_lag_seconds
+        self.retry_after_seconds = retry_after_seconds
+        self.stats = GroupCommitStats()
+        self._queue: deque[_Pending] = deque()
+        self._queued_spans = 0
+        self._condition = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="budgetscope-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: FlatBatch) -> Future[WriteResult]:
+        """Queue a batch; its future resolves once it is committed. Raises Overloaded, Closed."""
+        future: Future[WriteResult] = Future()
+        if batch.span_count == 0:
+            future.set_result(WriteResult(0, 0))
+            return future
+        with self._condition:
+            if self._closing:
+                raise Closed("the server is shutting down")
+            if self._queue:
+                lag = time.monotonic() - self._queue[0].queued_at
+                if lag > self.max_lag_seconds:
+                    raise Overloaded(f"writer is {lag:.1f} s behind", self.retry_after_seconds)
+            # An empty queue always takes a batch, however big: the body limit bounds it, and
+            # refusing it would refuse it forever.
+            if self._queue and self._queued_spans + batch.span_count > self.max_queued_spans:
+                raise Overloaded(f"{self._queued_spans:,} spans are waiting to be written",
+                                 self.retry_after_seconds)
+            self._queue.append(_Pending(batch, future))
+            self._queued_spans += batch.span_count
+            self._condition.notify()
+        return future
+
+    @property
+    def queued_spans(self) -> int:
+        return self._queued_spans
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse new batches, commit every queued one, stop the thread. True when drained."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _take(self) -> list[_Pending]:
+        """Everything queued up to the transaction cap (at least one batch); [] when closed."""
+        with self._condition:
+            while not self._queue and not self._closing:
+                self._condition.wait()
+            taken: list[_Pending] = []
+            spans = 0
+            while self._queue and (not taken or spans + self._queue[0].batch.span_count
+                                   <= self.max_transaction_spans):
+                pending = self._queue.popleft()
+                taken.append(pending)
+                spans += pending.batch.span_count
+            self._queued_spans -= spans
+            return taken
+
+    def _run(self) -> None:
+        while True:
+            taken = self._take()
+            if not taken:
+                return  # closing and drained
+            self._commit(taken)
+
+    def _commit(self, taken: list[_Pending]) -> None:
+        if len(taken) == 1:
+            merged = taken[0].batch
+        else:
+            merged = FlatBatch()
+            for pending in taken:
+                merged.extend(pending.batch)
+        started = time.monotonic()
+        try:
+            result = self._writer.write(merged)
+        except Exception as error:  # noqa: BLE001 - any failure must fail the requests, not the thread
+            self.stats.failed_transactions += 1
+            if len(taken) > 1:
+                # One bad batch must not fail its neighbours: retry each alone.
+                _LOG.warning("group commit of %d requests failed (%s); retrying one by one",
+                             len(taken), error)
+                for pending in taken:
+                    self._commit([pending])
+                return
+            _LOG.error("write failed, request not acknowledged: %s", error)
+            taken[0].future.set_exception(WriteFailed(f"could not store the spans: {error}"))
+            return
+        self.stats.last_transaction_seconds = time.monotonic() - started
+        self.stats.transactions += 1
+        self.stats.requests += len(taken)
+        self.stats.spans_written += merged.span_count
+        self.stats.spans_inserted += result.inserted
+        for pending in taken:
+            pending.future.set_result(result)

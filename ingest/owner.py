@@ -1,0 +1,93 @@
+"""The process's one owning connection to the database file.
+
+DuckDB lets one process hold a file read-write and no other process open it at all, so inside
+`budgetscope serve` everything (the group-commit writer, the dashboard's queries) goes through
+one `DatabaseOwner`. Each user takes its own `cursor()`: a DuckDB cursor is a separate connection
+to the same database instance, safe to use from its own thread, and reads see committed snapshots
+while the writer works.
+
+The owner is installed process-wide so that the dashboard, which Streamlit runs as a script in a
+thread of this process, finds it with `current_owner()` instead of opening the file (which would
+fail: the lock is per process, but a second `duckdb.connect` would create a second database
+instance with its own cache and WAL handling).
+
+While it holds the file the owner also announces itself in a sidecar file next to it (see
+`ingest.database.serve_sidecar_path`), so that a command that finds the file locked can name the
+server and its endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ingest.database import connect, serve_sidecar_path
+
+_installed: DatabaseOwner | None = None
+_installed_lock = threading.Lock()
+
+
+class DatabaseOwner:
+    """Opens the file once; hands out cursors; closes everything once."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._con: duckdb.DuckDBPyConnection | None = connect(self.path)  # raises DatabaseBusy
+        self._lock = threading.Lock()
+        self._sidecar: Path | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._con is None
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own for one thread (a reader, the writer)."""
+        with self._lock:
+            if self._con is None:
+                raise RuntimeError(f"database {self.path} is closed")
+            return self._con.cursor()
+
+    def announce(self, details: dict[str, Any]) -> None:
+        """Write the sidecar naming this process and how to reach it; removed by close()."""
+        sidecar = serve_sidecar_path(self.path)
+        payload = {"pid": os.getpid(), **details}
+        temporary = sidecar.with_name(sidecar.name + f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        # Rename so that a reader never sees half a file.
+        temporary.replace(sidecar)
+        self._sidecar = sidecar
+
+    def close(self) -> None:
+        """Close the connection (and with it every cursor) and remove the sidecar. Idempotent."""
+        with self._lock:
+            con, self._con = self._con, None
+        if con is not None:
+            # Closing checkpoints: the WAL is folded into the file, so the next open is fast.
+            con.close()
+        if self._sidecar is not None:
+            self._sidecar.unlink(missing_ok=True)
+            self._sidecar = None
+
+    def __enter__(self) -> DatabaseOwner:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def install(owner: DatabaseOwner | None) -> None:
+    """Make `owner` the process's database for current_owner() (None to uninstall)."""
+    global _installed
+    with _installed_lock:
+        _installed = owner
+
+
+def current_owner() -> DatabaseOwner | None:
+    """The database owner of this process (inside `budgetscope serve`), else None."""
+    owner = _installed
+    return owner if owner is not None and not owner.closed else None

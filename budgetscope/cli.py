@@ -7,6 +7,7 @@ import click
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
 from budgetscope.config import DB_ENV, DEFAULT_DB
+from ingest.gc_tuning import relax_gc_for_ingest
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,4 +25,5 @@ cli.add_command(demo_command)
 
 
 def main() -> None:
+    relax_gc_for_ingest()
     cli(prog_name="budgetscope")

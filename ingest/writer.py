@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -24,11 +25,6 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "status_code": pa.int8(), "dropped_attributes_count": pa.uint32(),
     "events": pa.list_(_EVENT), "dropped_events_count": pa.uint32(),
     "links": pa.list_(_LINK), "dropped_links_count": pa.uint32(),
-    "budget_total_ms": pa.int64(), "budget_deadline_unix_ms": pa.int64(),
-    "budget_reserve_ms": pa.int64(), "budget_remaining_ms": pa.int64(),
-    "budget_cap_ms": pa.int64(), "budget_allocated_ms": pa.int64(), "budget_attempt": pa.int64(),
-    "budget_hedge": pa.bool_(), "budget_cleanup_ms": pa.int64(),
-    "http_response_status_code": pa.int64(), "grpc_status_code": pa.int32(),
     "exception_types": pa.list_(pa.string()),
 }
 SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS])
@@ -37,9 +33,7 @@ RESOURCE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.
 SCOPE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
                           for c in SCOPE_COLUMNS])
 
-_COLUMN_LIST = ", ".join(SPAN_COLUMNS)
-INSERT_SPANS = (f"INSERT OR IGNORE INTO spans ({_COLUMN_LIST}, received_at) "  # noqa: S608
-                f"SELECT {_COLUMN_LIST}, now() FROM incoming_spans")
+INSERT_SPANS = (Path(__file__).with_name("sql") / "insert_spans.sql").read_text(encoding="utf-8")
 INSERT_RESOURCES = "INSERT OR IGNORE INTO resources SELECT * FROM incoming_resources"
 INSERT_SCOPES = "INSERT OR IGNORE INTO scopes SELECT * FROM incoming_scopes"
 

@@ -1,0 +1,156 @@
+"""`budgetscope serve`: OTLP/HTTP, OTLP/gRPC and the dashboard in the one process that owns the
+database file (DESIGN.md, "Storage and concurrency").
+
+Threads: the receivers and the group-commit writer run in the background; the main thread runs
+Streamlit's server (it wants the main thread for its event loop and signal handlers), or, with
+--no-ui, just waits for a signal. On SIGTERM or Ctrl-C the receivers stop accepting, in-flight
+requests finish (each is answered only after its commit), the writer drains, the database is
+closed (checkpointed) and the sidecar announcing the server is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+import duckdb
+
+from budgetscope.commands.common import Fail
+from ingest.database import DatabaseBusy
+from ingest.ddl import SchemaError
+from ingest.owner import DatabaseOwner, install
+from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
+from ingest.receivers.service import ReceiverConfig, Receivers
+
+TOKEN_ENV = "BUDGETSCOPE_TOKEN"
+DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
+# Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
+DRAIN_SECONDS = 30.0
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _local_host(host: str) -> str:
+    """The address a local client uses to reach a server listening on `host`."""
+    return "127.0.0.1" if host in _WILDCARDS else host
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    # A timed wait, so that the main thread gets to run the Python-level signal handler.
+    while not stop.wait(0.5):
+        pass
+
+
+def _run_dashboard(app: Path, host: str, port: int) -> None:
+    """Streamlit's server on the main thread until SIGTERM/SIGINT (it installs the handlers)."""
+    from streamlit.web import bootstrap  # imported here: --no-ui never loads Streamlit
+
+    options = {
+        "server_address": host,
+        "server_port": port,
+        "server_headless": True,
+        "server_fileWatcherType": "none",
+        "server_runOnSave": False,
+        "browser_gatherUsageStats": False,
+        "global_developmentMode": False,
+    }
+    bootstrap.load_config_options(flag_options=options)
+    bootstrap.run(str(app), False, [], options)
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 accepts other machines.")
+@click.option("--otlp-http-port", default=4318, show_default=True, type=click.IntRange(0, 65535),
+              help="OTLP/HTTP port (POST /v1/traces); 0 picks a free one.")
+@click.option("--otlp-grpc-port", default=4317, show_default=True, type=click.IntRange(0, 65535),
+              help="OTLP/gRPC port; 0 picks a free one.")
+@click.option("--ui-port", default=8501, show_default=True, type=click.IntRange(1, 65535),
+              help="Dashboard port.")
+@click.option("--no-ui", is_flag=True, help="Run the receivers only, without the dashboard.")
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Require `Authorization: Bearer TOKEN` on every export (env {TOKEN_ENV}).")
+@click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True,
+              type=click.IntRange(1024), help="Largest request accepted, after decompression.")
+@click.pass_context
+def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
+                  ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int) -> None:
+    """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
+    the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored."""
+    db = context.obj["db"]
+    try:
+        owner = DatabaseOwner(db)
+    except (DatabaseBusy, SchemaError) as error:
+        raise Fail(str(error)) from None
+    except duckdb.Error as error:
+        raise Fail(f"cannot open database {db}: {error}") from None
+    config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
+                            token=token, limits=Limits(max_body_bytes=max_body_bytes))
+    try:
+        # The per-trace derivation hook (runs/steps) plugs in here as after_write= once written.
+        receivers = Receivers(owner, config)
+    except OSError as error:
+        owner.close()
+        raise Fail(str(error)) from None
+    install(owner)
+    receivers.start()
+    local = _url_host(_local_host(host))
+    dashboard = None if no_ui else f"http://{local}:{ui_port}"
+    owner.announce({
+        "command": "budgetscope serve", "host": host,
+        "http_port": receivers.http.port, "grpc_port": receivers.grpc.port,
+        "ui_port": None if no_ui else ui_port,
+        "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
+        "otlp_grpc": f"{local}:{receivers.grpc.port}",
+        "dashboard": dashboard,
+    })
+    _say_where(db, host, local, receivers, dashboard, token is not None)
+    try:
+        if no_ui:
+            _wait_for_signal()
+        else:
+            _run_dashboard(DASHBOARD_APP, host, ui_port)
+    finally:
+        click.echo("budgetscope serve: stopping; finishing in-flight requests", err=True)
+        drained = receivers.stop(DRAIN_SECONDS)
+        install(None)
+        owner.close()
+        stats = receivers.committer.stats
+        click.echo(f"budgetscope serve: stopped; {stats.spans_inserted:,} spans stored in "
+                   f"{stats.transactions:,} transactions; {db} closed"
+                   + ("" if drained else "; some requests were cut off unanswered (their "
+                      "exporters retry them)"), err=True)
+
+
+def _say_where(db: str, host: str, local: str, receivers: Receivers, dashboard: str | None,
+               token: bool) -> None:
+    lines = [
+        f"budgetscope serve (pid {os.getpid()}) owns {db}",
+        f"  OTLP/HTTP  http://{local}:{receivers.http.port}/v1/traces",
+        f"  OTLP/gRPC  {local}:{receivers.grpc.port}",
+        f"  dashboard  {dashboard or 'off (--no-ui)'}",
+    ]
+    if host in ("127.0.0.1", "localhost", "::1"):
+        lines.append(f"listening on {host} only: other machines cannot connect "
+                     "(--host 0.0.0.0 to accept them)")
+    else:
+        lines.append(f"listening on {host}: reachable from other machines")
+    lines.append("bearer token required" if token else
+                 "no token: anyone who can connect may send spans (--token to require one)")
+    click.echo("\n".join(lines))
+    sys.stdout.flush()

@@ -1,0 +1,103 @@
+"""What both receivers do with a request body: decode, flatten, commit, summarise.
+
+The work that needs the CPU (protobuf/JSON decoding and flattening to rows) runs in the
+receiver's request thread; only the commit is serialized, in the group-commit writer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from ingest.flatten import flatten_request
+from ingest.group_commit import GroupCommitter, Overloaded
+from ingest.otlp_json import NotOtlpJson, request_from_json
+from ingest.proto_decode import UndecodableMessage, decode_request
+from ingest.rejections import Rejection
+
+# partial_success.error_message lists this many reasons, with one example each.
+_REASONS_SHOWN = 3
+
+
+class Undecodable(ValueError):
+    """Nothing in the body is an ExportTraceServiceRequest: 400 / INVALID_ARGUMENT."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Committed. `rejected_spans`/`error_message` fill partial_success when non-empty."""
+
+    spans: int
+    rejected_spans: int = 0
+    error_message: str = ""
+
+    def response(self) -> ExportTraceServiceResponse:
+        response = ExportTraceServiceResponse()
+        if self.rejected_spans or self.error_message:
+            response.partial_success.rejected_spans = self.rejected_spans
+            response.partial_success.error_message = self.error_message
+        return response
+
+
+def summarise(rejections: list[Rejection]) -> str:
+    """'2 spans refused: bad_id ×2 (resource 0, scope 0, span 3: span 'x' refused: …)'."""
+    if not rejections:
+        return ""
+    counts = Counter(r.reason for r in rejections)
+    examples: dict[str, Rejection] = {}
+    for rejection in rejections:
+        examples.setdefault(rejection.reason, rejection)
+    refused = sum(r.spans for r in rejections)
+    parts = [f"{reason} ×{count} ({examples[reason]})"
+             for reason, count in counts.most_common(_REASONS_SHOWN)]
+    if len(counts) > _REASONS_SHOWN:
+        parts.append(f"and {len(counts) - _REASONS_SHOWN} more reasons")
+    head = f"{refused} span(s) refused" if refused else "warnings"
+    return f"{head}: " + "; ".join(parts)
+
+
+class Exporter:
+    """Turns bodies into committed spans. Raises Undecodable, Overloaded, WriteFailed, Closed."""
+
+    def __init__(self, committer: GroupCommitter, commit_timeout: float) -> None:
+        self.committer = committer
+        self.commit_timeout = commit_timeout
+
+    def export_protobuf(self, body: bytes, where: str) -> Accepted:
+        try:
+            request, rejections = decode_request(body, where)
+        except UndecodableMessage as error:
+            raise Undecodable(str(error)) from None
+        return self._commit(request, rejections, where)
+
+    def export_json(self, body: bytes, where: str) -> Accepted:
+        try:
+            # surrogateescape keeps a span with invalid UTF-8 text parseable, so that
+            # request_from_json refuses that span alone instead of the whole body.
+            document = json.loads(body.decode("utf-8", "surrogateescape")) if body else {}
+            request, rejections = request_from_json(document, where)
+        except (ValueError, RecursionError) as error:  # JSONDecodeError, NotOtlpJson
+            what = "not OTLP JSON" if isinstance(error, NotOtlpJson) else "invalid JSON"
+            raise Undecodable(f"{what}: {error}"[:500]) from None
+        return self._commit(request, rejections, where)
+
+    def _commit(self, request: ExportTraceServiceRequest, rejections: list[Rejection],
+                where: str) -> Accepted:
+        batch = flatten_request(request, where=where)
+        rejections = rejections + batch.rejections
+        future = self.committer.submit(batch)
+        try:
+            future.result(timeout=self.commit_timeout)
+        except FutureTimeout:
+            # Not acknowledged: the exporter retries, and a later commit of this batch is
+            # harmless because a resent span is stored once.
+            raise Overloaded(f"spans not committed within {self.commit_timeout:g} s",
+                             self.committer.retry_after_seconds) from None
+        return Accepted(batch.span_count, sum(r.spans for r in rejections), summarise(rejections))

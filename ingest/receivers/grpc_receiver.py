@@ -1,0 +1,97 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+
+The method is registered with a generic handler that receives the raw request bytes instead of
+through `add_TraceServiceServicer_to_server`: grpc's generated deserializer would turn one
+corrupt span into a failed call (INTERNAL), while `decode_request` salvages the other spans and
+reports the bad one in partial_success, as the HTTP receiver does.
+
+Status codes (OTLP specification, OTLP/gRPC): INVALID_ARGUMENT for a body that is not a request,
+UNAUTHENTICATED without the bearer token, RESOURCE_EXHAUSTED over the size limit (grpc enforces
+`grpc.max_receive_message_length` on the decompressed message), UNAVAILABLE when the writer is
+behind or a write failed (exporters retry it). gzip message compression is handled by grpc.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ingest.group_commit import Closed, Overloaded, WriteFailed
+from ingest.receivers.auth import BearerToken
+from ingest.receivers.export import Exporter, Undecodable
+from ingest.receivers.limits import Limits
+
+_LOG = logging.getLogger(__name__)
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+# Request threads: decoding holds the GIL, so more threads than this only add contention.
+MAX_WORKERS = 8
+
+
+def _bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class GrpcReceiver:
+    """A grpc server with the TraceService; `stop()` lets in-flight calls finish."""
+
+    def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
+                 limits: Limits) -> None:
+        self.exporter = exporter
+        self.token = token
+        self.limits = limits
+        self._server = grpc.server(
+            ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="budgetscope-otlp-grpc"),
+            options=[
+                ("grpc.max_receive_message_length", limits.max_body_bytes),
+                # Clients that stop reading are dropped rather than holding a call open.
+                ("grpc.keepalive_time_ms", 60_000),
+            ],
+            # Calls beyond this are refused by grpc with RESOURCE_EXHAUSTED instead of queuing
+            # without bound in front of the worker threads.
+            maximum_concurrent_rpcs=limits.max_connections,
+        )
+        handler = grpc.method_handlers_generic_handler(SERVICE, {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                self._export,
+                request_deserializer=None,  # raw bytes: decode_request salvages per span
+                response_serializer=ExportTraceServiceResponse.SerializeToString,
+            ),
+        })
+        self._server.add_generic_rpc_handlers((handler,))
+        self.host = host
+        try:
+            self.port = self._server.add_insecure_port(_bind_address(host, port))
+        except RuntimeError:  # grpc's way of saying the port is taken
+            self.port = 0
+        if not self.port:
+            raise OSError(f"cannot listen for OTLP/gRPC on {_bind_address(host, port)} "
+                          "(port in use?)")
+
+    @property
+    def endpoint(self) -> str:
+        return _bind_address(self.host, self.port)
+
+    def start(self) -> None:
+        self._server.start()
+
+    def begin_stop(self, timeout: float = 30.0) -> threading.Event:
+        """Refuse new calls at once; the event is set when in-flight ones (and their commits)
+        have finished, or after `timeout` when grpc cancels the stragglers."""
+        return self._server.stop(grace=timeout)
+
+    def _export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        metadata = {key: value for key, value in context.invocation_metadata()
+                    if isinstance(value, str)}
+        if not self.token.allows(metadata.get("authorization")):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            return self.exporter.export_protobuf(body, "").response()
+        except Undecodable as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except (Overloaded, Closed, WriteFailed) as error:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+        raise AssertionError("unreachable: context.abort raises")

@@ -1,0 +1,312 @@
+"""OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
+
+Status codes follow the OTLP specification (opentelemetry-proto docs/specification.md, OTLP/HTTP):
+200 with an ExportTraceServiceResponse (partial_success when spans were refused), 400 with a
+google.rpc.Status for a body that is not a request, 401 without the bearer token, 413 over the
+body limit, 415 for other content types or encodings, 503 with Retry-After when the writer is
+behind or a write failed (exporters retry 503; they must not retry 400/413/415).
+
+The server is the standard library's threading HTTP server: one thread per connection (exporters
+keep connections alive), a cap on connections answered 503 beyond it, socket timeouts and a
+whole-body deadline so that a slow client cannot hold a thread. CPU work (decode, flatten) runs in
+the connection's thread; commits go through the single group-commit writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from google.protobuf import json_format
+
+from ingest.group_commit import Closed, Overloaded, WriteFailed
+from ingest.receivers.auth import BearerToken
+from ingest.receivers.export import Accepted, Exporter, Undecodable
+from ingest.receivers.limits import (
+    BadBody,
+    BodyTooLarge,
+    Limits,
+    gunzip_limited,
+    read_chunked,
+    read_exactly,
+)
+from ingest.receivers.status import (
+    INVALID_ARGUMENT,
+    RESOURCE_EXHAUSTED,
+    UNAUTHENTICATED,
+    UNAVAILABLE,
+    status_json,
+    status_protobuf,
+)
+
+_LOG = logging.getLogger(__name__)
+TRACES_PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_REFUSED_CONNECTION = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
+                       b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+class _Reply(Exception):
+    """Answer the request with this status and a google.rpc.Status body."""
+
+    def __init__(self, status: HTTPStatus, code: int, message: str,
+                 headers: dict[str, str] | None = None, body_unread: bool = False) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
+        # The body was not read: the connection cannot carry another request.
+        self.body_unread = body_unread
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connections
+    server: _Server
+
+    def version_string(self) -> str:
+        return "budgetscope"
+
+    def setup(self) -> None:
+        self.timeout = self.server.receiver.limits.socket_timeout
+        super().setup()
+        self.server.receiver._opened(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.receiver._closed(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        _LOG.debug("%s " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._reply_error(_Reply(HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
+                                 f"use POST {TRACES_PATH}", {"Allow": "POST"}), JSON)
+
+    do_PUT = do_DELETE = do_PATCH = do_GET  # noqa: N815
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        receiver = self.server.receiver
+        media_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        answer_type = PROTOBUF if media_type == PROTOBUF else JSON
+        if not receiver._begin(self.connection):
+            self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
+                                     "server is shutting down", {"Retry-After": "5"},
+                                     body_unread=True), answer_type)
+            return
+        try:
+            accepted = self._export(receiver, media_type)
+        except _Reply as reply:
+            self._reply_error(reply, answer_type)
+        else:
+            self._reply_ok(accepted, answer_type)
+        finally:
+            receiver._end(self.connection)
+            if receiver.stopping:
+                self.close_connection = True
+
+    def _export(self, receiver: HttpReceiver, media_type: str) -> Accepted:
+        if urlsplit(self.path).path != TRACES_PATH:
+            raise _Reply(HTTPStatus.NOT_FOUND, INVALID_ARGUMENT,
+                         f"no such endpoint {self.path!r}; traces go to {TRACES_PATH}",
+                         body_unread=True)
+        if not receiver.token.allows(self.headers.get("Authorization")):
+            raise _Reply(HTTPStatus.UNAUTHORIZED, UNAUTHENTICATED,
+                         "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"},
+                         body_unread=True)
+        if media_type not in (PROTOBUF, JSON):
+            raise _Reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, INVALID_ARGUMENT,
+                         f"unsupported Content-Type {media_type or '(none)'!r}; "
+                         f"send {PROTOBUF} or {JSON}", body_unread=True)
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding not in ("gzip", "identity"):
+            raise _Reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, INVALID_ARGUMENT,
+                         f"unsupported Content-Encoding {encoding!r}; send gzip or none",
+                         body_unread=True)
+        body = self._read_body(receiver.limits)
+        try:
+            if encoding == "gzip":
+                body = gunzip_limited(body, receiver.limits.max_body_bytes)
+            if media_type == PROTOBUF:
+                return receiver.exporter.export_protobuf(body, "")
+            return receiver.exporter.export_json(body, "")
+        except BodyTooLarge as error:
+            raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
+                         str(error)) from None
+        except (BadBody, Undecodable) as error:
+            raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT, str(error)) from None
+        except (Overloaded, Closed, WriteFailed) as error:
+            retry_after = error.retry_after if isinstance(error, Overloaded) else 5
+            raise _Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE, str(error),
+                         {"Retry-After": str(retry_after)}) from None
+
+    def _read_body(self, limits: Limits) -> bytes:
+        deadline = time.monotonic() + limits.body_timeout
+        try:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                return read_chunked(self.rfile, limits.max_body_bytes, deadline)
+            length_header = self.headers.get("Content-Length")
+            if length_header is None:
+                raise _Reply(HTTPStatus.LENGTH_REQUIRED, INVALID_ARGUMENT,
+                             "Content-Length or chunked Transfer-Encoding required",
+                             body_unread=True)
+            try:
+                length = int(length_header)
+            except ValueError:
+                length = -1
+            if length < 0:
+                raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+                             f"bad Content-Length {length_header!r}", body_unread=True)
+            if length > limits.max_body_bytes:
+                # Refused before reading a byte of it.
+                raise BodyTooLarge(limits.max_body_bytes)
+            return read_exactly(self.rfile, length, deadline)
+        except BodyTooLarge as error:
+            raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED, str(error),
+                         body_unread=True) from None
+        except (BadBody, OSError) as error:  # includes socket timeouts
+            raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+                         f"could not read the body: {error}", body_unread=True) from None
+
+    def _reply_ok(self, accepted: Accepted, answer_type: str) -> None:
+        response = accepted.response()
+        if answer_type == PROTOBUF:
+            body = response.SerializeToString()
+        else:
+            body = json_format.MessageToJson(response, indent=None).encode("utf-8")
+        self._send(HTTPStatus.OK, answer_type, body, {})
+
+    def _reply_error(self, reply: _Reply, answer_type: str) -> None:
+        if reply.body_unread:
+            self.close_connection = True
+        if answer_type == PROTOBUF:
+            body = status_protobuf(reply.code, reply.message)
+        else:
+            body = status_json(reply.code, reply.message)
+        self._send(reply.status, answer_type, body, reply.headers)
+
+    def _send(self, status: HTTPStatus, content_type: str, body: bytes,
+              headers: dict[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # stop() drains requests itself; idle keep-alives must not block exit
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
+        self.receiver = receiver
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.receiver._slots.acquire(blocking=False):
+            # Over the connection cap: answer at once rather than queue a thread.
+            with contextlib.suppress(OSError):
+                request.sendall(_REFUSED_CONNECTION)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.receiver._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.receiver._slots.release()
+
+
+class HttpReceiver:
+    """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
+
+    def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
+                 limits: Limits) -> None:
+        self.exporter = exporter
+        self.token = token
+        self.limits = limits
+        self.stopping = False
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._lock = threading.Condition()
+        self._connections: dict[socket.socket, bool] = {}  # socket → busy with a request
+        self._server = _Server((host, port), self)
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="budgetscope-otlp-http", daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}{TRACES_PATH}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop accepting, let in-flight requests finish (their commits included), close idle
+        keep-alive connections. True when every request finished within `timeout`."""
+        if self._thread.is_alive():
+            self._server.shutdown()  # waits for serve_forever to return: started threads only
+        self._server.server_close()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self.stopping = True
+            for connection, busy in self._connections.items():
+                if not busy:
+                    _shutdown(connection)
+            while any(self._connections.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True
+
+    # Connection bookkeeping, called by the handler threads.
+    def _opened(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections[connection] = False
+            if self.stopping:
+                _shutdown(connection)
+
+    def _closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.pop(connection, None)
+            self._lock.notify_all()
+
+    def _begin(self, connection: socket.socket) -> bool:
+        with self._lock:
+            if self.stopping:
+                return False
+            self._connections[connection] = True
+            return True
+
+    def _end(self, connection: socket.socket) -> None:
+        with self._lock:
+            if connection in self._connections:
+                self._connections[connection] = False
+            if self.stopping:
+                _shutdown(connection)
+            self._lock.notify_all()
+
+
+def _shutdown(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RD)

@@ -1,0 +1,65 @@
+"""Both receivers and the writer behind them, started and stopped together."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ingest.group_commit import GroupCommitter
+from ingest.owner import DatabaseOwner
+from ingest.receivers.auth import BearerToken
+from ingest.receivers.export import Exporter
+from ingest.receivers.grpc_receiver import GrpcReceiver
+from ingest.receivers.http_receiver import HttpReceiver
+from ingest.receivers.limits import Limits
+from ingest.writer import AfterWrite
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    host: str = "127.0.0.1"
+    http_port: int = 4318  # 0 picks a free port (tests)
+    grpc_port: int = 4317
+    token: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+
+class Receivers:
+    """OTLP/HTTP and OTLP/gRPC in front of one group-commit writer on the owner's database."""
+
+    def __init__(self, owner: DatabaseOwner, config: ReceiverConfig,
+                 after_write: AfterWrite | None = None) -> None:
+        self.config = config
+        self.committer = GroupCommitter(owner.cursor(), after_write=after_write)
+        exporter = Exporter(self.committer, config.limits.commit_timeout)
+        token = BearerToken(config.token)
+        try:
+            self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,
+                                     limits=config.limits)
+        except OSError as error:
+            self.committer.close()
+            raise OSError(f"cannot listen for OTLP/HTTP on {config.host}:{config.http_port} "
+                          f"({error.strerror or error})") from None
+        try:
+            self.grpc = GrpcReceiver(exporter, config.host, config.grpc_port, token=token,
+                                     limits=config.limits)
+        except OSError:
+            self.http.stop(0)
+            self.committer.close()
+            raise
+
+    def start(self) -> None:
+        self.http.start()
+        self.grpc.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop accepting on both, finish in-flight requests, commit everything queued.
+
+        Every request answered with success was committed before its answer, so once this
+        returns the database holds every acknowledged span. True when all finished in time."""
+        deadline = time.monotonic() + timeout
+        grpc_stopped = self.grpc.begin_stop(timeout)
+        http_drained = self.http.stop(timeout)
+        grpc_drained = grpc_stopped.wait(max(0.0, deadline - time.monotonic()) + 1)
+        writer_drained = self.committer.close(max(0.0, deadline - time.monotonic()) + 5)
+        return http_drained and grpc_drained and writer_drained

@@ -1,0 +1,100 @@
+"""`budgetscope ingest` through the real CLI: exit codes, summaries, a database held elsewhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from ingest.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
+from tests.otlp_files import otlp_json, request, sdk_spans
+
+
+def _good_file(folder: Path) -> Path:
+    path = folder / "good.json"
+    path.write_text(json.dumps(otlp_json(request(sdk_spans(runs=1)))))
+    return path
+
+
+def test_ingest_reports_and_exits_zero(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    good = _good_file(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(good)])
+    assert result.exit_code == 0, result.output
+    assert "4 spans loaded, 0 already present, 0 rejected" in result.output
+    again = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(good)])
+    assert again.exit_code == 0, again.output
+    assert "0 spans loaded, 4 already present, 0 rejected" in again.output
+
+
+def test_db_comes_from_the_environment(tmp_path: Path) -> None:
+    db = tmp_path / "env.duckdb"
+    result = CliRunner().invoke(cli, ["ingest", str(_good_file(tmp_path))],
+                                env={"BUDGETSCOPE_DB": str(db)})
+    assert result.exit_code == 0, result.output
+    assert db.exists()
+
+
+def test_anything_rejected_makes_the_exit_status_non_zero(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.duckdb"), "ingest",
+                                      str(_good_file(tmp_path)), str(bad)])
+    assert result.exit_code == 1, result.output
+    assert "4 spans loaded" in result.output
+    assert f"{bad} line 1 column 2: malformed JSON" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_usage_errors_exit_two(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.duckdb"), "ingest"])
+    assert result.exit_code == 2
+
+
+def test_a_database_held_by_another_process_fails_at_once_naming_it(tmp_path: Path) -> None:
+    db = tmp_path / "held.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('ready', flush=True);"
+         " time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(_good_file(tmp_path))])
+        assert time.monotonic() - started < 10  # fails at once, never waits for the lock
+        assert result.exit_code == 1
+        assert f"process {holder.pid}" in result.output
+        assert "Traceback" not in result.output
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_every_ddl_file_is_listed_in_order() -> None:
+    names = ddl_files()
+    assert names[0] == "meta.sql" and "spans.sql" in names
+
+
+def test_a_database_from_another_schema_version_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    apply_schema(con)
+    con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",
+                [str(SCHEMA_VERSION + 41)])
+    try:
+        apply_schema(con)
+    except SchemaError as error:
+        assert f"schema version {SCHEMA_VERSION + 41}" in str(error)
+    else:
+        raise AssertionError("a foreign schema version was accepted")
+    finally:
+        con.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(_good_file(tmp_path))])
+    assert result.exit_code == 1
+    assert "schema version" in result.output and "Traceback" not in result.output

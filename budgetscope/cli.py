@@ -6,6 +6,8 @@ import click
 
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
+from budgetscope.commands.report import report_command
+from budgetscope.commands.run import run_command
 from budgetscope.commands.serve import serve_command
 from budgetscope.config import DB_ENV, DEFAULT_DB
 from ingest.gc_tuning import relax_gc_for_ingest
@@ -23,6 +25,8 @@ def cli(context: click.Context, db: str) -> None:
 
 cli.add_command(ingest_command)
 cli.add_command(demo_command)
+cli.add_command(report_command)
+cli.add_command(run_command)
 cli.add_command(serve_command)
 
 

@@ -9,6 +9,10 @@ import click
 from budgetscope.commands.common import Fail, open_database
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from ingest.file_loader import load_files
+from ingest.writer import SpanWriter
+from queries.derive import refresh_touched
+from queries.render import to_text_table
+from queries.reports import attribution
 
 DEMO_MARKER = "demo_database"
 
@@ -35,7 +39,12 @@ def demo_command(demo_db: str) -> None:
     path = Path(demo_db)
     _reset_demo_database(path)
     with open_database(str(path)) as con:
-        summary = load_files(con, [SAMPLE_TRACES])
+        summary = load_files(con, [SAMPLE_TRACES],
+                             writer=SpanWriter(con, after_write=refresh_touched))
         con.execute("INSERT INTO budgetscope_meta VALUES (?, 'true')", [DEMO_MARKER])
+        headline = attribution(con).head(8)
     for line in summary.lines():
         click.echo(line)
+    click.echo("\nWho spent the budget of exhausted runs (top step keys; "
+               f"`budgetscope --db {path} report attribution --format table` for all):")
+    click.echo(to_text_table(headline), nl=False)

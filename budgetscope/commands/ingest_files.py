@@ -6,6 +6,8 @@ import click
 
 from budgetscope.commands.common import Fail, open_database
 from ingest.file_loader import load_files
+from ingest.writer import SpanWriter
+from queries.derive import refresh_touched
 
 
 @click.command("ingest")
@@ -20,7 +22,8 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
     rejected."""
     db = context.obj["db"]
     with open_database(db) as con:
-        summary = load_files(con, paths, progress=progress)
+        summary = load_files(con, paths, progress=progress,
+                             writer=SpanWriter(con, after_write=refresh_touched))
     for line in summary.lines():
         click.echo(line, err=bool(summary.rejections) and line.startswith(" "))
     if summary.rejections:

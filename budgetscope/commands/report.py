@@ -1,0 +1,72 @@
+"""`budgetscope report NAME`: one SPEC §7/§8 report as CSV, JSON or a text table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from budgetscope.commands.common import Fail, db_option, open_database
+from queries.filters import FilterError, Filters
+from queries.render import to_csv_bytes, to_json_text, to_text_table
+from queries.reports import REPORTS, attribution_summary
+
+
+@click.command("report")
+@click.argument("name", metavar="NAME")
+@click.option("--since", help="Runs that started at or after this UTC instant (inclusive): an "
+              "ISO date (midnight UTC) or datetime; no offset means UTC.")
+@click.option("--until", help="Runs that started before this UTC instant (exclusive), same "
+              "forms as --since.")
+@click.option("--agent", help="Only this agent (gen_ai.agent.name, else service.name).")
+@click.option("--format", "output_format", type=click.Choice(["csv", "json", "table"]),
+              default="csv", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def report_command(context: click.Context, name: str, since: str | None, until: str | None,
+                   agent: str | None, output_format: str, out: Path | None) -> None:
+    """Print report NAME: weekly, runs, attribution, failures, utilisation or reconciliation.
+
+    Filters apply to runs by their start time: --since is inclusive, --until exclusive, both
+    in UTC; a step, write or failure counts with the run it belongs to. CSV cells: empty when
+    undefined, true/false, 3 decimals for *_ms columns and 6 for other fractions.
+    """
+    report = REPORTS.get(name)
+    if report is None:
+        raise Fail(f"unknown report {name!r}; choose one of: {', '.join(REPORTS)}")
+    try:
+        filters = Filters.parse(since, until, agent)
+    except FilterError as error:
+        raise Fail(str(error)) from None
+    db = db_option(context)
+    if not Path(db).exists():
+        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
+    with open_database(db) as con:
+        frame = report(con, filters)
+        footer = _footer(con, name, filters) if output_format == "table" else ""
+    if output_format == "csv":
+        data = to_csv_bytes(frame)
+    elif output_format == "json":
+        data = to_json_text(frame).encode("utf-8")
+    else:
+        data = (to_text_table(frame) + footer).encode("utf-8")
+    if out is None:
+        click.echo(data, nl=False)
+        return
+    try:
+        out.write_bytes(data)
+    except OSError as error:
+        raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def _footer(con: object, name: str, filters: Filters) -> str:
+    """The attribution table also says how often the culprit is not the holder (SPEC §4)."""
+    if name != "attribution":
+        return ""
+    row = attribution_summary(con, filters).iloc[0]  # type: ignore[arg-type]
+    rate = row["culprit_is_holder_rate"]
+    if row["exhausted_runs"] == 0 or rate != rate:  # NaN: no run with culprit and holder
+        return f"\n{int(row['exhausted_runs'])} exhausted runs\n"
+    return (f"\n{int(row['exhausted_runs'])} exhausted runs; culprit is the holder in "
+            f"{rate:.1%}, not the holder in {1 - rate:.1%}\n")

@@ -1,0 +1,123 @@
+"""`budgetscope run RUN_ID`: what on-call needs about one run, in a terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from budgetscope.commands.common import Fail, db_option, open_database
+from queries.render import text_cell
+from queries.run_view import RunNotFound, RunView, load_run
+
+
+@click.command("run")
+@click.argument("run_id", metavar="RUN_ID")
+@click.option("--width", default=60, show_default=True, type=click.IntRange(20, 200),
+              help="Characters for the waterfall's time axis.")
+@click.pass_context
+def run_command(context: click.Context, run_id: str, width: int) -> None:
+    """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root):
+    outcome, budget and utilisation, culprit vs holder, a waterfall of the steps against the
+    deadline, failures by class, and uncertain and orphan writes with their idempotency keys."""
+    db = db_option(context)
+    if not Path(db).exists():
+        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
+    with open_database(db) as con:
+        try:
+            view = load_run(con, run_id)
+        except RunNotFound as error:
+            raise Fail(str(error)) from None
+    click.echo(render_run(view, width), nl=False)
+
+
+CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
+           "error")
+
+
+def _ms(value: object) -> str:
+    return text_cell(value, "x_ms") or "-"
+
+
+def _pct(value: object) -> str:
+    return "-" if value is None or pd.isna(value) else f"{float(value):.1%}"
+
+
+def render_run(view: RunView, width: int) -> str:
+    run = view.summary
+    start = pd.Timestamp(int(run["start_ns"]), unit="ns", tz="UTC")
+    lines = [f"run {run['run_id']}  agent {run['agent'] if pd.notna(run['agent']) else '-'}  "
+             f"started {start.isoformat().replace('+00:00', 'Z')}"]
+    exhausted = run["exhausted"]
+    lines.append(
+        f"outcome {run['outcome'] if pd.notna(run['outcome']) else '(not stated)'}  "
+        f"exhausted {'-' if pd.isna(exhausted) else str(bool(exhausted)).lower()}  "
+        f"budget {_ms(run['budget_ms'])} ms  elapsed {_ms(run['elapsed_ms'])} ms  "
+        f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])} ms")
+    if pd.isna(run["budget_ms"]):
+        lines.append("no budget.total_ms on this run: no attribution (SPEC §1)")
+    else:
+        same = run["culprit_span_id"] == run["holder_span_id"]
+        lines.append(
+            f"culprit {run['culprit_key'] if pd.notna(run['culprit_key']) else '-'} "
+            f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])} ms)  "
+            f"holder {run['holder_key'] if pd.notna(run['holder_key']) else '-'}"
+            + ("" if same or pd.isna(run["culprit_span_id"]) else "  <- culprit is not the holder"))
+        lines.append(f"unattributed {_ms(run['unattributed_ms'])} ms (time with no step running)")
+    lines.append("")
+    lines.extend(_waterfall(view, width))
+    lines.append("")
+    counts = view.steps["step_class"].value_counts() if not view.steps.empty else pd.Series()
+    lines.append("failures by class: " + ", ".join(
+        f"{name} {int(counts.get(name, 0))}" for name in CLASSES))
+    lines.extend(_writes(view.writes))
+    return "\n".join(lines) + "\n"
+
+
+def _waterfall(view: RunView, width: int) -> list[str]:
+    run, steps = view.summary, view.steps
+    if steps.empty:
+        return ["no steps"]
+    s = int(run["start_ns"])
+    deadline = None if pd.isna(run["deadline_ns"]) else int(run["deadline_ns"])
+    end = max(int(run["latest_end_ns"]), deadline or 0, s + 1)
+    scale = width / (end - s)
+
+    def column(ns: int) -> int:
+        return min(width - 1, max(0, int((ns - s) * scale)))
+
+    label_width = min(40, max(len(key) + 2 * level for key, level in
+                              zip(steps["step_key"], steps["step_level"], strict=True)))
+    mark = f", | = deadline at +{(deadline - s) / 1e9:.3f} s" if deadline else ""
+    out = [f"waterfall: 0 .. +{(end - s) / 1e9:.3f} s{mark}"]
+    for step in steps.itertuples(index=False):
+        bar = [" "] * width
+        first, last = column(int(step.start_ns)), column(int(step.end_ns))
+        for i in range(first, max(first, last) + 1):
+            bar[i] = "="
+        if deadline is not None:
+            bar[column(deadline)] = "|"
+        label = ("  " * int(step.step_level) + str(step.step_key))[:label_width]
+        consumed = ("" if pd.isna(step.consumption_ms)
+                    else f"  consumed {_ms(step.consumption_ms)} ms")
+        out.append(f"{label.ljust(label_width)} {step.step_class:<14} "
+                   f"[{''.join(bar)}] +{float(step.offset_ms) / 1e3:.3f} s "
+                   f"{_ms(step.duration_ms)} ms{consumed}")
+    return out
+
+
+def _writes(writes: pd.DataFrame) -> list[str]:
+    if writes.empty:
+        return ["writes: none"]
+    out = [f"writes: {len(writes)}, uncertain {int(writes['is_uncertain'].sum())}, "
+           f"reconciled {int(writes['reconciled'].sum())}, orphan {int(writes['orphan'].sum())}"]
+    for write in writes.itertuples(index=False):
+        if not (write.is_uncertain or write.orphan):
+            continue
+        state = ("ORPHAN (nobody read it back)" if write.orphan
+                 else f"reconciled: {write.last_result}")
+        key = write.idempotency_key if pd.notna(write.idempotency_key) else "(no key)"
+        out.append(f"  uncertain write {write.step_key} +{float(write.offset_ms) / 1e3:.3f} s "
+                   f"class {write.step_class} idempotency_key {key}  {state}")
+    return out

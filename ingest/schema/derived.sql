@@ -1,0 +1,123 @@
+-- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
+-- the on-call run view read a few columns instead of walking span trees on every query.
+-- Maintained only by queries/sql/derive_refresh.sql, which deletes and recomputes the rows of
+-- the traces a write touched, inside that write's transaction; never edit these rows by hand.
+-- No primary keys: a malformed trace (two roots, a parent cycle) must not make a whole ingest
+-- batch fail on a constraint; the refresh de-duplicates instead.
+
+-- runs: one row per run (a span carrying budget.total_ms, or a trace root without one).
+CREATE TABLE IF NOT EXISTS runs (
+    run_id               VARCHAR NOT NULL,  -- trace_id, or trace_id/span_id when not the root
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    agent                VARCHAR,           -- gen_ai.agent.name, else the resource's service.name
+    start_ns             BIGINT NOT NULL,   -- s
+    end_ns               BIGINT NOT NULL,   -- the run span's own end
+    budget_ms            BIGINT,            -- B; NULL = unknown budget, budget metrics skip it
+    deadline_ns          BIGINT,            -- d
+    window_end_ns        BIGINT,            -- e = min(run end, d), never before s
+    reserve_ms           BIGINT,
+    outcome              VARCHAR,           -- budget.run.outcome as sent
+    elapsed_ms           DOUBLE NOT NULL,   -- run span end - s
+    utilisation          DOUBLE,            -- elapsed / B
+    latest_end_ns        BIGINT NOT NULL,   -- latest end of the run span or any descendant
+    overrun_ms           DOUBLE,
+    exhausted            BOOLEAN,           -- NULL when the budget is unknown
+    refused_steps        BIGINT NOT NULL,
+    steps                BIGINT NOT NULL,
+    top_level_steps      BIGINT NOT NULL,
+    unattributed_ms      DOUBLE,
+    culprit_span_id      VARCHAR,
+    culprit_key          VARCHAR,
+    culprit_ms           DOUBLE,
+    culprit_share        DOUBLE,
+    holder_span_id       VARCHAR,
+    holder_key           VARCHAR,
+    week                 VARCHAR NOT NULL   -- ISO week of s in UTC, e.g. 2026-W48
+);
+-- Reports filter on run start; the on-call view looks one run up by id.
+CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id);
+CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id);
+
+-- steps: one row per step (a descendant of a run carrying budget.step.kind or
+-- gen_ai.operation.name), attached to its nearest run ancestor. Run-level fields are copied in
+-- (agent, run start, exhausted) because every report filters steps by them.
+CREATE TABLE IF NOT EXISTS steps (
+    run_id               VARCHAR NOT NULL,
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    parent_span_id       VARCHAR,
+    top_step_id          VARCHAR NOT NULL,  -- the top-level step it rolls up into (itself if top)
+    is_top_level         BOOLEAN NOT NULL,
+    step_level           INTEGER NOT NULL,  -- 0 for top-level, 1 for a step inside one, ...
+    span_name            VARCHAR NOT NULL,
+    kind                 VARCHAR NOT NULL,
+    name                 VARCHAR NOT NULL,
+    step_key             VARCHAR NOT NULL,  -- kind:name
+    class                VARCHAR NOT NULL,  -- SPEC §3
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL,
+    duration_ms          DOUBLE NOT NULL,
+    remaining_ms         BIGINT,
+    cap_ms               BIGINT,
+    allocated_ms         BIGINT,
+    utilisation          DOUBLE,            -- duration / allocated (SPEC §5)
+    consumption_ms       DOUBLE,            -- top-level steps of budgeted runs only (SPEC §4)
+    side_effect          VARCHAR,
+    effect_status        VARCHAR,
+    idempotency_key      VARCHAR,
+    attempt              BIGINT,
+    hedge                BOOLEAN,
+    reconcile_result     VARCHAR,
+    cleanup_ms           BIGINT,
+    is_write             BOOLEAN NOT NULL,
+    is_uncertain         BOOLEAN NOT NULL,  -- SPEC §6
+    -- span links of reconcile steps: a reconcile step may name the write it reads back by link.
+    link_targets         STRUCT(trace_id VARCHAR, span_id VARCHAR)[],
+    agent                VARCHAR,
+    run_start_ns         BIGINT NOT NULL,
+    run_has_budget       BOOLEAN NOT NULL,
+    run_exhausted        BOOLEAN
+);
+CREATE INDEX IF NOT EXISTS steps_by_run_id ON steps (run_id);
+CREATE INDEX IF NOT EXISTS steps_by_trace ON steps (trace_id);
+
+-- reconciliations: which reconcile step reads back which write (SPEC §6): the same
+-- idempotency key in the same run, or a span link to the write. A view, not a table, because a
+-- link may cross traces: computing it at read time keeps it right whatever order traces arrive.
+CREATE OR REPLACE VIEW reconciliations AS
+WITH reconcile_steps AS (
+    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns, link_targets,
+           coalesce(reconcile_result, 'unknown') AS result
+    FROM steps WHERE kind = 'reconcile'
+), by_key AS (
+    SELECT w.trace_id AS write_trace_id, w.span_id AS write_span_id,
+           r.trace_id AS reconcile_trace_id, r.span_id AS reconcile_span_id,
+           r.result, r.start_ns, r.end_ns, r.idempotency_key
+    FROM steps w JOIN reconcile_steps r
+      ON r.run_id = w.run_id AND r.idempotency_key = w.idempotency_key
+    WHERE w.is_write
+), by_link AS (
+    SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
+           r.idempotency_key
+    FROM (SELECT *, unnest(link_targets) AS target FROM reconcile_steps) r
+    JOIN steps w ON w.trace_id = r.target.trace_id AND w.span_id = r.target.span_id
+    WHERE w.is_write
+)
+SELECT * FROM by_key UNION SELECT * FROM by_link;
+
+-- write_steps: every write step with what is known about it having been read back.
+-- last_result is the result of its latest reconciliation (by start, then end, then span id).
+CREATE OR REPLACE VIEW write_steps AS
+SELECT w.*,
+       coalesce(r.reconciliations, 0) AS reconciliations,
+       r.reconciliations IS NOT NULL AS reconciled,
+       w.is_uncertain AND r.reconciliations IS NULL AS orphan,
+       r.last_result
+FROM steps w
+LEFT JOIN (
+    SELECT write_trace_id, write_span_id, count(*) AS reconciliations,
+           arg_max(result, (start_ns, end_ns, reconcile_span_id)) AS last_result
+    FROM reconciliations GROUP BY ALL
+) r ON r.write_trace_id = w.trace_id AND r.write_span_id = w.span_id
+WHERE w.is_write;

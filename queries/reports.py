@@ -1,0 +1,88 @@
+"""The aggregate reports of SPEC §4-§8 as typed functions: connection and filters in, DataFrame
+out, columns in the order SPEC §7/§8 lists them. The CLI and the dashboard both call these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+import pandas as pd
+
+from queries.filters import Filters
+from queries.loader import execute
+
+NO_FILTERS = Filters()
+
+
+def _frame(con: duckdb.DuckDBPyConnection, name: str, filters: Filters,
+           **extra: object) -> pd.DataFrame:
+    return execute(con, name, {**filters.parameters(), **extra}).df()
+
+
+def runs(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row per run (SPEC §8 `runs`)."""
+    return _frame(con, "runs_report", filters)
+
+
+def attribution(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Budget share, culprit and holder runs per step key over exhausted runs (SPEC §4)."""
+    return _frame(con, "attribution_report", filters)
+
+
+def attribution_summary(con: duckdb.DuckDBPyConnection,
+                        filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row: exhausted runs, culprit_is_holder_rate, unattributed share (SPEC §4)."""
+    return _frame(con, "attribution_summary", filters)
+
+
+def failures(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Steps per step key by SPEC §3 class."""
+    return _frame(con, "failures_report", filters)
+
+
+def utilisation(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Run utilisation percentiles per agent (SPEC §5)."""
+    return _frame(con, "utilisation_report", filters)
+
+
+def utilisation_histogram(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS,
+                          bin_width: float = 0.05) -> pd.DataFrame:
+    """Runs per agent per utilisation bin [bin_start, bin_end)."""
+    if not bin_width > 0:
+        raise ValueError("bin_width must be positive")
+    return _frame(con, "utilisation_histogram", filters, bin_width=bin_width)
+
+
+def step_utilisation(con: duckdb.DuckDBPyConnection,
+                     filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Step duration / allocated_ms percentiles per step key (SPEC §5)."""
+    return _frame(con, "step_utilisation", filters)
+
+
+def reconciliation(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Write steps, reconciliation and orphans per step key (SPEC §6)."""
+    return _frame(con, "reconciliation_report", filters)
+
+
+def reconciliation_by_period(con: duckdb.DuckDBPyConnection,
+                             filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Write steps, reconciliation rate and orphans per ISO week and step key (SPEC §6)."""
+    return _frame(con, "reconciliation_by_period", filters)
+
+
+def weekly(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row per ISO week × agent (SPEC §7)."""
+    return _frame(con, "weekly_report", filters)
+
+
+Report = Callable[[duckdb.DuckDBPyConnection, Filters], pd.DataFrame]
+
+# The reports `budgetscope report NAME` knows, in the order its help lists them.
+REPORTS: dict[str, Report] = {
+    "weekly": weekly,
+    "runs": runs,
+    "attribution": attribution,
+    "failures": failures,
+    "utilisation": utilisation,
+    "reconciliation": reconciliation,
+}

@@ -1,0 +1,39 @@
+"""One run, for the on-call view: its row, its steps in waterfall order, its writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+
+from queries.loader import execute
+
+
+class RunNotFound(LookupError):
+    """No run has this id; `candidates` are run ids of the same trace, if any."""
+
+    def __init__(self, run_id: str, candidates: list[str]) -> None:
+        hint = f"; runs of that trace: {', '.join(candidates)}" if candidates else ""
+        super().__init__(f"no run {run_id!r} in this database{hint}")
+        self.candidates = candidates
+
+
+@dataclass(frozen=True)
+class RunView:
+    summary: pd.Series  # one row of the runs table
+    steps: pd.DataFrame
+    writes: pd.DataFrame
+
+
+def load_run(con: duckdb.DuckDBPyConnection, run_id: str) -> RunView:
+    run_id = run_id.strip().lower()
+    summary = execute(con, "run_summary", {"run_id": run_id}).df()
+    if summary.empty:
+        trace_id = run_id.split("/", 1)[0]
+        candidates = [row[0] for row in
+                      execute(con, "run_candidates", {"trace_id": trace_id}).fetchall()]
+        raise RunNotFound(run_id, candidates)
+    steps = execute(con, "run_steps", {"run_id": run_id}).df()
+    writes = execute(con, "run_writes", {"run_id": run_id}).df()
+    return RunView(summary.iloc[0], steps, writes)

@@ -1,0 +1,15 @@
+-- name: reconciliation_by_period
+-- Write steps per ISO week (UTC, of the run start) and step key: reconciliation rate and orphans (SPEC §6).
+SELECT printf('%d-W%02d', isoyear(make_timestamp(run_start_ns // 1000)),
+              week(make_timestamp(run_start_ns // 1000))) AS week,
+       step_key,
+       count(*) AS write_steps,
+       count(*) FILTER (WHERE reconciled) AS reconciled_writes,
+       count(*) FILTER (WHERE orphan) AS orphan_writes,
+       count(*) FILTER (WHERE reconciled) / count(*) AS reconciliation_rate
+FROM write_steps
+WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
+  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
+  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+GROUP BY ALL
+ORDER BY week, step_key;

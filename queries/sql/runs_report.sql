@@ -1,0 +1,20 @@
+-- name: runs_report
+-- One row per run started in [since, until) for the agent filter (SPEC §8 `runs`).
+SELECT run_id,
+       agent,
+       strftime(make_timestamp(start_ns // 1000), '%Y-%m-%dT%H:%M:%S.%gZ') AS start,
+       budget_ms,
+       elapsed_ms,
+       utilisation,
+       outcome,
+       exhausted,
+       culprit_key AS culprit,
+       culprit_share,
+       holder_key AS holder,
+       unattributed_ms,
+       overrun_ms
+FROM runs
+WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
+  AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
+  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+ORDER BY start_ns, run_id;

@@ -1,0 +1,117 @@
+"""Test traces made with the real OpenTelemetry SDK and stored through the real ingest path.
+
+Times are given in milliseconds after T0 (Monday 2026-11-23 10:00:00 UTC, ISO week 2026-W48)
+so that the hand-worked arithmetic in the tests reads in ms. Ids come from a seeded generator,
+so the same test builds the same trace ids every time (golden files depend on it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Link, Status, StatusCode
+
+from ingest.database import connect
+from ingest.flatten import flatten_request
+from ingest.writer import SpanWriter
+from queries.derive import refresh_touched
+
+T0_NS = 1_795_428_000 * 10**9  # 2026-11-23T10:00:00Z, a Monday
+MS = 10**6
+
+
+class SeededIds(IdGenerator):
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self.random.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self.random.getrandbits(128) or 1
+
+
+class TraceBuilder:
+    """Makes finished spans; `span(...)` returns the span so that children can name it."""
+
+    def __init__(self, seed: int = 1, service: str = "agent-svc") -> None:
+        self.exporter = InMemorySpanExporter()
+        self.providers: dict[str, TracerProvider] = {}
+        self.ids = SeededIds(seed)
+        self.default_service = service
+
+    def _tracer(self, service: str) -> trace.Tracer:
+        if service not in self.providers:
+            provider = TracerProvider(resource=Resource.create({"service.name": service}),
+                                      id_generator=self.ids)
+            provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+            self.providers[service] = provider
+        return self.providers[service].get_tracer("budgetscope-tests")
+
+    def span(self, name: str, start_ms: float, end_ms: float, *,
+             parent: ReadableSpan | trace.Span | None = None,
+             attributes: dict[str, Any] | None = None, error: bool = False,
+             exceptions: Sequence[str] = (), links: Sequence[trace.Span] = (),
+             service: str | None = None, t0_ns: int = T0_NS) -> trace.Span:
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        if parent is None:
+            context = trace.set_span_in_context(trace.INVALID_SPAN)
+        span = self._tracer(service or self.default_service).start_span(
+            name, context=context, attributes=attributes or {},
+            links=[Link(other.get_span_context()) for other in links],
+            start_time=t0_ns + int(start_ms * MS))
+        for index, exception_type in enumerate(exceptions):
+            span.add_event("exception", {"exception.type": exception_type,
+                                         "exception.message": f"test {index}"},
+                           timestamp=t0_ns + int(start_ms * MS))
+        if error:
+            span.set_status(Status(StatusCode.ERROR, "failed"))
+        span.end(end_time=t0_ns + int(end_ms * MS))
+        return span
+
+    def run(self, start_ms: float, end_ms: float, budget_ms: int | None, **attributes: Any
+            ) -> trace.Span:
+        """A root run span; extra attributes use underscores for dots (`budget_run_outcome`)."""
+        attrs = {key.replace("__", "\0").replace("_", ".").replace("\0", "_"): value
+                 for key, value in attributes.items()}
+        if budget_ms is not None:
+            attrs["budget.total_ms"] = budget_ms
+        return self.span("agent run", start_ms, end_ms, attributes=attrs)
+
+    def step(self, parent: trace.Span, kind: str, name: str, start_ms: float, end_ms: float,
+             **attributes: Any) -> trace.Span:
+        attrs = {"budget.step.kind": kind, "budget.step.name": name, **attributes}
+        return self.span(f"{kind} {name}", start_ms, end_ms, parent=parent, attributes=attrs)
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    @staticmethod
+    def trace_id(span: trace.Span | ReadableSpan) -> str:
+        return format(span.get_span_context().trace_id, "032x")
+
+    @staticmethod
+    def span_id(span: trace.Span | ReadableSpan) -> str:
+        return format(span.get_span_context().span_id, "016x")
+
+
+def open_db(tmp_path: Path, name: str = "test.duckdb") -> duckdb.DuckDBPyConnection:
+    return connect(tmp_path / name)
+
+
+def store(con: duckdb.DuckDBPyConnection, spans: Iterable[ReadableSpan]) -> int:
+    """One OTLP request → one write with the derivation hook, like a receiver does."""
+    batch = flatten_request(encode_spans(list(spans)))
+    assert not batch.rejections, batch.rejections
+    return SpanWriter(con, after_write=refresh_touched).write(batch).inserted

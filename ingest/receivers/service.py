@@ -22,6 +22,9 @@ class ReceiverConfig:
     grpc_port: int = 4317
     token: str | None = None
     limits: Limits = field(default_factory=Limits)
+    # Back-pressure of the group-commit writer (see ingest.group_commit).
+    max_queued_spans: int = 200_000
+    max_lag_seconds: float = 5.0
 
 
 class Receivers:
@@ -30,7 +33,9 @@ class Receivers:
     def __init__(self, owner: DatabaseOwner, config: ReceiverConfig,
                  after_write: AfterWrite | None = None) -> None:
         self.config = config
-        self.committer = GroupCommitter(owner.cursor(), after_write=after_write)
+        self.committer = GroupCommitter(
+            owner.cursor(), after_write=after_write, max_queued_spans=config.max_queued_spans,
+            max_lag_seconds=config.max_lag_seconds)
         exporter = Exporter(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
         try:

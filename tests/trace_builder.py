@@ -115,3 +115,20 @@ def store(con: duckdb.DuckDBPyConnection, spans: Iterable[ReadableSpan]) -> int:
     batch = flatten_request(encode_spans(list(spans)))
     assert not batch.rejections, batch.rejections
     return SpanWriter(con, after_write=refresh_touched).write(batch).inserted
+
+
+def run_row(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    cursor = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    rows = cursor.fetchall()
+    assert len(rows) == 1, f"{len(rows)} rows for run {run_id}"
+    return dict(zip([d[0] for d in cursor.description], rows[0], strict=True))
+
+
+def step_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, dict[str, Any]]:
+    """The run's steps by span name (tests give each step a distinct name)."""
+    cursor = con.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY start_ns", [run_id])
+    columns = [d[0] for d in cursor.description]
+    rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    by_name = {row["span_name"]: row for row in rows}
+    assert len(by_name) == len(rows), "step span names must be distinct in a test"
+    return by_name

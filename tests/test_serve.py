@@ -1,0 +1,208 @@
+"""`budgetscope serve` as a real process: it owns the file, other commands say so at once,
+SIGTERM stops it cleanly, and kill -9 loses nothing that was acknowledged (issue 3)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pyarrow as pa
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ingest.database import connect, serve_sidecar_path
+from tests.test_receivers_common import raw_request
+
+CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+START_TIMEOUT = 90  # seconds; imports are slow on a loaded 2-core machine
+
+
+def start_serve(db: Path, *flags: str) -> tuple[subprocess.Popen[str], dict]:
+    process = subprocess.Popen(
+        [*CLI, "--db", str(db), "serve", "--otlp-http-port", "0", "--otlp-grpc-port", "0",
+         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sidecar = serve_sidecar_path(db)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited {process.returncode}: {process.stderr.read()}")
+        try:
+            announced = json.loads(sidecar.read_text())
+        except (OSError, ValueError):
+            announced = None
+        if announced and announced.get("pid") == process.pid:
+            return process, announced
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("serve did not start in time")
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
+
+
+def post(endpoint: str, body: bytes) -> int:
+    with urllib.request.urlopen(urllib.request.Request(
+            endpoint, data=body, headers={"Content-Type": "application/x-protobuf"}),
+            timeout=30) as response:
+        return response.status
+
+
+def stored(db: Path, sql: str = "SELECT count(*) FROM spans") -> int:
+    con = connect(db)
+    try:
+        return int(con.execute(sql).fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> None:
+    db = tmp_path / "served.duckdb"
+    process, announced = start_serve(db, "--no-ui")
+    try:
+        assert post(announced["otlp_http"], raw_request(7).SerializeToString()) == 200
+        trace_file = tmp_path / "trace.json"
+        trace_file.write_text("{}")
+        started = time.monotonic()
+        busy = subprocess.run([*CLI, "--db", str(db), "ingest", str(trace_file)],
+                              capture_output=True, text=True, timeout=60)
+        assert time.monotonic() - started < 30  # fails at once, never waits for the lock
+        assert busy.returncode != 0
+        message = busy.stderr.strip()
+        assert "\n" not in message and "Traceback" not in message, message
+        assert f"budgetscope serve (pid {process.pid})" in message
+        assert announced["otlp_http"] in message and announced["otlp_http"].startswith(
+            "http://127.0.0.1:") and announced["otlp_http"].endswith("/v1/traces")
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    assert "listening on 127.0.0.1 only" in out and announced["otlp_http"] in out
+    assert not serve_sidecar_path(db).exists()
+    assert stored(db) == 7
+
+
+def _stream(endpoint: str, acknowledged: list[tuple[str, str]], stop: threading.Event) -> None:
+    """Send 64-span requests until the server dies; remember the spans of every 200."""
+    url = endpoint.removeprefix("http://")
+    host, _, rest = url.partition(":")
+    port, _, path = rest.partition("/")
+    while not stop.is_set():
+        request = raw_request(64)
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            connection.request("POST", "/" + path, body=request.SerializeToString(),
+                               headers={"Content-Type": "application/x-protobuf"})
+            if connection.getresponse().status != 200:
+                continue
+        except OSError:
+            return  # the server is gone
+        finally:
+            connection.close()
+        spans = request.resource_spans[0].scope_spans[0].spans
+        acknowledged.extend((s.trace_id.hex(), s.span_id.hex()) for s in spans)
+
+
+def _stream_grpc(target: str, acknowledged: list[tuple[str, str]],
+                 stop: threading.Event) -> None:
+    with grpc.insecure_channel(target) as channel:
+        export = channel.unary_unary(EXPORT, request_serializer=None,
+                                     response_deserializer=ExportTraceServiceResponse.FromString)
+        while not stop.is_set():
+            request = raw_request(64)
+            try:
+                export(request.SerializeToString(), timeout=30)
+            except grpc.RpcError:
+                return
+            spans = request.resource_spans[0].scope_spans[0].spans
+            acknowledged.extend((s.trace_id.hex(), s.span_id.hex()) for s in spans)
+
+
+def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    db = tmp_path / "crash.duckdb"
+    process, announced = start_serve(db, "--no-ui")
+    acknowledged: list[tuple[str, str]] = []
+    stop_sending = threading.Event()
+    clients = [threading.Thread(target=_stream, args=(announced["otlp_http"], acknowledged,
+                                                      stop_sending)) for _ in range(3)]
+    clients.append(threading.Thread(target=_stream_grpc, args=(
+        announced["otlp_grpc"], acknowledged, stop_sending)))
+    for client in clients:
+        client.start()
+    deadline = time.monotonic() + 60
+    while len(acknowledged) < 5_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Mid-stream: requests are in flight (some decoded, some queued, one committing).
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+    stop_sending.set()
+    for client in clients:
+        client.join(60)
+    acked = list(acknowledged)  # every thread has stopped appending
+    assert len(acked) >= 1_000, "the stream never got going"
+    assert serve_sidecar_path(db).exists()  # a kill leaves it behind: restart must cope
+
+    # Restart the server on the crashed file (DuckDB replays its WAL), then stop it cleanly.
+    process, announced = start_serve(db, "--no-ui")
+    assert post(announced["otlp_http"], raw_request(1).SerializeToString()) == 200
+    code, _, err = stop(process)
+    assert code == 0, err
+
+    con = connect(db)
+    try:
+        con.register("acked", pa.table({"trace_id": [t for t, _ in acked],
+                                        "span_id": [s for _, s in acked]}))
+        missing = con.execute(
+            "SELECT count(*) FROM acked a ANTI JOIN spans s USING (trace_id, span_id)"
+        ).fetchone()[0]
+        total = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    finally:
+        con.close()
+    assert missing == 0, f"{missing} of {len(acked)} acknowledged spans lost"
+    assert total >= len(acked) + 1  # plus spans committed but not yet answered at the kill
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
+    db = tmp_path / "ui.duckdb"
+    ui_port = _free_port()
+    process, announced = start_serve(db, "--ui-port", str(ui_port))
+    try:
+        assert announced["dashboard"] == f"http://127.0.0.1:{ui_port}"
+        deadline = time.monotonic() + START_TIMEOUT
+        health = None
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/_stcore/health",
+                                            timeout=5) as response:
+                    health = response.read()
+                    break
+            except OSError:
+                time.sleep(0.2)
+        assert health == b"ok"
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/", timeout=10) as response:
+            assert response.status == 200 and b"<html" in response.read().lower()
+        # The receivers keep working beside it.
+        assert post(announced["otlp_http"], raw_request(3).SerializeToString()) == 200
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    assert not serve_sidecar_path(db).exists()
+    assert stored(db) == 3
+    assert os.path.exists(db)

@@ -1,0 +1,467 @@
+"""The run simulation: play a run's plan against nature under one policy and record the spans.
+
+Time is integer nanoseconds. A call's natural latency comes from `latency.py` (its own stream);
+the policy decides how long we wait for it (`allocated = min(cap, remaining)`), whether it is
+started at all, retried, hedged or reconciled. Span attributes follow /work/shared/SPEC.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from . import emit
+from .agents import (
+    TOOLSPECS,
+    AgentSpec,
+    Call,
+    Fanout,
+    Item,
+    Planner,
+    Subagent,
+    pick_agent,
+    version_at,
+)
+from .latency import Natural, draw_model, draw_scope, draw_tool, stream
+from .policy import Policy, PolicySchedule
+from .spans import Resource, Run, Span
+from .timeline import busy_factor
+
+NS = 1_000_000  # nanoseconds per millisecond
+NO_BUDGET_HORIZON_MS = 600_000  # runs without a budget still die eventually
+LANDING_IDX = 10_000  # step index of the partial-answer landing call
+USER_CANCEL_P = 0.012
+_PRIORITY = {"refused": 1, "failed": 2, "exhausted": 3, "cancelled": 4}
+
+
+@dataclass(slots=True)
+class Frame:
+    """A deadline scope: the run itself, a subagent's allocation, or one retried tool step."""
+
+    deadline_ns: int
+    reserve_ms: int
+    parent_id: bytes
+    top: bool
+    stopped: bool = False
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One call as it played out; `resp_ns` is when we stopped waiting, `end_ns` after cleanup."""
+
+    call: Call
+    kind: str
+    attempt: int
+    branch: int
+    start_ns: int
+    resp_ns: int
+    end_ns: int
+    remaining_ms: int
+    cap_ms: int | None
+    allocated_ms: int | None
+    outcome: str
+    nat: Natural
+    reason: str = ""  # for client_timeout: "cap", "frame" or "run" (the run deadline fired)
+    user_cancel: bool = False
+
+
+class RunSim:
+    """One run: its plan (policy-free), then its execution under the policy live at its start."""
+
+    def __init__(self, seed: int, index: int, start_ns: int, schedule: PolicySchedule,
+                 n_runs: int = 0) -> None:
+        self.seed, self.index, self.start_ns = seed, index, start_ns
+        # Ids also key on the file's run count: a benchmark file and the bundled sample loaded
+        # into one database must not share ids (they would be dropped as duplicates).
+        self._id_prefix = repr((seed, n_runs, index)).encode()
+        plan_rng = stream(seed, index, "plan")
+        self.agent: AgentSpec = pick_agent(plan_rng)
+        self.instance = plan_rng.randrange(self.agent.instances)
+        no_budget_u, explicit_u = plan_rng.random(), plan_rng.random()
+        arrival_ms = self.agent.arrival_queue.draw(plan_rng) if self.agent.arrival_queue else 0.0
+        self.new_rpc_semconv = plan_rng.random() < 0.5
+        self.items: list[Item] = self.agent.planner(Planner(plan_rng))
+        nature = stream(seed, index, "run")
+        cancel_u, cancel_frac, self.teardown_ms = nature.random(), nature.random(), nature.random()
+        self.busy = busy_factor(start_ns)
+
+        self.policy: Policy = schedule.at(start_ns)
+        self.version = version_at(self.agent, start_ns)
+        self.instrumented = self.agent.instrumented
+        budget = self.policy.budget(self.agent.name)
+        self.total_ms = None if no_budget_u < self.agent.no_budget_p else budget.total_ms
+        self.reserve_ms = budget.reserve_ms if self.total_ms else 0
+        self.deadline_ms: int | None = None  # only when the run states it explicitly
+        if self.total_ms is None:
+            self.deadline_ns = start_ns + NO_BUDGET_HORIZON_MS * NS
+        elif explicit_u < self.agent.explicit_deadline_p:
+            # The caller's clock started when the request arrived, before the run did.
+            self.deadline_ms = (start_ns - int(arrival_ms * NS)) // NS + self.total_ms
+            self.deadline_ns = self.deadline_ms * NS
+        else:
+            self.deadline_ns = start_ns + self.total_ms * NS
+        horizon_ms = self.total_ms or NO_BUDGET_HORIZON_MS
+        self.cancel_at: int | None = None
+        if cancel_u < USER_CANCEL_P:
+            self.cancel_at = start_ns + int((2_000 + cancel_frac * 0.9 * horizon_ms) * NS)
+        self.trace_id = self._digest(("trace",), 16)
+        self.spans: list[Span] = []
+        self.stop: str | None = None
+        self.fail_type = ""
+
+    # ---- ids and streams -------------------------------------------------------------------
+
+    def _digest(self, key: tuple, size: int) -> bytes:
+        raw = hashlib.blake2b(self._id_prefix + repr(key).encode(), digest_size=size)
+        out = raw.digest()
+        return out if any(out) else out[:-1] + b"\x01"
+
+    def sid(self, *key: object) -> bytes:
+        """Span id from the span's role, so the same step keeps its id under another policy."""
+        return self._digest(key, 8)
+
+    def nature(self, call: Call, attempt: int, branch: int | str) -> Natural:
+        rng = stream(self.seed, self.index, call.idx, attempt, branch)
+        if call.kind == "model":
+            return draw_model(rng, call.name, call.input_tokens, short=call.idx == LANDING_IDX)
+        if call.kind == "subagent":
+            return draw_scope(rng)
+        busy = self.busy if call.kind == "queue" else 1.0
+        # Nature keys on the run start, not the call time, so no policy can shift it.
+        return draw_tool(rng, call.name, self.start_ns, busy)
+
+    def set_stop(self, reason: str) -> None:
+        if self.stop is None or _PRIORITY[reason] > _PRIORITY[self.stop]:
+            self.stop = reason
+
+    # ---- one attempt ------------------------------------------------------------------------
+
+    def resolve(self, call: Call, kind: str, t: int, frame: Frame, attempt: int,
+                branch: int | str, cap_ms: int | None, landing: bool = False) -> Attempt:
+        """Decide refusal, allocation and how the wait ended. Touches no run state."""
+        nat = self.nature(call, attempt, branch)
+        remaining = (frame.deadline_ns - t) // NS
+        need = self.policy.land_min_ms if landing else self.policy.min_start_ms + frame.reserve_ms
+        if remaining < need:
+            # A refusal is a budget check, not a call: it takes microseconds.
+            end = t + 15_000 + int(nat.u * 70_000)
+            return Attempt(call, kind, attempt, 0, t, end, end, remaining, cap_ms, None,
+                           "refused", nat)
+        allocated = remaining if cap_ms is None else min(cap_ms, remaining)
+        natural_end = t + int(nat.latency_ms * NS)
+        limit = t + allocated * NS
+        cleanup = int(nat.cleanup_ms * NS)
+        a = Attempt(call, kind, attempt, 0 if isinstance(branch, str) else branch, t,
+                    natural_end, natural_end, remaining, cap_ms, allocated, "ok", nat)
+        if self.cancel_at is not None and t <= self.cancel_at < min(natural_end, limit):
+            a.resp_ns, a.end_ns = self.cancel_at, self.cancel_at + cleanup
+            a.outcome, a.user_cancel = "cancelled", True
+        elif natural_end <= limit:
+            a.outcome = nat.failure.outcome if nat.failure else "ok"
+        else:
+            a.resp_ns, a.end_ns, a.outcome = limit, limit + cleanup, "client_timeout"
+            if cap_ms is not None and cap_ms <= remaining:
+                a.reason = "cap"
+            else:
+                a.reason = "run" if frame.deadline_ns == self.deadline_ns else "frame"
+        return a
+
+    def note(self, a: Attempt, frame: Frame) -> None:
+        """What an attempt's ending means for the run."""
+        if a.outcome == "refused":
+            if frame.top:
+                self.set_stop("refused")
+            else:
+                frame.stopped = True
+        elif a.user_cancel:
+            self.set_stop("cancelled")
+        elif a.outcome == "client_timeout" and a.reason == "run":
+            self.set_stop("exhausted")
+
+    def cap_for(self, name: str) -> int | None:
+        return self.policy.cap_ms(self.agent.name, name)
+
+    # ---- plan execution ---------------------------------------------------------------------
+
+    def exec_items(self, items: tuple[Item, ...] | list[Item], t: int, frame: Frame) -> int:
+        for item in items:
+            if self.stop or frame.stopped:
+                break
+            t = self.exec_item(item, t + int(item.gap_ms * NS), frame)
+        return t
+
+    def exec_item(self, item: Item, t: int, frame: Frame) -> int:
+        if isinstance(item, Fanout):
+            # Parallel tool calls start a fraction of a millisecond apart.
+            ends = [self.exec_call(c, t + k * 350_000, frame) for k, c in enumerate(item.calls)]
+            return max(ends)
+        if isinstance(item, Subagent):
+            return self.exec_subagent(item, t, frame)
+        return self.exec_call(item, t, frame)
+
+    def exec_call(self, call: Call, t: int, frame: Frame) -> int:
+        if call.kind == "model":
+            return self.exec_model(call, t, frame)
+        if call.kind == "queue":
+            a = self.resolve(call, "queue", t, frame, 1, 0, None)
+            self.emit(a, frame.parent_id)
+            self.note(a, frame)
+            return a.end_ns
+        spec = TOOLSPECS[call.name]
+        if spec.side_effect == "write":
+            return self.exec_write(call, t, frame)
+        if call.name in self.agent.nested_retry_tools:
+            return self.exec_nested(call, t, frame)
+        return self.with_retries(call, t, frame, frame.parent_id, self.cap_for(call.name)).end_ns
+
+    def exec_model(self, call: Call, t: int, frame: Frame, landing: bool = False) -> int:
+        last = self.with_retries(call, t, frame, frame.parent_id, self.cap_for(call.name), landing)
+        if last.outcome not in ("ok", "refused") and not self.stop and not landing:
+            # The agent cannot think without its model: the run fails.
+            self.fail_type = last.nat.failure.error_type if last.nat.failure else "TimeoutError"
+            self.set_stop("failed")
+        return last.end_ns
+
+    def retry_allowed(self, a: Attempt, frame: Frame) -> bool:
+        retryable = a.outcome == "upstream_error" or (
+            a.outcome == "client_timeout" and a.reason == "cap")
+        return (retryable and self.policy.retries and a.attempt < self.policy.max_attempts
+                and not self.stop and not frame.stopped)
+
+    def backoff(self, a: Attempt, frame: Frame, parent_id: bytes) -> int | None:
+        """Sleep before the next attempt; None when the budget left cannot cover it."""
+        jitter = stream(self.seed, self.index, a.call.idx, a.attempt, "backoff").random()
+        sleep_ms = self.policy.backoff_base_ms * 2 ** (a.attempt - 1) * (0.5 + jitter)
+        wake = a.end_ns + int(sleep_ms * NS)
+        if (frame.deadline_ns - wake) // NS < self.policy.min_start_ms + frame.reserve_ms:
+            return None
+        self.emit_backoff(a, wake, frame, parent_id)
+        return wake
+
+    def with_retries(self, call: Call, t: int, frame: Frame, parent_id: bytes,
+                     cap_ms: int | None, landing: bool = False) -> Attempt:
+        attempt = 1
+        while True:
+            a = self.attempt_once(call, t, frame, attempt, parent_id, cap_ms, landing)
+            if not self.retry_allowed(a, frame):
+                return a
+            wake = self.backoff(a, frame, parent_id)
+            if wake is None:
+                return a
+            t, attempt = wake, attempt + 1
+
+    def attempt_once(self, call: Call, t: int, frame: Frame, attempt: int, parent_id: bytes,
+                     cap_ms: int | None, landing: bool = False) -> Attempt:
+        kind = "model" if call.kind == "model" else "tool"
+        a = self.resolve(call, kind, t, frame, attempt, 0, cap_ms, landing)
+        hedge_ms = self.policy.hedge_ms(self.agent.name, call.name) if attempt == 1 else None
+        winner = a
+        if hedge_ms is not None and a.outcome != "refused" and a.resp_ns - t > hedge_ms * NS:
+            h = self.resolve(call, kind, t + hedge_ms * NS, frame, attempt, 1, cap_ms)
+            if h.outcome != "refused":
+                winner = self.settle_hedge(a, h)
+                self.emit(h, parent_id, hedge=True)
+                self.note(h, frame)
+        self.emit(a, parent_id)
+        self.note(a, frame)
+        return winner
+
+    @staticmethod
+    def settle_hedge(a: Attempt, h: Attempt) -> Attempt:
+        """The first successful answer wins; the other request is cancelled."""
+        if h.outcome == "ok" and h.resp_ns < a.resp_ns and not a.user_cancel:
+            _cancel(a, h.resp_ns)
+            return h
+        if a.outcome == "ok" and h.resp_ns > a.resp_ns and not h.user_cancel:
+            _cancel(h, a.resp_ns)
+        return a
+
+    def exec_nested(self, call: Call, t: int, frame: Frame) -> int:
+        """A tool whose HTTP client retries inside the tool step: attempts are child steps."""
+        outer_id = self.sid(call.idx, "outer")
+        outer = self.resolve(call, "tool", t, frame, 0, "outer", self.cap_for(call.name))
+        if outer.outcome == "refused":
+            self.emit(outer, frame.parent_id, span_id=outer_id, transport=False)
+            self.note(outer, frame)
+            return outer.end_ns
+        assert outer.allocated_ms is not None
+        inner = Frame(min(frame.deadline_ns, t + outer.allocated_ms * NS), 0, outer_id, False)
+        attempt_cap = self.policy.attempt_caps_ms.get(call.name, outer.cap_ms)
+        last = self.with_retries(call, t + 200_000, inner, outer_id, attempt_cap)
+        outer.end_ns = outer.resp_ns = last.end_ns + 150_000
+        outer.outcome, outer.reason, outer.nat = last.outcome, last.reason, last.nat
+        outer.user_cancel = last.user_cancel
+        if last.outcome == "client_timeout" and last.reason == "frame":
+            outer.reason = "cap"
+        elif last.outcome == "refused":
+            outer.outcome = "client_timeout"  # no time left for another attempt in our cap
+            outer.reason = "cap"
+        self.emit(outer, frame.parent_id, span_id=outer_id, transport=False)
+        self.note(outer, frame)
+        return outer.end_ns
+
+    def exec_subagent(self, sub: Subagent, t: int, frame: Frame) -> int:
+        call = Call(sub.idx, "subagent", sub.name, 0.0)
+        a = self.resolve(call, "subagent", t, frame, 0, "sub", self.cap_for(sub.name))
+        span_id = self.sid(sub.idx, "sub")
+        if a.outcome != "refused":
+            assert a.allocated_ms is not None
+            sub_deadline = min(frame.deadline_ns, t + a.allocated_ms * NS)
+            inner = Frame(sub_deadline, 0, span_id, False)
+            end = self.exec_items(sub.items, t + 300_000, inner) + 400_000
+            a.resp_ns = a.end_ns = end
+            a.outcome, a.user_cancel = "ok", self.stop == "cancelled"
+            if a.user_cancel:
+                a.outcome = "cancelled"
+            elif end >= sub_deadline:
+                a.outcome = "client_timeout"
+                a.reason = "run" if sub_deadline == self.deadline_ns else "cap"
+        self.emit(a, frame.parent_id, span_id=span_id, transport=False)
+        if a.outcome != "cancelled":
+            self.note(a, frame)
+        return a.end_ns
+
+    # ---- writes and reconciliation ----------------------------------------------------------
+
+    def exec_write(self, call: Call, t: int, frame: Frame) -> int:
+        key = f"{call.name.split('_')[-1]}-{self.sid(call.idx, 'key').hex()}"
+        attempt = 1
+        while True:
+            a = self.resolve(call, "tool", t, frame, attempt, 0, self.cap_for(call.name))
+            effect, landed = _effect(a)
+            span = self.emit(a, frame.parent_id, write_key=key, effect=effect)
+            self.note(a, frame)
+            if a.outcome in ("ok", "refused") or self.stop:
+                return a.end_ns
+            if a.outcome == "client_error":
+                self.fail_type = a.nat.failure.error_type if a.nat.failure else "error"
+                self.set_stop("failed")
+                return a.end_ns
+            t = a.end_ns
+            if effect == "possible":
+                if not self.can_reconcile(a, frame):
+                    return t  # an orphan write: it may have happened, nobody reads it back
+                t, result = self.reconcile(call, attempt, key, span, t + 2 * NS, frame, landed)
+                if result == "landed" or self.stop:
+                    return t
+            a.end_ns = t
+            if not self.retry_allowed_write(a, frame):
+                return t
+            wake = self.backoff(a, frame, frame.parent_id)
+            if wake is None:
+                return t
+            t, attempt = wake, attempt + 1
+
+    def retry_allowed_write(self, a: Attempt, frame: Frame) -> bool:
+        # With an idempotency key a write is safe to retry after any uncertain ending.
+        return (self.policy.retries and a.attempt < self.policy.max_attempts
+                and not self.stop and not frame.stopped)
+
+    def can_reconcile(self, a: Attempt, frame: Frame) -> bool:
+        if not (self.policy.reconcile_writes and self.instrumented
+                and a.outcome in self.policy.reconcile_on):
+            return False
+        left_ms = (frame.deadline_ns - a.end_ns) // NS
+        return left_ms >= self.policy.reconcile_min_ms + frame.reserve_ms
+
+    def reconcile(self, write: Call, attempt: int, key: str, write_span: Span | None, t: int,
+                  frame: Frame, landed: bool) -> tuple[int, str]:
+        name = TOOLSPECS[write.name].reconcile_with
+        assert name is not None
+        call = Call(write.idx, "tool", name, 0.0)
+        a = self.resolve(call, "reconcile", t, frame, attempt, "reconcile", self.cap_for(name))
+        result = "unknown"  # the read failed or timed out: we still do not know
+        if a.outcome == "ok":
+            # Replication lag: now and then the read cannot tell yet.
+            pending = a.nat.u < 0.1
+            result = "unknown" if pending else ("landed" if landed else "not_landed")
+        since = self.agent.link_reconcile_from
+        by_link = since is not None and _version(self.version) >= _version(since)
+        self.emit(a, frame.parent_id, reconcile=(result, None if by_link else key),
+                  link_to=write_span.span_id if by_link and write_span else None)
+        self.note(a, frame)
+        return a.end_ns, result
+
+    # ---- the run ----------------------------------------------------------------------------
+
+    def simulate(self) -> Run:
+        root_id = self.sid("root")
+        frame = Frame(self.deadline_ns, self.reserve_ms, root_id, True)
+        # The first step starts after the harness set the run up (its gap is added too).
+        end = self.exec_items(self.items, self.start_ns + 2 * NS, frame)
+        outcome = self.land(end, frame)
+        last_end = max([end, *(s.end_ns for s in self.spans)])
+        root_end = last_end + int((2 + 40 * self.teardown_ms) * NS)
+        self.spans.append(emit.root_span(self, root_id, root_end, outcome))
+        return Run(self.index, self.trace_id, self.resource(), self.start_ns, self.spans)
+
+    def land(self, end: int, frame: Frame) -> str:
+        """The run's outcome; a refused run first tries to land a partial answer."""
+        if self.stop != "refused":
+            return self.stop or "completed"
+        # The landing may spend the reserve that every other step had to leave alone.
+        self.stop = None
+        call = Call(LANDING_IDX, "model", self.agent.main_model, 0.0, 1_500)
+        last = self.with_retries(call, end + 3 * NS, frame, frame.parent_id,
+                                 self.cap_for(call.name), landing=True)
+        if self.stop and self.stop != "refused":
+            return self.stop
+        if last.outcome == "ok":
+            return "partial"
+        if last.outcome in ("refused", "client_timeout"):
+            return "exhausted"
+        self.fail_type = last.nat.failure.error_type if last.nat.failure else "error"
+        return "failed"
+
+    # ---- recording ----------------------------------------------------------------------------
+
+    def emit(self, a: Attempt, parent_id: bytes, *, span_id: bytes | None = None,
+             hedge: bool = False, transport: bool = True, write_key: str | None = None,
+             effect: str | None = None, reconcile: tuple[str, str | None] | None = None,
+             link_to: bytes | None = None) -> Span | None:
+        """Record a step span (and its HTTP/gRPC client span); None when the agent's plain
+        instrumentation would not have recorded it."""
+        span_id = span_id or self.sid(a.call.idx, a.attempt, a.branch, a.kind)
+        span = emit.step_span(self, a, span_id, parent_id, hedge=hedge, write_key=write_key,
+                              effect=effect, reconcile=reconcile, link_to=link_to)
+        if span is None:
+            return None
+        self.spans.append(span)
+        if transport and a.outcome != "refused":
+            child = emit.transport_span(self, a, span_id)
+            if child is not None:
+                self.spans.append(child)
+        return span
+
+    def emit_backoff(self, a: Attempt, wake: int, frame: Frame, parent_id: bytes) -> None:
+        if self.instrumented:
+            span_id = self.sid(a.call.idx, a.attempt, "backoff")
+            remaining = (frame.deadline_ns - a.end_ns) // NS
+            self.spans.append(emit.backoff_span(a, span_id, parent_id, wake, remaining))
+
+    def resource(self) -> Resource:
+        return emit.resource(self.agent.service, self.version, self.instance)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _cancel(a: Attempt, at_ns: int) -> None:
+    a.resp_ns = at_ns
+    a.end_ns = at_ns + int(a.nat.cleanup_ms * NS)
+    a.outcome, a.reason = "cancelled", ""
+
+
+def _effect(a: Attempt) -> tuple[str, bool]:
+    """What is known about a write's effect after this attempt, and whether it really landed."""
+    if a.outcome == "ok":
+        return "completed", True
+    if a.outcome in ("client_timeout", "cancelled"):
+        return "possible", a.nat.landed_if_abandoned
+    if a.outcome == "refused" or a.nat.failure is None:
+        return "none", False
+    if a.nat.failure.effect == "possible":
+        return "possible", a.nat.landed_if_abandoned
+    return "none", False
+

@@ -19,6 +19,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -30,11 +31,11 @@ def cell(value: Any, column: str) -> str | int | float | bool | None:
     """The value as it is written: None, bool, int, a float rounded, or a string."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool | np.bool_):
         return bool(value)
-    if isinstance(value, int) or type(value).__name__.startswith(("int", "uint")):
+    if isinstance(value, int | np.integer):
         return int(value)
-    if isinstance(value, float) or type(value).__name__.startswith("float"):
+    if isinstance(value, float | np.floating):
         number = float(value)
         if math.isnan(number):
             return None

@@ -1,0 +1,5 @@
+"""attribution (being written)."""
+
+import streamlit as st
+
+st.title("attribution")

@@ -1,0 +1,5 @@
+"""failures (being written)."""
+
+import streamlit as st
+
+st.title("failures")

@@ -1,0 +1,104 @@
+"""Overview: the period's headline numbers against the previous period, daily trends, the top
+culprits, and the runs worth reviewing (each opens the run view)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import data, figures, fmt, layout, summaries
+
+ctx = layout.context()
+st.title("Overview")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)))
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+
+def totals(filters: object) -> summaries.PeriodTotals:
+    return summaries.period_totals(data.report("runs", filters),  # type: ignore[arg-type]
+                                   data.report("failures", filters),  # type: ignore[arg-type]
+                                   data.report("reconciliation", filters))  # type: ignore[arg-type]
+
+
+now = totals(ctx.filters)
+before = totals(ctx.previous) if ctx.previous is not None else None
+
+
+def delta(field: str, kind: str) -> str | None:
+    if before is None:
+        return None
+    a, b = getattr(now, field), getattr(before, field)
+    if fmt.missing(a) or fmt.missing(b):
+        return None
+    if kind == "rate":
+        return f"{(a - b) * 100:+.1f} pp"
+    return f"{a - b:+,}"
+
+
+metrics = [
+    ("Runs", fmt.count(now.runs), delta("runs", "count"), "off"),
+    ("Exhaustion rate", fmt.percent(now.exhaustion_rate), delta("exhaustion_rate", "rate"),
+     "inverse"),
+    ("Utilisation p50", fmt.percent(now.utilisation_p50), delta("utilisation_p50", "rate"), "off"),
+    ("Utilisation p99", fmt.percent(now.utilisation_p99), delta("utilisation_p99", "rate"), "off"),
+    ("Client give-ups", fmt.count(now.client_timeouts), delta("client_timeouts", "count"),
+     "inverse"),
+    ("Upstream failures", fmt.count(now.upstream_errors), delta("upstream_errors", "count"),
+     "inverse"),
+    ("Reconciliation rate", fmt.percent(now.reconciliation_rate),
+     delta("reconciliation_rate", "rate"), "normal"),
+    ("Orphan writes", fmt.count(now.orphan_writes), delta("orphan_writes", "count"), "inverse"),
+]
+helps = {
+    "Client give-ups": "Steps whose own deadline fired (client_timeout): our configuration.",
+    "Upstream failures": "Steps the upstream failed (upstream_error: 5xx, 429, UNAVAILABLE…): "
+                         "their availability.",
+    "Exhaustion rate": "Exhausted runs / runs with a known budget (SPEC §4).",
+    "Orphan writes": "Uncertain writes nobody read back (SPEC §6).",
+}
+for row in (metrics[:4], metrics[4:]):
+    for column, (label, value, change, color) in zip(st.columns(4), row, strict=True):
+        column.metric(label, value, change, delta_color=color, help=helps.get(label))
+if before is None:
+    st.caption("Pick a bounded time range to compare with the previous period.")
+else:
+    st.caption("Changes are against the previous period of the same length.")
+
+runs = data.report("runs", ctx.filters)
+st.plotly_chart(figures.daily_trends(summaries.daily(runs)), key="daily_trends")
+
+left, right = st.columns(2)
+with left:
+    attribution = data.report("attribution", ctx.filters)
+    if attribution.empty:
+        st.info("No exhausted runs in this period: nobody to blame.")
+    else:
+        st.plotly_chart(figures.culprits(attribution), key="top_culprits")
+with right:
+    failures = data.report("failures", ctx.filters)
+    st.plotly_chart(figures.failures_by_step(failures, top=8), key="overview_failures")
+
+st.subheader("Runs worth reviewing")
+st.caption("Exhausted, overrun or failed runs, worst first. Select a row, or pick one below, "
+           "to open its run view.")
+review = summaries.runs_worth_reviewing(runs)
+if review.empty:
+    st.info("No exhausted, overrun or failed runs in this period.")
+else:
+    selection = st.dataframe(
+        review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms", "culprit",
+                "holder", "culprit_is_holder"]],
+        hide_index=True, on_select="rerun", selection_mode="single-row", key="review_table",
+        column_config={
+            "utilisation": st.column_config.NumberColumn(format="percent"),
+            "overrun_ms": st.column_config.NumberColumn("overrun (ms)", format="%.0f"),
+        })
+    rows = selection.selection.rows if selection is not None else []
+    if rows:
+        st.switch_page(layout.RUN_PAGE,
+                       query_params=layout.run_params(str(review.iloc[rows[0]]["run_id"]),
+                                                      ctx.state))
+    chosen = st.selectbox("Open a run", review["run_id"], key="review_pick",
+                          format_func=summaries.describe_run(review))
+    if chosen:
+        layout.run_link(chosen, ctx.state, label="Open this run")

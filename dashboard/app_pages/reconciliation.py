@@ -1,0 +1,5 @@
+"""reconciliation (being written)."""
+
+import streamlit as st
+
+st.title("reconciliation")

@@ -1,0 +1,112 @@
+"""Run view (on-call): one run, opened by `?run=<run_id>` or from any list."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, fmt, layout, run_figures, summaries
+from queries.run_view import RunNotFound
+
+ctx = layout.context()
+st.title("Run view")
+
+url_run = st.query_params.get("run", "")
+if url_run:
+    st.session_state["last_run"] = url_run
+run_id = url_run or st.session_state.get("last_run", "")
+
+typed = st.text_input("Run id", value=run_id, placeholder="trace id, or trace_id/span_id",
+                      help="Paste a run id from a report, a log line or a chat link.").strip()
+if typed and typed != run_id:
+    st.session_state["last_run"] = typed
+    st.query_params["run"] = typed
+    st.rerun()
+
+if not run_id:
+    st.info("Open a run from a list on any page, paste its id above, or pick a recent "
+            "exhausted run in the current filters:")
+    picks = summaries.runs_worth_reviewing(data.report("runs", ctx.filters), limit=50)
+    if picks.empty:
+        st.caption("No runs in the current filters.")
+    else:
+        chosen = st.selectbox("Runs worth reviewing", picks["run_id"], index=None,
+                              key="run_pick", format_func=summaries.describe_run(picks))
+        if chosen:
+            st.query_params["run"] = chosen
+            st.session_state["last_run"] = chosen
+            st.rerun()
+    st.stop()
+
+layout.write_url(ctx.state, {"run": run_id})
+try:
+    view = data.run_view(run_id)
+except RunNotFound as error:
+    st.error(fmt.escape_md(str(error)))
+    st.stop()
+
+run = view.summary
+exhausted = run["exhausted"]
+st.subheader(fmt.escape_md(f"{run['run_id']}"))
+st.caption(fmt.escape_md(f"agent {run['agent'] if not fmt.missing(run['agent']) else '–'} · "
+                         f"started {fmt.timestamp_ns(run['start_ns'])}"))
+
+cols = st.columns(6)
+outcome = run["outcome"]
+# A stated outcome outside SPEC's list is span data: show it escaped below, not in a metric.
+known = outcome in ("completed", "partial", "exhausted", "failed", "cancelled")
+cols[0].metric("Outcome", outcome if known else ("–" if fmt.missing(outcome) else "other"),
+               help="budget.run.outcome as the agent stated it")
+cols[1].metric("Exhausted", "–" if fmt.missing(exhausted) else ("yes" if exhausted else "no"))
+cols[2].metric("Budget", fmt.duration(run["budget_ms"]))
+cols[3].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
+cols[4].metric("Utilisation", fmt.percent(run["utilisation"]))
+cols[5].metric("Overrun", fmt.duration(run["overrun_ms"]))
+
+if fmt.missing(run["budget_ms"]):
+    st.warning("This run carries no budget.total_ms: no attribution (SPEC §1).")
+else:
+    same = run["culprit_span_id"] == run["holder_span_id"]
+    st.markdown(
+        f"**Culprit** (spent the most): {fmt.escape_md(run['culprit_key'])} — "
+        f"{fmt.percent(run['culprit_share'])} of the budget, {fmt.duration(run['culprit_ms'])}  \n"
+        f"**Holder** (running at the deadline): {fmt.escape_md(run['holder_key'])}"
+        + ("" if same or fmt.missing(run["culprit_span_id"])
+           else "  \n⚠️ The culprit is **not** the holder: the step that was running when the "
+                "deadline fired is not the one that spent the budget.")
+        + f"  \n**Unattributed**: {fmt.duration(run['unattributed_ms'])} "
+          "(time with no step running)")
+
+st.caption("Link to this view (copy with the button on the right):")
+st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None)
+
+if view.steps.empty:
+    st.info("This run has no steps.")
+else:
+    st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall")
+    st.subheader("Steps")
+    st.dataframe(summaries.run_steps_table(view.steps, run), hide_index=True, key="steps_table",
+                 column_config={
+                     "share": st.column_config.ProgressColumn(
+                         "share", help="consumption / budget (SPEC §4)", format="percent",
+                         min_value=0.0, max_value=1.0),
+                     "utilisation": st.column_config.NumberColumn(
+                         "utilisation", help="duration / allocated", format="percent")})
+
+st.subheader("Writes")
+if view.writes.empty:
+    st.caption("No write steps in this run.")
+else:
+    writes = view.writes
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Write steps", len(writes))
+    c2.metric("Uncertain", int(writes["is_uncertain"].sum()))
+    c3.metric("Reconciled", int(writes["reconciled"].sum()))
+    c4.metric("Orphans", int(writes["orphan"].sum()))
+    st.dataframe(pd.DataFrame({
+        "step": writes["step_key"], "class": writes["step_class"],
+        "effect status": writes["effect_status"], "idempotency key": writes["idempotency_key"],
+        "attempt": writes["attempt"], "uncertain": writes["is_uncertain"],
+        "reconciliations": writes["reconciliations"], "last result": writes["last_result"],
+        "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
+    }), hide_index=True, key="writes_table")

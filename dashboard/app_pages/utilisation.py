@@ -1,0 +1,5 @@
+"""utilisation (being written)."""
+
+import streamlit as st
+
+st.title("utilisation")

@@ -1,0 +1,5 @@
+"""weekly (being written)."""
+
+import streamlit as st
+
+st.title("weekly")

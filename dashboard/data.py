@@ -1,0 +1,188 @@
+"""The only place the dashboard touches the database: it gets a connection and calls `queries`
+functions (no SQL here), with results cached by report name and filter values.
+
+Where the connection comes from:
+- inside `budgetscope serve`, the process owns the file: read through a cursor of
+  `ingest.owner.current_owner()` (a second `duckdb.connect` in that process would fail);
+- standalone (`budgetscope demo`, `budgetscope dashboard`, `streamlit run`), open the file named
+  by env BUDGETSCOPE_DB read-only for one batch of queries and close it at once, so that the
+  dashboard never keeps the file locked against `budgetscope ingest` or a server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from ingest.database import DEFAULT_DB, DatabaseBusy, connect
+from ingest.owner import current_owner
+from queries import reports
+from queries.filters import Filters
+from queries.run_view import RunView, load_run
+
+DB_ENV = "BUDGETSCOPE_DB"  # the same variable the CLI's --db reads
+# Inside serve new spans arrive all the time: results may be this old. Standalone, the cache key
+# also holds the file's size and mtime, so an ingest between two page loads shows at once.
+TTL_SECONDS = 30
+MAX_ENTRIES = 256
+
+Report = Callable[[duckdb.DuckDBPyConnection, Filters], pd.DataFrame]
+REPORTS: dict[str, Report] = {
+    "runs": reports.runs,
+    "attribution": reports.attribution,
+    "attribution_summary": reports.attribution_summary,
+    "failures": reports.failures,
+    "utilisation": reports.utilisation,
+    "utilisation_histogram": reports.utilisation_histogram,
+    "step_utilisation": reports.step_utilisation,
+    "reconciliation": reports.reconciliation,
+    "reconciliation_by_period": reports.reconciliation_by_period,
+    "weekly": reports.weekly,
+}
+# Reports the queries engineer is adding; the pages say "not available yet" until they exist.
+OPTIONAL_REPORTS = ("database_status", "daily", "failures_daily", "tool_latency",
+                    "attribution_completed", "orphan_writes")
+for _name in OPTIONAL_REPORTS:
+    if hasattr(reports, _name):
+        REPORTS[_name] = getattr(reports, _name)
+
+
+class NoDatabase(LookupError):
+    """No database file at the configured path (and no server owning one)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"no database at {path}")
+        self.path = path
+
+
+class NotAvailable(LookupError):
+    """The queries package has no function for this yet."""
+
+
+def database_path() -> str:
+    return os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+@contextmanager
+def connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection for one batch of queries, closed right after (the provider)."""
+    owner = current_owner()
+    if owner is not None:
+        cursor = owner.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+        return
+    path = database_path()
+    if not Path(path).exists():
+        raise NoDatabase(path)
+    con = connect(path, read_only=True)  # raises DatabaseBusy when a server holds it
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def source_token() -> tuple[object, ...]:
+    """What identifies the data for cache keys: the serving process, or the file's state."""
+    owner = current_owner()
+    if owner is not None:
+        return ("serve", owner.path)
+    path = database_path()
+    stamps: list[object] = ["file", os.path.abspath(path)]
+    for candidate in (path, f"{path}.wal"):
+        try:
+            stat = os.stat(candidate)
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _filters(since: str | None, until: str | None, agent: str | None) -> Filters:
+    return Filters(None if since is None else dt.datetime.fromisoformat(since),
+                   None if until is None else dt.datetime.fromisoformat(until), agent)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _cached_report(name: str, since: str | None, until: str | None, agent: str | None,
+                   source: tuple[object, ...]) -> pd.DataFrame:
+    # `source` is only part of the key: a new file state or another server misses the cache.
+    del source
+    with connection() as con:
+        return REPORTS[name](con, _filters(since, until, agent))
+
+
+def available(name: str) -> bool:
+    return name in REPORTS
+
+
+def report(name: str, filters: Filters) -> pd.DataFrame:
+    """Report `name` of `queries` for these filters (a cached copy: do not mutate it in place;
+    st.cache_data hands each caller its own copy anyway)."""
+    if name not in REPORTS:
+        raise NotAvailable(f"queries has no `{name}` function yet")
+    return _cached_report(name, _iso(filters.since), _iso(filters.until), filters.agent,
+                          source_token())
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _cached_run(run_id: str, source: tuple[object, ...]) -> RunView:
+    del source
+    with connection() as con:
+        return load_run(con, run_id)
+
+
+def run_view(run_id: str) -> RunView:
+    """One run for the on-call view. Raises queries.run_view.RunNotFound."""
+    return _cached_run(run_id.strip().lower(), source_token())
+
+
+@dataclass(frozen=True)
+class DatabaseStatus:
+    """What the database holds. `spans` and `newest_received` are None when queries has no
+    status function yet."""
+
+    path: str
+    serving: bool
+    runs: int
+    agents: tuple[str, ...]
+    spans: int | None = None
+    newest_received: pd.Timestamp | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.runs == 0 and not self.spans
+
+
+def status() -> DatabaseStatus:
+    """Counts for the sidebar and the empty state. Raises NoDatabase or DatabaseBusy."""
+    serving = current_owner() is not None
+    path = current_owner().path if serving else database_path()  # type: ignore[union-attr]
+    everything = Filters()
+    runs = report("runs", everything)
+    agents = tuple(sorted(str(a) for a in runs["agent"].dropna().unique()))
+    spans = newest = None
+    if available("database_status"):
+        row = report("database_status", everything).iloc[0]
+        spans = int(row["spans"])
+        newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
+    return DatabaseStatus(path, serving, len(runs), agents, spans, newest)
+
+
+__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "NotAvailable", "available",
+           "connection", "database_path", "report", "run_view", "source_token", "status"]

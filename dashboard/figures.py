@@ -1,0 +1,245 @@
+"""Pure Plotly builders for the aggregate pages: DataFrame in, Figure out (no Streamlit, so
+they are testable on their own). Colours come from colors.py only; any text that came from a
+span is escaped with fmt.plot_text, because Plotly renders a subset of HTML in labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard import colors, fmt
+
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15),
+               hovermode="closest")
+
+
+def _figure(title: str, **layout: object) -> go.Figure:
+    figure = go.Figure()
+    figure.update_layout(title=dict(text=title), **{**_LAYOUT, **layout})
+    return figure
+
+
+def labels(values: Sequence[object]) -> list[str]:
+    return [fmt.plot_text(v) for v in values]
+
+
+def empty(title: str, message: str) -> go.Figure:
+    figure = _figure(title)
+    figure.add_annotation(text=fmt.plot_text(message), showarrow=False, x=0.5, y=0.5,
+                          xref="paper", yref="paper")
+    figure.update_xaxes(visible=False)
+    figure.update_yaxes(visible=False)
+    return figure
+
+
+# ---- overview ----------------------------------------------------------------------------
+
+def daily_trends(daily: pd.DataFrame) -> go.Figure:
+    """Runs per day (bars) with exhaustion rate and utilisation p50/p99 (lines, right axis)."""
+    figure = _figure("Daily runs, exhaustion rate and utilisation",
+                     yaxis=dict(title="runs"),
+                     yaxis2=dict(title="fraction", overlaying="y", side="right",
+                                 tickformat=".0%", rangemode="tozero"))
+    figure.add_bar(x=daily["day"], y=daily["runs"], name="runs", marker_color=colors.NEUTRAL,
+                   opacity=0.5)
+    figure.add_scatter(x=daily["day"], y=daily["exhaustion_rate"], name="exhaustion rate",
+                       yaxis="y2", mode="lines+markers",
+                       line=dict(color=colors.OUTCOME_COLORS["exhausted"]))
+    for column, name in (("utilisation_p50", "p50"), ("utilisation_p99", "p99")):
+        figure.add_scatter(x=daily["day"], y=daily[column], name=f"utilisation {name}",
+                           yaxis="y2", mode="lines",
+                           line=dict(color=colors.PERCENTILE_COLORS[name], dash="dot"))
+    return figure
+
+
+def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
+                           classes: Sequence[str] = colors.STEP_CLASSES[1:]) -> go.Figure:
+    """Stacked bars per period, one colour per SPEC §3 class (`frame` has one column per
+    class name). Client give-ups and upstream failures are separate series, never summed."""
+    figure = _figure(title, barmode="stack", yaxis=dict(title="steps"))
+    for name in classes:
+        if name in frame:
+            figure.add_bar(x=frame[x], y=frame[name], name=colors.CLASS_LABELS[name],
+                           marker_color=colors.class_color(name))
+    return figure
+
+
+def culprits(attribution: pd.DataFrame, top: int = 10, title: str = "Top culprits") -> go.Figure:
+    """Budget share of exhausted runs per step key, largest first."""
+    rows = attribution.head(top).iloc[::-1]
+    figure = _figure(title, xaxis=dict(title="share of exhausted runs' budget",
+                                       tickformat=".0%"),
+                     height=max(260, 40 + 28 * len(rows)))
+    figure.add_bar(y=labels(rows["step_key"]), x=rows["budget_share"], orientation="h",
+                   marker_color=colors.NEUTRAL, name="budget share",
+                   customdata=np.stack([rows["culprit_runs"], rows["holder_runs"]], axis=-1)
+                   if len(rows) else None,
+                   hovertemplate="%{y}: %{x:.1%} of the budget<br>culprit in %{customdata[0]}"
+                                 " runs, holder in %{customdata[1]}<extra></extra>")
+    return figure
+
+
+# ---- attribution -------------------------------------------------------------------------
+
+def holder_culprit_matrix(matrix: pd.DataFrame) -> go.Figure:
+    """Exhausted runs by holder (rows) × culprit (columns)."""
+    figure = _figure("Holder × culprit (exhausted runs)",
+                     xaxis=dict(title="culprit (spent the most)"),
+                     yaxis=dict(title="holder (held the deadline)"),
+                     height=max(320, 120 + 30 * len(matrix.index)))
+    figure.add_heatmap(z=matrix.to_numpy(), x=labels(matrix.columns), y=labels(matrix.index),
+                       colorscale="Oranges", texttemplate="%{z}",
+                       hovertemplate="holder %{y}<br>culprit %{x}<br>%{z} runs<extra></extra>")
+    return figure
+
+
+def share_side_by_side(shares: pd.DataFrame) -> go.Figure:
+    """Budget share per step key: exhausted vs completed runs (columns step_key, exhausted,
+    completed), so steps whose share grows when runs die stand out."""
+    figure = _figure("Budget share per step: exhausted vs completed runs", barmode="group",
+                     xaxis=dict(tickformat=".0%", title="share of the runs' budget"),
+                     height=max(300, 60 + 34 * len(shares)))
+    rows = shares.iloc[::-1]
+    figure.add_bar(y=labels(rows["step_key"]), x=rows["completed"], orientation="h",
+                   name="completed runs", marker_color=colors.COMPARE)
+    figure.add_bar(y=labels(rows["step_key"]), x=rows["exhausted"], orientation="h",
+                   name="exhausted runs", marker_color=colors.OUTCOME_COLORS["exhausted"])
+    return figure
+
+
+# ---- failures ----------------------------------------------------------------------------
+
+def failures_by_step(failures: pd.DataFrame, top: int = 15) -> go.Figure:
+    """Failed steps per step key by class (ok left out so the failures are readable)."""
+    rows = failures.copy()
+    failing = [c for c in colors.FAILURE_COLUMNS if c != "ok"]
+    rows["failed"] = rows[failing].sum(axis=1)
+    rows = rows[rows["failed"] > 0].sort_values(["failed", "step_key"], ascending=[False, True])
+    rows = rows.head(top).iloc[::-1]
+    figure = _figure("Failures per step key, by class", barmode="stack",
+                     xaxis=dict(title="steps"), height=max(300, 60 + 28 * len(rows)))
+    for column in failing:
+        name = colors.FAILURE_COLUMNS[column]
+        figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",
+                       name=colors.CLASS_LABELS[name], marker_color=colors.class_color(name))
+    return figure
+
+
+def latency_against_cap(latency: pd.DataFrame, tool: str) -> go.Figure:
+    """One tool's call latencies (column duration_ms, cap_ms) as a histogram, with its cap and
+    p95 marked: a cap below the tail is visible as calls piling up at the cap."""
+    durations = latency["duration_ms"].dropna().to_numpy(dtype=float)
+    caps = latency["cap_ms"].dropna().to_numpy(dtype=float)
+    unit, div = fmt.duration_axis_unit(float(max(durations.max(initial=0),
+                                                 caps.max(initial=0))))
+    figure = _figure(f"{fmt.plot_text(tool)}: call latency against its cap",
+                     xaxis=dict(title=f"latency ({unit})"), yaxis=dict(title="calls"),
+                     bargap=0.02)
+    figure.add_histogram(x=durations / div, nbinsx=60, name="calls",
+                         marker_color=colors.NEUTRAL)
+    if durations.size:
+        p95 = float(np.quantile(durations, 0.95))
+        figure.add_vline(x=p95 / div, line=dict(color=colors.P95, dash="dash"),
+                         annotation_text=f"p95 {fmt.duration(p95)}")
+    if caps.size:
+        cap = float(np.median(caps))
+        figure.add_vline(x=cap / div, line=dict(color=colors.CAP, width=2),
+                         annotation_text=f"cap {fmt.duration(cap)}",
+                         annotation_position="top left")
+    return figure
+
+
+# ---- utilisation -------------------------------------------------------------------------
+
+def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
+                             cumulative: bool) -> go.Figure:
+    """Run utilisation per agent: a histogram (or its cumulative distribution), with the
+    p50/p90/p99 of each agent marked (from the utilisation report, not recomputed here)."""
+    title = ("Cumulative distribution of run utilisation" if cumulative
+             else "Run utilisation histogram")
+    figure = _figure(title, xaxis=dict(title="utilisation (elapsed / budget)",
+                                       tickformat=".0%"),
+                     yaxis=dict(title="share of runs ≤ x" if cumulative else "runs",
+                                tickformat=".0%" if cumulative else None),
+                     barmode="overlay")
+    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999"]
+    for i, (agent, rows) in enumerate(histogram.groupby("agent", dropna=False, sort=True)):
+        color = palette[i % len(palette)]
+        name = fmt.plot_text(agent if not fmt.missing(agent) else "(no agent)")
+        if cumulative:
+            total = rows["runs"].sum()
+            figure.add_scatter(x=rows["bin_end"], y=rows["runs"].cumsum() / total, name=name,
+                               mode="lines", line=dict(color=color, shape="hv"))
+        else:
+            figure.add_bar(x=(rows["bin_start"] + rows["bin_end"]) / 2, y=rows["runs"],
+                           width=(rows["bin_end"] - rows["bin_start"]).to_numpy(), name=name,
+                           marker_color=color, opacity=0.6)
+    dashes = {"p50": "dot", "p90": "dash", "p99": "solid"}
+    for _, row in percentiles.iterrows():
+        for p in ("p50", "p90", "p99"):
+            if fmt.missing(row[p]):
+                continue
+            figure.add_vline(x=float(row[p]), line=dict(color=colors.PERCENTILE_COLORS[p],
+                                                        dash=dashes[p], width=1))
+    for p in ("p50", "p90", "p99"):  # legend entries for the percentile lines
+        figure.add_scatter(x=[None], y=[None], mode="lines", name=p,
+                           line=dict(color=colors.PERCENTILE_COLORS[p], dash=dashes[p]))
+    figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
+                     annotation_text="budget")
+    return figure
+
+
+def step_utilisation(steps: pd.DataFrame) -> go.Figure:
+    """Step duration / allocation per step key: p50, p95, p99 and max against 100%."""
+    rows = steps.sort_values("p99").reset_index(drop=True)
+    figure = _figure("Step utilisation against allocation (duration / budget.allocated_ms)",
+                     xaxis=dict(title="of the allocation", tickformat=".0%"),
+                     height=max(300, 60 + 30 * len(rows)), barmode="overlay")
+    names = labels(rows["step_key"])
+    for column, color in (("p50", colors.PERCENTILE_COLORS["p50"]), ("p95", colors.P95),
+                          ("p99", colors.PERCENTILE_COLORS["p99"])):
+        figure.add_scatter(x=rows[column], y=names, mode="markers", name=column,
+                           marker=dict(color=color, size=10, symbol="diamond"))
+    figure.add_scatter(x=rows["max"], y=names, mode="markers", name="max",
+                       marker=dict(color=colors.CAP, size=7, symbol="x"))
+    figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
+                     annotation_text="allocation")
+    return figure
+
+
+# ---- reconciliation ----------------------------------------------------------------------
+
+def reconciliation_over_time(by_period: pd.DataFrame, threshold: float) -> go.Figure:
+    """Reconciliation rate per week (all write steps of the week), with the threshold."""
+    weekly = by_period.groupby("week", sort=True)[["write_steps", "reconciled_writes",
+                                                   "orphan_writes"]].sum().reset_index()
+    weekly["rate"] = weekly["reconciled_writes"] / weekly["write_steps"]
+    figure = _figure("Reconciliation rate per week", yaxis=dict(tickformat=".0%",
+                                                               title="reconciled / writes",
+                                                               rangemode="tozero"))
+    figure.add_scatter(x=weekly["week"], y=weekly["rate"], mode="lines+markers",
+                       name="reconciliation rate",
+                       line=dict(color=colors.RECONCILE_COLORS["landed"]))
+    figure.add_hline(y=threshold, line=dict(color=colors.THRESHOLD, dash="dash"),
+                     annotation_text=f"threshold {threshold:.0%}")
+    return figure
+
+
+def reconciliation_by_tool(report: pd.DataFrame) -> go.Figure:
+    """Per write step key: reconciled writes by latest result, plus the orphans."""
+    rows = report.iloc[::-1]
+    figure = _figure("Writes read back, by tool: landed / not landed / unknown, and orphans",
+                     barmode="stack", xaxis=dict(title="write steps"),
+                     height=max(280, 80 + 34 * len(rows)))
+    for column in ("landed", "not_landed", "unknown"):
+        figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",
+                       name=column.replace("_", " "),
+                       marker_color=colors.RECONCILE_COLORS[column])
+    figure.add_bar(y=labels(rows["step_key"]), x=rows["orphan_writes"], orientation="h",
+                   name="orphan (uncertain, never read back)",
+                   marker_color=colors.RECONCILE_COLORS["orphan"])
+    return figure

@@ -1,0 +1,231 @@
+"""Streamlit pieces every page shares: the sidebar filters synced with the URL, what the
+database holds, the empty state, errors as messages, and links to the run view.
+
+Anything that came from a span goes through `fmt.escape_md` before Markdown, or into
+st.dataframe / st.text / st.code, which never interpret it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+
+import streamlit as st
+
+from dashboard import data, fmt
+from dashboard.filters import PRESETS, FilterState, from_params, now_utc
+from ingest.database import serve_sidecar_path
+from ingest.owner import current_owner
+from queries.filters import FilterError, Filters
+
+RUN_PAGE = "app_pages/run.py"
+PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliation", "run",
+              "weekly"}
+_ALL_AGENTS = ""  # the agent selectbox's "all agents" option
+_LAST = "_filters_last_synced"
+
+
+@dataclass(frozen=True)
+class PageContext:
+    state: FilterState
+    filters: Filters
+    previous: Filters | None
+    now: dt.datetime
+    status: data.DatabaseStatus
+
+
+def set_context(context: PageContext) -> None:
+    st.session_state["_page_context"] = context
+
+
+def context() -> PageContext:
+    return st.session_state["_page_context"]
+
+
+# ---- filters <-> URL ---------------------------------------------------------------------
+
+def _push_to_widgets(state: FilterState) -> None:
+    ss = st.session_state
+    ss["f_range"] = state.preset
+    ss["f_agent"] = state.agent or _ALL_AGENTS
+    ss["f_since_exact"] = state.since
+    ss["f_until_exact"] = state.until
+    for key, value in (("f_since", state.since), ("f_until", state.until)):
+        ss[key] = (dt.datetime.fromisoformat(value.replace("Z", "+00:00")).date()
+                   if value else None)
+
+
+def _from_widgets() -> FilterState:
+    ss = st.session_state
+    preset = ss.get("f_range", "7d")
+    agent = ss.get("f_agent") or None
+    if preset != "custom":
+        return FilterState(preset, None, None, agent)
+    bounds: list[str | None] = []
+    for key in ("since", "until"):
+        picked = ss.get(f"f_{key}")
+        exact = ss.get(f"f_{key}_exact")
+        # A datetime from a link is kept while the widget still shows its date.
+        if exact and picked == dt.datetime.fromisoformat(exact.replace("Z", "+00:00")).date():
+            bounds.append(exact)
+        else:
+            bounds.append(picked.isoformat() if isinstance(picked, dt.date) else None)
+    since, until = bounds
+    return FilterState(preset, since, until, agent)
+
+
+def sidebar_filters(agents: tuple[str, ...]) -> FilterState:
+    """Render the filters in the sidebar; URL in, URL out."""
+    ss = st.session_state
+    url_state, problems = from_params(st.query_params.to_dict())
+    if url_state is not None and url_state != ss.get(_LAST):
+        _push_to_widgets(url_state)  # a pasted link or the back button: the URL wins
+    elif "f_range" not in ss:
+        _push_to_widgets(FilterState())
+    for problem in problems:
+        st.sidebar.warning(fmt.escape_md(problem))
+
+    sidebar = st.sidebar
+    sidebar.selectbox("Time range", list(PRESETS), key="f_range",
+                      format_func=lambda token: PRESETS[token][0])
+    if ss["f_range"] == "custom":
+        left, right = sidebar.columns(2)
+        left.date_input("From (UTC)", key="f_since", format="YYYY-MM-DD")
+        right.date_input("Before (UTC)", key="f_until", format="YYYY-MM-DD",
+                         help="Exclusive, like `budgetscope report --until`.")
+    options = [_ALL_AGENTS, *agents]
+    if ss.get("f_agent") and ss["f_agent"] not in options:
+        options.append(ss["f_agent"])  # an agent named by a link but absent from the data
+    sidebar.selectbox("Agent", options, key="f_agent",
+                      format_func=lambda agent: agent or "All agents")
+    state = _from_widgets()
+    try:
+        state.window(now_utc())
+    except FilterError as error:
+        st.sidebar.warning(fmt.escape_md(str(error)))
+        state = FilterState(state.preset if state.preset != "custom" else "7d", agent=state.agent)
+    write_url(state)
+    ss[_LAST] = state
+    return state
+
+
+def write_url(state: FilterState, extra: dict[str, str] | None = None) -> None:
+    """Make the browser's URL say exactly these filters (plus `extra`, e.g. run=...)."""
+    wanted = {**state.query_params(), **(extra or {})}
+    current = st.query_params.to_dict()
+    for key in list(current):
+        # `run` belongs to the run view, which sets it itself
+        if key not in wanted and key != "run":
+            del st.query_params[key]
+    for key, value in wanted.items():
+        if current.get(key) != value:
+            st.query_params[key] = value
+
+
+# ---- what the database holds, and the empty state ----------------------------------------
+
+def sidebar_status(status: data.DatabaseStatus) -> None:
+    box = st.sidebar.container(border=True)
+    box.caption("Database")
+    box.text(status.path + ("  (served by this process)" if status.serving else ""))
+    spans = "–" if status.spans is None else f"{status.spans:,}"
+    newest = ("–" if status.newest_received is None
+              else status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    box.text(f"spans  {spans}\nruns   {status.runs:,}\nnewest span received\n       {newest}")
+
+
+def _endpoints() -> tuple[str, str]:
+    owner = current_owner()
+    if owner is not None:
+        try:
+            announced = json.loads(serve_sidecar_path(owner.path).read_text(encoding="utf-8"))
+            return announced["otlp_http"], announced["otlp_grpc"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return "http://127.0.0.1:4318/v1/traces", "127.0.0.1:4317"
+
+
+SDK_SNIPPET = r"""\  # noqa: E501 - shown to people as code, one statement per line
+# pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+provider = TracerProvider(); trace.set_tracer_provider(provider)
+provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint="{http}")))
+with trace.get_tracer("a").start_as_current_span("run", attributes={"budget.total_ms": 30000}):
+    ...  # the agent's run: model and tool calls as child spans
+"""
+
+
+def empty_state(path: str, serving: bool) -> None:
+    """An empty (or absent) database: how to send data, instead of empty charts."""
+    http, grpc = _endpoints()
+    st.header("No agent runs here yet")
+    st.markdown(f"The database `{fmt.escape_md(path)}` holds no runs. Send traces of your "
+                "agents' runs over OTLP, or load trace files:")
+    if serving:
+        st.markdown("This server is receiving OTLP now:")
+    else:
+        st.markdown("Start the receiver, which owns the database and serves this dashboard:")
+        st.code(f"budgetscope --db {path} serve", language="bash")
+    st.code(f"OTLP/HTTP  {http}\nOTLP/gRPC  {grpc}", language=None)
+    st.markdown("From Python, three lines after the imports (the run span carries "
+                "`budget.total_ms`; steps carry `budget.step.kind` or `gen_ai.operation.name`):")
+    st.code(SDK_SNIPPET.replace("{http}", http), language="python")
+    st.markdown("Or load files (OTLP JSON, JSON lines, protobuf, gzipped or not), or try the "
+                "bundled sample:")
+    st.code(f"budgetscope --db {path} ingest traces/\nbudgetscope demo", language="bash")
+
+
+def show_error(error: BaseException, doing: str = "") -> None:
+    """A failure as a message a person can act on, never a traceback."""
+    if isinstance(error, data.DatabaseBusy):
+        st.error(fmt.escape_md(str(error)))
+        return
+    if isinstance(error, data.NotAvailable):
+        st.info(fmt.escape_md(str(error)) + " — this view appears once it exists.")
+        return
+    prefix = f"Could not {doing}: " if doing else ""
+    st.error(fmt.escape_md(f"{prefix}{type(error).__name__}: {error}"))
+
+
+def no_runs_in_range(ctx: PageContext) -> bool:
+    """Say so when the filters match no run; True when the page should stop."""
+    runs = data.report("runs", ctx.filters)
+    if not runs.empty:
+        return False
+    st.info(fmt.escape_md(f"No runs started in {ctx.state.label(ctx.now)}. The database "
+                          f"holds {ctx.status.runs:,} runs in all: widen the time range "
+                          "(e.g. All time) or pick another agent."))
+    return True
+
+
+# ---- links -------------------------------------------------------------------------------
+
+def run_params(run_id: str, state: FilterState) -> dict[str, str]:
+    return {**state.query_params(), "run": run_id}
+
+
+def run_link(run_id: str, state: FilterState, label: str = "Open run view") -> None:
+    """A real link (an <a> with the run in its URL), so it also opens in a new tab."""
+    st.page_link(RUN_PAGE, label=label, icon="🔎", query_params=run_params(run_id, state))
+
+
+def run_url(run_id: str, state: FilterState) -> str:
+    """The absolute link to this run's view, to paste into a chat."""
+    from urllib.parse import urlencode, urlsplit
+
+    base = ""
+    try:
+        here = urlsplit(st.context.url or "")
+    except Exception:  # noqa: BLE001 - no URL outside a browser session (AppTest)
+        here = None
+    if here is not None and here.scheme and here.netloc:
+        parts = here.path.rstrip("/").split("/")
+        if parts and parts[-1] in PAGE_PATHS:
+            parts = parts[:-1]  # the app may live under a base path: keep it
+        base = f"{here.scheme}://{here.netloc}{'/'.join(parts)}"
+    return f"{base}/run?{urlencode(run_params(run_id, state))}"

@@ -1,0 +1,157 @@
+"""Pure pandas over what `queries` functions return: totals for a period, per-day series, the
+runs worth reviewing, the holder × culprit matrix, table shapes. No SQL and no Streamlit; each
+is a sum, count or reshaping of a query's rows, so the page shows the same numbers the queries
+(and `budgetscope report`) give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dashboard import fmt
+
+
+def quantile(values: pd.Series, q: float) -> float:
+    """Linear interpolation, as DuckDB's quantile_cont and numpy's default (SPEC §5)."""
+    data = values.dropna().to_numpy(dtype=float)
+    return float(np.quantile(data, q)) if data.size else float("nan")
+
+
+@dataclass(frozen=True)
+class PeriodTotals:
+    runs: int
+    exhausted_runs: int
+    exhaustion_rate: float
+    utilisation_p50: float
+    utilisation_p99: float
+    client_timeouts: int
+    upstream_errors: int
+    write_steps: int
+    reconciled_writes: int
+    reconciliation_rate: float
+    orphan_writes: int
+
+
+def period_totals(runs: pd.DataFrame, failures: pd.DataFrame,
+                  reconciliation: pd.DataFrame) -> PeriodTotals:
+    """Overview numbers for one period from the runs, failures and reconciliation reports.
+    Exhaustion rate and utilisation cover runs with a known budget (SPEC §1)."""
+    budgeted = runs[runs["budget_ms"].notna()]
+    exhausted = int(budgeted["exhausted"].fillna(False).astype(bool).sum())
+    writes = int(reconciliation["write_steps"].sum())
+    reconciled = int(reconciliation["reconciled_writes"].sum())
+    return PeriodTotals(
+        runs=len(runs),
+        exhausted_runs=exhausted,
+        exhaustion_rate=exhausted / len(budgeted) if len(budgeted) else float("nan"),
+        utilisation_p50=quantile(budgeted["utilisation"], 0.50),
+        utilisation_p99=quantile(budgeted["utilisation"], 0.99),
+        client_timeouts=int(failures["client_timeouts"].sum()),
+        upstream_errors=int(failures["upstream_errors"].sum()),
+        write_steps=writes,
+        reconciled_writes=reconciled,
+        reconciliation_rate=reconciled / writes if writes else float("nan"),
+        orphan_writes=int(reconciliation["orphan_writes"].sum()),
+    )
+
+
+def daily(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per UTC day of run start: runs, exhausted runs, exhaustion rate, utilisation p50/p99."""
+    if runs.empty:
+        return pd.DataFrame(columns=["day", "runs", "exhausted_runs", "exhaustion_rate",
+                                     "utilisation_p50", "utilisation_p99"])
+    frame = runs.assign(day=runs["start"].str.slice(0, 10),
+                        budgeted=runs["budget_ms"].notna(),
+                        ex=runs["exhausted"].fillna(False).astype(bool))
+    rows = []
+    for day, group in frame.groupby("day", sort=True):
+        budgeted = group[group["budgeted"]]
+        rows.append({
+            "day": day, "runs": len(group), "exhausted_runs": int(budgeted["ex"].sum()),
+            "exhaustion_rate": (budgeted["ex"].sum() / len(budgeted)) if len(budgeted)
+            else float("nan"),
+            "utilisation_p50": quantile(budgeted["utilisation"], 0.5),
+            "utilisation_p99": quantile(budgeted["utilisation"], 0.99)})
+    return pd.DataFrame(rows)
+
+
+def runs_worth_reviewing(runs: pd.DataFrame, limit: int = 25) -> pd.DataFrame:
+    """Exhausted runs and runs that overran, worst first: those that overran the deadline
+    most, then the highest utilisation; then a culprit that is not the holder."""
+    if runs.empty:
+        return runs.head(0)
+    frame = runs.copy()
+    frame["exhausted"] = frame["exhausted"].fillna(False).astype(bool)
+    overran = frame["overrun_ms"].fillna(0) > 0
+    frame = frame[frame["exhausted"] | overran | (frame["outcome"] == "failed")]
+    frame = frame.assign(culprit_is_holder=frame["culprit"] == frame["holder"])
+    frame = frame.sort_values(["overrun_ms", "utilisation", "start"],
+                              ascending=[False, False, False], na_position="last")
+    return frame.head(limit).reset_index(drop=True)
+
+
+def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
+    """A selectbox label for a run id (plain text: selectbox options are never Markdown)."""
+    by_id = frame.set_index("run_id")
+
+    def label(run_id: str) -> str:
+        if run_id not in by_id.index:
+            return run_id
+        row = by_id.loc[run_id]
+        return (f"{run_id[:16]}…  {row['agent']}  {row['start'][:16]}  "
+                f"{row['outcome'] if not fmt.missing(row['outcome']) else '-'}  "
+                f"util {fmt.percent(row['utilisation'], 0)}  culprit {row['culprit']}")
+
+    return label
+
+
+def holder_culprit(runs: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """Exhausted runs counted by holder key (rows) × culprit key (columns); keys beyond the
+    `top` most frequent are grouped as "(other)"."""
+    exhausted = runs[runs["exhausted"].fillna(False).astype(bool)]
+    exhausted = exhausted[exhausted["culprit"].notna() & exhausted["holder"].notna()]
+    if exhausted.empty:
+        return pd.DataFrame()
+    keep = set(pd.concat([exhausted["culprit"], exhausted["holder"]]).value_counts()
+               .head(top).index)
+
+    def bucket(key: str) -> str:
+        return key if key in keep else "(other)"
+
+    return pd.crosstab(exhausted["holder"].map(bucket), exhausted["culprit"].map(bucket))
+
+
+def class_share(failures: pd.DataFrame) -> pd.DataFrame:
+    """Totals per class over all step keys (the failures report summed)."""
+    columns = ["client_timeouts", "upstream_errors", "refused", "cancelled", "client_errors",
+               "errors"]
+    return failures[columns].sum().to_frame("steps").T
+
+
+def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
+    """The run view's steps table: one row per step in waterfall order."""
+    budget = summary.get("budget_ms")
+    share = steps["consumption_ms"] / float(budget) if not fmt.missing(budget) else np.nan
+    marks = np.where(steps["span_id"] == summary.get("culprit_span_id"), "culprit", "")
+    marks = np.where(steps["span_id"] == summary.get("holder_span_id"),
+                     np.where(marks == "culprit", "culprit + holder", "holder"), marks)
+    return pd.DataFrame({
+        "#": np.arange(1, len(steps) + 1),
+        "step": ["  " * int(level) + ("└ " if level else "") + str(key)
+                 for key, level in zip(steps["step_key"], steps["step_level"], strict=True)],
+        "class": steps["step_class"],
+        "role": marks,
+        "start": steps["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
+        "duration": steps["duration_ms"].map(fmt.duration),
+        "share": share,
+        "allocated": steps["allocated_ms"].map(fmt.duration),
+        "utilisation": steps["utilisation"],
+        "effect status": steps["effect_status"],
+        "idempotency key": steps["idempotency_key"],
+        "attempt": steps["attempt"],
+        "span id": steps["span_id"],
+    })

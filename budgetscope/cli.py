@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from budgetscope.commands.dashboard import dashboard_command
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
 from budgetscope.commands.report import report_command
@@ -28,6 +29,7 @@ cli.add_command(demo_command)
 cli.add_command(report_command)
 cli.add_command(run_command)
 cli.add_command(serve_command)
+cli.add_command(dashboard_command)
 
 
 def main() -> None:

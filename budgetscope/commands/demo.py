@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from budgetscope.commands.common import Fail, open_database
+from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from ingest.file_loader import load_files
 from ingest.writer import SpanWriter
@@ -34,7 +35,11 @@ def _reset_demo_database(path: Path) -> None:
 @click.command("demo")
 @click.option("--db", "demo_db", default=DEMO_DB, show_default=True,
               help="Database file for the demo (recreated each time).")
-def demo_command(demo_db: str) -> None:
+@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535),
+              help="Dashboard port (on 127.0.0.1).")
+@click.option("--no-ui", "--no-open", "no_ui", is_flag=True,
+              help="Load and print only; do not start the dashboard (for scripts).")
+def demo_command(demo_db: str, port: int, no_ui: bool) -> None:
     """Load the bundled sample traces into a fresh database and show what they say."""
     path = Path(demo_db)
     _reset_demo_database(path)
@@ -48,3 +53,6 @@ def demo_command(demo_db: str) -> None:
     click.echo("\nWho spent the budget of exhausted runs (top step keys; "
                f"`budgetscope --db {path} report attribution --format table` for all):")
     click.echo(to_text_table(headline), nl=False)
+    if not no_ui:
+        click.echo("")
+        serve_dashboard(str(path), "127.0.0.1", port)

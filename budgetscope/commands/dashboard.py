@@ -1,0 +1,63 @@
+"""`budgetscope dashboard`: the Streamlit dashboard on an existing database, standalone.
+
+The dashboard opens the file read-only for each batch of queries and closes it straight after,
+so `budgetscope ingest` can still write between page loads. When `budgetscope serve` holds the
+file, its own dashboard is the one to open; this command says where it is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from budgetscope.commands.common import Fail, db_option
+from budgetscope.config import DB_ENV
+from ingest.database import DatabaseBusy, connect
+
+DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
+
+
+def check_readable(db: str) -> None:
+    """Fail early, with the server's address, when another process holds the file."""
+    if not Path(db).exists():
+        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`, "
+                   "or try `budgetscope demo`")
+    try:
+        connect(db, read_only=True).close()
+    except DatabaseBusy as error:
+        raise Fail(str(error)) from None
+
+
+def serve_dashboard(db: str, host: str, port: int) -> None:
+    """Run Streamlit's server on this thread until Ctrl-C / SIGTERM."""
+    from streamlit.web import bootstrap  # imported here: the other commands never load it
+
+    os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
+    options = {
+        "server_address": host,
+        "server_port": port,
+        "server_headless": True,
+        "server_fileWatcherType": "none",
+        "server_runOnSave": False,
+        "browser_gatherUsageStats": False,
+        "global_developmentMode": False,
+    }
+    url_host = f"[{host}]" if ":" in host else host
+    click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")
+    bootstrap.load_config_options(flag_options=options)
+    bootstrap.run(str(DASHBOARD_APP), False, [], options)
+
+
+@click.command("dashboard")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 lets other machines open it.")
+@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535))
+@click.pass_context
+def dashboard_command(context: click.Context, host: str, port: int) -> None:
+    """Serve the dashboard on an existing database (read-only; the file stays free for
+    `budgetscope ingest` between page loads)."""
+    db = db_option(context)
+    check_readable(db)
+    serve_dashboard(db, host, port)

@@ -1,5 +1,62 @@
-"""attribution (being written)."""
+"""Attribution: who spent the budget of exhausted runs (SPEC §4), how often that is not the step
+holding the deadline, and exhausted vs completed runs side by side."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("attribution")
+from dashboard import data, figures, fmt, layout, summaries
+from dashboard.exports import csv_file_name
+from queries.render import to_csv_bytes
+
+ctx = layout.context()
+st.title("Attribution")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · exhausted runs only; a step's share "
+           "is its consumption (wall clock split fairly among parallel steps) over the runs' "
+           "budgets.")
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+summary = data.report("attribution_summary", ctx.filters).iloc[0]
+attribution = data.report("attribution", ctx.filters)
+rate = summary["culprit_is_holder_rate"]
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Exhausted runs", fmt.count(summary["exhausted_runs"]))
+c2.metric("Culprit is not the holder", fmt.percent(None if fmt.missing(rate) else 1 - rate),
+          help="Share of exhausted runs where the step running at the deadline is not the "
+               "step that spent the most (compared by span, SPEC §4).")
+c3.metric("Culprit is the holder", fmt.percent(rate))
+c4.metric("Unattributed", fmt.percent(summary["unattributed_share"]),
+          help="Time with no step running (harness, gaps) over the budgets.")
+
+if attribution.empty:
+    st.info("No exhausted runs in this range.")
+    st.stop()
+
+st.plotly_chart(figures.culprits(attribution, top=15,
+                                 title="Budget share per step key (exhausted runs)"),
+                key="attribution_share")
+
+matrix = summaries.holder_culprit(data.report("runs", ctx.filters))
+if not matrix.empty:
+    st.plotly_chart(figures.holder_culprit_matrix(matrix), key="holder_culprit")
+    st.caption("Off the diagonal: the step holding the deadline was not the one that spent it. "
+               "Keys beyond the ten most frequent are grouped as (other).")
+
+if data.available("attribution_completed"):
+    completed = data.report("attribution_completed", ctx.filters)
+    sides = attribution[["step_key", "budget_share"]].rename(
+        columns={"budget_share": "exhausted"}).merge(
+        completed[["step_key", "budget_share"]].rename(columns={"budget_share": "completed"}),
+        on="step_key", how="outer").fillna(0.0).sort_values("exhausted", ascending=False)
+    st.plotly_chart(figures.share_side_by_side(sides.head(15)), key="side_by_side")
+else:
+    st.info("Exhausted vs completed runs side by side needs a budget-share-over-completed-runs "
+            "function in `queries` (asked for); shown here once it exists.")
+
+st.subheader("Attribution table")
+st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_csv",
+                   file_name=csv_file_name("attribution", ctx.filters), mime="text/csv",
+                   on_click="ignore")
+st.dataframe(attribution, hide_index=True, key="attribution_table",
+             column_config={"budget_share": st.column_config.NumberColumn(format="percent")})

@@ -1,5 +1,72 @@
-"""failures (being written)."""
+"""Failures: client give-ups, upstream failures, refused, cancelled and errors per step key and
+over time (never one "errors" bar, SPEC §3); each tool's latency against its cap."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("failures")
+from dashboard import colors, data, figures, fmt, layout
+from dashboard.exports import csv_file_name
+from queries.render import to_csv_bytes
+
+ctx = layout.context()
+st.title("Failures")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · every step of the runs in range, "
+           "nested ones included, by SPEC §3 class.")
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+failures = data.report("failures", ctx.filters)
+totals = failures[list(colors.FAILURE_COLUMNS)].sum()
+columns = st.columns(6)
+for column, name in zip(columns, ["client_timeouts", "upstream_errors", "refused", "cancelled",
+                                  "client_errors", "errors"], strict=True):
+    cls = colors.FAILURE_COLUMNS[name]
+    column.metric(colors.CLASS_LABELS[cls].split(" (")[0].capitalize() + "s"
+                  if cls in ("client_timeout", "upstream_error") else
+                  colors.CLASS_LABELS[cls].capitalize(), fmt.count(totals[name]))
+st.caption(f"{fmt.count(totals.sum())} steps in all, {fmt.count(totals['ok'])} ok. Client "
+           "give-ups: our deadline fired (our configuration). Upstream failures: 5xx, 429, "
+           "UNAVAILABLE… (their availability).")
+
+st.plotly_chart(figures.failures_by_step(failures), key="failures_by_step")
+
+if data.available("failures_daily"):
+    daily = data.report("failures_daily", ctx.filters)
+    st.plotly_chart(figures.class_counts_over_time(daily, "day", "Failed steps per day"),
+                    key="failures_over_time")
+else:
+    weekly = data.report("weekly", ctx.filters)
+    per_week = weekly.groupby("week", sort=True)[
+        ["client_timeouts", "upstream_errors", "refused"]].sum().reset_index().rename(
+        columns={"client_timeouts": "client_timeout", "upstream_errors": "upstream_error"})
+    st.plotly_chart(figures.class_counts_over_time(
+        per_week, "week", "Client give-ups, upstream failures and refused per week",
+        classes=("client_timeout", "upstream_error", "refused")), key="failures_over_time")
+    st.caption("Per ISO week, from the weekly report (cancelled and errors per day need a "
+               "per-day failures function in `queries`).")
+
+st.subheader("Tool latency against its cap")
+if data.available("tool_latency"):
+    latency = data.report("tool_latency", ctx.filters)
+    tools = sorted(latency["step_key"].unique())
+    tool = st.selectbox("Tool", tools, key="latency_tool") if tools else None
+    if tool:
+        st.plotly_chart(figures.latency_against_cap(latency[latency["step_key"] == tool], tool),
+                        key="tool_latency")
+else:
+    steps = data.report("step_utilisation", ctx.filters)
+    tools = steps[steps["step_key"].str.startswith("tool:")]
+    if tools.empty:
+        st.info("No tool calls with an allocation in this range.")
+    else:
+        st.plotly_chart(figures.step_utilisation(tools), key="tool_latency")
+        st.caption("Tool call duration over its allocation (min(cap, remaining budget)): a p99 "
+                   "at 100% means calls are cut at the cap. The latency histogram against the "
+                   "cap needs a per-call latency function in `queries`.")
+
+st.subheader("Failures table")
+st.download_button("Download CSV", to_csv_bytes(failures), key="failures_csv",
+                   file_name=csv_file_name("failures", ctx.filters), mime="text/csv",
+                   on_click="ignore")
+st.dataframe(failures, hide_index=True, key="failures_table")

@@ -1,5 +1,65 @@
-"""reconciliation (being written)."""
+"""Reconciliation: what timeouts cost in correctness (SPEC §6). Rate over time against a
+threshold, by tool, landed / not landed / unknown, and the orphan writes."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("reconciliation")
+from dashboard import data, figures, fmt, layout
+from dashboard.exports import csv_file_name
+from queries.render import to_csv_bytes
+
+ctx = layout.context()
+st.title("Reconciliation")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · reconciliation rate = reconciled "
+           "writes / write steps; an orphan is an uncertain write nobody read back.")
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+report = data.report("reconciliation", ctx.filters)
+if report.empty:
+    st.info("No write steps (budget.side_effect = write) in this range.")
+    st.stop()
+writes = int(report["write_steps"].sum())
+reconciled = int(report["reconciled_writes"].sum())
+c = st.columns(5)
+c[0].metric("Write steps", fmt.count(writes))
+c[1].metric("Uncertain writes", fmt.count(report["uncertain_writes"].sum()))
+c[2].metric("Reconciled writes", fmt.count(reconciled))
+c[3].metric("Reconciliation rate", fmt.percent(reconciled / writes if writes else None))
+c[4].metric("Orphan writes", fmt.count(report["orphan_writes"].sum()))
+
+threshold = st.slider("Threshold", 0.0, 1.0, 0.10, 0.01, key="reconcile_threshold",
+                      format="%.2f", help="Drawn on the rate chart; weeks under it need a look.")
+by_period = data.report("reconciliation_by_period", ctx.filters)
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
+                    key="reconciliation_over_time")
+with right:
+    st.plotly_chart(figures.reconciliation_by_tool(report), key="reconciliation_by_tool")
+
+st.subheader("Orphan writes")
+if data.available("orphan_writes"):
+    orphans = data.report("orphan_writes", ctx.filters)
+    st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
+                       file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
+                       on_click="ignore")
+    st.dataframe(orphans, hide_index=True, key="orphans_table")
+    if not orphans.empty:
+        pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
+                            key="orphan_pick")
+        if pick:
+            layout.run_link(pick, ctx.state)
+else:
+    st.info("The list of orphan writes (run, tool, idempotency key, time) needs an "
+            "orphan-writes function in `queries` (asked for). Each run's orphans show in its "
+            "run view.")
+
+st.subheader("By tool")
+st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv",
+                   file_name=csv_file_name("reconciliation", ctx.filters), mime="text/csv",
+                   on_click="ignore")
+st.dataframe(report, hide_index=True, key="reconciliation_table",
+             column_config={"reconciliation_rate": st.column_config.NumberColumn(
+                 format="percent")})

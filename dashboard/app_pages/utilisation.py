@@ -1,5 +1,43 @@
-"""utilisation (being written)."""
+"""Utilisation: is the deadline binding? The distribution of run utilisation per agent, with
+p50/p90/p99 marked, and step utilisation against allocation (SPEC §5)."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("utilisation")
+from dashboard import data, figures, fmt, layout
+
+ctx = layout.context()
+st.title("Utilisation")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · run utilisation = elapsed / budget "
+           "(above 100%: the run overran); runs with a known budget.")
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+percentiles = data.report("utilisation", ctx.filters)
+histogram = data.report("utilisation_histogram", ctx.filters)
+st.dataframe(percentiles, hide_index=True, key="utilisation_table",
+             column_config={p: st.column_config.NumberColumn(format="percent")
+                            for p in ("p50", "p90", "p95", "p99", "max")})
+if histogram.empty:
+    st.info("No runs with a known budget in this range.")
+else:
+    hist_tab, cdf_tab = st.tabs(["Histogram", "Cumulative distribution"])
+    with hist_tab:
+        st.plotly_chart(figures.utilisation_distribution(histogram, percentiles, False),
+                        key="utilisation_histogram")
+    with cdf_tab:
+        st.plotly_chart(figures.utilisation_distribution(histogram, percentiles, True),
+                        key="utilisation_cdf")
+    st.caption("Vertical lines: each agent's p50 (dotted), p90 (dashed) and p99 (solid); "
+               "the red line is the budget.")
+
+st.subheader("Steps against their allocation")
+steps = data.report("step_utilisation", ctx.filters)
+if steps.empty:
+    st.info("No steps carry budget.allocated_ms in this range.")
+else:
+    st.plotly_chart(figures.step_utilisation(steps), key="step_utilisation")
+    st.dataframe(steps, hide_index=True, key="step_utilisation_table",
+                 column_config={p: st.column_config.NumberColumn(format="percent")
+                                for p in ("p50", "p90", "p95", "p99", "max")})

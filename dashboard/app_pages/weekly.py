@@ -1,5 +1,32 @@
-"""weekly (being written)."""
+"""Weekly report: the SPEC §7 table, and its CSV, byte for byte what `budgetscope report weekly`
+writes for the same filters (both call queries.render.to_csv_bytes on queries.reports.weekly)."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-st.title("weekly")
+from dashboard import data, fmt, layout
+from dashboard.exports import cli_command, csv_file_name
+from queries.render import to_csv_bytes
+
+ctx = layout.context()
+st.title("Weekly report")
+st.caption("One row per ISO week (UTC, weeks start Monday) × agent, for runs that started in "
+           + fmt.escape_md(ctx.state.label(ctx.now))
+           + ". Rates are fractions in [0, 1]; empty cells where a value is undefined.")
+
+weekly = data.report("weekly", ctx.filters)
+st.download_button("Download CSV", data=to_csv_bytes(weekly),
+                   file_name=csv_file_name("weekly", ctx.filters), mime="text/csv",
+                   icon="⬇️", key="weekly_csv", on_click="ignore")
+st.caption("The same bytes from the command line:")
+st.code(cli_command("weekly", ctx.filters, ctx.status.path), language="bash")
+
+if weekly.empty:
+    st.info("No runs in this range.")
+else:
+    rates = ["exhaustion_rate", "utilisation_p50", "utilisation_p90", "utilisation_p99",
+             "reconciliation_rate", "top_culprit_share"]
+    st.dataframe(weekly, hide_index=True, key="weekly_table",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.3f")
+                                for c in rates})

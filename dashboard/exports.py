@@ -1,0 +1,37 @@
+"""What an export is called and the command line that gives the same bytes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from queries.filters import Filters
+
+
+def _instant(value: object) -> str:
+    text = value.isoformat()  # type: ignore[attr-defined]
+    return text.replace("+00:00", "Z")
+
+
+def cli_command(report: str, filters: Filters, db: str) -> str:
+    """`budgetscope report REPORT` with these filters (same meaning: since inclusive, until
+    exclusive, UTC)."""
+    parts = ["budgetscope", "--db", db, "report", report]
+    if filters.since is not None:
+        parts += ["--since", _instant(filters.since)]
+    if filters.until is not None:
+        parts += ["--until", _instant(filters.until)]
+    if filters.agent:
+        parts += ["--agent", filters.agent]
+    return shlex.join(parts)
+
+
+def csv_file_name(report: str, filters: Filters) -> str:
+    parts = ["budgetscope", report]
+    if filters.since is not None:
+        parts.append(filters.since.strftime("%Y%m%dT%H%M"))
+    if filters.until is not None:
+        parts.append(filters.until.strftime("%Y%m%dT%H%M"))
+    if filters.agent:
+        parts.append(re.sub(r"[^A-Za-z0-9_.-]+", "_", filters.agent)[:40])
+    return "-".join(parts) + ".csv"

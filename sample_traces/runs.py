@@ -36,7 +36,11 @@ _PRIORITY = {"refused": 1, "failed": 2, "exhausted": 3, "cancelled": 4}
 
 @dataclass(slots=True)
 class Frame:
-    """A deadline scope: the run itself, a subagent's allocation, or one retried tool step."""
+    """A deadline scope: the run itself, a subagent's allocation, or one retried tool step.
+
+    Steps inside a scope see `budget.remaining_ms` as what the scope has left, which is never
+    more than the run has left: that is the budget a nested call can actually spend.
+    """
 
     deadline_ns: int
     reserve_ms: int

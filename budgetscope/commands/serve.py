@@ -26,6 +26,7 @@ from ingest.ddl import SchemaError
 from ingest.owner import DatabaseOwner, install
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
+from queries.derive import refresh_touched
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
@@ -102,8 +103,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
                             token=token, limits=Limits(max_body_bytes=max_body_bytes))
     try:
-        # The per-trace derivation hook (runs/steps) plugs in here as after_write= once written.
-        receivers = Receivers(owner, config)
+        # Runs and steps are re-derived for the traces each transaction touched, inside it.
+        receivers = Receivers(owner, config, after_write=refresh_touched)
     except OSError as error:
         owner.close()
         raise Fail(str(error)) from None

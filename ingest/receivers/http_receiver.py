@@ -210,6 +210,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # stop() drains requests itself; idle keep-alives must not block exit
     block_on_close = False
     allow_reuse_address = True
+    # Listen backlog (the stdlib default is 5): a burst of exporters connecting at once must
+    # queue in the kernel, not be dropped.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
         self.receiver = receiver

@@ -111,7 +111,7 @@ BASELINE = Policy(
         "research-agent": AgentBudget(90_000, 5_000),
         "support-agent": AgentBudget(60_000, 3_000),
         "billing-agent": AgentBudget(30_000, 2_000),
-        "triage-agent": AgentBudget(45_000, 0),
+        "triage-agent": AgentBudget(25_000, 0),
     },
     caps_ms={
         "gpt-4o": 30_000,

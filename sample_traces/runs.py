@@ -146,6 +146,8 @@ class RunSim:
         nat = self.nature(call, attempt, branch)
         remaining = (frame.deadline_ns - t) // NS
         need = self.policy.land_min_ms if landing else self.policy.min_start_ms + frame.reserve_ms
+        if not self.instrumented:
+            need = 1  # budget-unaware: it starts anything until its deadline has passed
         if remaining < need:
             # A refusal is a budget check, not a call: it takes microseconds.
             end = t + 15_000 + int(nat.u * 70_000)

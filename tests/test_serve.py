@@ -76,15 +76,20 @@ def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> N
         trace_file = tmp_path / "trace.json"
         trace_file.write_text("{}")
         started = time.monotonic()
-        busy = subprocess.run([*CLI, "--db", str(db), "ingest", str(trace_file)],
-                              capture_output=True, text=True, timeout=60)
-        assert time.monotonic() - started < 30  # fails at once, never waits for the lock
-        assert busy.returncode != 0
-        message = busy.stderr.strip()
-        assert "\n" not in message and "Traceback" not in message, message
-        assert f"budgetscope serve (pid {process.pid})" in message
-        assert announced["otlp_http"] in message and announced["otlp_http"].startswith(
-            "http://127.0.0.1:") and announced["otlp_http"].endswith("/v1/traces")
+        # Started together: each must fail at once on its own, never wait for the lock.
+        others = [subprocess.Popen([*CLI, "--db", str(db), *arguments], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+                  for arguments in (["ingest", str(trace_file)], ["report", "runs"],
+                                    ["run", "0af7651916cd43dd8448eb211c80319c"])]
+        for other in others:
+            _, stderr = other.communicate(timeout=60)
+            assert other.returncode != 0
+            message = stderr.strip()
+            assert "\n" not in message and "Traceback" not in message, message
+            assert f"budgetscope serve (pid {process.pid})" in message
+            assert announced["otlp_http"] in message and announced["otlp_http"].startswith(
+                "http://127.0.0.1:") and announced["otlp_http"].endswith("/v1/traces")
+        assert time.monotonic() - started < 45
     finally:
         code, out, err = stop(process)
     assert code == 0, err

@@ -50,6 +50,9 @@ _LOG = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+# Bounds on draining an unread body before closing (see _Handler._linger).
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 8 * 1024 * 1024
 _REFUSED_CONNECTION = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
                        b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
@@ -192,6 +195,28 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = status_json(reply.code, reply.message)
         self._send(reply.status, answer_type, body, reply.headers)
+        if reply.body_unread:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Drop what the client is still sending, for a bounded time, before closing.
+
+        HTTP/1.1 clients (http.client, requests) send the whole body before reading the answer;
+        closing a socket with unread data makes the kernel reset the connection, and the client
+        would see "broken pipe" instead of our 413/401/415."""
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)  # the answer is complete: send FIN
+            self.connection.settimeout(0.5)
+            deadline = time.monotonic() + _LINGER_SECONDS
+            dropped = 0
+            while dropped < _LINGER_BYTES and time.monotonic() < deadline:
+                chunk = self.rfile.read1(256 * 1024)
+                if not chunk:
+                    break
+                dropped += len(chunk)
+        except OSError:
+            pass  # the client went away first: nothing left to protect
 
     def _send(self, status: HTTPStatus, content_type: str, body: bytes,
               headers: dict[str, str]) -> None:

@@ -194,32 +194,45 @@ def _utf8(text: str) -> bytes:
     return out
 
 
-def _pb_kv(key: str, value: AttrValue) -> bytes:
+def _pb_kv_encode(key: str, value: AttrValue) -> bytes:
     """A KeyValue message, length-prefixed, ready to follow its parent's field tag."""
-    cache_key = (key, type(value), value)
+    if isinstance(value, bool):
+        any_value = b"\x10" + (b"\x01" if value else b"\x00")
+    elif isinstance(value, int):
+        any_value = b"\x18" + _varint(value)
+    elif isinstance(value, float):
+        any_value = b"\x21" + _pack_f64(value)
+    else:
+        any_value = b"\x0a" + _utf8(value)
+    message = b"\x0a" + _utf8(key) + _field(b"\x12", any_value)
+    return _varint(len(message)) + message
+
+
+# Values that rarely repeat: caching them would only churn the cache.
+_UNCACHED_KEYS = frozenset({
+    "budget.remaining_ms", "budget.allocated_ms", "budget.cleanup_ms", "budget.deadline_unix_ms",
+    "budget.idempotency_key", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+    "exception.message",
+})
+
+
+def _pb_kv(key: str, value: AttrValue) -> bytes:
+    if key in _UNCACHED_KEYS:
+        return _pb_kv_encode(key, value)
+    # The type is part of the key: True == 1 == 1.0 for a dict.
+    cache_key = (key, value.__class__, value)
     out = _pb_kv_cache.get(cache_key)
     if out is None:
-        if isinstance(value, bool):
-            any_value = b"\x10" + (b"\x01" if value else b"\x00")
-        elif isinstance(value, int):
-            any_value = b"\x18" + _varint(value)
-        elif isinstance(value, float):
-            any_value = b"\x21" + _pack_f64(value)
-        else:
-            any_value = b"\x0a" + _utf8(value)
-        message = b"\x0a" + _utf8(key) + _field(b"\x12", any_value)
-        out = _varint(len(message)) + message
         if len(_pb_kv_cache) > _CACHE_LIMIT:
             _pb_kv_cache.clear()
-        _pb_kv_cache[cache_key] = out
+        out = _pb_kv_cache[cache_key] = _pb_kv_encode(key, value)
     return out
 
 
 def _pb_attr_fields(tag: bytes, attrs: Iterable[tuple[str, AttrValue]]) -> list[bytes]:
-    out = []
+    out: list[bytes] = []
     for key, value in attrs:
-        out.append(tag)
-        out.append(_pb_kv(key, value))
+        out += (tag, _pb_kv(key, value))
     return out
 
 

@@ -140,19 +140,19 @@ def test_ids_parents_and_timestamps(traces: dict[str, list[dict]]) -> None:
         assert roots == 1
 
 
-def test_attribute_values_are_typed_like_otlp(requests: list[dict]) -> None:
+def test_attribute_values_are_typed_like_otlp(traces: dict[str, list[dict]]) -> None:
     seen = Counter()
-    for request in requests:
-        for resource_spans in request["resourceSpans"]:
-            for scope_spans in resource_spans["scopeSpans"]:
-                for span in scope_spans["spans"]:
-                    for kv in span["attributes"]:
-                        (kind, value), = kv["value"].items()
-                        seen[kind] += 1
-                        if kind == "intValue":
-                            assert isinstance(value, str) and value.lstrip("-").isdigit()
-                        if kind == "boolValue":
-                            assert isinstance(value, bool)
+    for spans in traces.values():
+        for span in spans:
+            for kv in span["attributes"]:
+                (kind, value), = kv["value"].items()
+                seen[kind] += 1
+                if kind == "intValue":  # 64-bit integers are JSON strings in OTLP
+                    assert value.__class__ is str and value.lstrip("-").isdigit()
+                elif kind == "boolValue":
+                    assert value.__class__ is bool
+                else:
+                    assert kind == "stringValue" and value.__class__ is str
     assert {"stringValue", "intValue", "boolValue"} <= set(seen)
 
 
@@ -381,14 +381,14 @@ def _hex_ids_to_base64(request: dict) -> dict:
 
 def test_encoders_agree_with_the_protobuf_classes() -> None:
     checked = 0
-    for batch in generate.iter_batches(runs=30):
+    for batch in generate.iter_batches(runs=20):
         reference = batch_to_proto(batch)
         assert batch_to_pb_bytes(batch) == reference.SerializeToString(deterministic=True)
         parsed = json_format.ParseDict(_hex_ids_to_base64(json.loads(batch_to_json(batch))),
                                        trace_service_pb2.ExportTraceServiceRequest())
         assert parsed == reference
         checked += 1
-    assert checked > 25
+    assert checked > 15
 
 
 def test_iter_requests_yields_protobuf_requests() -> None:
@@ -402,7 +402,7 @@ def test_latency_draws_do_not_depend_on_the_policy() -> None:
     """Same seed under two policies: a call that ran to its natural end in both took as long."""
     def ok_durations(policy) -> dict[tuple[bytes, bytes], int]:
         out = {}
-        for run in generate.iter_runs(seed=11, runs=80, policy=policy):
+        for run in generate.iter_runs(seed=11, runs=60, policy=policy):
             # A step wrapping retried attempts lasts as long as its attempts: skip it.
             wrappers = {s.parent_id for s in run.spans if "budget.step.kind" in s.attrs}
             for span in run.spans:
@@ -413,6 +413,6 @@ def test_latency_draws_do_not_depend_on_the_policy() -> None:
 
     base, tight = ok_durations(BASELINE), ok_durations(TIGHTENED)
     common = set(base) & set(tight)
-    assert len(common) > 500
+    assert len(common) > 400
     assert all(base[key] == tight[key] for key in common)
     assert len(set(base) ^ set(tight)) > 0, "the policies do change what happens"

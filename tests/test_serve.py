@@ -146,7 +146,7 @@ def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
     for client in clients:
         client.start()
     deadline = time.monotonic() + 60
-    while len(acknowledged) < 5_000 and time.monotonic() < deadline:
+    while len(acknowledged) < 2_000 and time.monotonic() < deadline:
         time.sleep(0.05)
     # Mid-stream: requests are in flight (some decoded, some queued, one committing).
     process.send_signal(signal.SIGKILL)
@@ -155,7 +155,7 @@ def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
     for client in clients:
         client.join(60)
     acked = list(acknowledged)  # every thread has stopped appending
-    assert len(acked) >= 1_000, "the stream never got going"
+    assert len(acked) >= 500, "the stream never got going"
     assert serve_sidecar_path(db).exists()  # a kill leaves it behind: restart must cope
 
     # Restart the server on the crashed file (DuckDB replays its WAL), then stop it cleanly.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -57,6 +58,19 @@ def _wait_for_signal() -> None:
         pass
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse to start when the dashboard port is taken, before the database is opened:
+    Streamlit would only find out after the receivers were already listening."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise Fail(f"cannot serve the dashboard on {host}:{port} ({error.strerror}); "
+                       "choose another --ui-port, or --no-ui") from None
+
+
 def _run_dashboard(app: Path, host: str, port: int) -> None:
     """Streamlit's server on the main thread until SIGTERM/SIGINT (it installs the handlers)."""
     from streamlit.web import bootstrap  # imported here: --no-ui never loads Streamlit
@@ -94,6 +108,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored."""
     db = context.obj["db"]
+    if not no_ui:
+        _check_port_free(host, ui_port)
     try:
         owner = DatabaseOwner(db)
     except (DatabaseBusy, SchemaError) as error:

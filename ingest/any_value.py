@@ -15,6 +15,8 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from ingest.typed_attributes import TYPED_ATTRIBUTES, pick_grpc_status
+
 # Limits in the spirit of the OpenTelemetry SDK's span limits: keep the span, drop the excess,
 # and count what was dropped, instead of refusing a whole batch for one oversized attribute.
 MAX_ATTRIBUTES = 1024
@@ -77,3 +79,38 @@ def attributes_to_json(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], 
         else:
             result[key] = any_value_to_json(value)
     return result, dropped
+
+
+def span_attributes_to_json(
+    attributes: Iterable[KeyValue],
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """Like attributes_to_json, and also the typed columns of the SPEC attributes present.
+
+    Typing happens in the same loop, only for the keys present, because it is the hot path:
+    typing in SQL on insert (json_extract_string with 26 paths plus lenient casts) was measured
+    at ~35 µs per row against ~3 µs here."""
+    result: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
+    dropped = 0
+    typed_spec = TYPED_ATTRIBUTES
+    for kv in attributes:
+        key = kv.key
+        if len(result) >= MAX_ATTRIBUTES and key not in result:
+            dropped += 1
+            continue
+        value = kv.value
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            converted: Any = value.string_value
+            if len(converted) > MAX_VALUE_CHARS:
+                converted = converted[:MAX_VALUE_CHARS]
+        elif which == "int_value":
+            converted = value.int_value
+        else:
+            converted = any_value_to_json(value)
+        result[key] = converted
+        spec = typed_spec.get(key)
+        if spec is not None:
+            typed[spec[0]] = spec[1](converted)
+    pick_grpc_status(typed)
+    return result, dropped, typed

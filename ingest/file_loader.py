@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from ingest.background_writer import BackgroundWriter
 from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
 from ingest.progress import Progress
 from ingest.rejections import Rejection, RejectionLog
@@ -17,8 +18,8 @@ from ingest.sources import OpenedFile, expand_paths, read_pieces
 from ingest.writer import SpanWriter
 
 # Spans per transaction: big enough that commit overhead vanishes, small enough that memory is
-# flat (~20k spans of Python rows is tens of MB).
-CHUNK_SPANS = 20_000
+# flat (three batches of 5k spans in flight are a few tens of MB of Python rows).
+CHUNK_SPANS = 5_000
 
 
 @dataclass
@@ -89,17 +90,14 @@ def load_files(
     total_bytes = sum(path.stat().st_size for path in files if path.is_file())
     bar = Progress(total_bytes, force=progress)
     started = time.monotonic()
-    touched: set[str] = set()
+    background = BackgroundWriter(writer)
     pending = FlatBatch()
     done_bytes = 0
     seen_spans = 0
 
     def flush() -> None:
         nonlocal pending
-        result = writer.write(pending)
-        summary.spans_loaded += result.inserted
-        summary.spans_present += result.duplicates
-        touched.update(pending.trace_ids())
+        background.submit(pending)
         pending = FlatBatch()
 
     for path in files:
@@ -123,8 +121,12 @@ def load_files(
         if opened:
             done_bytes += opened[0].size
     flush()
-    bar.close()
+    try:
+        background.close()
+    finally:
+        bar.close()
+        summary.spans_loaded, summary.spans_present = background.inserted, background.duplicates
     summary.traces_without_root_count, summary.traces_without_root = _traces_without_root(
-        con, touched, keep=3)
+        con, background.touched, keep=3)
     summary.seconds = time.monotonic() - started
     return summary

@@ -17,16 +17,16 @@ from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-from ingest.any_value import attributes_to_json
+from ingest.any_value import attributes_to_json, span_attributes_to_json
 from ingest.rejections import Rejection
+from ingest.typed_attributes import TYPED_COLUMNS
 
 SPAN_COLUMNS: tuple[str, ...] = (
     "trace_id", "span_id", "parent_span_id", "trace_state", "flags", "name", "kind",
     "start_ns", "end_ns", "status_code", "status_message", "resource_id", "scope_id",
     "service_name", "attributes", "dropped_attributes_count", "events", "dropped_events_count",
-    "links", "dropped_links_count", "exception_types",
+    "links", "dropped_links_count", *TYPED_COLUMNS, "exception_types",
 )
-# The typed attribute columns (budget_*, gen_ai_*, …) are filled by ingest/sql/insert_spans.sql.
 RESOURCE_COLUMNS = ("resource_id", "service_name", "attributes", "dropped_attributes_count",
                     "schema_url")
 SCOPE_COLUMNS = ("scope_id", "name", "version", "attributes", "dropped_attributes_count",
@@ -174,7 +174,7 @@ def flatten_resource_spans(
                 ))
                 continue
             resource_used = True
-            attributes, dropped_attributes = attributes_to_json(span.attributes)
+            attributes, dropped_attributes, typed = span_attributes_to_json(span.attributes)
             events, exception_types = _events(span)
             columns["trace_id"].append(span.trace_id.hex())
             columns["span_id"].append(span.span_id.hex())
@@ -197,6 +197,8 @@ def flatten_resource_spans(
             columns["dropped_events_count"].append(span.dropped_events_count)
             columns["links"].append(_links(span))
             columns["dropped_links_count"].append(span.dropped_links_count)
+            for column in TYPED_COLUMNS:
+                columns[column].append(typed.get(column))
             columns["exception_types"].append(exception_types)
             batch.span_count += 1
     if resource_used:

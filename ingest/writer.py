@@ -25,6 +25,11 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "status_code": pa.int8(), "dropped_attributes_count": pa.uint32(),
     "events": pa.list_(_EVENT), "dropped_events_count": pa.uint32(),
     "links": pa.list_(_LINK), "dropped_links_count": pa.uint32(),
+    "budget_total_ms": pa.int64(), "budget_deadline_unix_ms": pa.int64(),
+    "budget_reserve_ms": pa.int64(), "budget_remaining_ms": pa.int64(),
+    "budget_cap_ms": pa.int64(), "budget_allocated_ms": pa.int64(), "budget_attempt": pa.int64(),
+    "budget_hedge": pa.bool_(), "budget_cleanup_ms": pa.int64(),
+    "http_response_status_code": pa.int64(), "grpc_status_code": pa.int32(),
     "exception_types": pa.list_(pa.string()),
 }
 SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS])

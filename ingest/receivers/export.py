@@ -7,8 +7,11 @@ receiver's request thread; only the commit is serialized, in the group-commit wr
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -66,33 +69,69 @@ def summarise(rejections: list[Rejection]) -> str:
 class Exporter:
     """Turns bodies into committed spans. Raises Undecodable, Overloaded, WriteFailed, Closed."""
 
-    def __init__(self, committer: GroupCommitter, commit_timeout: float) -> None:
+    def __init__(self, committer: GroupCommitter, commit_timeout: float,
+                 max_decoding: int = 4) -> None:
         self.committer = committer
         self.commit_timeout = commit_timeout
+        # Decoding holds the GIL, so running more requests' decodes at once gains no speed;
+        # it only multiplies the memory of inflated bodies and half-built rows (a 64 MiB body
+        # is several hundred MB of Python objects). Requests beyond this wait their turn.
+        self._decoding = threading.BoundedSemaphore(max_decoding)
 
-    def export_protobuf(self, body: bytes, where: str) -> Accepted:
+    @contextmanager
+    def _decoding_slot(self) -> Iterator[None]:
+        """One of the decode slots; Overloaded after the commit timeout, so that a request
+        never waits unanswered for ever."""
+        if not self._decoding.acquire(timeout=self.commit_timeout):
+            raise Overloaded("too many requests being decoded",
+                             self.committer.retry_after_seconds)
         try:
-            request, rejections = decode_request(body, where)
+            yield
+        finally:
+            self._decoding.release()
+
+    def export_protobuf(self, body: bytes, where: str,
+                        inflate: Callable[[bytes], bytes] | None = None) -> Accepted:
+        """Inflate (e.g. gunzip), decode, flatten, commit. `inflate` runs in the decode slot."""
+        return self._export(body, where, inflate, self._decode_protobuf)
+
+    def export_json(self, body: bytes, where: str,
+                    inflate: Callable[[bytes], bytes] | None = None) -> Accepted:
+        return self._export(body, where, inflate, self._decode_json)
+
+    @staticmethod
+    def _decode_protobuf(body: bytes, where: str) -> tuple[ExportTraceServiceRequest,
+                                                           list[Rejection]]:
+        try:
+            return decode_request(body, where)
         except UndecodableMessage as error:
             raise Undecodable(str(error)) from None
-        return self._commit(request, rejections, where)
 
-    def export_json(self, body: bytes, where: str) -> Accepted:
+    @staticmethod
+    def _decode_json(body: bytes, where: str) -> tuple[ExportTraceServiceRequest,
+                                                       list[Rejection]]:
         try:
             # surrogateescape keeps a span with invalid UTF-8 text parseable, so that
             # request_from_json refuses that span alone instead of the whole body.
             document = json.loads(body.decode("utf-8", "surrogateescape")) if body else {}
-            request, rejections = request_from_json(document, where)
+            return request_from_json(document, where)
         except (ValueError, RecursionError) as error:  # JSONDecodeError, NotOtlpJson
             what = "not OTLP JSON" if isinstance(error, NotOtlpJson) else "invalid JSON"
             raise Undecodable(f"{what}: {error}"[:500]) from None
-        return self._commit(request, rejections, where)
 
-    def _commit(self, request: ExportTraceServiceRequest, rejections: list[Rejection],
-                where: str) -> Accepted:
-        batch = flatten_request(request, where=where)
-        rejections = rejections + batch.rejections
-        future = self.committer.submit(batch)
+    def _export(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
+                decode: Callable[[bytes, str], tuple[ExportTraceServiceRequest,
+                                                     list[Rejection]]]) -> Accepted:
+        with self._decoding_slot():
+            if inflate is not None:
+                body = inflate(body)
+            request, rejections = decode(body, where)
+            del body
+            batch = flatten_request(request, where=where)
+            del request  # only the rows wait for the commit, not the protobuf objects
+            rejections = rejections + batch.rejections
+            future = self.committer.submit(batch)
+        # The slot is free while we wait: many requests can wait for (and share) one commit.
         try:
             future.result(timeout=self.commit_timeout)
         except FutureTimeout:

@@ -136,11 +136,11 @@ class _Handler(BaseHTTPRequestHandler):
                          body_unread=True)
         body = self._read_body(receiver.limits)
         try:
-            if encoding == "gzip":
-                body = gunzip_limited(body, receiver.limits.max_body_bytes)
+            limit = receiver.limits.max_body_bytes
+            inflate = (lambda data: gunzip_limited(data, limit)) if encoding == "gzip" else None
             if media_type == PROTOBUF:
-                return receiver.exporter.export_protobuf(body, "")
-            return receiver.exporter.export_json(body, "")
+                return receiver.exporter.export_protobuf(body, "", inflate)
+            return receiver.exporter.export_json(body, "", inflate)
         except BodyTooLarge as error:
             raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
                          str(error)) from None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -27,10 +28,14 @@ EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 START_TIMEOUT = 90  # seconds; imports are slow on a loaded 2-core machine
 
 
-def start_serve(db: Path, *flags: str) -> tuple[subprocess.Popen[str], dict]:
+def start_serve(db: Path, *flags: str, token: str | None = None
+                ) -> tuple[subprocess.Popen[str], dict]:
+    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
+    if token:
+        env["BUDGETSCOPE_TOKEN"] = token
     process = subprocess.Popen(
         [*CLI, "--db", str(db), "serve", "--otlp-http-port", "0", "--otlp-grpc-port", "0",
-         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     sidecar = serve_sidecar_path(db)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -53,11 +58,16 @@ def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
-def post(endpoint: str, body: bytes) -> int:
-    with urllib.request.urlopen(urllib.request.Request(
-            endpoint, data=body, headers={"Content-Type": "application/x-protobuf"}),
-            timeout=30) as response:
-        return response.status
+def post(endpoint: str, body: bytes, token: str | None = None) -> int:
+    headers = {"Content-Type": "application/x-protobuf"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(endpoint, data=body, headers=headers),
+                                    timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def stored(db: Path, sql: str = "SELECT count(*) FROM spans") -> int:
@@ -187,7 +197,7 @@ def _free_port() -> int:
 def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
     db = tmp_path / "ui.duckdb"
     ui_port = _free_port()
-    process, announced = start_serve(db, "--ui-port", str(ui_port))
+    process, announced = start_serve(db, "--ui-port", str(ui_port), token="from-env")
     try:
         assert announced["dashboard"] == f"http://127.0.0.1:{ui_port}"
         deadline = time.monotonic() + START_TIMEOUT
@@ -203,10 +213,13 @@ def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
         assert health == b"ok"
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/", timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
-        # The receivers keep working beside it.
-        assert post(announced["otlp_http"], raw_request(3).SerializeToString()) == 200
+        # The receivers keep working beside it, with the token taken from the environment.
+        body = raw_request(3).SerializeToString()
+        assert post(announced["otlp_http"], body) == 401
+        assert post(announced["otlp_http"], body, token="from-env") == 200
     finally:
-        code, _, err = stop(process)
+        code, out, err = stop(process)
+    assert "bearer token required" in out
     assert code == 0, err
     assert not serve_sidecar_path(db).exists()
     assert stored(db) == 3

@@ -67,7 +67,7 @@ class Summary:
     runs: int = 0
     spans: int = 0
     requests: int = 0
-    bytes: int = 0  # size of the file written (compressed when gzipped)
+    bytes: int = 0  # size of the file written (compressed when gzipped); 0 for a stream
 
     def line(self, path: Path, seconds: float) -> str:
         rate = self.spans / seconds if seconds > 0 else 0.0

@@ -211,7 +211,8 @@ def run_params(run_id: str, state: FilterState) -> dict[str, str]:
 
 def run_link(run_id: str, state: FilterState, label: str = "Open run view") -> None:
     """A real link (an <a> with the run in its URL), so it also opens in a new tab."""
-    st.page_link(RUN_PAGE, label=label, icon="🔎", query_params=run_params(run_id, state))
+    st.page_link(RUN_PAGE, label=label, icon=":material/search:",
+                 query_params=run_params(run_id, state))
 
 
 def run_url(run_id: str, state: FilterState) -> str:

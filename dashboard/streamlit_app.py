@@ -13,22 +13,21 @@ import streamlit as st
 from dashboard import data, layout
 from dashboard.filters import now_utc
 
-st.set_page_config(page_title="budgetscope", page_icon="⏱️", layout="wide")
+st.set_page_config(page_title="budgetscope", page_icon=":material/timer:", layout="wide")
+
+def _page(name: str, title: str, icon: str, default: bool = False) -> st.Page:
+    return st.Page(f"app_pages/{name}.py", title=title, icon=f":material/{icon}:",
+                   url_path=name, default=default)
+
 
 PAGES = {
-    "overview": st.Page("app_pages/overview.py", title="Overview", icon="📊",
-                        url_path="overview", default=True),
-    "attribution": st.Page("app_pages/attribution.py", title="Attribution", icon="🧭",
-                           url_path="attribution"),
-    "failures": st.Page("app_pages/failures.py", title="Failures", icon="⚡",
-                        url_path="failures"),
-    "utilisation": st.Page("app_pages/utilisation.py", title="Utilisation", icon="⏳",
-                           url_path="utilisation"),
-    "reconciliation": st.Page("app_pages/reconciliation.py", title="Reconciliation",
-                              icon="🔁", url_path="reconciliation"),
-    "run": st.Page("app_pages/run.py", title="Run view", icon="🔎", url_path="run"),
-    "weekly": st.Page("app_pages/weekly.py", title="Weekly report", icon="🗓️",
-                      url_path="weekly"),
+    "overview": _page("overview", "Overview", "dashboard", default=True),
+    "attribution": _page("attribution", "Attribution", "pie_chart"),
+    "failures": _page("failures", "Failures", "error"),
+    "utilisation": _page("utilisation", "Utilisation", "speed"),
+    "reconciliation": _page("reconciliation", "Reconciliation", "sync"),
+    "run": _page("run", "Run view", "search"),
+    "weekly": _page("weekly", "Weekly report", "calendar_month"),
 }
 
 
@@ -38,7 +37,7 @@ def main() -> None:
     # string when the sidebar switches pages, so a `run` seen on another page came from a link.
     if "run" in st.query_params and page.url_path != "run":
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
-    st.sidebar.title("⏱️ budgetscope")
+    st.sidebar.title("budgetscope")
     try:
         status = data.status()
     except data.NoDatabase as error:

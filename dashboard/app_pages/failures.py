@@ -29,7 +29,7 @@ st.caption(f"{fmt.count(totals.sum())} steps in all, {fmt.count(totals['ok'])} o
            "give-ups: our deadline fired (our configuration). Upstream failures: 5xx, 429, "
            "UNAVAILABLE… (their availability).")
 
-st.plotly_chart(figures.failures_by_step(failures), key="failures_by_step")
+st.plotly_chart(figures.failures_by_step(failures, top=len(failures)), key="failures_by_step")
 
 if data.available("failures_daily"):
     daily = data.report("failures_daily", ctx.filters)

@@ -18,7 +18,7 @@ st.caption("One row per ISO week (UTC, weeks start Monday) × agent, for runs th
 weekly = data.report("weekly", ctx.filters)
 st.download_button("Download CSV", data=to_csv_bytes(weekly),
                    file_name=csv_file_name("weekly", ctx.filters), mime="text/csv",
-                   icon="⬇️", key="weekly_csv", on_click="ignore")
+                   icon=":material/download:", key="weekly_csv", on_click="ignore")
 st.caption("The same bytes from the command line:")
 st.code(cli_command("weekly", ctx.filters, ctx.status.path), language="bash")
 

@@ -1,0 +1,119 @@
+"""What the dashboard tests share: the sample traces in a DuckDB file (built once per test
+session, through the same loader and derivation hook as `budgetscope ingest`), a database of
+hostile span names, and the dashboard as a real subprocess on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from budgetscope.config import SAMPLE_TRACES
+from ingest.database import connect
+from ingest.file_loader import load_files
+from ingest.writer import SpanWriter
+from queries.derive import refresh_touched
+from tests.trace_builder import TraceBuilder, store
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "dashboard" / "streamlit_app.py"
+# Two ISO weeks of the sample (W47 and W48), so that the overview has a previous period too.
+SINCE, UNTIL = "2026-11-16", "2026-11-30"
+HOSTILE_IMG = "<img src=x onerror=alert(1)>"
+HOSTILE_LINK = "[click](javascript:alert(1))"
+HOSTILE_AGENT = "<script>alert(2)</script>"
+
+
+def _build_once(path: Path, build) -> str:  # type: ignore[no-untyped-def]
+    """Build `path` unless an earlier test of this session already did (a marker file is
+    written last, so that a half-built database from an interrupted build is rebuilt)."""
+    done = path.with_suffix(".done")
+    if not done.exists():
+        for stale in (path, Path(f"{path}.wal")):
+            stale.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = connect(path)
+        try:
+            build(con)
+        finally:
+            con.close()
+        done.write_text("ok")
+    return str(path)
+
+
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    if not SAMPLE_TRACES.exists():
+        pytest.skip(f"{SAMPLE_TRACES} is not there yet")
+
+    def build(con):  # type: ignore[no-untyped-def]
+        summary = load_files(con, [SAMPLE_TRACES],
+                             writer=SpanWriter(con, after_write=refresh_touched))
+        assert not summary.rejections
+
+    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "sample.duckdb", build)
+
+
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One exhausted run whose agent, steps, tool names and keys are HTML and Markdown."""
+
+    def build(con):  # type: ignore[no-untyped-def]
+        b = TraceBuilder(seed=99)
+        run = b.span("agent run", 0, 12_000, attributes={
+            "budget.total_ms": 10_000, "budget.run.outcome": "exhausted",
+            "gen_ai.agent.name": HOSTILE_AGENT})
+        b.step(run, "tool", HOSTILE_IMG, 0, 8_000)
+        b.step(run, "tool", HOSTILE_LINK, 8_000, 12_000, **{
+            "budget.side_effect": "write", "budget.effect_status": "possible",
+            "budget.idempotency_key": HOSTILE_IMG, "budget.outcome": "client_timeout"})
+        store(con, b.finished())
+
+    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "hostile.duckdb", build)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Dashboard:
+    """`budgetscope dashboard` in a subprocess, stopped with SIGTERM."""
+
+    def __init__(self, db: str, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("BUDGETSCOPE_DB", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from budgetscope.cli import main; main()",
+             "--db", db, "dashboard", "--port", str(self.port)],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dashboard exited: {log.read_text(errors='replace')}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as reply:
+                    if reply.read() == b"ok":
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"dashboard did not start: {log.read_text(errors='replace')}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

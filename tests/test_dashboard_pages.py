@@ -1,0 +1,314 @@
+"""Every dashboard page under Streamlit's AppTest, on the bundled sample traces: no exception,
+no error, and the numbers on the page equal what the `queries` functions return for the same
+filters. Plus the empty-database state, deep links and hostile span names."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from streamlit.testing.v1 import AppTest
+
+from budgetscope.cli import cli
+from dashboard import fmt
+from ingest.database import connect
+from queries import reports
+from queries.filters import Filters
+from queries.run_view import load_run
+from tests.browser import support
+
+PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
+         "weekly"]
+FILTERS = Filters.parse(support.SINCE, support.UNTIL)
+PREVIOUS = Filters.parse("2026-11-02", support.SINCE)
+PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return support.sample_db(tmp_path_factory)
+
+
+@pytest.fixture()
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
+    return sample
+
+
+def query(db: str, name: str, filters: Filters = FILTERS) -> pd.DataFrame:
+    con = connect(db, read_only=True)
+    try:
+        return getattr(reports, name)(con, filters)
+    finally:
+        con.close()
+
+
+def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    for key, value in (PARAMS if params is None else params).items():
+        at.query_params[key] = value
+    if page != "overview":
+        at.switch_page(f"app_pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _array(value: object) -> np.ndarray:
+    """Plotly JSON sends numeric arrays base64-encoded as {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict) and "bdata" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        if "shape" in value:
+            array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
+        return array
+    return np.asarray(value)
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page by title."""
+    found = {}
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        title = spec["layout"].get("title", {}).get("text", "")
+        found[title] = spec
+    return found
+
+
+def trace(spec: dict, name: str) -> dict:
+    return next(t for t in spec["data"] if t.get("name") == name)
+
+
+# ---- every page --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_without_exception(db: str, page: str) -> None:
+    at = open_page(page)
+    titles = [t.value for t in at.title]
+    assert titles, "every page has a title"
+    # The filters are in the URL, as given, so the view can be shared as a link.
+    assert {k: at.query_params[k] for k in PARAMS} == {k: [v] for k, v in PARAMS.items()} or \
+        {k: at.query_params[k] for k in PARAMS} == PARAMS
+
+
+def test_overview_numbers_equal_the_queries(db: str) -> None:
+    at = open_page("overview")
+    runs = query(db, "runs")
+    budgeted = runs[runs["budget_ms"].notna()]
+    exhausted = int(budgeted["exhausted"].fillna(False).astype(bool).sum())
+    failures = query(db, "failures")
+    recon = query(db, "reconciliation")
+    util = budgeted["utilisation"].to_numpy(dtype=float)
+    shown = metrics(at)
+    assert shown["Runs"] == f"{len(runs):,}"
+    assert shown["Exhaustion rate"] == fmt.percent(exhausted / len(budgeted))
+    assert shown["Utilisation p50"] == fmt.percent(np.quantile(util, 0.5))
+    assert shown["Utilisation p99"] == fmt.percent(np.quantile(util, 0.99))
+    assert shown["Client give-ups"] == f"{failures['client_timeouts'].sum():,}"
+    assert shown["Upstream failures"] == f"{failures['upstream_errors'].sum():,}"
+    assert shown["Reconciliation rate"] == fmt.percent(
+        recon["reconciled_writes"].sum() / recon["write_steps"].sum())
+    assert shown["Orphan writes"] == f"{recon['orphan_writes'].sum():,}"
+    # Change against the previous two weeks.
+    before = query(db, "runs", PREVIOUS)
+    runs_delta = next(m for m in at.metric if m.label == "Runs").delta
+    assert runs_delta == f"{len(runs) - len(before):+,}"
+    # Daily trend: the bars add up to the period's runs; top culprits are the attribution rows.
+    figures = charts(at)
+    daily = figures["Daily runs, exhaustion rate and utilisation"]
+    assert _array(trace(daily, "runs")["y"]).sum() == len(runs)
+    top = trace(figures["Top culprits"], "budget share")
+    attribution = query(db, "attribution").head(10)
+    assert list(reversed(top["y"])) == list(attribution["step_key"])
+    np.testing.assert_allclose(_array(top["x"])[::-1], attribution["budget_share"])
+    # The review list holds exhausted, overrun or failed runs of the period.
+    review = at.dataframe[0].value
+    assert set(review["run_id"]) <= set(runs["run_id"])
+    assert len(review) > 0
+
+
+def test_attribution_numbers_equal_the_queries(db: str) -> None:
+    at = open_page("attribution")
+    summary = query(db, "attribution_summary").iloc[0]
+    shown = metrics(at)
+    assert shown["Exhausted runs"] == f"{int(summary['exhausted_runs']):,}"
+    assert shown["Culprit is the holder"] == fmt.percent(summary["culprit_is_holder_rate"])
+    assert shown["Culprit is not the holder"] == fmt.percent(
+        1 - summary["culprit_is_holder_rate"])
+    attribution = query(db, "attribution")
+    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), attribution)
+    share = trace(charts(at)["Budget share per step key (exhausted runs)"], "budget share")
+    np.testing.assert_allclose(_array(share["x"])[::-1], attribution["budget_share"].head(15))
+    # Holder × culprit: every exhausted run with both is counted once.
+    runs = query(db, "runs")
+    dead = runs[runs["exhausted"].fillna(False).astype(bool) & runs["culprit"].notna()
+                & runs["holder"].notna()]
+    matrix = charts(at)["Holder × culprit (exhausted runs)"]["data"][0]
+    assert int(_array(matrix["z"]).sum()) == len(dead)
+
+
+def test_failures_numbers_equal_the_queries(db: str) -> None:
+    at = open_page("failures")
+    failures = query(db, "failures")
+    shown = metrics(at)
+    assert shown["Client give-ups"] == f"{failures['client_timeouts'].sum():,}"
+    assert shown["Upstream failures"] == f"{failures['upstream_errors'].sum():,}"
+    assert shown["Refused"] == f"{failures['refused'].sum():,}"
+    assert shown["Cancelled"] == f"{failures['cancelled'].sum():,}"
+    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), failures)
+    by_step = charts(at)["Failures per step key, by class"]
+    # Client give-ups and upstream failures are separate series with their own colours.
+    give_ups = trace(by_step, "client give-up (client_timeout)")
+    upstream = trace(by_step, "upstream failure (upstream_error)")
+    assert give_ups["marker"]["color"] != upstream["marker"]["color"]
+    assert _array(give_ups["x"]).sum() == failures["client_timeouts"].sum()
+    assert _array(upstream["x"]).sum() == failures["upstream_errors"].sum()
+
+
+def test_utilisation_numbers_equal_the_queries(db: str) -> None:
+    at = open_page("utilisation")
+    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True),
+                                  query(db, "utilisation"))
+    pd.testing.assert_frame_equal(at.dataframe[1].value.reset_index(drop=True),
+                                  query(db, "step_utilisation"))
+    histogram = charts(at)["Run utilisation histogram"]
+    bars = [t for t in histogram["data"] if t["type"] == "bar"]
+    assert sum(_array(t["y"]).sum() for t in bars) == query(db, "utilisation")["runs"].sum()
+    cdf = charts(at)["Cumulative distribution of run utilisation"]
+    lines = [t for t in cdf["data"] if t["type"] == "scatter" and t.get("fill") is None
+             and t.get("name") not in ("p50", "p90", "p99")]
+    assert lines and all(abs(_array(t["y"])[-1] - 1) < 1e-9 for t in lines)
+
+
+def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
+    at = open_page("reconciliation")
+    report = query(db, "reconciliation")
+    shown = metrics(at)
+    assert shown["Write steps"] == f"{report['write_steps'].sum():,}"
+    assert shown["Reconciled writes"] == f"{report['reconciled_writes'].sum():,}"
+    assert shown["Orphan writes"] == f"{report['orphan_writes'].sum():,}"
+    assert shown["Reconciliation rate"] == fmt.percent(
+        report["reconciled_writes"].sum() / report["write_steps"].sum())
+    tables = [d.value for d in at.dataframe]
+    pd.testing.assert_frame_equal(tables[-1].reset_index(drop=True), report)
+    by_tool = charts(at)["Writes read back, by tool: landed / not landed / unknown, and orphans"]
+    assert _array(trace(by_tool, "landed")["x"]).sum() == report["landed"].sum()
+
+
+def test_weekly_table_and_csv_equal_the_cli(db: str) -> None:
+    at = open_page("weekly")
+    weekly = query(db, "weekly")
+    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), weekly)
+    result = CliRunner().invoke(cli, ["--db", db, "report", "weekly", "--since", support.SINCE,
+                                      "--until", support.UNTIL])
+    assert result.exit_code == 0, result.output
+    command = at.code[0].value
+    assert f"--since {support.SINCE}" in command or "--since 2026-11-16T00:00:00Z" in command
+    assert len(at.get("download_button")) == 1
+
+
+def test_weekly_honours_the_agent_filter(db: str) -> None:
+    at = open_page("weekly", {**PARAMS, "agent": "support-agent"})
+    weekly = query(db, "weekly", Filters.parse(support.SINCE, support.UNTIL, "support-agent"))
+    table = at.dataframe[0].value
+    assert set(table["agent"]) == {"support-agent"}
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), weekly)
+    assert at.query_params["agent"] in ("support-agent", ["support-agent"])
+
+
+# ---- the run view ------------------------------------------------------------------------
+
+def _an_exhausted_run(db: str) -> str:
+    runs = query(db, "runs")
+    return str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
+
+
+def test_run_view_by_deep_link(db: str) -> None:
+    run_id = _an_exhausted_run(db)
+    at = open_page("run", {**PARAMS, "run": run_id})
+    con = connect(db, read_only=True)
+    try:
+        view = load_run(con, run_id)
+    finally:
+        con.close()
+    shown = metrics(at)
+    assert shown["Budget"] == fmt.duration(view.summary["budget_ms"])
+    assert shown["Utilisation"] == fmt.percent(view.summary["utilisation"])
+    assert shown["Exhausted"] == "yes"
+    steps = at.dataframe[0].value
+    assert len(steps) == len(view.steps)
+    assert list(steps["class"]) == list(view.steps["step_class"])
+    assert "culprit" in " ".join(steps["role"])
+    waterfall = charts(at)["Steps against the deadline"]
+    bars = [t for t in waterfall["data"] if t["type"] == "bar"]
+    assert sum(len(t["y"]) for t in bars) == len(view.steps)
+    assert any(t.get("name") == "budget remaining" for t in waterfall["data"])
+    # The copyable link names the run and the filters.
+    link = at.code[0].value
+    assert f"run={run_id}" in link and "since=2026-11-16" in link
+
+
+def test_root_link_with_run_opens_the_run_view(db: str) -> None:
+    run_id = _an_exhausted_run(db)
+    at = open_page("overview", {"run": run_id})
+    assert at.title[0].value == "Run view"
+    assert metrics(at)["Exhausted"] == "yes"
+
+
+def test_unknown_run_is_a_message_not_a_traceback(db: str) -> None:
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at.query_params["run"] = "0" * 32
+    at.switch_page("app_pages/run.py")
+    at.run()
+    assert not at.exception
+    assert "no run" in at.error[0].value
+
+
+def test_bad_filter_values_are_warnings(db: str) -> None:
+    at = open_page("overview", {"range": "custom", "since": "yesterday-ish"})
+    assert not at.exception
+    assert any("yesterday" in w.value for w in at.sidebar.warning)
+
+
+# ---- empty and hostile databases ---------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["missing", "empty"])
+def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "nothing.duckdb"
+    if kind == "empty":
+        connect(path).close()
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(path))
+    at = AppTest.from_file(str(support.APP), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert at.header[0].value == "No agent runs here yet"
+    code = "\n".join(c.value for c in at.code)
+    assert "http://127.0.0.1:4318/v1/traces" in code
+    assert "OTLPSpanExporter" in code and "budget.total_ms" in code
+    assert not at.get("plotly_chart")
+
+
+def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathFactory,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    db = support.hostile_db(tmp_path_factory)
+    monkeypatch.setenv("BUDGETSCOPE_DB", db)
+    runs = query(db, "runs", Filters())
+    at = open_page("run", {"range": "all", "run": str(runs.iloc[0]["run_id"])})
+    for element in [*at.markdown, *at.caption]:
+        text = element.value
+        # Every Markdown-significant character is backslash-escaped, so none is live.
+        assert not re.search(r"(?<!\\)<(img|script)|(?<!\\)\]\(javascript", text), text
+    assert any("\\<img" in m.value for m in at.markdown)
+    for page in PAGES:
+        open_page(page, {"range": "all"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from queries import reports
+from queries.run_view import load_run
 from tests.trace_builder import TraceBuilder, open_db, store
 
 WRITE = {"budget.side_effect": "write"}
@@ -61,6 +62,11 @@ def test_reconciliation_by_key_and_link_and_orphans(con):
         "tool w4": (False, False, False, 0, None),
         "tool w5": (False, False, False, 0, None),
     }
+    # The on-call view's per-run query applies the same rules as the write_steps view.
+    view = load_run(con, b.trace_id(run)).writes
+    assert {(r.step_key, r.is_uncertain, r.reconciled, r.orphan, r.reconciliations)
+            for r in view.itertuples()} == {
+        ("tool:" + name.split()[1], *flags[:4]) for name, flags in _writes(con).items()}
     table = reports.reconciliation(con).set_index("step_key")
     # w1..w5 each have their own key; per key: write_steps 1 each.
     assert table.loc["tool:w1"].to_dict() == {

@@ -1,8 +1,33 @@
 -- name: run_writes
 -- The write steps of one run with their reconciliation status and idempotency keys (SPEC §6).
-SELECT span_id, step_key, class AS step_class, effect_status, idempotency_key, attempt, is_uncertain,
-       reconciliations, reconciled, orphan, last_result,
-       (start_ns - run_start_ns) / 1e6 AS offset_ms
-FROM write_steps
-WHERE run_id = $run_id
-ORDER BY start_ns, span_id;
+-- The same rules as the write_steps view, restricted to one run first so that a lookup reads
+-- that run's rows (by index) and the reconcile steps, not every write in the database.
+WITH w AS (
+    SELECT * FROM steps WHERE run_id = $run_id AND is_write
+), reconcile_steps AS (
+    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns, link_targets,
+           coalesce(reconcile_result, 'unknown') AS result
+    FROM steps WHERE kind = 'reconcile'
+), matches AS (
+    SELECT w.span_id AS write_span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns
+    FROM w JOIN (SELECT * FROM reconcile_steps WHERE run_id = $run_id) r
+      ON r.idempotency_key = w.idempotency_key
+    UNION
+    SELECT w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns
+    FROM (SELECT *, unnest(link_targets) AS target FROM reconcile_steps
+          WHERE link_targets IS NOT NULL AND len(link_targets) > 0) r
+    JOIN w ON w.trace_id = r.target.trace_id AND w.span_id = r.target.span_id
+), per_write AS (
+    SELECT write_span_id, count(*) AS reconciliations,
+           arg_max(result, (start_ns, end_ns, span_id)) AS last_result
+    FROM matches GROUP BY ALL
+)
+SELECT w.span_id, w.step_key, w.class AS step_class, w.effect_status, w.idempotency_key,
+       w.attempt, w.is_uncertain,
+       coalesce(p.reconciliations, 0) AS reconciliations,
+       p.reconciliations IS NOT NULL AS reconciled,
+       w.is_uncertain AND p.reconciliations IS NULL AS orphan,
+       p.last_result,
+       (w.start_ns - w.run_start_ns) / 1e6 AS offset_ms
+FROM w LEFT JOIN per_write p ON p.write_span_id = w.span_id
+ORDER BY w.start_ns, w.span_id;

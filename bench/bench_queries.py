@@ -1,0 +1,183 @@
+"""Benchmark of the analytics: report latency, the on-call run lookup, derivation overhead.
+
+    .venv/bin/python bench/bench_queries.py --runs 50000 --workdir /tmp/bench
+
+Generates `runs<N>.pb` with the sample generator and loads it with `budgetscope ingest` (both
+skipped when the files exist), then prints, on that database:
+- each report (and the dashboard-only queries) warm: the median of --repeat timed calls after
+  one untimed call;
+- `load_run` (what `budgetscope run` reads) for --lookups random run ids, median and max;
+- the derivation's share of ingest: a further generated file loaded in 512-span batches into a
+  copy of the database, each batch written without the hook and then derived in its own
+  transaction, both timed; derivation as a percentage of the write alone and of the whole
+  batch (decode + flatten + write).
+Figures, never assertions: targets are in the issue (reports < 300 ms warm on ~1M spans,
+`run` < 100 ms on 10M spans, derivation < 20% of ingest time per 512-span batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import duckdb  # noqa: E402
+
+from ingest.database import connect  # noqa: E402
+from ingest.file_loader import load_files  # noqa: E402
+from ingest.flatten import FlatBatch  # noqa: E402
+from ingest.writer import SpanWriter, WriteResult  # noqa: E402
+from queries import reports  # noqa: E402
+from queries.derive import refresh_touched  # noqa: E402
+from queries.filters import Filters  # noqa: E402
+from queries.run_view import load_run  # noqa: E402
+
+PYTHON = sys.executable
+
+
+def generate(path: Path, runs: int, seed: int) -> None:
+    if path.exists():
+        return
+    print(f"generating {path} ({runs} runs)…", flush=True)
+    subprocess.run([PYTHON, "-m", "sample_traces.generate", "--runs", str(runs), "--seed",
+                    str(seed), "--format", "pb-stream", "--out", str(path)],
+                   cwd=ROOT, check=True)
+
+
+def ingest(db: Path, trace_file: Path) -> None:
+    if db.exists():
+        return
+    started = time.monotonic()
+    subprocess.run([PYTHON, "-c", "from budgetscope.cli import main; main()", "--db", str(db),
+                    "ingest", "--no-progress", str(trace_file)], cwd=ROOT, check=True)
+    print(f"ingest with derivation: {time.monotonic() - started:.1f} s", flush=True)
+
+
+def timed_ms(call, repeat: int) -> tuple[float, float]:
+    call()  # warm
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times), max(times)
+
+
+def bench_reports(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
+    week = Filters.parse("2026-11-16", "2026-11-23")
+    calls = {f"report {name}": (lambda f=fn: f(con, Filters()))
+             for name, fn in reports.REPORTS.items()}
+    calls["report weekly --agent support-agent"] = lambda: reports.weekly(
+        con, Filters(agent="support-agent"))
+    calls["report attribution (one week)"] = lambda: reports.attribution(con, week)
+    calls["attribution_summary"] = lambda: reports.attribution_summary(con, Filters())
+    calls["utilisation_histogram"] = lambda: reports.utilisation_histogram(con, Filters())
+    calls["step_utilisation"] = lambda: reports.step_utilisation(con, Filters())
+    calls["reconciliation_by_period"] = lambda: reports.reconciliation_by_period(con, Filters())
+    for name, call in calls.items():
+        median, worst = timed_ms(call, repeat)
+        print(f"{name:<40} median {median:7.1f} ms   max {worst:7.1f} ms", flush=True)
+
+
+def bench_run_lookup(con: duckdb.DuckDBPyConnection, lookups: int) -> None:
+    ids = [row[0] for row in con.execute("SELECT run_id FROM runs").fetchall()]
+    picks = random.Random(1).sample(ids, min(lookups, len(ids)))
+    load_run(con, picks[0])
+    times = []
+    for run_id in picks:
+        started = time.perf_counter()
+        load_run(con, run_id)
+        times.append((time.perf_counter() - started) * 1e3)
+    print(f"{'run view (load_run)':<40} median {statistics.median(times):7.1f} ms   "
+          f"max {max(times):7.1f} ms   ({len(picks)} random runs)", flush=True)
+
+
+class SplitTimingWriter:
+    """Writes each batch without the hook, then derives its traces in a second transaction,
+    timing both, so the derivation's cost is measured on the same batches."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.plain = SpanWriter(con)
+        self.write_s = 0.0
+        self.derive_s = 0.0
+        self.batches = 0
+
+    def write(self, batch: FlatBatch) -> WriteResult:
+        started = time.perf_counter()
+        result = self.plain.write(batch)
+        written = time.perf_counter()
+        if batch.span_count:
+            self.con.begin()
+            self.con.execute("CREATE OR REPLACE TEMP TABLE touched_traces (trace_id VARCHAR)")
+            self.con.executemany("INSERT INTO touched_traces VALUES (?)",
+                                 [[t] for t in sorted(batch.trace_ids())])
+            refresh_touched(self.con)
+            self.con.commit()
+            self.batches += 1
+        self.write_s += written - started
+        self.derive_s += time.perf_counter() - written
+        return result
+
+
+def bench_derivation(db: Path, extra: Path, batch_spans: int) -> None:
+    copy = db.with_name(db.stem + "-derive-bench.duckdb")
+    shutil.copyfile(db, copy)
+    try:
+        con = connect(copy)
+        writer = SplitTimingWriter(con)
+        started = time.perf_counter()
+        summary = load_files(con, [extra], chunk_spans=batch_spans, writer=writer,  # type: ignore[arg-type]
+                             progress=False)
+        total = time.perf_counter() - started
+        con.close()
+    finally:
+        copy.unlink(missing_ok=True)
+        Path(f"{copy}.wal").unlink(missing_ok=True)
+    without = total - writer.derive_s
+    print(f"derivation, {writer.batches} batches of {batch_spans} spans "
+          f"({summary.spans_loaded:,} spans): write {writer.write_s * 1e3 / writer.batches:.1f} "
+          f"ms/batch, derive {writer.derive_s * 1e3 / writer.batches:.1f} ms/batch, ingest "
+          f"without derivation {without * 1e3 / writer.batches:.1f} ms/batch → derivation adds "
+          f"{100 * writer.derive_s / without:.0f}% to ingest time "
+          f"({100 * writer.derive_s / writer.write_s:.0f}% of the write alone)", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50_000)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/budgetscope-bench"))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--lookups", type=int, default=50)
+    parser.add_argument("--extra-runs", type=int, default=300)
+    parser.add_argument("--batch-spans", type=int, default=512)
+    parser.add_argument("--skip-derivation", action="store_true")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    trace_file = args.workdir / f"runs{args.runs}.pb"
+    db = args.workdir / f"b{args.runs}.duckdb"
+    generate(trace_file, args.runs, seed=1)
+    ingest(db, trace_file)
+    con = connect(db)
+    spans, runs = (con.execute("SELECT count(*) FROM spans").fetchone()[0],
+                   con.execute("SELECT count(*) FROM runs").fetchone()[0])
+    print(f"database {db}: {spans:,} spans, {runs:,} runs", flush=True)
+    bench_reports(con, args.repeat)
+    bench_run_lookup(con, args.lookups)
+    con.close()
+    if not args.skip_derivation:
+        extra = args.workdir / f"extra{args.extra_runs}.pb"
+        generate(extra, args.extra_runs, seed=99)
+        bench_derivation(db, extra, args.batch_spans)
+
+
+if __name__ == "__main__":
+    main()

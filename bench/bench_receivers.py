@@ -222,6 +222,7 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
         reader.join()
         receivers.stop()
         stats = receivers.committer.stats
+        exporter = receivers.exporter
         cursor = owner.cursor()
         stored = cursor.execute("SELECT count(*) FROM spans").fetchone()[0]
         cursor.close()
@@ -241,6 +242,12 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
           f"{stats.spans_written / max(stats.transactions, 1):,.0f} spans and "
           f"{stats.requests / max(stats.transactions, 1):.1f} requests per transaction, "
           f"last one {stats.last_transaction_seconds * 1000:.0f} ms")
+    requests = max(exporter.requests, 1)
+    print(f"  where a request's time goes (means): decode+flatten "
+          f"{exporter.decode_seconds / requests * 1000:.0f} ms (sharing the GIL with the "
+          f"others), queued for the writer {stats.queue_wait_seconds / requests * 1000:.0f} ms, "
+          f"its transaction {stats.transaction_seconds / max(stats.transactions, 1) * 1000:.0f}"
+          f" ms")
     for name, values in timings.items():
         print(f"  dashboard query '{name}' while loading: p50 "
               f"{statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms "

@@ -57,6 +57,8 @@ class GroupCommitStats:
     spans_inserted: int = 0
     failed_transactions: int = 0
     last_transaction_seconds: float = 0.0
+    transaction_seconds: float = 0.0  # total time inside SpanWriter.write
+    queue_wait_seconds: float = 0.0  # summed over requests: queued until their commit began
 
 
 @dataclass
@@ -161,6 +163,7 @@ class GroupCommitter:
             for pending in taken:
                 merged.extend(pending.batch)
         started = time.monotonic()
+        waited = sum(started - pending.queued_at for pending in taken)
         try:
             result = self._writer.write(merged)
         except Exception as error:  # noqa: BLE001 - any failure must fail the requests, not the thread
@@ -176,6 +179,8 @@ class GroupCommitter:
             taken[0].future.set_exception(WriteFailed(f"could not store the spans: {error}"))
             return
         self.stats.last_transaction_seconds = time.monotonic() - started
+        self.stats.transaction_seconds += self.stats.last_transaction_seconds
+        self.stats.queue_wait_seconds += waited
         self.stats.transactions += 1
         self.stats.requests += len(taken)
         self.stats.spans_written += merged.span_count

@@ -36,7 +36,7 @@ class Receivers:
         self.committer = GroupCommitter(
             owner.cursor(), after_write=after_write, max_queued_spans=config.max_queued_spans,
             max_lag_seconds=config.max_lag_seconds)
-        exporter = Exporter(self.committer, config.limits.commit_timeout)
+        self.exporter = exporter = Exporter(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
         try:
             self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,

@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from .batching import Batch, batch_runs
+from .batching import SCHEDULE_DELAY_NS, Batch, batch_runs
 from .latency import stream
 from .otlp_encode import batch_to_json, batch_to_pb_bytes, batch_to_proto
 from .policy import Policy, PolicySchedule, as_schedule
@@ -106,7 +106,8 @@ def _encoded(fmt: str, batches: Iterator[Batch], summary: Summary) -> Iterator[b
 
 def write(out: Path | str | BinaryIO, fmt: str = "jsonl", seed: int = DEFAULT_SEED,
           runs: int | None = None, policy: Policy | PolicySchedule | None = None,
-          compress: bool | None = None, compresslevel: int = 9) -> Summary:
+          compress: bool | None = None, compresslevel: int = 9,
+          flush_seconds: float = SCHEDULE_DELAY_NS / 1e9) -> Summary:
     """Write traces in `fmt`; gzip when `compress`, or by default when the path ends in .gz."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
@@ -114,7 +115,7 @@ def write(out: Path | str | BinaryIO, fmt: str = "jsonl", seed: int = DEFAULT_SE
         compress = isinstance(out, str | Path) and str(out).endswith(".gz")
     summary = Summary()
     run_stream = _CountingRuns(iter_runs(seed, runs, policy), summary)
-    chunks = _encoded(fmt, batch_runs(run_stream), summary)
+    chunks = _encoded(fmt, batch_runs(run_stream, int(flush_seconds * 1e9)), summary)
     if isinstance(out, str | Path):
         with open(out, "wb") as raw:
             _write_chunks(raw, chunks, compress, compresslevel)
@@ -168,11 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gzip", action="store_true", help="gzip (implied by a .gz suffix)")
     parser.add_argument("--compresslevel", type=int, default=9, choices=range(1, 10),
                         metavar="1-9")
+    parser.add_argument("--flush-seconds", type=float, default=SCHEDULE_DELAY_NS / 1e9,
+                        help="exporter schedule delay (default 5 s, as the SDK); a long one "
+                             "fills every request to 512 spans, as a Collector's batching does")
     args = parser.parse_args(argv)
     compress = True if args.gzip else None
     began = time.perf_counter()
     summary = write(args.out, args.format, args.seed, args.runs, compress=compress,
-                    compresslevel=args.compresslevel)
+                    compresslevel=args.compresslevel, flush_seconds=args.flush_seconds)
     print(summary.line(args.out, time.perf_counter() - began), file=sys.stderr)
     return 0
 

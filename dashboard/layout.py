@@ -90,9 +90,8 @@ def sidebar_filters(agents: tuple[str, ...]) -> FilterState:
     sidebar.selectbox("Time range", list(PRESETS), key="f_range",
                       format_func=lambda token: PRESETS[token][0])
     if ss["f_range"] == "custom":
-        left, right = sidebar.columns(2)
-        left.date_input("From (UTC)", key="f_since", format="YYYY-MM-DD")
-        right.date_input("Before (UTC)", key="f_until", format="YYYY-MM-DD",
+        sidebar.date_input("From (UTC)", key="f_since", format="YYYY-MM-DD")
+        sidebar.date_input("Before (UTC)", key="f_until", format="YYYY-MM-DD",
                          help="Exclusive, like `budgetscope report --until`.")
     options = [_ALL_AGENTS, *agents]
     if ss.get("f_agent") and ss["f_agent"] not in options:

@@ -100,7 +100,10 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
                            row=2, col=1)
         figure.add_hline(y=0, line=dict(color="#666666", width=1), row=2, col=1)
         figure.update_yaxes(title_text=f"left ({unit})", row=2, col=1)
-    figure.update_yaxes(autorange="reversed", row=1, col=1, tickfont=dict(size=11))
+    # Waterfall order, top to bottom: traces are added per class, so the category order must
+    # be given, or Plotly orders rows by the trace they first appear in.
+    figure.update_yaxes(categoryorder="array", categoryarray=names, autorange="reversed",
+                        row=1, col=1, tickfont=dict(size=11))
     figure.update_xaxes(title_text=f"time since run start ({unit})", row=2, col=1)
     return figure
 
@@ -114,6 +117,7 @@ def _marks(summary: pd.Series, deadline_ms: float | None,
         if not fmt.missing(reserve) and float(reserve) > 0:
             marks.append((deadline_ms - float(reserve), "reserve", colors.RESERVE, "dash"))
     run_end = (int(summary["end_ns"]) - int(summary["start_ns"])) / 1e6
-    marks.append((run_end, "run end", "#666666", "dot"))
-    del end_ms
+    # A run end within 2% of the deadline would only print over the deadline's label.
+    if deadline_ms is None or abs(run_end - deadline_ms) > 0.02 * max(end_ms, 1e-3):
+        marks.append((run_end, "run end", "#666666", "dot"))
     return marks

@@ -43,6 +43,7 @@ def serve_dashboard(db: str, host: str, port: int) -> None:
         "server_runOnSave": False,
         "browser_gatherUsageStats": False,
         "global_developmentMode": False,
+        "client_toolbarMode": "viewer",  # no "Deploy" button: this is a product, not a sketch
     }
     url_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")

@@ -51,7 +51,7 @@ st.subheader(fmt.escape_md(f"{run['run_id']}"))
 st.caption(fmt.escape_md(f"agent {run['agent'] if not fmt.missing(run['agent']) else '–'} · "
                          f"started {fmt.timestamp_ns(run['start_ns'])}"))
 
-cols = st.columns(6)
+cols = st.columns([1.6, 1, 1, 1, 1, 1])
 outcome = run["outcome"]
 # A stated outcome outside SPEC's list is span data: show it escaped below, not in a metric.
 known = outcome in ("completed", "partial", "exhausted", "failed", "cancelled")
@@ -86,6 +86,7 @@ else:
     st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall")
     st.subheader("Steps")
     st.dataframe(summaries.run_steps_table(view.steps, run), hide_index=True, key="steps_table",
+                 height=min(38 + 35 * len(view.steps), 740),
                  column_config={
                      "share": st.column_config.ProgressColumn(
                          "share", help="consumption / budget (SPEC §4)", format="percent",

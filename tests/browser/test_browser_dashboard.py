@@ -1,0 +1,180 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright, against
+`budgetscope dashboard` running as a subprocess on the sample traces. Every page draws its
+charts (a screenshot of each goes to test-artifacts/screenshots/), the sidebar navigates, a run
+opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes, and
+hostile span names show as text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from tests.browser import support
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = support.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+# page path -> Plotly charts drawn on it (the utilisation CDF sits in a hidden tab)
+PAGES = {"": 3, "attribution": 2, "failures": 3, "utilisation": 2, "reconciliation": 2,
+         "weekly": 0}
+TIMEOUT_MS = 90_000
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def sample_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    db = support.sample_db(tmp_path_factory)
+    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "dashboard.log")
+    app.db = db  # type: ignore[attr-defined]
+    yield app
+    app.stop()
+
+
+@pytest.fixture()
+def page(browser: object) -> Iterator[object]:
+    # Tall viewport: Streamlit scrolls an inner container, so a full-page screenshot only
+    # holds what fits the window.
+    context = browser.new_context(viewport={"width": 1400, "height": 3200},  # type: ignore[attr-defined]
+                                  accept_downloads=True)
+    tab = context.new_page()
+    dialogs: list[str] = []
+    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    tab.dialogs = dialogs
+    yield tab
+    context.close()
+
+
+def settle(tab: object, charts: int = 0) -> None:
+    """Wait until the script run is over and `charts` Plotly charts are drawn."""
+    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    if charts:
+        tab.wait_for_function(  # type: ignore[attr-defined]
+            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+            timeout=TIMEOUT_MS)
+    tab.wait_for_timeout(500)  # type: ignore[attr-defined]
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
+
+
+def shoot(tab: object, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def heading(tab: object) -> str:
+    return tab.locator("[data-testid=stMain] h1").first.inner_text().strip()  # type: ignore[attr-defined]
+
+
+def exhausted_run(db: str) -> str:
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
+                                      "--until", support.UNTIL, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    runs = json.loads(result.output)
+    return next(r["run_id"] for r in runs if r["exhausted"] is True)
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_renders_its_charts(sample_app: support.Dashboard, page: object,
+                                       path: str) -> None:
+    page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, PAGES[path])
+    assert page.locator(".js-plotly-plot").count() >= PAGES[path]  # type: ignore[attr-defined]
+    shoot(page, path or "overview")
+    assert not page.dialogs  # type: ignore[attr-defined]
+
+
+def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:
+    run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
+    page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
+    settle(page, 1)
+    assert heading(page) == "Run view"
+    assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
+    shoot(page, "run")
+    # A link to the root with ?run= (pasted into a chat) opens the same view.
+    page.goto(f"{sample_app.url}/?run={run_id}")  # type: ignore[attr-defined]
+    settle(page, 1)
+    assert heading(page) == "Run view"
+    assert urlsplit(page.url).path.endswith("/run")  # type: ignore[attr-defined]
+
+
+def test_navigation_keeps_the_filters(sample_app: support.Dashboard, page: object) -> None:
+    page.goto(f"{sample_app.url}/?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
+    settle(page, 3)
+    nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
+    for title, path in (("Attribution", "attribution"), ("Failures", "failures"),
+                        ("Weekly report", "weekly"), ("Overview", "")):
+        nav.get_by_text(title, exact=True).click()
+        page.wait_for_url(re.compile(rf"/{path}\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+        settle(page)
+        assert heading(page) == title
+        params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
+        assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
+
+
+def test_run_opens_from_the_overview_list(sample_app: support.Dashboard, page: object) -> None:
+    page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, 3)
+    page.get_by_text("Open this run").click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, 1)
+    assert heading(page) == "Run view"
+    run_id = parse_qs(urlsplit(page.url).query)["run"][0]  # type: ignore[attr-defined]
+    assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
+
+
+def test_weekly_csv_download_equals_the_cli(sample_app: support.Dashboard, page: object) -> None:
+    page.goto(f"{sample_app.url}/weekly?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
+    settle(page)
+    with page.expect_download(timeout=TIMEOUT_MS) as download:  # type: ignore[attr-defined]
+        page.get_by_text("Download CSV").click()  # type: ignore[attr-defined]
+    downloaded = Path(download.value.path()).read_bytes()
+    cli_output = CliRunner().invoke(cli, [
+        "--db", sample_app.db, "report", "weekly", "--since", support.SINCE,  # type: ignore[attr-defined]
+        "--until", support.UNTIL, "--agent", "support-agent"]).stdout_bytes
+    assert downloaded == cli_output
+    assert downloaded.startswith(b"week,agent,runs,")
+
+
+def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactory,
+                                         page: object) -> None:
+    db = support.hostile_db(tmp_path_factory)
+    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "hostile.log")
+    try:
+        result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--format", "json"])
+        import json
+
+        run_id = json.loads(result.output)[0]["run_id"]
+        for path, charts in ((f"run?range=all&run={run_id}", 1), ("attribution?range=all", 2),
+                             ("failures?range=all", 2), ("?range=all", 2)):
+            page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
+            settle(page, charts)
+            body = page.locator("body").inner_text()  # type: ignore[attr-defined]
+            if path.startswith("run"):
+                assert support.HOSTILE_IMG in body and support.HOSTILE_LINK in body
+                shoot(page, "hostile-run")
+            assert page.locator('img[src="x"]').count() == 0  # type: ignore[attr-defined]
+            assert page.locator('a[href^="javascript"]').count() == 0  # type: ignore[attr-defined]
+            assert page.locator("script:text('alert(2)')").count() == 0  # type: ignore[attr-defined]
+            assert not page.dialogs, page.dialogs  # type: ignore[attr-defined]
+    finally:
+        app.stop()

@@ -4,6 +4,8 @@
 -- budget; `runs`, `steps` and the failure and write counts cover every run.
 -- top_culprit is the week's first attribution row: the step key with the largest budget share
 -- over the exhausted runs (ties: more culprit runs, then the key); top_culprit_share its share.
+-- Steps are first summed per (run start, agent), which identifies the run's week and agent
+-- without joining a million steps to their runs (800 ms → see bench/bench_queries.py).
 WITH r AS (
     SELECT * FROM runs
     WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
@@ -20,32 +22,61 @@ WITH r AS (
            quantile_cont(utilisation, 0.99) AS utilisation_p99,
            sum(budget_ms) FILTER (WHERE exhausted) AS exhausted_budget_ms
     FROM r GROUP BY ALL
-), s AS (
-    SELECT st.*, r.week FROM steps st JOIN r USING (run_id)
-), step_week AS (
-    SELECT week, agent,
+), step_start AS (
+    SELECT run_start_ns, agent,
            count(*) AS steps,
            count(*) FILTER (WHERE class = 'client_timeout') AS client_timeouts,
            count(*) FILTER (WHERE class = 'upstream_error') AS upstream_errors,
            count(*) FILTER (WHERE class = 'refused') AS refused
-    FROM s GROUP BY ALL
-), write_week AS (
-    SELECT r.week, r.agent,
-           count(*) AS write_steps,
-           count(*) FILTER (WHERE w.reconciled) AS reconciled_writes,
-           count(*) FILTER (WHERE w.orphan) AS orphan_writes
-    FROM write_steps w JOIN r USING (run_id) GROUP BY ALL
-), key_week AS (
-    SELECT s.week, s.agent, s.step_key, sum(s.consumption_ms) AS consumption_ms,
-           count(*) FILTER (WHERE r.culprit_span_id = s.span_id) AS culprit_runs
-    FROM s JOIN r USING (run_id)
-    WHERE s.is_top_level AND s.run_exhausted
+    FROM steps
+    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
+      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
+      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
     GROUP BY ALL
+), write_start AS (
+    SELECT run_start_ns, agent,
+           count(*) AS write_steps,
+           count(*) FILTER (WHERE reconciled) AS reconciled_writes,
+           count(*) FILTER (WHERE orphan) AS orphan_writes
+    FROM write_steps
+    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
+      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
+      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    GROUP BY ALL
+), key_start AS (
+    SELECT run_start_ns, agent, step_key, sum(consumption_ms) AS consumption_ms
+    FROM steps
+    WHERE is_top_level AND run_exhausted
+      AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
+      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
+      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    GROUP BY ALL
+), weeks AS (
+    -- the ISO week of each distinct run start, computed once per start, not once per step
+    SELECT start_ns, printf('%d-W%02d', isoyear(make_timestamp(start_ns // 1000)),
+                            week(make_timestamp(start_ns // 1000))) AS week
+    FROM (SELECT DISTINCT start_ns FROM r)
+), step_week AS (
+    SELECT w.week, s.agent, sum(s.steps) AS steps, sum(s.client_timeouts) AS client_timeouts,
+           sum(s.upstream_errors) AS upstream_errors, sum(s.refused) AS refused
+    FROM step_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+), write_week AS (
+    SELECT w.week, s.agent, sum(s.write_steps) AS write_steps,
+           sum(s.reconciled_writes) AS reconciled_writes, sum(s.orphan_writes) AS orphan_writes
+    FROM write_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+), key_week AS (
+    SELECT w.week, s.agent, s.step_key, sum(s.consumption_ms) AS consumption_ms
+    FROM key_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+), culprit_week AS (
+    SELECT week, agent, culprit_key AS step_key, count(*) AS culprit_runs
+    FROM r WHERE exhausted GROUP BY ALL
 ), top AS (
-    SELECT week, agent, step_key AS top_culprit, consumption_ms
-    FROM key_week
-    QUALIFY row_number() OVER (PARTITION BY week, agent
-                               ORDER BY consumption_ms DESC, culprit_runs DESC, step_key) = 1
+    SELECT k.week, k.agent, k.step_key AS top_culprit, k.consumption_ms
+    FROM key_week k
+    LEFT JOIN culprit_week c ON c.week = k.week AND c.agent IS NOT DISTINCT FROM k.agent
+                            AND c.step_key = k.step_key
+    QUALIFY row_number() OVER (PARTITION BY k.week, k.agent ORDER BY k.consumption_ms DESC,
+                               coalesce(c.culprit_runs, 0) DESC, k.step_key) = 1
 )
 SELECT rw.week,
        rw.agent,
@@ -55,14 +86,14 @@ SELECT rw.week,
        rw.utilisation_p50,
        rw.utilisation_p90,
        rw.utilisation_p99,
-       coalesce(sw.steps, 0) AS steps,
-       coalesce(sw.client_timeouts, 0) AS client_timeouts,
-       coalesce(sw.upstream_errors, 0) AS upstream_errors,
-       coalesce(sw.refused, 0) AS refused,
-       coalesce(ww.write_steps, 0) AS write_steps,
-       coalesce(ww.reconciled_writes, 0) AS reconciled_writes,
+       coalesce(sw.steps, 0)::BIGINT AS steps,
+       coalesce(sw.client_timeouts, 0)::BIGINT AS client_timeouts,
+       coalesce(sw.upstream_errors, 0)::BIGINT AS upstream_errors,
+       coalesce(sw.refused, 0)::BIGINT AS refused,
+       coalesce(ww.write_steps, 0)::BIGINT AS write_steps,
+       coalesce(ww.reconciled_writes, 0)::BIGINT AS reconciled_writes,
        ww.reconciled_writes / nullif(ww.write_steps, 0) AS reconciliation_rate,
-       coalesce(ww.orphan_writes, 0) AS orphan_writes,
+       coalesce(ww.orphan_writes, 0)::BIGINT AS orphan_writes,
        t.top_culprit,
        t.consumption_ms / rw.exhausted_budget_ms AS top_culprit_share
 FROM run_week rw

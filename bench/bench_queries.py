@@ -167,6 +167,7 @@ def main() -> None:
     generate(trace_file, args.runs, seed=1)
     ingest(db, trace_file)
     con = connect(db)
+    con.execute("SET enable_progress_bar = false")
     spans, runs = (con.execute("SELECT count(*) FROM spans").fetchone()[0],
                    con.execute("SELECT count(*) FROM runs").fetchone()[0])
     print(f"database {db}: {spans:,} spans, {runs:,} runs", flush=True)

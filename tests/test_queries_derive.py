@@ -10,6 +10,7 @@ import random
 import pytest
 
 from queries.derive import rebuild_all
+from queries.run_view import load_run
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
@@ -147,6 +148,9 @@ def test_nested_steps_and_subagent_roll_up(con):
     assert steps["invoke_agent researcher"]["consumption_ms"] == pytest.approx(3_000)
     assert run_row(con, rid)["unattributed_ms"] == pytest.approx(3_000)
     assert run_row(con, rid)["steps"] == 5
+    # The on-call waterfall: each top-level step followed by what is nested in it.
+    order = load_run(con, rid).steps["name"].tolist()
+    assert order == ["fetch", "http-attempt-1", "http-attempt-2", "researcher", "gpt-x"]
 
 
 def test_subagent_with_its_own_budget_is_its_own_run(con):

@@ -82,12 +82,29 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE INDEX IF NOT EXISTS steps_by_run_id ON steps (run_id);
 CREATE INDEX IF NOT EXISTS steps_by_trace ON steps (trace_id);
 
+-- reconcile_links: each span link of a reconcile step, one row per link. The rows belong to the
+-- reconcile step's trace (refreshed with it); the target may be in any trace, so looking up
+-- "who links to the writes of this trace" is an index lookup on target_trace_id, whatever order
+-- the two traces arrived in.
+CREATE TABLE IF NOT EXISTS reconcile_links (
+    trace_id             VARCHAR NOT NULL,  -- the reconcile step's
+    span_id              VARCHAR NOT NULL,
+    run_id               VARCHAR NOT NULL,
+    target_trace_id      VARCHAR NOT NULL,  -- the linked span's (normally a write)
+    target_span_id       VARCHAR NOT NULL,
+    idempotency_key      VARCHAR,
+    result               VARCHAR NOT NULL,  -- budget.reconcile.result, default unknown
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reconcile_links_by_target ON reconcile_links (target_trace_id);
+
 -- reconciliations: which reconcile step reads back which write (SPEC §6): the same
 -- idempotency key in the same run, or a span link to the write. A view, not a table, because a
 -- link may cross traces: computing it at read time keeps it right whatever order traces arrive.
 CREATE OR REPLACE VIEW reconciliations AS
 WITH reconcile_steps AS (
-    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns, link_targets,
+    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns,
            coalesce(reconcile_result, 'unknown') AS result
     FROM steps WHERE kind = 'reconcile'
 ), by_key AS (
@@ -100,8 +117,8 @@ WITH reconcile_steps AS (
 ), by_link AS (
     SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
            r.idempotency_key
-    FROM (SELECT *, unnest(link_targets) AS target FROM reconcile_steps) r
-    JOIN steps w ON w.trace_id = r.target.trace_id AND w.span_id = r.target.span_id
+    FROM reconcile_links r
+    JOIN steps w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
     WHERE w.is_write
 )
 SELECT * FROM by_key UNION SELECT * FROM by_link;

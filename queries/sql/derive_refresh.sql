@@ -261,6 +261,14 @@ DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM touched_traces);
 
 INSERT INTO runs BY NAME SELECT * FROM derive_final_runs;
 
+DELETE FROM reconcile_links WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+INSERT INTO reconcile_links BY NAME
+SELECT trace_id, span_id, run_id, target.trace_id AS target_trace_id,
+       target.span_id AS target_span_id, idempotency_key,
+       coalesce(reconcile_result, 'unknown') AS result, start_ns, end_ns
+FROM (SELECT *, unnest(link_targets) AS target FROM derive_steps
+      WHERE kind = 'reconcile' AND len(link_targets) > 0);
+
 INSERT INTO steps BY NAME
 SELECT st.*, c.consumption_ms, r.exhausted AS run_exhausted
 FROM derive_steps st

@@ -1,22 +1,20 @@
 -- name: run_writes
 -- The write steps of one run with their reconciliation status and idempotency keys (SPEC §6).
 -- The same rules as the write_steps view, restricted to one run first so that a lookup reads
--- that run's rows (by index) and the reconcile steps, not every write in the database.
-WITH w AS (
-    SELECT * FROM steps WHERE run_id = $run_id AND is_write
-), reconcile_steps AS (
-    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns, link_targets,
-           coalesce(reconcile_result, 'unknown') AS result
-    FROM steps WHERE kind = 'reconcile'
+-- that run's rows (one index scan) and the links aimed at its trace, not every write stored.
+WITH own AS MATERIALIZED (
+    SELECT * FROM steps WHERE run_id = $run_id
+), w AS (
+    SELECT * FROM own WHERE is_write
 ), matches AS (
-    SELECT w.span_id AS write_span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns
-    FROM w JOIN (SELECT * FROM reconcile_steps WHERE run_id = $run_id) r
+    SELECT w.span_id AS write_span_id, r.trace_id, r.span_id,
+           coalesce(r.reconcile_result, 'unknown') AS result, r.start_ns, r.end_ns
+    FROM w JOIN (SELECT * FROM own WHERE kind = 'reconcile') r
       ON r.idempotency_key = w.idempotency_key
     UNION
     SELECT w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns
-    FROM (SELECT *, unnest(link_targets) AS target FROM reconcile_steps
-          WHERE link_targets IS NOT NULL AND len(link_targets) > 0) r
-    JOIN w ON w.trace_id = r.target.trace_id AND w.span_id = r.target.span_id
+    FROM reconcile_links r
+    JOIN w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
 ), per_write AS (
     SELECT write_span_id, count(*) AS reconciliations,
            arg_max(result, (start_ns, end_ns, span_id)) AS last_result

@@ -1,0 +1,193 @@
+"""Benchmark of the dashboard on a large database: each page's queries, and each page drawn in
+headless Chromium.
+
+    .venv/bin/python bench/bench_dashboard.py --db PATH           # an existing database
+    .venv/bin/python bench/bench_dashboard.py --runs 35000        # generate + ingest first
+
+With --runs, `runs<N>.pb` is generated with the sample generator and loaded with
+`budgetscope ingest` into --workdir (both skipped when the files exist; ~35k runs ≈ 1M spans).
+Then, for two filters (the data's last 7 days, and all time):
+- queries: per page, the `queries` calls that page makes (dashboard/data.py's reports, without
+  its cache), including the read-only open and close of the file per batch; cold (first call
+  of that batch) and warm (median of --repeat);
+- browser: `budgetscope dashboard` as a subprocess, each page opened by URL in headless
+  Chromium, timed from navigation to the script finished and all its Plotly charts drawn;
+  first visit in a fresh browser context (no cached JavaScript, Streamlit cache cold for that
+  filter) and revisits in the same context (median of --repeat).
+Figures, never assertions: the target is every page's queries < 1 s and drawn < 3 s on ~1M
+spans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ingest.database import connect  # noqa: E402
+from queries import reports  # noqa: E402
+from queries.filters import Filters  # noqa: E402
+from queries.run_view import load_run  # noqa: E402
+from tests.browser.support import Dashboard  # noqa: E402
+
+PYTHON = sys.executable
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# What each page asks `queries` for (see dashboard/app_pages/*.py); every page also reads the
+# all-time runs for the sidebar (database status and agent list).
+PAGE_QUERIES: dict[str, list[str]] = {
+    "overview": ["runs", "failures", "reconciliation", "attribution",
+                 "prev:runs", "prev:failures", "prev:reconciliation"],
+    "attribution": ["runs", "attribution_summary", "attribution"],
+    "failures": ["runs", "failures", "weekly", "step_utilisation"],
+    "utilisation": ["runs", "utilisation", "utilisation_histogram", "step_utilisation"],
+    "reconciliation": ["runs", "reconciliation", "reconciliation_by_period"],
+    "run": ["run_view"],
+    "weekly": ["weekly"],
+}
+PAGE_CHARTS = {"overview": 3, "attribution": 2, "failures": 3, "utilisation": 2,
+               "reconciliation": 2, "run": 1, "weekly": 0}
+
+
+def build(workdir: Path, runs: int) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    traces, db = workdir / f"runs{runs}.pb", workdir / f"dash{runs}.duckdb"
+    if not traces.exists():
+        print(f"generating {traces}…", flush=True)
+        subprocess.run([PYTHON, "-m", "sample_traces.generate", "--runs", str(runs),
+                        "--format", "pb-stream", "--out", str(traces)], cwd=ROOT, check=True)
+    if not db.exists():
+        print(f"ingesting into {db}…", flush=True)
+        subprocess.run([PYTHON, "-c", "from budgetscope.cli import main; main()", "--db",
+                        str(db), "ingest", "--no-progress", str(traces)], cwd=ROOT, check=True)
+    return db
+
+
+def describe(db: Path) -> tuple[Filters, str]:
+    """The data's last 7 days as a filter, and an exhausted run id to open."""
+    con = connect(db, read_only=True)
+    try:
+        spans = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+        runs = reports.runs(con, Filters())
+    finally:
+        con.close()
+    last = dt.datetime.fromisoformat(runs["start"].max().replace("Z", "+00:00"))
+    until = (last + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    week = Filters(until - dt.timedelta(days=7), until)
+    run_id = str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[-1]["run_id"])
+    print(f"{db}: {spans:,} spans, {len(runs):,} runs; last week = {week.since:%Y-%m-%d} → "
+          f"{week.until:%Y-%m-%d}")
+    return week, run_id
+
+
+def page_queries(db: Path, page: str, filters: Filters, run_id: str) -> float:
+    """One batch as the dashboard does it: open read-only, run the page's queries, close."""
+    started = time.perf_counter()
+    con = connect(db, read_only=True)
+    try:
+        for name in PAGE_QUERIES[page]:
+            if name == "run_view":
+                load_run(con, run_id)
+                continue
+            f = filters
+            if name.startswith("prev:"):
+                name = name[5:]
+                if f.since is None or f.until is None:
+                    continue
+                f = Filters(f.since - (f.until - f.since), f.since, f.agent)
+            getattr(reports, name)(con, f)
+    finally:
+        con.close()
+    return time.perf_counter() - started
+
+
+def timed(fn: Callable[[], float], repeat: int) -> tuple[float, float]:
+    first = fn()
+    return first, statistics.median(fn() for _ in range(repeat))
+
+
+def bench_queries(db: Path, week: Filters, run_id: str, repeat: int) -> None:
+    print("\nqueries per page (open + queries + close), seconds: first / warm median")
+    for label, filters in (("last 7 days", week), ("all time", Filters())):
+        cells = []
+        for page in PAGE_QUERIES:
+            first, warm = timed(lambda p=page, f=filters: page_queries(db, p, f, run_id), repeat)
+            cells.append(f"{page} {first:.3f}/{warm:.3f}")
+        print(f"  {label:<12} " + "  ".join(cells))
+
+
+def url_for(page: str, filters: Filters, run_id: str) -> str:
+    if filters.since is None:
+        query = "range=all"
+    else:
+        query = (f"range=custom&since={filters.since:%Y-%m-%d}&until={filters.until:%Y-%m-%d}")
+    if page == "run":
+        return f"/run?{query}&run={run_id}"
+    return f"/{'' if page == 'overview' else page}?{query}"
+
+
+def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    log = Path("/tmp") / f"bench-dashboard-{db.stem}.log"
+    app = Dashboard(str(db), log)
+    print(f"\nbrowser: {app.url}, headless Chromium; seconds from navigation to all charts drawn:"
+          " first visit / revisit median")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            for label, filters in (("last 7 days", week), ("all time", Filters())):
+                cells = []
+                for page in PAGE_QUERIES:
+                    # A fresh browser context per page: its first visit downloads Streamlit's
+                    # and Plotly's JavaScript like a first-time visitor; the revisits (same
+                    # context) have them cached, like someone using the dashboard.
+                    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+                    tab = context.new_page()
+
+                    def visit(page: str = page, filters: Filters = filters, tab=tab) -> float:
+                        started = time.perf_counter()
+                        tab.goto(app.url + url_for(page, filters, run_id))
+                        tab.wait_for_selector('[data-test-script-state="notRunning"]',
+                                              timeout=120_000)
+                        n = PAGE_CHARTS[page]
+                        if n:
+                            tab.wait_for_function(
+                                "document.querySelectorAll('.js-plotly-plot .main-svg')"
+                                f".length >= {n}", timeout=120_000)
+                        return time.perf_counter() - started
+
+                    first, again = timed(visit, repeat)
+                    context.close()
+                    cells.append(f"{page} {first:.2f}/{again:.2f}")
+                print(f"  {label:<12} " + "  ".join(cells), flush=True)
+            browser.close()
+    finally:
+        app.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", type=Path, help="an existing database (else --runs builds one)")
+    parser.add_argument("--runs", type=int, default=35_000)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-browser", action="store_true")
+    options = parser.parse_args()
+    db = options.db or build(options.workdir, options.runs)
+    week, run_id = describe(db)
+    bench_queries(db, week, run_id, options.repeat)
+    if not options.no_browser:
+        bench_browser(db, week, run_id, options.repeat)
+
+
+if __name__ == "__main__":
+    main()

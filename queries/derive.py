@@ -21,8 +21,7 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
     changes a derivation, or on a database written without the hook)."""
     con.begin()
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE touched_traces AS "
-                    "SELECT DISTINCT trace_id FROM spans")
+        execute(con, "derive_rebuild_prepare")
         execute(con, "derive_refresh")
         con.commit()
     except BaseException:

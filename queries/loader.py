@@ -20,7 +20,7 @@ import duckdb
 SQL_FOLDER = Path(__file__).with_name("sql")
 
 QUERY_NAMES = frozenset({
-    "derive_refresh",
+    "derive_refresh", "derive_rebuild_prepare",
     "runs_report", "attribution_report", "attribution_summary", "failures_report",
     "utilisation_report", "utilisation_histogram", "step_utilisation",
     "reconciliation_report", "reconciliation_by_period", "weekly_report",

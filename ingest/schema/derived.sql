@@ -5,6 +5,16 @@
 -- No primary keys: a malformed trace (two roots, a parent cycle) must not make a whole ingest
 -- batch fail on a constraint; the refresh de-duplicates instead.
 
+-- trace_arrivals: when each trace's first span was stored. Spans are appended in arrival order,
+-- so every span of a trace has received_at >= its trace's first arrival; the refresh reads spans
+-- only from the earliest first arrival among the touched traces onwards, which DuckDB's min/max
+-- zone maps turn into skipping all older row groups (103 ms → 15 ms for 20 traces among 1.4M
+-- spans). Filled by the refresh itself, and by rebuild_all from the spans already stored.
+CREATE TABLE IF NOT EXISTS trace_arrivals (
+    trace_id             VARCHAR NOT NULL,
+    first_received_at    TIMESTAMPTZ NOT NULL
+);
+
 -- runs: one row per run (a span carrying budget.total_ms, or a trace root without one).
 CREATE TABLE IF NOT EXISTS runs (
     run_id               VARCHAR NOT NULL,  -- trace_id, or trace_id/span_id when not the root

@@ -6,6 +6,17 @@
 -- and in however many batches a trace's spans arrived, and a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs.
 
+-- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
+-- for a wall clock stepped back between two writes (received_at is now() of each write).
+-- A trace seen for the first time arrives now, in this transaction.
+INSERT INTO trace_arrivals
+SELECT t.trace_id, now() FROM touched_traces t
+WHERE NOT EXISTS (SELECT 1 FROM trace_arrivals a WHERE a.trace_id = t.trace_id);
+
+CREATE OR REPLACE TEMP TABLE derive_floor AS
+SELECT min(a.first_received_at) - INTERVAL 1 MINUTE AS received_floor
+FROM trace_arrivals a JOIN touched_traces t ON t.trace_id = a.trace_id;
+
 -- 1. The touched traces' spans, with step kind, name and class resolved (SPEC §2, §3).
 CREATE OR REPLACE TEMP TABLE derive_spans AS
 WITH picked AS (
@@ -23,7 +34,8 @@ WITH picked AS (
                              lambda x: x IS NOT NULL AND trim(x) <> '')[1]) AS error_text,
            lower(trim(s.budget_outcome)) AS given_outcome
     FROM spans s
-    WHERE s.trace_id IN (SELECT trace_id FROM touched_traces)
+    WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
+      AND s.trace_id IN (SELECT trace_id FROM touched_traces)
 )
 SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
        gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
@@ -282,3 +294,4 @@ DROP TABLE derive_steps;
 DROP TABLE derive_runs;
 DROP TABLE derive_walk;
 DROP TABLE derive_spans;
+DROP TABLE derive_floor;

@@ -1,0 +1,6 @@
+-- name: derive_rebuild_prepare
+-- Before a full rebuild: every trace is touched, and each trace's first arrival is re-read from its spans.
+DELETE FROM trace_arrivals;
+INSERT INTO trace_arrivals
+SELECT trace_id, min(received_at) FROM spans GROUP BY trace_id;
+CREATE OR REPLACE TEMP TABLE touched_traces AS SELECT trace_id FROM trace_arrivals;

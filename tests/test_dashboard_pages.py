@@ -7,6 +7,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import fmt
 from ingest.database import connect
+from ingest.owner import DatabaseOwner, install
 from queries import reports
 from queries.filters import Filters
 from queries.run_view import load_run
@@ -312,3 +316,60 @@ def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathF
     assert any("\\<img" in m.value for m in at.markdown)
     for page in PAGES:
         open_page(page, {"range": "all"})
+
+
+# ---- where the data comes from -----------------------------------------------------------
+
+def test_pages_leave_the_file_free_for_other_processes(db: str) -> None:
+    """Standalone, the dashboard opens the file read-only per batch and closes it: another
+    process can open it read-write (as `budgetscope ingest` would) right after."""
+    open_page("overview")
+    probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
+                            "duckdb.connect(sys.argv[1]).close()", db],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+
+
+def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPathFactory,
+                                                 tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Path(support.hostile_db(tmp_path_factory))
+    copy = tmp_path / "served.duckdb"
+    shutil.copy(source, copy)
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(tmp_path / "not-this-one.duckdb"))
+    owner = DatabaseOwner(copy)
+    install(owner)
+    try:
+        at = open_page("overview", {"range": "all"})
+        assert metrics(at)["Runs"] == "1"
+        assert "served by this process" in "\n".join(t.value for t in at.sidebar.text)
+    finally:
+        install(None)
+        owner.close()
+
+
+def test_a_database_held_by_another_process_is_a_message(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; "
+                               "c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+                               "time.sleep(60)", str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("BUDGETSCOPE_DB", str(path))
+        at = AppTest.from_file(str(support.APP), default_timeout=60)
+        at.run()
+        assert not at.exception
+        assert "held by" in at.error[0].value
+        result = CliRunner().invoke(cli, ["--db", str(path), "dashboard"])
+        assert result.exit_code == 1 and "held by" in result.output
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_dashboard_command_without_a_database(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "none.duckdb"), "dashboard"])
+    assert result.exit_code == 1
+    assert "no database" in result.output and "budgetscope demo" in result.output

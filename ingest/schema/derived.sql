@@ -45,9 +45,11 @@ CREATE TABLE IF NOT EXISTS runs (
     holder_key           VARCHAR,
     week                 VARCHAR NOT NULL   -- ISO week of s in UTC, e.g. 2026-W48
 );
--- Reports filter on run start; the on-call view looks one run up by id.
+-- The on-call view looks one run up by id. No index on trace_id: the refresh's deletes by
+-- trace are hash joins that would not use it, and every index costs on each refresh's
+-- delete and insert (an early runs_by_trace/steps_by_trace pair is dropped here).
 CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id);
-CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id);
+DROP INDEX IF EXISTS runs_by_trace;
 
 -- steps: one row per step (a descendant of a run carrying budget.step.kind or
 -- gen_ai.operation.name), attached to its nearest run ancestor. Run-level fields are copied in
@@ -90,7 +92,7 @@ CREATE TABLE IF NOT EXISTS steps (
     run_exhausted        BOOLEAN
 );
 CREATE INDEX IF NOT EXISTS steps_by_run_id ON steps (run_id);
-CREATE INDEX IF NOT EXISTS steps_by_trace ON steps (trace_id);
+DROP INDEX IF EXISTS steps_by_trace;
 
 -- reconcile_links: each span link of a reconcile step, one row per link. The rows belong to the
 -- reconcile step's trace (refreshed with it); the target may be in any trace, so looking up

@@ -8,14 +8,23 @@
 
 -- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
 -- for a wall clock stepped back between two writes (received_at is now() of each write).
--- A trace seen for the first time arrives now, in this transaction.
+-- A trace seen for the first time arrives now, in this transaction, and has no derived rows
+-- yet, so step 8 deletes only for traces seen before (most of a stream's batches are new
+-- traces, and each delete is a scan of its whole table).
+CREATE OR REPLACE TEMP TABLE derive_touched AS
+SELECT t.trace_id, a.first_received_at
+FROM (SELECT DISTINCT trace_id FROM touched_traces) t
+LEFT JOIN trace_arrivals a ON a.trace_id = t.trace_id;
+
 INSERT INTO trace_arrivals
-SELECT t.trace_id, now() FROM touched_traces t
-WHERE NOT EXISTS (SELECT 1 FROM trace_arrivals a WHERE a.trace_id = t.trace_id);
+SELECT trace_id, now() FROM derive_touched WHERE first_received_at IS NULL;
 
 CREATE OR REPLACE TEMP TABLE derive_floor AS
-SELECT min(a.first_received_at) - INTERVAL 1 MINUTE AS received_floor
-FROM trace_arrivals a JOIN touched_traces t ON t.trace_id = a.trace_id;
+SELECT coalesce(min(first_received_at), now()) - INTERVAL 1 MINUTE AS received_floor
+FROM derive_touched;
+
+CREATE OR REPLACE TEMP TABLE derive_seen_before AS
+SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 
 -- 1. The touched traces' spans, with step kind, name and class resolved (SPEC §2, §3).
 CREATE OR REPLACE TEMP TABLE derive_spans AS
@@ -268,12 +277,12 @@ LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM derive_consumption) u US
 LEFT JOIN derive_blame b USING (run_id);
 
 -- 8. Replace the touched traces' rows.
-DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM touched_traces);
-DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 
 INSERT INTO runs BY NAME SELECT * FROM derive_final_runs;
 
-DELETE FROM reconcile_links WHERE trace_id IN (SELECT trace_id FROM touched_traces);
+DELETE FROM reconcile_links WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 INSERT INTO reconcile_links BY NAME
 SELECT trace_id, span_id, run_id, target.trace_id AS target_trace_id,
        target.span_id AS target_span_id, idempotency_key,
@@ -295,3 +304,5 @@ DROP TABLE derive_runs;
 DROP TABLE derive_walk;
 DROP TABLE derive_spans;
 DROP TABLE derive_floor;
+DROP TABLE derive_seen_before;
+DROP TABLE derive_touched;

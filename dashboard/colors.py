@@ -68,6 +68,8 @@ P95 = "#E69F00"
 THRESHOLD = "#D55E00"
 NEUTRAL = "#56B4E9"         # single-series bars that are not a class (runs, shares)
 COMPARE = "#999999"         # the comparison series (completed runs, previous period)
+# Series that are not classes (one per agent): blue, orange, green, purple, sky blue, grey.
+SERIES = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#999999", "#8C564B")
 PERCENTILE_COLORS = {"p50": "#009E73", "p90": "#E69F00", "p99": "#D55E00"}
 
 

@@ -166,10 +166,11 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
                      yaxis=dict(title="share of runs ≤ x" if cumulative else "runs",
                                 tickformat=".0%" if cumulative else None),
                      barmode="overlay")
-    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999"]
+    agent_color: dict[str, str] = {}
     for i, (agent, rows) in enumerate(histogram.groupby("agent", dropna=False, sort=True)):
-        color = palette[i % len(palette)]
+        color = colors.SERIES[i % len(colors.SERIES)]
         name = fmt.plot_text(agent if not fmt.missing(agent) else "(no agent)")
+        agent_color[str(agent)] = color
         if cumulative:
             total = rows["runs"].sum()
             figure.add_scatter(x=rows["bin_end"], y=rows["runs"].cumsum() / total, name=name,
@@ -178,16 +179,18 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
             figure.add_bar(x=(rows["bin_start"] + rows["bin_end"]) / 2, y=rows["runs"],
                            width=(rows["bin_end"] - rows["bin_start"]).to_numpy(), name=name,
                            marker_color=color, opacity=0.6)
+    # Each agent's percentiles in its own colour; the dash tells p50 / p90 / p99 apart.
     dashes = {"p50": "dot", "p90": "dash", "p99": "solid"}
     for _, row in percentiles.iterrows():
         for p in ("p50", "p90", "p99"):
             if fmt.missing(row[p]):
                 continue
-            figure.add_vline(x=float(row[p]), line=dict(color=colors.PERCENTILE_COLORS[p],
-                                                        dash=dashes[p], width=1))
+            figure.add_vline(x=float(row[p]), line=dict(
+                color=agent_color.get(str(row["agent"]), colors.COMPARE), dash=dashes[p],
+                width=1.5))
     for p in ("p50", "p90", "p99"):  # legend entries for the percentile lines
         figure.add_scatter(x=[None], y=[None], mode="lines", name=p,
-                           line=dict(color=colors.PERCENTILE_COLORS[p], dash=dashes[p]))
+                           line=dict(color="#555555", dash=dashes[p]))
     figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
                      annotation_text="budget")
     return figure

@@ -1,0 +1,96 @@
+"""The dashboard's pure parts, without Streamlit or a database: formatting and escaping, the
+filters' URL form, one colour per class, and the figure builders."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from dashboard import colors, figures, fmt, run_figures
+from dashboard.filters import FilterState, from_params
+
+NOW = dt.datetime(2026, 11, 30, 12, 34, 56, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(("ms", "text"), [
+    (0, "0 ms"), (0.25, "0.25 ms"), (850, "850 ms"), (12_345, "12.3 s"),
+    (245_000, "4 min 05 s"), (7_380_000, "2 h 03 min"), (None, "–"), (float("nan"), "–")])
+def test_durations_read_in_the_right_unit(ms: float | None, text: str) -> None:
+    assert fmt.duration(ms) == text
+
+
+def test_escape_md_leaves_no_live_markdown_or_html() -> None:
+    escaped = fmt.escape_md("<img src=x onerror=alert(1)> [click](javascript:alert(1))\n# h")
+    assert escaped == ("\\<img src\\=x onerror\\=alert\\(1\\)\\> \\[click\\]\\(javascript\\:"
+                       "alert\\(1\\)\\) \\# h")
+    assert fmt.plot_text("<a href='javascript:x'>") == "&lt;a href=&#x27;javascript:x&#x27;&gt;"
+
+
+def test_presets_end_now_rounded_up_to_the_minute() -> None:
+    since, until = FilterState("7d").window(NOW)
+    assert until == dt.datetime(2026, 11, 30, 12, 35, tzinfo=dt.UTC)
+    assert since == until - dt.timedelta(days=7)
+    previous = FilterState("7d").previous(NOW)
+    assert previous is not None and previous.until == since
+    assert FilterState("all").window(NOW) == (None, None)
+    assert FilterState("all").previous(NOW) is None
+
+
+def test_filters_round_trip_through_the_url() -> None:
+    state = FilterState("custom", "2026-11-16", "2026-11-30T08:00:00Z", "support-agent")
+    parsed, problems = from_params(state.query_params())
+    assert parsed == state and not problems
+    filters = parsed.filters(NOW)
+    assert filters.since == dt.datetime(2026, 11, 16, tzinfo=dt.UTC)
+    assert filters.until == dt.datetime(2026, 11, 30, 8, tzinfo=dt.UTC)
+    assert from_params({}) == (None, [])
+    assert from_params({"since": "2026-11-01"})[0] == FilterState("custom", "2026-11-01")
+
+
+def test_bad_url_values_are_dropped_with_a_message() -> None:
+    state, problems = from_params({"range": "fortnight"})
+    assert state == FilterState() and "fortnight" in problems[0]
+    state, problems = from_params({"range": "custom", "since": "2026-11-30",
+                                   "until": "2026-11-01"})
+    assert state is not None and state.until is None and "not before" in problems[0]
+    state, problems = from_params({"range": "custom", "since": "soon"})
+    assert state is not None and state.since is None and problems
+
+
+def test_every_class_has_its_own_colour() -> None:
+    assert set(colors.CLASS_COLORS) == set(colors.STEP_CLASSES)
+    assert len(set(colors.CLASS_COLORS.values())) == len(colors.STEP_CLASSES)
+    assert colors.CLASS_COLORS["client_timeout"] != colors.CLASS_COLORS["upstream_error"]
+
+
+def test_failures_chart_keeps_give_ups_and_upstream_failures_apart() -> None:
+    frame = pd.DataFrame({"step_key": ["tool:a", "tool:<b>"], "steps": [10, 5], "ok": [5, 1],
+                          "client_timeouts": [3, 1], "upstream_errors": [2, 3], "refused": [0, 0],
+                          "cancelled": [0, 0], "client_errors": [0, 0], "errors": [0, 0]})
+    figure = figures.failures_by_step(frame)
+    by_name = {t.name: t for t in figure.data}
+    assert list(by_name["client give-up (client_timeout)"].x) == [1, 3]
+    assert list(by_name["upstream failure (upstream_error)"].x) == [3, 2]
+    assert "tool:&lt;b&gt;" in list(by_name["error"].y)
+
+
+def test_waterfall_keeps_step_order_and_marks_the_deadline() -> None:
+    start = 1_000 * 10**9
+    summary = pd.Series({"start_ns": start, "end_ns": start + 12 * 10**9,
+                         "latest_end_ns": start + 12 * 10**9, "deadline_ns": start + 10 * 10**9,
+                         "budget_ms": 10_000, "reserve_ms": 1_000, "culprit_span_id": "a",
+                         "holder_span_id": "b"})
+    steps = pd.DataFrame({
+        "span_id": ["a", "c", "b"], "step_key": ["tool:x", "tool:y", "model:m"],
+        "step_level": [0, 1, 0], "step_class": ["ok", "upstream_error", "client_timeout"],
+        "offset_ms": [0.0, 100.0, 8_000.0], "duration_ms": [8_000.0, 50.0, 4_000.0],
+        "allocated_ms": [9_000, None, 4_000], "consumption_ms": [8_000.0, None, 2_000.0]})
+    figure = run_figures.waterfall(summary, steps)
+    order = list(figure.layout.yaxis.categoryarray)
+    assert [label.split("<")[0].strip(" └") for label in order] == ["tool:x", "tool:y",
+                                                                      "model:m"]
+    shapes = [s for s in figure.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert {round(s.x0, 3) for s in shapes} >= {10.0, 9.0}  # deadline, reserve (seconds)
+    assert any(t.name == "budget remaining" for t in figure.data)

@@ -262,6 +262,7 @@ def main() -> None:
     parser.add_argument("--skip-without-derivation", action="store_true",
                         help="do not also measure the first exporter count without the hook")
     options = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr] # lines show as made
     relax_gc_for_ingest()  # as `budgetscope serve` runs (budgetscope.cli.main)
 
     # Enough distinct payloads for a run at 60k spans/s, so no request is a resend.
@@ -290,8 +291,14 @@ def main() -> None:
     print(f"bare decode+flatten of the same payloads (1 thread, nothing stored): "
           f"{bare:,.0f} spans/s")
     del payloads
-    for scenario in scenarios:
-        run_scenario(scenario, options.spans, options.seconds)
+    try:
+        for scenario in scenarios:
+            run_scenario(scenario, options.spans, options.seconds)
+    finally:
+        # A failed scenario must not leave later clients waiting for their start for ever.
+        for scenario in scenarios:
+            if scenario.client is not None and scenario.client.is_alive():
+                scenario.client.terminate()
 
 
 if __name__ == "__main__":

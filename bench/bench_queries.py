@@ -38,9 +38,22 @@ from ingest.writer import SpanWriter, WriteResult  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.derive import refresh_touched  # noqa: E402
 from queries.filters import Filters  # noqa: E402
+from queries.loader import load_queries  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 
 PYTHON = sys.executable
+# Bench-only SQL lives beside this script, loaded the same way as the product's queries.
+BENCH_QUERIES = load_queries(Path(__file__).with_name("sql"),
+                             frozenset({"bench_replicate_derived"}))
+
+
+def execute(con: duckdb.DuckDBPyConnection, name: str, parameters: dict) -> None:
+    query = BENCH_QUERIES[name]
+    for statement in query.text.split(";\n"):
+        code = "\n".join(line.split("--", 1)[0] for line in statement.splitlines()).strip()
+        if code:
+            used = {k: v for k, v in parameters.items() if f"${k}" in code}
+            con.execute(code, used or None)
 
 
 def generate(path: Path, runs: int, seed: int) -> None:
@@ -151,6 +164,27 @@ def bench_derivation(db: Path, extra: Path, batch_spans: int) -> None:
           f"({100 * writer.derive_s / writer.write_s:.0f}% of the write alone)", flush=True)
 
 
+def bench_run_lookup_replicated(db: Path, copies: int, lookups: int) -> None:
+    """The run view reads only runs, steps and reconcile_links (by index), so its cost at 10M
+    spans is measured on a copy whose derived tables are replicated `copies` times under new
+    trace ids (the spans table is left as is: the run view never reads it)."""
+    copy = db.with_name(db.stem + "-replicated.duckdb")
+    shutil.copyfile(db, copy)
+    try:
+        con = connect(copy)
+        con.execute("SET enable_progress_bar = false")
+        execute(con, "bench_replicate_derived", {"copies": copies})
+        steps = con.execute("SELECT count(*) FROM steps").fetchone()[0]
+        print(f"replicated derived tables ×{copies + 1}: {steps:,} steps "
+              f"(the step count of ~{steps * 1.51 / 1e6:.0f}M spans at this sample's ratio)",
+              flush=True)
+        bench_run_lookup(con, lookups)
+        con.close()
+    finally:
+        copy.unlink(missing_ok=True)
+        Path(f"{copy}.wal").unlink(missing_ok=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50_000)
@@ -160,6 +194,9 @@ def main() -> None:
     parser.add_argument("--extra-runs", type=int, default=300)
     parser.add_argument("--batch-spans", type=int, default=512)
     parser.add_argument("--skip-derivation", action="store_true")
+    parser.add_argument("--replicate", type=int, default=0,
+                        help="also time the run view with the derived tables copied N more "
+                             "times (6 ≈ 10M spans from 50k runs)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     trace_file = args.workdir / f"runs{args.runs}.pb"
@@ -174,6 +211,8 @@ def main() -> None:
     bench_reports(con, args.repeat)
     bench_run_lookup(con, args.lookups)
     con.close()
+    if args.replicate:
+        bench_run_lookup_replicated(db, args.replicate, args.lookups)
     if not args.skip_derivation:
         extra = args.workdir / f"extra{args.extra_runs}.pb"
         generate(extra, args.extra_runs, seed=99)

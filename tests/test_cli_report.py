@@ -115,6 +115,10 @@ def test_run_view(fleet_db):
     assert "holder model:gpt  <- culprit is not the holder" in text
     assert "| = deadline at +10.000 s" in text
     assert "failures by class: ok 2, client_timeout 0" in text
+    no_budget = invoke("--db", db, "run", ids["N1"])
+    assert no_budget.exit_code == 0, no_budget.output
+    assert "no budget.total_ms on this run" in no_budget.output
+    assert "failures by class: ok 0, client_timeout 1" in no_budget.output
     wrong = invoke("--db", db, "run", f"{ids['A1']}/0000000000000000")
     assert wrong.exit_code == 1 and f"runs of that trace: {ids['A1']}" in wrong.output
 

@@ -94,6 +94,15 @@ def runs_worth_reviewing(runs: pd.DataFrame, limit: int = 25) -> pd.DataFrame:
     return frame.head(limit).reset_index(drop=True)
 
 
+def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
+                      ) -> pd.DataFrame:
+    """Exhausted runs whose culprit is `culprit`, the largest culprit share first."""
+    exhausted = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == culprit)]
+    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit_share", "holder"]
+    return (exhausted.sort_values(["culprit_share", "start"], ascending=[False, False])
+            [columns].head(limit).reset_index(drop=True))
+
+
 def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
     """A selectbox label for a run id (plain text: selectbox options are never Markdown)."""
     by_id = frame.set_index("run_id")
@@ -104,7 +113,8 @@ def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
         row = by_id.loc[run_id]
         return (f"{run_id[:16]}…  {row['agent']}  {row['start'][:16]}  "
                 f"{row['outcome'] if not fmt.missing(row['outcome']) else '-'}  "
-                f"util {fmt.percent(row['utilisation'], 0)}  culprit {row['culprit']}")
+                f"util {fmt.percent(row['utilisation'], 0)}"
+                + (f"  culprit {row['culprit']}" if "culprit" in row else ""))
 
     return label
 

@@ -150,7 +150,7 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     assert shown["Culprit is not the holder"] == fmt.percent(
         1 - summary["culprit_is_holder_rate"])
     attribution = query(db, "attribution")
-    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), attribution)
+    pd.testing.assert_frame_equal(at.dataframe[-1].value.reset_index(drop=True), attribution)
     share = trace(charts(at)["Budget share per step key (exhausted runs)"], "budget share")
     np.testing.assert_allclose(_array(share["x"])[::-1], attribution["budget_share"].head(15))
     # Holder × culprit: every exhausted run with both is counted once.
@@ -373,3 +373,13 @@ def test_dashboard_command_without_a_database(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "none.duckdb"), "dashboard"])
     assert result.exit_code == 1
     assert "no database" in result.output and "budgetscope demo" in result.output
+
+
+def test_attribution_lists_the_runs_of_a_culprit(db: str) -> None:
+    at = open_page("attribution")
+    key = at.selectbox(key="culprit_pick").value
+    table = next(d.value for d in at.dataframe if "culprit_share" in d.value.columns)
+    runs = query(db, "runs")
+    expected = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == key)]
+    assert sorted(table["run_id"]) == sorted(expected["run_id"])
+    assert at.get("page_link"), "each listed run opens in the run view"

@@ -37,7 +37,8 @@ st.plotly_chart(figures.culprits(attribution, top=15,
                                  title="Budget share per step key (exhausted runs)"),
                 key="attribution_share")
 
-matrix = summaries.holder_culprit(data.report("runs", ctx.filters))
+runs = data.report("runs", ctx.filters)
+matrix = summaries.holder_culprit(runs)
 if not matrix.empty:
     st.plotly_chart(figures.holder_culprit_matrix(matrix), key="holder_culprit")
     st.caption("Off the diagonal: the step holding the deadline was not the one that spent it. "
@@ -53,6 +54,17 @@ if data.available("attribution_completed"):
 else:
     st.info("Exhausted vs completed runs side by side needs a budget-share-over-completed-runs "
             "function in `queries` (asked for); shown here once it exists.")
+
+st.subheader("Exhausted runs by culprit")
+key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
+blamed = summaries.exhausted_runs_of(runs, key)
+st.dataframe(blamed, hide_index=True, key="culprit_runs_table",
+             column_config={"utilisation": st.column_config.NumberColumn(format="percent"),
+                            "culprit_share": st.column_config.NumberColumn(format="percent")})
+if not blamed.empty:
+    pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
+                        format_func=summaries.describe_run(blamed))
+    layout.run_link(pick, ctx.state, label="Open this run")
 
 st.subheader("Attribution table")
 st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_csv",

@@ -47,7 +47,17 @@ REPORTS: dict[str, Report] = {
     "reconciliation_by_period": reports.reconciliation_by_period,
     "weekly": reports.weekly,
 }
-# Reports the queries engineer is adding; the pages say "not available yet" until they exist.
+# Numbers the pages need that `queries` has no function for yet (asked for). Each is called
+# `fn(con, filters)` like the others; a page shows a note instead until it exists. Contracts:
+# - database_status: one row `spans`, `runs`, `newest_received` (max spans.received_at);
+#   filters ignored (the sidebar's "what the database holds");
+# - daily: unused for now (the overview's daily series come from `runs`);
+# - failures_daily: `day` (YYYY-MM-DD UTC of run start) and one count column per SPEC §3
+#   class named as the class (`ok`, `client_timeout`, `upstream_error`, `refused`, ...);
+# - tool_latency: tool calls `step_key`, `duration_ms`, `cap_ms` (one row per call);
+# - attribution_completed: `step_key`, `budget_share` as attribution_report but over the
+#   completed (not exhausted) runs;
+# - orphan_writes: `run_id`, `step_key`, `idempotency_key`, `start` (ISO UTC), `agent`.
 OPTIONAL_REPORTS = ("database_status", "daily", "failures_daily", "tool_latency",
                     "attribution_completed", "orphan_writes")
 for _name in OPTIONAL_REPORTS:

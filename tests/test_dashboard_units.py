@@ -94,3 +94,20 @@ def test_waterfall_keeps_step_order_and_marks_the_deadline() -> None:
     shapes = [s for s in figure.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert {round(s.x0, 3) for s in shapes} >= {10.0, 9.0}  # deadline, reserve (seconds)
     assert any(t.name == "budget remaining" for t in figure.data)
+
+
+def test_latency_chart_marks_the_cap_and_the_p95() -> None:
+    calls = pd.DataFrame({"step_key": "tool:x", "duration_ms": [100.0 * i for i in range(1, 41)],
+                          "cap_ms": 3_000})
+    figure = figures.latency_against_cap(calls, "tool:x")
+    texts = [a.text for a in figure.layout.annotations]
+    assert any(t.startswith("cap 3.0 s") for t in texts)
+    assert any(t.startswith("p95 3.8 s") for t in texts)  # 0.95 quantile of 0.1 .. 4.0 s
+
+
+def test_side_by_side_shares_put_completed_next_to_exhausted() -> None:
+    shares = pd.DataFrame({"step_key": ["tool:a", "model:b"], "exhausted": [0.5, 0.2],
+                           "completed": [0.1, 0.3]})
+    figure = figures.share_side_by_side(shares)
+    assert [t.name for t in figure.data] == ["completed runs", "exhausted runs"]
+    assert list(figure.data[1].x) == [0.2, 0.5]

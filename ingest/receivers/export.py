@@ -130,17 +130,21 @@ class Exporter:
                                                      list[Rejection]]]) -> Accepted:
         with self._decoding_slot():
             started = time.monotonic()
-            if inflate is not None:
-                body = inflate(body)
-            request, rejections = decode(body, where)
-            del body
-            batch = flatten_request(request, where=where)
-            del request  # only the rows wait for the commit, not the protobuf objects
-            rejections = rejections + batch.rejections
-            with self._counting:
-                self.requests += 1
-                self.decode_seconds += time.monotonic() - started
-            future = self.committer.submit(batch)
+            self.committer.decoding_started()  # lets the writer wait for this one (linger)
+            try:
+                if inflate is not None:
+                    body = inflate(body)
+                request, rejections = decode(body, where)
+                del body
+                batch = flatten_request(request, where=where)
+                del request  # only the rows wait for the commit, not the protobuf objects
+                rejections = rejections + batch.rejections
+                with self._counting:
+                    self.requests += 1
+                    self.decode_seconds += time.monotonic() - started
+                future = self.committer.submit(batch)
+            finally:
+                self.committer.decoding_finished()
         # The slot is free while we wait: many requests can wait for (and share) one commit.
         try:
             future.result(timeout=self.commit_timeout)

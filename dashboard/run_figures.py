@@ -87,8 +87,11 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
                                                       else "⚑ holder"),
                               showarrow=False, xanchor="left", xshift=6, row=1, col=1)
     for x, text, color, dash in _marks(summary, deadline_ms, end_ms):
+        # The reserve sits just before the deadline: label it on the left, the rest on the
+        # right, so the two labels do not print over each other.
         figure.add_vline(x=x / div, line=dict(color=color, dash=dash, width=2),
-                         annotation_text=text, annotation_position="top", row="all", col=1)
+                         annotation_text=text, row="all", col=1,
+                         annotation_position="top left" if text == "reserve" else "top right")
 
     if not fmt.missing(budget) and deadline_ms is not None:
         # Remaining budget = d - t: B at the start (when d = s + B), 0 at the deadline.

@@ -113,7 +113,8 @@ def share_side_by_side(shares: pd.DataFrame) -> go.Figure:
 
 # ---- failures ----------------------------------------------------------------------------
 
-def failures_by_step(failures: pd.DataFrame, top: int = 15) -> go.Figure:
+def failures_by_step(failures: pd.DataFrame, top: int = 15, min_height: int = 300
+                     ) -> go.Figure:
     """Failed steps per step key by class (ok left out so the failures are readable)."""
     rows = failures.copy()
     failing = [c for c in colors.FAILURE_COLUMNS if c != "ok"]
@@ -121,7 +122,7 @@ def failures_by_step(failures: pd.DataFrame, top: int = 15) -> go.Figure:
     rows = rows[rows["failed"] > 0].sort_values(["failed", "step_key"], ascending=[False, True])
     rows = rows.head(top).iloc[::-1]
     figure = _figure("Failures per step key, by class", barmode="stack",
-                     xaxis=dict(title="steps"), height=max(300, 60 + 28 * len(rows)))
+                     xaxis=dict(title="steps"), height=max(min_height, 60 + 28 * len(rows)))
     for column in failing:
         name = colors.FAILURE_COLUMNS[column]
         figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",

@@ -58,7 +58,10 @@ helps = {
 }
 for row in (metrics[:4], metrics[4:]):
     for column, (label, value, change, color) in zip(st.columns(4), row, strict=True):
-        column.metric(label, value, change, delta_color=color, help=helps.get(label))
+        unchanged = change in ("+0", "-0", "+0.0 pp", "-0.0 pp")
+        column.metric(label, value, "±0" if unchanged else change,
+                      delta_color="off" if unchanged else color,
+                      delta_arrow="off" if unchanged else "auto", help=helps.get(label))
 if before is None:
     st.caption("Pick a bounded time range to compare with the previous period.")
 else:
@@ -76,7 +79,8 @@ with left:
         st.plotly_chart(figures.culprits(attribution), key="top_culprits")
 with right:
     failures = data.report("failures", ctx.filters)
-    st.plotly_chart(figures.failures_by_step(failures, top=8), key="overview_failures")
+    st.plotly_chart(figures.failures_by_step(failures, top=8, min_height=420),
+                    key="overview_failures")
 
 st.subheader("Runs worth reviewing")
 st.caption("Exhausted, overrun or failed runs, worst first. Select a row, or pick one below, "

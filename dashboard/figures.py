@@ -226,8 +226,11 @@ def reconciliation_over_time(by_period: pd.DataFrame, threshold: float) -> go.Fi
                                                                title="reconciled / writes",
                                                                rangemode="tozero"))
     figure.add_scatter(x=weekly["week"], y=weekly["rate"], mode="lines+markers",
-                       name="reconciliation rate",
-                       line=dict(color=colors.RECONCILE_COLORS["landed"]))
+                       name="all write steps", line=dict(color="#000000", width=3))
+    for i, (key, rows) in enumerate(by_period.groupby("step_key", sort=True)):
+        figure.add_scatter(x=rows["week"], y=rows["reconciliation_rate"], mode="lines+markers",
+                           name=fmt.plot_text(key),
+                           line=dict(color=colors.SERIES[i % len(colors.SERIES)], width=1.5))
     figure.add_hline(y=threshold, line=dict(color=colors.THRESHOLD, dash="dash"),
                      annotation_text=f"threshold {threshold:.0%}")
     return figure
@@ -236,7 +239,7 @@ def reconciliation_over_time(by_period: pd.DataFrame, threshold: float) -> go.Fi
 def reconciliation_by_tool(report: pd.DataFrame) -> go.Figure:
     """Per write step key: reconciled writes by latest result, plus the orphans."""
     rows = report.iloc[::-1]
-    figure = _figure("Writes read back, by tool: landed / not landed / unknown, and orphans",
+    figure = _figure("Writes by tool: read back (landed / not landed / unknown) or orphaned",
                      barmode="stack", xaxis=dict(title="write steps"),
                      height=max(280, 80 + 34 * len(rows)))
     for column in ("landed", "not_landed", "unknown"):

@@ -32,12 +32,9 @@ c[4].metric("Orphan writes", fmt.count(report["orphan_writes"].sum()))
 threshold = st.slider("Threshold", 0.0, 1.0, 0.10, 0.01, key="reconcile_threshold",
                       format="%.2f", help="Drawn on the rate chart; weeks under it need a look.")
 by_period = data.report("reconciliation_by_period", ctx.filters)
-left, right = st.columns(2)
-with left:
-    st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
-                    key="reconciliation_over_time")
-with right:
-    st.plotly_chart(figures.reconciliation_by_tool(report), key="reconciliation_by_tool")
+st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
+                key="reconciliation_over_time")
+st.plotly_chart(figures.reconciliation_by_tool(report), key="reconciliation_by_tool")
 
 st.subheader("Orphan writes")
 if data.available("orphan_writes"):

@@ -6,9 +6,11 @@ one FlatBatch and commits it with one `SpanWriter.write`, then resolves every fu
 is answered with success only after that commit returned, so an acknowledged span is on disk
 (DuckDB fsyncs its WAL on commit) and survives kill -9.
 
-Throughput comes from batching: a DuckDB transaction has a fixed cost (WAL fsync, index
-maintenance set-up) that one 512-span request would pay alone, and while one transaction runs
-the next requests queue up and share the following one.
+Throughput comes from batching: a DuckDB transaction has a mostly fixed cost (statement set-up,
+WAL fsync, and the runs/steps derivation hook) that one 512-span request would pay alone. While
+one transaction runs the next requests queue up and share the following one, and the writer
+lingers briefly (at most `linger_seconds`) while other requests are still being decoded, so that
+they join the same commit instead of paying for another.
 
 Back-pressure instead of unbounded memory: when the queue holds too many spans, or its oldest
 batch has waited longer than `max_lag_seconds`, `submit` raises `Overloaded` and the receivers

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 
 from ingest.database import connect  # noqa: E402
+from ingest.derivation import PendingDerivations  # noqa: E402
 from ingest.file_loader import load_files  # noqa: E402
 from ingest.flatten import FlatBatch  # noqa: E402
 from ingest.writer import SpanWriter, WriteResult  # noqa: E402
@@ -129,12 +130,8 @@ class SplitTimingWriter:
         result = self.plain.write(batch)
         written = time.perf_counter()
         if batch.span_count:
-            self.con.begin()
-            self.con.execute("CREATE OR REPLACE TEMP TABLE touched_traces (trace_id VARCHAR)")
-            self.con.executemany("INSERT INTO touched_traces VALUES (?)",
-                                 [[t] for t in sorted(batch.trace_ids())])
-            refresh_touched(self.con)
-            self.con.commit()
+            # what serve's writer does after each acknowledged write: derive the marked traces
+            PendingDerivations(refresh_touched).run(self.con)
             self.batches += 1
         self.write_s += written - started
         self.derive_s += time.perf_counter() - written

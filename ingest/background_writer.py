@@ -10,15 +10,25 @@ from __future__ import annotations
 import queue
 import threading
 
+from ingest.derivation import PendingDerivations
 from ingest.flatten import FlatBatch
 from ingest.writer import SpanWriter
 
 _STOP = None
 
 
+# Derive every this many stored spans during a long load (and once at the end): often enough
+# that a load's pending marks stay few, rarely enough that the derivation's fixed cost per run
+# (~150 ms of statement set-up here) is spread over many batches.
+DERIVE_EVERY_SPANS = 100_000
+
+
 class BackgroundWriter:
-    def __init__(self, writer: SpanWriter, depth: int = 2) -> None:
+    def __init__(self, writer: SpanWriter, depth: int = 2,
+                 derivations: PendingDerivations | None = None) -> None:
         self.writer = writer
+        self.derivations = derivations
+        self._since_derived = 0
         self.inserted = 0
         self.duplicates = 0
         self.touched: set[str] = set()
@@ -34,10 +44,12 @@ class BackgroundWriter:
         self._queue.put(batch)
 
     def close(self) -> None:
-        """Wait until everything queued is committed; re-raises a failed write."""
+        """Wait until everything queued is committed and derived; re-raises a failure."""
         self._queue.put(_STOP)
         self._thread.join()
         self._raise_if_failed()
+        if self.derivations is not None:
+            self.derivations.run(self.writer.con)
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -58,3 +70,10 @@ class BackgroundWriter:
             self.inserted += result.inserted
             self.duplicates += result.duplicates
             self.touched.update(batch.trace_ids())
+            self._since_derived += batch.span_count
+            if self.derivations is not None and self._since_derived >= DERIVE_EVERY_SPANS:
+                self._since_derived = 0
+                try:
+                    self.derivations.run(self.writer.con)
+                except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                    self._error = error

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.background_writer import BackgroundWriter
+from ingest.derivation import Derive, PendingDerivations
 from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
 from ingest.progress import Progress
 from ingest.rejections import Rejection, RejectionLog
@@ -31,6 +32,7 @@ class LoadSummary:
     traces_without_root: list[str] = field(default_factory=list)
     traces_without_root_count: int = 0
     seconds: float = 0.0
+    derive_seconds: float = 0.0  # of `seconds`, spent deriving runs and steps
 
     @property
     def spans_rejected(self) -> int:
@@ -82,15 +84,18 @@ def load_files(
     chunk_spans: int = CHUNK_SPANS,
     max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
     writer: SpanWriter | None = None,
+    derive: Derive | None = None,
 ) -> LoadSummary:
-    """Load every file; rejects what is bad, keeps what is good, never stores a span twice."""
+    """Load every file; rejects what is bad, keeps what is good, never stores a span twice.
+    With `derive`, the derived tables are brought up to date as the load goes and at its end."""
     summary = LoadSummary()
     writer = writer or SpanWriter(con)
+    derivations = PendingDerivations(derive) if derive is not None else None
     files = list(expand_paths(list(paths)))
     total_bytes = sum(path.stat().st_size for path in files if path.is_file())
     bar = Progress(total_bytes, force=progress)
     started = time.monotonic()
-    background = BackgroundWriter(writer)
+    background = BackgroundWriter(writer, derivations=derivations)
     pending = FlatBatch()
     done_bytes = 0
     seen_spans = 0
@@ -129,4 +134,6 @@ def load_files(
     summary.traces_without_root_count, summary.traces_without_root = _traces_without_root(
         con, background.touched, keep=3)
     summary.seconds = time.monotonic() - started
+    if derivations is not None:
+        summary.derive_seconds = derivations.seconds
     return summary

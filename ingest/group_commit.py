@@ -7,10 +7,15 @@ is answered with success only after that commit returned, so an acknowledged spa
 (DuckDB fsyncs its WAL on commit) and survives kill -9.
 
 Throughput comes from batching: a DuckDB transaction has a mostly fixed cost (statement set-up,
-WAL fsync, and the runs/steps derivation hook) that one 512-span request would pay alone. While
+WAL fsync) that one 512-span request would pay alone. While
 one transaction runs the next requests queue up and share the following one, and the writer
 lingers briefly (at most `linger_seconds`) while other requests are still being decoded, so that
 they join the same commit instead of paying for another.
+
+The derived runs and steps are not part of the acknowledged transaction (they cost ~175 ms per
+transaction whatever its size, measured): the same thread derives the traces marked pending
+when it is idle or at most every `derive_every_seconds`, so the dashboard sees a new run within
+about a second, and a crash leaves the marks for the next start (ingest/derivation.py).
 
 Back-pressure instead of unbounded memory: when the queue holds too many spans, or its oldest
 batch has waited longer than `max_lag_seconds`, `submit` raises `Overloaded` and the receivers
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ingest.derivation import Derive, PendingDerivations
 from ingest.flatten import FlatBatch
 from ingest.writer import AfterWrite, SpanWriter, WriteResult, to_arrow
 
@@ -78,6 +84,8 @@ class GroupCommitter:
         con: duckdb.DuckDBPyConnection,
         *,
         after_write: AfterWrite | None = None,
+        derive: Derive | None = None,
+        derive_every_seconds: float = 1.0,
         max_queued_spans: int = 200_000,
         max_transaction_spans: int = 50_000,
         max_lag_seconds: float = 5.0,
@@ -85,6 +93,10 @@ class GroupCommitter:
         linger_seconds: float = 0.05,
     ) -> None:
         self._writer = SpanWriter(con, after_write=after_write)
+        self.derivations = PendingDerivations(derive) if derive is not None else None
+        self.derive_every_seconds = derive_every_seconds
+        self._last_derived = time.monotonic()
+        self._underived = derive is not None  # marks may be left by a previous process
         # The first Arrow conversion in a process pays pyarrow's lazy set-up (4.2 s measured on
         # this 2-core machine); pay it here, at start-up, rather than in the first request.
         to_arrow(FlatBatch())
@@ -149,11 +161,20 @@ class GroupCommitter:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _take(self) -> list[_Pending]:
-        """Everything queued up to the transaction cap (at least one batch); [] when closed."""
+    def _take(self) -> list[_Pending] | None:
+        """Everything queued up to the transaction cap (at least one batch); [] when idle with
+        derivation due; None when closed and drained."""
         with self._condition:
             while not self._queue and not self._closing:
-                self._condition.wait()
+                if self._underived:
+                    due = self._last_derived + self.derive_every_seconds - time.monotonic()
+                    # idle: derive now, unless it ran a moment ago (then wait for its turn)
+                    if not self._condition.wait(max(due, 0.01)):
+                        return []
+                else:
+                    self._condition.wait()
+            if not self._queue:
+                return None
             # Linger while other requests are still being decoded, so that one commit serves
             # them too (PostgreSQL's commit_delay/commit_siblings). A transaction costs a
             # mostly fixed ~100 ms here (~230 ms with the derivation hook) whatever its size,
@@ -182,9 +203,24 @@ class GroupCommitter:
     def _run(self) -> None:
         while True:
             taken = self._take()
-            if not taken:
-                return  # closing and drained
-            self._commit(taken)
+            if taken is None:
+                self._derive()  # closing and drained: leave nothing underived
+                return
+            if taken:
+                self._commit(taken)
+            if self._underived and (not taken or time.monotonic() - self._last_derived
+                                    >= self.derive_every_seconds):
+                self._derive()
+
+    def _derive(self) -> None:
+        if self.derivations is None or not self._underived:
+            return
+        try:
+            self.derivations.run(self._con)
+            self._underived = False
+        except Exception as error:  # noqa: BLE001 - the marks stay; retried on the next turn
+            _LOG.error("deriving runs and steps failed (will retry): %s", error)
+        self._last_derived = time.monotonic()
 
     def _commit(self, taken: list[_Pending]) -> None:
         if len(taken) == 1:
@@ -216,5 +252,6 @@ class GroupCommitter:
         self.stats.requests += len(taken)
         self.stats.spans_written += merged.span_count
         self.stats.spans_inserted += result.inserted
+        self._underived = self.derivations is not None
         for pending in taken:
             pending.future.set_result(result)

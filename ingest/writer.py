@@ -38,7 +38,9 @@ RESOURCE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.
 SCOPE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
                           for c in SCOPE_COLUMNS])
 
-INSERT_SPANS = (Path(__file__).with_name("sql") / "insert_spans.sql").read_text(encoding="utf-8")
+_SQL = Path(__file__).with_name("sql")
+INSERT_SPANS = (_SQL / "insert_spans.sql").read_text(encoding="utf-8")
+MARK_PENDING = (_SQL / "mark_pending_derivations.sql").read_text(encoding="utf-8")
 INSERT_RESOURCES = "INSERT OR IGNORE INTO resources SELECT * FROM incoming_resources"
 INSERT_SCOPES = "INSERT OR IGNORE INTO scopes SELECT * FROM incoming_scopes"
 
@@ -59,9 +61,10 @@ def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa
                                  zip(columns, schema.types, strict=True)], schema=schema)
 
 
-# Called inside the write's transaction with the ids of the traces the batch touched (registered
-# as the view `touched_traces(trace_id)`), so that whatever is derived per trace (runs, steps)
-# is refreshed for exactly those traces and commits or rolls back together with the spans.
+# An optional hook called inside the write's transaction, with the traces the batch touched in
+# the temp table `touched_traces(trace_id, since)`: what it does commits or rolls back together
+# with the spans. Derivation does not use it (see ingest/derivation.py: it runs after the
+# acknowledged write); tests use it to derive synchronously or to inject a failure.
 AfterWrite = Callable[[duckdb.DuckDBPyConnection], None]
 
 
@@ -88,9 +91,10 @@ class SpanWriter:
             con.execute(INSERT_RESOURCES)
             con.execute(INSERT_SCOPES)
             row = con.execute(INSERT_SPANS).fetchone()
+            con.execute(MARK_PENDING)
             if self.after_write is not None:
                 con.execute("CREATE OR REPLACE TEMP TABLE touched_traces AS "
-                            "SELECT DISTINCT trace_id FROM incoming_spans")
+                            "SELECT DISTINCT trace_id, now() AS since FROM incoming_spans")
                 self.after_write(con)
             con.commit()
         except BaseException:

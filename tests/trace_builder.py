@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, Status, StatusCode
 
 from ingest.database import connect
+from ingest.derivation import PendingDerivations
 from ingest.flatten import flatten_request
 from ingest.writer import SpanWriter
 from queries.derive import refresh_touched
@@ -111,10 +112,13 @@ def open_db(tmp_path: Path, name: str = "test.duckdb") -> duckdb.DuckDBPyConnect
 
 
 def store(con: duckdb.DuckDBPyConnection, spans: Iterable[ReadableSpan]) -> int:
-    """One OTLP request → one write with the derivation hook, like a receiver does."""
+    """One OTLP request → one write, then the derivation of what it marked pending, as the
+    receivers' writer thread does."""
     batch = flatten_request(encode_spans(list(spans)))
     assert not batch.rejections, batch.rejections
-    return SpanWriter(con, after_write=refresh_touched).write(batch).inserted
+    inserted = SpanWriter(con).write(batch).inserted
+    PendingDerivations(refresh_touched).run(con)
+    return inserted
 
 
 def run_row(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:

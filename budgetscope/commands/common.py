@@ -10,6 +10,8 @@ import duckdb
 
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
+from ingest.derivation import PendingDerivations
+from queries.derive import refresh_touched
 
 
 class Fail(click.ClickException):
@@ -21,10 +23,18 @@ class Fail(click.ClickException):
         return self.message
 
 
+def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
+    """Derive what a stopped or crashed writer left marked, so reports see every stored span."""
+    if PendingDerivations.count(con):
+        PendingDerivations(refresh_touched).run(con)
+
+
 @contextmanager
 def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         con = connect(path, read_only=read_only)
+        if not read_only:
+            catch_up_derivations(con)
     except (DatabaseBusy, SchemaError) as error:
         raise Fail(str(error)) from None
     except duckdb.Error as error:

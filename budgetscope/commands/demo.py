@@ -10,7 +10,6 @@ from budgetscope.commands.common import Fail, open_database
 from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from ingest.file_loader import load_files
-from ingest.writer import SpanWriter
 from queries.derive import refresh_touched
 from queries.render import to_text_table
 from queries.reports import attribution
@@ -45,7 +44,7 @@ def demo_command(demo_db: str, port: int, no_ui: bool) -> None:
     _reset_demo_database(path)
     with open_database(str(path)) as con:
         summary = load_files(con, [SAMPLE_TRACES],
-                             writer=SpanWriter(con, after_write=refresh_touched))
+                             derive=refresh_touched)
         con.execute("INSERT INTO budgetscope_meta VALUES (?, 'true')", [DEMO_MARKER])
         headline = attribution(con).head(8)
     for line in summary.lines():

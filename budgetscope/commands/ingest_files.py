@@ -6,7 +6,6 @@ import click
 
 from budgetscope.commands.common import Fail, open_database
 from ingest.file_loader import load_files
-from ingest.writer import SpanWriter
 from queries.derive import refresh_touched
 
 
@@ -23,7 +22,7 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
     db = context.obj["db"]
     with open_database(db) as con:
         summary = load_files(con, paths, progress=progress,
-                             writer=SpanWriter(con, after_write=refresh_touched))
+                             derive=refresh_touched)
     for line in summary.lines():
         click.echo(line, err=bool(summary.rejections) and line.startswith(" "))
     if summary.rejections:

@@ -119,8 +119,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
                             token=token, limits=Limits(max_body_bytes=max_body_bytes))
     try:
-        # Runs and steps are re-derived for the traces each transaction touched, inside it.
-        receivers = Receivers(owner, config, after_write=refresh_touched)
+        # Runs and steps of the traces each transaction touched are derived by the writer
+        # thread right after, when idle or every second (ingest/derivation.py).
+        receivers = Receivers(owner, config, derive=refresh_touched)
     except OSError as error:
         owner.close()
         raise Fail(str(error)) from None

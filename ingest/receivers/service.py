@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ingest.derivation import Derive
 from ingest.group_commit import GroupCommitter
 from ingest.owner import DatabaseOwner
 from ingest.receivers.auth import BearerToken
@@ -31,10 +32,11 @@ class Receivers:
     """OTLP/HTTP and OTLP/gRPC in front of one group-commit writer on the owner's database."""
 
     def __init__(self, owner: DatabaseOwner, config: ReceiverConfig,
-                 after_write: AfterWrite | None = None) -> None:
+                 after_write: AfterWrite | None = None, derive: Derive | None = None) -> None:
         self.config = config
         self.committer = GroupCommitter(
-            owner.cursor(), after_write=after_write, max_queued_spans=config.max_queued_spans,
+            owner.cursor(), after_write=after_write, derive=derive,
+            max_queued_spans=config.max_queued_spans,
             max_lag_seconds=config.max_lag_seconds)
         self.exporter = exporter = Exporter(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)

@@ -3,4 +3,5 @@
 DELETE FROM trace_arrivals;
 INSERT INTO trace_arrivals
 SELECT trace_id, min(received_at) FROM spans GROUP BY trace_id;
-CREATE OR REPLACE TEMP TABLE touched_traces AS SELECT trace_id FROM trace_arrivals;
+CREATE OR REPLACE TEMP TABLE touched_traces AS
+SELECT trace_id, first_received_at AS since FROM trace_arrivals;

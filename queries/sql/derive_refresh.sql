@@ -11,16 +11,19 @@
 -- A trace seen for the first time arrives now, in this transaction, and has no derived rows
 -- yet, so step 8 deletes only for traces seen before (most of a stream's batches are new
 -- traces, and each delete is a scan of its whole table).
+-- touched_traces(trace_id, since) says since when each trace has spans not yet derived: the
+-- derivation may run long after the write that stored them (see ingest/derivation.py).
 CREATE OR REPLACE TEMP TABLE derive_touched AS
-SELECT t.trace_id, a.first_received_at
-FROM (SELECT DISTINCT trace_id FROM touched_traces) t
+SELECT t.trace_id, a.first_received_at, t.since
+FROM (SELECT trace_id, min(since) AS since FROM touched_traces GROUP BY trace_id) t
 LEFT JOIN trace_arrivals a ON a.trace_id = t.trace_id;
 
 INSERT INTO trace_arrivals
-SELECT trace_id, now() FROM derive_touched WHERE first_received_at IS NULL;
+SELECT trace_id, since FROM derive_touched WHERE first_received_at IS NULL;
 
 CREATE OR REPLACE TEMP TABLE derive_floor AS
-SELECT coalesce(min(first_received_at), now()) - INTERVAL 1 MINUTE AS received_floor
+SELECT coalesce(min(coalesce(first_received_at, since)), now()) - INTERVAL 1 MINUTE
+           AS received_floor
 FROM derive_touched;
 
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS

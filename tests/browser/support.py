@@ -18,7 +18,6 @@ import pytest
 from budgetscope.config import SAMPLE_TRACES
 from ingest.database import connect
 from ingest.file_loader import load_files
-from ingest.writer import SpanWriter
 from queries.derive import refresh_touched
 from tests.trace_builder import TraceBuilder, store
 
@@ -54,7 +53,7 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     def build(con):  # type: ignore[no-untyped-def]
         summary = load_files(con, [SAMPLE_TRACES],
-                             writer=SpanWriter(con, after_write=refresh_touched))
+                             derive=refresh_touched)
         assert not summary.rejections
 
     return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "sample.duckdb", build)

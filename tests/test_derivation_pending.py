@@ -1,0 +1,126 @@
+"""Derived runs and steps catch up with stored spans after the acknowledged write, and nothing
+stored is ever left underived: not after a failed derivation, not after a crash."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from budgetscope.cli import cli
+from ingest.database import connect
+from ingest.derivation import PendingDerivations
+from ingest.file_loader import load_files
+from ingest.flatten import flatten_request
+from ingest.group_commit import GroupCommitter
+from ingest.writer import SpanWriter
+from queries.derive import refresh_touched
+from tests.otlp_files import otlp_json, request, sdk_spans
+
+
+def _runs(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def _pending(con: duckdb.DuckDBPyConnection) -> int:
+    return PendingDerivations.count(con)
+
+
+@pytest.fixture
+def con(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    connection = connect(tmp_path / "t.duckdb")
+    yield connection
+    connection.close()
+
+
+def _write_three_runs(con: duckdb.DuckDBPyConnection) -> None:
+    SpanWriter(con).write(flatten_request(request(sdk_spans(runs=3))))
+
+
+def test_a_write_marks_its_traces_and_derivation_clears_them(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    _write_three_runs(con)
+    assert (_runs(con), _pending(con)) == (0, 3)
+    assert PendingDerivations(refresh_touched).run(con) == 3
+    assert (_runs(con), _pending(con)) == (3, 0)
+
+
+def test_a_failed_derivation_leaves_the_marks_and_the_next_one_catches_up(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    _write_three_runs(con)
+
+    def broken(connection: duckdb.DuckDBPyConnection) -> None:
+        refresh_touched(connection)
+        raise OSError("No space left on device")
+
+    with pytest.raises(OSError):
+        PendingDerivations(broken).run(con)
+    assert (_runs(con), _pending(con)) == (0, 3)  # rolled back together
+    PendingDerivations(refresh_touched).run(con)
+    assert (_runs(con), _pending(con)) == (3, 0)
+
+
+def test_spans_stored_long_before_their_derivation_are_all_read(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    # A server killed before deriving, restarted two hours later: the derivation must read the
+    # spans from when they were stored, not from "a minute ago".
+    _write_three_runs(con)
+    con.execute("UPDATE spans SET received_at = received_at - INTERVAL 2 HOUR")
+    con.execute("UPDATE pending_derivations SET since = since - INTERVAL 2 HOUR")
+    PendingDerivations(refresh_touched).run(con)
+    steps = con.execute("SELECT count(*) FROM steps").fetchone()[0]
+    assert (_runs(con), steps) == (3, 9)  # each run: write, reconcile, model
+
+
+def test_derivation_goes_in_slices(con: duckdb.DuckDBPyConnection) -> None:
+    _write_three_runs(con)
+    derivations = PendingDerivations(refresh_touched, slice_traces=2)
+    assert derivations.run(con) == 3
+    assert (_runs(con), _pending(con)) == (3, 0)
+
+
+def test_a_file_load_ends_with_everything_derived(tmp_path: Path,
+                                                  con: duckdb.DuckDBPyConnection) -> None:
+    import json
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(otlp_json(request(sdk_spans(runs=4)))))
+    summary = load_files(con, [path], derive=refresh_touched)
+    assert summary.spans_loaded == 16
+    assert (_runs(con), _pending(con)) == (4, 0)
+
+
+def test_the_receivers_writer_derives_soon_after_acknowledging(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    committer = GroupCommitter(con.cursor(), derive=refresh_touched, derive_every_seconds=0.2)
+    try:
+        batch = flatten_request(encode_spans(sdk_spans(runs=2)))
+        assert committer.submit(batch).result(timeout=30).inserted == 8
+        deadline = time.monotonic() + 20
+        while _runs(con) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _runs(con) == 2
+    finally:
+        assert committer.close(timeout=30)
+    assert _pending(con) == 0
+
+
+def test_commands_catch_up_on_what_a_crashed_writer_left(tmp_path: Path) -> None:
+    db = tmp_path / "crashed.duckdb"
+    connection = connect(db)
+    _write_three_runs(connection)  # stored and marked, never derived: as after kill -9
+    connection.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), "report", "runs"])
+    assert result.exit_code == 0, result.output
+    assert len(result.output.strip().splitlines()) == 1 + 3  # header and three runs
+    connection = connect(db)
+    assert _pending(connection) == 0
+    connection.close()

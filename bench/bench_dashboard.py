@@ -169,9 +169,42 @@ def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
                     context.close()
                     cells.append(f"{page} {first:.2f}/{again:.2f}")
                 print(f"  {label:<12} " + "  ".join(cells), flush=True)
+            bench_navigation(browser, app.url, week, run_id, repeat)
             browser.close()
     finally:
         app.stop()
+
+
+TITLES = {"overview": "Overview", "attribution": "Attribution", "failures": "Failures",
+          "utilisation": "Utilisation", "reconciliation": "Reconciliation", "run": "Run view",
+          "weekly": "Weekly report"}
+
+
+def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
+                     repeat: int) -> None:
+    """How someone moves around: one tab, pages switched with the sidebar (Streamlit keeps the
+    connection and the JavaScript), timed from the click to the page's charts drawn."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore
+    tab = context.new_page()
+    tab.goto(base + url_for("run", week, run_id))  # the run view then remembers its run
+    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
+    times: dict[str, list[float]] = {page: [] for page in TITLES}
+    for _ in range(repeat + 1):
+        for page, title in TITLES.items():
+            started = time.perf_counter()
+            tab.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+            tab.wait_for_function(
+                "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
+                " return h && h.innerText.trim() === t; }", arg=title, timeout=120_000)
+            tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
+            if PAGE_CHARTS[page]:
+                tab.wait_for_function(
+                    "(n) => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
+                    arg=PAGE_CHARTS[page], timeout=120_000)
+            times[page].append(time.perf_counter() - started)
+    context.close()
+    print("  sidebar navigation (last 7 days), first / median of the rest: " + "  ".join(
+        f"{page} {t[0]:.2f}/{statistics.median(t[1:]):.2f}" for page, t in times.items()))
 
 
 def main() -> None:

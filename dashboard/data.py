@@ -173,6 +173,7 @@ class DatabaseStatus:
     agents: tuple[str, ...]
     spans: int | None = None
     newest_received: pd.Timestamp | None = None
+    newest_run_start: str | None = None  # ISO UTC, from the runs report
 
     @property
     def empty(self) -> bool:
@@ -191,7 +192,8 @@ def status() -> DatabaseStatus:
         row = report("database_status", everything).iloc[0]
         spans = int(row["spans"])
         newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
-    return DatabaseStatus(path, serving, len(runs), agents, spans, newest)
+    newest_run = None if runs.empty else str(runs["start"].max())
+    return DatabaseStatus(path, serving, len(runs), agents, spans, newest, newest_run)
 
 
 __all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "NotAvailable", "available",

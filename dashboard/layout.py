@@ -128,10 +128,17 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
     box = st.sidebar.container(border=True)
     box.caption("Database")
     box.text(status.path + ("  (served by this process)" if status.serving else ""))
-    spans = "–" if status.spans is None else f"{status.spans:,}"
-    newest = ("–" if status.newest_received is None
-              else status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
-    box.text(f"spans  {spans}\nruns   {status.runs:,}\nnewest span received\n       {newest}")
+    lines = [f"runs   {status.runs:,}"]
+    # Spans and the newest arrival need a status function in `queries`; until it exists the
+    # lines are left out rather than shown as blanks.
+    if status.spans is not None:
+        lines.insert(0, f"spans  {status.spans:,}")
+    if status.newest_run_start:
+        lines.append(f"newest run started\n  {status.newest_run_start[:19].replace('T', ' ')} UTC")
+    if status.newest_received is not None:
+        lines.append("newest span received\n  "
+                     + status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    box.text("\n".join(lines))
 
 
 def _endpoints() -> tuple[str, str]:

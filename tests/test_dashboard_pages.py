@@ -388,3 +388,12 @@ def test_attribution_lists_the_runs_of_a_culprit(db: str) -> None:
     expected = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == key)]
     assert sorted(table["run_id"]) == sorted(expected["run_id"])
     assert at.get("page_link"), "each listed run opens in the run view"
+
+
+def test_sidebar_says_what_the_database_holds(db: str) -> None:
+    at = open_page("weekly")
+    text = "\n".join(t.value for t in at.sidebar.text)
+    runs = query(db, "runs", Filters())
+    assert db in text
+    assert f"runs   {len(runs):,}" in text
+    assert runs["start"].max()[:16].replace("T", " ") in text

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shlex
 
 from queries.filters import Filters
 
 
-def _instant(value: object) -> str:
-    text = value.isoformat()  # type: ignore[attr-defined]
-    return text.replace("+00:00", "Z")
+def _instant(value: dt.datetime) -> str:
+    """A date when the instant is midnight UTC (as people type it), else ISO with Z."""
+    if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
+        return value.date().isoformat()
+    return value.isoformat().replace("+00:00", "Z")
 
 
 def cli_command(report: str, filters: Filters, db: str) -> str:

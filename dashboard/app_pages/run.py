@@ -78,7 +78,7 @@ else:
           "(time with no step running)")
 
 st.caption("Link to this view (copy with the button on the right):")
-st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None)
+st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None, wrap_lines=True)
 
 if view.steps.empty:
     st.info("This run has no steps.")

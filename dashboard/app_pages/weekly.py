@@ -20,7 +20,7 @@ st.download_button("Download CSV", data=to_csv_bytes(weekly),
                    file_name=csv_file_name("weekly", ctx.filters), mime="text/csv",
                    icon=":material/download:", key="weekly_csv", on_click="ignore")
 st.caption("The same bytes from the command line:")
-st.code(cli_command("weekly", ctx.filters, ctx.status.path), language="bash")
+st.code(cli_command("weekly", ctx.filters, ctx.status.path), language="bash", wrap_lines=True)
 
 if weekly.empty:
     st.info("No runs in this range.")

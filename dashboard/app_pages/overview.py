@@ -89,19 +89,25 @@ review = summaries.runs_worth_reviewing(runs)
 if review.empty:
     st.info("No exhausted, overrun or failed runs in this period.")
 else:
-    selection = st.dataframe(
+    def open_selected() -> None:
+        # A callback, so that the selection opens the run once: the table keeps its selection
+        # in session state, and coming back to this page must not open the run again.
+        rows = st.session_state["review_table"].selection.rows
+        if rows:
+            st.session_state["_open_run"] = str(review.iloc[rows[0]]["run_id"])
+
+    st.dataframe(
         review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms", "culprit",
                 "holder", "culprit_is_holder"]],
-        hide_index=True, on_select="rerun", selection_mode="single-row", key="review_table",
+        hide_index=True, on_select=open_selected, selection_mode="single-row",
+        key="review_table",
         column_config={
             "utilisation": st.column_config.NumberColumn(format="percent"),
             "overrun_ms": st.column_config.NumberColumn("overrun (ms)", format="%.0f"),
         })
-    rows = selection.selection.rows if selection is not None else []
-    if rows:
-        st.switch_page(layout.RUN_PAGE,
-                       query_params=layout.run_params(str(review.iloc[rows[0]]["run_id"]),
-                                                      ctx.state))
+    run_to_open = st.session_state.pop("_open_run", None)
+    if run_to_open:
+        st.switch_page(layout.RUN_PAGE, query_params=layout.run_params(run_to_open, ctx.state))
     chosen = st.selectbox("Open a run", review["run_id"], key="review_pick",
                           format_func=summaries.describe_run(review))
     if chosen:

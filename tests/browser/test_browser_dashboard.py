@@ -140,6 +140,22 @@ def test_run_opens_from_the_overview_list(sample_app: support.Dashboard, page: o
     assert heading(page) == "Run view"
     run_id = parse_qs(urlsplit(page.url).query)["run"][0]  # type: ignore[attr-defined]
     assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
+    # Selecting a row of the list (the table is a canvas: click its first row's marker) opens
+    # that run too, once: back on the overview, it stays there.
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, 3)
+    grid = page.locator('[data-testid="stDataFrame"]').first  # type: ignore[attr-defined]
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, 1)
+    assert heading(page) == "Run view"
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, 3)
+    assert heading(page) == "Overview"
 
 
 def test_weekly_csv_download_equals_the_cli(sample_app: support.Dashboard, page: object) -> None:

@@ -38,14 +38,14 @@ def generate(spans: int) -> Path:
 
 def _decode_only(path: Path) -> dict[str, float]:
     from ingest.file_loader import CHUNK_SPANS
-    from ingest.flatten import FlatBatch, flatten_request
+    from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
     from ingest.sources import read_pieces
 
     started = time.perf_counter()
     spans = 0
     batch = FlatBatch()
     for piece in read_pieces(path):
-        flatten_request(piece.request, where=piece.where, into=batch)
+        piece.flatten(max_future_ns=DEFAULT_MAX_FUTURE_NS, into=batch)
         if batch.span_count >= CHUNK_SPANS:  # same batching as ingest, so memory compares
             spans += batch.span_count
             batch = FlatBatch()

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ingest.background_writer import BackgroundWriter
 from ingest.derivation import Derive, PendingDerivations
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
 from ingest.progress import Progress
 from ingest.rejections import Rejection, RejectionLog
 from ingest.sources import OpenedFile, expand_paths, read_pieces
@@ -113,14 +113,12 @@ def load_files(
         opened: list[OpenedFile] = []
         for piece in read_pieces(path, opened):
             summary.rejections.extend(piece.rejections)
-            if piece.request.resource_spans:
-                before_spans, before_rejections = pending.span_count, len(pending.rejections)
-                flatten_request(piece.request, where=piece.where, max_future_ns=max_future_ns,
-                                into=pending)
-                summary.rejections.extend(pending.rejections[before_rejections:])
-                seen_spans += pending.span_count - before_spans
-                if pending.span_count >= chunk_spans:
-                    flush()
+            before_spans, before_rejections = pending.span_count, len(pending.rejections)
+            piece.flatten(max_future_ns=max_future_ns, into=pending)
+            summary.rejections.extend(pending.rejections[before_rejections:])
+            seen_spans += pending.span_count - before_spans
+            if pending.span_count >= chunk_spans:
+                flush()
             if opened:
                 bar.update(done_bytes + opened[0].consumed, seen_spans)
         if opened:

@@ -37,7 +37,7 @@ INT64_MAX = 2**63 - 1
 DEFAULT_MAX_FUTURE_NS = 24 * 3600 * 10**9
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 @dataclass
@@ -88,52 +88,51 @@ def _cached(kind: str, serialized: bytes, schema_url: str, build: Any) -> tuple[
     return row
 
 
-def _resource_row(resource: Resource, schema_url: str) -> tuple[str, tuple[Any, ...]]:
+def resource_row(resource: Resource, schema_url: str) -> tuple[str, tuple[Any, ...]]:
     return _cached("resource", resource.SerializeToString(deterministic=True), schema_url,
-                   lambda resource_id: _build_resource_row(resource_id, resource, schema_url))
+                   lambda resource_id: _buildresource_row(resource_id, resource, schema_url))
 
 
-def _build_resource_row(resource_id: str, resource: Resource, schema_url: str
+def _buildresource_row(resource_id: str, resource: Resource, schema_url: str
                         ) -> tuple[str, tuple[Any, ...]]:
     attributes, dropped = attributes_to_json(resource.attributes)
     service = attributes.get("service.name")
     service_name = service if isinstance(service, str) else None
-    row = (resource_id, service_name, _dumps(attributes),
+    row = (resource_id, service_name, dumps(attributes),
            resource.dropped_attributes_count + dropped, schema_url)
     return resource_id, row
 
 
-def _scope_row(scope: InstrumentationScope, schema_url: str) -> tuple[str, tuple[Any, ...]]:
+def scope_row(scope: InstrumentationScope, schema_url: str) -> tuple[str, tuple[Any, ...]]:
     return _cached("scope", scope.SerializeToString(deterministic=True), schema_url,
-                   lambda scope_id: _build_scope_row(scope_id, scope, schema_url))
+                   lambda scope_id: _buildscope_row(scope_id, scope, schema_url))
 
 
-def _build_scope_row(scope_id: str, scope: InstrumentationScope, schema_url: str
+def _buildscope_row(scope_id: str, scope: InstrumentationScope, schema_url: str
                      ) -> tuple[str, tuple[Any, ...]]:
     attributes, dropped = attributes_to_json(scope.attributes)
-    row = (scope_id, scope.name, scope.version, _dumps(attributes),
+    row = (scope_id, scope.name, scope.version, dumps(attributes),
            scope.dropped_attributes_count + dropped, schema_url)
     return scope_id, row
 
 
-def _id_problem(span: Span) -> str | None:
-    if len(span.trace_id) != 16:
-        return f"trace_id is {len(span.trace_id)} bytes, must be 16"
-    if span.trace_id == _ZERO_TRACE_ID:
+def id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str | None:
+    if len(trace_id) != 16:
+        return f"trace_id is {len(trace_id)} bytes, must be 16"
+    if trace_id == _ZERO_TRACE_ID:
         return "trace_id is all zeros"
-    if len(span.span_id) != 8:
-        return f"span_id is {len(span.span_id)} bytes, must be 8"
-    if span.span_id == _ZERO_SPAN_ID:
+    if len(span_id) != 8:
+        return f"span_id is {len(span_id)} bytes, must be 8"
+    if span_id == _ZERO_SPAN_ID:
         return "span_id is all zeros"
-    if span.parent_span_id and len(span.parent_span_id) != 8:
-        return f"parent_span_id is {len(span.parent_span_id)} bytes, must be 8 or empty"
+    if parent_span_id and len(parent_span_id) != 8:
+        return f"parent_span_id is {len(parent_span_id)} bytes, must be 8 or empty"
     return None
 
 
-def _time_problem(span: Span, latest_start_ns: int) -> str | None:
-    start, end = span.start_time_unix_nano, span.end_time_unix_nano
-    if start == 0:
-        return "start_time_unix_nano is 0"
+def time_problem(start: int, end: int, latest_start_ns: int) -> str | None:
+    if start <= 0:
+        return "start_time_unix_nano is 0" if start == 0 else "start time is negative"
     if start > INT64_MAX or end > INT64_MAX:
         return "timestamp beyond year 2262"
     if end < start:
@@ -141,6 +140,47 @@ def _time_problem(span: Span, latest_start_ns: int) -> str | None:
     if start > latest_start_ns:
         return "starts in the future (more than the allowed clock skew ahead of now)"
     return None
+
+
+def refuse(batch: FlatBatch, name: str, problem: str, where: str) -> None:
+    reason = "bad_id" if "_id" in problem else "bad_timestamp"
+    batch.rejections.append(Rejection(reason, f"span {name!r} refused: {problem}", where))
+
+
+def append_span(
+    batch: FlatBatch, trace_id: bytes, span_id: bytes, parent_span_id: bytes,
+    trace_state: str, flags: int, name: str, kind: int, start_ns: int, end_ns: int,
+    status_code: int, status_message: str, resource_id: str, scope_id: str,
+    service_name: str | None, attributes: dict[str, Any], dropped_attributes: int,
+    typed: dict[str, Any], events: list[dict[str, Any]], exception_types: list[str],
+    dropped_events: int, links: list[dict[str, Any]], dropped_links: int,
+) -> None:
+    """One validated span as a row; shared by the protobuf and the OTLP JSON flatteners."""
+    columns = batch.spans
+    columns["trace_id"].append(trace_id.hex())
+    columns["span_id"].append(span_id.hex())
+    columns["parent_span_id"].append(parent_span_id.hex() or None)
+    columns["trace_state"].append(trace_state)
+    columns["flags"].append(flags)
+    columns["name"].append(name)
+    columns["kind"].append(kind)
+    columns["start_ns"].append(start_ns)
+    columns["end_ns"].append(end_ns)
+    columns["status_code"].append(status_code)
+    columns["status_message"].append(status_message)
+    columns["resource_id"].append(resource_id)
+    columns["scope_id"].append(scope_id)
+    columns["service_name"].append(service_name)
+    columns["attributes"].append(dumps(attributes))
+    columns["dropped_attributes_count"].append(dropped_attributes)
+    columns["events"].append(events)
+    columns["dropped_events_count"].append(dropped_events)
+    columns["links"].append(links)
+    columns["dropped_links_count"].append(dropped_links)
+    for column in TYPED_COLUMNS:
+        columns[column].append(typed.get(column))
+    columns["exception_types"].append(exception_types)
+    batch.span_count += 1
 
 
 def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
@@ -151,7 +191,7 @@ def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
         events.append({
             "time_ns": min(event.time_unix_nano, INT64_MAX),
             "name": event.name,
-            "attributes": _dumps(attributes),
+            "attributes": dumps(attributes),
             "dropped_attributes_count": event.dropped_attributes_count + dropped,
         })
         if event.name == "exception":
@@ -170,7 +210,7 @@ def _links(span: Span) -> list[dict[str, Any]]:
             "span_id": link.span_id.hex(),
             "trace_state": link.trace_state,
             "flags": link.flags,
-            "attributes": _dumps(attributes),
+            "attributes": dumps(attributes),
             "dropped_attributes_count": link.dropped_attributes_count + dropped,
         })
     return links
@@ -183,53 +223,35 @@ def flatten_resource_spans(
     where: str = "",
     latest_start_ns: int,
 ) -> None:
-    resource_id, resource_row = _resource_row(resource_spans.resource, resource_spans.schema_url)
-    service_name = resource_row[1]
+    resource_id, resource_values = resource_row(resource_spans.resource,
+                                                resource_spans.schema_url)
+    service_name = resource_values[1]
     resource_used = False
-    columns = batch.spans
     for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
-        scope_id, scope_row = _scope_row(scope_spans.scope, scope_spans.schema_url)
+        scope_id, scope_values = scope_row(scope_spans.scope, scope_spans.schema_url)
         if scope_spans.spans:
-            batch.scopes[scope_id] = scope_row
+            batch.scopes[scope_id] = scope_values
         for span_index, span in enumerate(scope_spans.spans):
-            problem = _id_problem(span) or _time_problem(span, latest_start_ns)
+            problem = (id_problem(span.trace_id, span.span_id, span.parent_span_id)
+                       or time_problem(span.start_time_unix_nano, span.end_time_unix_nano,
+                                       latest_start_ns))
             if problem:
-                reason = "bad_id" if "_id" in problem else "bad_timestamp"
-                batch.rejections.append(Rejection(
-                    reason, f"span {span.name!r} refused: {problem}",
-                    locate(where, f"scope {scope_index}", f"span {span_index}"),
-                ))
+                refuse(batch, span.name, problem,
+                       locate(where, f"scope {scope_index}", f"span {span_index}"))
                 continue
             resource_used = True
             attributes, dropped_attributes, typed = span_attributes_to_json(span.attributes)
             events, exception_types = _events(span)
-            columns["trace_id"].append(span.trace_id.hex())
-            columns["span_id"].append(span.span_id.hex())
-            columns["parent_span_id"].append(span.parent_span_id.hex() or None)
-            columns["trace_state"].append(span.trace_state)
-            columns["flags"].append(span.flags)
-            columns["name"].append(span.name)
-            columns["kind"].append(span.kind)
-            columns["start_ns"].append(span.start_time_unix_nano)
-            columns["end_ns"].append(span.end_time_unix_nano)
-            columns["status_code"].append(span.status.code)
-            columns["status_message"].append(span.status.message)
-            columns["resource_id"].append(resource_id)
-            columns["scope_id"].append(scope_id)
-            columns["service_name"].append(service_name)
-            columns["attributes"].append(_dumps(attributes))
-            columns["dropped_attributes_count"].append(
-                span.dropped_attributes_count + dropped_attributes)
-            columns["events"].append(events)
-            columns["dropped_events_count"].append(span.dropped_events_count)
-            columns["links"].append(_links(span))
-            columns["dropped_links_count"].append(span.dropped_links_count)
-            for column in TYPED_COLUMNS:
-                columns[column].append(typed.get(column))
-            columns["exception_types"].append(exception_types)
-            batch.span_count += 1
+            append_span(
+                batch, span.trace_id, span.span_id, span.parent_span_id, span.trace_state,
+                span.flags, span.name, span.kind, span.start_time_unix_nano,
+                span.end_time_unix_nano, span.status.code, span.status.message, resource_id,
+                scope_id, service_name, attributes,
+                span.dropped_attributes_count + dropped_attributes, typed, events,
+                exception_types, span.dropped_events_count, _links(span),
+                span.dropped_links_count)
     if resource_used:
-        batch.resources[resource_id] = resource_row
+        batch.resources[resource_id] = resource_values
 
 
 def latest_acceptable_start_ns(max_future_ns: int = DEFAULT_MAX_FUTURE_NS) -> int:

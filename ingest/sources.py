@@ -16,11 +16,12 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.otlp_json import NotOtlpJson, request_from_json
+from ingest.flatten import FlatBatch, flatten_request
+from ingest.otlp_json import NotOtlpJson, check_request_shape, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request, iter_streamed_request
 from ingest.protowire import WireError
 from ingest.rejections import Rejection
@@ -33,11 +34,23 @@ MAX_PREFIXED_MESSAGE = 512 * 1024 * 1024
 
 @dataclass
 class Piece:
-    """A decoded request from a file, with where it came from and what was refused in it."""
+    """A decoded request from a file, with where it came from and what was refused in it:
+    a protobuf message, or an OTLP JSON document (flattened straight from its dicts)."""
 
-    request: ExportTraceServiceRequest
+    request: ExportTraceServiceRequest | None
     where: str
     rejections: list[Rejection] = field(default_factory=list)
+    document: Any = None
+    check_text: bool = False  # the JSON may hold invalid UTF-8: check each span's text
+
+    def flatten(self, *, max_future_ns: int, into: FlatBatch) -> None:
+        """Append this piece's spans (and their refusals) to `into`."""
+        if self.document is not None:
+            flatten_json_request(self.document, where=self.where, check_text=self.check_text,
+                                 max_future_ns=max_future_ns, into=into)
+        elif self.request is not None and self.request.resource_spans:
+            flatten_request(self.request, where=self.where, max_future_ns=max_future_ns,
+                            into=into)
 
 
 class CountingReader(io.RawIOBase):
@@ -181,12 +194,11 @@ def _json_document(data: bytes, name: str, line: int) -> Iterator[Piece]:
     for index, item in enumerate(documents):
         here = where if len(documents) == 1 else f"{where} request {index}"
         try:
-            request, rejections = request_from_json(item, here, check_text)
+            check_request_shape(item)
         except NotOtlpJson as error:
-            yield Piece(ExportTraceServiceRequest(), here, [_rejection(
-                "not_otlp", str(error), here)])
+            yield Piece(None, here, [_rejection("not_otlp", str(error), here)])
             continue
-        yield Piece(request, here, rejections)
+        yield Piece(None, here, document=item, check_text=check_text)
 
 
 def _prefixed_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:

@@ -134,3 +134,47 @@ def test_folders_are_walked(tmp_path: Path, files: dict[str, Path],
     assert summary.files == len(files)
     assert summary.spans_loaded == len(spans)
     assert not summary.rejections
+
+
+def test_json_and_protobuf_store_every_value_kind_alike(tmp_path: Path) -> None:
+    # Values the SDK cannot make (bytes, kvlists, nested arrays, non-finite doubles), written
+    # by hand as protobuf, then as OTLP JSON; both paths must store the very same row.
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from tests.otlp_files import otlp_json
+
+    message = ExportTraceServiceRequest()
+    resource_spans = message.resource_spans.add()
+    resource_spans.resource.attributes.add(key="service.name").value.string_value = "svc"
+    span = resource_spans.scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
+    span.name, span.kind = "kinds", 2
+    span.start_time_unix_nano, span.end_time_unix_nano = 1_795_000_000_000_000_000, \
+        1_795_000_001_000_000_000
+    values = span.attributes
+    values.add(key="raw").value.bytes_value = b"\x00\xffbytes"
+    values.add(key="nan").value.double_value = float("nan")
+    values.add(key="inf").value.double_value = float("-inf")
+    values.add(key="big").value.int_value = 2**62
+    nested = values.add(key="nested").value.kvlist_value.values.add(key="inner")
+    nested.value.array_value.values.add().bool_value = True
+    nested.value.array_value.values.add().string_value = "x"
+    values.add(key="empty")
+    span.status.code = 2
+    (tmp_path / "a.pb").write_bytes(message.SerializeToString())
+    (tmp_path / "b.json").write_text(json.dumps(otlp_json(message)))
+    rows = []
+    for name in ("a.pb", "b.json"):
+        con = connect(tmp_path / f"{name}.duckdb")
+        summary = load_files(con, [tmp_path / name])
+        assert not summary.rejections, summary.lines()
+        rows.append(con.execute("SELECT * EXCLUDE (received_at) FROM spans").fetchall()
+                    + con.execute("SELECT * FROM resources").fetchall())
+        con.close()
+    assert rows[0] == rows[1]
+    attributes = json.loads(rows[0][0][14])
+    assert attributes == {"raw": {"bytesValue": "AP9ieXRlcw=="}, "nan": "NaN",
+                          "inf": "-Infinity", "big": 2**62,
+                          "nested": {"inner": [True, "x"]}, "empty": None}

@@ -16,13 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
-from ingest.flatten import flatten_request
+from ingest.flatten import FlatBatch, flatten_request
 from ingest.group_commit import GroupCommitter, Overloaded
-from ingest.otlp_json import NotOtlpJson, request_from_json
+from ingest.otlp_json import NotOtlpJson, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request
 from ingest.rejections import Rejection
 
@@ -106,39 +105,38 @@ class Exporter:
         return self._export(body, where, inflate, self._decode_json)
 
     @staticmethod
-    def _decode_protobuf(body: bytes, where: str) -> tuple[ExportTraceServiceRequest,
-                                                           list[Rejection]]:
+    def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
         try:
-            return decode_request(body, where)
+            request, rejections = decode_request(body, where)
         except UndecodableMessage as error:
             raise Undecodable(str(error)) from None
+        del body
+        batch = flatten_request(request, where=where)
+        batch.rejections[:0] = rejections
+        return batch
 
     @staticmethod
-    def _decode_json(body: bytes, where: str) -> tuple[ExportTraceServiceRequest,
-                                                       list[Rejection]]:
+    def _decode_json(body: bytes, where: str) -> FlatBatch:
         try:
             # surrogateescape keeps a span with invalid UTF-8 text parseable, so that
-            # request_from_json refuses that span alone instead of the whole body.
+            # the flattener refuses that span alone instead of the whole body.
             document = json.loads(body.decode("utf-8", "surrogateescape")) if body else {}
-            return request_from_json(document, where)
+            return flatten_json_request(document, where=where)
         except (ValueError, RecursionError) as error:  # JSONDecodeError, NotOtlpJson
             what = "not OTLP JSON" if isinstance(error, NotOtlpJson) else "invalid JSON"
             raise Undecodable(f"{what}: {error}"[:500]) from None
 
     def _export(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
-                decode: Callable[[bytes, str], tuple[ExportTraceServiceRequest,
-                                                     list[Rejection]]]) -> Accepted:
+                decode: Callable[[bytes, str], FlatBatch]) -> Accepted:
         with self._decoding_slot():
             started = time.monotonic()
             self.committer.decoding_started()  # lets the writer wait for this one (linger)
             try:
                 if inflate is not None:
                     body = inflate(body)
-                request, rejections = decode(body, where)
-                del body
-                batch = flatten_request(request, where=where)
-                del request  # only the rows wait for the commit, not the protobuf objects
-                rejections = rejections + batch.rejections
+                batch = decode(body, where)
+                del body  # only the rows wait for the commit, not the body or its objects
+                rejections = batch.rejections
                 with self._counting:
                     self.requests += 1
                     self.decode_seconds += time.monotonic() - started

@@ -37,8 +37,12 @@ test: $(STAMP) chromium
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Long (tens of minutes on 2 cores): every benchmark at its default sizes.
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python bench/bench_receivers.py
+	$(BIN)/python bench/bench_queries.py
+	$(BIN)/python bench/bench_dashboard.py --runs 35000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

@@ -13,7 +13,10 @@ import plotly.graph_objects as go
 
 from dashboard import colors, fmt
 
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15),
+# The legend sits in the bottom margin, below the x axis title, in container coordinates, so it
+# never overlaps the axis whatever the chart's height.
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=100),
+               legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
                hovermode="closest")
 
 

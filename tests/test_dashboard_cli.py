@@ -1,0 +1,58 @@
+"""`budgetscope demo` ends by serving the dashboard on the demo database (unless --no-ui), and
+`budgetscope dashboard` serves it on an existing one. Streamlit itself is replaced by a
+recorder here; the browser tests run the real server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from budgetscope.commands import dashboard, demo
+from tests.browser.support import REPO
+
+
+@pytest.fixture(scope="module")
+def small_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("traces") / "small.jsonl.gz"
+    subprocess.run([sys.executable, "-m", "sample_traces.generate", "--runs", "12",
+                    "--out", str(path)], cwd=REPO, check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture()
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
+    calls: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(demo, "serve_dashboard", lambda *a: calls.append(a))
+    monkeypatch.setattr(dashboard, "serve_dashboard", lambda *a: calls.append(a))
+    return calls
+
+
+def test_demo_opens_the_dashboard_on_the_demo_database(
+        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo, "SAMPLE_TRACES", small_sample)
+    db = tmp_path / "demo.duckdb"
+    result = CliRunner().invoke(cli, ["demo", "--db", str(db), "--port", "8599"])
+    assert result.exit_code == 0, result.output
+    assert served == [(str(db), "127.0.0.1", 8599)]
+    served.clear()
+    result = CliRunner().invoke(cli, ["demo", "--db", str(db), "--no-ui"])
+    assert result.exit_code == 0, result.output
+    assert served == []
+
+
+def test_dashboard_command_serves_an_existing_database(
+        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]]) -> None:
+    db = tmp_path / "traces.duckdb"
+    loaded = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--no-progress",
+                                      str(small_sample)])
+    assert loaded.exit_code == 0, loaded.output
+    result = CliRunner().invoke(cli, ["--db", str(db), "dashboard", "--port", "8600",
+                                      "--host", "0.0.0.0"])
+    assert result.exit_code == 0, result.output
+    assert served == [(str(db), "0.0.0.0", 8600)]

@@ -75,14 +75,24 @@ def _from_widgets() -> FilterState:
     return FilterState(preset, since, until, agent)
 
 
-def sidebar_filters(agents: tuple[str, ...]) -> FilterState:
+def default_preset(status: data.DatabaseStatus, now: dt.datetime) -> str:
+    """Last 7 days when the data reaches into them, else all time: a link without filters (the
+    demo's, a first visit) opens on data, not on an empty week."""
+    if status.newest_run_start:
+        newest = dt.datetime.fromisoformat(status.newest_run_start.replace("Z", "+00:00"))
+        if newest >= now - dt.timedelta(days=7):
+            return "7d"
+    return "all"
+
+
+def sidebar_filters(agents: tuple[str, ...], default: str = "7d") -> FilterState:
     """Render the filters in the sidebar; URL in, URL out."""
     ss = st.session_state
     url_state, problems = from_params(st.query_params.to_dict())
     if url_state is not None and url_state != ss.get(_LAST):
         _push_to_widgets(url_state)  # a pasted link or the back button: the URL wins
     elif "f_range" not in ss:
-        _push_to_widgets(FilterState())
+        _push_to_widgets(FilterState(default))
     for problem in problems:
         st.sidebar.warning(fmt.escape_md(problem))
 
@@ -205,7 +215,13 @@ def no_runs_in_range(ctx: PageContext) -> bool:
         return False
     st.info(fmt.escape_md(f"No runs started in {ctx.state.label(ctx.now)}. The database "
                           f"holds {ctx.status.runs:,} runs in all: widen the time range "
-                          "(e.g. All time) or pick another agent."))
+                          "or pick another agent."))
+
+    def show_all() -> None:  # a callback: widget state may change only before the widgets run
+        st.session_state["f_range"] = "all"
+        st.session_state["f_agent"] = _ALL_AGENTS
+
+    st.button("Show all time, all agents", on_click=show_all, key="show_all")
     return True
 
 

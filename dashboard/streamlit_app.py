@@ -46,7 +46,7 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - a message, never a traceback
         layout.show_error(error, "read the database")
         return
-    state = layout.sidebar_filters(status.agents)
+    state = layout.sidebar_filters(status.agents, layout.default_preset(status, now_utc()))
     layout.sidebar_status(status)
     if status.empty:
         layout.empty_state(status.path, status.serving)

@@ -5,6 +5,7 @@ filters. Plus the empty-database state, deep links and hostile span names."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import re
 import shutil
@@ -19,7 +20,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import fmt
+from dashboard import data, fmt, layout
 from ingest.database import connect
 from ingest.owner import DatabaseOwner, install
 from queries import reports
@@ -401,3 +402,23 @@ def test_sidebar_says_what_the_database_holds(db: str) -> None:
     assert db in text
     assert f"runs   {len(runs):,}" in text
     assert runs["start"].max()[:16].replace("T", " ") in text
+
+
+def test_without_filters_it_opens_on_data(db: str) -> None:
+    """The sample ended before today's week may: a bare link opens on all time, not on an
+    empty week; an empty range offers a way back to the data."""
+    at = open_page("overview", {})
+    expected = layout.default_preset(data_status(db), dt.datetime.now(dt.UTC))
+    assert at.query_params["range"] in (expected, [expected])
+    at = open_page("overview", {"range": "custom", "since": "2020-01-01",
+                                "until": "2020-01-02"})
+    assert "No runs started" in at.info[0].value
+    at.button(key="show_all").click().run()
+    assert not at.exception
+    assert at.query_params["range"] in ("all", ["all"])
+    assert metrics(at)["Runs"] == f"{len(query(db, 'runs', Filters())):,}"
+
+
+def data_status(db: str) -> data.DatabaseStatus:
+    runs = query(db, "runs", Filters())
+    return data.DatabaseStatus(db, False, len(runs), (), newest_run_start=str(runs["start"].max()))

@@ -157,6 +157,12 @@ def _cached_run(run_id: str, source: tuple[object, ...]) -> RunView:
         return load_run(con, run_id)
 
 
+def clear_cache() -> None:
+    """Forget cached results (the sidebar's Reload), e.g. to see spans that just arrived."""
+    _cached_report.clear()
+    _cached_run.clear()
+
+
 def run_view(run_id: str) -> RunView:
     """One run for the on-call view. Raises queries.run_view.RunNotFound."""
     return _cached_run(run_id.strip().lower(), source_token())
@@ -197,4 +203,5 @@ def status() -> DatabaseStatus:
 
 
 __all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "NotAvailable", "available",
-           "connection", "database_path", "report", "run_view", "source_token", "status"]
+           "clear_cache", "connection", "database_path", "report", "run_view", "source_token",
+           "status"]

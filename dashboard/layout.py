@@ -149,6 +149,9 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
         lines.append("newest span received\n  "
                      + status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
     box.text("\n".join(lines))
+    box.button("Reload data", key="reload", on_click=data.clear_cache, icon=":material/refresh:",
+               help=f"Results are kept up to {data.TTL_SECONDS} s; reload to see spans that "
+                    "arrived since.")
 
 
 def _endpoints() -> tuple[str, str]:

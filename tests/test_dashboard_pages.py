@@ -28,6 +28,7 @@ from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
 from tests.browser import support
+from tests.trace_builder import TraceBuilder, store
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
          "weekly"]
@@ -422,3 +423,29 @@ def test_without_filters_it_opens_on_data(db: str) -> None:
 def data_status(db: str) -> data.DatabaseStatus:
     runs = query(db, "runs", Filters())
     return data.DatabaseStatus(db, False, len(runs), (), newest_run_start=str(runs["start"].max()))
+
+
+def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPathFactory,
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside serve the file does not change identity as spans arrive: results are cached for
+    a while, and Reload shows what came in meanwhile."""
+    copy = tmp_path / "growing.duckdb"
+    shutil.copy(support.hostile_db(tmp_path_factory), copy)
+    owner = DatabaseOwner(copy)
+    install(owner)
+    try:
+        at = open_page("overview", {"range": "all"})
+        assert metrics(at)["Runs"] == "1"
+        b = TraceBuilder(seed=5)
+        b.run(0, 1_000, 10_000, budget_run_outcome="completed")
+        cursor = owner.cursor()
+        store(cursor, b.finished())
+        cursor.close()
+        at.run()
+        assert metrics(at)["Runs"] == "1"  # still the cached result
+        at.sidebar.button(key="reload").click().run()
+        assert metrics(at)["Runs"] == "2"
+    finally:
+        install(None)
+        owner.close()

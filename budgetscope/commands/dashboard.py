@@ -29,11 +29,11 @@ def check_readable(db: str) -> None:
         pass
 
 
-def serve_dashboard(db: str, host: str, port: int) -> None:
-    """Run Streamlit's server on this thread until Ctrl-C / SIGTERM."""
+def run_streamlit(app: Path, host: str, port: int) -> None:
+    """Streamlit's server for `app` on this thread until SIGTERM/SIGINT (it installs the
+    handlers): headless, no usage statistics, no file watching."""
     from streamlit.web import bootstrap  # imported here: the other commands never load it
 
-    os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
     options = {
         "server_address": host,
         "server_port": port,
@@ -44,10 +44,16 @@ def serve_dashboard(db: str, host: str, port: int) -> None:
         "global_developmentMode": False,
         "client_toolbarMode": "viewer",  # no "Deploy" button: this is a product, not a sketch
     }
+    bootstrap.load_config_options(flag_options=options)
+    bootstrap.run(str(app), False, [], options)
+
+
+def serve_dashboard(db: str, host: str, port: int) -> None:
+    """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM."""
+    os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
     url_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")
-    bootstrap.load_config_options(flag_options=options)
-    bootstrap.run(str(DASHBOARD_APP), False, [], options)
+    run_streamlit(DASHBOARD_APP, host, port)
 
 
 @click.command("dashboard")

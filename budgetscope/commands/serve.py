@@ -15,13 +15,13 @@ import signal
 import socket
 import sys
 import threading
-from pathlib import Path
 from types import FrameType
 
 import click
 import duckdb
 
 from budgetscope.commands.common import Fail
+from budgetscope.commands.dashboard import DASHBOARD_APP, run_streamlit
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
 from ingest.owner import DatabaseOwner, install
@@ -30,7 +30,6 @@ from ingest.receivers.service import ReceiverConfig, Receivers
 from queries.derive import refresh_touched
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
-DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -69,23 +68,6 @@ def _check_port_free(host: str, port: int) -> None:
         except OSError as error:
             raise Fail(f"cannot serve the dashboard on {host}:{port} ({error.strerror}); "
                        "choose another --ui-port, or --no-ui") from None
-
-
-def _run_dashboard(app: Path, host: str, port: int) -> None:
-    """Streamlit's server on the main thread until SIGTERM/SIGINT (it installs the handlers)."""
-    from streamlit.web import bootstrap  # imported here: --no-ui never loads Streamlit
-
-    options = {
-        "server_address": host,
-        "server_port": port,
-        "server_headless": True,
-        "server_fileWatcherType": "none",
-        "server_runOnSave": False,
-        "browser_gatherUsageStats": False,
-        "global_developmentMode": False,
-    }
-    bootstrap.load_config_options(flag_options=options)
-    bootstrap.run(str(app), False, [], options)
 
 
 @click.command("serve")
@@ -142,7 +124,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if no_ui:
             _wait_for_signal()
         else:
-            _run_dashboard(DASHBOARD_APP, host, ui_port)
+            run_streamlit(DASHBOARD_APP, host, ui_port)
     finally:
         click.echo("budgetscope serve: stopping; finishing in-flight requests", err=True)
         drained = receivers.stop(DRAIN_SECONDS)

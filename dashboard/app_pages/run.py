@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, layout, run_figures, summaries
+from dashboard import colors, data, fmt, layout, run_figures, summaries
 from queries.run_view import RunNotFound
 
 ctx = layout.context()
@@ -84,6 +84,10 @@ if view.steps.empty:
     st.info("This run has no steps.")
 else:
     st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall")
+    counts = view.steps["step_class"].value_counts()
+    st.caption(fmt.escape_md("Steps by class: " + " · ".join(
+        f"{colors.CLASS_LABELS[name]} {int(counts.get(name, 0))}"
+        for name in colors.STEP_CLASSES if counts.get(name, 0))))
     st.subheader("Steps")
     st.dataframe(summaries.run_steps_table(view.steps, run), hide_index=True, key="steps_table",
                  height=min(38 + 35 * len(view.steps), 740),

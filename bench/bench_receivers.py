@@ -9,9 +9,9 @@ each with a keep-alive connection, POSTing pre-serialized protobuf requests of `
 (distinct ids, so every span is a real insert) back to back. A 200 means committed, so spans/s
 committed = spans acknowledged / wall time. Figures are printed, never asserted.
 
-Scenarios, each on a fresh database: the first exporter count as serve runs (with the runs/steps
-derivation hook inside every transaction), the same without the hook (the receivers and writer
-alone), then the other exporter counts with the hook.
+Scenarios, each on a fresh database: the first exporter count as serve runs (the writer thread
+derives runs/steps after the acknowledged writes, when idle or every second), the same without
+derivation (the receivers and writer alone), then the other exporter counts with it.
 """
 
 from __future__ import annotations
@@ -206,10 +206,10 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
     assert scenario.pipe is not None and scenario.client is not None
     with tempfile.TemporaryDirectory() as folder:
         owner = DatabaseOwner(Path(folder) / "bench.duckdb")
-        # Wired as `budgetscope serve` wires it (with the derivation hook unless measuring
-        # the receivers and writer without it).
+        # Wired as `budgetscope serve` wires it (with the runs/steps derivation after each
+        # acknowledged write, unless measuring the receivers and writer without it).
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                              after_write=refresh_touched if scenario.derive else None)
+                              derive=refresh_touched if scenario.derive else None)
         receivers.start()
         stop_queries = threading.Event()
         timings: dict[str, list[float]] = {}
@@ -225,14 +225,19 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
         exporter = receivers.exporter
         cursor = owner.cursor()
         stored = cursor.execute("SELECT count(*) FROM spans").fetchone()[0]
+        runs = cursor.execute("SELECT count(*) FROM runs").fetchone()[0]
         cursor.close()
+        derivations = receivers.committer.derivations
         owner.close()
 
     every = [latency for worker in latencies for latency in worker]
     acknowledged = len(every) * spans
     label = "with" if scenario.derive else "WITHOUT"
     print(f"\nOTLP/HTTP protobuf, {scenario.exporters} exporters x {spans}-span requests, "
-          f"{label} the runs/steps derivation hook, {wall:.1f} s:")
+          f"{label} the runs/steps derivation (after each acknowledged write), {wall:.1f} s:")
+    if derivations is not None:
+        print(f"  derivation: {derivations.traces_derived:,} traces in "
+              f"{derivations.seconds:.1f} s of the writer thread ({runs:,} runs derived)")
     print(f"  {acknowledged / wall:,.0f} spans/s committed ({acknowledged:,} acknowledged, "
           f"{stored:,} stored, {sum(refused)} refused 503)")
     if every:

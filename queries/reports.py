@@ -75,6 +75,34 @@ def weekly(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.
     return _frame(con, "weekly_report", filters)
 
 
+def database_status(con: duckdb.DuckDBPyConnection,
+                    filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row: spans, runs, newest_received, traces_pending_derivation (filters unused)."""
+    del filters
+    return execute(con, "database_status", {}).df()
+
+
+def failures_daily(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Steps per UTC day of run start, one column per SPEC §3 class."""
+    return _frame(con, "failures_daily", filters)
+
+
+def tool_latency(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Every tool call (refused ones aside): step_key, duration_ms, cap_ms, class."""
+    return _frame(con, "tool_latency", filters)
+
+
+def attribution_completed(con: duckdb.DuckDBPyConnection,
+                          filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Budget share per step key over budgeted runs that were not exhausted."""
+    return _frame(con, "attribution_completed", filters)
+
+
+def orphan_writes(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Uncertain writes nobody read back: run_id, step_key, idempotency_key, start, agent."""
+    return _frame(con, "orphan_writes", filters)
+
+
 Report = Callable[[duckdb.DuckDBPyConnection, Filters], pd.DataFrame]
 
 # The reports `budgetscope report NAME` knows, in the order its help lists them.

@@ -1,0 +1,6 @@
+-- name: database_status
+-- What the database holds: spans, runs, and when the newest span was stored (filters unused).
+SELECT (SELECT count(*) FROM spans) AS spans,
+       (SELECT count(*) FROM runs) AS runs,
+       (SELECT max(received_at) FROM spans) AS newest_received,
+       (SELECT count(*) FROM pending_derivations) AS traces_pending_derivation;

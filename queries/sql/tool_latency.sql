@@ -1,0 +1,10 @@
+-- name: tool_latency
+-- Every tool call's duration beside its cap, so a cap set below a tool's tail shows (one row per call).
+-- Refused calls never started and are left out: their duration says nothing about the tool.
+SELECT step_key, duration_ms, cap_ms, class
+FROM steps
+WHERE kind = 'tool' AND class <> 'refused'
+  AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
+  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
+  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+ORDER BY step_key, duration_ms;

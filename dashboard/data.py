@@ -29,8 +29,8 @@ from queries.filters import Filters
 from queries.run_view import RunView, load_run
 
 DB_ENV = "BUDGETSCOPE_DB"  # the same variable the CLI's --db reads
-# Inside serve new spans arrive all the time: results may be this old. Standalone, the cache key
-# also holds the file's size and mtime, so an ingest between two page loads shows at once.
+# The cache key holds the file's size and mtime (see source_token), so new data shows at once;
+# the TTL only bounds how long unused results stay in memory.
 TTL_SECONDS = 30
 MAX_ENTRIES = 256
 
@@ -103,12 +103,13 @@ def connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def source_token() -> tuple[object, ...]:
-    """What identifies the data for cache keys: the serving process, or the file's state."""
+    """What identifies the data for cache keys: the file's state (size and mtime of the
+    database and its WAL). Inside serve every commit, of spans or of their derivation, grows
+    the WAL, so a page drawn after new spans arrive misses the cache and shows them: within
+    the second the writer takes to derive them, instead of after the TTL."""
     owner = current_owner()
-    if owner is not None:
-        return ("serve", owner.path)
-    path = database_path()
-    stamps: list[object] = ["file", os.path.abspath(path)]
+    path = owner.path if owner is not None else database_path()
+    stamps: list[object] = ["serve" if owner is not None else "file", os.path.abspath(path)]
     for candidate in (path, f"{path}.wal"):
         try:
             stat = os.stat(candidate)

@@ -14,7 +14,7 @@ from queries.derive import refresh_touched
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--progress/--no-progress", default=None,
               help="Force the progress bar on or off (default: on a terminal, for slow loads).")
-@click.option("--memory-limit", default="200MB", show_default=True,
+@click.option("--memory-limit", default="128MB", show_default=True,
               help="DuckDB's own memory (cache, indexes) for this load; decoding adds ~250 MB.")
 @click.pass_context
 def ingest_command(context: click.Context, paths: tuple[str, ...], progress: bool | None,
@@ -26,8 +26,8 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
     db = context.obj["db"]
     with open_database(db) as con:
         # DuckDB otherwise keeps every block it wrote cached, up to 80% of the machine's RAM:
-        # a 1M-span load peaked at 698-844 MB RSS without a limit, 503 MB with 256 MB and
-        # 447 MB with 200 MB (bench/out/traces-1000000.pb-stream, this 2-core machine).
+        # a 1M-span load peaked at 698-844 MB RSS without a limit; with 20k-span transactions
+        # and 128-160 MB here, 491-498 MB, and no slower (bench/out/traces-1000000.pb-stream).
         try:
             con.execute("SET memory_limit = ?", [memory_limit])
         except duckdb.Error as error:

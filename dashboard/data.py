@@ -22,13 +22,12 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from ingest.database import DEFAULT_DB, DatabaseBusy, connect
+from ingest.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect
 from ingest.owner import current_owner
 from queries import reports
 from queries.filters import Filters
 from queries.run_view import RunView, load_run
 
-DB_ENV = "BUDGETSCOPE_DB"  # the same variable the CLI's --db reads
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
 # the TTL only bounds how long unused results stay in memory.
 TTL_SECONDS = 30

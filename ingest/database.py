@@ -18,6 +18,8 @@ import duckdb
 from ingest.ddl import apply_schema
 
 DEFAULT_DB = "budgetscope.duckdb"
+# The CLI's --db, the dashboard's data provider and `budgetscope dashboard` all read this.
+DB_ENV = "BUDGETSCOPE_DB"
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
 
 

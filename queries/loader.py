@@ -26,7 +26,7 @@ QUERY_NAMES = frozenset({
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes",
+    "orphan_writes", "recent_signals",
 })
 
 _NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")

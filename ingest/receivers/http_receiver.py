@@ -79,7 +79,26 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.receiver.limits.socket_timeout
         super().setup()
+        self.rfile = _DeadlineReader(self.rfile, self.connection, self.timeout)  # type: ignore[assignment]
         self.server.receiver._opened(self.connection)
+
+    def handle_one_request(self) -> None:
+        # Waiting for the next request is bounded by the idle (socket) timeout; once its first
+        # byte is here, the head and the body together must arrive within body_timeout, so
+        # that a client trickling a byte a second cannot hold this thread.
+        reader: _DeadlineReader = self.rfile  # type: ignore[assignment]
+        try:
+            if not reader.peek(1):
+                self.close_connection = True
+                return
+        except OSError:
+            self.close_connection = True
+            return
+        reader.start(self.server.receiver.limits.body_timeout)
+        try:
+            super().handle_one_request()
+        finally:
+            reader.stop()
 
     def finish(self) -> None:
         try:
@@ -178,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BadBody, OSError) as error:  # includes socket timeouts
             raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
                          f"could not read the body: {error}", body_unread=True) from None
+        finally:
+            self.rfile.stop()  # type: ignore[attr-defined] - the body is in: no deadline now
 
     def _reply_ok(self, accepted: Accepted, answer_type: str) -> None:
         response = accepted.response()
@@ -204,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         HTTP/1.1 clients (http.client, requests) send the whole body before reading the answer;
         closing a socket with unread data makes the kernel reset the connection, and the client
         would see "broken pipe" instead of our 413/401/415."""
+        self.rfile.stop()  # type: ignore[attr-defined] - bounded below instead
         try:
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_WR)  # the answer is complete: send FIN
@@ -229,6 +251,81 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
+
+
+class _DeadlineReader:
+    """The connection's buffered reader, with an optional deadline on every read.
+
+    A socket timeout only bounds each wait for the next byte; a client sending one byte a
+    second never trips it, and a buffered `read(n)` or `readline()` keeps waiting for the
+    rest. Here every read is cut into single socket reads, each given at most the time left
+    until the deadline, so the request head and body arrive in time or fail with TimeoutError.
+    """
+
+    def __init__(self, buffered: Any, connection: socket.socket, idle_timeout: float) -> None:
+        self._buffered = buffered
+        self._connection = connection
+        self._idle_timeout = idle_timeout
+        self._deadline: float | None = None
+        self._allowed = 0.0
+
+    def start(self, seconds: float) -> None:
+        self._deadline = time.monotonic() + seconds
+        self._allowed = seconds
+
+    def stop(self) -> None:
+        if self._deadline is not None:
+            self._deadline = None
+            with contextlib.suppress(OSError):
+                self._connection.settimeout(self._idle_timeout)
+
+    def _arm(self) -> None:
+        if self._deadline is None:
+            return
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"request took longer than {self._allowed:g} s to arrive")
+        self._connection.settimeout(min(self._idle_timeout, remaining))
+
+    def peek(self, size: int = 1) -> bytes:
+        self._arm()
+        return self._buffered.peek(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        self._arm()
+        return self._buffered.read1(size)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            raise ValueError("read() needs a size: bodies are read by length")
+        parts: list[bytes] = []
+        while size > 0:
+            chunk = self.read1(size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size -= len(chunk)
+        return b"".join(parts)
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = b""
+        while limit < 0 or len(line) < limit:
+            available = self.peek(1)
+            if not available:
+                break
+            room = len(available) if limit < 0 else min(len(available), limit - len(line))
+            newline = available.find(b"\n", 0, room)
+            line += self._buffered.read(newline + 1 if newline >= 0 else room)
+            if newline >= 0:
+                break
+        return line
+
+    def close(self) -> None:
+        self._buffered.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._buffered.closed)
 
 
 class _Server(ThreadingHTTPServer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from budgetscope.commands.check import check_command
 from budgetscope.commands.dashboard import dashboard_command
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
@@ -30,6 +31,7 @@ cli.add_command(report_command)
 cli.add_command(run_command)
 cli.add_command(serve_command)
 cli.add_command(dashboard_command)
+cli.add_command(check_command)
 
 
 def main() -> None:

@@ -1,0 +1,192 @@
+"""`budgetscope check`: compare the recent signals with thresholds, for cron and CI.
+
+Exit status: 0 when every threshold holds, 1 when one is breached (each breach is printed with
+its value), 2 on a usage error or when the database cannot be read: a broken check must not
+look like a page-worthy breach, nor like a pass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.durations import Duration
+from queries.filters import FilterError, parse_instant
+from queries.signals import Signals, Window, recent_signals
+
+
+class CheckError(Fail):
+    """Usage or database problem: exit 2, distinct from a breach (1)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Threshold:
+    signal: str  # a Signals field
+    bound: str  # "max" or "min"
+    limit: float
+    of: tuple[str, str] | None = None  # numerator and denominator shown beside a rate
+
+
+# option name → (signal, bound, the counts that explain it)
+_THRESHOLDS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
+    "max_exhaustion_rate": ("exhaustion_rate", "max", ("exhausted_runs", "budgeted_runs")),
+    "max_reconciliation_rate": ("reconciliation_rate", "max",
+                                ("reconciled_writes", "write_steps")),
+    "min_reconciliation_rate": ("reconciliation_rate", "min",
+                                ("reconciled_writes", "write_steps")),
+    "max_client_timeout_rate": ("client_timeout_rate", "max", ("client_timeouts", "steps")),
+    "max_upstream_error_rate": ("upstream_error_rate", "max", ("upstream_errors", "steps")),
+    "max_orphan_writes": ("orphan_writes", "max", None),
+    "min_runs": ("runs", "min", None),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    threshold: Threshold
+    value: float | None
+
+    @property
+    def breached(self) -> bool:
+        if self.value is None:
+            return False  # no data: a rate over nothing neither breaches nor passes loudly
+        if self.threshold.bound == "max":
+            return self.value > self.threshold.limit
+        return self.value < self.threshold.limit
+
+    @property
+    def state(self) -> str:
+        return "breach" if self.breached else ("no data" if self.value is None else "ok")
+
+
+def evaluate(signals: Signals, thresholds: list[Threshold]) -> list[Verdict]:
+    return [Verdict(t, signals.value(t.signal)) for t in thresholds]
+
+
+def _rate(option: str) -> click.Option:
+    return click.option(f"--{option.replace('_', '-')}", option, type=click.FloatRange(0, 1),
+                        help=f"Breach when {_THRESHOLDS[option][0]} is "
+                             f"{'above' if _THRESHOLDS[option][1] == 'max' else 'below'} this "
+                             "fraction.")
+
+
+@click.command("check")
+@click.option("--window", default="7d", show_default=True, type=Duration(),
+              help="Runs that started in this long before --until: 90s, 30m, 1h, 7d, 2w.")
+@click.option("--until", help="End of the window (exclusive), ISO date or datetime, UTC; "
+              "default now.")
+@click.option("--agent", help="Only this agent (gen_ai.agent.name, else service.name).")
+@_rate("max_exhaustion_rate")
+@_rate("max_reconciliation_rate")
+@_rate("min_reconciliation_rate")
+@_rate("max_client_timeout_rate")
+@_rate("max_upstream_error_rate")
+@click.option("--max-orphan-writes", "max_orphan_writes", type=click.IntRange(0),
+              help="Breach when more uncertain writes than this were never read back.")
+@click.option("--min-runs", "min_runs", type=click.IntRange(0),
+              help="Breach when fewer runs than this started in the window (traces stopped "
+                   "arriving).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]),
+              default="text", show_default=True)
+@click.pass_context
+def check_command(context: click.Context, window: dt.timedelta, until: str | None,
+                  agent: str | None, output_format: str, **limits: float | None) -> None:
+    """Compare exhaustion, reconciliation, client give-up and upstream failure rates and orphan
+    writes over a recent window with thresholds; exit 1 on a breach, 2 on an error.
+
+    Rates follow SPEC.md §3-§7 (e.g. reconciliation rate = reconciled writes / write steps).
+    A rate with nothing to divide by (no runs, no writes) is reported as "no data" and is not
+    a breach; use --min-runs to catch a window with no traffic.
+    """
+    thresholds = [Threshold(signal, bound, float(limits[option]), of)
+                  for option, (signal, bound, of) in _THRESHOLDS.items()
+                  if limits.get(option) is not None]
+    if not thresholds:
+        raise click.UsageError("give at least one threshold, e.g. --max-exhaustion-rate 0.05")
+    try:
+        end = parse_instant(until, "--until") if until else dt.datetime.now(dt.UTC)
+    except FilterError as error:
+        raise click.UsageError(str(error)) from None
+    db = db_option(context)
+    if not Path(db).exists():
+        raise CheckError(f"no database at {db}")
+    span = Window.ending(end, window, agent)
+    try:
+        with open_database(db) as con:
+            signals = recent_signals(con, span)
+    except Fail as error:
+        raise CheckError(error.message) from None
+    verdicts = evaluate(signals, thresholds)
+    if output_format == "json":
+        click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2))
+    else:
+        click.echo(_as_text(signals, verdicts, window))
+    if any(v.breached for v in verdicts):
+        context.exit(1)
+
+
+def _window_line(signals: Signals, length: dt.timedelta) -> str:
+    w = signals.window
+    agent = f", agent {w.agent}" if w.agent else ""
+    return (f"window {_iso(w.since)} to {_iso(w.until)} ({_length(length)}{agent}): "
+            f"{signals.runs} runs, {signals.steps} steps, {signals.write_steps} write steps")
+
+
+def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> str:
+    lines = [_window_line(signals, length)]
+    for verdict in verdicts:
+        t = verdict.threshold
+        shown = "no data" if verdict.value is None else _number(verdict.value)
+        relation = (">" if t.bound == "max" else "<") if verdict.breached else (
+            "<=" if t.bound == "max" else ">=")
+        detail = ""
+        if t.of is not None:
+            numerator, denominator = (int(signals.value(name) or 0) for name in t.of)
+            detail = f" ({numerator} of {denominator} {t.of[1].replace('_', ' ')})"
+        if verdict.value is None:
+            lines.append(f"{'NO DATA':<8}{t.signal}: {t.bound} {_number(t.limit)}{detail}")
+        else:
+            label = "BREACH" if verdict.breached else "ok"
+            lines.append(f"{label:<8}{t.signal} {shown} {relation} {t.bound} "
+                         f"{_number(t.limit)}{detail}")
+    breaches = sum(v.breached for v in verdicts)
+    lines.append(f"{breaches} of {len(verdicts)} thresholds breached" if breaches
+                 else f"all {len(verdicts)} thresholds hold")
+    return "\n".join(lines)
+
+
+def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> dict:
+    w = signals.window
+    return {
+        "window": {"since": _iso(w.since), "until": _iso(w.until), "length": _length(length),
+                   "agent": w.agent},
+        "signals": {name: getattr(signals, name) for name in signals.__dataclass_fields__
+                    if name != "window"},
+        "checks": [{"signal": v.threshold.signal, "bound": v.threshold.bound,
+                    "limit": v.threshold.limit, "value": v.value, "state": v.state}
+                   for v in verdicts],
+        "breached": any(v.breached for v in verdicts),
+    }
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _length(length: dt.timedelta) -> str:
+    seconds = int(length.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,34 @@
+"""Durations on the command line: `90s`, `30m`, `1h`, `7d`, `2w`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import click
+
+_DURATION = re.compile(r"^\s*(?P<amount>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|d|w)\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """'7d' → 7 days. Raises ValueError naming the accepted forms."""
+    match = _DURATION.match(text)
+    if match is None or float(match["amount"]) <= 0:
+        raise ValueError(f"{text!r} is not a positive duration such as 90s, 30m, 1h, 7d or 2w")
+    return dt.timedelta(seconds=float(match["amount"]) * _UNITS[match["unit"]])
+
+
+class Duration(click.ParamType):
+    """A click option type for parse_duration."""
+
+    name = "DURATION"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> dt.timedelta:
+        if isinstance(value, dt.timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)

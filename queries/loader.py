@@ -27,6 +27,7 @@ QUERY_NAMES = frozenset({
     "run_summary", "run_candidates", "run_steps", "run_writes",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "recent_signals",
+    "simulation_runs", "simulation_steps",
 })
 
 _NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")

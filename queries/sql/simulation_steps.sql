@@ -1,0 +1,31 @@
+-- name: simulation_steps
+-- Top-level steps of the runs simulation_runs returns, in run then start order, with what the replay needs to re-time them.
+-- Nested steps (retry attempts inside a tool step, a subagent's calls) are inside their
+-- top-level step's duration and are not replayed on their own. Times are ns from the run start.
+WITH picked AS (
+    SELECT run_id, start_ns AS run_start_ns,
+           row_number() OVER (ORDER BY run_id) - 1 AS run_index
+    FROM runs
+    WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
+      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
+      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+)
+SELECT p.run_index,
+       s.kind,
+       s.name,
+       s.step_key,
+       s.class,
+       s.start_ns - p.run_start_ns AS start_offset_ns,
+       s.end_ns - p.run_start_ns AS end_offset_ns,
+       s.remaining_ms,
+       s.cap_ms,
+       s.allocated_ms,
+       s.is_write,
+       coalesce(s.attempt, 1) AS attempt
+FROM steps s
+JOIN picked p ON p.run_id = s.run_id
+WHERE s.is_top_level
+  AND ($since_ns::BIGINT IS NULL OR s.run_start_ns >= $since_ns::BIGINT)
+  AND ($until_ns::BIGINT IS NULL OR s.run_start_ns < $until_ns::BIGINT)
+  AND ($agent::VARCHAR IS NULL OR s.agent = $agent::VARCHAR)
+ORDER BY p.run_index, s.start_ns, s.end_ns, s.span_id;

@@ -29,13 +29,16 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 
 from ingest.derivation import Derive, PendingDerivations
 from ingest.flatten import FlatBatch
+from ingest.histogram import Histogram
 from ingest.writer import AfterWrite, SpanWriter, WriteResult, to_arrow
 
 _LOG = logging.getLogger(__name__)
@@ -67,6 +70,8 @@ class GroupCommitStats:
     last_transaction_seconds: float = 0.0
     transaction_seconds: float = 0.0  # total time inside SpanWriter.write
     queue_wait_seconds: float = 0.0  # summed over requests: queued until their commit began
+    last_commit_at: float | None = None  # time.monotonic() of the last successful commit
+    commit_seconds: Histogram = field(default_factory=Histogram)  # for /metrics
 
 
 @dataclass
@@ -112,6 +117,9 @@ class GroupCommitter:
         self._condition = threading.Condition()
         self._closing = False
         self._decoding = 0  # requests being decoded now: they will want a commit soon
+        # Work other than commits that must run on the one writing connection (retention).
+        self._tasks: deque[tuple[Callable[[duckdb.DuckDBPyConnection], Any], Future[Any]]] = (
+            deque())
         self._thread = threading.Thread(target=self._run, name="budgetscope-writer", daemon=True)
         self._thread.start()
 
@@ -153,6 +161,28 @@ class GroupCommitter:
     def queued_spans(self) -> int:
         return self._queued_spans
 
+    @property
+    def oldest_queued_seconds(self) -> float:
+        """How long the oldest queued batch has waited (0 when the queue is empty)."""
+        with self._condition:
+            return time.monotonic() - self._queue[0].queued_at if self._queue else 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def run_in_writer(self, task: Callable[[duckdb.DuckDBPyConnection], Any]) -> Future[Any]:
+        """Run `task(connection)` on the writer thread between two commits; one task per turn,
+        so that queued batches are committed between the slices of a long job (retention).
+        The database keeps a single writer. Raises Closed."""
+        future: Future[Any] = Future()
+        with self._condition:
+            if self._closing:
+                raise Closed("the server is shutting down")
+            self._tasks.append((task, future))
+            self._condition.notify()
+        return future
+
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new batches, commit every queued one, stop the thread. True when drained."""
         with self._condition:
@@ -163,9 +193,9 @@ class GroupCommitter:
 
     def _take(self) -> list[_Pending] | None:
         """Everything queued up to the transaction cap (at least one batch); [] when idle with
-        derivation due; None when closed and drained."""
+        derivation due or a task waiting (run_in_writer); None when closed and drained."""
         with self._condition:
-            while not self._queue and not self._closing:
+            while not self._queue and not self._closing and not self._tasks:
                 if self._underived:
                     due = self._last_derived + self.derive_every_seconds - time.monotonic()
                     # idle: derive now, unless it ran a moment ago (then wait for its turn)
@@ -174,7 +204,7 @@ class GroupCommitter:
                 else:
                     self._condition.wait()
             if not self._queue:
-                return None
+                return [] if self._tasks and not self._closing else None
             # Linger while other requests are still being decoded, so that one commit serves
             # them too (PostgreSQL's commit_delay/commit_siblings). A transaction costs a
             # mostly fixed ~100 ms here (~230 ms with the derivation hook) whatever its size,
@@ -200,11 +230,28 @@ class GroupCommitter:
             self._queued_spans -= spans
             return taken
 
+    def _run_task(self) -> None:
+        with self._condition:
+            if not self._tasks:
+                return
+            task, future = self._tasks.popleft()
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(task(self._con))
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on it
+            future.set_exception(error)
+
     def _run(self) -> None:
         while True:
+            self._run_task()
             taken = self._take()
             if taken is None:
                 self._derive()  # closing and drained: leave nothing underived
+                with self._condition:
+                    tasks, self._tasks = list(self._tasks), deque()
+                for _, future in tasks:
+                    future.set_exception(Closed("the server is shutting down"))
                 return
             if taken:
                 self._commit(taken)
@@ -246,6 +293,8 @@ class GroupCommitter:
             taken[0].future.set_exception(WriteFailed(f"could not store the spans: {error}"))
             return
         self.stats.last_transaction_seconds = time.monotonic() - started
+        self.stats.last_commit_at = time.monotonic()
+        self.stats.commit_seconds.observe(self.stats.last_transaction_seconds)
         self.stats.transaction_seconds += self.stats.last_transaction_seconds
         self.stats.queue_wait_seconds += waited
         self.stats.transactions += 1

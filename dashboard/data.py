@@ -45,23 +45,12 @@ REPORTS: dict[str, Report] = {
     "reconciliation": reports.reconciliation,
     "reconciliation_by_period": reports.reconciliation_by_period,
     "weekly": reports.weekly,
+    "database_status": reports.database_status,
+    "failures_daily": reports.failures_daily,
+    "tool_latency": reports.tool_latency,
+    "attribution_completed": reports.attribution_completed,
+    "orphan_writes": reports.orphan_writes,
 }
-# Numbers the pages need that `queries` has no function for yet (asked for). Each is called
-# `fn(con, filters)` like the others; a page shows a note instead until it exists. Contracts:
-# - database_status: one row `spans`, `runs`, `newest_received` (max spans.received_at);
-#   filters ignored (the sidebar's "what the database holds");
-# - daily: unused for now (the overview's daily series come from `runs`);
-# - failures_daily: `day` (YYYY-MM-DD UTC of run start) and one count column per SPEC §3
-#   class named as the class (`ok`, `client_timeout`, `upstream_error`, `refused`, ...);
-# - tool_latency: tool calls `step_key`, `duration_ms`, `cap_ms` (one row per call);
-# - attribution_completed: `step_key`, `budget_share` as attribution_report but over the
-#   completed (not exhausted) runs;
-# - orphan_writes: `run_id`, `step_key`, `idempotency_key`, `start` (ISO UTC), `agent`.
-OPTIONAL_REPORTS = ("database_status", "daily", "failures_daily", "tool_latency",
-                    "attribution_completed", "orphan_writes")
-for _name in OPTIONAL_REPORTS:
-    if hasattr(reports, _name):
-        REPORTS[_name] = getattr(reports, _name)
 
 
 class NoDatabase(LookupError):
@@ -70,10 +59,6 @@ class NoDatabase(LookupError):
     def __init__(self, path: str) -> None:
         super().__init__(f"no database at {path}")
         self.path = path
-
-
-class NotAvailable(LookupError):
-    """The queries package has no function for this yet."""
 
 
 def database_path() -> str:
@@ -137,15 +122,9 @@ def _cached_report(name: str, since: str | None, until: str | None, agent: str |
         return REPORTS[name](con, _filters(since, until, agent))
 
 
-def available(name: str) -> bool:
-    return name in REPORTS
-
-
 def report(name: str, filters: Filters) -> pd.DataFrame:
     """Report `name` of `queries` for these filters (a cached copy: do not mutate it in place;
     st.cache_data hands each caller its own copy anyway)."""
-    if name not in REPORTS:
-        raise NotAvailable(f"queries has no `{name}` function yet")
     return _cached_report(name, _iso(filters.since), _iso(filters.until), filters.agent,
                           source_token())
 
@@ -170,15 +149,14 @@ def run_view(run_id: str) -> RunView:
 
 @dataclass(frozen=True)
 class DatabaseStatus:
-    """What the database holds. `spans` and `newest_received` are None when queries has no
-    status function yet."""
+    """What the database holds."""
 
     path: str
     serving: bool
     runs: int
     agents: tuple[str, ...]
-    spans: int | None = None
-    newest_received: pd.Timestamp | None = None
+    spans: int
+    newest_received: pd.Timestamp | None
     newest_run_start: str | None = None  # ISO UTC, from the runs report
 
     @property
@@ -193,15 +171,13 @@ def status() -> DatabaseStatus:
     everything = Filters()
     runs = report("runs", everything)
     agents = tuple(sorted(str(a) for a in runs["agent"].dropna().unique()))
-    spans = newest = None
-    if available("database_status"):
-        row = report("database_status", everything).iloc[0]
-        spans = int(row["spans"])
-        newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
+    row = report("database_status", everything).iloc[0]
+    spans = int(row["spans"])
+    newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
     newest_run = None if runs.empty else str(runs["start"].max())
     return DatabaseStatus(path, serving, len(runs), agents, spans, newest, newest_run)
 
 
-__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "NotAvailable", "available",
+__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase",
            "clear_cache", "connection", "database_path", "report", "run_view", "source_token",
            "status"]

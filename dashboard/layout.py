@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard import data, fmt
 from dashboard.filters import PRESETS, FilterState, from_params, now_utc
+from dashboard.settings import refresh_seconds
 from ingest.database import serve_sidecar_path
 from ingest.owner import current_owner
 from queries.filters import FilterError, Filters
@@ -24,6 +25,7 @@ PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliat
               "weekly"}
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
+_DRAWN_FROM = "_drawn_from_source"  # data.source_token() when the page was last drawn
 
 
 @dataclass(frozen=True)
@@ -138,20 +140,38 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
     box = st.sidebar.container(border=True)
     box.caption("Database")
     box.text(status.path + ("  (served by this process)" if status.serving else ""))
-    lines = [f"runs   {status.runs:,}"]
-    # Spans and the newest arrival need a status function in `queries`; until it exists the
-    # lines are left out rather than shown as blanks.
-    if status.spans is not None:
-        lines.insert(0, f"spans  {status.spans:,}")
+    lines = [f"spans  {status.spans:,}", f"runs   {status.runs:,}"]
     if status.newest_run_start:
         lines.append(f"newest run started\n  {status.newest_run_start[:19].replace('T', ' ')} UTC")
     if status.newest_received is not None:
         lines.append("newest span received\n  "
                      + status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
     box.text("\n".join(lines))
+    seconds = refresh_seconds()
+    if seconds:
+        box.toggle("Follow new spans", value=True, key="auto_refresh",
+                   help=f"Checks the database every {seconds:g} s and redraws the page when "
+                        "spans arrived or were derived (reading nothing when they did not).")
+        if st.session_state.get("auto_refresh", True):
+            _follow_new_data(seconds)
     box.button("Reload data", key="reload", on_click=data.clear_cache, icon=":material/refresh:",
-               help=f"Results are kept up to {data.TTL_SECONDS} s; reload to see spans that "
-                    "arrived since.")
+               help="Forget every cached result and query the database again.")
+
+
+def _follow_new_data(seconds: float) -> None:
+    """Redraw the whole page when the database changed since it was drawn.
+
+    A fragment on a timer only stats the database file and its WAL (data.source_token, no
+    query), so an idle dashboard costs nothing; the page's own queries rerun only when that
+    token moved, and then hit the cache of anyone who already drew the same view."""
+    st.session_state[_DRAWN_FROM] = data.source_token()
+
+    @st.fragment(run_every=seconds)
+    def watch() -> None:
+        if data.source_token() != st.session_state.get(_DRAWN_FROM):
+            st.rerun(scope="app")
+
+    watch()
 
 
 def _endpoints() -> tuple[str, str]:
@@ -203,9 +223,6 @@ def show_error(error: BaseException, doing: str = "") -> None:
     """A failure as a message a person can act on, never a traceback."""
     if isinstance(error, data.DatabaseBusy):
         st.error(fmt.escape_md(str(error)))
-        return
-    if isinstance(error, data.NotAvailable):
-        st.info(fmt.escape_md(str(error)) + " — this view appears once it exists.")
         return
     prefix = f"Could not {doing}: " if doing else ""
     st.error(fmt.escape_md(f"{prefix}{type(error).__name__}: {error}"))

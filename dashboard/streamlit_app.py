@@ -15,13 +15,18 @@ from dashboard.filters import now_utc
 
 st.set_page_config(page_title="budgetscope", page_icon=":material/timer:", layout="wide")
 
-def _page(name: str, title: str, icon: str, default: bool = False) -> st.Page:
+def _page(name: str, title: str, icon: str, default: bool = False,
+          url_path: str | None = None) -> st.Page:
     return st.Page(f"app_pages/{name}.py", title=title, icon=f":material/{icon}:",
-                   url_path=name, default=default)
+                   url_path=url_path or name, default=default)
 
 
+# The overview is served at `/`; Streamlit gives a default page no other address, so `/overview`
+# (typed by hand, or written like every other page's link) is a hidden page that forwards there.
+OVERVIEW_ALIAS = st.Page("app_pages/overview.py", title="Overview", url_path="overview",
+                         visibility="hidden")
 PAGES = {
-    "overview": _page("overview", "Overview", "dashboard", default=True),
+    "overview": _page("overview", "Overview", "dashboard", default=True, url_path="home"),
     "attribution": _page("attribution", "Attribution", "pie_chart"),
     "failures": _page("failures", "Failures", "error"),
     "utilisation": _page("utilisation", "Utilisation", "speed"),
@@ -32,7 +37,9 @@ PAGES = {
 
 
 def main() -> None:
-    page = st.navigation(list(PAGES.values()))
+    page = st.navigation([*PAGES.values(), OVERVIEW_ALIAS])
+    if page.url_path == OVERVIEW_ALIAS.url_path:
+        st.switch_page(PAGES["overview"], query_params=st.query_params.to_dict())
     # `/?run=<id>` (a link pasted from chat) opens the run view; Streamlit clears the query
     # string when the sidebar switches pages, so a `run` seen on another page came from a link.
     if "run" in st.query_params and page.url_path != "run":

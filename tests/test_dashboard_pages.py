@@ -422,7 +422,8 @@ def test_without_filters_it_opens_on_data(db: str) -> None:
 
 def data_status(db: str) -> data.DatabaseStatus:
     runs = query(db, "runs", Filters())
-    return data.DatabaseStatus(db, False, len(runs), (), newest_run_start=str(runs["start"].max()))
+    return data.DatabaseStatus(db, False, len(runs), (), spans=0, newest_received=None,
+                               newest_run_start=str(runs["start"].max()))
 
 
 def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPathFactory,

@@ -14,6 +14,7 @@ import click
 
 from budgetscope.commands.common import Fail, db_option, open_database
 from budgetscope.config import DB_ENV
+from dashboard.settings import DEFAULT_REFRESH_SECONDS, REFRESH_ENV
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 
@@ -48,6 +49,19 @@ def run_streamlit(app: Path, host: str, port: int) -> None:
     bootstrap.run(str(app), False, [], options)
 
 
+def refresh_option(function):  # type: ignore[no-untyped-def]
+    """`--refresh-seconds`, shared by `dashboard`, `demo` and `serve`."""
+    return click.option(
+        "--refresh-seconds", type=click.FloatRange(min=0), default=DEFAULT_REFRESH_SECONDS,
+        show_default=True,
+        help="How often an open page checks for new spans and redraws when there are; "
+             "0 turns it off.")(function)
+
+
+def set_refresh(seconds: float) -> None:
+    os.environ[REFRESH_ENV] = repr(seconds)  # read by dashboard.data.refresh_seconds
+
+
 def serve_dashboard(db: str, host: str, port: int) -> None:
     """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM."""
     os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
@@ -60,10 +74,13 @@ def serve_dashboard(db: str, host: str, port: int) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets other machines open it.")
 @click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535))
+@refresh_option
 @click.pass_context
-def dashboard_command(context: click.Context, host: str, port: int) -> None:
+def dashboard_command(context: click.Context, host: str, port: int,
+                      refresh_seconds: float) -> None:
     """Serve the dashboard on an existing database (read-only; the file stays free for
     `budgetscope ingest` between page loads)."""
     db = db_option(context)
     check_readable(db)
+    set_refresh(refresh_seconds)
     serve_dashboard(db, host, port)

@@ -21,7 +21,7 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail
-from budgetscope.commands.dashboard import DASHBOARD_APP, run_streamlit
+from budgetscope.commands.dashboard import DASHBOARD_APP, refresh_option, run_streamlit, set_refresh
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
 from ingest.owner import DatabaseOwner, install
@@ -84,12 +84,15 @@ def _check_port_free(host: str, port: int) -> None:
               help=f"Require `Authorization: Bearer TOKEN` on every export (env {TOKEN_ENV}).")
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True,
               type=click.IntRange(1024), help="Largest request accepted, after decompression.")
+@refresh_option
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
-                  ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int) -> None:
+                  ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int,
+                  refresh_seconds: float) -> None:
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored."""
     db = context.obj["db"]
+    set_refresh(refresh_seconds)
     if not no_ui:
         _check_port_free(host, ui_port)
     try:

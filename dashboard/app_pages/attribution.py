@@ -44,16 +44,12 @@ if not matrix.empty:
     st.caption("Off the diagonal: the step holding the deadline was not the one that spent it. "
                "Keys beyond the ten most frequent are grouped as (other).")
 
-if data.available("attribution_completed"):
-    completed = data.report("attribution_completed", ctx.filters)
-    sides = attribution[["step_key", "budget_share"]].rename(
-        columns={"budget_share": "exhausted"}).merge(
-        completed[["step_key", "budget_share"]].rename(columns={"budget_share": "completed"}),
-        on="step_key", how="outer").fillna(0.0).sort_values("exhausted", ascending=False)
-    st.plotly_chart(figures.share_side_by_side(sides.head(15)), key="side_by_side")
-else:
-    st.info("Exhausted vs completed runs side by side needs a budget-share-over-completed-runs "
-            "function in `queries` (asked for); shown here once it exists.")
+completed = data.report("attribution_completed", ctx.filters)
+sides = attribution[["step_key", "budget_share"]].rename(
+    columns={"budget_share": "exhausted"}).merge(
+    completed[["step_key", "budget_share"]].rename(columns={"budget_share": "completed"}),
+    on="step_key", how="outer").fillna(0.0).sort_values("exhausted", ascending=False)
+st.plotly_chart(figures.share_side_by_side(sides.head(15)), key="side_by_side")
 
 st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")

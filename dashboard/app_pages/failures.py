@@ -31,39 +31,19 @@ st.caption(f"{fmt.count(totals.sum())} steps in all, {fmt.count(totals['ok'])} o
 
 st.plotly_chart(figures.failures_by_step(failures, top=len(failures)), key="failures_by_step")
 
-if data.available("failures_daily"):
-    daily = data.report("failures_daily", ctx.filters)
-    st.plotly_chart(figures.class_counts_over_time(daily, "day", "Failed steps per day"),
-                    key="failures_over_time")
-else:
-    weekly = data.report("weekly", ctx.filters)
-    per_week = weekly.groupby("week", sort=True)[
-        ["client_timeouts", "upstream_errors", "refused"]].sum().reset_index().rename(
-        columns={"client_timeouts": "client_timeout", "upstream_errors": "upstream_error"})
-    st.plotly_chart(figures.class_counts_over_time(
-        per_week, "week", "Client give-ups, upstream failures and refused per week",
-        classes=("client_timeout", "upstream_error", "refused")), key="failures_over_time")
-    st.caption("Per ISO week, from the weekly report (cancelled and errors per day need a "
-               "per-day failures function in `queries`).")
+daily = data.report("failures_daily", ctx.filters)
+st.plotly_chart(figures.class_counts_over_time(daily, "day", "Failed steps per day"),
+                key="failures_over_time")
 
 st.subheader("Tool latency against its cap")
-if data.available("tool_latency"):
-    latency = data.report("tool_latency", ctx.filters)
-    tools = sorted(latency["step_key"].unique())
-    tool = st.selectbox("Tool", tools, key="latency_tool") if tools else None
-    if tool:
-        st.plotly_chart(figures.latency_against_cap(latency[latency["step_key"] == tool], tool),
-                        key="tool_latency")
+latency = data.report("tool_latency", ctx.filters)
+tools = sorted(latency["step_key"].unique())
+tool = st.selectbox("Tool", tools, key="latency_tool") if tools else None
+if tool:
+    st.plotly_chart(figures.latency_against_cap(latency[latency["step_key"] == tool], tool),
+                    key="tool_latency")
 else:
-    steps = data.report("step_utilisation", ctx.filters)
-    tools = steps[steps["step_key"].str.startswith("tool:")]
-    if tools.empty:
-        st.info("No tool calls with an allocation in this range.")
-    else:
-        st.plotly_chart(figures.step_utilisation(tools), key="tool_latency")
-        st.caption("Tool call duration over its allocation (min(cap, remaining budget)): a p99 "
-                   "at 100% means calls are cut at the cap. The latency histogram against the "
-                   "cap needs a per-call latency function in `queries`.")
+    st.info("No tool calls in this range.")
 
 st.subheader("Failures table")
 st.download_button("Download CSV", to_csv_bytes(failures), key="failures_csv",

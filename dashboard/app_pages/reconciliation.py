@@ -37,21 +37,16 @@ st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
 st.plotly_chart(figures.reconciliation_by_tool(report), key="reconciliation_by_tool")
 
 st.subheader("Orphan writes")
-if data.available("orphan_writes"):
-    orphans = data.report("orphan_writes", ctx.filters)
-    st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
-                       file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
-                       on_click="ignore")
-    st.dataframe(orphans, hide_index=True, key="orphans_table")
-    if not orphans.empty:
-        pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
-                            key="orphan_pick")
-        if pick:
-            layout.run_link(pick, ctx.state)
-else:
-    st.info("The list of orphan writes (run, tool, idempotency key, time) needs an "
-            "orphan-writes function in `queries` (asked for). Each run's orphans show in its "
-            "run view.")
+orphans = data.report("orphan_writes", ctx.filters)
+st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
+                   file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
+                   on_click="ignore")
+st.dataframe(orphans, hide_index=True, key="orphans_table")
+if not orphans.empty:
+    pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
+                        key="orphan_pick")
+    if pick:
+        layout.run_link(pick, ctx.state)
 
 st.subheader("By tool")
 st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv",

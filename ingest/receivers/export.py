@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
@@ -23,6 +23,7 @@ from ingest.flatten import FlatBatch, flatten_request
 from ingest.group_commit import GroupCommitter, Overloaded
 from ingest.otlp_json import NotOtlpJson, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request
+from ingest.receivers.counters import ReceiverCounters
 from ingest.rejections import Rejection
 
 # partial_success.error_message lists this many reasons, with one example each.
@@ -40,6 +41,7 @@ class Accepted:
     spans: int
     rejected_spans: int = 0
     error_message: str = ""
+    rejected_by_reason: dict[str, int] = field(default_factory=dict)  # for /metrics
 
     def response(self) -> ExportTraceServiceResponse:
         response = ExportTraceServiceResponse()
@@ -82,6 +84,7 @@ class Exporter:
         self.requests = 0
         self.decode_seconds = 0.0
         self._counting = threading.Lock()
+        self.counters = ReceiverCounters()  # what both receivers answered, for /metrics
 
     @contextmanager
     def _decoding_slot(self) -> Iterator[None]:
@@ -151,4 +154,8 @@ class Exporter:
             # harmless because a resent span is stored once.
             raise Overloaded(f"spans not committed within {self.commit_timeout:g} s",
                              self.committer.retry_after_seconds) from None
-        return Accepted(batch.span_count, sum(r.spans for r in rejections), summarise(rejections))
+        by_reason: Counter[str] = Counter()
+        for rejection in rejections:
+            by_reason[rejection.reason] += rejection.spans
+        return Accepted(batch.span_count, sum(by_reason.values()), summarise(rejections),
+                        dict(by_reason))

@@ -86,12 +86,20 @@ class GrpcReceiver:
     def _export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         metadata = {key: value for key, value in context.invocation_metadata()
                     if isinstance(value, str)}
+        counters = self.exporter.counters
         if not self.token.allows(metadata.get("authorization")):
+            counters.refused("grpc", context.peer(), "unauthenticated", "no bearer token")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            return self.exporter.export_protobuf(body, "").response()
+            accepted = self.exporter.export_protobuf(body, "")
         except Undecodable as error:
+            counters.refused("grpc", context.peer(), "undecodable", str(error))
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except (Overloaded, Closed, WriteFailed) as error:
+            counters.refused("grpc", context.peer(), "unavailable", str(error))
             context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+        else:
+            counters.answered("grpc", context.peer(), accepted.spans,
+                              accepted.rejected_by_reason)
+            return accepted.response()
         raise AssertionError("unreachable: context.abort raises")

@@ -19,6 +19,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +29,7 @@ from google.protobuf import json_format
 
 from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
+from ingest.receivers.counters import HTTP_REASONS
 from ingest.receivers.export import Accepted, Exporter, Undecodable
 from ingest.receivers.limits import (
     BadBody,
@@ -53,6 +55,9 @@ JSON = "application/json"
 # Bounds on draining an unread body before closing (see _Handler._linger).
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 8 * 1024 * 1024
+# A GET page besides the OTLP endpoint (/healthz, /readyz, /metrics): given the request's
+# Authorization header, it answers (status, content type, body, extra headers).
+Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
 _REFUSED_CONNECTION = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
                        b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
@@ -110,6 +115,11 @@ class _Handler(BaseHTTPRequestHandler):
         _LOG.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        page = self.server.receiver.pages.get(urlsplit(self.path).path)
+        if page is not None:
+            status, content_type, body, headers = page(self.headers.get("Authorization"))
+            self._send(HTTPStatus(status), content_type, body, headers)
+            return
         self._reply_error(_Reply(HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
                                  f"use POST {TRACES_PATH}", {"Allow": "POST"}), JSON)
 
@@ -117,9 +127,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         receiver = self.server.receiver
+        counters = receiver.exporter.counters
         media_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         answer_type = PROTOBUF if media_type == PROTOBUF else JSON
         if not receiver._begin(self.connection):
+            counters.refused("http", self.client_address[0], "unavailable", "shutting down")
             self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
                                      "server is shutting down", {"Retry-After": "5"},
                                      body_unread=True), answer_type)
@@ -127,8 +139,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             accepted = self._export(receiver, media_type)
         except _Reply as reply:
+            counters.refused("http", self.client_address[0],
+                             HTTP_REASONS.get(reply.status, str(int(reply.status))), reply.message)
             self._reply_error(reply, answer_type)
         else:
+            counters.answered("http", self.client_address[0], accepted.spans,
+                              accepted.rejected_by_reason)
             self._reply_ok(accepted, answer_type)
         finally:
             receiver._end(self.connection)
@@ -369,6 +385,7 @@ class HttpReceiver:
         self.token = token
         self.limits = limits
         self.stopping = False
+        self.pages: dict[str, Page] = {}  # GET path → page (serve adds health and metrics)
         self._slots = threading.BoundedSemaphore(limits.max_connections)
         self._lock = threading.Condition()
         self._connections: dict[socket.socket, bool] = {}  # socket → busy with a request

@@ -1,0 +1,64 @@
+"""What the receivers did, counted for /metrics and logged one line per rejection.
+
+Counted per transport (http, grpc):
+- spans received, accepted and rejected (by reason) in requests that were decoded and answered
+  with success: received = accepted + rejected; a rejected span is one that partial_success
+  reported (an id of the wrong length, invalid UTF-8, …), the rest of its request was stored;
+- requests refused whole (by reason: unauthenticated, too_large, undecodable, unavailable, …):
+  their spans were never decoded, or never acknowledged (the exporter retries them), so they
+  are counted as requests, not spans.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Mapping
+
+_LOG = logging.getLogger("budgetscope.receivers")
+
+# Why a whole HTTP request was refused, by the status it was answered with.
+HTTP_REASONS: Mapping[int, str] = {
+    400: "undecodable", 401: "unauthenticated", 404: "not_found", 405: "method_not_allowed",
+    411: "length_required", 413: "too_large", 415: "unsupported_media_type",
+    503: "unavailable",
+}
+
+
+class ReceiverCounters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.spans_accepted: Counter[str] = Counter()  # transport → spans
+        self.spans_rejected: Counter[tuple[str, str]] = Counter()  # (transport, reason) → spans
+        self.requests_accepted: Counter[str] = Counter()
+        self.requests_refused: Counter[tuple[str, str]] = Counter()
+
+    def answered(self, transport: str, peer: str, accepted_spans: int,
+                 rejected: Mapping[str, int]) -> None:
+        """A request answered with success: its stored spans and its refused ones by reason."""
+        with self._lock:
+            self.requests_accepted[transport] += 1
+            self.spans_accepted[transport] += accepted_spans
+            for reason, spans in rejected.items():
+                self.spans_rejected[transport, reason] += spans
+        for reason, spans in rejected.items():
+            if spans:
+                _LOG.warning("%s: %d span(s) from %s refused: %s", transport, spans, peer,
+                             reason, extra={"event": "spans_rejected", "transport": transport,
+                                            "peer": peer, "reason": reason, "spans": spans})
+
+    def refused(self, transport: str, peer: str, reason: str, message: str) -> None:
+        """A request refused whole."""
+        with self._lock:
+            self.requests_refused[transport, reason] += 1
+        _LOG.warning("%s: request from %s refused (%s): %s", transport, peer, reason, message,
+                     extra={"event": "request_rejected", "transport": transport, "peer": peer,
+                            "reason": reason, "requests": 1, "detail": message[:300]})
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {"spans_accepted": dict(self.spans_accepted),
+                    "spans_rejected": dict(self.spans_rejected),
+                    "requests_accepted": dict(self.requests_accepted),
+                    "requests_refused": dict(self.requests_refused)}

@@ -33,6 +33,8 @@ SCOPE_COLUMNS = ("scope_id", "name", "version", "attributes", "dropped_attribute
                  "schema_url")
 
 INT64_MAX = 2**63 - 1
+UINT32_MAX = 2**32 - 1
+MAX_SPAN_KIND, MAX_STATUS_CODE = 5, 2
 # A span that starts further ahead than this is from a clock that is wrong, not from the future.
 DEFAULT_MAX_FUTURE_NS = 24 * 3600 * 10**9
 _ZERO_TRACE_ID = bytes(16)
@@ -142,8 +144,21 @@ def time_problem(start: int, end: int, latest_start_ns: int) -> str | None:
     return None
 
 
+def field_problem(flags: int, kind: int, status_code: int) -> str | None:
+    """Values the stored columns cannot hold (flags UINTEGER, kind and status TINYINT): found
+    by fuzzing, such a span failed its whole transaction instead of being refused alone."""
+    if not 0 <= flags <= UINT32_MAX:
+        return f"flags {flags} do not fit in 32 bits"
+    if not 0 <= kind <= MAX_SPAN_KIND:
+        return f"kind {kind} is not a SpanKind (0-{MAX_SPAN_KIND})"
+    if not 0 <= status_code <= MAX_STATUS_CODE:
+        return f"status code {status_code} is not a StatusCode (0-{MAX_STATUS_CODE})"
+    return None
+
+
 def refuse(batch: FlatBatch, name: str, problem: str, where: str) -> None:
-    reason = "bad_id" if "_id" in problem else "bad_timestamp"
+    reason = ("bad_id" if "_id" in problem else "bad_field" if problem.startswith(
+        ("flags", "kind", "status code")) else "bad_timestamp")
     batch.rejections.append(Rejection(reason, f"span {name!r} refused: {problem}", where))
 
 
@@ -172,11 +187,12 @@ def append_span(
     columns["scope_id"].append(scope_id)
     columns["service_name"].append(service_name)
     columns["attributes"].append(dumps(attributes))
-    columns["dropped_attributes_count"].append(dropped_attributes)
+    # Counts saturate: a sender's own count plus ours can pass the UINTEGER column's range.
+    columns["dropped_attributes_count"].append(min(dropped_attributes, UINT32_MAX))
     columns["events"].append(events)
-    columns["dropped_events_count"].append(dropped_events)
+    columns["dropped_events_count"].append(min(dropped_events, UINT32_MAX))
     columns["links"].append(links)
-    columns["dropped_links_count"].append(dropped_links)
+    columns["dropped_links_count"].append(min(dropped_links, UINT32_MAX))
     for column in TYPED_COLUMNS:
         columns[column].append(typed.get(column))
     columns["exception_types"].append(exception_types)
@@ -192,7 +208,8 @@ def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
             "time_ns": min(event.time_unix_nano, INT64_MAX),
             "name": event.name,
             "attributes": dumps(attributes),
-            "dropped_attributes_count": event.dropped_attributes_count + dropped,
+            "dropped_attributes_count": min(event.dropped_attributes_count + dropped,
+                                            UINT32_MAX),
         })
         if event.name == "exception":
             exception_type = attributes.get("exception.type")
@@ -211,7 +228,8 @@ def _links(span: Span) -> list[dict[str, Any]]:
             "trace_state": link.trace_state,
             "flags": link.flags,
             "attributes": dumps(attributes),
-            "dropped_attributes_count": link.dropped_attributes_count + dropped,
+            "dropped_attributes_count": min(link.dropped_attributes_count + dropped,
+                                            UINT32_MAX),
         })
     return links
 
@@ -234,7 +252,8 @@ def flatten_resource_spans(
         for span_index, span in enumerate(scope_spans.spans):
             problem = (id_problem(span.trace_id, span.span_id, span.parent_span_id)
                        or time_problem(span.start_time_unix_nano, span.end_time_unix_nano,
-                                       latest_start_ns))
+                                       latest_start_ns)
+                       or field_problem(span.flags, span.kind, span.status.code))
             if problem:
                 refuse(batch, span.name, problem,
                        locate(where, f"scope {scope_index}", f"span {span_index}"))

@@ -27,9 +27,12 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from ingest.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS, TRUNCATED_DEPTH_MARKER
 from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
+    INT64_MAX,
+    UINT32_MAX,
     FlatBatch,
     append_span,
     dumps,
+    field_problem,
     id_problem,
     latest_acceptable_start_ns,
     locate,
@@ -97,6 +100,11 @@ def _integer(value: Any, field: str, default: int = 0) -> int:
     raise _BadSpan(f"{field} {str(value)[:40]!r} is not an integer")
 
 
+def _count(value: Any, field: str) -> int:
+    """A dropped-items count, saturated to the UINTEGER column's range."""
+    return min(max(_integer(value, field), 0), UINT32_MAX)
+
+
 def _enum(value: Any, names: dict[str, int], field: str) -> int:
     if isinstance(value, str) and value in names:
         return names[value]
@@ -136,11 +144,12 @@ def any_value(value: Any, depth: int = 0) -> Any:
             return bool(content)
         if depth >= MAX_DEPTH:
             return TRUNCATED_DEPTH_MARKER
+        values = content.get("values") if isinstance(content, dict) else None
+        if values is not None and not isinstance(values, list):
+            raise _BadSpan(f"{key}.values is not a list")
         if kind == "array":
-            values = content.get("values") if isinstance(content, dict) else None
             return [any_value(item, depth + 1) for item in values or []]
         if kind == "kvlist":
-            values = content.get("values") if isinstance(content, dict) else None
             return {str(kv.get("key", "")): any_value(kv.get("value") or {}, depth + 1)
                     for kv in values or [] if isinstance(kv, dict)}
         if kind == "bytes":
@@ -183,18 +192,20 @@ def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[st
 def _events(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     events: list[dict[str, Any]] = []
     exception_types: list[str] = []
-    for event in span.get("events") or []:
+    for event in _list(span, "events", "events", "events"):
         if not isinstance(event, dict):
             raise _BadSpan("an event is not an object")
         values, dropped = attributes(event.get("attributes"))
         name = str(event.get("name") or "")
         events.append({
-            "time_ns": _integer(_get(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano"),
+            # Clamped into BIGINT's range, as the protobuf path does.
+            "time_ns": min(max(_integer(_get(event, "timeUnixNano", "time_unix_nano"),
+                                        "timeUnixNano"), 0), INT64_MAX),
             "name": name,
             "attributes": dumps(values),
-            "dropped_attributes_count": dropped + _integer(
+            "dropped_attributes_count": min(dropped + _count(
                 _get(event, "droppedAttributesCount", "dropped_attributes_count"),
-                "droppedAttributesCount"),
+                "droppedAttributesCount"), UINT32_MAX),
         })
         if name == "exception":
             exception_type = values.get("exception.type")
@@ -205,7 +216,7 @@ def _events(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _links(span: dict[str, Any]) -> list[dict[str, Any]]:
     links: list[dict[str, Any]] = []
-    for index, link in enumerate(span.get("links") or []):
+    for index, link in enumerate(_list(span, "links", "links", "links")):
         if not isinstance(link, dict):
             raise _BadSpan(f"links[{index}] is not an object")
         values, dropped = attributes(link.get("attributes"))
@@ -213,11 +224,11 @@ def _links(span: dict[str, Any]) -> list[dict[str, Any]]:
             "trace_id": _hex_id(_get(link, "traceId", "trace_id"), f"links[{index}].traceId").hex(),
             "span_id": _hex_id(_get(link, "spanId", "span_id"), f"links[{index}].spanId").hex(),
             "trace_state": str(_get(link, "traceState", "trace_state") or ""),
-            "flags": _integer(link.get("flags"), "flags"),
+            "flags": min(max(_integer(link.get("flags"), "flags"), 0), UINT32_MAX),
             "attributes": dumps(values),
-            "dropped_attributes_count": dropped + _integer(
+            "dropped_attributes_count": min(dropped + _count(
                 _get(link, "droppedAttributesCount", "dropped_attributes_count"),
-                "droppedAttributesCount"),
+                "droppedAttributesCount"), UINT32_MAX),
         })
     return links
 
@@ -273,8 +284,15 @@ def _span(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
                          "startTimeUnixNano")
         end = _integer(_get(document, "endTimeUnixNano", "end_time_unix_nano"),
                        "endTimeUnixNano")
-        problem = id_problem(trace_id, span_id, parent) or time_problem(start, end,
-                                                                        latest_start_ns)
+        flags = _integer(document.get("flags"), "flags")
+        kind = _enum(document.get("kind"), _SPAN_KINDS, "kind")
+        status = document.get("status") or {}
+        if not isinstance(status, dict):
+            raise _BadSpan("status is not an object")
+        status_code = _enum(status.get("code"), _STATUS_CODES, "status.code")
+        problem = (id_problem(trace_id, span_id, parent)
+                   or time_problem(start, end, latest_start_ns)
+                   or field_problem(flags, kind, status_code))
         if problem:
             refuse(batch, str(name or ""), problem, where)
             return False
@@ -282,27 +300,26 @@ def _span(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
         values, dropped = attributes(document.get("attributes"), typed)
         events, exception_types = _events(document)
         links = _links(document)
-        status = document.get("status") or {}
-        if not isinstance(status, dict):
-            raise _BadSpan("status is not an object")
         row = (
             trace_id, span_id, parent,
             str(_get(document, "traceState", "trace_state") or ""),
-            _integer(document.get("flags"), "flags"), str(name or ""),
-            _enum(document.get("kind"), _SPAN_KINDS, "kind"), start, end,
-            _enum(status.get("code"), _STATUS_CODES, "status.code"),
+            flags, str(name or ""), kind, start, end, status_code,
             str(status.get("message") or ""), resource_id, scope_id, service_name, values,
-            dropped + _integer(_get(document, "droppedAttributesCount",
-                                    "dropped_attributes_count"), "droppedAttributesCount"),
+            dropped + _count(_get(document, "droppedAttributesCount",
+                                  "dropped_attributes_count"), "droppedAttributesCount"),
             typed, events, exception_types,
-            _integer(_get(document, "droppedEventsCount", "dropped_events_count"),
-                     "droppedEventsCount"),
+            _count(_get(document, "droppedEventsCount", "dropped_events_count"),
+                   "droppedEventsCount"),
             links,
-            _integer(_get(document, "droppedLinksCount", "dropped_links_count"),
-                     "droppedLinksCount"),
+            _count(_get(document, "droppedLinksCount", "dropped_links_count"),
+                   "droppedLinksCount"),
         )
-    except (_BadSpan, RecursionError) as error:
-        message = "values nested too deeply" if isinstance(error, RecursionError) else error
+    except (ValueError, TypeError, AttributeError, RecursionError) as error:
+        # _BadSpan says what is wrong; anything else is a shape we did not foresee, refused
+        # with the span rather than failing the request (the fuzz tests look for those).
+        message: Any = ("values nested too deeply" if isinstance(error, RecursionError)
+                        else error if isinstance(error, _BadSpan)
+                        else f"malformed span ({type(error).__name__}: {error})"[:300])
         label = f"span {name!r}" if isinstance(name, str) else "span"
         batch.rejections.append(Rejection("bad_span", f"{label} refused: {message}", where))
         return False
@@ -348,11 +365,10 @@ def flatten_json_request(
             if not isinstance(resource_document, dict):
                 raise _BadSpan("resourceSpans entry is not an object")
             resource = resource_document.get("resource")
-            if check_text and has_surrogate(resource):
+            schema_url = str(_get(resource_document, "schemaUrl", "schema_url") or "")
+            if check_text and (has_surrogate(resource) or has_surrogate(schema_url)):
                 raise _BadSpan("resource text is not valid UTF-8")
-            resource_id, resource_values = _message_row(
-                "resource", resource, str(_get(resource_document, "schemaUrl", "schema_url")
-                                          or ""))
+            resource_id, resource_values = _message_row("resource", resource, schema_url)
             scopes = _list(resource_document, "scopeSpans", "scope_spans", "scopeSpans") or \
                 _list(resource_document, "instrumentationLibrarySpans",
                       "instrumentation_library_spans", "instrumentationLibrarySpans")
@@ -369,13 +385,17 @@ def flatten_json_request(
                     raise _BadSpan("scopeSpans entry is not an object")
                 scope = scope_document.get("scope") or scope_document.get(
                     "instrumentationLibrary")
-                scope_id, scope_values = _message_row(
-                    "scope", scope,
-                    str(_get(scope_document, "schemaUrl", "schema_url") or ""))
+                scope_url = str(_get(scope_document, "schemaUrl", "schema_url") or "")
+                # Checked before ParseDict: protobuf fails on a lone surrogate in a key with
+                # a SystemError, not a ParseError (found by tests/test_fuzz_decoders.py).
+                if check_text and (has_surrogate(scope) or has_surrogate(scope_url)):
+                    raise _BadSpan("scope text is not valid UTF-8")
+                scope_id, scope_values = _message_row("scope", scope, scope_url)
                 spans = _list(scope_document, "spans", "spans", "spans")
             except (_BadSpan, ParseError, ValueError, TypeError, RecursionError) as error:
-                count = len(scope_document.get("spans") or []) if isinstance(
-                    scope_document, dict) else 0
+                spans_value = scope_document.get("spans") if isinstance(
+                    scope_document, dict) else None
+                count = len(spans_value) if isinstance(spans_value, list) else 0
                 batch.rejections.append(Rejection(
                     "bad_scope", f"scope and its {count} spans refused: {error}", scope_here,
                     count))
@@ -396,5 +416,5 @@ def _count_spans(resource_document: Any) -> int:
     try:
         return sum(len(scope.get("spans") or [])
                    for scope in _get(resource_document, "scopeSpans", "scope_spans") or [])
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, ValueError):
         return 0

@@ -65,7 +65,10 @@ def as_bool(value: Any) -> bool | None:
 def as_grpc_code(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().upper() in GRPC_STATUS_CODES:
         return GRPC_STATUS_CODES[value.strip().upper()]
-    return as_int(value)
+    code = as_int(value)
+    # The column is INTEGER; a code outside it is no gRPC status (the raw value stays in
+    # the attributes JSON).
+    return code if code is not None and -(2**31) <= code < 2**31 else None
 
 
 # attribute key → (column, cast). Listed in one table so the schema, the flattener and the

@@ -1,51 +1,53 @@
 """The aggregate reports of SPEC §4-§8 as typed functions: connection and filters in, DataFrame
-out, columns in the order SPEC §7/§8 lists them. The CLI and the dashboard both call these."""
+out, columns in the order SPEC §7/§8 lists them. The CLI and the dashboard both call these.
+
+`con` is a DuckDB connection or a ClickHouse backend (queries.clickhouse): loader.frame runs the
+query of the same name in the connection's dialect, with the same output columns."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import duckdb
 import pandas as pd
 
 from queries.filters import Filters
-from queries.loader import execute
+from queries.loader import Connection, frame
 
 NO_FILTERS = Filters()
 
 
-def _frame(con: duckdb.DuckDBPyConnection, name: str, filters: Filters,
+def _frame(con: Connection, name: str, filters: Filters,
            **extra: object) -> pd.DataFrame:
-    return execute(con, name, {**filters.parameters(), **extra}).df()
+    return frame(con, name, {**filters.parameters(), **extra})
 
 
-def runs(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def runs(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row per run (SPEC §8 `runs`)."""
     return _frame(con, "runs_report", filters)
 
 
-def attribution(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def attribution(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Budget share, culprit and holder runs per step key over exhausted runs (SPEC §4)."""
     return _frame(con, "attribution_report", filters)
 
 
-def attribution_summary(con: duckdb.DuckDBPyConnection,
+def attribution_summary(con: Connection,
                         filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row: exhausted runs, culprit_is_holder_rate, unattributed share (SPEC §4)."""
     return _frame(con, "attribution_summary", filters)
 
 
-def failures(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def failures(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Steps per step key by SPEC §3 class."""
     return _frame(con, "failures_report", filters)
 
 
-def utilisation(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def utilisation(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Run utilisation percentiles per agent (SPEC §5)."""
     return _frame(con, "utilisation_report", filters)
 
 
-def utilisation_histogram(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS,
+def utilisation_histogram(con: Connection, filters: Filters = NO_FILTERS,
                           bin_width: float = 0.05) -> pd.DataFrame:
     """Runs per agent per utilisation bin [bin_start, bin_end)."""
     if not bin_width > 0:
@@ -53,57 +55,57 @@ def utilisation_histogram(con: duckdb.DuckDBPyConnection, filters: Filters = NO_
     return _frame(con, "utilisation_histogram", filters, bin_width=bin_width)
 
 
-def step_utilisation(con: duckdb.DuckDBPyConnection,
+def step_utilisation(con: Connection,
                      filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Step duration / allocated_ms percentiles per step key (SPEC §5)."""
     return _frame(con, "step_utilisation", filters)
 
 
-def reconciliation(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def reconciliation(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Write steps, reconciliation and orphans per step key (SPEC §6)."""
     return _frame(con, "reconciliation_report", filters)
 
 
-def reconciliation_by_period(con: duckdb.DuckDBPyConnection,
+def reconciliation_by_period(con: Connection,
                              filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Write steps, reconciliation rate and orphans per ISO week and step key (SPEC §6)."""
     return _frame(con, "reconciliation_by_period", filters)
 
 
-def weekly(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def weekly(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row per ISO week × agent (SPEC §7)."""
     return _frame(con, "weekly_report", filters)
 
 
-def database_status(con: duckdb.DuckDBPyConnection,
+def database_status(con: Connection,
                     filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row: spans, runs, newest_received, traces_pending_derivation (filters unused)."""
     del filters
-    return execute(con, "database_status", {}).df()
+    return frame(con, "database_status", {})
 
 
-def failures_daily(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def failures_daily(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Steps per UTC day of run start, one column per SPEC §3 class."""
     return _frame(con, "failures_daily", filters)
 
 
-def tool_latency(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def tool_latency(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Every tool call (refused ones aside): step_key, duration_ms, cap_ms, class."""
     return _frame(con, "tool_latency", filters)
 
 
-def attribution_completed(con: duckdb.DuckDBPyConnection,
+def attribution_completed(con: Connection,
                           filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Budget share per step key over budgeted runs that were not exhausted."""
     return _frame(con, "attribution_completed", filters)
 
 
-def orphan_writes(con: duckdb.DuckDBPyConnection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+def orphan_writes(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Uncertain writes nobody read back: run_id, step_key, idempotency_key, start, agent."""
     return _frame(con, "orphan_writes", filters)
 
 
-Report = Callable[[duckdb.DuckDBPyConnection, Filters], pd.DataFrame]
+Report = Callable[[Connection, Filters], pd.DataFrame]
 
 # The reports `budgetscope report NAME` knows, in the order its help lists them.
 REPORTS: dict[str, Report] = {

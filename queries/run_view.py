@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
 import pandas as pd
 
-from queries.loader import execute
+from queries.loader import Connection, frame
 
 
 class RunNotFound(LookupError):
@@ -26,16 +25,16 @@ class RunView:
     writes: pd.DataFrame
 
 
-def load_run(con: duckdb.DuckDBPyConnection, run_id: str) -> RunView:
+def load_run(con: Connection, run_id: str) -> RunView:
     run_id = run_id.strip().lower()
-    summary = execute(con, "run_summary", {"run_id": run_id}).df()
+    summary = frame(con, "run_summary", {"run_id": run_id})
     if summary.empty:
         trace_id = run_id.split("/", 1)[0]
-        candidates = [row[0] for row in
-                      execute(con, "run_candidates", {"trace_id": trace_id}).fetchall()]
+        candidates = [str(value) for value in
+                      frame(con, "run_candidates", {"trace_id": trace_id})["run_id"]]
         raise RunNotFound(run_id, candidates)
-    steps = waterfall_order(execute(con, "run_steps", {"run_id": run_id}).df())
-    writes = execute(con, "run_writes", {"run_id": run_id}).df()
+    steps = waterfall_order(frame(con, "run_steps", {"run_id": run_id}))
+    writes = frame(con, "run_writes", {"run_id": run_id})
     return RunView(summary.iloc[0], steps, writes)
 
 

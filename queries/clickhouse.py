@@ -1,0 +1,217 @@
+"""The ClickHouse backend: the same analyses, run where the Collector's ClickHouse exporter writes.
+
+A backend URL picks the engine:
+- `chdb:///path/to/folder` (or `chdb://relative/folder`): ClickHouse in-process (the chdb
+  package), on the data folder given; what the tests and bench/bench_clickhouse.py run on;
+- `clickhouse://user[:password]@host[:port]/database`: a ClickHouse server over HTTP through the
+  optional clickhouse-connect package (`pip install 'budgetscope[clickhouse]'`); the password may
+  instead come from env BUDGETSCOPE_CLICKHOUSE_PASSWORD. NOT exercised by the tests (no server
+  in CI): the SQL is the one the chdb tests run, the transport is clickhouse-connect's.
+
+Queries come from queries/sql/clickhouse/ (loader.CLICKHOUSE_QUERIES); values are always bound as
+ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
+Only results travel: every query returns an aggregate or one run's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pandas as pd
+import pyarrow as pa
+
+from queries.loader import CLICKHOUSE_QUERIES, Query, bound_parameters
+
+PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
+BACKEND_SCHEMES = ("chdb", "clickhouse")
+
+# Every query runs with these: ClickHouse's JOIN otherwise fills a missing side with default
+# values (0, '') where DuckDB, and so every definition here, gives NULL.
+SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1}
+
+
+class BackendError(ValueError):
+    """A backend URL that cannot be used, or an engine that is not installed."""
+
+
+@dataclass(frozen=True)
+class BackendUrl:
+    scheme: str  # chdb or clickhouse
+    path: str = ""  # chdb data folder
+    host: str = "127.0.0.1"
+    port: int = 8123
+    user: str = "default"
+    password: str = ""
+    database: str = "default"
+
+    def describe(self) -> str:
+        """The URL without its password, for messages and cache keys."""
+        if self.scheme == "chdb":
+            return f"chdb://{self.path}"
+        return f"clickhouse://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def parse_backend_url(text: str) -> BackendUrl:
+    parts = urlsplit(text.strip())
+    if parts.scheme == "chdb":
+        path = unquote((parts.netloc or "") + (parts.path or ""))
+        if not path:
+            raise BackendError(f"{text!r}: chdb needs a data folder, e.g. chdb:///var/lib/traces")
+        return BackendUrl("chdb", path=path)
+    if parts.scheme == "clickhouse":
+        if not parts.hostname:
+            raise BackendError(f"{text!r}: expected clickhouse://user@host:port/database")
+        database = (parts.path or "/").strip("/") or "default"
+        query = parse_qs(parts.query)
+        try:
+            port = parts.port or int(query.get("port", ["8123"])[0])
+        except ValueError:
+            raise BackendError(f"{text!r}: the port is not a number") from None
+        return BackendUrl("clickhouse", host=parts.hostname, port=port,
+                          user=unquote(parts.username or "default"),
+                          password=unquote(parts.password or "") or os.environ.get(
+                              PASSWORD_ENV, ""),
+                          database=database)
+    raise BackendError(f"{text!r}: a backend is chdb:///FOLDER or "
+                       "clickhouse://user@host:port/database")
+
+
+def is_backend_url(text: str | None) -> bool:
+    return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
+
+
+def _parameter_text(value: Any) -> str:
+    """A value in ClickHouse's escaped parameter format (NULL is \\N, a backslash doubled)."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).replace("\\", "\\\\")
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a multi-statement file: each ends with ';' at the end of a line."""
+    code = "\n".join(line.split("--", 1)[0].rstrip() for line in text.splitlines())
+    statements, current = [], []
+    for line in code.splitlines():
+        current.append(line)
+        if line.endswith(";"):
+            statements.append("\n".join(current).rstrip(";").strip())
+            current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        statements.append(rest)
+    return [s for s in statements if s]
+
+
+class ClickHouseConnection:
+    """One open ClickHouse backend. `loader.frame` runs a named query through `frame`."""
+
+    dialect = "clickhouse"
+
+    def __init__(self, url: BackendUrl) -> None:
+        self.url = url
+        # chdb runs one query at a time per session; the dashboard calls from several threads.
+        self._lock = threading.Lock()
+        if url.scheme == "chdb":
+            try:
+                from chdb import session
+            except ImportError:
+                raise BackendError("chdb is not installed: pip install 'budgetscope[clickhouse]'"
+                                   ) from None
+            Path(url.path).mkdir(parents=True, exist_ok=True)
+            self._session = session.Session(url.path)
+            for name, value in SESSION_SETTINGS.items():
+                self._session.query(f"SET {name} = {int(value)}")
+            self._client = None
+        else:
+            try:
+                import clickhouse_connect
+            except ImportError:
+                raise BackendError("clickhouse-connect is not installed: "
+                                   "pip install 'budgetscope[clickhouse]'") from None
+            self._session = None
+            self._client = clickhouse_connect.get_client(
+                host=url.host, port=url.port, username=url.user, password=url.password,
+                database=url.database, settings=SESSION_SETTINGS)
+
+    # -- running text ---------------------------------------------------------------------------
+    def _frame_text(self, text: str, parameters: Mapping[str, Any]) -> pd.DataFrame:
+        with self._lock:
+            if self._session is not None:
+                params = {k: _parameter_text(v) for k, v in parameters.items()}
+                return self._session.query(text, "DataFrame", params=params or None)
+            return self._client.query_df(text, parameters=dict(parameters) or None)
+
+    def command(self, text: str, parameters: Mapping[str, Any] | None = None) -> None:
+        with self._lock:
+            if self._session is not None:
+                params = {k: _parameter_text(v) for k, v in (parameters or {}).items()}
+                self._session.query(text, "CSV", params=params or None)
+            else:
+                self._client.command(text, parameters=dict(parameters or {}) or None)
+
+    # -- named queries --------------------------------------------------------------------------
+    def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
+        text = query.text.rstrip().rstrip(";")
+        frame = self._frame_text(text, bound_parameters(query, parameters))
+        return frame.reset_index(drop=True)
+
+    def run_script(self, name: str) -> None:
+        """Run every statement of a ClickHouse-only multi-statement file (DDL, derive)."""
+        for number, statement in enumerate(split_statements(CLICKHOUSE_QUERIES[name].text), 1):
+            try:
+                self.command(statement)
+            except Exception as error:
+                raise RuntimeError(f"{name}.sql statement {number} failed: {error}") from error
+
+    def scalar(self, text: str) -> Any:
+        frame = self._frame_text(text, {})
+        return None if frame.empty else frame.iat[0, 0]
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append rows (columns named as the table's) to `table`, a name of ours."""
+        with self._lock:
+            if self._session is not None:
+                # chdb's Python() table function reads the local variable named in the text.
+                rows = data  # noqa: F841
+                self._session.query(f"INSERT INTO {table} SELECT * FROM Python(rows)")
+            else:
+                self._client.insert_arrow(table, data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+            elif self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+_open: dict[BackendUrl, ClickHouseConnection] = {}
+_open_lock = threading.Lock()
+
+
+def connect(url: str | BackendUrl) -> ClickHouseConnection:
+    """A connection for this URL, shared within the process: chdb allows one session per data
+    folder at a time, and a server client is reusable."""
+    parsed = parse_backend_url(url) if isinstance(url, str) else url
+    with _open_lock:
+        con = _open.get(parsed)
+        if con is None or (con._session is None and con._client is None):
+            con = _open[parsed] = ClickHouseConnection(parsed)
+        return con
+
+
+def close_all() -> None:
+    with _open_lock:
+        for con in _open.values():
+            con.close()
+        _open.clear()

@@ -1,0 +1,478 @@
+-- name: derive_build
+-- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6).
+--
+-- The ClickHouse dialect of queries/sql/derive_refresh.sql: the same steps in the same order,
+-- the same rules, so every derived number equals the DuckDB backend's. Differences are of
+-- dialect only: spans come from the Collector exporter's otel_traces (attribute values arrive as
+-- strings and are cast here the way ingest/typed_attributes.py casts them at ingest); the whole
+-- table is derived at once into *_next tables that then replace the live ones, instead of a
+-- refresh of the traces one write touched (ClickHouse has no transactions to make a
+-- delete-and-insert atomic; an exchange of tables is).
+-- Statements end with ';' at the end of a line (queries.clickhouse.split_statements).
+-- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
+
+DROP TABLE IF EXISTS budgetscope_tmp_raw;
+DROP TABLE IF EXISTS budgetscope_tmp_spans;
+DROP TABLE IF EXISTS budgetscope_tmp_walk;
+DROP TABLE IF EXISTS budgetscope_tmp_runs;
+DROP TABLE IF EXISTS budgetscope_tmp_steps;
+DROP TABLE IF EXISTS budgetscope_tmp_consumption;
+DROP TABLE IF EXISTS budgetscope_tmp_blame;
+DROP TABLE IF EXISTS budgetscope_runs_next;
+DROP TABLE IF EXISTS budgetscope_steps_next;
+DROP TABLE IF EXISTS budgetscope_reconcile_links_next;
+DROP TABLE IF EXISTS budgetscope_derive_state_next;
+
+-- 0. The state this derivation is built from: stored rows and the newest span start. Readers
+-- compare it with otel_traces to know whether the derived tables are current.
+CREATE TABLE budgetscope_derive_state_next ENGINE = MergeTree ORDER BY tuple() AS
+SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS traces,
+       now64(3) AS derived_at
+FROM otel_traces;
+
+-- 1a. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
+-- DuckDB backend keeps one copy of each (its primary key), so does this. The SPEC attributes
+-- are read as trimmed strings (NULL when absent: a missing Map key reads as '').
+CREATE TABLE budgetscope_tmp_raw ENGINE = MergeTree ORDER BY tuple() AS
+SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
+       toString(SpanName) AS name,
+       toUnixTimestamp64Nano(Timestamp) AS start_ns,
+       toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
+       -- the exporter writes pdata's names (Unset/Ok/Error); older versions wrote the proto's
+       multiIf(StatusCode IN ('Error', 'STATUS_CODE_ERROR'), 2,
+               StatusCode IN ('Ok', 'STATUS_CODE_OK'), 1, 0) AS status_code,
+       nullIf(toString(ServiceName), '') AS service_name,
+       if(mapContains(SpanAttributes, 'budget.total_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.total_ms']), NULL) AS t_total,
+       if(mapContains(SpanAttributes, 'budget.deadline_unix_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.deadline_unix_ms']), NULL) AS t_deadline,
+       if(mapContains(SpanAttributes, 'budget.reserve_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reserve_ms']), NULL) AS t_reserve,
+       if(mapContains(SpanAttributes, 'budget.remaining_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.remaining_ms']), NULL) AS t_remaining,
+       if(mapContains(SpanAttributes, 'budget.cap_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cap_ms']), NULL) AS t_cap,
+       if(mapContains(SpanAttributes, 'budget.allocated_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.allocated_ms']), NULL) AS t_allocated,
+       if(mapContains(SpanAttributes, 'budget.attempt'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
+       if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
+       if(mapContains(SpanAttributes, 'http.response.status_code'),
+          trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']), NULL) AS t_http,
+       -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
+       multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
+                   SpanAttributes['rpc.grpc.status_code'],
+               mapContains(SpanAttributes, 'rpc.response.status_code'),
+                   SpanAttributes['rpc.response.status_code'],
+               mapContains(SpanAttributes, 'rpc.status_code'),
+                   SpanAttributes['rpc.status_code'], NULL) AS t_grpc,
+       if(mapContains(SpanAttributes, 'budget.run.outcome'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.run.outcome'])), NULL)
+           AS budget_run_outcome,
+       if(mapContains(SpanAttributes, 'budget.step.kind'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.step.kind'])), NULL)
+           AS budget_step_kind,
+       if(mapContains(SpanAttributes, 'budget.step.name'),
+          SpanAttributes['budget.step.name'], NULL) AS budget_step_name,
+       if(mapContains(SpanAttributes, 'budget.outcome'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.outcome'])), NULL)
+           AS budget_outcome,
+       if(mapContains(SpanAttributes, 'budget.side_effect'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.side_effect'])), NULL)
+           AS budget_side_effect,
+       if(mapContains(SpanAttributes, 'budget.effect_status'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.effect_status'])), NULL)
+           AS budget_effect_status,
+       if(mapContains(SpanAttributes, 'budget.idempotency_key'),
+          SpanAttributes['budget.idempotency_key'], NULL) AS budget_idempotency_key,
+       if(mapContains(SpanAttributes, 'budget.hedge'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.hedge'])), NULL) AS t_hedge,
+       if(mapContains(SpanAttributes, 'budget.reconcile.result'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reconcile.result'])), NULL)
+           AS budget_reconcile_result,
+       if(mapContains(SpanAttributes, 'gen_ai.operation.name'),
+          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['gen_ai.operation.name'])), NULL)
+           AS gen_ai_operation_name,
+       if(mapContains(SpanAttributes, 'gen_ai.tool.name'),
+          SpanAttributes['gen_ai.tool.name'], NULL) AS gen_ai_tool_name,
+       if(mapContains(SpanAttributes, 'gen_ai.request.model'),
+          SpanAttributes['gen_ai.request.model'], NULL) AS gen_ai_request_model,
+       if(mapContains(SpanAttributes, 'gen_ai.agent.name'),
+          SpanAttributes['gen_ai.agent.name'], NULL) AS gen_ai_agent_name,
+       if(mapContains(SpanAttributes, 'error.type'),
+          SpanAttributes['error.type'], NULL) AS error_type,
+       -- exception.type of each `exception` event, in event order, non-empty ones only
+       arrayFilter(x -> x != '', arrayMap((n, a) -> if(n = 'exception', a['exception.type'], ''),
+                                          Events.Name, Events.Attributes)) AS exception_types,
+       arrayZip(Links.TraceId, Links.SpanId) AS links
+FROM otel_traces
+LIMIT 1 BY TraceId, SpanId;
+
+-- 1b. Typed columns (as ingest/typed_attributes.py: an integer is any number without a
+-- fraction, written as an integer or not), then step kind, name and class (SPEC §2, §3).
+CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
+WITH typed AS (
+    SELECT *,
+           coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
+           coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
+           coalesce(toInt64OrNull(t_reserve), if(toFloat64OrNull(t_reserve) = floor(toFloat64OrNull(t_reserve)) AND abs(toFloat64OrNull(t_reserve)) < 9.2e18, toInt64(toFloat64OrNull(t_reserve)), NULL)) AS budget_reserve_ms,
+           coalesce(toInt64OrNull(t_remaining), if(toFloat64OrNull(t_remaining) = floor(toFloat64OrNull(t_remaining)) AND abs(toFloat64OrNull(t_remaining)) < 9.2e18, toInt64(toFloat64OrNull(t_remaining)), NULL)) AS budget_remaining_ms,
+           coalesce(toInt64OrNull(t_cap), if(toFloat64OrNull(t_cap) = floor(toFloat64OrNull(t_cap)) AND abs(toFloat64OrNull(t_cap)) < 9.2e18, toInt64(toFloat64OrNull(t_cap)), NULL)) AS budget_cap_ms,
+           coalesce(toInt64OrNull(t_allocated), if(toFloat64OrNull(t_allocated) = floor(toFloat64OrNull(t_allocated)) AND abs(toFloat64OrNull(t_allocated)) < 9.2e18, toInt64(toFloat64OrNull(t_allocated)), NULL)) AS budget_allocated_ms,
+           coalesce(toInt64OrNull(t_attempt), if(toFloat64OrNull(t_attempt) = floor(toFloat64OrNull(t_attempt)) AND abs(toFloat64OrNull(t_attempt)) < 9.2e18, toInt64(toFloat64OrNull(t_attempt)), NULL)) AS budget_attempt,
+           coalesce(toInt64OrNull(t_cleanup), if(toFloat64OrNull(t_cleanup) = floor(toFloat64OrNull(t_cleanup)) AND abs(toFloat64OrNull(t_cleanup)) < 9.2e18, toInt64(toFloat64OrNull(t_cleanup)), NULL)) AS budget_cleanup_ms,
+           coalesce(toInt64OrNull(t_http), if(toFloat64OrNull(t_http) = floor(toFloat64OrNull(t_http)) AND abs(toFloat64OrNull(t_http)) < 9.2e18, toInt64(toFloat64OrNull(t_http)), NULL)) AS http_response_status_code,
+           -- a gRPC status name (DEADLINE_EXCEEDED) or its number
+           multiIf(upperUTF8(trim(BOTH ' \t\n\r' FROM t_grpc)) IN ('OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'),
+                   toInt64(indexOf(['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'], upperUTF8(trim(BOTH ' \t\n\r' FROM t_grpc))) - 1),
+               coalesce(toInt64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc)), if(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc)) = floor(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))) AND abs(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))) < 9.2e18, toInt64(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))), NULL))) AS grpc_status_code,
+           CAST(multiIf(t_hedge IN ('true', '1', 'yes'), true, t_hedge IN ('false', '0', 'no'),
+                        false, NULL), 'Nullable(Bool)') AS budget_hedge
+    FROM budgetscope_tmp_raw
+), picked AS (
+    SELECT *,
+           budget_step_kind IS NOT NULL OR gen_ai_operation_name IS NOT NULL AS is_step,
+           coalesce(budget_step_kind, multiIf(
+               gen_ai_operation_name IN ('chat', 'text_completion', 'generate_content'), 'model',
+               gen_ai_operation_name = 'execute_tool', 'tool',
+               gen_ai_operation_name = 'invoke_agent', 'subagent',
+               'other')) AS step_kind,
+           -- SPEC §3 rule 4: the first non-empty of error.type and the exception types
+           -- (non-empty after trimming spaces, as DuckDB's trim does)
+           nullIf(lowerUTF8(arrayFirst(x -> trimBoth(x) != '',
+                                       arrayConcat([coalesce(error_type, '')], exception_types))),
+                  '') AS error_text,
+           budget_outcome AS given_outcome
+    FROM typed
+)
+SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
+       gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
+       budget_run_outcome, budget_remaining_ms, budget_cap_ms, budget_allocated_ms,
+       budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
+       budget_hedge, budget_reconcile_result, budget_cleanup_ms,
+       budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
+       is_step,
+       step_kind,
+       coalesce(budget_step_name, multiIf(
+           step_kind = 'tool', gen_ai_tool_name,
+           step_kind = 'model', gen_ai_request_model,
+           step_kind = 'subagent', gen_ai_agent_name, NULL), name) AS step_name,
+       multiIf(
+           -- rule 1: an outcome the agent stated; a value outside SPEC's list falls through
+           given_outcome IN ('ok', 'client_timeout', 'upstream_error', 'refused', 'cancelled',
+                             'client_error', 'error'), given_outcome,
+           -- rule 2: HTTP; a 504 is the upstream's gateway giving up, not us
+           http_response_status_code BETWEEN 500 AND 599
+               OR http_response_status_code IN (408, 429), 'upstream_error',
+           http_response_status_code BETWEEN 400 AND 499, 'client_error',
+           -- rule 3: gRPC
+           grpc_status_code = 4, 'client_timeout',
+           grpc_status_code = 1, 'cancelled',
+           grpc_status_code IN (2, 8, 10, 13, 14, 15), 'upstream_error',
+           grpc_status_code IN (3, 5, 6, 7, 9, 11, 12, 16), 'client_error',
+           -- rule 4: error.type, then exception types, case-insensitive
+           error_text IS NOT NULL, multiIf(
+               error_text LIKE '%timeout%' OR error_text LIKE '%timedout%'
+                   OR error_text LIKE '%deadline%', 'client_timeout',
+               error_text LIKE '%cancel%', 'cancelled',
+               match(trimBoth(error_text), '^5[0-9][0-9]$')
+                   OR error_text LIKE '%connection%' OR error_text LIKE '%unavailable%'
+                   OR error_text LIKE '%refused%' OR error_text LIKE '%reset%', 'upstream_error',
+               'error'),
+           -- rule 5: span status
+           status_code = 2, 'error',
+           'ok') AS class,
+       links AS link_targets
+FROM picked;
+
+-- 2. Walk down from every run span (as derive_refresh.sql step 2). A nested run is still a step
+-- of the outer run when it carries step attributes (`own`), but what is below it belongs to it
+-- (`nested`). The depth cap stops a malformed parent cycle from recursing forever; a span
+-- reached twice (only in a cyclic trace) keeps its shallowest path.
+CREATE TABLE budgetscope_tmp_walk ENGINE = MergeTree ORDER BY tuple() AS
+WITH RECURSIVE walk AS (
+    SELECT trace_id, span_id AS run_span_id, span_id, CAST(NULL, 'Nullable(String)') AS top_step_id,
+           toInt32(-1) AS step_level, false AS own, false AS nested, toUInt32(0) AS depth
+    FROM budgetscope_tmp_spans WHERE is_run
+    UNION ALL
+    SELECT c.trace_id, w.run_span_id, c.span_id,
+           if(w.top_step_id IS NULL AND c.is_step AND NOT w.nested, c.span_id, w.top_step_id),
+           toInt32(w.step_level + if(c.is_step AND NOT w.nested, 1, 0)),
+           NOT w.nested,
+           w.nested OR c.is_run,
+           toUInt32(w.depth + 1)
+    FROM budgetscope_tmp_spans c
+    JOIN walk w ON c.trace_id = w.trace_id AND c.parent_span_id = w.span_id
+    WHERE w.depth < 200
+)
+SELECT * FROM walk
+ORDER BY depth
+LIMIT 1 BY trace_id, run_span_id, span_id;
+
+-- 3. Run-level facts that do not depend on steps.
+CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
+WITH runs_raw AS (
+    SELECT r.*,
+           -- the root is the run "trace_id" only when the trace has exactly one root
+           countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
+           if(r.budget_total_ms IS NOT NULL, coalesce(
+               r.budget_deadline_unix_ms * 1000000,
+               r.start_ns + r.budget_total_ms * 1000000), NULL) AS deadline_ns
+    FROM budgetscope_tmp_spans r WHERE r.is_run
+), latest AS (
+    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS latest_end_ns
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    GROUP BY w.trace_id, w.run_span_id
+)
+SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
+          concat(r.trace_id, '/', r.span_id)) AS run_id,
+       r.trace_id AS trace_id, r.span_id AS span_id,
+       coalesce(r.gen_ai_agent_name, r.service_name) AS agent,
+       r.start_ns AS start_ns, r.end_ns AS end_ns,
+       r.budget_total_ms AS budget_ms,
+       r.deadline_ns AS deadline_ns,
+       -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
+       if(r.deadline_ns IS NOT NULL, greatest(r.start_ns, least(r.end_ns, r.deadline_ns)), NULL)
+           AS window_end_ns,
+       r.budget_reserve_ms AS reserve_ms,
+       r.budget_run_outcome AS outcome,
+       (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
+       ((r.end_ns - r.start_ns) / 1e6) / nullIf(r.budget_total_ms, 0) AS utilisation,
+       l.latest_end_ns AS latest_end_ns,
+       if(r.deadline_ns IS NOT NULL, greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6, NULL)
+           AS overrun_ms,
+       lowerUTF8(trimBoth(r.budget_run_outcome)) AS known_outcome,
+       concat(toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
+              leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
+                      2, '0')) AS week
+FROM runs_raw r
+JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
+
+-- 4. Steps: spans on a run's own walk (not below a nested run) that carry step attributes.
+CREATE TABLE budgetscope_tmp_steps ENGINE = MergeTree ORDER BY tuple() AS
+SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
+       s.parent_span_id AS parent_span_id, assumeNotNull(w.top_step_id) AS top_step_id,
+       CAST(w.top_step_id = s.span_id, 'Bool') AS is_top_level,
+       w.step_level AS step_level,
+       s.name AS span_name, s.step_kind AS kind, s.step_name AS name,
+       concat(s.step_kind, ':', s.step_name) AS step_key,
+       s.class AS class, s.start_ns AS start_ns, s.end_ns AS end_ns,
+       (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
+       s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
+       s.budget_allocated_ms AS allocated_ms,
+       ((s.end_ns - s.start_ns) / 1e6) / nullIf(s.budget_allocated_ms, 0) AS utilisation,
+       s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
+       s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
+       s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
+       s.budget_cleanup_ms AS cleanup_ms,
+       CAST(coalesce(s.budget_side_effect = 'write', false), 'Bool') AS is_write,
+       -- SPEC §6: effect_status decides when present; absent that, the class does
+       CAST(coalesce(s.budget_side_effect = 'write', false) AND if(
+           s.budget_effect_status IS NOT NULL, s.budget_effect_status = 'possible',
+           s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
+       if(s.step_kind = 'reconcile', s.link_targets, []) AS link_targets,
+       r.agent AS agent, r.start_ns AS run_start_ns,
+       CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget
+FROM budgetscope_tmp_walk w
+JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+JOIN budgetscope_tmp_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
+WHERE w.own AND s.is_step;
+
+-- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
+-- elementary intervals before point p, and a step's consumption is W(end) - W(start).
+CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
+WITH clipped AS (
+    SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
+           greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
+    FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
+    WHERE st.is_top_level AND r.budget_ms IS NOT NULL
+), edges AS (
+    SELECT run_id, cs AS p, 1 AS delta FROM clipped WHERE cs < ce
+    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM clipped WHERE cs < ce
+    UNION ALL SELECT run_id, start_ns AS p, 0 AS delta FROM budgetscope_tmp_runs
+              WHERE budget_ms IS NOT NULL
+    UNION ALL SELECT run_id, assumeNotNull(window_end_ns) AS p, 0 AS delta
+              FROM budgetscope_tmp_runs WHERE budget_ms IS NOT NULL
+), points AS (
+    SELECT run_id, p, sum(delta) AS delta FROM edges GROUP BY run_id, p
+), intervals AS (
+    SELECT run_id, p,
+           sum(delta) OVER (PARTITION BY run_id ORDER BY p) AS active,
+           leadInFrame(toNullable(p), 1, NULL) OVER (
+               PARTITION BY run_id ORDER BY p
+               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) - p AS dt
+    FROM points
+), weighted AS (
+    SELECT run_id, p, active, dt,
+           coalesce(sum(if(active > 0, toFloat64(dt) / active, NULL)) OVER (
+               PARTITION BY run_id ORDER BY p
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
+    FROM intervals
+), unattributed AS (
+    SELECT run_id, coalesce(sumIf(dt, active = 0), 0) / 1e6 AS unattributed_ms
+    FROM weighted GROUP BY run_id
+)
+SELECT c.trace_id AS trace_id, c.span_id AS span_id, c.run_id AS run_id,
+       if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, 0) AS consumption_ms,
+       u.unattributed_ms AS unattributed_ms
+FROM clipped c
+JOIN unattributed u ON u.run_id = c.run_id
+LEFT JOIN weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
+LEFT JOIN weighted we ON we.run_id = c.run_id AND we.p = c.ce;
+
+-- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
+-- top-level step active at d; several: the latest started; none: the last one to start before
+-- the run span ended).
+CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
+WITH top AS (
+    SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
+           st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
+           r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms
+    FROM budgetscope_tmp_steps st
+    JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
+    JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
+    WHERE st.is_top_level
+), culprit AS (
+    SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
+           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share
+    FROM top
+    QUALIFY row_number() OVER (PARTITION BY run_id
+                               ORDER BY consumption_ms DESC, start_ns, span_id) = 1
+), holder AS (
+    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key
+    FROM top
+    WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
+        (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
+)
+SELECT coalesce(c.run_id, h.run_id) AS run_id, c.culprit_span_id AS culprit_span_id,
+       c.culprit_key AS culprit_key, c.culprit_ms AS culprit_ms,
+       c.culprit_share AS culprit_share, h.holder_span_id AS holder_span_id,
+       h.holder_key AS holder_key
+FROM culprit c FULL JOIN holder h ON h.run_id = c.run_id;
+
+-- 7. The finished run rows.
+CREATE TABLE budgetscope_runs_next ENGINE = MergeTree ORDER BY run_id AS
+SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent AS agent,
+       r.start_ns AS start_ns, r.end_ns AS end_ns, r.budget_ms AS budget_ms,
+       r.deadline_ns AS deadline_ns, r.window_end_ns AS window_end_ns,
+       r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
+       r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
+       r.overrun_ms AS overrun_ms,
+       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
+       -- otherwise running to the deadline, or a refused step.
+       CAST(multiIf(r.budget_ms IS NULL, NULL,
+               r.known_outcome IN ('completed', 'partial', 'exhausted', 'failed', 'cancelled'),
+                   r.known_outcome IN ('exhausted', 'partial'),
+               r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0),
+            'Nullable(Bool)') AS exhausted,
+       toInt64(coalesce(n.refused_steps, 0)) AS refused_steps,
+       toInt64(coalesce(n.steps, 0)) AS steps,
+       toInt64(coalesce(n.top_level_steps, 0)) AS top_level_steps,
+       if(r.budget_ms IS NOT NULL,
+          coalesce(u.unattributed_ms, (r.window_end_ns - r.start_ns) / 1e6), NULL)
+           AS unattributed_ms,
+       b.culprit_span_id AS culprit_span_id, b.culprit_key AS culprit_key,
+       b.culprit_ms AS culprit_ms, b.culprit_share AS culprit_share,
+       b.holder_span_id AS holder_span_id, b.holder_key AS holder_key, r.week AS week
+FROM budgetscope_tmp_runs r
+LEFT JOIN (SELECT run_id, count() AS steps, countIf(is_top_level) AS top_level_steps,
+                  countIf(class = 'refused') AS refused_steps
+           FROM budgetscope_tmp_steps GROUP BY run_id) n ON n.run_id = r.run_id
+LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM budgetscope_tmp_consumption) u
+    ON u.run_id = r.run_id
+LEFT JOIN budgetscope_tmp_blame b ON b.run_id = r.run_id;
+
+-- 8. The steps with their consumption and their run's exhaustion, and the links of reconcile
+-- steps (one row per link).
+CREATE TABLE budgetscope_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
+SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
+       st.parent_span_id AS parent_span_id, st.top_step_id AS top_step_id,
+       st.is_top_level AS is_top_level, st.step_level AS step_level,
+       st.span_name AS span_name, st.kind AS kind, st.name AS name, st.step_key AS step_key,
+       st.class AS class, st.start_ns AS start_ns, st.end_ns AS end_ns,
+       st.duration_ms AS duration_ms, st.remaining_ms AS remaining_ms, st.cap_ms AS cap_ms,
+       st.allocated_ms AS allocated_ms, st.utilisation AS utilisation,
+       st.side_effect AS side_effect, st.effect_status AS effect_status,
+       st.idempotency_key AS idempotency_key, st.attempt AS attempt, st.hedge AS hedge,
+       st.reconcile_result AS reconcile_result, st.cleanup_ms AS cleanup_ms,
+       st.is_write AS is_write, st.is_uncertain AS is_uncertain,
+       st.link_targets AS link_targets, st.agent AS agent, st.run_start_ns AS run_start_ns,
+       st.run_has_budget AS run_has_budget, c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
+FROM budgetscope_tmp_steps st
+JOIN budgetscope_runs_next r ON r.run_id = st.run_id
+LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
+
+CREATE TABLE budgetscope_reconcile_links_next ENGINE = MergeTree
+ORDER BY (target_trace_id, target_span_id) AS
+SELECT trace_id, span_id, run_id, target.1 AS target_trace_id, target.2 AS target_span_id,
+       idempotency_key, coalesce(reconcile_result, 'unknown') AS result, start_ns, end_ns
+FROM budgetscope_tmp_steps
+ARRAY JOIN link_targets AS target
+WHERE kind = 'reconcile';
+
+-- 9. Replace the live tables (each exchange is atomic; created empty the first time).
+CREATE TABLE IF NOT EXISTS budgetscope_runs AS budgetscope_runs_next;
+CREATE TABLE IF NOT EXISTS budgetscope_steps AS budgetscope_steps_next;
+CREATE TABLE IF NOT EXISTS budgetscope_reconcile_links AS budgetscope_reconcile_links_next;
+CREATE TABLE IF NOT EXISTS budgetscope_derive_state AS budgetscope_derive_state_next;
+EXCHANGE TABLES budgetscope_runs AND budgetscope_runs_next;
+EXCHANGE TABLES budgetscope_steps AND budgetscope_steps_next;
+EXCHANGE TABLES budgetscope_reconcile_links AND budgetscope_reconcile_links_next;
+EXCHANGE TABLES budgetscope_derive_state AND budgetscope_derive_state_next;
+
+-- 10. Write steps with what is known about them having been read back: the DuckDB schema's
+-- reconciliations and write_steps views. A table here, built with the others: a full build
+-- sees every trace, so a link from another trace is resolved whatever order traces arrived in,
+-- and the reconciliation and weekly reports read it instead of joining at every query.
+DROP TABLE IF EXISTS budgetscope_write_steps_next;
+CREATE TABLE budgetscope_write_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
+WITH reconcile_steps AS (
+    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns,
+           coalesce(reconcile_result, 'unknown') AS result
+    FROM budgetscope_steps WHERE kind = 'reconcile'
+), reconciliations AS (
+    SELECT DISTINCT * FROM (
+        SELECT w.trace_id AS write_trace_id, w.span_id AS write_span_id,
+               r.trace_id AS reconcile_trace_id, r.span_id AS reconcile_span_id,
+               r.result AS result, r.start_ns AS start_ns, r.end_ns AS end_ns,
+               r.idempotency_key AS idempotency_key
+        FROM budgetscope_steps w JOIN reconcile_steps r
+          ON r.run_id = w.run_id AND r.idempotency_key = w.idempotency_key
+        WHERE w.is_write
+        UNION ALL
+        SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
+               r.idempotency_key
+        FROM budgetscope_reconcile_links r
+        JOIN budgetscope_steps w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
+        WHERE w.is_write)
+), per_write AS (
+    SELECT write_trace_id, write_span_id, count() AS reconciliations,
+           argMax(result, tuple(start_ns, end_ns, reconcile_span_id)) AS last_result
+    FROM reconciliations GROUP BY write_trace_id, write_span_id
+)
+SELECT w.*,
+       coalesce(p.reconciliations, 0) AS reconciliations,
+       CAST(p.reconciliations IS NOT NULL, 'Bool') AS reconciled,
+       CAST(w.is_uncertain AND p.reconciliations IS NULL, 'Bool') AS orphan,
+       p.last_result AS last_result
+FROM budgetscope_steps w
+LEFT JOIN per_write p ON p.write_trace_id = w.trace_id AND p.write_span_id = w.span_id
+WHERE w.is_write;
+CREATE TABLE IF NOT EXISTS budgetscope_write_steps AS budgetscope_write_steps_next;
+EXCHANGE TABLES budgetscope_write_steps AND budgetscope_write_steps_next;
+DROP TABLE IF EXISTS budgetscope_write_steps_next;
+
+DROP TABLE IF EXISTS budgetscope_tmp_raw;
+DROP TABLE IF EXISTS budgetscope_tmp_spans;
+DROP TABLE IF EXISTS budgetscope_tmp_walk;
+DROP TABLE IF EXISTS budgetscope_tmp_runs;
+DROP TABLE IF EXISTS budgetscope_tmp_steps;
+DROP TABLE IF EXISTS budgetscope_tmp_consumption;
+DROP TABLE IF EXISTS budgetscope_tmp_blame;
+DROP TABLE IF EXISTS budgetscope_runs_next;
+DROP TABLE IF EXISTS budgetscope_steps_next;
+DROP TABLE IF EXISTS budgetscope_reconcile_links_next;
+DROP TABLE IF EXISTS budgetscope_derive_state_next;

@@ -25,6 +25,7 @@ PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliat
               "weekly"}
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
+_FOLLOW = "follow_new_spans"  # the sidebar toggle
 _DRAWN_FROM = "_drawn_from_source"  # data.source_token() when the page was last drawn
 
 
@@ -149,21 +150,23 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
     box.text("\n".join(lines))
     seconds = refresh_seconds()
     if seconds:
-        box.toggle("Follow new spans", value=True, key="auto_refresh",
+        box.toggle("Follow new spans", value=True, key=_FOLLOW,
                    help=f"Checks the database every {seconds:g} s and redraws the page when "
                         "spans arrived or were derived (reading nothing when they did not).")
-        if st.session_state.get("auto_refresh", True):
-            _follow_new_data(seconds)
     box.button("Reload data", key="reload", on_click=data.clear_cache, icon=":material/refresh:",
                help="Forget every cached result and query the database again.")
 
 
-def _follow_new_data(seconds: float) -> None:
-    """Redraw the whole page when the database changed since it was drawn.
+def follow_new_data() -> None:
+    """Redraw the whole page when the database changes after this point of the run.
 
-    A fragment on a timer only stats the database file and its WAL (data.source_token, no
-    query), so an idle dashboard costs nothing; the page's own queries rerun only when that
-    token moved, and then hit the cache of anyone who already drew the same view."""
+    Called before the page reads anything, so that a change during the reads (or a read that
+    failed because `budgetscope ingest` held the file) brings another redraw. A fragment on a
+    timer only stats the database file and its WAL (data.source_token, no query), so an idle
+    dashboard costs nothing; the page's queries rerun only when that token moved."""
+    seconds = refresh_seconds()
+    if not seconds or not st.session_state.get(_FOLLOW, True):
+        return
     st.session_state[_DRAWN_FROM] = data.source_token()
 
     @st.fragment(run_every=seconds)

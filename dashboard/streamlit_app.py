@@ -45,6 +45,7 @@ def main() -> None:
     if "run" in st.query_params and page.url_path != "run":
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
     st.sidebar.title("budgetscope")
+    layout.follow_new_data()
     try:
         status = data.status()
     except data.NoDatabase as error:

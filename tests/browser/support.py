@@ -85,7 +85,7 @@ def free_port() -> int:
 class Dashboard:
     """`budgetscope dashboard` in a subprocess, stopped with SIGTERM."""
 
-    def __init__(self, db: str, log: Path) -> None:
+    def __init__(self, db: str, log: Path, refresh_seconds: float | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -93,7 +93,8 @@ class Dashboard:
         env.pop("BUDGETSCOPE_DB", None)
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from budgetscope.cli import main; main()",
-             "--db", db, "dashboard", "--port", str(self.port)],
+             "--db", db, "dashboard", "--port", str(self.port),
+             *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)])],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO, env=env)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,7 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
+from ingest.database import connect
 from tests.browser import support
+from tests.trace_builder import TraceBuilder, store
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -115,6 +118,45 @@ def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> N
     settle(page, 1)
     assert heading(page) == "Run view"
     assert urlsplit(page.url).path.endswith("/run")  # type: ignore[attr-defined]
+
+
+def test_overview_typed_by_hand_forwards_to_the_root(sample_app: support.Dashboard,
+                                                    page: object) -> None:
+    page.goto(f"{sample_app.url}/overview?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, 3)
+    assert heading(page) == "Overview"
+    params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
+    assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
+
+
+def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
+    """Nobody touches the page: spans stored by another process show on it by themselves."""
+    db = str(tmp_path / "growing.duckdb")
+    builder = TraceBuilder(seed=7)
+    builder.span("first run", 0, 1_000, attributes={"budget.total_ms": 5_000})
+    with closing(connect(db)) as con:
+        store(con, builder.finished())
+    app = support.Dashboard(db, tmp_path / "growing.log", refresh_seconds=1)
+    try:
+        page.goto(f"{app.url}/?range=all")  # type: ignore[attr-defined]
+        settle(page)
+        sidebar = page.locator('[data-testid="stSidebar"]')  # type: ignore[attr-defined]
+        assert "runs   1" in sidebar.inner_text()
+        more = TraceBuilder(seed=8)
+        for n in range(2):
+            more.span(f"run {n}", 0, 1_000, attributes={"budget.total_ms": 5_000})
+        with closing(connect(db)) as con:
+            store(con, more.finished())
+            # Still holding the file (as `budgetscope ingest` does): the redraw the commit
+            # brought finds it busy and says so; closing it must bring another redraw.
+            page.wait_for_timeout(3_000)  # type: ignore[attr-defined]
+        page.wait_for_function(  # type: ignore[attr-defined]
+            "() => document.querySelector('[data-testid=stSidebar]').innerText"
+            ".includes('runs   3')", timeout=30_000)
+        settle(page)
+    finally:
+        app.stop()
 
 
 def test_navigation_keeps_the_filters(sample_app: support.Dashboard, page: object) -> None:

@@ -10,6 +10,8 @@ closed (checkpointed) and the sidecar announcing the server is removed.
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import os
 import signal
 import socket
@@ -22,17 +24,27 @@ import duckdb
 
 from budgetscope.commands.common import Fail
 from budgetscope.commands.dashboard import DASHBOARD_APP, refresh_option, run_streamlit, set_refresh
+from budgetscope.commands.durations import Duration
+from budgetscope.commands.serve_operations import (
+    retention_families,
+    signal_families,
+    window_label,
+)
+from budgetscope.log_format import configure_logging
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
 from ingest.owner import DatabaseOwner, install
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
+from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
+from ingest.retention import RetentionSchedule
 from queries.derive import refresh_touched
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
 _WILDCARDS = ("0.0.0.0", "::", "")
+_LOG = logging.getLogger("budgetscope.serve")
 
 
 def _local_host(host: str) -> str:
@@ -85,13 +97,31 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True,
               type=click.IntRange(1024), help="Largest request accepted, after decompression.")
 @refresh_option
+@click.option("--retention-days", type=click.FloatRange(0, min_open=True), default=None,
+              help="Remove traces whose newest span ended more than this many days ago, whole, "
+                   "in the background (default: keep everything).")
+@click.option("--retention-interval", type=Duration(), default="1h", show_default=True,
+              help="How often retention runs (the first pass runs at start-up).")
+@click.option("--metrics-window", type=Duration(), default="1h", show_default=True,
+              help="/metrics reports exhaustion, give-ups, upstream failures, reconciliation "
+                   "and orphan writes over the runs that started this long ago or later.")
+@click.option("--metrics-cache-seconds", type=click.FloatRange(0), default=5.0,
+              show_default=True, help="How long /metrics reuses those figures.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Log lines on standard error: text, or one JSON object "
+              "per line (start-up, rejections, retention, shutdown).")
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
                   ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int,
-                  refresh_seconds: float) -> None:
+                  refresh_seconds: float, retention_days: float | None,
+                  retention_interval: dt.timedelta, metrics_window: dt.timedelta,
+                  metrics_cache_seconds: float, log_format: str) -> None:
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
-    the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored."""
+    the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
+
+    The OTLP/HTTP port also answers GET /healthz, /readyz and /metrics (Prometheus)."""
     db = context.obj["db"]
+    configure_logging(log_format)
     set_refresh(refresh_seconds)
     if not no_ui:
         _check_port_free(host, ui_port)
@@ -111,7 +141,20 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         owner.close()
         raise Fail(str(error)) from None
     install(owner)
+    retention = None
+    if retention_days is not None:
+        retention = RetentionSchedule(receivers.committer.run_in_writer, retention_days, db,
+                                      interval=retention_interval.total_seconds())
+    sources = [signal_families(owner, metrics_window)]
+    if retention is not None:
+        sources.append(retention_families(retention))
+    pages = OperatorPages(receivers.committer, receivers.exporter.counters,
+                          receivers.http.token, sources=sources,
+                          cache_seconds=metrics_cache_seconds)
+    receivers.http.pages.update(pages.pages())
     receivers.start()
+    if retention is not None:
+        retention.start()
     local = _url_host(_local_host(host))
     dashboard = None if no_ui else f"http://{local}:{ui_port}"
     owner.announce({
@@ -123,21 +166,39 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "dashboard": dashboard,
     })
     _say_where(db, host, local, receivers, dashboard, token is not None)
+    _LOG.info("serving %s", db, extra={
+        "event": "start", "pid": os.getpid(), "db": db, "host": host,
+        "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
+        "otlp_grpc": f"{local}:{receivers.grpc.port}", "dashboard": dashboard,
+        "health": f"http://{local}:{receivers.http.port}/healthz",
+        "metrics": f"http://{local}:{receivers.http.port}/metrics",
+        "token_required": token is not None, "retention_days": retention_days,
+        "metrics_window": window_label(metrics_window)})
     try:
         if no_ui:
             _wait_for_signal()
         else:
             run_streamlit(DASHBOARD_APP, host, ui_port)
     finally:
-        click.echo("budgetscope serve: stopping; finishing in-flight requests", err=True)
+        stats = receivers.committer.stats
+        written_before = stats.spans_written
+        queued = receivers.committer.queued_spans
+        _LOG.info("stopping; finishing in-flight requests (%d spans queued)", queued,
+                  extra={"event": "stopping", "spans_queued": queued})
+        if retention is not None:
+            retention.stop()  # between two slices; a slice is one transaction
         drained = receivers.stop(DRAIN_SECONDS)
         install(None)
         owner.close()
-        stats = receivers.committer.stats
-        click.echo(f"budgetscope serve: stopped; {stats.spans_inserted:,} spans stored in "
-                   f"{stats.transactions:,} transactions; {db} closed"
-                   + ("" if drained else "; some requests were cut off unanswered (their "
-                      "exporters retry them)"), err=True)
+        _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "
+                  "%s closed%s", f"{stats.spans_inserted:,}", f"{stats.transactions:,}",
+                  f"{stats.spans_written - written_before:,}", db,
+                  "" if drained else "; some requests were cut off unanswered (their "
+                  "exporters retry them)",
+                  extra={"event": "stop", "spans_stored": stats.spans_inserted,
+                         "transactions": stats.transactions,
+                         "spans_drained": stats.spans_written - written_before,
+                         "drained": drained, "db": db})
 
 
 def _say_where(db: str, host: str, local: str, receivers: Receivers, dashboard: str | None,

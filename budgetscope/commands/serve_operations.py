@@ -1,0 +1,83 @@
+"""What `budgetscope serve` adds to /metrics besides the receivers' own counters: the product's
+signals over a recent window (queries.signals, on a reader cursor of the owner) and retention's
+totals. Kept here because it wires queries to ingest, which must not import queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+from ingest.owner import DatabaseOwner
+from ingest.prometheus_text import Family, Sample
+from ingest.retention import RetentionSchedule
+from queries.signals import Window, recent_signals
+
+# (field of queries.signals.Signals, metric name, help)
+_SIGNALS = (
+    ("runs", "budgetscope_recent_runs", "Runs that started in the window."),
+    ("exhausted_runs", "budgetscope_recent_exhausted_runs",
+     "Exhausted runs (SPEC §4) among those that started in the window."),
+    ("exhaustion_rate", "budgetscope_recent_exhaustion_rate",
+     "Exhausted runs / runs with a known budget; NaN without budgeted runs."),
+    ("client_timeouts", "budgetscope_recent_client_giveups",
+     "Steps whose class is client_timeout (our deadline fired)."),
+    ("client_timeout_rate", "budgetscope_recent_client_giveup_rate",
+     "client_timeout steps / steps; NaN without steps."),
+    ("upstream_errors", "budgetscope_recent_upstream_failures",
+     "Steps whose class is upstream_error (their availability)."),
+    ("upstream_error_rate", "budgetscope_recent_upstream_failure_rate",
+     "upstream_error steps / steps; NaN without steps."),
+    ("write_steps", "budgetscope_recent_write_steps", "Write steps (SPEC §6)."),
+    ("reconciliation_rate", "budgetscope_recent_reconciliation_rate",
+     "Reconciled writes / write steps (SPEC §6); NaN without writes."),
+    ("orphan_writes", "budgetscope_recent_orphan_writes",
+     "Uncertain writes nobody read back (SPEC §6)."),
+)
+
+
+def window_label(length: dt.timedelta) -> str:
+    seconds = int(length.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def signal_families(owner: DatabaseOwner, length: dt.timedelta,
+                    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+                    ) -> Callable[[], list[Family]]:
+    """A /metrics source: the signals over the runs that started in the last `length`."""
+    label = {"window": window_label(length)}
+
+    def families() -> list[Family]:
+        cursor = owner.cursor()
+        try:
+            signals = recent_signals(cursor, Window.ending(clock(), length))
+        finally:
+            cursor.close()
+        out = []
+        for field, name, text in _SIGNALS:
+            value = signals.value(field)
+            out.append(Family(name, "gauge", text, (
+                Sample(float("nan") if value is None else float(value), label),)))
+        return out
+
+    return families
+
+
+def retention_families(schedule: RetentionSchedule) -> Callable[[], list[Family]]:
+    def families() -> list[Family]:
+        last = schedule.last
+        return [
+            Family("budgetscope_retention_passes_total", "counter", "Retention passes finished.",
+                   (Sample(schedule.passes),)),
+            Family("budgetscope_retention_traces_removed_total", "counter",
+                   "Traces removed whole by retention.", (Sample(schedule.traces_removed),)),
+            Family("budgetscope_retention_spans_removed_total", "counter",
+                   "Spans removed by retention.", (Sample(schedule.spans_removed),)),
+            Family("budgetscope_retention_last_seconds", "gauge",
+                   "Duration of the last retention pass.",
+                   (Sample(last.seconds if last else 0.0),)),
+        ]
+
+    return families

@@ -1,0 +1,59 @@
+"""Log lines of `budgetscope serve`: text for people (default) or one JSON object per line for
+a log pipeline (`--log-format json`), on standard error.
+
+A JSON line always has `ts` (UTC, ISO 8601), `level`, `logger`, `event` (a stable name such as
+`start`, `request_rejected`, `retention`, `stop`) and `message`, plus the fields the event
+carries (passed as `extra=` by whoever logs it). Secrets never go into a record: start-up logs
+whether a token is required, not the token.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+from typing import Any
+
+# Loggers of this product; Streamlit's and grpc's keep their own handlers.
+PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries")
+# Attributes every LogRecord has: whatever else a record carries came from `extra=`.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": getattr(record, "event", "log"),
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in line:
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return dt.datetime.fromtimestamp(record.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def configure_logging(log_format: str, stream: Any = None) -> logging.Handler:
+    """Send the product's log records at INFO and above to `stream` (stderr) in `log_format`."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    for name in PRODUCT_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    return handler

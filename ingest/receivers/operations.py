@@ -1,0 +1,164 @@
+"""The operator's pages on the OTLP/HTTP port: GET /healthz, /readyz and /metrics.
+
+- /healthz (liveness): 200 while the process answers and its writer thread runs; 503 once the
+  writer thread has died (only a restart helps then).
+- /readyz (readiness): 200 while the writer keeps up: the queue below `max_queued_spans`, its
+  oldest batch waiting less than `max_wait_seconds`, and, when anything is waiting, a commit
+  within `max_commit_age_seconds`. Otherwise 503 with the reason, so that a load balancer sends
+  exporters elsewhere before they start getting 503s from /v1/traces.
+- /metrics: Prometheus text format: the receivers' counters, the writer's queue and commit
+  latency, and families added by the caller (the product's signals over a recent window,
+  retention), those cached for `cache_seconds` so that scrapes do not query the database each
+  time.
+
+Health and readiness need no bearer token: Kubernetes probes and load balancers send none, and
+the pages say nothing about the data. /metrics does require it when one is configured (a
+Prometheus scrape config carries it with `authorization: {credentials: …}`): it shows the
+product's figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from ingest.group_commit import GroupCommitter
+from ingest.prometheus_text import CONTENT_TYPE, Family, Sample, histogram_samples, render
+from ingest.receivers.auth import BearerToken
+from ingest.receivers.counters import ReceiverCounters
+
+_LOG = logging.getLogger("budgetscope.operations")
+TEXT = "text/plain; charset=utf-8"
+TRANSPORTS = ("http", "grpc")
+Answer = tuple[int, str, bytes, dict[str, str]]
+FamilySource = Callable[[], Iterable[Family]]
+
+
+class Readiness:
+    """Whether the single writer keeps up; `reason()` is None when ready."""
+
+    def __init__(self, committer: GroupCommitter, *, max_queued_spans: int | None = None,
+                 max_wait_seconds: float | None = None,
+                 max_commit_age_seconds: float | None = None) -> None:
+        self.committer = committer
+        # Half of the limits at which submit() starts refusing: not ready comes first.
+        self.max_queued_spans = max_queued_spans or committer.max_queued_spans // 2
+        self.max_wait_seconds = max_wait_seconds or committer.max_lag_seconds / 2
+        self.max_commit_age_seconds = max_commit_age_seconds or committer.max_lag_seconds
+        self._started = time.monotonic()
+
+    def reason(self) -> str | None:
+        committer = self.committer
+        if not committer.alive:
+            return "the writer thread has stopped"
+        queued = committer.queued_spans
+        if queued > self.max_queued_spans:
+            return (f"writer queue holds {queued:,} spans (ready below "
+                    f"{self.max_queued_spans:,})")
+        waited = committer.oldest_queued_seconds
+        if waited > self.max_wait_seconds:
+            return (f"oldest queued batch has waited {waited:.1f} s (ready below "
+                    f"{self.max_wait_seconds:g} s)")
+        if queued:
+            last = committer.stats.last_commit_at or self._started
+            age = time.monotonic() - last
+            if age > self.max_commit_age_seconds:
+                return (f"no commit for {age:.1f} s with {queued:,} spans waiting (ready "
+                        f"within {self.max_commit_age_seconds:g} s)")
+        return None
+
+
+class OperatorPages:
+    def __init__(self, committer: GroupCommitter, counters: ReceiverCounters,
+                 token: BearerToken, *, readiness: Readiness | None = None,
+                 sources: Iterable[FamilySource] = (), cache_seconds: float = 5.0) -> None:
+        self.committer = committer
+        self.counters = counters
+        self.token = token
+        self.readiness = readiness or Readiness(committer)
+        self.sources = list(sources)
+        self.cache_seconds = cache_seconds
+        self._cache: tuple[float, list[Family]] | None = None
+        self._cache_lock = threading.Lock()
+
+    def pages(self) -> dict[str, Callable[[str | None], Answer]]:
+        return {"/healthz": self.healthz, "/readyz": self.readyz, "/metrics": self.metrics}
+
+    def healthz(self, authorization: str | None) -> Answer:
+        if not self.committer.alive:
+            return 503, TEXT, b"not alive: the writer thread has stopped\n", {}
+        return 200, TEXT, b"ok\n", {}
+
+    def readyz(self, authorization: str | None) -> Answer:
+        reason = self.readiness.reason()
+        if reason is not None:
+            return 503, TEXT, f"not ready: {reason}\n".encode(), {"Retry-After": "2"}
+        return 200, TEXT, b"ready\n", {}
+
+    def metrics(self, authorization: str | None) -> Answer:
+        if not self.token.allows(authorization):
+            return (401, TEXT, b"missing or wrong bearer token\n",
+                    {"WWW-Authenticate": "Bearer"})
+        families = self.writer_families() + self._cached_sources()
+        return 200, CONTENT_TYPE, render(families).encode("utf-8"), {}
+
+    def _cached_sources(self) -> list[Family]:
+        with self._cache_lock:  # one scrape computes, concurrent ones wait for its result
+            now = time.monotonic()
+            if self._cache is not None and now - self._cache[0] < self.cache_seconds:
+                return self._cache[1]
+            families: list[Family] = []
+            for source in self.sources:
+                try:
+                    families.extend(source())
+                except Exception as error:  # noqa: BLE001 - a scrape must still answer
+                    _LOG.error("metrics source failed: %s", error,
+                               extra={"event": "metrics_failed", "error": str(error)})
+            self._cache = (now, families)
+            return families
+
+    def writer_families(self) -> list[Family]:
+        counts = self.counters.snapshot()
+        stats = self.committer.stats
+        accepted, rejected = counts["spans_accepted"], counts["spans_rejected"]
+        received = {t: accepted.get(t, 0) + sum(v for (tr, _), v in rejected.items() if tr == t)
+                    for t in TRANSPORTS}
+        histogram = stats.commit_seconds.snapshot()
+        return [
+            Family("budgetscope_spans_received_total", "counter",
+                   "Spans in requests decoded and answered with success (accepted + rejected).",
+                   tuple(Sample(received[t], {"transport": t}) for t in TRANSPORTS)),
+            Family("budgetscope_spans_accepted_total", "counter",
+                   "Spans acknowledged: committed before the answer (resent duplicates "
+                   "included).",
+                   tuple(Sample(accepted.get(t, 0), {"transport": t}) for t in TRANSPORTS)),
+            Family("budgetscope_spans_rejected_total", "counter",
+                   "Spans refused inside an acknowledged request (partial_success), by reason.",
+                   tuple(Sample(v, {"transport": t, "reason": r})
+                         for (t, r), v in sorted(rejected.items()))),
+            Family("budgetscope_requests_refused_total", "counter",
+                   "Requests refused whole (their spans were not decoded or not acknowledged),"
+                   " by reason.",
+                   tuple(Sample(v, {"transport": t, "reason": r})
+                         for (t, r), v in sorted(counts["requests_refused"].items()))),
+            Family("budgetscope_spans_stored_total", "counter",
+                   "Spans newly stored (acknowledged spans that were not already stored).",
+                   (Sample(stats.spans_inserted),)),
+            Family("budgetscope_writer_queue_spans", "gauge",
+                   "Spans decoded and waiting for the writer.",
+                   (Sample(self.committer.queued_spans),)),
+            Family("budgetscope_writer_oldest_wait_seconds", "gauge",
+                   "How long the oldest queued batch has waited (0 when none).",
+                   (Sample(round(self.committer.oldest_queued_seconds, 6)),)),
+            Family("budgetscope_writer_commit_seconds", "histogram",
+                   "Duration of each group-commit transaction.",
+                   histogram_samples(histogram.bounds, histogram.cumulative, histogram.total,
+                                     histogram.count)),
+            Family("budgetscope_writer_failed_transactions_total", "counter",
+                   "Transactions that failed (their requests were answered 503).",
+                   (Sample(stats.failed_transactions),)),
+            Family("budgetscope_ready", "gauge", "1 when /readyz answers ready, else 0.",
+                   (Sample(0 if self.readiness.reason() else 1),)),
+        ]

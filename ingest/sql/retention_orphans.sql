@@ -1,0 +1,8 @@
+-- name: retention_orphans
+-- Resources and instrumentation scopes no stored span points at any more (their spans were
+-- all removed by retention). Runs on the single writer, so no span referring to them can be
+-- inserted meanwhile; a later span with the same resource simply stores it again.
+DELETE FROM resources r
+WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.resource_id = r.resource_id);
+DELETE FROM scopes c
+WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.scope_id = c.scope_id);

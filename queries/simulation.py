@@ -264,13 +264,21 @@ def _draw(mu: np.ndarray, sigma: np.ndarray, codes: np.ndarray, cut_ms: np.ndarr
     return out
 
 
-def _caps(prep: Prepared, policy: SimulationPolicy) -> np.ndarray:
+def unmatched_caps(prep: Prepared, policy: SimulationPolicy) -> list[str]:
+    """Cap names that match no step of the selected runs (a typo, or another agent's tool)."""
     known = {str(k) for k in prep.keys} | {str(n) for n in prep.key_names}
-    unknown = sorted(set(policy.caps_ms) - known)
+    return sorted(set(policy.caps_ms) - known)
+
+
+def check_caps(prep: Prepared, policy: SimulationPolicy) -> None:
+    unknown = unmatched_caps(prep, policy)
     if unknown:
         raise PolicyError(f"--cap: no step named {', '.join(unknown)} in the selected runs "
                           "(give a step name such as fetch_report, or a key such as "
                           "tool:fetch_report)")
+
+
+def _caps(prep: Prepared, policy: SimulationPolicy) -> np.ndarray:
     override = np.full(len(prep.keys), np.nan)
     for code, (key, name) in enumerate(zip(prep.keys, prep.key_names, strict=True)):
         for candidate in (key, name):  # a full key wins over a bare name
@@ -493,6 +501,7 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
                                  for v in actual_exhausted], dtype=bool)
     predicted_exhausted = exhausted[budgeted]
     predicted_util = utilisation[budgeted]
+    beyond = actual_exhausted & ~predicted_exhausted
     fit_runs = run_uses_fit[budgeted]
     n_budgeted = int(budgeted.sum())
     fit_run_share = float(fit_runs.mean()) if n_budgeted else np.nan
@@ -516,6 +525,10 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
          fit_run_share),
         ("exhaustion_rate", rate(actual_exhausted.sum(), n_budgeted),
          rate(predicted_exhausted.sum(), n_budgeted), fit_run_share),
+        # The replay cannot extend a record that ended early: counting every such run that the
+        # policy lets through its recorded steps as exhausted gives the upper bound.
+        ("exhaustion_rate_upper", rate(actual_exhausted.sum(), n_budgeted),
+         rate((predicted_exhausted | beyond).sum(), n_budgeted), fit_run_share),
     ]
     for q in PERCENTILES:
         rows.append((f"utilisation_p{q}", _quantile(actual_util, q),
@@ -529,7 +542,7 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
          int(run_any_timeout.sum()), fit_run_share),
         ("refused", int(actual["refused"].sum()), int(refused.sum()), 0.0),
         ("write_timeouts", writes_actual, writes_predicted, fit_call_share),
-        ("runs_beyond_record", 0, int((actual_exhausted & ~predicted_exhausted).sum()), 0.0),
+        ("runs_beyond_record", 0, int(beyond.sum()), 0.0),
     ]
     # actual/predicted hold counts (ints) and rates (floats) side by side: object columns keep
     # each cell's type, so CSV shows 62 runs, not 62.000000.

@@ -1,0 +1,115 @@
+"""`budgetscope simulate`: replay the stored runs under another timeout policy and print what
+would have happened beside what did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from budgetscope.commands.common import Fail, db_option, open_database
+from queries.filters import FilterError, Filters
+from queries.render import to_csv_bytes, to_json_text, to_text_table
+from queries.simulation import SimulationResult, check_caps, prepare, replay
+from queries.simulation_data import simulation_runs, simulation_steps
+from queries.simulation_policy import PolicyError, SimulationPolicy
+
+VIEWS = ("summary", "tools", "fits")
+# The tools table in a terminal: predicted beside actual and the arithmetic (CSV/JSON have all).
+TABLE_TOOL_COLUMNS = ["step_key", "cap_ms", "calls_actual", "timeout_rate_actual", "calls",
+                      "timeout_rate", "refused_actual", "refused", "calls_per_run",
+                      "run_timeout_rate_formula", "run_timeout_rate", "fit_calls"]
+
+
+def _view(result: SimulationResult, view: str) -> pd.DataFrame:
+    return {"summary": result.summary, "tools": result.tools, "fits": result.fits}[view]
+
+
+def _table(result: SimulationResult, view: str | None) -> str:
+    """The text form: the policy, then each table with a line on what rests on the fit."""
+    parts = [f"policy: {result.policy.describe()}\n"]
+    for name in (view,) if view else ("summary", "tools"):
+        frame = _view(result, name)
+        if name == "tools":
+            frame = frame[TABLE_TOOL_COLUMNS]
+        parts.append(f"\n{name}\n{to_text_table(frame)}")
+    tools = result.tools
+    fitted = tools.loc[tools["rests_on_fit"], "step_key"].tolist()
+    parts.append("\nfit_share / fit_calls: the part of a figure that rests on the latency model "
+                 "(a log-normal per step fitted by maximum likelihood on completed and "
+                 "timed-out calls, the latter right-censored at their cut)"
+                 + (f"; here: {', '.join(fitted)}" if fitted else "; here: none, the replay "
+                    "is exact") + ".\n")
+    parts.append("run_timeout_rate_formula = 1 - (1 - timeout_rate)^calls_per_run, as if calls "
+                 "were independent; run_timeout_rate is the replayed share of runs with a "
+                 "timeout of that step.\n")
+    return "".join(parts)
+
+
+@click.command("simulate")
+@click.option("--cap", "caps", multiple=True, metavar="NAME=DURATION",
+              help="A step's cap under the policy, e.g. fetch_report=9s or tool:fetch_report="
+                   "9000ms; `none` for no cap. Repeatable. Unset steps keep their recorded cap.")
+@click.option("--deadline", metavar="DURATION",
+              help="Every budgeted run's budget, e.g. 18s (default: each run's own).")
+@click.option("--min-start", metavar="DURATION",
+              help="Refuse a call instead of starting it when the budget left beyond the run's "
+                   "reserve is below this, e.g. 1s (runs that report budget.remaining_ms only; "
+                   "default: refusals as recorded).")
+@click.option("--retries/--no-retries", default=True, show_default=True,
+              help="Retry calls that time out at their cap (up to 3 attempts), or drop the "
+                   "recorded retries and backoffs.")
+@click.option("--since", help="Runs that started at or after this UTC instant (inclusive).")
+@click.option("--until", help="Runs that started before this UTC instant (exclusive).")
+@click.option("--agent", help="Only this agent (gen_ai.agent.name, else service.name).")
+@click.option("--view", type=click.Choice(VIEWS), default=None,
+              help="Which table: summary (default for csv/json), tools (per step key) or fits "
+                   "(the latency model); table format shows summary and tools by default.")
+@click.option("--format", "output_format", type=click.Choice(["csv", "json", "table"]),
+              default="csv", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: str | None,
+                     min_start: str | None, retries: bool, since: str | None,
+                     until: str | None, agent: str | None, view: str | None,
+                     output_format: str, out: Path | None) -> None:
+    """Replay the stored runs under another timeout policy: predicted client timeouts per step,
+    refusals, exhaustion, utilisation and writes that would time out, beside what happened.
+
+    Caps at or below a call's recorded cut replay exactly; above it, the call's latency comes
+    from a log-normal fitted per step on completed and censored calls (fit_share says how much
+    of each figure rests on it). Filters as for `report`.
+    """
+    try:
+        filters = Filters.parse(since, until, agent)
+        policy = SimulationPolicy.parse(caps, deadline, min_start, retries)
+    except (FilterError, PolicyError) as error:
+        raise Fail(str(error)) from None
+    db = db_option(context)
+    if not Path(db).exists():
+        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
+    with open_database(db) as con:
+        runs, steps = simulation_runs(con, filters), simulation_steps(con, filters)
+    if runs.empty:
+        raise Fail("no runs match the filters; nothing to simulate")
+    prepared = prepare(runs, steps)
+    try:
+        check_caps(prepared, policy)
+    except PolicyError as error:
+        raise Fail(str(error)) from None
+    result = replay(prepared, policy)
+    if output_format == "table":
+        data = _table(result, view).encode("utf-8")
+    elif output_format == "json":
+        data = to_json_text(_view(result, view or "summary")).encode("utf-8")
+    else:
+        data = to_csv_bytes(_view(result, view or "summary"))
+    if out is None:
+        click.echo(data, nl=False)
+        return
+    try:
+        out.write_bytes(data)
+    except OSError as error:
+        raise Fail(f"cannot write {out}: {error.strerror or error}") from None

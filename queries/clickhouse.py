@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from queries.loader import CLICKHOUSE_QUERIES, Query, bound_parameters
 
+BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
 BACKEND_SCHEMES = ("chdb", "clickhouse")
 
@@ -193,6 +194,36 @@ class ClickHouseConnection:
             elif self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+class NoTraces(LookupError):
+    """The backend has no otel_traces table: the Collector's exporter has not written yet."""
+
+
+def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
+    """otel_traces now against what the last derivation read (derive_state.sql), or None when
+    nothing was derived yet. Raises NoTraces when there is no otel_traces table."""
+    if con.scalar("EXISTS TABLE otel_traces") != 1:
+        raise NoTraces(f"{con.url.describe()} has no otel_traces table: point the Collector's "
+                       "ClickHouse exporter at it first")
+    if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1:
+        return None
+    rows = con.frame(CLICKHOUSE_QUERIES["derive_state"], {})
+    return None if rows.empty else rows.iloc[0].to_dict()
+
+
+def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
+    """Build the derived tables (derive_build.sql) when they are missing or otel_traces changed
+    since they were built; returns whether it built them. Readers call this before querying, so
+    every report covers every stored span. A build reads the whole table: on a cluster, run it
+    from one place (one dashboard, or `budgetscope report` from cron) rather than from each."""
+    state = derived_state(con)
+    current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
+        pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"])
+    if current and not force:
+        return False
+    con.run_script("derive_build")
+    return True
 
 
 _open: dict[BackendUrl, ClickHouseConnection] = {}

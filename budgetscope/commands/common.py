@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 import duckdb
@@ -11,7 +12,9 @@ import duckdb
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
 from ingest.derivation import PendingDerivations
+from queries import clickhouse
 from queries.derive import refresh_touched
+from queries.loader import Connection
 
 
 class Fail(click.ClickException):
@@ -47,3 +50,30 @@ def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.Duck
 
 def db_option(context: click.Context) -> str:
     return context.obj["db"]
+
+
+def backend_option(context: click.Context) -> str | None:
+    """The --backend URL (env BUDGETSCOPE_BACKEND), or None for the DuckDB file of --db."""
+    return context.obj.get("backend") or None
+
+
+@contextmanager
+def open_reader(context: click.Context) -> Iterator[Connection]:
+    """What `report`, `run` and `check` read: the ClickHouse backend when --backend names one
+    (its derived tables brought up to date first), else the DuckDB file of --db."""
+    backend = backend_option(context)
+    if backend is None:
+        db = db_option(context)
+        if not Path(db).exists():
+            raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
+        with open_database(db) as con:
+            yield con
+        return
+    try:
+        con = clickhouse.connect(backend)
+        clickhouse.ensure_derived(con)
+    except (clickhouse.BackendError, clickhouse.NoTraces) as error:
+        raise Fail(str(error)) from None
+    except Exception as error:  # the engine's own errors: connection refused, bad credentials
+        raise Fail(f"cannot read backend {backend}: {str(error).splitlines()[0]}") from None
+    yield con

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, open_reader
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.reports import REPORTS, attribution_summary
@@ -39,10 +39,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
         raise Fail(str(error)) from None
-    db = db_option(context)
-    if not Path(db).exists():
-        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
-    with open_database(db) as con:
+    with open_reader(context) as con:
         frame = report(con, filters)
         footer = _footer(con, name, filters) if output_format == "table" else ""
     if output_format == "csv":

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, open_reader
 from queries.render import text_cell
 from queries.run_view import RunNotFound, RunView, load_run
 
@@ -21,10 +19,7 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
     """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root):
     outcome, budget and utilisation, culprit vs holder, a waterfall of the steps against the
     deadline, failures by class, and uncertain and orphan writes with their idempotency keys."""
-    db = db_option(context)
-    if not Path(db).exists():
-        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
-    with open_database(db) as con:
+    with open_reader(context) as con:
         try:
             view = load_run(con, run_id)
         except RunNotFound as error:

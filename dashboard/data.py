@@ -24,6 +24,7 @@ import streamlit as st
 
 from ingest.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect
 from ingest.owner import current_owner
+from queries import clickhouse
 from queries import reports
 from queries.filters import Filters
 from queries.run_view import RunView, load_run
@@ -46,6 +47,7 @@ REPORTS: dict[str, Report] = {
     "reconciliation_by_period": reports.reconciliation_by_period,
     "weekly": reports.weekly,
     "database_status": reports.database_status,
+    "runs_by_agent": reports.runs_by_agent,
     "failures_daily": reports.failures_daily,
     "tool_latency": reports.tool_latency,
     "attribution_completed": reports.attribution_completed,
@@ -65,9 +67,28 @@ def database_path() -> str:
     return os.environ.get(DB_ENV) or DEFAULT_DB
 
 
+def backend_url() -> str | None:
+    """The ClickHouse backend the dashboard reads (env BUDGETSCOPE_BACKEND), if any."""
+    return os.environ.get(clickhouse.BACKEND_ENV) or None
+
+
+@contextmanager
+def _clickhouse_connection(url: str) -> Iterator[clickhouse.ClickHouseConnection]:
+    """The process's connection to the backend (kept open: chdb holds one session per folder,
+    a server client is reusable), its derived tables brought up to date first."""
+    con = clickhouse.connect(url)
+    clickhouse.ensure_derived(con)
+    yield con
+
+
 @contextmanager
 def connection() -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection for one batch of queries, closed right after (the provider)."""
+    backend = backend_url()
+    if backend is not None:
+        with _clickhouse_connection(backend) as con:
+            yield con  # type: ignore[misc]
+        return
     owner = current_owner()
     if owner is not None:
         cursor = owner.cursor()
@@ -90,7 +111,14 @@ def source_token() -> tuple[object, ...]:
     """What identifies the data for cache keys: the file's state (size and mtime of the
     database and its WAL). Inside serve every commit, of spans or of their derivation, grows
     the WAL, so a page drawn after new spans arrive misses the cache and shows them: within
-    the second the writer takes to derive them, instead of after the TTL."""
+    the second the writer takes to derive them, instead of after the TTL. On the ClickHouse
+    backend: its URL and otel_traces' row count and newest span (two cheap queries)."""
+    backend = backend_url()
+    if backend is not None:
+        con = clickhouse.connect(backend)
+        state = clickhouse.derived_state(con) or {}
+        return ("clickhouse", con.url.describe(), state.get("spans"),
+                str(state.get("newest_span")))
     owner = current_owner()
     path = owner.path if owner is not None else database_path()
     stamps: list[object] = ["serve" if owner is not None else "file", os.path.abspath(path)]
@@ -157,7 +185,7 @@ class DatabaseStatus:
     agents: tuple[str, ...]
     spans: int
     newest_received: pd.Timestamp | None
-    newest_run_start: str | None = None  # ISO UTC, from the runs report
+    newest_run_start: str | None = None  # ISO UTC, as the runs report writes a start
 
     @property
     def empty(self) -> bool:
@@ -168,14 +196,24 @@ def status() -> DatabaseStatus:
     """Counts for the sidebar and the empty state. Raises NoDatabase or DatabaseBusy."""
     serving = current_owner() is not None
     path = current_owner().path if serving else database_path()  # type: ignore[union-attr]
+    if backend_url() is not None:
+        path = clickhouse.parse_backend_url(str(backend_url())).describe()
     everything = Filters()
-    runs = report("runs", everything)
-    agents = tuple(sorted(str(a) for a in runs["agent"].dropna().unique()))
+    by_agent = report("runs_by_agent", everything)
+    agents = tuple(sorted(str(a) for a in by_agent["agent"].dropna()))
     row = report("database_status", everything).iloc[0]
     spans = int(row["spans"])
     newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
-    newest_run = None if runs.empty else str(runs["start"].max())
-    return DatabaseStatus(path, serving, len(runs), agents, spans, newest, newest_run)
+    newest_ns = by_agent["newest_start_ns"].max()
+    newest_run = None if pd.isna(newest_ns) else _iso_ms(int(newest_ns))
+    return DatabaseStatus(path, serving, int(by_agent["runs"].sum()), agents, spans, newest,
+                          newest_run)
+
+
+def _iso_ms(ns: int) -> str:
+    """Epoch ns as the runs report writes a start: ISO 8601 UTC to the millisecond."""
+    moment = dt.datetime.fromtimestamp(ns // 1_000_000_000, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns // 1_000_000 % 1000:03d}Z"
 
 
 __all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase",

@@ -34,7 +34,7 @@ QUERY_NAMES = frozenset({
     "run_summary", "run_candidates", "run_steps", "run_writes",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "recent_signals",
-    "simulation_runs", "simulation_steps",
+    "simulation_runs", "simulation_steps", "runs_by_agent",
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"
@@ -46,7 +46,7 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes",
+    "orphan_writes", "runs_by_agent",
     "otel_traces_table", "derive_build", "derive_state",
 })
 

@@ -84,6 +84,12 @@ def database_status(con: Connection,
     return frame(con, "database_status", {})
 
 
+def runs_by_agent(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """All-time `agent`, `runs`, `newest_start_ns` (filters unused): the dashboard sidebar."""
+    del filters
+    return frame(con, "runs_by_agent", {})
+
+
 def failures_daily(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Steps per UTC day of run start, one column per SPEC §3 class."""
     return _frame(con, "failures_daily", filters)

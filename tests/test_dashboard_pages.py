@@ -403,6 +403,8 @@ def test_sidebar_says_what_the_database_holds(db: str) -> None:
     assert db in text
     assert f"runs   {len(runs):,}" in text
     assert runs["start"].max()[:16].replace("T", " ") in text
+    agents = at.sidebar.selectbox(key="f_agent").options
+    assert agents == ["All agents", *sorted(runs["agent"].dropna().unique())]
 
 
 def test_without_filters_it_opens_on_data(db: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -120,3 +121,71 @@ def test_writer_behind_is_unavailable(tmp_path: Path) -> None:
         queued.join(10)
         assert len(results) == 2
         assert server.count() == 4
+
+
+def test_writer_behind_is_unavailable_with_retry_info(tmp_path: Path) -> None:
+    """OTLP/gRPC Throttling: UNAVAILABLE carrying google.rpc.RetryInfo, both in the standard
+    grpc-status-details-bin Status and under the key the OTel Python exporter reads."""
+    gate = Gate()
+    with running_receivers(tmp_path, after_write=gate, max_lag_seconds=0.2) as server:
+        server.receivers.committer.retry_after_seconds = 7
+        first = threading.Thread(target=call, args=(server, raw_request(2).SerializeToString()))
+        first.start()
+        assert gate.entered.wait(10)
+        queued = threading.Thread(target=call, args=(server, raw_request(2).SerializeToString()))
+        queued.start()
+        time.sleep(0.6)
+        with pytest.raises(grpc.RpcError) as raised:
+            call(server, raw_request(1, seed=os.urandom(16)).SerializeToString())
+        error = raised.value
+        trailers = dict(error.trailing_metadata())
+        gate.release.set()
+        first.join(10)
+        queued.join(10)
+
+    assert error.code() is grpc.StatusCode.UNAVAILABLE and "behind" in error.details()
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    assert status.code == grpc.StatusCode.UNAVAILABLE.value[0]
+    assert "behind" in status.message
+    [detail] = status.details
+    retry = error_details_pb2.RetryInfo()
+    assert detail.Unpack(retry)
+    assert (retry.retry_delay.seconds, retry.retry_delay.nanos) == (7, 0)
+    alone = error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+    assert alone.retry_delay.seconds == 7
+
+
+def test_sdk_exporter_waits_the_retry_delay_then_succeeds(tmp_path: Path) -> None:
+    """The SDK exporter's first retry comes after 0.8-1.2 s of its own backoff; with our
+    RetryInfo of 4 s it must wait those 4 s, then its retry is committed."""
+    gate = Gate()
+    with running_receivers(tmp_path, after_write=gate, max_lag_seconds=0.2) as server:
+        server.receivers.committer.retry_after_seconds = 4
+        counters = server.receivers.exporter.counters
+        first = threading.Thread(target=call, args=(server, raw_request(2).SerializeToString()))
+        first.start()
+        assert gate.entered.wait(10)
+        queued = threading.Thread(target=call, args=(server, raw_request(2).SerializeToString()))
+        queued.start()
+        time.sleep(0.6)
+        exporter = OTLPSpanExporter(endpoint=server.grpc_target, insecure=True, timeout=30)
+        results: list[SpanExportResult] = []
+        sdk = threading.Thread(target=lambda: results.append(exporter.export(sdk_spans(3))))
+        sdk.start()
+        deadline = time.monotonic() + 10
+        while not counters.snapshot()["requests_refused"].get(("grpc", "unavailable")):
+            assert time.monotonic() < deadline, "the SDK's first attempt was never refused"
+            time.sleep(0.01)
+        refused_at = time.monotonic()
+        gate.release.set()  # the writer catches up at once: only the delay holds the retry
+        sdk.join(30)
+        retried_after = time.monotonic() - refused_at
+        first.join(10)
+        queued.join(10)
+        exporter.shutdown()
+        assert results == [SpanExportResult.SUCCESS]
+        assert counters.snapshot()["requests_refused"][("grpc", "unavailable")] == 1
+        assert server.count() == 4 + 3
+    # A lower bound only (a loaded machine can only make it later): the exporter's own
+    # backoff would have retried after at most 1.2 s.
+    assert retried_after >= 3.8, retried_after

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 import pytest
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -229,6 +229,11 @@ def test_writer_behind_gets_503_with_retry_after_and_then_commits(tmp_path: Path
         status, headers, body = post(server, raw_request(1).SerializeToString())
         assert status == 503 and int(headers["Retry-After"]) >= 1
         assert rpc_status(body).code == 14 and "behind" in rpc_status(body).message
+        # The Status body carries the same delay as a google.rpc.RetryInfo detail.
+        [detail] = rpc_status(body).details
+        retry = error_details_pb2.RetryInfo()
+        assert detail.Unpack(retry)
+        assert retry.retry_delay.seconds == int(headers["Retry-After"])
         assert answers == []  # nobody was answered before their commit
         gate.release.set()
         first.join(10)

@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.flatten import FlatBatch, flatten_request
-from ingest.group_commit import GroupCommitter, Overloaded
+from ingest.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
 from ingest.otlp_json import NotOtlpJson, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request
 from ingest.receivers.counters import ReceiverCounters
@@ -28,6 +28,16 @@ from ingest.rejections import Rejection
 
 # partial_success.error_message lists this many reasons, with one example each.
 _REASONS_SHOWN = 3
+
+
+# Seconds a client is asked to wait when the server is shutting down or a write failed (disk
+# full, I/O error): neither has an estimate of its own, unlike Overloaded.retry_after.
+RETRY_AFTER_UNAVAILABLE = 5
+
+
+def retry_after_seconds(error: Overloaded | Closed | WriteFailed) -> int:
+    """How long a refused client should wait: Retry-After over HTTP, RetryInfo over gRPC."""
+    return error.retry_after if isinstance(error, Overloaded) else RETRY_AFTER_UNAVAILABLE
 
 
 class Undecodable(ValueError):

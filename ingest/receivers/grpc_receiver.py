@@ -7,8 +7,9 @@ reports the bad one in partial_success, as the HTTP receiver does.
 
 Status codes (OTLP specification, OTLP/gRPC): INVALID_ARGUMENT for a body that is not a request,
 UNAUTHENTICATED without the bearer token, RESOURCE_EXHAUSTED over the size limit (grpc enforces
-`grpc.max_receive_message_length` on the decompressed message), UNAVAILABLE when the writer is
-behind or a write failed (exporters retry it). gzip message compression is handled by grpc.
+`grpc.max_receive_message_length` on the decompressed message), UNAVAILABLE with RetryInfo when
+the writer is behind or a write failed (exporters retry it after the delay; see status.py).
+gzip message compression is handled by grpc.
 """
 
 from __future__ import annotations
@@ -22,13 +23,33 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.export import Exporter, Undecodable
+from ingest.receivers.export import Exporter, Undecodable, retry_after_seconds
 from ingest.receivers.limits import Limits
+from ingest.receivers.status import (
+    RETRY_INFO_KEY,
+    STATUS_DETAILS_KEY,
+    UNAVAILABLE,
+    retry_info,
+    status_protobuf,
+)
 
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 # Request threads: decoding holds the GIL, so more threads than this only add contention.
 MAX_WORKERS = 8
+
+
+class RetryableStatus(grpc.Status):
+    """UNAVAILABLE with a google.rpc.RetryInfo detail (OTLP/gRPC Throttling): in the standard
+    grpc-status-details-bin trailer, and alone under the key the OTel Python exporter reads."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        self.code = grpc.StatusCode.UNAVAILABLE
+        self.details = message
+        self.trailing_metadata = (
+            (STATUS_DETAILS_KEY, status_protobuf(UNAVAILABLE, message, retry_after)),
+            (RETRY_INFO_KEY, retry_info(retry_after)),
+        )
 
 
 def _bind_address(host: str, port: int) -> str:
@@ -97,7 +118,8 @@ class GrpcReceiver:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except (Overloaded, Closed, WriteFailed) as error:
             counters.refused("grpc", context.peer(), "unavailable", str(error))
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+            context.abort_with_status(
+                RetryableStatus(str(error), retry_after_seconds(error)))
         else:
             counters.answered("grpc", context.peer(), accepted.spans,
                               accepted.rejected_by_reason)

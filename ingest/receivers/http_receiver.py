@@ -30,7 +30,13 @@ from google.protobuf import json_format
 from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import HTTP_REASONS
-from ingest.receivers.export import Accepted, Exporter, Undecodable
+from ingest.receivers.export import (
+    RETRY_AFTER_UNAVAILABLE,
+    Accepted,
+    Exporter,
+    Undecodable,
+    retry_after_seconds,
+)
 from ingest.receivers.limits import (
     BadBody,
     BodyTooLarge,
@@ -66,10 +72,15 @@ class _Reply(Exception):
     """Answer the request with this status and a google.rpc.Status body."""
 
     def __init__(self, status: HTTPStatus, code: int, message: str,
-                 headers: dict[str, str] | None = None, body_unread: bool = False) -> None:
+                 headers: dict[str, str] | None = None, body_unread: bool = False,
+                 retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = headers or {}
+        # Back-pressure: Retry-After, and a RetryInfo detail in the Status body (status.py).
+        self.retry_after = retry_after
+        if retry_after is not None:
+            self.headers["Retry-After"] = str(retry_after)
         # The body was not read: the connection cannot carry another request.
         self.body_unread = body_unread
 
@@ -133,8 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not receiver._begin(self.connection):
             counters.refused("http", self.client_address[0], "unavailable", "shutting down")
             self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
-                                     "server is shutting down", {"Retry-After": "5"},
-                                     body_unread=True), answer_type)
+                                     "server is shutting down", body_unread=True,
+                                     retry_after=RETRY_AFTER_UNAVAILABLE), answer_type)
             return
         try:
             accepted = self._export(receiver, media_type)
@@ -182,9 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BadBody, Undecodable) as error:
             raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT, str(error)) from None
         except (Overloaded, Closed, WriteFailed) as error:
-            retry_after = error.retry_after if isinstance(error, Overloaded) else 5
             raise _Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE, str(error),
-                         {"Retry-After": str(retry_after)}) from None
+                         retry_after=retry_after_seconds(error)) from None
 
     def _read_body(self, limits: Limits) -> bytes:
         deadline = time.monotonic() + limits.body_timeout
@@ -228,9 +238,9 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.body_unread:
             self.close_connection = True
         if answer_type == PROTOBUF:
-            body = status_protobuf(reply.code, reply.message)
+            body = status_protobuf(reply.code, reply.message, reply.retry_after)
         else:
-            body = status_json(reply.code, reply.message)
+            body = status_json(reply.code, reply.message, reply.retry_after)
         self._send(reply.status, answer_type, body, reply.headers)
         if reply.body_unread:
             self._linger()

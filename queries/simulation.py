@@ -421,7 +421,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     if policy.deadline_ms is not None:
         unchanged &= budget == policy.deadline_ms
     recorded = runs["exhausted"].to_numpy(dtype=object)
-    recorded_exhausted = np.array([v is True or v is np.True_ for v in recorded])
+    recorded_exhausted = np.array([v is True or v is np.True_ for v in recorded], dtype=bool)
     exhausted = np.where(unchanged & budgeted, recorded_exhausted, exhausted)
     utilisation = np.where(unchanged, runs["utilisation"].to_numpy(dtype=float,
                                                                    na_value=np.nan),

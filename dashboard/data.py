@@ -28,6 +28,9 @@ from queries import clickhouse
 from queries import reports
 from queries.filters import Filters
 from queries.run_view import RunView, load_run
+from queries.simulation import Prepared, SimulationResult, prepare, replay
+from queries.simulation_data import simulation_runs, simulation_steps
+from queries.simulation_policy import SimulationPolicy
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
 # the TTL only bounds how long unused results stay in memory.
@@ -164,10 +167,34 @@ def _cached_run(run_id: str, source: tuple[object, ...]) -> RunView:
         return load_run(con, run_id)
 
 
+# The replay's inputs (runs, steps, censored fits) per filter: built once, then each slider
+# move only replays (a resource, not data: a Prepared is large and replay never mutates it).
+@st.cache_resource(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def _cached_simulation_inputs(since: str | None, until: str | None, agent: str | None,
+                              source: tuple[object, ...]) -> Prepared:
+    del source
+    filters = _filters(since, until, agent)
+    with connection() as con:
+        runs, steps = simulation_runs(con, filters), simulation_steps(con, filters)
+    return prepare(runs, steps)
+
+
+def simulation_inputs(filters: Filters) -> Prepared:
+    """The stored runs in `filters` made ready for replay (queries.simulation.prepare)."""
+    return _cached_simulation_inputs(_iso(filters.since), _iso(filters.until), filters.agent,
+                                     source_token())
+
+
+def simulation(filters: Filters, policy: SimulationPolicy) -> SimulationResult:
+    """The runs in `filters` replayed under `policy` (queries.simulation.replay)."""
+    return replay(simulation_inputs(filters), policy)
+
+
 def clear_cache() -> None:
     """Forget cached results (the sidebar's Reload), e.g. to see spans that just arrived."""
     _cached_report.clear()
     _cached_run.clear()
+    _cached_simulation_inputs.clear()
 
 
 def run_view(run_id: str) -> RunView:

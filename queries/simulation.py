@@ -593,3 +593,23 @@ def _quantile(values: np.ndarray, q: float) -> float:
 def simulate_frames(runs: pd.DataFrame, steps: pd.DataFrame,
                     policy: SimulationPolicy) -> SimulationResult:
     return replay(prepare(runs, steps), policy)
+
+
+def recorded_caps(prep: Prepared) -> pd.DataFrame:
+    """Per step key: kind, name, the most common recorded cap (ms; NaN when its calls carry
+    none) and how many calls recorded one; what a policy editor starts from."""
+    rows = []
+    kinds = np.array([str(k).split(":", 1)[0] for k in prep.keys], dtype=object)
+    finite = np.isfinite(prep.recorded_cap_ms) & prep.is_call & ~prep.recorded_timeout
+    for code, key in enumerate(prep.keys):
+        caps = prep.recorded_cap_ms[(prep.key == code) & finite]
+        values, counts = np.unique(caps, return_counts=True)
+        rows.append((str(key), kinds[code], str(prep.key_names[code]),
+                     float(values[np.argmax(counts)]) if len(values) else np.nan, len(caps)))
+    return pd.DataFrame(rows, columns=["step_key", "kind", "name", "cap_ms", "capped_calls"])
+
+
+def typical_budget_ms(prep: Prepared) -> float:
+    """The most common budget among the runs (NaN when none has one)."""
+    budgets = prep.runs["budget_ms"].dropna()
+    return float(budgets.mode().iloc[0]) if len(budgets) else np.nan

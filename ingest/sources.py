@@ -30,6 +30,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 # A single JSON line or document larger than this is refused rather than held in memory.
 MAX_JSON_DOCUMENT = 512 * 1024 * 1024
 MAX_PREFIXED_MESSAGE = 512 * 1024 * 1024
+MAX_EMPTY_MESSAGES = 1024
 
 
 @dataclass
@@ -203,6 +204,7 @@ def _json_document(data: bytes, name: str, line: int) -> Iterator[Piece]:
 
 def _prefixed_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:
     offset = 0
+    empty_run = 0
     while True:
         header = stream.read(4)
         if not header:
@@ -213,6 +215,14 @@ def _prefixed_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:
                 "truncated", "length prefix cut short: file truncated", where)])
             return
         size = int.from_bytes(header, "big")
+        # Empty messages are valid, but a long run of them is zero bytes, not a stream: a
+        # gzip bomb of zeros would otherwise be read 4 bytes at a time (64M pieces per 256 MB).
+        empty_run = empty_run + 1 if size == 0 else 0
+        if empty_run > MAX_EMPTY_MESSAGES:
+            yield Piece(ExportTraceServiceRequest(), where, [_rejection(
+                "unknown_format", f"more than {MAX_EMPTY_MESSAGES} empty messages in a row: "
+                "zero bytes, not a message stream; the rest of the file was skipped", where)])
+            return
         if size > MAX_PREFIXED_MESSAGE:
             yield Piece(ExportTraceServiceRequest(), where, [_rejection(
                 "oversize", f"length prefix says {size} bytes: not a message stream, or corrupt",

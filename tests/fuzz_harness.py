@@ -1,0 +1,227 @@
+"""What every decoder promises about hostile bytes, as checks the fuzz tests and bench/fuzz_long.py
+share (this module holds no tests).
+
+The promise, for any bytes: the decoder returns rows it can store plus rejections, or raises one
+of our documented rejection errors — never another exception; every rejection names a reason
+and says what was wrong; whatever it accepts converts to the writer's Arrow schema (a row the
+writer cannot store would fail its whole transaction, and the exporter would retry it for ever);
+and it finishes in bounded time (a watchdog raises `Hang` out of a Python-level loop).
+
+Seeds are real payloads: spans made by the OpenTelemetry SDK and encoded by its own OTLP
+encoder, in every form we read (protobuf, OTLP JSON, JSON lines, length-prefixed stream, gzip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import random
+import signal
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ingest.file_loader import load_files
+from ingest.flatten import FlatBatch, flatten_request
+from ingest.proto_decode import UndecodableMessage, decode_request
+from ingest.receivers.export import Exporter, Undecodable
+from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
+from ingest.rejections import Rejection
+from ingest.sources import read_pieces
+from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, to_arrow
+from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
+
+# Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
+_SPECIAL = [b"\x00", b"\xff", b"\x80", b"\x7f", b"\x0a", b"\x12", b"\x1a", b"\x08",
+            b"\xff\xff\xff\xff\x0f", b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
+            b"{", b"}", b"[", b"]", b'"', b",", b":", b"\\u0000", b"\\ud800", b"\xc3\x28",
+            b"null", b"-1", b"1e999", b"18446744073709551616", b"NaN"]
+
+
+class Hang(AssertionError):
+    """One example ran past its watchdog deadline."""
+
+
+def seeds() -> dict[str, bytes]:
+    """Valid payloads in every form, small enough that a mutation often hits structure."""
+    spans = sdk_spans(runs=2)
+    whole = request(spans)
+    halves = [request(spans[:4]), request(spans[4:])]
+    document = otlp_json(whole)
+    return {
+        "protobuf": whole.SerializeToString(),
+        "json": json.dumps(document).encode(),
+        "jsonl": b"".join(json.dumps(otlp_json(m)).encode() + b"\n" for m in halves),
+        "prefixed": length_prefixed(halves),
+    }
+
+
+# One edit: (operation 0-5, where as a fraction of the length, a number, some bytes).
+Edit = tuple[int, float, int, bytes]
+
+
+def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
+    """Flip a bit, overwrite with an interesting value, insert bytes, delete a run, duplicate
+    a slice, or truncate; positions are fractions so that the same edits fit any seed."""
+    buffer = bytearray(data)
+    for operation, where, number, payload in edits:
+        at = min(int(where * (len(buffer) + 1)), len(buffer))
+        if operation == 0 and buffer:
+            buffer[min(at, len(buffer) - 1)] ^= 1 << (number % 8)
+        elif operation == 1:
+            special = _SPECIAL[number % len(_SPECIAL)]
+            buffer[at:at + len(special)] = special
+        elif operation == 2:
+            buffer[at:at] = payload or b"\x00"
+        elif operation == 3:
+            del buffer[at:at + 1 + number % 16]
+        elif operation == 4 and buffer:
+            start = number % len(buffer)
+            buffer[at:at] = buffer[start:start + 1 + number % 64]
+        elif operation == 5:
+            del buffer[at:]
+    return bytes(buffer)
+
+
+def mutate(data: bytes, rng: random.Random, rounds: int) -> bytes:
+    """`rounds` random edits (see apply_edits)."""
+    edits = [(rng.randrange(6), rng.random(), rng.randrange(1 << 16),
+              bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9))))
+             for _ in range(rounds)]
+    return apply_edits(data, edits)
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Raise Hang in the main thread if the block runs longer than `seconds`."""
+    def expired(*_: object) -> None:
+        raise Hang(f"example still running after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_rejections(rejections: list[Rejection]) -> None:
+    for rejection in rejections:
+        assert rejection.reason and rejection.reason.replace("_", "").isalpha(), rejection
+        assert rejection.message.strip(), rejection
+
+
+def check_storable(batch: FlatBatch) -> None:
+    """Everything accepted fits the writer's Arrow schema (the writer's first step)."""
+    to_arrow(batch)
+    _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
+    _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
+    assert batch.span_count == len(batch.spans["span_id"])
+
+
+def protobuf_body(body: bytes) -> str:
+    """An OTLP/HTTP or gRPC protobuf body, as the receivers decode it."""
+    try:
+        decoded, rejections = decode_request(body, "fuzz")
+    except UndecodableMessage as error:
+        assert str(error).strip()
+        return "undecodable"
+    batch = flatten_request(decoded, where="fuzz")
+    check_rejections(rejections + batch.rejections)
+    check_storable(batch)
+    return "accepted" if batch.span_count else "empty"
+
+
+def json_body(body: bytes) -> str:
+    """An OTLP/HTTP JSON body, through the receivers' own JSON decoder."""
+    try:
+        batch = Exporter._decode_json(body, "fuzz")
+    except Undecodable as error:
+        assert str(error).strip()
+        return "undecodable"
+    check_rejections(batch.rejections)
+    check_storable(batch)
+    return "accepted" if batch.span_count else "empty"
+
+
+def gzip_body(body: bytes, decode: Callable[[bytes], str], limit: int = 1 << 20) -> str:
+    """A gzip Content-Encoding body: inflated under the body limit, then decoded."""
+    try:
+        inflated = gunzip_limited(body, limit)
+    except (BadBody, BodyTooLarge) as error:
+        assert str(error).strip()
+        return "refused"
+    return decode(inflated)
+
+
+def file_pieces(data: bytes, folder: Path) -> str:
+    """A trace file of any form, through the file reader and flattener (no database)."""
+    path = folder / "fuzz.trace"
+    path.write_bytes(data)
+    batch = FlatBatch()
+    rejections: list[Rejection] = []
+    for piece in read_pieces(path):
+        rejections.extend(piece.rejections)
+        piece.flatten(max_future_ns=24 * 3600 * 10**9, into=batch)
+    check_rejections(rejections + batch.rejections)
+    check_storable(batch)
+    return "accepted" if batch.span_count else "refused"
+
+
+def file_load(data: bytes, con: object, folder: Path) -> str:
+    """A trace file through `budgetscope ingest`'s loader into a real database."""
+    path = folder / "fuzz.trace"
+    path.write_bytes(data)
+    summary = load_files(con, [path])  # type: ignore[arg-type]
+    for examples in summary.rejections.examples.values():
+        check_rejections(examples)
+    return "accepted" if summary.spans_loaded else "refused"
+
+
+def gzipped(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def scratch_folder() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="budgetscope-fuzz-")
+
+
+# Values that a structure-aware mutation puts in place of any node of an OTLP JSON document.
+_HOSTILE_VALUES: list[object] = [
+    None, True, False, 0, -1, 1.5, 2**31, 2**32, 2**63, 2**64, -(2**63) - 1, 10**30,
+    float("nan"), float("inf"), "", "0", "-1", "18446744073709551616", "NaN", "Infinity",
+    "\ud800", "zz", "AAAAAAAAAAAAAAAAAAAAAA==", "0" * 32, "f" * 33, [], {}, [None], {"": None},
+    {"stringValue": 5}, {"intValue": "x"}, {"doubleValue": "1e999"}, {"bytesValue": "!!"},
+    {"arrayValue": {"values": [{"kvlistValue": {"values": [{"key": 1}]}}]}},
+]
+
+
+def _nodes(node: object, path: tuple[object, ...] = ()) -> Iterator[tuple[object, ...]]:
+    yield path
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _nodes(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _nodes(value, (*path, index))
+
+
+def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
+    """Replace `rounds` random nodes of a decoded OTLP JSON document with hostile values (or
+    drop them), and encode it again (NaN as the bare token JSON parsers accept)."""
+    document = json.loads(json.dumps(document))
+    for _ in range(rounds):
+        paths = [path for path in _nodes(document) if path]
+        if not paths:
+            break
+        path = rng.choice(paths)
+        parent: object = document
+        for step in path[:-1]:
+            parent = parent[step]  # type: ignore[index]
+        if rng.random() < 0.15 and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = rng.choice(_HOSTILE_VALUES)  # type: ignore[index]
+    return json.dumps(document).encode("utf-8", "surrogatepass")

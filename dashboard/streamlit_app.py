@@ -33,6 +33,7 @@ PAGES = {
     "reconciliation": _page("reconciliation", "Reconciliation", "sync"),
     "run": _page("run", "Run view", "search"),
     "weekly": _page("weekly", "Weekly report", "calendar_month"),
+    "simulate": _page("simulate", "What if", "tune"),
 }
 
 

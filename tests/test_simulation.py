@@ -12,14 +12,19 @@ have none, so a search call beyond its 2000 ms cut is assumed to run into any li
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+from budgetscope.cli import cli
 from queries.filters import Filters
+from queries.render import to_csv_bytes
 from queries.simulation import prepare, replay
 from queries.simulation_data import simulate, simulation_runs, simulation_steps
 from queries.simulation_fit import (
@@ -42,9 +47,7 @@ def _tool(b: TraceBuilder, run, kind: str, name: str, start: float, end: float, 
     b.step(run, kind, name, start, end, **attrs)
 
 
-@pytest.fixture(scope="module")
-def hand(tmp_path_factory):
-    con = open_db(tmp_path_factory.mktemp("simulation"))
+def build_hand(con) -> list[str]:  # noqa: ANN001
     b = TraceBuilder(seed=7)
     r1 = b.run(0, 8_500, 10_000, gen_ai_agent_name="alpha")
     _tool(b, r1, "tool", "fetch", 100, 3_100, 9_900, 5_000)
@@ -54,9 +57,24 @@ def hand(tmp_path_factory):
     _tool(b, r2, "tool", "fetch", 60_100, 61_100, 9_900, 5_000)
     _tool(b, r2, "tool", "fetch", 61_200, 62_200, 8_800, 5_000)
     store(con, b.finished())
-    ids = [b.trace_id(r1), b.trace_id(r2)]
+    return [b.trace_id(r1), b.trace_id(r2)]
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    con = open_db(tmp_path_factory.mktemp("simulation"))
+    ids = build_hand(con)
     yield con, ids
     con.close()
+
+
+@pytest.fixture(scope="module")
+def hand_db(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("simulation_cli")
+    con = open_db(folder)
+    build_hand(con)
+    con.close()
+    return str(folder / "test.duckdb")
 
 
 def summary(result) -> dict[str, tuple[object, object, float]]:  # noqa: ANN001
@@ -226,3 +244,58 @@ def test_normal_functions_match_the_standard_library():
     z = np.linspace(-6, 6, 25)
     assert np.allclose(normal_sf(z), [1 - normal.cdf(float(v)) for v in z], atol=1e-7)
     assert LognormalFit(0.0, 1.0, 3, 0, 1).median_ms == 1.0
+
+
+# ---- budgetscope simulate ------------------------------------------------------------------
+
+def invoke(db: str, *args: str):  # noqa: ANN201
+    return CliRunner().invoke(cli, ["--db", db, "simulate", *args])
+
+
+def test_cli_simulate_csv_json_table(hand_db: str, tmp_path: Path) -> None:
+    policy = ["--cap", "fetch=2500ms", "--no-retries"]
+    result = invoke(hand_db, *policy)
+    assert result.exit_code == 0, result.output
+    con = open_db(Path(hand_db).parent)
+    try:
+        expected = simulate(con, SimulationPolicy.parse(["fetch=2500ms"], retries=False))
+    finally:
+        con.close()
+    assert result.output.encode() == to_csv_bytes(expected.summary)
+    lines = result.output.splitlines()
+    assert lines[0] == "metric,actual,predicted,fit_share"
+    assert "client_timeouts,1,2,0.000000" in lines
+    tools_json = json.loads(invoke(hand_db, *policy, "--view", "tools", "--format",
+                                   "json").output)
+    fetch = next(row for row in tools_json if row["step_key"] == "tool:fetch")
+    assert (fetch["calls"], fetch["timeouts"], fetch["cap_ms"]) == (3, 1, 2500.0)
+    assert fetch["run_timeout_rate_formula"] == pytest.approx(1 - (2 / 3) ** 1.5, abs=1e-6)
+    table = invoke(hand_db, *policy, "--format", "table")
+    assert table.exit_code == 0, table.output
+    assert "policy: caps: fetch=2500 ms; deadline: as recorded" in table.output
+    assert "run_timeout_rate_formula" in table.output and "exhaustion_rate" in table.output
+    out = tmp_path / "sim.csv"
+    assert invoke(hand_db, *policy, "--out", str(out)).exit_code == 0
+    assert out.read_bytes() == result.output.encode()
+    # Filters as for report: no run started after T0 + 1 h.
+    empty = invoke(hand_db, "--since", "2026-11-23T11:00:00Z")
+    assert empty.exit_code == 1 and "no runs match" in empty.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cap", "fech=2s"], "no step named fech"),
+    (["--cap", "fetch=2"], "with a unit"),
+    (["--deadline", "-3s"], "not a duration"),
+    (["--min-start", "soon"], "--min-start"),
+    (["--since", "yesterday"], "not an ISO date"),
+])
+def test_cli_simulate_bad_input(hand_db: str, args: list[str], message: str) -> None:
+    result = invoke(hand_db, *args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_simulate_without_a_database(tmp_path: Path) -> None:
+    result = invoke(str(tmp_path / "none.duckdb"))
+    assert result.exit_code == 1 and "no database at" in result.output

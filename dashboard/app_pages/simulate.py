@@ -1,0 +1,151 @@
+"""What if: the stored runs replayed under other per-tool caps, another run deadline, a
+minimum budget to start a call, retries on or off; predicted beside actual. The numbers come
+from queries.simulation through dashboard/data.py (the same function as `budgetscope
+simulate`); this page only turns widgets into a policy and draws the result."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, fmt, layout, simulation_figures
+from queries.simulation import recorded_caps, typical_budget_ms
+from queries.simulation_policy import SimulationPolicy
+
+DEADLINE_KEY = "sim_deadline_s"
+MIN_START_KEY = "sim_min_start_s"
+RETRIES_KEY = "sim_retries"
+TOOLS_SHOWN = ["step_key", "cap_ms", "calls_actual", "timeouts_actual", "timeout_rate_actual",
+               "calls", "timeouts", "timeout_rate", "refused_actual", "refused",
+               "calls_per_run", "run_timeout_rate_formula", "run_timeout_rate", "fit_calls"]
+
+
+def cap_key(step_key: str) -> str:
+    return f"sim_cap:{step_key}"
+
+
+def _slider_max(value_s: float) -> float:
+    """Room to loosen as well as tighten: twice the recorded value, at least 1 s, in 0.5 s."""
+    return max(1.0, math.ceil(value_s * 4) / 2)
+
+
+ctx = layout.context()
+st.title("What if")
+st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · the stored runs replayed under the "
+           "policy below, beside what actually happened. A slider left where it starts keeps "
+           "each run's own recorded value.")
+if layout.no_runs_in_range(ctx):
+    st.stop()
+
+prepared = data.simulation_inputs(ctx.filters)
+caps = recorded_caps(prepared)
+tool_caps = caps[(caps["kind"] == "tool") & caps["cap_ms"].notna()]
+budget_ms = typical_budget_ms(prepared)
+
+st.subheader("Policy")
+left, middle, right = st.columns(3)
+deadline_s: float | None = None
+with left:
+    if not math.isnan(budget_ms):
+        default_s = budget_ms / 1000
+        deadline_s = st.slider("Run deadline (s), every budgeted run", min_value=1.0,
+                               max_value=_slider_max(default_s), value=default_s, step=0.5,
+                               key=DEADLINE_KEY,
+                               help="Starts at the most common budget; left there, each run "
+                                    "keeps its own budget.")
+with middle:
+    min_start_s = st.slider("Refuse a call below this budget left (s)", min_value=0.0,
+                            max_value=10.0, value=0.0, step=0.25, key=MIN_START_KEY,
+                            help="Beyond the run's landing reserve, in runs that report "
+                                 "budget.remaining_ms. 0: refusals as recorded.")
+with right:
+    retries = st.toggle("Retry calls that time out at their cap", value=True, key=RETRIES_KEY)
+
+cap_overrides: list[str] = []
+with st.expander("Caps per tool (s)", expanded=True):
+    columns = st.columns(3)
+    for index, row in enumerate(tool_caps.itertuples(index=False)):
+        recorded_s = row.cap_ms / 1000
+        with columns[index % 3]:
+            value = st.slider(row.step_key, min_value=0.1, max_value=_slider_max(recorded_s),
+                              value=recorded_s, step=0.1, key=cap_key(row.step_key))
+        if abs(value - recorded_s) > 1e-9:
+            cap_overrides.append(f"{row.step_key}={round(value * 1000)}ms")
+
+deadline = None
+if deadline_s is not None and abs(deadline_s - budget_ms / 1000) > 1e-9:
+    deadline = f"{round(deadline_s * 1000)}ms"
+policy = SimulationPolicy.parse(cap_overrides, deadline,
+                                f"{round(min_start_s * 1000)}ms" if min_start_s > 0 else None,
+                                retries)
+result = data.simulation(ctx.filters, policy)
+summary = result.summary.set_index("metric")
+st.caption(fmt.escape_md(f"Policy: {policy.describe()}"))
+
+
+def _pair(metric: str) -> tuple[object, object]:
+    return summary.loc[metric, "actual"], summary.loc[metric, "predicted"]
+
+
+def _rate_metric(label: str, metric: str) -> None:
+    actual, predicted = _pair(metric)
+    delta = None
+    if not (fmt.missing(actual) or fmt.missing(predicted)):
+        delta = f"{(float(predicted) - float(actual)) * 100:+.1f} pp"
+    st.metric(label, fmt.percent(predicted), delta, delta_color="inverse",
+              help=f"Actual: {fmt.percent(actual)}")
+
+
+def _count_metric(label: str, metric: str) -> None:
+    actual, predicted = _pair(metric)
+    st.metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
+              delta_color="inverse", help=f"Actual: {fmt.count(actual)}")
+
+
+st.subheader("Predicted (change against actual)")
+cells = st.columns(5)
+with cells[0]:
+    _rate_metric("Exhaustion rate", "exhaustion_rate")
+with cells[1]:
+    _rate_metric("Client timeout rate", "client_timeout_rate")
+with cells[2]:
+    _rate_metric("Utilisation p99", "utilisation_p99")
+with cells[3]:
+    _count_metric("Refused calls", "refused")
+with cells[4]:
+    _count_metric("Writes timing out", "write_timeouts")
+
+fitted = result.tools.loc[result.tools["rests_on_fit"], "step_key"].tolist()
+if fitted:
+    st.caption(fmt.escape_md(
+        "Rests on the latency model for " + ", ".join(fitted) + ": calls cut at a limit "
+        "that the policy raises get a latency from a log-normal fitted per step (maximum "
+        "likelihood on completed and cut calls, the cut ones right-censored); "
+        f"{summary.loc['exhaustion_rate', 'fit_share']:.1%} of runs use such a draw."))
+else:
+    st.caption("Exact: no figure here rests on the latency model (every limit is at or "
+               "below where the recorded calls were cut).")
+beyond = int(summary.loc["runs_beyond_record", "predicted"])
+if beyond:
+    st.caption(f"{beyond:,} runs ended early in the record and get through it under this "
+               "policy; what they would have done next is unknown, so they count as not "
+               "exhausted (upper bound with them exhausted: "
+               f"{fmt.percent(summary.loc['exhaustion_rate_upper', 'predicted'])}).")
+
+st.plotly_chart(simulation_figures.timeout_rates(result.tools), key="sim_timeout_rates")
+st.plotly_chart(simulation_figures.utilisation_cdf(result.runs), key="sim_utilisation")
+
+st.subheader("Actual and predicted")
+st.dataframe(result.summary, hide_index=True, key="sim_summary")
+st.subheader("Per step: the arithmetic")
+st.caption("timeout_rate p = timeouts / calls; calls_per_run n = calls / runs that call it; "
+           "run_timeout_rate_formula = 1 − (1 − p)^n as if calls were independent; "
+           "run_timeout_rate = the replayed share of those runs with a timeout (calls in one "
+           "run share a deadline and a slow upstream, so the two differ).")
+tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN]
+st.dataframe(tools_shown, hide_index=True, key="sim_tools",
+             column_config={c: st.column_config.NumberColumn(format="percent") for c in (
+                 "timeout_rate_actual", "timeout_rate", "run_timeout_rate_formula",
+                 "run_timeout_rate")})

@@ -1,0 +1,61 @@
+"""Pure Plotly builders for the What-if page: a simulation's frames in, Figure out (no
+Streamlit). Actual is drawn in grey and predicted in colour on every chart, so the two read
+the same way everywhere; step keys come from spans and go through fmt.plot_text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard import colors, figures
+
+ACTUAL_COLOR = colors.CLASS_COLORS["cancelled"]  # grey: what happened
+PREDICTED_COLOR = colors.CLASS_COLORS["client_timeout"]  # orange: give-ups under the policy
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=100),
+               legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
+               hovermode="closest")
+
+
+def timeout_rates(tools: pd.DataFrame) -> go.Figure:
+    """Client timeout rate per step key, actual beside predicted (steps with calls only)."""
+    title = "Client timeout rate per step: actual vs predicted"
+    shown = tools[(tools["calls_actual"] > 0) | (tools["calls"] > 0)]
+    if shown.empty:
+        return figures.empty(title, "No calls in this range.")
+    figure = go.Figure()
+    figure.update_layout(title=dict(text=title), barmode="group",
+                         xaxis=dict(tickformat=".0%", title="client timeouts / calls"),
+                         yaxis=dict(autorange="reversed"), height=140 + 28 * len(shown),
+                         **_LAYOUT)
+    keys = figures.labels(shown["step_key"])
+    figure.add_bar(y=keys, x=shown["timeout_rate_actual"], name="actual", orientation="h",
+                   marker_color=ACTUAL_COLOR)
+    figure.add_bar(y=keys, x=shown["timeout_rate"], name="predicted", orientation="h",
+                   marker_color=PREDICTED_COLOR,
+                   marker_pattern_shape=np.where(shown["rests_on_fit"], "/", ""),
+                   customdata=np.stack([shown["fit_calls"], shown["calls"]], axis=-1),
+                   hovertemplate="%{y}: %{x:.2%}<br>%{customdata[0]} of %{customdata[1]} "
+                                 "calls rest on the fit<extra>predicted</extra>")
+    return figure
+
+
+def utilisation_cdf(runs: pd.DataFrame, budget_line: bool = True) -> go.Figure:
+    """Share of runs at or below each utilisation, actual and predicted."""
+    title = "Run utilisation: actual vs predicted"
+    if runs.empty:
+        return figures.empty(title, "No runs with a budget in this range.")
+    figure = go.Figure()
+    figure.update_layout(title=dict(text=title),
+                         xaxis=dict(tickformat=".0%", title="elapsed / budget"),
+                         yaxis=dict(tickformat=".0%", title="runs at or below", range=[0, 1]),
+                         **_LAYOUT)
+    for column, name, color in (("utilisation_actual", "actual", ACTUAL_COLOR),
+                                ("utilisation", "predicted", PREDICTED_COLOR)):
+        values = np.sort(runs[column].dropna().to_numpy(dtype=float))
+        share = np.arange(1, len(values) + 1) / max(len(values), 1)
+        figure.add_scatter(x=values, y=share, name=name, mode="lines",
+                           line=dict(color=color, shape="hv"))
+    if budget_line:
+        figure.add_vline(x=1.0, line=dict(color=colors.OUTCOME_COLORS["exhausted"], width=1))
+    return figure

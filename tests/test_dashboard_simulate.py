@@ -1,0 +1,122 @@
+"""The What-if page (dashboard/app_pages/simulate.py, issue #7) under Streamlit's AppTest on the
+bundled sample traces: the numbers it shows equal queries.simulation_data.simulate for the same
+filters and policy, before and after moving sliders."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import fmt
+from ingest.database import connect
+from queries.filters import Filters
+from queries.simulation import SimulationResult
+from queries.simulation_data import simulate
+from queries.simulation_policy import SimulationPolicy
+from tests.browser import support
+
+FILTERS = Filters.parse(support.SINCE, support.UNTIL)
+PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return support.sample_db(tmp_path_factory)
+
+
+@pytest.fixture()
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
+    return sample
+
+
+def expected(db: str, policy: SimulationPolicy) -> SimulationResult:
+    con = connect(db, read_only=True)
+    try:
+        return simulate(con, policy, FILTERS)
+    finally:
+        con.close()
+
+
+def open_simulate() -> AppTest:
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    for key, value in PARAMS.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    check(at)
+    return at
+
+
+def check(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def shown(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _array(value: object) -> np.ndarray:
+    if isinstance(value, dict) and "bdata" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+    return np.asarray(value, dtype=float)
+
+
+def chart(at: AppTest, title: str) -> dict:
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        if spec["layout"].get("title", {}).get("text") == title:
+            return spec
+    raise AssertionError(f"no chart {title!r}")
+
+
+def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
+    rows = result.summary.set_index("metric")["predicted"]
+    metrics = shown(at)
+    assert metrics["Exhaustion rate"] == fmt.percent(rows["exhaustion_rate"])
+    assert metrics["Client timeout rate"] == fmt.percent(rows["client_timeout_rate"])
+    assert metrics["Utilisation p99"] == fmt.percent(rows["utilisation_p99"])
+    assert metrics["Refused calls"] == fmt.count(rows["refused"])
+    assert metrics["Writes timing out"] == fmt.count(rows["write_timeouts"])
+    frames = [frame.value for frame in at.dataframe]
+    summary = next(f for f in frames if "metric" in f.columns)
+    tools = next(f for f in frames if "run_timeout_rate_formula" in f.columns)
+    assert list(summary["predicted"]) == list(result.summary["predicted"])
+    assert list(tools["timeouts"]) == list(result.tools["timeouts"])
+    np.testing.assert_allclose(tools["run_timeout_rate_formula"],
+                               result.tools["run_timeout_rate_formula"])
+    spec = chart(at, "Client timeout rate per step: actual vs predicted")
+    predicted = next(t for t in spec["data"] if t["name"] == "predicted")
+    with_calls = result.tools[(result.tools["calls_actual"] > 0) | (result.tools["calls"] > 0)]
+    np.testing.assert_allclose(_array(predicted["x"]), with_calls["timeout_rate"])
+
+
+def test_page_shows_the_simulation(db: str) -> None:
+    at = open_simulate()
+    # Sliders untouched: every run keeps its own caps and budget, the record replays to itself.
+    untouched = expected(db, SimulationPolicy())
+    assert_page_equals(at, untouched)
+    rows = untouched.summary.set_index("metric")
+    assert list(rows["predicted"]) == list(rows["actual"])
+    assert any("Exact" in caption.value for caption in at.caption)
+
+
+def test_moving_sliders_replays_the_new_policy(db: str) -> None:
+    at = open_simulate()
+    before = shown(at)
+    at.slider(key="sim_cap:tool:fetch_report").set_value(3.0)
+    at.slider(key="sim_deadline_s").set_value(30.0)
+    at.toggle(key="sim_retries").set_value(False)
+    at.run()
+    check(at)
+    policy = SimulationPolicy.parse(["tool:fetch_report=3000ms"], "30000ms", retries=False)
+    result = expected(db, policy)
+    assert_page_equals(at, result)
+    assert shown(at)["Exhaustion rate"] != before["Exhaustion rate"]
+    assert any(caption.value.startswith("Policy") and "3000 ms" in caption.value
+               and "30000 ms" in caption.value for caption in at.caption)

@@ -24,8 +24,7 @@ import streamlit as st
 
 from ingest.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect
 from ingest.owner import current_owner
-from queries import clickhouse
-from queries import reports
+from queries import clickhouse, reports
 from queries.filters import Filters
 from queries.run_view import RunView, load_run
 from queries.simulation import Prepared, SimulationResult, prepare, replay

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
 from ingest.sources import expand_paths, read_pieces
 from queries.clickhouse import ClickHouseConnection
 
@@ -128,6 +129,11 @@ def arrow_batches(paths: Iterable[str | Path],
         yield pa.table(_rows(batch), schema=SCHEMA)
 
 
+def table_of_request(request: ExportTraceServiceRequest) -> pa.Table:
+    """otel_traces rows of one OTLP request (the spans ingest would accept from it)."""
+    return pa.table(_rows(flatten_request(request)), schema=SCHEMA)
+
+
 def create_otel_traces(con: ClickHouseConnection) -> None:
     """The exporter's table (queries/sql/clickhouse/otel_traces_table.sql), if missing."""
     con.run_script("otel_traces_table")
@@ -138,6 +144,18 @@ def load_files(con: ClickHouseConnection, paths: Iterable[str | Path]) -> int:
     create_otel_traces(con)
     written = 0
     for table in arrow_batches(paths):
+        con.insert_arrow(TABLE, table)
+        written += table.num_rows
+    return written
+
+
+def load_requests(con: ClickHouseConnection,
+                  requests: Iterable[ExportTraceServiceRequest]) -> int:
+    """Write the spans of these OTLP requests into otel_traces; returns how many."""
+    create_otel_traces(con)
+    written = 0
+    for request in requests:
+        table = table_of_request(request)
         con.insert_arrow(TABLE, table)
         written += table.num_rows
     return written

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, backend_option, db_option, open_database
 from budgetscope.config import DB_ENV
 from dashboard.settings import DEFAULT_REFRESH_SECONDS, REFRESH_ENV
+from queries import clickhouse
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 
@@ -70,6 +71,20 @@ def serve_dashboard(db: str, host: str, port: int) -> None:
     run_streamlit(DASHBOARD_APP, host, port)
 
 
+def serve_backend_dashboard(backend: str, host: str, port: int) -> None:
+    """The dashboard on a ClickHouse backend (--backend), until Ctrl-C / SIGTERM. The process
+    keeps one connection; its derived tables are brought up to date before the first page."""
+    try:
+        clickhouse.ensure_derived(clickhouse.connect(backend))
+    except (clickhouse.BackendError, clickhouse.NoTraces) as error:
+        raise Fail(str(error)) from None
+    os.environ[clickhouse.BACKEND_ENV] = backend  # the dashboard's data provider reads this
+    url_host = f"[{host}]" if ":" in host else host
+    shown = clickhouse.parse_backend_url(backend).describe()
+    click.echo(f"dashboard on {shown}: http://{url_host}:{port}  (Ctrl-C to stop)")
+    run_streamlit(DASHBOARD_APP, host, port)
+
+
 @click.command("dashboard")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets other machines open it.")
@@ -80,7 +95,11 @@ def dashboard_command(context: click.Context, host: str, port: int,
                       refresh_seconds: float) -> None:
     """Serve the dashboard on an existing database (read-only; the file stays free for
     `budgetscope ingest` between page loads)."""
+    backend = backend_option(context)
+    set_refresh(refresh_seconds)
+    if backend is not None:
+        serve_backend_dashboard(backend, host, port)
+        return
     db = db_option(context)
     check_readable(db)
-    set_refresh(refresh_seconds)
     serve_dashboard(db, host, port)

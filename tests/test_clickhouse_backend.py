@@ -1,0 +1,299 @@
+"""The ClickHouse backend (#8) on a real ClickHouse engine (chdb, in-process): the Collector
+exporter's otel_traces table, loaded with the same traces as a DuckDB file, gives every report,
+run view and dashboard number the DuckDB backend gives.
+
+Two data sets, each stored both ways:
+- the bundled sample traces (52k spans), through `budgetscope ingest`'s decoders into DuckDB
+  and through queries.otel_traces_load (the same decoders, written as the exporter writes)
+  into otel_traces;
+- EDGE: hand-made traces (real OpenTelemetry SDK spans) for what the sample lacks: a run
+  nested below a root (run id trace/span), a subagent with steps inside it, parallel steps, a
+  reconcile step linking to a write of another trace, gRPC status names, HTTP 504, exception
+  events, and SPEC attributes sent as strings in odd forms (" 25000 ", "3000.0", "abc").
+
+Equality is exact: reports compare as CSV bytes (the CLI's output). The floats in them are
+computed by the same operations in the same order in both engines, then rounded to 3 or 6
+decimals by queries/render.py; no tolerance was needed on these data.
+chdb allows one data folder per process at a time, so the module uses one folder for both
+data sets, in two ClickHouse databases' worth of time: EDGE is appended after the sample
+checks (fixture order), which also exercises the rebuild when otel_traces changes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from streamlit.testing.v1 import AppTest
+
+from budgetscope.cli import cli
+from ingest.database import connect as duckdb_connect
+from queries import clickhouse, reports
+from queries.clickhouse import BACKEND_ENV
+from queries.filters import Filters
+from queries.otel_traces_load import load_files, load_requests
+from queries.render import to_csv_bytes
+from queries.run_view import RunNotFound, load_run
+from tests.browser import support
+from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
+
+CLI_REPORTS = list(reports.REPORTS)
+DASHBOARD_ONLY = ["attribution_summary", "utilisation_histogram", "step_utilisation",
+                  "reconciliation_by_period", "failures_daily", "attribution_completed",
+                  "orphan_writes"]
+FILTER_ARGS = {
+    "all": [],
+    "window": ["--since", "2026-11-02", "--until", "2026-11-16"],
+    "agent": ["--agent", "billing-agent"],
+}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("chdb") / "data"
+    yield path
+    clickhouse.close_all()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sample_duckdb(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return support.sample_db(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def sample_backend(folder: Path) -> str:
+    url = f"chdb://{folder}"
+    con = clickhouse.connect(url)
+    assert load_files(con, [support.SAMPLE_TRACES]) == 52_198
+    return url
+
+
+def invoke(*args: str) -> bytes:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout_bytes
+
+
+# ---- the exporter's table ----------------------------------------------------------------
+
+def test_otel_traces_is_the_exporters_table(sample_backend: str) -> None:
+    con = clickhouse.connect(sample_backend)
+    types = dict(con._frame_text(
+        "SELECT name, type FROM system.columns WHERE table = 'otel_traces' "
+        "AND database = currentDatabase()", {}).itertuples(index=False, name=None))
+    assert types["SpanAttributes"] == "Map(LowCardinality(String), String)"
+    assert types["Duration"] == "UInt64"
+    assert types["Timestamp"] == "DateTime64(9)"
+    assert types["Events.Attributes"] == "Array(Map(LowCardinality(String), String))"
+    assert types["Links.TraceId"] == "Array(String)"
+    assert types["StatusCode"] == "LowCardinality(String)"
+    rows = con._frame_text(
+        "SELECT DISTINCT StatusCode, SpanKind FROM otel_traces ORDER BY ALL", {})
+    assert set(rows["StatusCode"]) <= {"Unset", "Ok", "Error"}
+    assert set(rows["SpanKind"]) <= {"Unspecified", "Internal", "Server", "Client", "Producer",
+                                     "Consumer"}
+    # attribute values are strings, as AsString writes them; events are nested arrays
+    row = con._frame_text(
+        "SELECT SpanAttributes['budget.total_ms'] AS total, toTypeName(total) AS type, "
+        "Duration = toUnixTimestamp64Nano(Timestamp) - toUnixTimestamp64Nano(Timestamp) "
+        "+ Duration AS same FROM otel_traces WHERE ParentSpanId = '' LIMIT 1", {}).iloc[0]
+    assert row["type"] == "String" and row["total"].isdigit()
+    exceptions = con.scalar("SELECT count() FROM otel_traces "
+                            "WHERE has(Events.Name, 'exception')")
+    assert exceptions > 0
+
+
+# ---- every report equal to DuckDB's --------------------------------------------------------
+
+@pytest.mark.parametrize("filters", list(FILTER_ARGS))
+@pytest.mark.parametrize("name", CLI_REPORTS)
+def test_cli_report_equal_to_duckdb(sample_duckdb: str, sample_backend: str, name: str,
+                                    filters: str) -> None:
+    args = ["report", name, *FILTER_ARGS[filters]]
+    expected = invoke("--db", sample_duckdb, *args)
+    got = invoke("--backend", sample_backend, *args)
+    assert got == expected
+
+
+@pytest.mark.parametrize("name", ["runs", "weekly"])
+def test_hostile_filter_value_is_bound(sample_backend: str, name: str) -> None:
+    got = invoke("--backend", sample_backend, "report", name, "--agent", "' OR 1=1 --")
+    assert len(got.splitlines()) == 1  # the header only: the value was compared, not run
+
+
+@pytest.mark.parametrize("name", DASHBOARD_ONLY)
+def test_dashboard_queries_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
+                                           name: str) -> None:
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        for filters in (Filters(), Filters.parse("2026-11-02", "2026-11-16")):
+            expected = getattr(reports, name)(duck, filters)
+            got = getattr(reports, name)(clickhouse.connect(sample_backend), filters)
+            assert list(got.columns) == list(expected.columns)
+            assert to_csv_bytes(got) == to_csv_bytes(expected), name
+    finally:
+        duck.close()
+
+
+def test_tool_latency_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
+    """One row per call; calls of equal duration may come in either order, so sort first."""
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        expected = reports.tool_latency(duck)
+    finally:
+        duck.close()
+    got = reports.tool_latency(clickhouse.connect(sample_backend))
+    key = list(expected.columns)
+    assert to_csv_bytes(got.sort_values(key).reset_index(drop=True)) == \
+        to_csv_bytes(expected.sort_values(key).reset_index(drop=True))
+
+
+def test_database_status(sample_backend: str) -> None:
+    row = reports.database_status(clickhouse.connect(sample_backend)).iloc[0]
+    assert (int(row["spans"]), int(row["runs"]), int(row["traces_pending_derivation"])) == \
+        (52_198, 1_800, 0)
+
+
+def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
+    con = clickhouse.connect(sample_backend)
+    picks = con._frame_text(
+        "SELECT (SELECT any(run_id) FROM budgetscope_write_steps WHERE orphan) AS orphan, "
+        "(SELECT any(run_id) FROM budgetscope_write_steps WHERE reconciled) AS reconciled, "
+        "(SELECT any(run_id) FROM budgetscope_runs WHERE exhausted "
+        " AND culprit_span_id != holder_span_id) AS blamed, "
+        "(SELECT any(run_id) FROM budgetscope_steps WHERE kind = 'subagent') AS subagent",
+        {}).iloc[0]
+    for run_id in picks:
+        assert invoke("--backend", sample_backend, "run", run_id) == \
+            invoke("--db", sample_duckdb, "run", run_id)
+    missing = CliRunner().invoke(cli, ["--backend", sample_backend, "run", "0" * 32])
+    assert missing.exit_code == 1 and "no run" in missing.output
+
+
+# ---- the dashboard's data layer on the backend ----------------------------------------------
+
+def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(Path(sample_duckdb).with_suffix(".absent")))
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    for key, value in {"range": "custom", "since": support.SINCE,
+                       "until": support.UNTIL}.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/weekly.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        weekly = reports.weekly(duck, Filters.parse(support.SINCE, support.UNTIL))
+    finally:
+        duck.close()
+    shown = at.dataframe[0].value
+    assert len(shown) == len(weekly)
+    assert list(shown["runs"]) == list(weekly["runs"])
+
+
+# ---- edge cases the sample lacks ------------------------------------------------------------
+
+def edge_spans() -> list:
+    b = TraceBuilder(seed=808, service="edge-svc")
+    t = T0_NS + 3 * 24 * 3_600 * 10**9
+    # A root run with a nested run below it (its own budget and steps) and a subagent step
+    # whose steps sit inside it; attributes sent as strings in odd forms.
+    root = b.span("agent run", 0, 30_000, t0_ns=t, attributes={
+        "budget.total_ms": " 25000 ", "gen_ai.agent.name": "edge"})
+    b.span("tool search", 0, 9_000, parent=root, t0_ns=t, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+        "budget.allocated_ms": "3000.0", "rpc.grpc.status_code": "DEADLINE_EXCEEDED"})
+    b.span("tool lookup", 4_000, 12_000, parent=root, t0_ns=t, attributes={
+        "budget.step.kind": "TOOL", "budget.step.name": "lookup",
+        "http.response.status_code": 504, "budget.cap_ms": "abc"})
+    sub = b.span("invoke_agent helper", 12_000, 26_000, parent=root, t0_ns=t, attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
+    b.span("chat m", 12_500, 20_000, parent=sub, t0_ns=t, exceptions=["ReadTimeoutError"],
+           attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
+    nested = b.span("nested run", 20_000, 29_000, parent=root, t0_ns=t, attributes={
+        "budget.total_ms": 5_000, "budget.step.kind": "subagent",
+        "budget.step.name": "nested"})
+    b.span("model inner", 20_000, 27_000, parent=nested, t0_ns=t, error=True, attributes={
+        "budget.step.kind": "model", "budget.step.name": "inner", "budget.hedge": "yes"})
+    write = b.span("tool pay", 27_000, 30_000, parent=root, t0_ns=t, attributes={
+        "budget.step.kind": "tool", "budget.step.name": "pay", "budget.side_effect": "write",
+        "budget.outcome": "client_timeout", "budget.idempotency_key": "k-1",
+        "budget.attempt": 1.0})
+    # Another trace reads the write back through a span link.
+    other = b.span("agent run", 40_000, 45_000, t0_ns=t, attributes={
+        "budget.total_ms": 10_000, "budget.run.outcome": "completed",
+        "gen_ai.agent.name": "edge"})
+    b.span("reconcile pay", 40_000, 41_000, parent=other, t0_ns=t, links=[write], attributes={
+        "budget.step.kind": "reconcile", "budget.step.name": "pay",
+        "budget.reconcile.result": "Landed"})
+    b.span("tool flaky", 41_000, 42_000, parent=other, t0_ns=t,
+           exceptions=["", "ConnectionResetError"], attributes={
+               "budget.step.kind": "tool", "budget.step.name": "flaky",
+               "rpc.response.status_code": "UNAVAILABLE"})
+    return b.finished()
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory: pytest.TempPathFactory, sample_backend: str) -> tuple[str, str]:
+    """EDGE stored both ways: a DuckDB file with the sample and EDGE, and the backend with
+    the sample and EDGE appended."""
+    spans = edge_spans()
+    path = tmp_path_factory.mktemp("edge") / "edge.duckdb"
+    shutil.copy(support.sample_db(tmp_path_factory), path)
+    duck = open_db(path.parent, path.name)
+    store(duck, spans)
+    duck.close()
+    con = clickhouse.connect(sample_backend)
+    assert load_requests(con, [encode_spans(spans)]) == len(spans)
+    return str(path), sample_backend
+
+
+def test_new_spans_rebuild_the_derivation(edge: tuple[str, str]) -> None:
+    _, backend = edge
+    con = clickhouse.connect(backend)
+    assert clickhouse.ensure_derived(con) is True  # otel_traces grew since the last build
+    assert clickhouse.ensure_derived(con) is False  # and is current now
+
+
+@pytest.mark.parametrize("name", CLI_REPORTS)
+def test_edge_reports_equal_to_duckdb(edge: tuple[str, str], name: str) -> None:
+    db, backend = edge
+    args = ["report", name]
+    expected = invoke("--db", db, *args)
+    assert invoke("--backend", backend, *args) == expected
+
+
+def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
+    db, backend = edge
+    con = clickhouse.connect(backend)
+    clickhouse.ensure_derived(con)
+    runs = reports.runs(con)
+    run_ids = list(runs[runs["agent"].isin(["edge", "edge-svc"])]["run_id"])
+    assert any("/" in run_id for run_id in run_ids), "the nested run has a trace/span id"
+    assert len(run_ids) == 3
+    for run_id in run_ids:
+        assert invoke("--backend", backend, "run", run_id) == invoke("--db", db, "run", run_id)
+    duck = duckdb_connect(db, read_only=True)
+    try:
+        for run_id in run_ids:
+            mine, theirs = load_run(con, run_id), load_run(duck, run_id)
+            for part in ("steps", "writes"):
+                got = getattr(mine, part).reset_index(drop=True)
+                want = getattr(theirs, part).reset_index(drop=True)
+                assert list(got.columns) == list(want.columns)
+                pd.testing.assert_frame_equal(got.astype(object).where(got.notna(), None),
+                                              want.astype(object).where(want.notna(), None),
+                                              check_dtype=False)
+        with pytest.raises(RunNotFound) as error:
+            load_run(con, run_ids[0].split("/")[0] + "/" + "0" * 16)
+        assert error.value.candidates
+    finally:
+        duck.close()

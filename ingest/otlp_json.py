@@ -236,16 +236,21 @@ def _links(span: dict[str, Any]) -> list[dict[str, Any]]:
 def has_surrogate(value: Any) -> bool:
     """True when a string holds a lone surrogate: bytes that were not UTF-8 (decoded with
     surrogateescape) or a JSON escape such as \\udc80 that encodes no character."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(has_surrogate(k) or has_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_surrogate(item) for item in value)
+    # A loop, not recursion: a value nested deeper than Python's recursion limit must be
+    # checked too (and then cut at MAX_DEPTH like any other), not refused for its depth.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 

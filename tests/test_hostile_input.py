@@ -1,0 +1,409 @@
+"""Hostile and broken input, one table row per case, each naming its expected outcome (issue 6).
+
+Every row runs through the OTLP/HTTP receiver and, where a file can carry it, through
+`budgetscope ingest`'s file loader, each into a real database. Outcomes:
+- `stored`: the span is stored (whole, or truncated within our OpenTelemetry-style limits with
+  the dropped count recorded in `dropped_attributes_count`);
+- a rejection reason: the span is refused alone, with that reason, and its good neighbour in
+  the same request is stored (HTTP 200 with partial_success);
+- an HTTP status: the whole body is refused with a google.rpc.Status naming the problem.
+
+Decisions pinned here: attribute values are cut at 64 KiB (OpenTelemetry's value length limit:
+no count is kept for a shortened value, as in the SDK); beyond 1,024 attributes the rest are
+dropped and counted; nesting deeper than 16 levels is replaced by a marker; NaN and ±infinite
+doubles are stored as the strings "NaN", "Infinity", "-Infinity", as the proto3 JSON mapping
+writes them (JSON has no NaN, and DuckDB's JSON type refuses a bare one).
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from ingest.any_value import MAX_ATTRIBUTES, MAX_VALUE_CHARS, TRUNCATED_DEPTH_MARKER
+from ingest.database import connect
+from ingest.file_loader import load_files
+from ingest.owner import DatabaseOwner
+from ingest.receivers.limits import Limits
+from ingest.receivers.service import ReceiverConfig, Receivers
+from tests.otlp_files import otlp_json
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+NOW_NS = time.time_ns()
+BODY_LIMIT = 8 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------- payload builders
+def _span_request(trace_id: bytes, hostile: Callable[[Any], None] | None,
+                  neighbour: bool = True) -> ExportTraceServiceRequest:
+    """A request with a good span and, after it, one span that `hostile` spoils."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    attribute = resource_spans.resource.attributes.add()
+    attribute.key, attribute.value.string_value = "service.name", "hostile-test"
+    spans = resource_spans.scope_spans.add().spans
+    if neighbour:
+        good = spans.add()
+        good.trace_id, good.span_id, good.name = trace_id, os.urandom(8), "good neighbour"
+        good.start_time_unix_nano, good.end_time_unix_nano = NOW_NS - 10**9, NOW_NS
+    if hostile is not None:
+        span = spans.add()
+        span.trace_id, span.span_id, span.name = trace_id, os.urandom(8), "hostile"
+        span.start_time_unix_nano, span.end_time_unix_nano = NOW_NS - 10**9, NOW_NS
+        hostile(span)
+    return request
+
+
+def _set(**fields: Any) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        for name, value in fields.items():
+            setattr(span, name, value)
+    return apply
+
+
+def _attributes(count: int, value: Callable[[int, AnyValue], None]) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        for index in range(count):
+            attribute = span.attributes.add()
+            attribute.key = f"attr.{index}"
+            value(index, attribute.value)
+    return apply
+
+
+def _nested(depth: int, kind: str) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        attribute = span.attributes.add()
+        attribute.key = "nested"
+        value = attribute.value
+        for _ in range(depth):
+            if kind == "kvlist":
+                entry = value.kvlist_value.values.add()
+                entry.key = "deeper"
+                value = entry.value
+            else:
+                value = value.array_value.values.add()
+        value.string_value = "bottom"
+    return apply
+
+
+def _doubles(span: Any) -> None:
+    for key, number in (("nan", float("nan")), ("inf", float("inf")),
+                        ("ninf", float("-inf"))):
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.double_value = key, number
+
+
+def _invalid_utf8_name(trace_id: bytes) -> bytes:
+    """The hostile span's name replaced on the wire by bytes that are not UTF-8."""
+    body = _span_request(trace_id, _set(name="HOSTILE_NAME")).SerializeToString()
+    assert b"HOSTILE_NAME" in body
+    return body.replace(b"HOSTILE_NAME", b"bad\xff\xfe\xc3(xxxxx")  # same length
+
+
+def _json_body(request: ExportTraceServiceRequest,
+               edit: Callable[[dict[str, Any]], None] | None = None) -> bytes:
+    document = otlp_json(request)
+    if edit is not None:
+        edit(document["resourceSpans"][0]["scopeSpans"][0]["spans"][-1])
+    return json.dumps(document).encode()
+
+
+def _base64_ids(span: dict[str, Any]) -> None:
+    import base64
+    span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
+
+
+def _json_invalid_utf8(trace_id: bytes) -> bytes:
+    body = _json_body(_span_request(trace_id, _set(name="HOSTILE_NAME")))
+    return body.replace(b"HOSTILE_NAME", b"bad\xff\xfe\xc3(xx")
+
+
+def _deepen_json(depth: int) -> Callable[[dict[str, Any]], None]:
+    def apply(span: dict[str, Any]) -> None:
+        value: dict[str, Any] = {"stringValue": "bottom"}
+        for _ in range(depth):
+            value = {"kvlistValue": {"values": [{"key": "deeper", "value": value}]}}
+        span["attributes"] = [{"key": "nested", "value": value}]
+    return apply
+
+
+def _json_nan(span: dict[str, Any]) -> None:
+    span["attributes"] = [{"key": "nan", "value": {"doubleValue": "NaN"}},
+                          {"key": "inf", "value": {"doubleValue": "Infinity"}},
+                          {"key": "ninf", "value": {"doubleValue": "-Infinity"}}]
+
+
+def _gzip_bomb(size: int) -> bytes:
+    compressor = gzip.GzipFile(fileobj=(buffer := __import__("io").BytesIO()), mode="wb",
+                               compresslevel=9, mtime=0)
+    chunk = b"\x0a" + b"\x00" * (1 << 20)
+    for _ in range(size >> 20):
+        compressor.write(chunk)
+    compressor.close()
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------- the table
+@dataclass
+class Case:
+    name: str
+    body: Callable[[bytes], bytes]  # trace id → request body
+    content_type: str = PROTOBUF
+    # Over HTTP: the status, the stored spans of this trace, and the rejection reasons named.
+    http_status: int = 200
+    stored: int = 2
+    reasons: tuple[str, ...] = ()
+    message: str = ""  # in the google.rpc.Status of a refused body
+    encoding: str | None = None
+    # Through a file: None when a file cannot carry the case; else the reasons reported.
+    file: tuple[str, ...] | None = ()
+    file_stored: int | None = None  # defaults to `stored`
+    check: Callable[[dict[str, Any]], None] | None = None  # on the stored hostile span
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _pb(hostile: Callable[[Any], None] | None, neighbour: bool = True
+        ) -> Callable[[bytes], bytes]:
+    return lambda trace: _span_request(trace, hostile, neighbour).SerializeToString()
+
+
+def _js(hostile: Callable[[Any], None] | None = None,
+        edit: Callable[[dict[str, Any]], None] | None = None) -> Callable[[bytes], bytes]:
+    return lambda trace: _json_body(_span_request(trace, hostile), edit)
+
+
+def _truncated(trace: bytes) -> bytes:
+    body = _span_request(trace, _set(name="x" * 40)).SerializeToString()
+    return body[: len(body) - 30]  # cut inside the second span
+
+
+def _attribute_value(attributes: dict[str, Any], key: str) -> Any:
+    return attributes[key]
+
+
+def _value_cut_at_limit(row: dict[str, Any]) -> None:
+    assert len(row["attributes"]["big"]) == MAX_VALUE_CHARS
+    assert row["dropped_attributes_count"] == 0
+
+
+def _many_attributes_truncated(row: dict[str, Any]) -> None:
+    assert len(row["attributes"]) == MAX_ATTRIBUTES
+    assert row["dropped_attributes_count"] == 100_000 - MAX_ATTRIBUTES
+
+
+def _nesting_marked(row: dict[str, Any]) -> None:
+    assert TRUNCATED_DEPTH_MARKER in json.dumps(row["attributes"])
+
+
+def _non_finite_as_strings(row: dict[str, Any]) -> None:
+    assert row["attributes"] == {"nan": "NaN", "inf": "Infinity", "ninf": "-Infinity"}
+
+
+def _big_value(_: int, value: AnyValue) -> None:
+    value.string_value = "v" * (1024 * 1024)
+
+
+CASES = [
+    Case("garbage protobuf", lambda _: b"\xff" * 64, http_status=400, stored=0,
+         message="not a protobuf", file=("unknown_format",), file_stored=0),
+    Case("truncated protobuf", _truncated, http_status=400, stored=0,
+         message="runs past the end", file=("undecodable_protobuf",), file_stored=0),
+    Case("empty protobuf body", lambda _: b"", stored=0, file=()),
+    Case("wrong content type", _pb(None), content_type="text/plain", http_status=415,
+         stored=0, message="unsupported Content-Type", file=None),
+    Case("missing content type", _pb(None), content_type="", http_status=415, stored=0,
+         message="unsupported Content-Type", file=None),
+    Case("JSON sent as protobuf", _js(None), content_type=PROTOBUF, http_status=400,
+         stored=0, message="not a protobuf", file=None),
+    Case("JSON with base64 ids", _js(_set(), _base64_ids), content_type=JSON, stored=1,
+         reasons=("bad_span",), message="base64", file=("bad_span",)),
+    Case("trace id of 15 bytes", _pb(_set(trace_id=b"\x01" * 15)), stored=1,
+         reasons=("bad_id",), file=("bad_id",)),
+    Case("span id of 9 bytes", _pb(_set(span_id=b"\x01" * 9)), stored=1,
+         reasons=("bad_id",), file=("bad_id",)),
+    Case("all-zero span id", _pb(_set(span_id=bytes(8))), stored=1, reasons=("bad_id",),
+         file=("bad_id",)),
+    Case("all-zero trace id", _pb(_set(trace_id=bytes(16))), stored=1, reasons=("bad_id",),
+         file=("bad_id",)),
+    Case("1 MB attribute value is cut at 64 KiB",
+         _pb(lambda span: _attributes(1, lambda _, v: None)(span) or setattr(
+             span.attributes[0], "key", "big") or setattr(
+             span.attributes[0].value, "string_value", "v" * 1024 * 1024)),
+         check=_value_cut_at_limit),
+    Case("100k attributes: 1,024 kept, the rest counted as dropped",
+         _pb(_attributes(100_000, lambda i, v: setattr(v, "int_value", i))),
+         check=_many_attributes_truncated),
+    Case("100k attributes as JSON", _js(_attributes(100_000, lambda i, v: setattr(
+        v, "int_value", i))), content_type=JSON, check=_many_attributes_truncated),
+    # Our limit is 16 levels; protobuf's own parser stops at 100 message levels (an array
+    # level is 2 messages, a kvlist level 3), which refuses the span (next rows).
+    Case("kvlist nested 25 deep", _pb(_nested(25, "kvlist")), check=_nesting_marked),
+    Case("array nested 40 deep", _pb(_nested(40, "array")), check=_nesting_marked),
+    Case("kvlist nested 200 deep as JSON", _js(_nested(25, "kvlist"), _deepen_json(200)),
+         content_type=JSON, check=_nesting_marked),
+    Case("array nested past protobuf's recursion limit", _pb(_nested(120, "array")),
+         stored=1, reasons=("undecodable_span",), file=("undecodable_span",)),
+    Case("JSON nested 100,000 deep", lambda _: b'{"resourceSpans": ' + b"[" * 100_000
+         + b"]" * 100_000 + b"}", content_type=JSON, http_status=400, stored=0,
+         message="invalid JSON", file=("malformed_json",), file_stored=0),
+    Case("invalid UTF-8 in a span name (protobuf)", _invalid_utf8_name, stored=1,
+         reasons=("undecodable_span",), file=("undecodable_span",)),
+    Case("invalid UTF-8 in a span name (JSON)", _json_invalid_utf8, content_type=JSON,
+         stored=1, reasons=("bad_span",), file=("bad_span",)),
+    Case("start time 0", _pb(_set(start_time_unix_nano=0)), stored=1,
+         reasons=("bad_timestamp",), file=("bad_timestamp",)),
+    Case("starts in the year 2200", _pb(_set(start_time_unix_nano=7_258_118_400 * 10**9,
+                                            end_time_unix_nano=7_258_118_401 * 10**9)),
+         stored=1, reasons=("bad_timestamp",), file=("bad_timestamp",)),
+    Case("ends before it starts", _pb(_set(end_time_unix_nano=NOW_NS - 2 * 10**9)),
+         stored=1, reasons=("bad_timestamp",), file=("bad_timestamp",)),
+    Case("NaN and infinite doubles", _pb(_doubles), check=_non_finite_as_strings),
+    Case("NaN and infinite doubles as JSON", _js(_set(), _json_nan), content_type=JSON,
+         check=_non_finite_as_strings),
+    Case("gzip bomb (protobuf)", lambda _: _gzip_bomb(64 << 20), encoding="gzip",
+         http_status=413, stored=0, message="limit", file=None),
+    Case("gzip bomb (JSON)", lambda _: _gzip_bomb(64 << 20), content_type=JSON,
+         encoding="gzip", http_status=413, stored=0, message="limit", file=None),
+]
+
+
+# ------------------------------------------------------------------------------- the runners
+@dataclass
+class Served:
+    owner: DatabaseOwner
+    receivers: Receivers
+
+    @property
+    def endpoint(self) -> str:
+        return self.receivers.http.endpoint
+
+
+@contextmanager
+def serving(folder: Path, limits: Limits) -> Iterator[Served]:
+    owner = DatabaseOwner(folder / "hostile.duckdb")
+    receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
+                                                limits=limits))
+    receivers.start()
+    try:
+        yield Served(owner, receivers)
+    finally:
+        receivers.stop(10)
+        owner.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("hostile"), Limits(max_body_bytes=BODY_LIMIT)) as run:
+        yield run
+
+
+def _stored_rows(con: Any, trace_id: bytes) -> list[dict[str, Any]]:
+    cursor = con.execute(
+        "SELECT name, attributes, dropped_attributes_count FROM spans WHERE trace_id = ? "
+        "ORDER BY name", [trace_id.hex()])
+    return [{"name": name, "attributes": json.loads(attributes),
+             "dropped_attributes_count": dropped}
+            for name, attributes, dropped in cursor.fetchall()]
+
+
+def _check_rows(case: Case, rows: list[dict[str, Any]], stored: int) -> None:
+    assert len(rows) == stored, rows
+    if stored == 2 or (stored == 1 and not case.reasons):
+        assert any(row["name"] == "good neighbour" for row in rows) or case.stored == 1
+    if case.check is not None:
+        hostile = [row for row in rows if row["name"] == "hostile"]
+        assert len(hostile) == 1
+        case.check(hostile[0])
+
+
+def _post(served: Served, case: Case, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    url = urlsplit(served.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    headers = dict(case.headers)
+    if case.content_type:
+        headers["Content-Type"] = case.content_type
+    if case.encoding:
+        headers["Content-Encoding"] = case.encoding
+    try:
+        connection.putrequest("POST", url.path, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_over_http(served: Served, case: Case) -> None:
+    trace_id = os.urandom(16)
+    status, _, answer = _post(served, case, case.body(trace_id))
+    assert status == case.http_status, answer[:300]
+    answer_is_protobuf = case.content_type == PROTOBUF
+    if status == 200:
+        response = ExportTraceServiceResponse()
+        if answer_is_protobuf:
+            response.ParseFromString(answer)
+            rejected = response.partial_success.rejected_spans
+            message = response.partial_success.error_message
+        else:
+            parsed = json.loads(answer).get("partialSuccess", {})
+            rejected = int(parsed.get("rejectedSpans", 0))
+            message = parsed.get("errorMessage", "")
+        for reason in case.reasons:
+            assert reason in message, message
+        if not case.reasons:
+            assert rejected == 0 and not message, message
+    else:
+        if answer_is_protobuf:
+            problem = status_pb2.Status()
+            problem.ParseFromString(answer)
+            text = problem.message
+        else:
+            text = json.loads(answer)["message"]
+        assert case.message in text, text
+    reader = served.owner.cursor()
+    try:
+        _check_rows(case, _stored_rows(reader, trace_id), case.stored)
+    finally:
+        reader.close()
+
+
+FILE_CASES = [case for case in CASES if case.file is not None]
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[case.name for case in FILE_CASES])
+def test_through_a_file(tmp_path: Path, case: Case) -> None:
+    trace_id = os.urandom(16)
+    path = tmp_path / "hostile.trace"
+    path.write_bytes(case.body(trace_id))
+    con = connect(tmp_path / "file.duckdb")
+    try:
+        summary = load_files(con, [path])
+        assert set(summary.rejections.counts) == set(case.file or ()), summary.lines()
+        for examples in summary.rejections.examples.values():
+            assert all(str(example).strip() for example in examples)
+        stored = case.stored if case.file_stored is None else case.file_stored
+        _check_rows(case, _stored_rows(con, trace_id), stored)
+    finally:
+        con.close()

@@ -21,6 +21,8 @@ import gzip
 import http.client
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -407,3 +409,130 @@ def test_through_a_file(tmp_path: Path, case: Case) -> None:
         _check_rows(case, _stored_rows(con, trace_id), stored)
     finally:
         con.close()
+
+
+# ------------------------------------------------------------- slow clients and connection caps
+_HEAD = (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+         b"Content-Length: 100\r\n\r\n")
+
+
+def _trickle(port: int, answers: list[bytes], stop: threading.Event) -> None:
+    """Send the head, then the body one byte a second; keep what the server answers."""
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(_HEAD)
+        client.settimeout(1.0)
+        for _ in range(100):
+            if stop.is_set():
+                return
+            try:
+                client.sendall(b"x")
+            except OSError:
+                break
+            try:
+                answer = client.recv(4096)
+            except TimeoutError:
+                continue
+            answers.append(answer)
+            return
+        with_rest = b""
+        with __import__("contextlib").suppress(OSError):
+            with_rest = client.recv(4096)
+        answers.append(with_rest)
+
+
+def _post_spans(endpoint: str, spans: int) -> tuple[int, dict[str, str]]:
+    url = urlsplit(endpoint)
+    trace = os.urandom(16)
+    request = _span_request(trace, None, neighbour=False)
+    scope = request.resource_spans[0].scope_spans[0]
+    for index in range(spans):
+        span = scope.spans.add()
+        span.trace_id, span.span_id, span.name = trace, os.urandom(8), f"s{index}"
+        span.start_time_unix_nano, span.end_time_unix_nano = NOW_NS - 10**9, NOW_NS
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("POST", url.path, body=request.SerializeToString(),
+                           headers={"Content-Type": PROTOBUF})
+        response = connection.getresponse()
+        response.read()
+        return response.status, dict(response.getheaders())
+    finally:
+        connection.close()
+
+
+def test_a_client_sending_one_byte_a_second_is_cut_off_and_frees_its_worker(
+        tmp_path: Path) -> None:
+    """Two tricklers take both connection slots; a third client is told 503 at once (not
+    queued); at the 3 s body deadline both tricklers get 400 and the slots serve again. Without
+    the deadline a 100-byte body at a byte a second holds its thread for 100 s."""
+    limits = Limits(max_body_bytes=BODY_LIMIT, socket_timeout=5.0, body_timeout=3.0,
+                    max_connections=2)
+    with serving(tmp_path, limits) as run:
+        port = run.receivers.http.port
+        answers: list[bytes] = []
+        stop = threading.Event()
+        tricklers = [threading.Thread(target=_trickle, args=(port, answers, stop))
+                     for _ in range(2)]
+        for trickler in tricklers:
+            trickler.start()
+        time.sleep(1.0)  # both are connected and trickling
+        status, headers = _post_spans(run.endpoint, 1)
+        assert status == 503 and int(headers["Retry-After"]) >= 1
+        for trickler in tricklers:
+            trickler.join(30)
+        stop.set()
+        assert len(answers) == 2, answers
+        for answer in answers:
+            assert answer.startswith(b"HTTP/1.1 400"), answer
+            assert b"took longer than 3 s" in answer, answer
+        deadline = time.monotonic() + 10
+        while (status := _post_spans(run.endpoint, 1)[0]) == 503 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the slots are released as the tricklers' threads finish
+        assert status == 200
+
+
+def test_more_concurrent_clients_than_connection_slots(tmp_path: Path) -> None:
+    """24 clients against 4 slots: each is answered 200, or 503 with Retry-After and then
+    retries; nobody hangs, the server stays responsive, and every span is stored once.
+
+    A refused connection is answered and closed at once, so a client still sending its body
+    may see a reset instead of reading the 503 (counted and printed; exporters retry both)."""
+    limits = Limits(max_body_bytes=BODY_LIMIT, max_connections=4)
+    with serving(tmp_path, limits) as run:
+        refused: list[int] = []
+        resets: list[int] = []
+        done: list[int] = []
+        unexpected: list[object] = []
+
+        def client() -> None:
+            for _ in range(400):
+                try:
+                    status, headers = _post_spans(run.endpoint, 10)
+                except (ConnectionError, http.client.RemoteDisconnected):
+                    resets.append(1)
+                    time.sleep(0.05)
+                    continue
+                if status == 200:
+                    done.append(1)
+                    return
+                if status != 503 or "Retry-After" not in headers:
+                    unexpected.append((status, headers))
+                    return
+                refused.append(1)
+                time.sleep(0.05)
+
+        clients = [threading.Thread(target=client) for _ in range(24)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(120)
+        assert not any(thread.is_alive() for thread in clients), "a client hung"
+        assert not unexpected, unexpected
+        assert len(done) == 24
+        cursor = run.owner.cursor()
+        try:
+            assert cursor.execute("SELECT count(*) FROM spans").fetchone()[0] == 240
+        finally:
+            cursor.close()
+        print(f"\n24 clients, 4 slots: {len(refused)} answers of 503 and {len(resets)} resets "
+              "before every one got 200")

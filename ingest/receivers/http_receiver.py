@@ -313,13 +313,22 @@ class _DeadlineReader:
             raise TimeoutError(f"request took longer than {self._allowed:g} s to arrive")
         self._connection.settimeout(min(self._idle_timeout, remaining))
 
-    def peek(self, size: int = 1) -> bytes:
+    def _guarded(self, read: Any, size: int) -> bytes:
         self._arm()
-        return self._buffered.peek(size)
+        try:
+            return read(size)
+        except TimeoutError:
+            # The last wait was cut to the time left: say which limit it was.
+            if self._deadline is not None and time.monotonic() >= self._deadline - 0.05:
+                raise TimeoutError(
+                    f"request took longer than {self._allowed:g} s to arrive") from None
+            raise
+
+    def peek(self, size: int = 1) -> bytes:
+        return self._guarded(self._buffered.peek, size)
 
     def read1(self, size: int = -1) -> bytes:
-        self._arm()
-        return self._buffered.read1(size)
+        return self._guarded(self._buffered.read1, size)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:

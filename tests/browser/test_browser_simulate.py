@@ -1,0 +1,103 @@
+"""The What-if page (issue #7) in a real browser: Debian's Chromium, headless, driven by
+Playwright, against `budgetscope dashboard` as a subprocess on the sample traces. Moving the
+deadline slider with the keyboard reruns the replay and the predicted figures change to what
+`simulate` says for that deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dashboard import fmt
+from ingest.database import connect
+from queries.filters import Filters
+from queries.simulation_data import simulate
+from queries.simulation_policy import SimulationPolicy
+from tests.browser import support
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = support.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+TIMEOUT_MS = 90_000
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    db = support.sample_db(tmp_path_factory)
+    dashboard = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "simulate.log")
+    dashboard.db = db  # type: ignore[attr-defined]
+    yield dashboard
+    dashboard.stop()
+
+
+@pytest.fixture()
+def tab(app: support.Dashboard) -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 3200})
+        yield context.new_page()
+        context.close()
+        browser.close()
+
+
+def settle(tab: object) -> None:
+    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    tab.wait_for_function(  # type: ignore[attr-defined]
+        "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
+        timeout=TIMEOUT_MS)
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
+
+
+def metric(tab: object, label: str) -> str:
+    box = tab.locator('[data-testid="stMetric"]').filter(has_text=label)  # type: ignore[attr-defined]
+    return box.locator('[data-testid="stMetricValue"]').first.inner_text().strip()
+
+
+def predicted(db: str, deadline: str | None) -> dict[str, str]:
+    con = connect(db, read_only=True)
+    try:
+        result = simulate(con, SimulationPolicy.parse(deadline=deadline),
+                          Filters.parse(support.SINCE, support.UNTIL))
+    finally:
+        con.close()
+    rows = result.summary.set_index("metric")["predicted"]
+    return {"Exhaustion rate": fmt.percent(rows["exhaustion_rate"]),
+            "Client timeout rate": fmt.percent(rows["client_timeout_rate"])}
+
+
+def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboard,
+                                                           tab: object) -> None:
+    tab.goto(f"{app.url}/simulate?{QUERY}")  # type: ignore[attr-defined]
+    settle(tab)
+    db = app.db  # type: ignore[attr-defined]
+    assert {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")} == \
+        predicted(db, None)
+    slider = (tab.locator('[data-testid="stSlider"]')  # type: ignore[attr-defined]
+              .filter(has_text="Run deadline").locator('input[type="range"]'))
+    before = metric(tab, "Exhaustion rate")
+    slider.focus()
+    began = time.perf_counter()
+    slider.press("Home")  # the slider's minimum: a 1 s deadline for every budgeted run
+    tab.wait_for_function(  # type: ignore[attr-defined]
+        """([label, old]) => [...document.querySelectorAll('[data-testid="stMetric"]')]
+               .some(m => m.innerText.includes(label)
+                     && !m.querySelector('[data-testid="stMetricValue"]').innerText
+                          .includes(old))""",
+        arg=["Exhaustion rate", before], timeout=TIMEOUT_MS)
+    settle(tab)
+    print(f"slider to new figures in the browser: {time.perf_counter() - began:.2f} s")
+    assert float(slider.input_value()) == 1.0
+    after = {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")}
+    assert after == predicted(db, "1s")
+    assert after["Exhaustion rate"] != before
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(SHOTS / "simulate.png"), full_page=True)  # type: ignore[attr-defined]

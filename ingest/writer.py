@@ -7,6 +7,7 @@ Rows go in through Arrow (DuckDB scans an Arrow table without copying it row by 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +99,10 @@ class SpanWriter:
                 self.after_write(con)
             con.commit()
         except BaseException:
-            con.rollback()
+            # A failed COMMIT (disk full) has already ended the transaction, and rollback then
+            # raises "no transaction is active", which would hide the real cause.
+            with contextlib.suppress(duckdb.Error):
+                con.rollback()
             raise
         finally:
             for name in ("incoming_spans", "incoming_resources", "incoming_scopes"):

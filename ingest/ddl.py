@@ -32,6 +32,10 @@ def ddl_files() -> list[str]:
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create what is missing; refuse a file written by a different schema version."""
     found = _stored_version(con)
+    if found is None and _foreign_tables(con):
+        raise SchemaError(
+            "database file holds tables but no budgetscope schema version: it was not written "
+            "by budgetscope (or by one older than schema versions); use a new --db file")
     if found is not None and found != SCHEMA_VERSION:
         raise SchemaError(
             f"database schema version {found} is not the version this budgetscope uses "
@@ -41,6 +45,18 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     if found is None:
         con.execute("INSERT INTO budgetscope_meta VALUES ('schema_version', ?)",
                     [str(SCHEMA_VERSION)])
+
+
+def _foreign_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """Tables in a file without our meta table: adopting them would silently misread them.
+    (Our own interrupted first start is not one: meta.sql runs first, before any table.)"""
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
+        " AND table_schema = 'main' AND table_name <> 'budgetscope_meta'").fetchone()
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
+        " AND table_name = 'budgetscope_meta'").fetchone()
+    return bool(row and row[0]) and not (has_meta and has_meta[0])
 
 
 def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -297,6 +297,8 @@ class Served:
     def endpoint(self) -> str:
         return self.receivers.http.endpoint
 
+    http_url = endpoint  # what tests.test_receivers_http.post() reads
+
 
 @contextmanager
 def serving(folder: Path, limits: Limits) -> Iterator[Served]:

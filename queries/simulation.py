@@ -62,8 +62,8 @@ PERCENTILES = (50, 90, 95, 99)
 
 RUN_COLUMNS = ("run_index", "run_id", "agent", "start_ns", "end_ns", "budget_ms",
                "deadline_offset_ns", "reserve_ms", "utilisation", "exhausted")
-STEP_COLUMNS = ("run_index", "kind", "name", "step_key", "class", "start_offset_ns",
-                "end_offset_ns", "remaining_ms", "cap_ms", "allocated_ms", "is_write", "attempt")
+STEP_COLUMNS = ("run_index", "step_key", "class", "start_offset_ns", "end_offset_ns",
+                "remaining_ms", "cap_ms", "allocated_ms", "is_write", "attempt", "tie")
 
 
 class SimulationInputError(ValueError):
@@ -137,6 +137,40 @@ def _segment_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(values, starts) if len(starts) else values[:0]
 
 
+def _step_order(steps: pd.DataFrame) -> np.ndarray:
+    """Indices sorting steps by (run, start, end, tie). One int64 sort on run and start packed
+    together, then a lexsort of the few rows that tie on both: a four-key lexsort of 840k
+    rows took ~1.4 s, this ~0.1 s."""
+    run = steps["run_index"].to_numpy(dtype=np.int64)
+    raw_start = steps["start_offset_ns"].to_numpy(dtype=np.int64)
+    start = np.clip(raw_start, 0, (1 << 43) - 1)
+    if len(run) and (run.max() >= 1 << 20 or np.any(start != raw_start)):
+        return np.lexsort((steps["tie"].to_numpy(dtype=np.uint64),
+                           steps["end_offset_ns"].to_numpy(dtype=np.int64), raw_start, run))
+    primary = (run << 43) | start  # 2^43 ns ≈ 2.4 h into a run; runs below 2^20
+    order = np.argsort(primary, kind="stable")
+    ranked = primary[order]
+    ties = np.flatnonzero(ranked[1:] == ranked[:-1])
+    if len(ties):
+        tied = np.zeros(len(order), dtype=bool)
+        tied[ties] = tied[ties + 1] = True
+        at = np.flatnonzero(tied)
+        rows = order[at]
+        end = steps["end_offset_ns"].to_numpy(dtype=np.int64)[rows]
+        tie = steps["tie"].to_numpy(dtype=np.uint64)[rows]
+        order[at] = rows[np.lexsort((tie, end, primary[rows]))]
+    return order
+
+
+def _per_run_max(run: np.ndarray, values: np.ndarray, n_runs: int) -> np.ndarray:
+    """max of `values` per run (0 for a run without any), `run` sorted ascending."""
+    out = np.zeros(n_runs)
+    if len(run):
+        starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+        out[run[starts]] = np.maximum(np.maximum.reduceat(values, starts), 0.0)
+    return out
+
+
 def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepared:
     """Stages, latencies, censoring and fits from the stored frames."""
     _check(runs, RUN_COLUMNS, "runs")
@@ -145,12 +179,20 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
     n_runs = len(runs)
     if n_runs and not np.array_equal(runs["run_index"].to_numpy(), np.arange(n_runs)):
         raise SimulationInputError("runs must be numbered 0..n-1 in order (run_index)")
-    run = steps["run_index"].to_numpy(dtype=np.int64)
-    start = steps["start_offset_ns"].to_numpy(dtype=np.int64)
-    end = np.maximum(steps["end_offset_ns"].to_numpy(dtype=np.int64), start)
+    # Run, then start, then end, then the span-id hash: the same order whatever order the
+    # backend returned the rows in (each step's random draw is tied to its position).
+    order = _step_order(steps)
+    run = steps["run_index"].to_numpy(dtype=np.int64)[order]
+    start = steps["start_offset_ns"].to_numpy(dtype=np.int64)[order]
+    end = np.maximum(steps["end_offset_ns"].to_numpy(dtype=np.int64)[order], start)
     n = len(run)
-    if n and (np.any(np.diff(run) < 0) or run.min() < 0 or run.max() >= n_runs):
-        raise SimulationInputError("steps must be in run_index order and name known runs")
+    if n and (run.min() < 0 or run.max() >= n_runs):
+        raise SimulationInputError("steps name runs that are not in the runs frame")
+
+    def column(name: str, dtype: type, na_value: object = None) -> np.ndarray:
+        values = steps[name].to_numpy(dtype=dtype, na_value=na_value) if na_value is not None \
+            else steps[name].to_numpy(dtype=dtype)
+        return values[order]
 
     # Stages: a step opens a new one unless it starts before the latest end so far in its run.
     first_of_run = np.ones(n, dtype=bool)
@@ -180,29 +222,42 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
     stage_opens_run = np.ones(len(stage_run), dtype=bool)
     stage_opens_run[1:] = stage_run[1:] != stage_run[:-1]
     run_first_stage[stage_run[stage_opens_run]] = np.flatnonzero(stage_opens_run)
-    run_last_end = np.zeros(n_runs)
-    np.maximum.at(run_last_end, run, end.astype(float))
+    run_last_end = _per_run_max(run, end.astype(float), n_runs)
     run_length = (runs["end_ns"].to_numpy(dtype=np.int64)
                   - runs["start_ns"].to_numpy(dtype=np.int64)).astype(float)
     run_tail = np.maximum(run_length - run_last_end, 0.0)
 
-    kind = steps["kind"].to_numpy(dtype=object)
-    klass = steps["class"].to_numpy(dtype=object)
-    is_call = np.isin(kind, list(CALL_KINDS))
-    exact = is_call & np.isin(klass, list(EXACT_CLASSES))
-    censored = is_call & np.isin(klass, list(CENSORED_CLASSES))
-    recorded_timeout = is_call & (klass == "client_timeout")
-    recorded_refused = is_call & (klass == "refused")
+    # Strings are looked at once per distinct value, then everything is integer codes.
+    key_codes, keys = pd.factorize(steps["step_key"], sort=True)
+    key_codes = key_codes.astype(np.int64)[order]
+    keys = np.asarray(keys, dtype=object)
+    key_kinds = np.array([str(k).split(":", 1)[0] for k in keys], dtype=object)
+    key_names = np.array([str(k).split(":", 1)[-1] for k in keys], dtype=object)
+    class_codes, classes = pd.factorize(steps["class"])
+    class_codes = class_codes[order]
+
+    def by_key(kinds: frozenset[str]) -> np.ndarray:
+        return np.isin(key_kinds, list(kinds))[key_codes] if len(keys) else np.zeros(0, bool)
+
+    def by_class(*names: str) -> np.ndarray:
+        return np.isin(np.asarray(classes, dtype=object), names)[class_codes] if n else \
+            np.zeros(0, bool)
+
+    is_call = by_key(CALL_KINDS)
+    exact = is_call & by_class(*EXACT_CLASSES)
+    censored = is_call & by_class(*CENSORED_CLASSES)
+    recorded_timeout = is_call & by_class("client_timeout")
+    recorded_refused = is_call & by_class("refused")
     duration_ms = (end - start) / MS
-    allocated = steps["allocated_ms"].to_numpy(dtype=float, na_value=np.nan)
+    allocated = column("allocated_ms", float, np.nan)
     cut = np.where(recorded_timeout & ~np.isnan(allocated), np.minimum(allocated, duration_ms),
                    duration_ms)
     cleanup_ns = np.where(recorded_timeout, np.maximum(duration_ms - cut, 0.0) * MS, 0.0)
-    cap = steps["cap_ms"].to_numpy(dtype=float, na_value=np.nan)
+    cap = column("cap_ms", float, np.nan)
     # A timeout with no recorded cap (plain OpenTelemetry instrumentation) was cut by a cap we
     # were not told: where it was cut is the best estimate of it.
     recorded_cap = np.where(np.isnan(cap), np.where(recorded_timeout, cut, np.inf), cap)
-    remaining = steps["remaining_ms"].to_numpy(dtype=float, na_value=np.nan)
+    remaining = column("remaining_ms", float, np.nan)
     budget_aware = np.zeros(n_runs, dtype=bool)
     budget_aware[run[~np.isnan(remaining)]] = True
     # After a run's first refusal the agent lands a partial answer: the steps the record shows
@@ -211,18 +266,16 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
     np.minimum.at(first_refusal_stage, run[recorded_refused], stage[recorded_refused])
     landing = stage > first_refusal_stage[run]
 
-    key_codes, keys = pd.factorize(steps["step_key"], sort=True)
-    key_codes = key_codes.astype(np.int64)
-    keys = np.asarray(keys, dtype=object)
-    names = steps["name"].to_numpy(dtype=object)
-    key_names = np.empty(len(keys), dtype=object)
-    key_names[key_codes] = names
-
+    # One pass per key over its own slice (steps sorted by key once), not a mask per key over
+    # all steps: 30 keys × 840k steps of masks cost ~1 s at 50k runs.
+    observed = np.flatnonzero(exact | censored)
+    by_key_order = observed[np.argsort(key_codes[observed], kind="stable")]
+    bounds = np.searchsorted(key_codes[by_key_order], np.arange(len(keys) + 1))
     fits: list[LognormalFit | None] = []
     for code in range(len(keys)):
-        mine = key_codes == code
-        fits.append(fit_lognormal(duration_ms[mine & exact], cut[mine & censored])
-                    if np.any(mine & (exact | censored)) else None)
+        mine = by_key_order[bounds[code]:bounds[code + 1]]
+        fits.append(fit_lognormal(duration_ms[mine[exact[mine]]], cut[mine[censored[mine]]])
+                    if len(mine) else None)
     key_mu = np.array([f.mu if f else np.nan for f in fits])
     key_sigma = np.array([f.sigma if f else np.nan for f in fits])
     censored_per_key = np.bincount(key_codes[censored], minlength=len(keys))
@@ -239,11 +292,10 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
         runs=runs, n_runs=n_runs, run=run, key=key_codes, stage=stage, offset_ns=offset,
         start_ns=start.astype(float), end_ns=end.astype(float),
         recorded_ns=(end - start).astype(float), is_call=is_call,
-        retried_kind=np.isin(kind, list(RETRIED_KINDS)), is_backoff=kind == "backoff",
-        is_write=steps["is_write"].to_numpy(dtype=bool),
-        attempt=steps["attempt"].to_numpy(dtype=np.int64),
+        retried_kind=by_key(RETRIED_KINDS), is_backoff=by_key(frozenset({"backoff"})),
+        is_write=column("is_write", bool), attempt=column("attempt", np.int64),
         landing=landing, exact=exact, censored=censored, recorded_timeout=recorded_timeout,
-        cancelled=is_call & (klass == "cancelled"),
+        cancelled=is_call & by_class("cancelled"),
         recorded_refused=recorded_refused, cut_ms=cut, latency_ms=latency,
         cleanup_ns=cleanup_ns, recorded_cap_ms=recorded_cap, retry_u=retry_u,
         stage_run=stage_run, stage_first_step=stage_first_step, stage_gap_ns=stage_gap,
@@ -404,8 +456,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
          & (np.minimum(cap, np.floor(np.maximum(remaining_ns, 0) / MS)) > prep.cut_ms))
         | prep.recorded_refused | (extra_calls > 0))
 
-    run_end = np.zeros(prep.n_runs)
-    np.maximum.at(run_end, prep.run[happened], end[happened])
+    run_end = _per_run_max(prep.run, np.where(happened, end, 0.0), prep.n_runs)
     run_end += prep.run_tail_ns
     had_event = last_stage < big
     exhausted = budgeted & (had_event | (run_end >= deadline))
@@ -576,11 +627,13 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
 def _runs_per_key(prep: Prepared, has_call: np.ndarray, has_timeout: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Per key: runs with at least one call, and runs with at least one timeout."""
-    k = max(len(prep.keys), 1)
+    k = len(prep.keys)
 
     def count(mask: np.ndarray) -> np.ndarray:
-        pairs = np.unique(prep.run[mask] * k + prep.key[mask])
-        return np.bincount(pairs % k, minlength=len(prep.keys))
+        # A runs × keys grid of flags (50k × 30 bytes) beats sorting 840k (run, key) pairs.
+        seen = np.zeros((prep.n_runs, k), dtype=bool)
+        seen[prep.run[mask], prep.key[mask]] = True
+        return seen.sum(axis=0)
 
     return count(has_call), count(has_timeout)
 

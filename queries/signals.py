@@ -8,9 +8,9 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-import duckdb
+import pandas as pd
 
-from queries.loader import execute
+from queries.loader import Connection, frame
 
 # The rates, in the order `check` lists them; each is NULL (None) when its denominator is 0.
 RATES = ("exhaustion_rate", "client_timeout_rate", "upstream_error_rate", "reconciliation_rate")
@@ -69,13 +69,12 @@ def _rate(value: object) -> float | None:
     return None if math.isnan(number) else number
 
 
-def recent_signals(con: duckdb.DuckDBPyConnection, window: Window) -> Signals:
+def recent_signals(con: Connection, window: Window) -> Signals:
     """Counts and rates over the runs that started inside `window` (sql/recent_signals.sql)."""
-    cursor = execute(con, "recent_signals", window.parameters())
-    columns = [d[0] for d in cursor.description]
-    row = cursor.fetchone()
-    assert row is not None  # an aggregate without GROUP BY always returns one row
-    values = dict(zip(columns, row, strict=True))
+    rows = frame(con, "recent_signals", window.parameters())
+    assert len(rows) == 1  # an aggregate without GROUP BY always returns one row
+    values = {name: (None if pd.isna(value) else value)
+              for name, value in rows.iloc[0].items()}
     return Signals(window=window,
                    **{name: int(values[name] or 0) for name in COUNTS},
                    **{name: _rate(values[name]) for name in RATES})

@@ -175,6 +175,15 @@ def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) ->
     assert missing.exit_code == 1 and "no run" in missing.output
 
 
+def test_check_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
+    args = ["check", "--until", "2026-11-30", "--window", "14d", "--max-exhaustion-rate",
+            "0.01", "--min-reconciliation-rate", "0.5", "--format", "json"]
+    duck = CliRunner().invoke(cli, ["--db", sample_duckdb, *args])
+    ch = CliRunner().invoke(cli, ["--backend", sample_backend, *args])
+    assert duck.exit_code == ch.exit_code == 1, (duck.output, ch.output)  # breaches, both
+    assert ch.stdout_bytes == duck.stdout_bytes
+
+
 # ---- the dashboard's data layer on the backend ----------------------------------------------
 
 def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
@@ -297,3 +306,4 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         assert error.value.candidates
     finally:
         duck.close()
+

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, backend_option, db_option, open_reader
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, parse_instant
 from queries.signals import Signals, Window, recent_signals
@@ -114,12 +114,11 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         end = parse_instant(until, "--until") if until else dt.datetime.now(dt.UTC)
     except FilterError as error:
         raise click.UsageError(str(error)) from None
-    db = db_option(context)
-    if not Path(db).exists():
-        raise CheckError(f"no database at {db}")
+    if backend_option(context) is None and not Path(db_option(context)).exists():
+        raise CheckError(f"no database at {db_option(context)}")
     span = Window.ending(end, window, agent)
     try:
-        with open_database(db) as con:
+        with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
             signals = recent_signals(con, span)
     except Fail as error:
         raise CheckError(error.message) from None

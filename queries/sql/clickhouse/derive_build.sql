@@ -17,6 +17,9 @@ DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
 DROP TABLE IF EXISTS budgetscope_tmp_steps;
 DROP TABLE IF EXISTS budgetscope_tmp_consumption;
+DROP TABLE IF EXISTS budgetscope_tmp_top;
+DROP TABLE IF EXISTS budgetscope_tmp_weighted;
+DROP TABLE IF EXISTS budgetscope_tmp_clipped;
 DROP TABLE IF EXISTS budgetscope_tmp_blame;
 DROP TABLE IF EXISTS budgetscope_runs_next;
 DROP TABLE IF EXISTS budgetscope_steps_next;
@@ -282,15 +285,19 @@ WHERE w.own AND s.is_step;
 
 -- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
 -- elementary intervals before point p, and a step's consumption is W(end) - W(start).
-CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
-WITH clipped AS (
-    SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
-           greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
-    FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-    WHERE st.is_top_level AND r.budget_ms IS NOT NULL
-), edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM clipped WHERE cs < ce
-    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM clipped WHERE cs < ce
+-- The clipped intervals and the weighted points are tables, not CTEs: ClickHouse evaluates a
+-- CTE again at each reference, and each is read three times (1M spans: 23 s → see
+-- bench/bench_clickhouse.py).
+CREATE TABLE budgetscope_tmp_clipped ENGINE = MergeTree ORDER BY tuple() AS
+SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
+       greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
+FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
+WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
+
+CREATE TABLE budgetscope_tmp_weighted ENGINE = MergeTree ORDER BY tuple() AS
+WITH edges AS (
+    SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_clipped WHERE cs < ce
+    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_clipped WHERE cs < ce
     UNION ALL SELECT run_id, start_ns AS p, 0 AS delta FROM budgetscope_tmp_runs
               WHERE budget_ms IS NOT NULL
     UNION ALL SELECT run_id, assumeNotNull(window_end_ns) AS p, 0 AS delta
@@ -304,45 +311,48 @@ WITH clipped AS (
                PARTITION BY run_id ORDER BY p
                ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) - p AS dt
     FROM points
-), weighted AS (
-    SELECT run_id, p, active, dt,
-           coalesce(sum(if(active > 0, toFloat64(dt) / active, NULL)) OVER (
-               PARTITION BY run_id ORDER BY p
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
-    FROM intervals
-), unattributed AS (
+)
+SELECT run_id, p, active, dt,
+       coalesce(sum(if(active > 0, toFloat64(dt) / active, NULL)) OVER (
+           PARTITION BY run_id ORDER BY p
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
+FROM intervals;
+
+CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
+WITH unattributed AS (
     SELECT run_id, coalesce(sumIf(dt, active = 0), 0) / 1e6 AS unattributed_ms
-    FROM weighted GROUP BY run_id
+    FROM budgetscope_tmp_weighted GROUP BY run_id
 )
 SELECT c.trace_id AS trace_id, c.span_id AS span_id, c.run_id AS run_id,
        if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, 0) AS consumption_ms,
        u.unattributed_ms AS unattributed_ms
-FROM clipped c
+FROM budgetscope_tmp_clipped c
 JOIN unattributed u ON u.run_id = c.run_id
-LEFT JOIN weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN weighted we ON we.run_id = c.run_id AND we.p = c.ce;
+LEFT JOIN budgetscope_tmp_weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
+LEFT JOIN budgetscope_tmp_weighted we ON we.run_id = c.run_id AND we.p = c.ce;
 
 -- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
 -- top-level step active at d; several: the latest started; none: the last one to start before
 -- the run span ended).
+CREATE TABLE budgetscope_tmp_top ENGINE = MergeTree ORDER BY tuple() AS
+SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
+       st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
+       r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms
+FROM budgetscope_tmp_steps st
+JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
+JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
+WHERE st.is_top_level;
+
 CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
-WITH top AS (
-    SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
-           st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
-           r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms
-    FROM budgetscope_tmp_steps st
-    JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-    JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
-    WHERE st.is_top_level
-), culprit AS (
+WITH culprit AS (
     SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
            consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share
-    FROM top
+    FROM budgetscope_tmp_top
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY consumption_ms DESC, start_ns, span_id) = 1
 ), holder AS (
     SELECT run_id, span_id AS holder_span_id, step_key AS holder_key
-    FROM top
+    FROM budgetscope_tmp_top
     WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
         (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
@@ -471,6 +481,9 @@ DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
 DROP TABLE IF EXISTS budgetscope_tmp_steps;
 DROP TABLE IF EXISTS budgetscope_tmp_consumption;
+DROP TABLE IF EXISTS budgetscope_tmp_top;
+DROP TABLE IF EXISTS budgetscope_tmp_weighted;
+DROP TABLE IF EXISTS budgetscope_tmp_clipped;
 DROP TABLE IF EXISTS budgetscope_tmp_blame;
 DROP TABLE IF EXISTS budgetscope_runs_next;
 DROP TABLE IF EXISTS budgetscope_steps_next;

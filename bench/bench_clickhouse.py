@@ -1,0 +1,165 @@
+"""Benchmark of the ClickHouse backend (#8) beside the DuckDB backend, on the same spans.
+
+    .venv/bin/python bench/bench_clickhouse.py --spans 10000000 --workdir /tmp/bench_ch
+
+How the data is made: the bundled sample (52,198 spans, 1,800 runs) is loaded into both
+engines (DuckDB through `budgetscope ingest`'s loader, ClickHouse through
+queries.otel_traces_load, as the Collector's exporter writes otel_traces), then replicated
+inside each engine with new ids until --spans is reached: copy k of a span gets the ids
+md5(id || '/' || k) (bench/sql_clickhouse/), the same function in both engines, so both hold
+the very same spans (same times, so every copy lands in the sample's weeks). DuckDB then
+derives (queries.derive.rebuild_all) and ClickHouse builds its derived tables
+(derive_build.sql); both times are printed.
+
+Then, per report (the six `budgetscope report` ones, plus the run view), warm: one untimed
+call, then the median of --repeat calls, DuckDB and ClickHouse interleaved (A, B, A, B…), and
+whether the two outputs are the same CSV bytes. Figures only; the target in the issue is every
+report under 2 s on ClickHouse at 10M spans. Also printed: the derivation time, which is what
+every report would pay on top if the derived data were views computed at query time instead of
+tables built by a derive step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import re  # noqa: E402
+
+from budgetscope.config import SAMPLE_TRACES  # noqa: E402
+from ingest.database import connect as duckdb_connect  # noqa: E402
+from ingest.file_loader import load_files as duckdb_load  # noqa: E402
+from queries import clickhouse, reports  # noqa: E402
+from queries.derive import rebuild_all, refresh_touched  # noqa: E402
+from queries.filters import Filters  # noqa: E402
+from queries.loader import load_queries  # noqa: E402
+from queries.otel_traces_load import load_files as clickhouse_load  # noqa: E402
+from queries.render import to_csv_bytes  # noqa: E402
+from queries.run_view import load_run  # noqa: E402
+
+SAMPLE_SPANS = 52_198
+BENCH_SQL = load_queries(Path(__file__).with_name("sql_clickhouse"),
+                         frozenset({"bench_replicate_otel_traces", "bench_replicate_spans"}),
+                         re.compile(r"\{(?P<name>[a-z_][a-z0-9_]*):"))
+COPIES_PER_STATEMENT = 20
+
+
+def seconds(started: float) -> str:
+    return f"{time.perf_counter() - started:.1f} s"
+
+
+def build_duckdb(path: Path, copies: int) -> None:
+    started = time.perf_counter()
+    con = duckdb_connect(path)
+    summary = duckdb_load(con, [SAMPLE_TRACES], derive=refresh_touched)
+    assert not summary.rejections
+    con.execute("CREATE TEMP TABLE bench_sample AS SELECT * FROM spans")
+    for first in range(1, copies, COPIES_PER_STATEMENT):
+        con.execute(BENCH_SQL["bench_replicate_spans"].text,
+                    {"first_copy": first,
+                     "last_copy": min(copies, first + COPIES_PER_STATEMENT)})
+    print(f"duckdb: {copies} copies loaded in {seconds(started)}", flush=True)
+    started = time.perf_counter()
+    rebuild_all(con)
+    print(f"duckdb: derivation (rebuild_all) {seconds(started)}", flush=True)
+    con.close()
+
+
+def build_clickhouse(url: str, copies: int) -> float:
+    started = time.perf_counter()
+    con = clickhouse.connect(url)
+    assert clickhouse_load(con, [SAMPLE_TRACES]) == SAMPLE_SPANS
+    con.command("CREATE TABLE bench_sample ENGINE = MergeTree ORDER BY tuple() "
+                "AS SELECT * FROM otel_traces")
+    text = BENCH_SQL["bench_replicate_otel_traces"].text
+    for first in range(1, copies, COPIES_PER_STATEMENT):
+        con.command(text, {"first_copy": first,
+                           "last_copy": min(copies, first + COPIES_PER_STATEMENT)})
+    con.command("DROP TABLE bench_sample")
+    print(f"clickhouse: {copies} copies loaded in {seconds(started)}", flush=True)
+    started = time.perf_counter()
+    clickhouse.ensure_derived(con, force=True)
+    derive = time.perf_counter() - started
+    print(f"clickhouse: derivation (derive_build.sql) {derive:.1f} s", flush=True)
+    return derive
+
+
+def timed(call, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+    result = call()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=10_000_000)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_clickhouse"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fresh", action="store_true",
+                        help="rebuild both databases even if --workdir has them")
+    args = parser.parse_args()
+    copies = max(1, math.ceil(args.spans / SAMPLE_SPANS))
+    duck_path = args.workdir / "bench.duckdb"
+    url = f"chdb://{args.workdir / 'chdb'}"
+    if args.fresh:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    # Each database is built once per --workdir (and kept), so a run can be repeated cheaply.
+    if not (args.workdir / "chdb.built").exists():
+        shutil.rmtree(args.workdir / "chdb", ignore_errors=True)
+        build_clickhouse(url, copies)
+        (args.workdir / "chdb.built").touch()
+    if not (args.workdir / "duckdb.built").exists():
+        duck_path.unlink(missing_ok=True)
+        build_duckdb(duck_path, copies)
+        (args.workdir / "duckdb.built").touch()
+    ch = clickhouse.connect(url)
+    clickhouse.ensure_derived(ch)
+    spans = int(ch.scalar("SELECT count() FROM otel_traces"))
+    runs = int(ch.scalar("SELECT count() FROM budgetscope_runs"))
+    print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample); "
+          f"median of {args.repeat} warm calls, DuckDB and ClickHouse interleaved")
+    duck = duckdb_connect(duck_path, read_only=True)
+    filters = Filters()
+    print(f"{'report':<16}{'duckdb ms':>11}{'clickhouse ms':>15}  same output")
+    for name, report in reports.REPORTS.items():
+        a_times, b_times = [], []
+        a = b = None
+        for _ in range(args.repeat):  # interleaved
+            t, a = timed(lambda report=report: report(duck, filters), 1)
+            a_times.append(t)
+            t, b = timed(lambda report=report: report(ch, filters), 1)
+            b_times.append(t)
+        same = to_csv_bytes(a) == to_csv_bytes(b)  # type: ignore[arg-type]
+        print(f"{name:<16}{statistics.median(a_times) * 1e3:>11.0f}"
+              f"{statistics.median(b_times) * 1e3:>15.0f}  {'yes' if same else 'NO'}",
+              flush=True)
+    run_id = str(reports.runs(ch, filters)["run_id"].iloc[runs // 2])
+    a_t, _ = timed(lambda: load_run(duck, run_id), args.repeat)
+    b_t, _ = timed(lambda: load_run(ch, run_id), args.repeat)
+    print(f"{'run view':<16}{a_t * 1e3:>11.0f}{b_t * 1e3:>15.0f}")
+    started = time.perf_counter()
+    clickhouse.ensure_derived(ch, force=True)
+    print(f"\nclickhouse derivation, full rebuild: {seconds(started)} (what each report would "
+          "add if runs and steps were views computed at query time)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process (DuckDB and chdb both in it): {peak:,.0f} MB")
+    duck.close()
+    clickhouse.close_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -460,7 +460,8 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     run_end += prep.run_tail_ns
     had_event = last_stage < big
     exhausted = budgeted & (had_event | (run_end >= deadline))
-    utilisation = run_end / MS / new_budget
+    with np.errstate(divide="ignore", invalid="ignore"):
+        utilisation = np.where(new_budget > 0, run_end / MS / new_budget, np.nan)
     # A run whose replay is its record (every step at the same time with the same fate, the
     # same budget) keeps its recorded outcome: the record knows things the replay cannot
     # (the agent's own verdict, a landing that failed rather than ran out of time).

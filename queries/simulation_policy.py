@@ -34,7 +34,7 @@ def parse_duration_ms(text: str, option: str) -> int:
 
 def parse_cap(text: str) -> tuple[str, int | None]:
     """`fetch_report=9s` → ("fetch_report", 9000); `fetch_report=none` → uncapped."""
-    name, sep, value = text.partition("=")
+    name, sep, value = text.rpartition("=")  # a duration never holds "=", a name might
     name = name.strip()
     if not sep or not name:
         raise PolicyError(f"--cap: {text!r} is not NAME=DURATION (e.g. fetch_report=9s)")

@@ -63,23 +63,24 @@ with middle:
 with right:
     retries = st.toggle("Retry calls that time out at their cap", value=True, key=RETRIES_KEY)
 
-cap_overrides: list[str] = []
+cap_overrides: dict[str, int] = {}
 with st.expander("Caps per tool (s)", expanded=True):
     columns = st.columns(3)
     for index, row in enumerate(tool_caps.itertuples(index=False)):
         recorded_s = row.cap_ms / 1000
         with columns[index % 3]:
-            value = st.slider(row.step_key, min_value=0.1, max_value=_slider_max(recorded_s),
+            # A slider label is Markdown and a step key comes from a span: escaped.
+            value = st.slider(fmt.escape_md(row.step_key), min_value=0.1,
+                              max_value=_slider_max(recorded_s),
                               value=recorded_s, step=0.1, key=cap_key(row.step_key))
         if abs(value - recorded_s) > 1e-9:
-            cap_overrides.append(f"{row.step_key}={round(value * 1000)}ms")
+            cap_overrides[row.step_key] = round(value * 1000)
 
-deadline = None
+deadline_ms = None
 if deadline_s is not None and abs(deadline_s - budget_ms / 1000) > 1e-9:
-    deadline = f"{round(deadline_s * 1000)}ms"
-policy = SimulationPolicy.parse(cap_overrides, deadline,
-                                f"{round(min_start_s * 1000)}ms" if min_start_s > 0 else None,
-                                retries)
+    deadline_ms = round(deadline_s * 1000)
+policy = SimulationPolicy(cap_overrides, deadline_ms,
+                          round(min_start_s * 1000) if min_start_s > 0 else None, retries)
 result = data.simulation(ctx.filters, policy)
 summary = result.summary.set_index("metric")
 st.caption(fmt.escape_md(f"Policy: {policy.describe()}"))

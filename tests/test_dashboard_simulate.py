@@ -18,6 +18,7 @@ from queries.simulation import SimulationResult
 from queries.simulation_data import simulate
 from queries.simulation_policy import SimulationPolicy
 from tests.browser import support
+from tests.trace_builder import TraceBuilder, store
 
 FILTERS = Filters.parse(support.SINCE, support.UNTIL)
 PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
@@ -120,3 +121,42 @@ def test_moving_sliders_replays_the_new_policy(db: str) -> None:
     assert shown(at)["Exhaustion rate"] != before["Exhaustion rate"]
     assert any(caption.value.startswith("Policy") and "3000 ms" in caption.value
                and "30000 ms" in caption.value for caption in at.caption)
+
+
+def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path_factory.mktemp("simulate_hostile")
+    con = connect(folder / "hostile.duckdb")
+    try:
+        b = TraceBuilder(seed=5)
+        run = b.run(0, 9_000, 10_000, gen_ai_agent_name=support.HOSTILE_AGENT)
+        for index, (name, end) in enumerate(((support.HOSTILE_LINK, 3_000),
+                                             (support.HOSTILE_IMG, 6_000), ("a=b", 8_000))):
+            b.step(run, "tool", name, end - 2_500, end, **{
+                "budget.cap_ms": 4_000 + index, "budget.allocated_ms": 4_000 + index,
+                "budget.remaining_ms": 10_000 - end + 2_500, "budget.outcome": "ok"})
+        store(con, b.finished())
+    finally:
+        con.close()
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(folder / "hostile.duckdb"))
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at.query_params["range"] = "all"
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    check(at)
+    labels = {s.key: s.label for s in at.slider}
+    link = labels[f"sim_cap:tool:{support.HOSTILE_LINK}"]
+    assert link == fmt.escape_md(f"tool:{support.HOSTILE_LINK}") and link != \
+        f"tool:{support.HOSTILE_LINK}"
+    # Moving the slider of a name with '=' in it simulates that step, not a parse error.
+    # Its 2500 ms call now times out at 1 s; without retries that is 1 call in 3 (with them,
+    # a step with one completed call has no fit, so both retries would time out too: 3 in 5).
+    at.slider(key="sim_cap:tool:a=b").set_value(1.0)
+    at.toggle(key="sim_retries").set_value(False)
+    at.run()
+    check(at)
+    assert shown(at)["Client timeout rate"] == fmt.percent(1 / 3)
+    at.toggle(key="sim_retries").set_value(True)
+    at.run()
+    check(at)
+    assert shown(at)["Client timeout rate"] == fmt.percent(3 / 5)

@@ -97,7 +97,7 @@ def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
     np.testing.assert_allclose(_array(predicted["x"]), with_calls["timeout_rate"])
 
 
-def test_page_shows_the_simulation(db: str) -> None:
+def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     at = open_simulate()
     # Sliders untouched: every run keeps its own caps and budget, the record replays to itself.
     untouched = expected(db, SimulationPolicy())
@@ -105,19 +105,15 @@ def test_page_shows_the_simulation(db: str) -> None:
     rows = untouched.summary.set_index("metric")
     assert list(rows["predicted"]) == list(rows["actual"])
     assert any("Exact" in caption.value for caption in at.caption)
-
-
-def test_moving_sliders_replays_the_new_policy(db: str) -> None:
-    at = open_simulate()
     before = shown(at)
+
     at.slider(key="sim_cap:tool:fetch_report").set_value(3.0)
     at.slider(key="sim_deadline_s").set_value(30.0)
     at.toggle(key="sim_retries").set_value(False)
     at.run()
     check(at)
     policy = SimulationPolicy.parse(["tool:fetch_report=3000ms"], "30000ms", retries=False)
-    result = expected(db, policy)
-    assert_page_equals(at, result)
+    assert_page_equals(at, expected(db, policy))
     assert shown(at)["Exhaustion rate"] != before["Exhaustion rate"]
     assert any(caption.value.startswith("Policy") and "3000 ms" in caption.value
                and "30000 ms" in caption.value for caption in at.caption)

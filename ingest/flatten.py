@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,7 +167,7 @@ def append_span(
     batch: FlatBatch, trace_id: bytes, span_id: bytes, parent_span_id: bytes,
     trace_state: str, flags: int, name: str, kind: int, start_ns: int, end_ns: int,
     status_code: int, status_message: str, resource_id: str, scope_id: str,
-    service_name: str | None, attributes: dict[str, Any], dropped_attributes: int,
+    service_name: str | None, attributes: dict[str, Any] | str, dropped_attributes: int,
     typed: dict[str, Any], events: list[dict[str, Any]], exception_types: list[str],
     dropped_events: int, links: list[dict[str, Any]], dropped_links: int,
 ) -> None:
@@ -186,7 +187,8 @@ def append_span(
     columns["resource_id"].append(resource_id)
     columns["scope_id"].append(scope_id)
     columns["service_name"].append(service_name)
-    columns["attributes"].append(dumps(attributes))
+    # The fast protobuf path (ingest/proto_flatten.py) hands the JSON text already encoded.
+    columns["attributes"].append(attributes if isinstance(attributes, str) else dumps(attributes))
     # Counts saturate: a sender's own count plus ours can pass the UINTEGER column's range.
     columns["dropped_attributes_count"].append(min(dropped_attributes, UINT32_MAX))
     columns["events"].append(events)
@@ -199,10 +201,11 @@ def append_span(
     batch.span_count += 1
 
 
-def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
+def events_rows(span_events: Iterable[Span.Event]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A span's events as rows of its `events` column, and the exception types among them."""
     events: list[dict[str, Any]] = []
     exception_types: list[str] = []
-    for event in span.events:
+    for event in span_events:
         attributes, dropped = attributes_to_json(event.attributes)
         events.append({
             "time_ns": min(event.time_unix_nano, INT64_MAX),
@@ -218,9 +221,9 @@ def _events(span: Span) -> tuple[list[dict[str, Any]], list[str]]:
     return events, exception_types
 
 
-def _links(span: Span) -> list[dict[str, Any]]:
+def links_rows(span_links: Iterable[Span.Link]) -> list[dict[str, Any]]:
     links: list[dict[str, Any]] = []
-    for link in span.links:
+    for link in span_links:
         attributes, dropped = attributes_to_json(link.attributes)
         links.append({
             "trace_id": link.trace_id.hex(),
@@ -234,40 +237,66 @@ def _links(span: Span) -> list[dict[str, Any]]:
     return links
 
 
+class MessageReader:
+    """How the span loop reads the parts of a span that need converting, from the generated
+    protobuf classes. ingest/proto_flatten.py reads them from raw bytes instead (faster);
+    the loop, its validation and its rows are shared."""
+
+    @staticmethod
+    def resource(resource_spans: Any) -> tuple[str, tuple[Any, ...]]:
+        return resource_row(resource_spans.resource, resource_spans.schema_url)
+
+    @staticmethod
+    def scope(scope_spans: Any) -> tuple[str, tuple[Any, ...]]:
+        return scope_row(scope_spans.scope, scope_spans.schema_url)
+
+    @staticmethod
+    def attributes(span: Any) -> tuple[dict[str, Any] | str, int, dict[str, Any]]:
+        return span_attributes_to_json(span.attributes)
+
+    @staticmethod
+    def events(span: Any) -> tuple[list[dict[str, Any]], list[str]]:
+        return events_rows(span.events)
+
+    @staticmethod
+    def links(span: Any) -> list[dict[str, Any]]:
+        return links_rows(span.links)
+
+
 def flatten_resource_spans(
     resource_spans: ResourceSpans,
     batch: FlatBatch,
     *,
     where: str = "",
     latest_start_ns: int,
+    reader: Any = MessageReader,
 ) -> None:
-    resource_id, resource_values = resource_row(resource_spans.resource,
-                                                resource_spans.schema_url)
+    resource_id, resource_values = reader.resource(resource_spans)
     service_name = resource_values[1]
     resource_used = False
     for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
-        scope_id, scope_values = scope_row(scope_spans.scope, scope_spans.schema_url)
+        scope_id, scope_values = reader.scope(scope_spans)
         if scope_spans.spans:
             batch.scopes[scope_id] = scope_values
         for span_index, span in enumerate(scope_spans.spans):
-            problem = (id_problem(span.trace_id, span.span_id, span.parent_span_id)
-                       or time_problem(span.start_time_unix_nano, span.end_time_unix_nano,
-                                       latest_start_ns)
-                       or field_problem(span.flags, span.kind, span.status.code))
+            trace_id, span_id, parent_span_id = span.trace_id, span.span_id, span.parent_span_id
+            start, end = span.start_time_unix_nano, span.end_time_unix_nano
+            flags, kind, status = span.flags, span.kind, span.status
+            problem = (id_problem(trace_id, span_id, parent_span_id)
+                       or time_problem(start, end, latest_start_ns)
+                       or field_problem(flags, kind, status.code))
             if problem:
                 refuse(batch, span.name, problem,
                        locate(where, f"scope {scope_index}", f"span {span_index}"))
                 continue
             resource_used = True
-            attributes, dropped_attributes, typed = span_attributes_to_json(span.attributes)
-            events, exception_types = _events(span)
+            attributes, dropped_attributes, typed = reader.attributes(span)
+            events, exception_types = reader.events(span)
             append_span(
-                batch, span.trace_id, span.span_id, span.parent_span_id, span.trace_state,
-                span.flags, span.name, span.kind, span.start_time_unix_nano,
-                span.end_time_unix_nano, span.status.code, span.status.message, resource_id,
-                scope_id, service_name, attributes,
-                span.dropped_attributes_count + dropped_attributes, typed, events,
-                exception_types, span.dropped_events_count, _links(span),
+                batch, trace_id, span_id, parent_span_id, span.trace_state, flags, span.name,
+                kind, start, end, status.code, status.message, resource_id, scope_id,
+                service_name, attributes, span.dropped_attributes_count + dropped_attributes,
+                typed, events, exception_types, span.dropped_events_count, reader.links(span),
                 span.dropped_links_count)
     if resource_used:
         batch.resources[resource_id] = resource_values
@@ -283,12 +312,13 @@ def flatten_request(
     where: str = "",
     max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
     into: FlatBatch | None = None,
+    reader: Any = MessageReader,
 ) -> FlatBatch:
     """Flatten a request into a new batch, or append it to `into` (saves a copy when a loader
     gathers many small requests into one transaction)."""
     batch = into if into is not None else FlatBatch()
     latest = latest_acceptable_start_ns(max_future_ns)
     for index, resource_spans in enumerate(request.resource_spans):
-        flatten_resource_spans(
-            resource_spans, batch, where=locate(where, f"resource {index}"), latest_start_ns=latest)
+        flatten_resource_spans(resource_spans, batch, where=locate(where, f"resource {index}"),
+                               latest_start_ns=latest, reader=reader)
     return batch

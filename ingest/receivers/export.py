@@ -19,10 +19,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ingest.flatten import FlatBatch, flatten_request
+from ingest.flatten import FlatBatch
 from ingest.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
 from ingest.otlp_json import NotOtlpJson, flatten_json_request
-from ingest.proto_decode import UndecodableMessage, decode_request
+from ingest.proto_decode import UndecodableMessage
+from ingest.proto_flatten import flatten_protobuf
 from ingest.receivers.counters import ReceiverCounters
 from ingest.rejections import Rejection
 
@@ -120,13 +121,9 @@ class Exporter:
     @staticmethod
     def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
         try:
-            request, rejections = decode_request(body, where)
+            return flatten_protobuf(body, where)
         except UndecodableMessage as error:
             raise Undecodable(str(error)) from None
-        del body
-        batch = flatten_request(request, where=where)
-        batch.rejections[:0] = rejections
-        return batch
 
     @staticmethod
     def _decode_json(body: bytes, where: str) -> FlatBatch:

@@ -46,7 +46,7 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes", "runs_by_agent", "recent_signals",
+    "orphan_writes", "runs_by_agent", "recent_signals", "simulation_runs", "simulation_steps",
     "otel_traces_table", "derive_build", "derive_state",
 })
 

@@ -184,6 +184,14 @@ def test_check_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     assert ch.stdout_bytes == duck.stdout_bytes
 
 
+@pytest.mark.parametrize("policy", [[], ["--cap", "fetch_report=2s", "--deadline", "25s"],
+                                    ["--retries", "--view", "tools"]])
+def test_simulate_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
+                                  policy: list[str]) -> None:
+    args = ["simulate", "--since", "2026-11-09", *policy]
+    assert invoke("--backend", sample_backend, *args) == invoke("--db", sample_duckdb, *args)
+
+
 # ---- the dashboard's data layer on the backend ----------------------------------------------
 
 def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, open_reader
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.simulation import SimulationResult, check_caps, prepare, replay
@@ -87,10 +87,7 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
         policy = SimulationPolicy.parse(caps, deadline, min_start, retries)
     except (FilterError, PolicyError) as error:
         raise Fail(str(error)) from None
-    db = db_option(context)
-    if not Path(db).exists():
-        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
-    with open_database(db) as con:
+    with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
         runs, steps = simulation_runs(con, filters), simulation_steps(con, filters)
     if runs.empty:
         raise Fail("no runs match the filters; nothing to simulate")

@@ -7,6 +7,9 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from budgetscope.log_format import PRODUCT_LOGGERS, configure_logging
 
@@ -43,3 +46,24 @@ def test_text_lines() -> None:
     text = _emit("text")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ WARNING ingest.somewhere: "
                         r"refused 3 spans\n", text), text
+
+
+def test_ingest_log_format_json_keeps_stderr_json_only(tmp_path: Path) -> None:
+    trace = tmp_path / "two.json"
+    span = ('{{"traceId":"{t}","spanId":"{s}","name":"{n}",'
+            '"startTimeUnixNano":"1764000000000000000","endTimeUnixNano":"1764000001000000000"}}')
+    trace.write_text('{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join([
+        span.format(t="0af7651916cd43dd8448eb211c80319c", s="b7ad6b7169203331", n="ok"),
+        span.format(t="0af7", s="b7ad6b7169203332", n="short id")]) + "]}]}]}\n")
+    db = tmp_path / "ingest.duckdb"
+    process = subprocess.run(
+        [sys.executable, "-c", "from budgetscope.cli import main; main()", "--db", str(db),
+         "ingest", "--no-progress", "--log-format", "json", str(trace)],
+        capture_output=True, text=True, timeout=120)
+    assert process.returncode == 1, process.stderr
+    assert process.stdout.startswith("1 file(s): 1 spans loaded, 0 already present, 1 rejected")
+    events = [json.loads(line) for line in process.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["rejected", "ingested"]
+    assert (events[0]["reason"], events[0]["count"], events[0]["spans"]) == ("bad_id", 1, 1)
+    assert "trace_id is 2 bytes, must be 16" in events[0]["examples"][0]
+    assert (events[1]["spans_loaded"], events[1]["spans_rejected"]) == (1, 1)

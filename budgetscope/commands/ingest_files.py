@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 import duckdb
 
 from budgetscope.commands.common import Fail, open_database
-from ingest.file_loader import load_files
+from budgetscope.log_format import configure_logging
+from ingest.file_loader import LoadSummary, load_files
 from queries.derive import refresh_touched
+
+_LOG = logging.getLogger("budgetscope.ingest")
 
 
 @click.command("ingest")
@@ -16,9 +21,13 @@ from queries.derive import refresh_touched
               help="Force the progress bar on or off (default: on a terminal, for slow loads).")
 @click.option("--memory-limit", default="128MB", show_default=True,
               help="DuckDB's own memory (cache, indexes) for this load; decoding adds ~250 MB.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: also one JSON object per line on standard error, "
+              "for each rejection reason and for the load's totals (the summary then goes to "
+              "standard output whole).")
 @click.pass_context
 def ingest_command(context: click.Context, paths: tuple[str, ...], progress: bool | None,
-                   memory_limit: str) -> None:
+                   memory_limit: str, log_format: str) -> None:
     """Load OTLP trace files: OTLP JSON, JSON lines (the Collector's file exporter), binary
     protobuf or the Collector's length-prefixed protobuf stream, each optionally gzipped;
     folders are walked. Spans already stored are not stored twice. Exits 1 if anything was
@@ -34,7 +43,25 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             raise Fail(f"--memory-limit {memory_limit!r}: {error}") from None
         summary = load_files(con, paths, progress=progress,
                              derive=refresh_touched)
+    as_json = log_format == "json"
     for line in summary.lines():
-        click.echo(line, err=bool(summary.rejections) and line.startswith(" "))
+        click.echo(line, err=not as_json and bool(summary.rejections) and line.startswith(" "))
+    if as_json:
+        _log_summary(db, summary)
+        if summary.rejections:
+            context.exit(1)  # said by the log lines: standard error stays JSON only
     if summary.rejections:
         raise Fail(f"some input was rejected; everything else is stored in {db}")
+
+
+def _log_summary(db: str, summary: LoadSummary) -> None:
+    configure_logging("json")
+    for reason, count in sorted(summary.rejections.counts.items()):
+        _LOG.warning("rejected [%s] ×%d", reason, count, extra={
+            "event": "rejected", "reason": reason, "count": count,
+            "spans": summary.rejections.spans[reason],
+            "examples": [str(example) for example in summary.rejections.examples[reason]]})
+    _LOG.info("%d spans loaded into %s", summary.spans_loaded, db, extra={
+        "event": "ingested", "db": db, "files": summary.files,
+        "spans_loaded": summary.spans_loaded, "spans_present": summary.spans_present,
+        "spans_rejected": summary.spans_rejected, "seconds": round(summary.seconds, 3)})

@@ -17,8 +17,10 @@ writes them (JSON has no NaN, and DuckDB's JSON type refuses a bare one).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
+import io
 import json
 import os
 import socket
@@ -154,7 +156,7 @@ def _json_nan(span: dict[str, Any]) -> None:
 
 
 def _gzip_bomb(size: int) -> bytes:
-    compressor = gzip.GzipFile(fileobj=(buffer := __import__("io").BytesIO()), mode="wb",
+    compressor = gzip.GzipFile(fileobj=(buffer := io.BytesIO()), mode="wb",
                                compresslevel=9, mtime=0)
     chunk = b"\x0a" + b"\x00" * (1 << 20)
     for _ in range(size >> 20):
@@ -418,6 +420,16 @@ _HEAD = (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-pr
          b"Content-Length: 100\r\n\r\n")
 
 
+def _rest(client: socket.socket) -> bytes:
+    """Whatever else the server sends before it closes (the answer may come in pieces)."""
+    rest = b""
+    client.settimeout(5.0)
+    with contextlib.suppress(OSError):
+        while chunk := client.recv(4096):
+            rest += chunk
+    return rest
+
+
 def _trickle(port: int, answers: list[bytes], stop: threading.Event) -> None:
     """Send the head, then the body one byte a second; keep what the server answers."""
     with socket.create_connection(("127.0.0.1", port)) as client:
@@ -434,10 +446,10 @@ def _trickle(port: int, answers: list[bytes], stop: threading.Event) -> None:
                 answer = client.recv(4096)
             except TimeoutError:
                 continue
-            answers.append(answer)
+            answers.append(answer + _rest(client))
             return
         with_rest = b""
-        with __import__("contextlib").suppress(OSError):
+        with contextlib.suppress(OSError):
             with_rest = client.recv(4096)
         answers.append(with_rest)
 

@@ -20,11 +20,21 @@ How a run is re-timed
   retries on, a call that newly times out at its cap is retried up to the policy's attempts,
   after backoffs of base·2^(k-1), each retry's latency drawn from the fit (such calls rest on
   the fit). With retries off, recorded retry attempts and backoff sleeps are dropped.
+- Parallel calls: a step starting within 2 ms of its stage's first step joins the stage even
+  if the step before it has ended (fan-out calls are dispatched a fraction of a ms apart and a
+  refused one ends within microseconds). A cancelled call (a hedge answered first, a user
+  cancelled) is cancelled at the same point again unless the cap now fires first.
+- A timeout without a recorded cap (plain OpenTelemetry instrumentation) is taken to have hit a
+  cap at the point it was cut.
 - The deadline: the first stage where a call is refused (budget left beyond the reserve below
   min-start, in runs whose steps report budget.remaining_ms; or no budget left at all), where a
   call is still waiting when the deadline fires, or where a sleep crosses it, is the run's
   last: later stages never start, and the run is exhausted. A run is also exhausted when its
-  replayed end (last step end plus its recorded teardown) reaches the deadline.
+  replayed end (last step end plus its recorded teardown) reaches the deadline. After a
+  refusal the agent lands a partial answer: the steps the record shows after its first
+  refusal are kept after the replay's own refusal, and dropped when the run no longer refuses.
+- A run whose replay is its record (same steps, times and fates, same budget) keeps its
+  recorded outcome: the record knows things the replay cannot, such as the agent's verdict.
 
 What the replay cannot know
 - What a run would have done after its record ends: a run the record cut short (exhausted,
@@ -250,13 +260,19 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
     recorded_refused = is_call & by_class("refused")
     duration_ms = (end - start) / MS
     allocated = column("allocated_ms", float, np.nan)
+    # Where a timed-out call was cut: its allocation when recorded; else (plain OpenTelemetry
+    # instrumentation) the whole ms left to the deadline when it ran that long, and otherwise
+    # its duration, the best estimate of a cap we were not told.
+    deadline_offset = runs["deadline_offset_ns"].to_numpy(dtype=float, na_value=np.nan)[run]
+    left_ms = np.floor((deadline_offset - start) / MS)
+    unknown_allocation = recorded_timeout & np.isnan(allocated)
+    by_deadline = unknown_allocation & (duration_ms >= left_ms)  # NaN left: False
     cut = np.where(recorded_timeout & ~np.isnan(allocated), np.minimum(allocated, duration_ms),
-                   duration_ms)
+                   np.where(by_deadline, np.maximum(left_ms, 0.0), duration_ms))
     cleanup_ns = np.where(recorded_timeout, np.maximum(duration_ms - cut, 0.0) * MS, 0.0)
     cap = column("cap_ms", float, np.nan)
-    # A timeout with no recorded cap (plain OpenTelemetry instrumentation) was cut by a cap we
-    # were not told: where it was cut is the best estimate of it.
-    recorded_cap = np.where(np.isnan(cap), np.where(recorded_timeout, cut, np.inf), cap)
+    recorded_cap = np.where(np.isnan(cap), np.where(unknown_allocation & ~by_deadline, cut,
+                                                    np.inf), cap)
     remaining = column("remaining_ms", float, np.nan)
     budget_aware = np.zeros(n_runs, dtype=bool)
     budget_aware[run[~np.isnan(remaining)]] = True
@@ -423,7 +439,9 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
                         & (left_ms < policy.min_start_ms))
         else:
             refused |= live & call & prep.recorded_refused
-        waiting = live & call & ~refused & (start + wait_ms * MS > step_deadline)
+        # A call is allocated whole milliseconds (budget.allocated_ms): the deadline's wait
+        # fires at start + floor(remaining), not at the deadline's own nanosecond.
+        waiting = live & call & ~refused & (wait_ms > np.floor(remaining_ns / MS))
         sleeping = live & ~call & (start + dur_ns > step_deadline)
         return remaining_ns, refused, waiting, sleeping
 
@@ -443,7 +461,8 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
                                  prep.stage <= last_stage[prep.run])
     start = _stage_starts(prep, happened, dur_ns)
     remaining_ns, refused, waiting, sleeping = fates(start, happened)
-    end = np.where(waiting, step_deadline + prep.cleanup_ns, start + dur_ns)
+    end = np.where(waiting, start + np.floor(remaining_ns / MS) * MS + prep.cleanup_ns,
+                   start + dur_ns)
     end = np.where(refused, start + np.minimum(prep.recorded_ns, 100_000.0), end)
 
     started = happened & call & ~refused
@@ -467,7 +486,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     # (the agent's own verdict, a landing that failed rather than ran out of time).
     differs = (~happened | (np.abs(start - prep.start_ns) > 1_000)
                | (np.abs(end - prep.end_ns) > 1_000) | (refused != prep.recorded_refused)
-               | (timed_out_calls > 0) != prep.recorded_timeout)
+               | ((timed_out_calls > 0) != prep.recorded_timeout))
     unchanged = np.ones(prep.n_runs, dtype=bool)
     unchanged[prep.run[differs]] = False
     if policy.deadline_ms is not None:

@@ -33,6 +33,8 @@ How a run is re-timed
   replayed end (last step end plus its recorded teardown) reaches the deadline. After a
   refusal the agent lands a partial answer: the steps the record shows after its first
   refusal are kept after the replay's own refusal, and dropped when the run no longer refuses.
+- A timeout well before its allocation ran out (a retrying client's attempt caps inside the
+  step) ends at the same point again unless the cap now fires first.
 - A run whose replay is its record (same steps, times and fates, same budget) keeps its
   recorded outcome: the record knows things the replay cannot, such as the agent's verdict.
 
@@ -105,6 +107,7 @@ class Prepared:
     censored: np.ndarray
     recorded_timeout: np.ndarray
     cancelled: np.ndarray
+    given_up_early: np.ndarray  # client_timeout well before its allocation ran out
     recorded_refused: np.ndarray
     cut_ms: np.ndarray  # censored: the point it was cut at
     latency_ms: np.ndarray  # exact, or drawn (censored above cut; refused unconditional)
@@ -270,6 +273,10 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
     cut = np.where(recorded_timeout & ~np.isnan(allocated), np.minimum(allocated, duration_ms),
                    np.where(by_deadline, np.maximum(left_ms, 0.0), duration_ms))
     cleanup_ns = np.where(recorded_timeout, np.maximum(duration_ms - cut, 0.0) * MS, 0.0)
+    # A timeout well before its allocation ran out was given up by something inside the step
+    # (a retrying client's own attempt caps, a subagent's frame): like a cancellation, it ends
+    # at the same point again unless the cap now fires first.
+    given_up_early = recorded_timeout & (duration_ms + 1.0 < allocated)  # NaN: False
     cap = column("cap_ms", float, np.nan)
     recorded_cap = np.where(np.isnan(cap), np.where(unknown_allocation & ~by_deadline, cut,
                                                     np.inf), cap)
@@ -311,7 +318,7 @@ def prepare(runs: pd.DataFrame, steps: pd.DataFrame, seed: int = SEED) -> Prepar
         retried_kind=by_key(RETRIED_KINDS), is_backoff=by_key(frozenset({"backoff"})),
         is_write=column("is_write", bool), attempt=column("attempt", np.int64),
         landing=landing, exact=exact, censored=censored, recorded_timeout=recorded_timeout,
-        cancelled=is_call & by_class("cancelled"),
+        cancelled=is_call & by_class("cancelled"), given_up_early=given_up_early,
         recorded_refused=recorded_refused, cut_ms=cut, latency_ms=latency,
         cleanup_ns=cleanup_ns, recorded_cap_ms=recorded_cap, retry_u=retry_u,
         stage_run=stage_run, stage_first_step=stage_first_step, stage_gap_ns=stage_gap,
@@ -390,7 +397,9 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     # A cancelled call was stopped by something other than a limit (a hedge answered first, a
     # user cancelled): it is cancelled at the same point again unless the cap now fires first.
     capped = np.where(prep.cancelled, cap < prep.cut_ms, capped)
-    wait_ms = np.where(prep.cancelled, np.minimum(prep.cut_ms, cap), wait_ms)
+    capped |= prep.given_up_early & started_call
+    fixed_end = prep.cancelled | prep.given_up_early
+    wait_ms = np.where(fixed_end, np.minimum(prep.cut_ms, cap), wait_ms)
     cleanup = np.where(capped, prep.cleanup_ns, 0.0)
 
     # New retries: a call that now times out at its cap, and did not in the record.
@@ -471,7 +480,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     timed_out_calls = np.where(started, (capped | deadline_cut) + extra_timeouts, 0)
     calls = np.where(started, 1 + extra_calls, 0)
     uses_fit = started & (
-        (prep.recorded_timeout
+        (prep.recorded_timeout & ~prep.given_up_early
          & (np.minimum(cap, np.floor(np.maximum(remaining_ns, 0) / MS)) > prep.cut_ms))
         | prep.recorded_refused | (extra_calls > 0))
 

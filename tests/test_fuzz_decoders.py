@@ -1,5 +1,5 @@
 """Property-based and mutation fuzzing of every decoder (issue 6): protobuf, OTLP JSON, JSON
-lines, length-prefixed streams, gzip, trace files and the OTLP/HTTP receiver.
+lines, length-prefixed streams, gzip, trace files and the OTLP/HTTP and gRPC receivers.
 
 Mutated real payloads never crash a decoder (only our documented rejection errors), never hang
 (a watchdog per example), never produce a row the writer cannot store, and every rejection says
@@ -17,11 +17,15 @@ import tracemalloc
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import grpc
 import pytest
 from google.rpc import status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from ingest.sources import GunzipReader
 from tests import fuzz_harness as fuzz
@@ -30,6 +34,7 @@ from tests.test_receivers_common import running_receivers
 
 SEEDS = fuzz.seeds()
 DOCUMENT = json.loads(SEEDS["json"])
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 WATCHDOG_SECONDS = 10.0  # a decode of these few-kB inputs takes about a millisecond
 
 
@@ -171,6 +176,26 @@ def test_http_receiver_answers_every_mutated_body(receiver, seed: str,
             problem.code, problem.message = json.loads(answer)["code"], json.loads(
                 answer)["message"]
         assert problem.code in (3, 8) and problem.message.strip()
+
+
+@pytest.fixture(scope="module")
+def grpc_export(receiver):
+    with grpc.insecure_channel(receiver.grpc_target) as channel:
+        yield channel.unary_unary(EXPORT, request_serializer=None,
+                                  response_deserializer=ExportTraceServiceResponse.FromString)
+
+
+@_settings(80)
+@given(changes=edits)
+def test_grpc_receiver_answers_every_mutated_body(grpc_export, changes: list[fuzz.Edit]
+                                                  ) -> None:
+    body = fuzz.apply_edits(SEEDS["protobuf"], changes)
+    try:
+        grpc_export(body, timeout=30)
+    except grpc.RpcError as error:
+        assert error.code() in (grpc.StatusCode.INVALID_ARGUMENT,
+                                grpc.StatusCode.RESOURCE_EXHAUSTED), error
+        assert error.details().strip()
 
 
 def test_http_receiver_still_serves_after_the_fuzzing(receiver) -> None:

@@ -85,8 +85,8 @@ def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> N
         assert post(announced["otlp_http"], raw_request(7).SerializeToString()) == 200
         trace_file = tmp_path / "trace.json"
         trace_file.write_text("{}")
-        started = time.monotonic()
-        # Started together: each must fail at once on its own, never wait for the lock.
+        # Started together: each must fail on its own, never wait for the lock (the server
+        # keeps the file until the test ends, so a waiting command runs into the timeout).
         others = [subprocess.Popen([*CLI, "--db", str(db), *arguments], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
                   for arguments in (["ingest", str(trace_file)], ["report", "runs"],
@@ -99,7 +99,6 @@ def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> N
             assert f"budgetscope serve (pid {process.pid})" in message
             assert announced["otlp_http"] in message and announced["otlp_http"].startswith(
                 "http://127.0.0.1:") and announced["otlp_http"].endswith("/v1/traces")
-        assert time.monotonic() - started < 45
     finally:
         code, out, err = stop(process)
     assert code == 0, err

@@ -201,6 +201,19 @@ def test_replay_never_needs_a_connection(hand):
     pd.testing.assert_frame_equal(a.summary, b.summary)  # seeded: the same world every time
 
 
+def test_row_order_does_not_matter(hand):
+    # Another backend may return the steps in any order: the replay sorts them itself.
+    con, _ = hand
+    runs, steps = simulation_runs(con), simulation_steps(con)
+    policy = SimulationPolicy.parse(["fetch=2500ms", "search=3s"], "9s")
+    ordered = replay(prepare(runs, steps), policy)
+    for seed in (1, 2, 3):
+        shuffled = replay(prepare(runs, steps.sample(frac=1.0, random_state=seed)), policy)
+        pd.testing.assert_frame_equal(shuffled.summary, ordered.summary)
+        pd.testing.assert_frame_equal(shuffled.tools, ordered.tools)
+        pd.testing.assert_frame_equal(shuffled.runs, ordered.runs)
+
+
 def test_policy_parsing_errors():
     assert parse_duration_ms("9s", "x") == 9000
     assert parse_duration_ms("1.5m", "x") == 90_000

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import socket
 import threading
 import time
@@ -66,6 +67,9 @@ _LINGER_BYTES = 8 * 1024 * 1024
 Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
 _REFUSED_CONNECTION = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
                        b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+# Refused connections waiting to be drained and closed, and how long each may take.
+_REFUSED_BACKLOG = 64
+_REFUSED_DRAIN_SECONDS = 0.5
 
 
 class _Reply(Exception):
@@ -363,6 +367,43 @@ class _DeadlineReader:
         return bool(self._buffered.closed)
 
 
+class _Refuser:
+    """Closes connections refused over the cap after their 503, without resetting them.
+
+    Closing a socket while its client is still sending the request makes the kernel answer
+    with a reset, and the client reports "connection reset" instead of reading our 503 (seen
+    for 20 of 178 refusals with 24 clients on 4 slots). The answer goes out at once, from the
+    accept loop; this one thread then drops what each client still sends, for a bounded time,
+    and closes. When it is behind, refused connections are closed at once, as before."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[socket.socket] = queue.Queue(maxsize=_REFUSED_BACKLOG)
+        threading.Thread(target=self._run, name="budgetscope-http-refuser",
+                         daemon=True).start()
+
+    def refuse(self, connection: socket.socket) -> None:
+        try:
+            connection.sendall(_REFUSED_CONNECTION)
+            connection.shutdown(socket.SHUT_WR)  # the answer is complete: send FIN
+            self._queue.put_nowait(connection)
+        except (OSError, queue.Full):
+            connection.close()
+
+    def _run(self) -> None:
+        while True:
+            connection = self._queue.get()
+            deadline = time.monotonic() + _REFUSED_DRAIN_SECONDS
+            try:
+                while (remaining := deadline - time.monotonic()) > 0:
+                    connection.settimeout(remaining)
+                    if not connection.recv(256 * 1024):
+                        break  # the client read the answer and closed
+            except OSError:
+                pass
+            finally:
+                connection.close()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # stop() drains requests itself; idle keep-alives must not block exit
     block_on_close = False
@@ -378,9 +419,7 @@ class _Server(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.receiver._slots.acquire(blocking=False):
             # Over the connection cap: answer at once rather than queue a thread.
-            with contextlib.suppress(OSError):
-                request.sendall(_REFUSED_CONNECTION)
-            self.shutdown_request(request)
+            self.receiver._refuser.refuse(request)
             return
         try:
             super().process_request(request, client_address)
@@ -406,6 +445,7 @@ class HttpReceiver:
         self.stopping = False
         self.pages: dict[str, Page] = {}  # GET path → page (serve adds health and metrics)
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._refuser = _Refuser()
         self._lock = threading.Condition()
         self._connections: dict[socket.socket, bool] = {}  # socket → busy with a request
         self._server = _Server((host, port), self)

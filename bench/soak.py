@@ -238,13 +238,20 @@ class SoakReport:
 
 
 def soak(seconds: float, rate: float, exporters: int = 4, spans: int = 256,
-         sample_every: float = 5.0, folder: Path | None = None) -> SoakReport:
+         sample_every: float = 5.0, folder: Path | None = None,
+         memory_limit: str | None = None) -> SoakReport:
     context = multiprocessing.get_context("fork")
     parent_end, child_end = context.Pipe()
     client = context.Process(target=_exporters, args=(child_end, exporters, spans, rate))
     client.start()  # forked before this process starts any thread
     with tempfile.TemporaryDirectory(prefix="budgetscope-soak-", dir=folder) as scratch:
         owner = DatabaseOwner(Path(scratch) / "soak.duckdb")
+        if memory_limit:
+            # DuckDB keeps written blocks cached up to its limit (default 80% of RAM), which
+            # reads as growth over a long soak; a limit shows what the rest of the server does.
+            limiter = owner.cursor()
+            limiter.execute("SET memory_limit = ?", [memory_limit])
+            limiter.close()
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
                               derive=refresh_touched)
         receivers.start()
@@ -298,8 +305,11 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=256, help="spans per request")
     parser.add_argument("--sample-every", type=float, default=15.0, help="seconds between "
                         "memory samples")
+    parser.add_argument("--memory-limit", help="DuckDB memory_limit, e.g. 256MB (serve sets "
+                        "none: DuckDB's default is 80%% of RAM)")
     args = parser.parse_args()
-    report = soak(args.minutes * 60, args.rate, args.exporters, args.spans, args.sample_every)
+    report = soak(args.minutes * 60, args.rate, args.exporters, args.spans, args.sample_every,
+                  memory_limit=args.memory_limit)
     print("\n".join(report.lines(args.rate, args.exporters, args.spans)))
     for failure in report.dashboard_failures[:5]:
         print(f"  dashboard failure: {failure}")

@@ -1,8 +1,10 @@
 """Stores flattened batches: one transaction per call, a span stored at most once.
 
 Rows go in through Arrow (DuckDB scans an Arrow table without copying it row by row;
-`executemany` is about a thousand times slower). Duplicates are dropped by the primary key
-(trace_id, span_id) with INSERT OR IGNORE, which also covers duplicates inside one batch.
+`executemany` is about a thousand times slower). Duplicates are dropped through span_keys
+(ingest/schema/span_keys.sql): the batch's (trace_id, span_id) as integers go in first with
+INSERT OR IGNORE ... RETURNING, and only the spans whose keys came back are stored (all of
+them, without a join, in the usual case where every key was new and distinct).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ingest.flatten import RESOURCE_COLUMNS, SCOPE_COLUMNS, SPAN_COLUMNS, FlatBatch
@@ -40,7 +43,9 @@ SCOPE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.str
                           for c in SCOPE_COLUMNS])
 
 _SQL = Path(__file__).with_name("sql")
+INSERT_SPAN_KEYS = (_SQL / "insert_span_keys.sql").read_text(encoding="utf-8")
 INSERT_SPANS = (_SQL / "insert_spans.sql").read_text(encoding="utf-8")
+INSERT_NEW_SPANS = (_SQL / "insert_new_spans.sql").read_text(encoding="utf-8")
 MARK_PENDING = (_SQL / "mark_pending_derivations.sql").read_text(encoding="utf-8")
 INSERT_RESOURCES = "INSERT OR IGNORE INTO resources SELECT * FROM incoming_resources"
 INSERT_SCOPES = "INSERT OR IGNORE INTO scopes SELECT * FROM incoming_scopes"
@@ -54,6 +59,26 @@ class WriteResult:
 
 def to_arrow(batch: FlatBatch) -> pa.Table:
     return pa.Table.from_pydict(batch.spans, schema=SPAN_SCHEMA)
+
+
+def _id_words(hex_ids: list[str], words: int) -> list[pa.Array]:
+    """Fixed-width lowercase hex ids as `words` big-endian UBIGINT columns (vectorized: one
+    bytes.fromhex of the joined ids, ~0.05 µs a span)."""
+    if not hex_ids:
+        return [pa.array([], pa.uint64()) for _ in range(words)]
+    values = np.frombuffer(bytes.fromhex("".join(hex_ids)), dtype=">u8").astype(np.uint64)
+    return [pa.array(np.ascontiguousarray(values[word::words])) for word in range(words)]
+
+
+def with_keys(spans: pa.Table, batch: FlatBatch) -> pa.Table:
+    """The spans table plus span_keys' columns and each row's arrival order."""
+    trace_hi, trace_lo = _id_words(batch.spans["trace_id"], 2)
+    [span_key] = _id_words(batch.spans["span_id"], 1)
+    for name, column in (("trace_key_hi", trace_hi), ("trace_key_lo", trace_lo),
+                         ("span_key", span_key),
+                         ("arrival", pa.array(np.arange(spans.num_rows, dtype=np.int64)))):
+        spans = spans.append_column(name, column)
+    return spans
 
 
 def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa.Table:
@@ -80,7 +105,7 @@ class SpanWriter:
     def write(self, batch: FlatBatch) -> WriteResult:
         if batch.span_count == 0:
             return WriteResult(0, 0)
-        spans = to_arrow(batch)
+        spans = with_keys(to_arrow(batch), batch)
         resources = _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
         scopes = _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
         con = self.con
@@ -91,7 +116,15 @@ class SpanWriter:
             con.register("incoming_scopes", scopes)
             con.execute(INSERT_RESOURCES)
             con.execute(INSERT_SCOPES)
-            row = con.execute(INSERT_SPANS).fetchone()
+            new_keys = con.execute(INSERT_SPAN_KEYS).fetchnumpy()
+            new = len(new_keys["span_key"])
+            if new == spans.num_rows:
+                row = con.execute(INSERT_SPANS).fetchone()
+            elif new:
+                con.register("new_span_keys", pa.table(new_keys))
+                row = con.execute(INSERT_NEW_SPANS).fetchone()
+            else:
+                row = (0,)
             con.execute(MARK_PENDING)
             if self.after_write is not None:
                 con.execute("CREATE OR REPLACE TEMP TABLE touched_traces AS "
@@ -105,7 +138,8 @@ class SpanWriter:
                 con.rollback()
             raise
         finally:
-            for name in ("incoming_spans", "incoming_resources", "incoming_scopes"):
+            for name in ("incoming_spans", "incoming_resources", "incoming_scopes",
+                         "new_span_keys"):
                 con.unregister(name)
         inserted = int(row[0]) if row else 0
         return WriteResult(inserted, batch.span_count - inserted)

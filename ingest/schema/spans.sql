@@ -1,4 +1,4 @@
--- spans: one row per span as received, identified by (trace_id, span_id).
+-- spans: one row per span as received, identified by (trace_id, span_id) (see span_keys.sql).
 -- Everything OTLP carries is kept (attributes, events and links whole, as JSON and typed lists);
 -- the attributes SPEC.md computes with are also copied into typed columns so that queries
 -- never parse strings. The typed columns are a cache of `attributes`, never a replacement.
@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS spans (
     -- exception.type of each `exception` event, in event order (SPEC §3 rule 4).
     exception_types          VARCHAR[] NOT NULL,
 
-    received_at              TIMESTAMPTZ NOT NULL,  -- when this row was committed
-    PRIMARY KEY (trace_id, span_id)
+    received_at              TIMESTAMPTZ NOT NULL  -- when this row was committed
+    -- No primary key here: (trace_id, span_id) is unique through span_keys (span_keys.sql),
+    -- whose integer key costs less to keep than an index on these two strings.
 );

@@ -12,4 +12,9 @@ WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM trace_arrivals WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM pending_derivations
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+-- the spans' keys (ingest/schema/span_keys.sql), so that a removed trace sent again is stored
+DELETE FROM span_keys
+WHERE (trace_key_hi, trace_key_lo) IN (
+    SELECT ('0x' || substr(trace_id, 1, 16))::UBIGINT, ('0x' || substr(trace_id, 17, 16))::UBIGINT
+    FROM retention_slice WHERE expired);
 DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);

@@ -35,6 +35,7 @@ from ingest.database import connect as duckdb_connect
 from queries import clickhouse, reports
 from queries.clickhouse import BACKEND_ENV
 from queries.filters import Filters
+from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
 from queries.otel_traces_load import load_files, load_requests
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run
@@ -77,6 +78,28 @@ def invoke(*args: str) -> bytes:
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == 0, result.output
     return result.stdout_bytes
+
+
+# ---- one definition, two dialects -------------------------------------------------------
+
+def test_every_clickhouse_query_translates_a_duckdb_one() -> None:
+    """Besides the exporter's table and the derivation, each ClickHouse file is the dialect of
+    a DuckDB file of the same name (never a second, diverging analysis)."""
+    own = {"otel_traces_table", "derive_build", "derive_state"}
+    assert CLICKHOUSE_QUERY_NAMES - own <= QUERY_NAMES
+
+
+def test_backend_urls() -> None:
+    assert clickhouse.parse_backend_url("chdb:///var/lib/t").path == "/var/lib/t"
+    server = clickhouse.parse_backend_url("clickhouse://bob:s%40cret@ch.internal:9000/otel")
+    assert (server.user, server.password, server.host, server.port, server.database) == \
+        ("bob", "s@cret", "ch.internal", 9000, "otel")
+    assert "s@cret" not in server.describe()
+    for bad in ("mysql://x/y", "chdb://", "clickhouse:///otel", "clickhouse://h:port/x"):
+        with pytest.raises(clickhouse.BackendError):
+            clickhouse.parse_backend_url(bad)
+    result = CliRunner().invoke(cli, ["--backend", "mysql://x", "report", "runs"])
+    assert result.exit_code == 1 and "a backend is chdb:///FOLDER" in result.output
 
 
 # ---- the exporter's table ----------------------------------------------------------------

@@ -11,7 +11,6 @@
 -- Statements end with ';' at the end of a line (queries.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 
-DROP TABLE IF EXISTS budgetscope_tmp_raw;
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
 DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
@@ -33,89 +32,89 @@ SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS tr
        now64(3) AS derived_at
 FROM otel_traces;
 
--- 1a. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
--- DuckDB backend keeps one copy of each (its primary key), so does this. The SPEC attributes
--- are read as trimmed strings (NULL when absent: a missing Map key reads as '').
-CREATE TABLE budgetscope_tmp_raw ENGINE = MergeTree ORDER BY tuple() AS
-SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
-       toString(SpanName) AS name,
-       toUnixTimestamp64Nano(Timestamp) AS start_ns,
-       toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
-       -- the exporter writes pdata's names (Unset/Ok/Error); older versions wrote the proto's
-       multiIf(StatusCode IN ('Error', 'STATUS_CODE_ERROR'), 2,
-               StatusCode IN ('Ok', 'STATUS_CODE_OK'), 1, 0) AS status_code,
-       nullIf(toString(ServiceName), '') AS service_name,
-       if(mapContains(SpanAttributes, 'budget.total_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.total_ms']), NULL) AS t_total,
-       if(mapContains(SpanAttributes, 'budget.deadline_unix_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.deadline_unix_ms']), NULL) AS t_deadline,
-       if(mapContains(SpanAttributes, 'budget.reserve_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reserve_ms']), NULL) AS t_reserve,
-       if(mapContains(SpanAttributes, 'budget.remaining_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.remaining_ms']), NULL) AS t_remaining,
-       if(mapContains(SpanAttributes, 'budget.cap_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cap_ms']), NULL) AS t_cap,
-       if(mapContains(SpanAttributes, 'budget.allocated_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.allocated_ms']), NULL) AS t_allocated,
-       if(mapContains(SpanAttributes, 'budget.attempt'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
-       if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
-       if(mapContains(SpanAttributes, 'http.response.status_code'),
-          trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']), NULL) AS t_http,
-       -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
-       multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
-                   SpanAttributes['rpc.grpc.status_code'],
-               mapContains(SpanAttributes, 'rpc.response.status_code'),
-                   SpanAttributes['rpc.response.status_code'],
-               mapContains(SpanAttributes, 'rpc.status_code'),
-                   SpanAttributes['rpc.status_code'], NULL) AS t_grpc,
-       if(mapContains(SpanAttributes, 'budget.run.outcome'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.run.outcome'])), NULL)
-           AS budget_run_outcome,
-       if(mapContains(SpanAttributes, 'budget.step.kind'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.step.kind'])), NULL)
-           AS budget_step_kind,
-       if(mapContains(SpanAttributes, 'budget.step.name'),
-          SpanAttributes['budget.step.name'], NULL) AS budget_step_name,
-       if(mapContains(SpanAttributes, 'budget.outcome'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.outcome'])), NULL)
-           AS budget_outcome,
-       if(mapContains(SpanAttributes, 'budget.side_effect'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.side_effect'])), NULL)
-           AS budget_side_effect,
-       if(mapContains(SpanAttributes, 'budget.effect_status'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.effect_status'])), NULL)
-           AS budget_effect_status,
-       if(mapContains(SpanAttributes, 'budget.idempotency_key'),
-          SpanAttributes['budget.idempotency_key'], NULL) AS budget_idempotency_key,
-       if(mapContains(SpanAttributes, 'budget.hedge'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.hedge'])), NULL) AS t_hedge,
-       if(mapContains(SpanAttributes, 'budget.reconcile.result'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reconcile.result'])), NULL)
-           AS budget_reconcile_result,
-       if(mapContains(SpanAttributes, 'gen_ai.operation.name'),
-          lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['gen_ai.operation.name'])), NULL)
-           AS gen_ai_operation_name,
-       if(mapContains(SpanAttributes, 'gen_ai.tool.name'),
-          SpanAttributes['gen_ai.tool.name'], NULL) AS gen_ai_tool_name,
-       if(mapContains(SpanAttributes, 'gen_ai.request.model'),
-          SpanAttributes['gen_ai.request.model'], NULL) AS gen_ai_request_model,
-       if(mapContains(SpanAttributes, 'gen_ai.agent.name'),
-          SpanAttributes['gen_ai.agent.name'], NULL) AS gen_ai_agent_name,
-       if(mapContains(SpanAttributes, 'error.type'),
-          SpanAttributes['error.type'], NULL) AS error_type,
-       -- exception.type of each `exception` event, in event order, non-empty ones only
-       arrayFilter(x -> x != '', arrayMap((n, a) -> if(n = 'exception', a['exception.type'], ''),
-                                          Events.Name, Events.Attributes)) AS exception_types,
-       arrayZip(Links.TraceId, Links.SpanId) AS links
-FROM otel_traces
-LIMIT 1 BY TraceId, SpanId;
-
--- 1b. Typed columns (as ingest/typed_attributes.py: an integer is any number without a
--- fraction, written as an integer or not), then step kind, name and class (SPEC §2, §3).
+-- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
+-- DuckDB backend keeps one copy of each, so does this. The SPEC attributes are read as
+-- trimmed strings (NULL when absent: a missing Map key reads as ''), then typed (`raw` and
+-- `typed` are one statement: a table between them cost a write and a read of every span),
+-- as ingest/typed_attributes.py types them at ingest (an integer is any number without a
+-- fraction, written as an integer or not); then step kind, name and class (SPEC §2, §3).
 CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
-WITH typed AS (
+WITH raw AS (
+        SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
+               toString(SpanName) AS name,
+               toUnixTimestamp64Nano(Timestamp) AS start_ns,
+               toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
+               -- the exporter writes pdata's names (Unset/Ok/Error); older versions wrote the proto's
+               multiIf(StatusCode IN ('Error', 'STATUS_CODE_ERROR'), 2,
+                       StatusCode IN ('Ok', 'STATUS_CODE_OK'), 1, 0) AS status_code,
+               nullIf(toString(ServiceName), '') AS service_name,
+               if(mapContains(SpanAttributes, 'budget.total_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.total_ms']), NULL) AS t_total,
+               if(mapContains(SpanAttributes, 'budget.deadline_unix_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.deadline_unix_ms']), NULL) AS t_deadline,
+               if(mapContains(SpanAttributes, 'budget.reserve_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reserve_ms']), NULL) AS t_reserve,
+               if(mapContains(SpanAttributes, 'budget.remaining_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.remaining_ms']), NULL) AS t_remaining,
+               if(mapContains(SpanAttributes, 'budget.cap_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cap_ms']), NULL) AS t_cap,
+               if(mapContains(SpanAttributes, 'budget.allocated_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.allocated_ms']), NULL) AS t_allocated,
+               if(mapContains(SpanAttributes, 'budget.attempt'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
+               if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
+               if(mapContains(SpanAttributes, 'http.response.status_code'),
+                  trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']), NULL) AS t_http,
+               -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
+               multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
+                           SpanAttributes['rpc.grpc.status_code'],
+                       mapContains(SpanAttributes, 'rpc.response.status_code'),
+                           SpanAttributes['rpc.response.status_code'],
+                       mapContains(SpanAttributes, 'rpc.status_code'),
+                           SpanAttributes['rpc.status_code'], NULL) AS t_grpc,
+               if(mapContains(SpanAttributes, 'budget.run.outcome'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.run.outcome'])), NULL)
+                   AS budget_run_outcome,
+               if(mapContains(SpanAttributes, 'budget.step.kind'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.step.kind'])), NULL)
+                   AS budget_step_kind,
+               if(mapContains(SpanAttributes, 'budget.step.name'),
+                  SpanAttributes['budget.step.name'], NULL) AS budget_step_name,
+               if(mapContains(SpanAttributes, 'budget.outcome'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.outcome'])), NULL)
+                   AS budget_outcome,
+               if(mapContains(SpanAttributes, 'budget.side_effect'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.side_effect'])), NULL)
+                   AS budget_side_effect,
+               if(mapContains(SpanAttributes, 'budget.effect_status'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.effect_status'])), NULL)
+                   AS budget_effect_status,
+               if(mapContains(SpanAttributes, 'budget.idempotency_key'),
+                  SpanAttributes['budget.idempotency_key'], NULL) AS budget_idempotency_key,
+               if(mapContains(SpanAttributes, 'budget.hedge'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.hedge'])), NULL) AS t_hedge,
+               if(mapContains(SpanAttributes, 'budget.reconcile.result'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reconcile.result'])), NULL)
+                   AS budget_reconcile_result,
+               if(mapContains(SpanAttributes, 'gen_ai.operation.name'),
+                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['gen_ai.operation.name'])), NULL)
+                   AS gen_ai_operation_name,
+               if(mapContains(SpanAttributes, 'gen_ai.tool.name'),
+                  SpanAttributes['gen_ai.tool.name'], NULL) AS gen_ai_tool_name,
+               if(mapContains(SpanAttributes, 'gen_ai.request.model'),
+                  SpanAttributes['gen_ai.request.model'], NULL) AS gen_ai_request_model,
+               if(mapContains(SpanAttributes, 'gen_ai.agent.name'),
+                  SpanAttributes['gen_ai.agent.name'], NULL) AS gen_ai_agent_name,
+               if(mapContains(SpanAttributes, 'error.type'),
+                  SpanAttributes['error.type'], NULL) AS error_type,
+               -- exception.type of each `exception` event, in event order, non-empty ones only
+               arrayFilter(x -> x != '', arrayMap((n, a) -> if(n = 'exception', a['exception.type'], ''),
+                                                  Events.Name, Events.Attributes)) AS exception_types,
+               arrayZip(Links.TraceId, Links.SpanId) AS links
+        FROM otel_traces
+        LIMIT 1 BY TraceId, SpanId
+), typed AS (
     SELECT *,
            coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
            coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
@@ -132,7 +131,7 @@ WITH typed AS (
                coalesce(toInt64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc)), if(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc)) = floor(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))) AND abs(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))) < 9.2e18, toInt64(toFloat64OrNull(trim(BOTH ' \t\n\r' FROM t_grpc))), NULL))) AS grpc_status_code,
            CAST(multiIf(t_hedge IN ('true', '1', 'yes'), true, t_hedge IN ('false', '0', 'no'),
                         false, NULL), 'Nullable(Bool)') AS budget_hedge
-    FROM budgetscope_tmp_raw
+    FROM raw
 ), picked AS (
     SELECT *,
            budget_step_kind IS NOT NULL OR gen_ai_operation_name IS NOT NULL AS is_step,
@@ -475,7 +474,6 @@ CREATE TABLE IF NOT EXISTS budgetscope_write_steps AS budgetscope_write_steps_ne
 EXCHANGE TABLES budgetscope_write_steps AND budgetscope_write_steps_next;
 DROP TABLE IF EXISTS budgetscope_write_steps_next;
 
-DROP TABLE IF EXISTS budgetscope_tmp_raw;
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
 DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;

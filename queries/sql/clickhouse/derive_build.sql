@@ -276,7 +276,10 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
            s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
        if(s.step_kind = 'reconcile', s.link_targets, []) AS link_targets,
        r.agent AS agent, r.start_ns AS run_start_ns,
-       CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget
+       CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget,
+       -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report
+       -- groups steps by it directly instead of joining them to their runs' weeks
+       r.week AS week
 FROM budgetscope_tmp_walk w
 JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
 JOIN budgetscope_tmp_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
@@ -409,7 +412,8 @@ SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
        st.reconcile_result AS reconcile_result, st.cleanup_ms AS cleanup_ms,
        st.is_write AS is_write, st.is_uncertain AS is_uncertain,
        st.link_targets AS link_targets, st.agent AS agent, st.run_start_ns AS run_start_ns,
-       st.run_has_budget AS run_has_budget, c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
+       st.run_has_budget AS run_has_budget, st.week AS week,
+       c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
 FROM budgetscope_tmp_steps st
 JOIN budgetscope_runs_next r ON r.run_id = st.run_id
 LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;

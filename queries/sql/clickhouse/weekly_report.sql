@@ -1,7 +1,8 @@
 -- name: weekly_report
 -- One row per ISO week (UTC, Monday start, of the run start) × agent: the SPEC §7 columns; ClickHouse dialect of sql/weekly_report.sql.
--- Same structure as the DuckDB file: steps are first summed per (run start, agent), which
--- identifies the run's week and agent without joining every step to its run.
+-- Steps carry their run's week here (budgetscope_steps.week, set by derive_build.sql), so they
+-- are grouped by week directly; the DuckDB file sums them per run start first and joins the
+-- weeks. Same groups, same sums.
 WITH r AS (
     SELECT * FROM budgetscope_runs
     WHERE ({since_ns:Nullable(Int64)} IS NULL OR start_ns >= {since_ns:Nullable(Int64)})
@@ -17,8 +18,8 @@ WITH r AS (
            quantileExactInclusive(0.99)(utilisation) AS utilisation_p99,
            sumIfOrNull(budget_ms, exhausted) AS exhausted_budget_ms
     FROM r GROUP BY week, agent
-), step_start AS (
-    SELECT run_start_ns, agent,
+), step_week AS (
+    SELECT week, agent,
            count() AS steps,
            countIf(class = 'client_timeout') AS client_timeouts,
            countIf(class = 'upstream_error') AS upstream_errors,
@@ -27,9 +28,9 @@ WITH r AS (
     WHERE ({since_ns:Nullable(Int64)} IS NULL OR run_start_ns >= {since_ns:Nullable(Int64)})
       AND ({until_ns:Nullable(Int64)} IS NULL OR run_start_ns < {until_ns:Nullable(Int64)})
       AND ({agent:Nullable(String)} IS NULL OR agent = {agent:Nullable(String)})
-    GROUP BY run_start_ns, agent
-), write_start AS (
-    SELECT run_start_ns, agent,
+    GROUP BY week, agent
+), write_week AS (
+    SELECT week, agent,
            count() AS write_steps,
            countIf(reconciled) AS reconciled_writes,
            countIf(orphan) AS orphan_writes
@@ -37,30 +38,15 @@ WITH r AS (
     WHERE ({since_ns:Nullable(Int64)} IS NULL OR run_start_ns >= {since_ns:Nullable(Int64)})
       AND ({until_ns:Nullable(Int64)} IS NULL OR run_start_ns < {until_ns:Nullable(Int64)})
       AND ({agent:Nullable(String)} IS NULL OR agent = {agent:Nullable(String)})
-    GROUP BY run_start_ns, agent
-), key_start AS (
-    SELECT run_start_ns, agent, step_key, sum(consumption_ms) AS consumption_ms
+    GROUP BY week, agent
+), key_week AS (
+    SELECT week, agent, step_key, sum(consumption_ms) AS consumption_ms
     FROM budgetscope_steps
     WHERE is_top_level AND run_exhausted
       AND ({since_ns:Nullable(Int64)} IS NULL OR run_start_ns >= {since_ns:Nullable(Int64)})
       AND ({until_ns:Nullable(Int64)} IS NULL OR run_start_ns < {until_ns:Nullable(Int64)})
       AND ({agent:Nullable(String)} IS NULL OR agent = {agent:Nullable(String)})
-    GROUP BY run_start_ns, agent, step_key
-), weeks AS (
-    SELECT DISTINCT start_ns, week FROM r
-), step_week AS (
-    SELECT w.week AS week, s.agent AS agent, sum(s.steps) AS steps,
-           sum(s.client_timeouts) AS client_timeouts, sum(s.upstream_errors) AS upstream_errors,
-           sum(s.refused) AS refused
-    FROM step_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY week, agent
-), write_week AS (
-    SELECT w.week AS week, s.agent AS agent, sum(s.write_steps) AS write_steps,
-           sum(s.reconciled_writes) AS reconciled_writes, sum(s.orphan_writes) AS orphan_writes
-    FROM write_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY week, agent
-), key_week AS (
-    SELECT w.week AS week, s.agent AS agent, s.step_key AS step_key,
-           sum(s.consumption_ms) AS consumption_ms
-    FROM key_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY week, agent, step_key
+    GROUP BY week, agent, step_key
 ), culprit_week AS (
     SELECT week, agent, culprit_key AS step_key, count() AS culprit_runs
     FROM r WHERE exhausted GROUP BY week, agent, step_key

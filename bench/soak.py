@@ -193,7 +193,7 @@ class SoakReport:
     refused: int
     errors: int
     latencies: list[float]
-    memory: list[tuple[float, float, int]]  # (seconds, RSS MB, spans committed so far)
+    memory: list[tuple[float, float, float, int]]  # (s, RSS MB, DuckDB MB, spans stored)
     dashboard_seconds: list[float]
     dashboard_failures: list[str]
     behind_seconds: float
@@ -223,15 +223,17 @@ class SoakReport:
                        f"ms, max {max(self.dashboard_seconds) * 1000:.0f} ms "
                        f"({len(self.dashboard_seconds)} rounds, "
                        f"{len(self.dashboard_failures)} failed)")
-        out.append("  resident memory of the server (s: MB, spans stored):")
-        out.extend(f"    {at:6.0f} s: {mb:6.0f} MB  {stored:>10,}" for at, mb, stored
-                   in self.memory)
-        if len(self.memory) >= 4:
-            quarter = max(len(self.memory) // 4, 1)
-            first = statistics.mean(mb for _, mb, _ in self.memory[:quarter])
-            last = statistics.mean(mb for _, mb, _ in self.memory[-quarter:])
-            out.append(f"  memory first quarter {first:.0f} MB, last quarter {last:.0f} MB "
-                       f"({last / first:.2f}x)")
+        out.append("  resident memory of the server (s: RSS, of which DuckDB's own, spans "
+                   "stored):")
+        out.extend(f"    {at:6.0f} s: {mb:6.0f} MB  {duck:6.0f} MB  {stored:>10,}"
+                   for at, mb, duck, stored in self.memory)
+        warm = self.memory[1:]  # the first sample is before any request
+        if len(warm) >= 4:
+            quarter = max(len(warm) // 4, 1)
+            first = statistics.mean(mb for _, mb, _, _ in warm[:quarter])
+            last = statistics.mean(mb for _, mb, _, _ in warm[-quarter:])
+            out.append(f"  RSS after warm-up: first quarter {first:.0f} MB, last quarter "
+                       f"{last:.0f} MB ({last / first:.2f}x)")
         out.append(f"  correctness: {self.acknowledged:,} acknowledged, {self.stored:,} "
                    f"stored, {self.lost} lost, {self.duplicated} duplicated")
         return out
@@ -260,14 +262,18 @@ def soak(seconds: float, rate: float, exporters: int = 4, spans: int = 256,
         failures: list[str] = []
         dashboard = threading.Thread(target=_dashboard, args=(owner, stop, timings, failures))
         dashboard.start()
-        memory: list[tuple[float, float, int]] = []
+        memory: list[tuple[float, float, float, int]] = []
         began = time.monotonic()
 
         def sample() -> None:
+            cursor = owner.cursor()
             while True:
-                memory.append((time.monotonic() - began, _rss_mb(),
+                duck = cursor.execute(
+                    "SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] or 0
+                memory.append((time.monotonic() - began, _rss_mb(), duck / 2**20,
                                receivers.committer.stats.spans_inserted))
                 if stop.wait(sample_every):
+                    cursor.close()
                     return
 
         sampler = threading.Thread(target=sample)
@@ -279,9 +285,10 @@ def soak(seconds: float, rate: float, exporters: int = 4, spans: int = 256,
         dashboard.join()
         sampler.join()
         receivers.stop()
-        memory.append((time.monotonic() - began, _rss_mb(),
-                       receivers.committer.stats.spans_inserted))
         cursor = owner.cursor()
+        duck = cursor.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0]
+        memory.append((time.monotonic() - began, _rss_mb(), (duck or 0) / 2**20,
+                       receivers.committer.stats.spans_inserted))
         stored, distinct = cursor.execute(
             "SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM spans").fetchone()
         cursor.close()

@@ -175,6 +175,12 @@ def _step_order(steps: pd.DataFrame) -> np.ndarray:
     return order
 
 
+def _recorded_exhausted(runs: pd.DataFrame) -> np.ndarray:
+    """runs.exhausted as booleans; unknown (no budget) counts as not exhausted."""
+    return runs["exhausted"].astype(object).where(runs["exhausted"].notna(), False) \
+        .astype(bool).to_numpy()
+
+
 def _per_run_max(run: np.ndarray, values: np.ndarray, n_runs: int) -> np.ndarray:
     """max of `values` per run (0 for a run without any), `run` sorted ascending."""
     out = np.zeros(n_runs)
@@ -500,8 +506,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     unchanged[prep.run[differs]] = False
     if policy.deadline_ms is not None:
         unchanged &= budget == policy.deadline_ms
-    recorded = runs["exhausted"].to_numpy(dtype=object)
-    recorded_exhausted = np.array([v is True or v is np.True_ for v in recorded], dtype=bool)
+    recorded_exhausted = _recorded_exhausted(runs)
     exhausted = np.where(unchanged & budgeted, recorded_exhausted, exhausted)
     utilisation = np.where(unchanged, runs["utilisation"].to_numpy(dtype=float,
                                                                    na_value=np.nan),
@@ -543,12 +548,17 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
         n_predicted = predicted["calls"] / predicted_runs
         replayed_actual = actual_runs_timeout / actual_runs
         replayed = predicted_runs_timeout / predicted_runs
+    # The cap a step key runs under, when all its calls share one finite cap (else empty).
     policy_cap = np.full(k, np.nan)
-    for code in range(k):
-        mine = cap[key == code]
-        finite = mine[np.isfinite(mine)]
-        if len(finite) and np.all(finite == finite[0]) and len(finite) == len(mine):
-            policy_cap[code] = finite[0]
+    if len(key):
+        by_key = np.argsort(key, kind="stable")
+        starts = np.searchsorted(key[by_key], np.arange(k))
+        present = np.bincount(key, minlength=k) > 0
+        sorted_caps = cap[by_key]
+        low = np.minimum.reduceat(sorted_caps, np.minimum(starts, len(key) - 1))
+        high = np.maximum.reduceat(sorted_caps, np.minimum(starts, len(key) - 1))
+        uniform = present & (low == high) & np.isfinite(high)
+        policy_cap[uniform] = high[uniform]
     tools = pd.DataFrame({
         "step_key": prep.keys.astype(str),
         "cap_ms": policy_cap,
@@ -576,9 +586,7 @@ def _result(prep: Prepared, policy: SimulationPolicy, cap: np.ndarray, calls: np
                    + tools["refused"]) > 0].reset_index(drop=True)
 
     actual_util = runs["utilisation"].to_numpy(dtype=float, na_value=np.nan)[budgeted]
-    actual_exhausted = runs["exhausted"].to_numpy(dtype=object)[budgeted]
-    actual_exhausted = np.array([bool(v) if v is not None and v is not pd.NA else False
-                                 for v in actual_exhausted], dtype=bool)
+    actual_exhausted = _recorded_exhausted(runs)[budgeted]
     predicted_exhausted = exhausted[budgeted]
     predicted_util = utilisation[budgeted]
     beyond = actual_exhausted & ~predicted_exhausted

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -160,3 +161,20 @@ def flatten_protobuf(body: bytes, where: str = "",
     batch = flatten_request(request, where=where, max_future_ns=max_future_ns)
     batch.rejections[:0] = rejections
     return batch
+
+
+def flatten_parsed(request: ExportTraceServiceRequest, *, where: str = "",
+                   max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
+                   into: FlatBatch | None = None) -> FlatBatch:
+    """Like flatten_request, for a request already parsed by the generated classes (files):
+    serialized again (~1 µs a span) and read through the wire classes and their caches. Into a
+    batch of its own first, so that a DecodeError half way leaves `into` untouched."""
+    try:
+        batch = flatten_request(WireRequest.FromString(request.SerializeToString()), where=where,
+                                max_future_ns=max_future_ns, reader=WireReader)
+    except DecodeError:
+        batch = flatten_request(request, where=where, max_future_ns=max_future_ns)
+    if into is None:
+        return batch
+    into.extend(batch)
+    return into

@@ -20,9 +20,10 @@ from typing import Any, BinaryIO
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.flatten import FlatBatch, flatten_request
+from ingest.flatten import FlatBatch
 from ingest.otlp_json import NotOtlpJson, check_request_shape, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request, iter_streamed_request
+from ingest.proto_flatten import flatten_parsed
 from ingest.protowire import WireError
 from ingest.rejections import Rejection
 
@@ -50,8 +51,9 @@ class Piece:
             flatten_json_request(self.document, where=self.where, check_text=self.check_text,
                                  max_future_ns=max_future_ns, into=into)
         elif self.request is not None and self.request.resource_spans:
-            flatten_request(self.request, where=self.where, max_future_ns=max_future_ns,
-                            into=into)
+            # the receivers' fast path (ingest/proto_flatten.py): same rows, a third of the CPU
+            flatten_parsed(self.request, where=self.where, max_future_ns=max_future_ns,
+                           into=into)
 
 
 class CountingReader(io.RawIOBase):

@@ -13,7 +13,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from ingest.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
 from ingest.flatten import FlatBatch, flatten_request
 from ingest.proto_decode import decode_request
-from ingest.proto_flatten import flatten_protobuf
+from ingest.proto_flatten import flatten_parsed, flatten_protobuf
 
 NOW = 1_795_428_000 * 10**9
 
@@ -142,6 +142,12 @@ def test_rich_request_same_rows_ids_and_refusals() -> None:
     assert fast.span_count == 48 and len(fast.rejections) == 16
     # the second time every attribute comes from the cache: still the same rows
     assert_same(flatten_protobuf(body, "here"), careful(body, "here"))
+    # files' already-parsed requests, appended to a batch holding rows already
+    into = careful(body, "before")
+    flatten_parsed(rich_request(), where="here", into=into)
+    expected = careful(body, "before")
+    expected.extend(careful(body, "here"))
+    assert_same(into, expected)
 
 
 def test_attribute_count_limit_same_as_careful_path() -> None:

@@ -22,7 +22,7 @@ from queries.filters import FilterError, Filters
 
 RUN_PAGE = "app_pages/run.py"
 PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliation", "run",
-              "weekly"}
+              "weekly", "simulate"}
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
 _FOLLOW = "follow_new_spans"  # the sidebar toggle

@@ -78,9 +78,7 @@ def connect(path: str | os.PathLike[str], *, read_only: bool = False) -> duckdb.
     """Open (creating if needed) the database and its schema. Raises DatabaseBusy."""
     text = str(path)
     try:
-        if read_only:
-            return duckdb.connect(text, read_only=True)
-        con = duckdb.connect(text)
+        con = duckdb.connect(text, read_only=read_only)
     except duckdb.IOException as error:
         match = _LOCK_HOLDER.search(str(error))
         if match:
@@ -88,6 +86,11 @@ def connect(path: str | os.PathLike[str], *, read_only: bool = False) -> duckdb.
             raise DatabaseBusy(text, pid, _command_line(pid) or match["program"],
                                _serve_announcement(text, pid)) from None
         raise
+    # DuckDB draws its own progress bar on stdout for queries over 2 s; ours (ingest
+    # --progress) is the one asked for, and a second one garbles logs and piped CSV.
+    con.execute("SET enable_progress_bar = false")
+    if read_only:
+        return con
     try:
         apply_schema(con)
     except Exception:

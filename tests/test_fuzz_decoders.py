@@ -178,6 +178,21 @@ def test_http_receiver_answers_every_mutated_body(receiver, seed: str,
         assert problem.code in (3, 8) and problem.message.strip()
 
 
+@_settings(50)
+@given(seed=st.integers(0, 2**32), rounds=st.integers(1, 4))
+def test_http_receiver_stores_or_refuses_json_with_hostile_values(receiver, seed: int,
+                                                                 rounds: int) -> None:
+    """Hostile values in any field, all the way into the database: a 200 means committed, so
+    every row the decoder accepted was also one DuckDB could store."""
+    import random
+
+    body = fuzz.mutate_json(DOCUMENT, random.Random(seed), rounds)
+    status, answer = _post(receiver.http_url, body, "application/json", None)
+    assert status in (200, 400), (status, answer[:300])
+    if status == 400:
+        assert json.loads(answer)["message"].strip()
+
+
 @pytest.fixture(scope="module")
 def grpc_export(receiver):
     with grpc.insecure_channel(receiver.grpc_target) as channel:

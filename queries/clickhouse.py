@@ -10,7 +10,8 @@ A backend URL picks the engine:
 
 Queries come from queries/sql/clickhouse/ (loader.CLICKHOUSE_QUERIES); values are always bound as
 ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
-Only results travel: every query returns an aggregate or one run's rows.
+Only results travel: report rows (aggregates; for `runs`, one row per run; for the run view,
+one run's steps), never spans. chdb allows one data folder per process at a time.
 """
 
 from __future__ import annotations
@@ -231,8 +232,8 @@ _open_lock = threading.Lock()
 
 
 def connect(url: str | BackendUrl) -> ClickHouseConnection:
-    """A connection for this URL, shared within the process: chdb allows one session per data
-    folder at a time, and a server client is reusable."""
+    """A connection for this URL, shared within the process: chdb allows one data folder per
+    process at a time, and a server client is reusable."""
     parsed = parse_backend_url(url) if isinstance(url, str) else url
     with _open_lock:
         con = _open.get(parsed)

@@ -122,7 +122,8 @@ def check_storable(batch: FlatBatch) -> None:
 
 
 def protobuf_body(body: bytes) -> str:
-    """An OTLP/HTTP or gRPC protobuf body, as the receivers decode it."""
+    """A protobuf request through decode_request and flatten_request (the salvaging decoder
+    that file ingest uses for length-prefixed messages)."""
     try:
         decoded, rejections = decode_request(body, "fuzz")
     except UndecodableMessage as error:
@@ -130,6 +131,18 @@ def protobuf_body(body: bytes) -> str:
         return "undecodable"
     batch = flatten_request(decoded, where="fuzz")
     check_rejections(rejections + batch.rejections)
+    check_storable(batch)
+    return "accepted" if batch.span_count else "empty"
+
+
+def receiver_protobuf_body(body: bytes) -> str:
+    """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
+    try:
+        batch = Exporter._decode_protobuf(body, "fuzz")
+    except Undecodable as error:
+        assert str(error).strip()
+        return "undecodable"
+    check_rejections(batch.rejections)
     check_storable(batch)
     return "accepted" if batch.span_count else "empty"
 

@@ -55,6 +55,7 @@ def test_mutated_protobuf_bodies_are_decoded_or_refused_with_a_reason(
     body = fuzz.apply_edits(SEEDS[seed], changes)
     with fuzz.watchdog(WATCHDOG_SECONDS):
         fuzz.protobuf_body(body)
+        fuzz.receiver_protobuf_body(body)
 
 
 @_settings(200)
@@ -81,6 +82,7 @@ def test_json_documents_with_hostile_values_in_any_field(seed: int, rounds: int)
 def test_arbitrary_bytes_as_protobuf_json_and_gzip(body: bytes) -> None:
     with fuzz.watchdog(WATCHDOG_SECONDS):
         fuzz.protobuf_body(body)
+        fuzz.receiver_protobuf_body(body)
         fuzz.json_body(body)
         fuzz.gzip_body(body, fuzz.protobuf_body)
         fuzz.gzip_body(b"\x1f\x8b\x08\x00" + body, fuzz.json_body)
@@ -131,9 +133,10 @@ def test_protobuf_span_fields_at_any_value_are_stored_or_refused_alone(
     event.time_unix_nano, event.dropped_attributes_count = event_time, dropped[3]
     attribute = hostile.attributes.add()
     attribute.key, attribute.value.int_value = "rpc.grpc.status_code", grpc_code
+    body = message.SerializeToString()
     with fuzz.watchdog(WATCHDOG_SECONDS):
-        outcome = fuzz.protobuf_body(message.SerializeToString())
-    assert outcome == "accepted"  # the good span at least
+        assert fuzz.protobuf_body(body) == "accepted"  # the good span at least
+        assert fuzz.receiver_protobuf_body(body) == "accepted"
 
 
 @pytest.fixture(scope="module")

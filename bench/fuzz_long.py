@@ -1,0 +1,119 @@
+"""Long random fuzzing of every decoder: the checks of tests/test_fuzz_decoders.py, at random,
+for as long as asked. Prints examples/s per target and every distinct failure with the input
+that caused it (saved under --out), then exits non-zero if anything failed.
+
+    .venv/bin/python bench/fuzz_long.py --seconds 600 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests import fuzz_harness as fuzz  # noqa: E402
+
+TARGETS = ("protobuf", "receiver-protobuf", "json", "json-fields", "file", "file-gzip",
+           "gzip-corrupt", "bytes")
+
+
+def one(target: str, seeds: dict[str, bytes], document: object, rng: random.Random,
+        folder: Path) -> tuple[str, bytes]:
+    rounds = rng.randrange(1, 7)
+    if target == "protobuf":
+        data = fuzz.mutate(seeds[rng.choice(["protobuf", "prefixed"])], rng, rounds)
+        return fuzz.protobuf_body(data), data
+    if target == "receiver-protobuf":
+        data = fuzz.mutate(seeds[rng.choice(["protobuf", "prefixed"])], rng, rounds)
+        return fuzz.receiver_protobuf_body(data), data
+    if target == "json":
+        data = fuzz.mutate(seeds[rng.choice(["json", "jsonl"])], rng, rounds)
+        return fuzz.json_body(data), data
+    if target == "json-fields":
+        data = fuzz.mutate_json(document, rng, rng.randrange(1, 4))
+        if rng.random() < 0.5:
+            return fuzz.json_body(data), data
+        return fuzz.file_pieces(data, folder), data
+    if target == "file":
+        data = fuzz.mutate(seeds[rng.choice(sorted(seeds))], rng, rounds)
+        return fuzz.file_pieces(data, folder), data
+    if target == "file-gzip":
+        data = fuzz.gzipped(fuzz.mutate(seeds[rng.choice(sorted(seeds))], rng, rounds))
+        return fuzz.file_pieces(data, folder), data
+    if target == "gzip-corrupt":
+        data = fuzz.mutate(fuzz.gzipped(seeds[rng.choice(sorted(seeds))]), rng, rounds)
+        outcome = fuzz.gzip_body(data, fuzz.protobuf_body)
+        return outcome + "/" + fuzz.file_pieces(data, folder), data
+    data = rng.randbytes(rng.randrange(0, 512))
+    return (fuzz.protobuf_body(data) + "/" + fuzz.receiver_protobuf_body(data) + "/"
+            + fuzz.json_body(data)), data
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--watchdog", type=float, default=10.0,
+                        help="seconds one example may run before it counts as a hang")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/fuzz"))
+    args = parser.parse_args()
+    seeds = fuzz.seeds()
+    document = json.loads(seeds["json"])
+    rng = random.Random(args.seed)
+    counts: collections.Counter[str] = collections.Counter()
+    outcomes: collections.Counter[str] = collections.Counter()
+    spent: collections.Counter[str] = collections.Counter()
+    failures: dict[str, tuple[str, bytes, str]] = {}
+    failure_counts: collections.Counter[str] = collections.Counter()
+    fuzz.receiver_protobuf_body(seeds["protobuf"])  # one-time set-ups, outside the rates
+    fuzz.protobuf_body(seeds["protobuf"])
+    started = time.monotonic()
+    with fuzz.scratch_folder() as scratch:
+        folder = Path(scratch)
+        while time.monotonic() - started < args.seconds:
+            target = rng.choice(TARGETS)
+            began = time.monotonic()
+            data = b""
+            try:
+                with fuzz.watchdog(args.watchdog):
+                    outcome, data = one(target, seeds, document, rng, folder)
+                outcomes[f"{target}: {outcome}"] += 1
+            except Exception as error:  # noqa: BLE001 - every failure is reported
+                key = f"{target}: {type(error).__name__}: {str(error)[:120]}"
+                failure_counts[key] += 1
+                failures.setdefault(key, (target, data, traceback.format_exc()))
+            counts[target] += 1
+            spent[target] += time.monotonic() - began
+    elapsed = time.monotonic() - started
+    total = sum(counts.values())
+    print(f"seed {args.seed}: {total:,} examples in {elapsed:.0f} s "
+          f"({total / elapsed:,.0f} examples/s)")
+    for target in TARGETS:
+        if counts[target]:
+            print(f"  {target:17} {counts[target]:8,} examples "
+                  f"{counts[target] / max(spent[target], 1e-9):8,.0f}/s of its own time")
+    print("outcomes:")
+    for outcome, count in sorted(outcomes.items()):
+        print(f"  {outcome:40} {count:8,}")
+    if not failures:
+        print("failures: none")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"failures: {len(failures)} distinct")
+    for index, (key, (_target, data, trace)) in enumerate(failures.items()):
+        saved = args.out / f"failure-{args.seed}-{index}.bin"
+        saved.write_bytes(data)
+        print(f"--- ×{failure_counts[key]} {key}\n    input: {saved} ({len(data)} bytes)")
+        print("    " + trace.strip().replace("\n", "\n    "))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -71,6 +71,10 @@ class GroupCommitStats:
     transaction_seconds: float = 0.0  # total time inside SpanWriter.write
     queue_wait_seconds: float = 0.0  # summed over requests: queued until their commit began
     last_commit_at: float | None = None  # time.monotonic() of the last successful commit
+    # The last failed write (disk full, ...): /readyz is not ready while it is newer than
+    # last_commit_at, since everything sent meanwhile is being refused.
+    last_failure_at: float | None = None
+    last_failure: str = ""
     commit_seconds: Histogram = field(default_factory=Histogram)  # for /metrics
 
 
@@ -290,6 +294,7 @@ class GroupCommitter:
                     self._commit([pending])
                 return
             _LOG.error("write failed, request not acknowledged: %s", error)
+            self.stats.last_failure_at, self.stats.last_failure = time.monotonic(), str(error)
             taken[0].future.set_exception(WriteFailed(f"could not store the spans: {error}"))
             return
         self.stats.last_transaction_seconds = time.monotonic() - started

@@ -20,6 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ingest.receivers.limits import Limits
+from ingest.receivers.operations import Readiness
 from tests.test_hostile_input import Served, serving
 from tests.test_receivers_common import raw_request
 from tests.test_receivers_http import post
@@ -85,6 +86,9 @@ def test_disk_full_answers_503_loses_nothing_and_resumes_by_itself(small_disk: P
             assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
             assert "No space left" in failure.value.details()
 
+        readiness = Readiness(served.receivers.committer)
+        assert "No space left" in (readiness.reason() or ""), readiness.reason()
+
         filler.unlink()  # space returns; nothing restarts
         deadline = time.monotonic() + 30
         status = 503
@@ -95,6 +99,7 @@ def test_disk_full_answers_503_loses_nothing_and_resumes_by_itself(small_disk: P
             else:
                 time.sleep(0.2)
         assert status == 200, "ingestion did not resume after space returned"
+        assert readiness.reason() is None
         # The exporters retry what was refused: it is stored now.
         for keys in refused:
             request = raw_request(0)

@@ -53,6 +53,11 @@ class Readiness:
         committer = self.committer
         if not committer.alive:
             return "the writer thread has stopped"
+        stats = committer.stats
+        if stats.last_failure_at is not None and (
+                stats.last_commit_at is None or stats.last_failure_at > stats.last_commit_at):
+            return (f"the last write failed ({stats.last_failure.splitlines()[0][:200]}); "
+                    "ready again once a write succeeds")
         queued = committer.queued_spans
         if queued > self.max_queued_spans:
             return (f"writer queue holds {queued:,} spans (ready below "

@@ -32,12 +32,26 @@ _installed: DatabaseOwner | None = None
 _installed_lock = threading.Lock()
 
 
+class MemoryLimitError(ValueError):
+    """DuckDB refused the memory limit asked for."""
+
+
 class DatabaseOwner:
     """Opens the file once; hands out cursors; closes everything once."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, memory_limit: str | None = None) -> None:
+        """Raises DatabaseBusy, SchemaError, and MemoryLimitError for a `memory_limit` DuckDB
+        does not understand (e.g. '512MB', '2GB')."""
         self.path = str(path)
-        self._con: duckdb.DuckDBPyConnection | None = connect(self.path)  # raises DatabaseBusy
+        self._con: duckdb.DuckDBPyConnection | None = connect(self.path)
+        if memory_limit is not None:
+            # A process that runs for months: without a limit DuckDB keeps every block it
+            # touched cached, up to 80% of the machine's memory.
+            try:
+                self._con.execute("SET memory_limit = ?", [memory_limit])
+            except duckdb.Error as error:
+                self._con.close()
+                raise MemoryLimitError(f"memory limit {memory_limit!r}: {error}") from None
         self._lock = threading.Lock()
         self._sidecar: Path | None = None
 

@@ -33,7 +33,7 @@ from budgetscope.commands.serve_operations import (
 from budgetscope.log_format import configure_logging
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
-from ingest.owner import DatabaseOwner, install
+from ingest.owner import DatabaseOwner, MemoryLimitError, install
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
@@ -110,12 +110,15 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Log lines on standard error: text, or one JSON object "
               "per line (start-up, rejections, retention, shutdown).")
+@click.option("--memory-limit", default="512MB", show_default=True,
+              help="DuckDB's own memory (block cache, query state) for the writer and the "
+                   "dashboard's queries; the process adds its Python and Streamlit memory.")
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
                   ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int,
                   refresh_seconds: float, retention_days: float | None,
                   retention_interval: dt.timedelta, metrics_window: dt.timedelta,
-                  metrics_cache_seconds: float, log_format: str) -> None:
+                  metrics_cache_seconds: float, log_format: str, memory_limit: str) -> None:
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
 
@@ -126,8 +129,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     if not no_ui:
         _check_port_free(host, ui_port)
     try:
-        owner = DatabaseOwner(db)
-    except (DatabaseBusy, SchemaError) as error:
+        owner = DatabaseOwner(db, memory_limit=memory_limit)
+    except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
         raise Fail(str(error)) from None
     except duckdb.Error as error:
         raise Fail(f"cannot open database {db}: {error}") from None

@@ -77,3 +77,14 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
     except Exception as error:  # the engine's own errors: connection refused, bad credentials
         raise Fail(f"cannot read backend {backend}: {str(error).splitlines()[0]}") from None
     yield con
+
+
+def write_output(data: bytes, out: Path | None) -> None:
+    """A report's bytes to `--out` FILE, or to standard output (exactly these bytes)."""
+    if out is None:
+        click.echo(data, nl=False)
+        return
+    try:
+        out.write_bytes(data)
+    except OSError as error:
+        raise Fail(f"cannot write {out}: {error.strerror or error}") from None

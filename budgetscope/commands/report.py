@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, open_reader
+from budgetscope.commands.common import Fail, open_reader, write_output
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.reports import REPORTS, attribution_summary
@@ -48,13 +48,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         data = to_json_text(frame).encode("utf-8")
     else:
         data = (to_text_table(frame) + footer).encode("utf-8")
-    if out is None:
-        click.echo(data, nl=False)
-        return
-    try:
-        out.write_bytes(data)
-    except OSError as error:
-        raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+    write_output(data, out)
 
 
 def _footer(con: object, name: str, filters: Filters) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_reader
+from budgetscope.commands.common import Fail, open_reader, write_output
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.simulation import SimulationResult, check_caps, prepare, replay
@@ -103,10 +103,4 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
         data = to_json_text(_view(result, view or "summary")).encode("utf-8")
     else:
         data = to_csv_bytes(_view(result, view or "summary"))
-    if out is None:
-        click.echo(data, nl=False)
-        return
-    try:
-        out.write_bytes(data)
-    except OSError as error:
-        raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+    write_output(data, out)

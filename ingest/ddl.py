@@ -6,10 +6,13 @@ from pathlib import Path
 
 import duckdb
 
-# 2: spans lost its primary key to span_keys (integer keys, cheaper to keep); a version-1 file
-# is refused (apply_schema says so) rather than migrated.
+# 2: spans lost its primary key to span_keys (integer keys, cheaper to keep).
 SCHEMA_VERSION = 2
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
+# A file of an older version is brought up to date, one version at a time, by
+# schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the
+# same transaction as the version stamp; a version with no path up is refused.
+MIGRATIONS_FOLDER = Path(__file__).with_name("schema_migrations")
 
 
 class SchemaError(RuntimeError):
@@ -38,15 +41,45 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
         raise SchemaError(
             "database file holds tables but no budgetscope schema version: it was not written "
             "by budgetscope (or by one older than schema versions); use a new --db file")
-    if found is not None and found != SCHEMA_VERSION:
+    steps = migration_steps(found) if found is not None and found != SCHEMA_VERSION else []
+    if found is not None and found != SCHEMA_VERSION and not steps:
         raise SchemaError(
             f"database schema version {found} is not the version this budgetscope uses "
             f"({SCHEMA_VERSION}); open it with a matching budgetscope or re-ingest into a new file")
-    for name in ddl_files():
-        con.execute((SCHEMA_FOLDER / name).read_text(encoding="utf-8"))
-    if found is None:
-        con.execute("INSERT INTO budgetscope_meta VALUES ('schema_version', ?)",
-                    [str(SCHEMA_VERSION)])
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name in ddl_files():
+            con.execute((SCHEMA_FOLDER / name).read_text(encoding="utf-8"))
+        for step in steps:
+            try:
+                con.execute(step.read_text(encoding="utf-8"))
+            except duckdb.Error as error:
+                first_line = str(error).splitlines()[0]
+                raise SchemaError(f"could not migrate this file from schema version {found} to "
+                                  f"{SCHEMA_VERSION} ({step.name}: {first_line}); the file is "
+                                  "left unchanged") from None
+        if found is None:
+            con.execute("INSERT INTO budgetscope_meta VALUES ('schema_version', ?)",
+                        [str(SCHEMA_VERSION)])
+        elif steps:
+            con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",
+                        [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def migration_steps(found: int) -> list[Path]:
+    """The migration files from version `found` up to SCHEMA_VERSION; [] when there is no
+    path (a newer file, or one older than the oldest migration)."""
+    steps = []
+    for version in range(found, SCHEMA_VERSION):
+        step = MIGRATIONS_FOLDER / f"{version}_to_{version + 1}.sql"
+        if not step.exists():
+            return []
+        steps.append(step)
+    return steps
 
 
 def _foreign_tables(con: duckdb.DuckDBPyConnection) -> bool:

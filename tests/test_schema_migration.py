@@ -1,0 +1,80 @@
+"""A file of schema version 1 (spans unique through their primary key, no span_keys) is brought
+to the current version when a command opens it read-write: its spans stay, each gets its key,
+so a span sent again after the upgrade is still stored once (issue 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from budgetscope.cli import cli
+from ingest.database import connect
+from ingest.ddl import SCHEMA_VERSION, SchemaError, migration_steps
+from ingest.flatten import flatten_request
+from ingest.writer import SpanWriter
+from tests.test_receivers_common import raw_request
+
+
+def _version_1_file(folder: Path, request: ExportTraceServiceRequest) -> Path:
+    """What schema 1 held: spans and no span_keys, stamped version 1."""
+    db = folder / "v1.duckdb"
+    con = connect(db)
+    try:
+        SpanWriter(con).write(flatten_request(request))
+        con.execute("DROP TABLE span_keys")
+        con.execute("UPDATE budgetscope_meta SET value = '1' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    return db
+
+
+def test_version_1_is_migrated_and_keeps_every_span_unique(tmp_path: Path) -> None:
+    assert [step.name for step in migration_steps(1)] == [
+        f"{v}_to_{v + 1}.sql" for v in range(1, SCHEMA_VERSION)]
+    stored = raw_request(5)
+    db = _version_1_file(tmp_path, stored)
+    con = connect(db)
+    try:
+        version = con.execute("SELECT value FROM budgetscope_meta "
+                              "WHERE key = 'schema_version'").fetchone()[0]
+        assert version == str(SCHEMA_VERSION)
+        keys = con.execute("SELECT count(*) FROM span_keys").fetchone()[0]
+        assert keys == 5
+        again = SpanWriter(con).write(flatten_request(stored))  # sent again after the upgrade
+        assert (again.inserted, again.duplicates) == (0, 5)
+        mixed = ExportTraceServiceRequest()
+        mixed.CopyFrom(stored)
+        mixed.MergeFrom(raw_request(2))  # the five old spans and two new ones
+        more = SpanWriter(con).write(flatten_request(mixed))
+        assert (more.inserted, more.duplicates) == (2, 5)
+        assert con.execute("SELECT count(*), count(DISTINCT (trace_id, span_id)) "
+                           "FROM spans").fetchone() == (7, 7)
+    finally:
+        con.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), "report", "runs", "--format", "json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_failed_migration_leaves_the_file_at_version_1(tmp_path: Path) -> None:
+    db = _version_1_file(tmp_path, raw_request(3))
+    raw = duckdb.connect(str(db))  # a span id the migration cannot read makes it fail
+    try:
+        raw.execute("UPDATE spans SET span_id = 'not hex!' WHERE span_id = "
+                    "(SELECT min(span_id) FROM spans)")
+    finally:
+        raw.close()
+    with pytest.raises(SchemaError, match="from schema version 1 to .* left unchanged"):
+        connect(db)
+    raw = duckdb.connect(str(db), read_only=True)
+    try:
+        assert raw.execute("SELECT value FROM budgetscope_meta "
+                           "WHERE key = 'schema_version'").fetchone()[0] == "1"
+        tables = {row[0] for row in raw.execute("SELECT table_name FROM duckdb_tables()")
+                  .fetchall()}
+        assert "span_keys" not in tables  # the DDL rolled back with the migration
+    finally:
+        raw.close()

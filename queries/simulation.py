@@ -379,11 +379,19 @@ def _stage_starts(prep: Prepared, active: np.ndarray, dur_ns: np.ndarray) -> np.
     member_end = np.where(active, prep.offset_ns + dur_ns, 0.0)
     span = _segment_max(member_end, prep.stage_first_step)
     stage_active = np.logical_or.reduceat(active, prep.stage_first_step)
-    increment = np.where(stage_active, prep.stage_gap_ns, 0.0) + span
-    cumulative = np.cumsum(increment)
+    gap = np.where(stage_active, prep.stage_gap_ns, 0.0)
+    increment = gap + span
+    # One cumulative sum over all runs' stages, each run's share taken off by its base. A
+    # stage without end (a timed-out call with no cap and no fit: infinite) must not reach the
+    # next runs through that sum: the sum takes only finite increments, and a run's stages
+    # after an endless one start at infinity, counted apart.
+    endless = ~np.isfinite(increment)
+    finite = np.where(endless, 0.0, increment)
+    before = np.cumsum(finite) - finite  # finite time of all earlier stages, all runs
+    endless_before = np.cumsum(endless) - endless
     first = prep.run_first_stage[prep.stage_run]
-    base = np.where(first > 0, cumulative[np.maximum(first - 1, 0)], 0.0)
-    stage_start = cumulative - base - span
+    stage_start = before - before[first] + gap
+    stage_start = np.where(endless_before > endless_before[first], np.inf, stage_start)
     return stage_start[prep.stage] + prep.offset_ns
 
 

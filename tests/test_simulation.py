@@ -312,3 +312,24 @@ def test_cli_simulate_bad_input(hand_db: str, args: list[str], message: str) -> 
 def test_cli_simulate_without_a_database(tmp_path: Path) -> None:
     result = invoke(str(tmp_path / "none.duckdb"))
     assert result.exit_code == 1 and "no database at" in result.output
+
+
+def test_an_endless_step_stays_inside_its_own_run(tmp_path):
+    # A client timeout with no cap, no allocation and no other call of its key to fit: its
+    # latency is unknown above the deadline (infinite). Runs replayed after it must not
+    # inherit that through the replay's cumulative time (they came out NaN before).
+    con = open_db(tmp_path)
+    try:
+        b = TraceBuilder(seed=21)
+        endless = b.run(0, 12_000, 10_000, gen_ai_agent_name="alpha")
+        b.step(endless, "tool", "lonely", 0, 12_000, **{"budget.outcome": "client_timeout"})
+        later = b.run(60_000, 62_300, 10_000, gen_ai_agent_name="alpha")
+        _tool(b, later, "tool", "fetch", 60_100, 61_100, 9_900, 5_000)
+        _tool(b, later, "tool", "fetch", 61_200, 62_200, 8_800, 5_000)
+        store(con, b.finished())
+        with np.errstate(invalid="raise"):
+            result = simulate(con, SimulationPolicy())
+    finally:
+        con.close()
+    assert utilisation(result, b.trace_id(later)) == pytest.approx(0.23)
+    assert utilisation(result, b.trace_id(endless)) == pytest.approx(1.2)

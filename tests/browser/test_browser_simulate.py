@@ -100,4 +100,4 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
     assert after == predicted(db, "1s")
     assert after["Exhaustion rate"] != before
     SHOTS.mkdir(parents=True, exist_ok=True)
-    tab.screenshot(path=str(SHOTS / "simulate.png"), full_page=True)  # type: ignore[attr-defined]
+    tab.screenshot(path=str(SHOTS / "simulate-deadline-1s.png"), full_page=True)  # type: ignore[attr-defined]

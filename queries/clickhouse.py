@@ -36,6 +36,9 @@ BACKEND_SCHEMES = ("chdb", "clickhouse")
 # Every query runs with these: ClickHouse's JOIN otherwise fills a missing side with default
 # values (0, '') where DuckDB, and so every definition here, gives NULL.
 SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1}
+# The only tables rows are inserted into (their names are shaped into the INSERT's text, so
+# they come from this list, never from a caller's string).
+INSERTABLE_TABLES = frozenset({"otel_traces"})
 
 
 class BackendError(ValueError):
@@ -129,7 +132,7 @@ class ClickHouseConnection:
                                    ) from None
             Path(url.path).mkdir(parents=True, exist_ok=True)
             self._session = session.Session(url.path)
-            for name, value in SESSION_SETTINGS.items():
+            for name, value in SESSION_SETTINGS.items():  # names and values of our own
                 self._session.query(f"SET {name} = {int(value)}")
             self._client = None
         else:
@@ -178,7 +181,9 @@ class ClickHouseConnection:
         return None if frame.empty else frame.iat[0, 0]
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
-        """Append rows (columns named as the table's) to `table`, a name of ours."""
+        """Append rows (columns named as the table's) to `table`, one of INSERTABLE_TABLES."""
+        if table not in INSERTABLE_TABLES:
+            raise ValueError(f"not a table budgetscope inserts into: {table!r}")
         with self._lock:
             if self._session is not None:
                 # chdb's Python() table function reads the local variable named in the text.

@@ -228,7 +228,11 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
         pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"])
     if current and not force:
         return False
-    con.run_script("derive_build")
+    con.run_script("derive_scratch_drop")  # what a crashed build may have left
+    try:
+        con.run_script("derive_build")
+    finally:
+        con.run_script("derive_scratch_drop")
     return True
 
 

@@ -10,20 +10,7 @@
 -- delete-and-insert atomic; an exchange of tables is).
 -- Statements end with ';' at the end of a line (queries.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
-
-DROP TABLE IF EXISTS budgetscope_tmp_spans;
-DROP TABLE IF EXISTS budgetscope_tmp_walk;
-DROP TABLE IF EXISTS budgetscope_tmp_runs;
-DROP TABLE IF EXISTS budgetscope_tmp_steps;
-DROP TABLE IF EXISTS budgetscope_tmp_consumption;
-DROP TABLE IF EXISTS budgetscope_tmp_top;
-DROP TABLE IF EXISTS budgetscope_tmp_weighted;
-DROP TABLE IF EXISTS budgetscope_tmp_clipped;
-DROP TABLE IF EXISTS budgetscope_tmp_blame;
-DROP TABLE IF EXISTS budgetscope_runs_next;
-DROP TABLE IF EXISTS budgetscope_steps_next;
-DROP TABLE IF EXISTS budgetscope_reconcile_links_next;
-DROP TABLE IF EXISTS budgetscope_derive_state_next;
+-- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
 
 -- 0. The state this derivation is built from: stored rows and the newest span start. Readers
 -- compare it with otel_traces to know whether the derived tables are current.
@@ -480,17 +467,3 @@ WHERE w.is_write;
 CREATE TABLE IF NOT EXISTS budgetscope_write_steps AS budgetscope_write_steps_next;
 EXCHANGE TABLES budgetscope_write_steps AND budgetscope_write_steps_next;
 DROP TABLE IF EXISTS budgetscope_write_steps_next;
-
-DROP TABLE IF EXISTS budgetscope_tmp_spans;
-DROP TABLE IF EXISTS budgetscope_tmp_walk;
-DROP TABLE IF EXISTS budgetscope_tmp_runs;
-DROP TABLE IF EXISTS budgetscope_tmp_steps;
-DROP TABLE IF EXISTS budgetscope_tmp_consumption;
-DROP TABLE IF EXISTS budgetscope_tmp_top;
-DROP TABLE IF EXISTS budgetscope_tmp_weighted;
-DROP TABLE IF EXISTS budgetscope_tmp_clipped;
-DROP TABLE IF EXISTS budgetscope_tmp_blame;
-DROP TABLE IF EXISTS budgetscope_runs_next;
-DROP TABLE IF EXISTS budgetscope_steps_next;
-DROP TABLE IF EXISTS budgetscope_reconcile_links_next;
-DROP TABLE IF EXISTS budgetscope_derive_state_next;

@@ -135,28 +135,25 @@ def protobuf_body(body: bytes) -> str:
     return "accepted" if batch.span_count else "empty"
 
 
-def receiver_protobuf_body(body: bytes) -> str:
-    """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
+def _receiver_body(decode: Callable[[bytes, str], FlatBatch], body: bytes) -> str:
     try:
-        batch = Exporter._decode_protobuf(body, "fuzz")
+        batch = decode(body, "fuzz")
     except Undecodable as error:
         assert str(error).strip()
         return "undecodable"
     check_rejections(batch.rejections)
     check_storable(batch)
     return "accepted" if batch.span_count else "empty"
+
+
+def receiver_protobuf_body(body: bytes) -> str:
+    """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
+    return _receiver_body(Exporter._decode_protobuf, body)
 
 
 def json_body(body: bytes) -> str:
     """An OTLP/HTTP JSON body, through the receivers' own JSON decoder."""
-    try:
-        batch = Exporter._decode_json(body, "fuzz")
-    except Undecodable as error:
-        assert str(error).strip()
-        return "undecodable"
-    check_rejections(batch.rejections)
-    check_storable(batch)
-    return "accepted" if batch.span_count else "empty"
+    return _receiver_body(Exporter._decode_json, body)
 
 
 def gzip_body(body: bytes, decode: Callable[[bytes], str], limit: int = 1 << 20) -> str:

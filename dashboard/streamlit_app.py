@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, layout
+from dashboard import chart_code, data, layout
 from dashboard.filters import now_utc
 
 st.set_page_config(page_title="budgetscope", page_icon=":material/timer:", layout="wide")
@@ -36,6 +36,9 @@ PAGES = {
     "simulate": _page("simulate", "What if", "tune"),
 }
 
+# Every page draws Plotly charts except the weekly table.
+PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path}
+
 
 def main() -> None:
     page = st.navigation([*PAGES.values(), OVERVIEW_ALIAS])
@@ -46,6 +49,9 @@ def main() -> None:
     if "run" in st.query_params and page.url_path != "run":
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
     st.sidebar.title("budgetscope")
+    if page.url_path not in PAGES_WITHOUT_CHARTS:
+        with st.sidebar:
+            chart_code.preload_plotly()
     layout.follow_new_data()
     try:
         status = data.status()
@@ -74,4 +80,5 @@ def main() -> None:
         layout.show_error(error, f"draw {page.title}")
 
 
-main()
+with data.one_open_per_run():
+    main()

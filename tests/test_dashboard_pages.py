@@ -341,6 +341,39 @@ def test_pages_leave_the_file_free_for_other_processes(db: str) -> None:
     assert probe.returncode == 0, probe.stderr
 
 
+def test_a_page_run_opens_the_file_once(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every report of a page's first view misses the cache; they share one read-only open of
+    the file for the run (not one each), closed when the page is drawn."""
+    opened: list[object] = []
+    real_connect = data.connect
+
+    def counting_connect(*args: object, **kwargs: object) -> object:
+        con = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(con)
+        return con
+
+    monkeypatch.setattr(data, "connect", counting_connect)
+    data.clear_cache()
+    open_page("overview")
+    assert len(opened) == 1
+    with pytest.raises(Exception, match="(?i)closed"):
+        opened[0].execute("SELECT 1")  # type: ignore[attr-defined]
+    data.clear_cache()
+
+
+def test_chart_pages_hint_the_browser_to_fetch_the_chart_code(db: str) -> None:
+    """A page with charts starts with a modulepreload of the installed Streamlit's Plotly
+    chunk (dashboard/chart_code.py); the weekly table, which has none, does not."""
+    from dashboard import chart_code
+
+    chunk = chart_code.plotly_chunk()
+    assert chunk is not None, "Streamlit's Plotly chunk was not found: the hint is silently off"
+    hint = f'<link rel="modulepreload" href="./static/js/{chunk}">'
+    for page, expected in (("overview", True), ("failures", True), ("weekly", False)):
+        at = open_page(page)
+        assert any(hint in m.value for m in at.sidebar.markdown) is expected, page
+
+
 def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPathFactory,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,6 +106,23 @@ def test_every_page_renders_its_charts(sample_app: support.Dashboard, page: obje
     assert not page.dialogs  # type: ignore[attr-defined]
 
 
+def test_the_preload_hint_names_the_chunk_the_charts_load(sample_app: support.Dashboard,
+                                                         page: object) -> None:
+    """The page's modulepreload hint (dashboard/chart_code.py) points at the very file the
+    charts then import, so the one download serves both, and its block takes no room."""
+    page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, PAGES[""])
+    fetched = page.evaluate(  # type: ignore[attr-defined]
+        "performance.getEntriesByType('resource').map(r => r.name)"
+        ".filter(name => name.includes('/PlotlyChart.'))")
+    hint = page.locator('[data-testid="stSidebar"] link[rel="modulepreload"]')  # type: ignore[attr-defined]
+    assert hint.count() == 1
+    assert fetched == [hint.evaluate("link => link.href")]
+    block = page.locator('[data-testid="stElementContainer"]'  # type: ignore[attr-defined]
+                         ':has(link[rel="modulepreload"])')
+    assert block.count() == 1 and not block.is_visible()
+
+
 def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:
     run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]

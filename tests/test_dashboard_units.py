@@ -111,3 +111,12 @@ def test_side_by_side_shares_put_completed_next_to_exhausted() -> None:
     figure = figures.share_side_by_side(shares)
     assert [t.name for t in figure.data] == ["completed runs", "exhausted runs"]
     assert list(figure.data[1].x) == [0.2, 0.5]
+
+
+def test_the_start_up_warm_up_draws_every_figure_kind() -> None:
+    """`budgetscope dashboard` and `serve` run this in a thread at start-up (its failures are
+    only logged there), so here it must run clean: a renamed figure helper would otherwise
+    quietly lose the head start."""
+    from dashboard.warm_up import warm
+
+    warm()

@@ -36,6 +36,8 @@ def run_streamlit(app: Path, host: str, port: int) -> None:
     handlers): headless, no usage statistics, no file watching."""
     from streamlit.web import bootstrap  # imported here: the other commands never load it
 
+    from dashboard.warm_up import start_warm_up
+
     options = {
         "server_address": host,
         "server_port": port,
@@ -45,8 +47,13 @@ def run_streamlit(app: Path, host: str, port: int) -> None:
         "browser_gatherUsageStats": False,
         "global_developmentMode": False,
         "client_toolbarMode": "viewer",  # no "Deploy" button: this is a product, not a sketch
+        # Streamlit's full gc.collect(2) after every page run held the GIL ~0.3 s on 1.4M-span
+        # pages, stalling every other session (and, in serve, the receivers); Python's own
+        # generational collection still runs.
+        "runner_postScriptGC": False,
     }
     bootstrap.load_config_options(flag_options=options)
+    start_warm_up()
     bootstrap.run(str(app), False, [], options)
 
 

@@ -36,3 +36,17 @@ def test_serve_says_which_option_was_wrong(tmp_path: Path) -> None:
                                       "--memory-limit", "plenty"])
     assert result.exit_code != 0
     assert "memory limit 'plenty'" in result.output and "Traceback" not in result.output
+
+
+def test_the_owner_checkpoints_at_128_mb_of_wal(tmp_path: Path) -> None:
+    """serve's owner raises DuckDB's checkpoint threshold from 16 MB (ingest/owner.py: each
+    checkpoint rewrites the span_keys index whole, so frequent ones cost more as the file grows);
+    a file opened after a crash replays at most that much WAL."""
+    with DatabaseOwner(tmp_path / "owned.duckdb") as owner:
+        cursor = owner.cursor()
+        try:
+            threshold = cursor.execute(
+                "SELECT current_setting('checkpoint_threshold')").fetchone()[0]
+        finally:
+            cursor.close()
+    assert threshold == "122.0 MiB", threshold  # 128 MB in DuckDB's binary units

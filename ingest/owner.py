@@ -55,9 +55,9 @@ class DatabaseOwner:
             except duckdb.Error as error:
                 self._con.close()
                 raise MemoryLimitError(f"memory limit {memory_limit!r}: {error}") from None
-        # DuckDB checkpoints when the WAL passes 16 MB by default: every ~28k spans, each
-        # pass rewriting the span_keys and pending_derivations indexes whole, so its cost grows
-        # with the file (0.3-2.0 s at 1.4M spans, blocking every commit meanwhile). At 128 MB
+        # DuckDB checkpoints when the WAL passes 16 MB by default: every ~28k spans, and each
+        # pass costs more as the file grows (measured after 28k new spans: 0.1-0.4 s at 400k
+        # spans, 0.3-2.0 s at 1.4M), blocking every commit meanwhile. At 128 MB
         # (~230k spans) it runs an eighth as often: bench_receivers gave 11.1k spans/s and p99
         # 1.0 s over 60 s against 10.0k and 1.2 s. A kill -9 then replays at most that much
         # WAL on the next open (1.5 s measured for 226 MB).

@@ -332,7 +332,7 @@ def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathF
 # ---- where the data comes from -----------------------------------------------------------
 
 def test_pages_leave_the_file_free_for_other_processes(db: str) -> None:
-    """Standalone, the dashboard opens the file read-only per batch and closes it: another
+    """Standalone, the dashboard opens the file read-only for a page run and closes it: another
     process can open it read-write (as `budgetscope ingest` would) right after."""
     open_page("overview")
     probe = subprocess.run([sys.executable, "-c", "import duckdb, sys; "

@@ -40,8 +40,8 @@ def test_serve_says_which_option_was_wrong(tmp_path: Path) -> None:
 
 def test_the_owner_checkpoints_at_128_mb_of_wal(tmp_path: Path) -> None:
     """serve's owner raises DuckDB's checkpoint threshold from 16 MB (ingest/owner.py: each
-    checkpoint rewrites the span_keys index whole, so frequent ones cost more as the file grows);
-    a file opened after a crash replays at most that much WAL."""
+    checkpoint blocks commits, and costs more as the file grows); a file opened after a crash
+    replays at most that much WAL."""
     with DatabaseOwner(tmp_path / "owned.duckdb") as owner:
         cursor = owner.cursor()
         try:

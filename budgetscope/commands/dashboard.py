@@ -1,6 +1,6 @@
 """`budgetscope dashboard`: the Streamlit dashboard on an existing database, standalone.
 
-The dashboard opens the file read-only for each batch of queries and closes it straight after,
+The dashboard opens the file read-only while it draws a page and closes it when the page is done,
 so `budgetscope ingest` can still write between page loads. When `budgetscope serve` holds the
 file, its own dashboard is the one to open; this command says where it is.
 """

@@ -33,7 +33,8 @@ class PendingDerivations:
 
     @staticmethod
     def count(con: duckdb.DuckDBPyConnection) -> int:
-        row = con.execute("SELECT count(*) FROM pending_derivations").fetchone()
+        """How many traces are marked (a trace marked by several writes counts once)."""
+        row = con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations").fetchone()
         return int(row[0]) if row else 0
 
     def run(self, con: duckdb.DuckDBPyConnection) -> int:

@@ -78,3 +78,33 @@ def test_a_failed_migration_leaves_the_file_at_version_1(tmp_path: Path) -> None
         assert "span_keys" not in tables  # the DDL rolled back with the migration
     finally:
         raw.close()
+
+
+def test_version_2_marks_survive_and_lose_their_key(tmp_path: Path) -> None:
+    """Schema 2 → 3 (issue 3): pending_derivations had a primary key on trace_id; its marks are
+    kept, and a trace can then be marked again by a second write (marks are appended)."""
+    db = tmp_path / "v2.duckdb"
+    con = connect(db)
+    try:
+        SpanWriter(con).write(flatten_request(raw_request(4)))
+        marked = con.execute("SELECT trace_id, since FROM pending_derivations "
+                             "ORDER BY trace_id").fetchall()
+        con.execute("DROP TABLE pending_derivations")
+        con.execute("CREATE TABLE pending_derivations (trace_id VARCHAR PRIMARY KEY, "
+                    "since TIMESTAMPTZ NOT NULL)")
+        con.executemany("INSERT INTO pending_derivations VALUES (?, ?)", marked)
+        con.execute("UPDATE budgetscope_meta SET value = '2' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute("SELECT value FROM budgetscope_meta "
+                           "WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+        assert con.execute("SELECT trace_id, since FROM pending_derivations "
+                           "ORDER BY trace_id").fetchall() == marked
+        con.execute("INSERT INTO pending_derivations VALUES (?, now())", [marked[0][0]])
+        assert con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = "
+                           "'pending_derivations' AND constraint_type = 'PRIMARY KEY'"
+                           ).fetchone()[0] == 0
+    finally:
+        con.close()

@@ -1,5 +1,5 @@
 -- name: mark_pending_derivations
--- Mark the traces of the batch in `incoming_spans` as needing derivation. An existing mark
--- keeps its earlier `since`: the derivation must read from the oldest underived span.
-INSERT OR IGNORE INTO pending_derivations
+-- Mark the traces of the batch in `incoming_spans` as needing derivation: one row per trace per
+-- write, appended (see schema/pending.sql); the derivation reads from each trace's earliest mark.
+INSERT INTO pending_derivations
 SELECT DISTINCT trace_id, now() FROM incoming_spans

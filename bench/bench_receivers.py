@@ -9,8 +9,8 @@ each with a keep-alive connection, POSTing pre-serialized protobuf requests of `
 (distinct ids, so every span is a real insert) back to back. A 200 means committed, so spans/s
 committed = spans acknowledged / wall time. Figures are printed, never asserted.
 
-Scenarios, each on a fresh database: the first exporter count as serve runs (the writer thread
-derives runs/steps after the acknowledged writes, when idle or every second), the same without
+Scenarios, each on a fresh database: the first exporter count as serve runs (a second thread
+derives runs/steps beside the writer, after its commits, at most every second), the same without
 derivation (the receivers and writer alone), then the other exporter counts with it.
 """
 
@@ -235,10 +235,11 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
     acknowledged = len(every) * spans
     label = "with" if scenario.derive else "WITHOUT"
     print(f"\nOTLP/HTTP protobuf, {scenario.exporters} exporters x {spans}-span requests, "
-          f"{label} the runs/steps derivation (after each acknowledged write), {wall:.1f} s:")
+          f"{label} the runs/steps derivation (beside the writer, after its commits), "
+          f"{wall:.1f} s:")
     if derivations is not None:
         print(f"  derivation: {derivations.traces_derived:,} traces in "
-              f"{derivations.seconds:.1f} s of the writer thread ({runs:,} runs derived)")
+              f"{derivations.seconds:.1f} s of the derivation thread ({runs:,} runs derived)")
     print(f"  {acknowledged / wall:,.0f} spans/s committed ({acknowledged:,} acknowledged, "
           f"{stored:,} stored, {sum(refused)} refused 503)")
     print(f"  server CPU: {server_cpu / max(acknowledged, 1) * 1e6:.0f} µs per committed span "

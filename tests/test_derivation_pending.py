@@ -3,6 +3,7 @@ stored is ever left underived: not after a failed derivation, not after a crash.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -111,6 +112,39 @@ def test_the_receivers_writer_derives_soon_after_acknowledging(
     finally:
         assert committer.close(timeout=30)
     assert _pending(con) == 0
+
+
+def test_commits_go_on_while_a_trace_is_derived_and_its_new_spans_are_derived_next(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """The derivation runs beside the writer (ingest/group_commit.py): a request is committed
+    while a derivation turn is still open, and the spans it adds to the trace being derived
+    (which that turn's snapshot does not hold) keep their mark and are derived by the next turn.
+    With one mark per trace (schema 2's key) the new mark merged into the one being removed."""
+    spans = sdk_spans(runs=1)  # the run span, then its three steps
+    root = next(span for span in spans if span.parent is None)
+    first = [root, *[span for span in spans if span is not root][:2]]
+    later = [span for span in spans if span not in first]
+    turn_open, release = threading.Event(), threading.Event()
+
+    def derive_held_open(connection: duckdb.DuckDBPyConnection) -> None:
+        if not turn_open.is_set():  # the first turn waits, inside its transaction
+            turn_open.set()
+            assert release.wait(30)
+        refresh_touched(connection)
+
+    committer = GroupCommitter(con.cursor(), derive=derive_held_open, derive_every_seconds=0.05)
+    try:
+        assert committer.submit(flatten_request(encode_spans(first))).result(timeout=30)
+        assert turn_open.wait(30)
+        late = committer.submit(flatten_request(encode_spans(later))).result(timeout=30)
+        assert late.inserted == len(later)  # committed while the derivation holds the trace
+        release.set()
+    finally:
+        release.set()
+        assert committer.close(timeout=30)
+    steps = con.execute("SELECT count(*) FROM steps").fetchone()[0]
+    assert (_runs(con), steps, _pending(con)) == (1, 3, 0)
 
 
 def test_commands_catch_up_on_what_a_crashed_writer_left(tmp_path: Path) -> None:

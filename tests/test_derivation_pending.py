@@ -147,6 +147,20 @@ def test_commits_go_on_while_a_trace_is_derived_and_its_new_spans_are_derived_ne
     assert (_runs(con), steps, _pending(con)) == (1, 3, 0)
 
 
+def test_a_trace_marked_by_two_writes_is_pending_once(con: duckdb.DuckDBPyConnection) -> None:
+    from queries import reports
+    from queries.filters import Filters
+
+    spans = sdk_spans(runs=1)
+    for part in (spans[:2], spans[2:]):
+        SpanWriter(con).write(flatten_request(encode_spans(part)))
+    assert con.execute("SELECT count(*) FROM pending_derivations").fetchone()[0] == 2
+    assert _pending(con) == 1
+    assert reports.database_status(con, Filters()).iloc[0]["traces_pending_derivation"] == 1
+    assert PendingDerivations(refresh_touched).run(con) == 1
+    assert (_runs(con), _pending(con)) == (1, 0)
+
+
 def test_commands_catch_up_on_what_a_crashed_writer_left(tmp_path: Path) -> None:
     db = tmp_path / "crashed.duckdb"
     connection = connect(db)

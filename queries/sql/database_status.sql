@@ -3,4 +3,4 @@
 SELECT (SELECT count(*) FROM spans) AS spans,
        (SELECT count(*) FROM runs) AS runs,
        (SELECT max(received_at) FROM spans) AS newest_received,
-       (SELECT count(*) FROM pending_derivations) AS traces_pending_derivation;
+       (SELECT count(DISTINCT trace_id) FROM pending_derivations) AS traces_pending_derivation;

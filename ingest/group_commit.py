@@ -117,6 +117,10 @@ class GroupCommitter:
         # Held by the derivation's transactions and by writer tasks (retention): both rewrite
         # runs, steps and the marks of the same traces, which DuckDB would refuse as a conflict.
         self._derived_tables = threading.Lock()
+        # When the oldest commit no finished derivation turn has covered was made (None: all
+        # derived), for /metrics' derivation lag; written by both threads under its lock.
+        self._oldest_underived: float | None = None
+        self._underived_lock = threading.Lock()
         # The first Arrow conversion in a process pays pyarrow's lazy set-up (4.2 s measured on
         # this 2-core machine); pay it here, at start-up, rather than in the first request.
         to_arrow(FlatBatch())
@@ -187,6 +191,14 @@ class GroupCommitter:
         """How long the oldest queued batch has waited (0 when the queue is empty)."""
         with self._condition:
             return time.monotonic() - self._queue[0].queued_at if self._queue else 0.0
+
+    @property
+    def derivation_lag_seconds(self) -> float:
+        """How long the oldest commit not yet derived has waited (0 when everything committed
+        is derived, or when this writer does not derive)."""
+        with self._underived_lock:
+            oldest = self._oldest_underived
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     @property
     def alive(self) -> bool:
@@ -294,11 +306,19 @@ class GroupCommitter:
                 self._derive_wanted.clear()
                 last = self._writer_done.is_set()  # read before the turn: it must see it all
                 last_turn = time.monotonic()
+                # This turn covers every commit made before it begins (a commit from now on
+                # marks itself underived again, even if the turn's snapshot happens to hold it).
+                with self._underived_lock:
+                    covered, self._oldest_underived = self._oldest_underived, None
                 try:
                     with self._derived_tables:
                         self.derivations.run(con)
                 except Exception as error:  # noqa: BLE001 - the marks stay; retried next turn
                     _LOG.error("deriving runs and steps failed (will retry): %s", error)
+                    with self._underived_lock:
+                        if covered is not None:
+                            self._oldest_underived = min(covered,
+                                                         self._oldest_underived or covered)
                     self._derive_wanted.set()
                     if last:
                         return
@@ -340,6 +360,10 @@ class GroupCommitter:
         self.stats.requests += len(taken)
         self.stats.spans_written += merged.span_count
         self.stats.spans_inserted += result.inserted
-        self._derive_wanted.set()
+        if self.derivations is not None:
+            with self._underived_lock:
+                if self._oldest_underived is None:
+                    self._oldest_underived = self.stats.last_commit_at
+            self._derive_wanted.set()
         for pending in taken:
             pending.future.set_result(result)

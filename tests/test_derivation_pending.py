@@ -139,7 +139,13 @@ def test_commits_go_on_while_a_trace_is_derived_and_its_new_spans_are_derived_ne
         assert turn_open.wait(30)
         late = committer.submit(flatten_request(encode_spans(later))).result(timeout=30)
         assert late.inserted == len(later)  # committed while the derivation holds the trace
+        time.sleep(0.1)
+        assert committer.derivation_lag_seconds >= 0.1  # /metrics shows the wait
         release.set()
+        deadline = time.monotonic() + 20
+        while committer.derivation_lag_seconds and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert committer.derivation_lag_seconds == 0  # the next turn derived the late spans
     finally:
         release.set()
         assert committer.close(timeout=30)

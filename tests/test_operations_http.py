@@ -128,6 +128,7 @@ def test_metrics_count_the_traffic_and_report_the_hand_worked_signals(running: R
         "http/unauthenticated": 1, "http/undecodable": 1, "grpc/unauthenticated": 1}
     assert metrics["budgetscope_spans_stored_total"].value() == 19
     assert metrics["budgetscope_writer_queue_spans"].value() == 0
+    assert metrics["budgetscope_derivation_lag_seconds"].value() == 0  # derived in each write
     commits = metrics["budgetscope_writer_commit_seconds"]
     assert commits.kind == "histogram"
     assert commits.value("_count") == running.receivers.committer.stats.transactions >= 4

@@ -157,6 +157,10 @@ class OperatorPages:
             Family("budgetscope_writer_oldest_wait_seconds", "gauge",
                    "How long the oldest queued batch has waited (0 when none).",
                    (Sample(round(self.committer.oldest_queued_seconds, 6)),)),
+            Family("budgetscope_derivation_lag_seconds", "gauge",
+                   "How long the oldest commit whose runs and steps are not derived yet has "
+                   "waited (0 when all are).",
+                   (Sample(round(self.committer.derivation_lag_seconds, 6)),)),
             Family("budgetscope_writer_commit_seconds", "histogram",
                    "Duration of each group-commit transaction.",
                    histogram_samples(histogram.bounds, histogram.cumulative, histogram.total,

@@ -195,7 +195,8 @@ class GroupCommitter:
     @property
     def derivation_lag_seconds(self) -> float:
         """How long the oldest commit not yet derived has waited (0 when everything committed
-        is derived, or when this writer does not derive)."""
+        is derived, or when this writer does not derive). Commits of this process only: marks
+        a previous process left are derived by the first turn but not timed here."""
         with self._underived_lock:
             oldest = self._oldest_underived
         return 0.0 if oldest is None else time.monotonic() - oldest

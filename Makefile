@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The dashboard's port: `make demo PORT=8502` when 8501 is taken.
+PORT ?= 8501
+
 demo: $(STAMP)
-	$(BIN)/budgetscope demo
+	$(BIN)/budgetscope demo --port $(PORT)
 
 serve: $(STAMP)
 	$(BIN)/budgetscope serve
@@ -27,7 +30,9 @@ serve: $(STAMP)
 chromium:
 	@test -x $(CHROMIUM) || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+			echo "installing Debian's chromium for the browser tests (log: /tmp/budgetscope-apt.log)"; \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+				>/tmp/budgetscope-apt.log 2>&1 || { tail -20 /tmp/budgetscope-apt.log >&2; exit 1; }; \
 		else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 
 test: $(STAMP) chromium

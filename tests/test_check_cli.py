@@ -135,3 +135,12 @@ def test_usage_and_database_errors_exit_2(db: Path, tmp_path: Path) -> None:
     broken.write_bytes(b"this is not a database" * 100)
     result = check(broken, "--max-orphan-writes", "0")
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+
+
+def test_one_threshold_reads_as_one(db: Path) -> None:
+    """Issue 15: a single threshold printed "all 1 thresholds hold"."""
+    held = check(db, "--max-exhaustion-rate", "0.5", "--window", "1h", "--until", UNTIL)
+    assert held.exit_code == 0, held.output
+    assert held.output.splitlines()[-1] == "the threshold holds"
+    breached = check(db, "--max-exhaustion-rate", "0.05", "--window", "1h", "--until", UNTIL)
+    assert breached.output.splitlines()[-1] == "1 of 1 threshold breached"

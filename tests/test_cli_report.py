@@ -160,3 +160,11 @@ def test_sample_report_golden(sample_db, name):
     result = invoke("--db", sample_db, "report", name)
     assert result.exit_code == 0, result.output
     check_golden(f"sample_{name}.csv", result.stdout_bytes)
+
+
+def test_a_mistyped_report_name_is_a_usage_error(fleet_db):
+    """Issue 15: a typo'd report name exited 1 while other usage errors exit 2."""
+    db, _ = fleet_db
+    result = invoke("--db", db, "report", "runz")
+    assert result.exit_code == 2, result.output
+    assert "unknown report 'runz'" in result.output

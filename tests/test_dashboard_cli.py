@@ -56,3 +56,33 @@ def test_dashboard_command_serves_an_existing_database(
                                       "--host", "0.0.0.0"])
     assert result.exit_code == 0, result.output
     assert served == [(str(db), "0.0.0.0", 8600)]
+
+
+def test_demo_follows_the_global_db_option(
+        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: `budgetscope --db X demo` ignored --db and wrote budgetscope-demo.duckdb."""
+    monkeypatch.setattr(demo, "SAMPLE_TRACES", small_sample)
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "mine.duckdb"
+    result = CliRunner().invoke(cli, ["--db", str(db), "demo", "--no-ui"])
+    assert result.exit_code == 0, result.output
+    assert db.exists()
+    assert not (tmp_path / "budgetscope-demo.duckdb").exists()
+    assert f"--db {db} report" in result.output
+
+
+def test_demo_on_a_taken_port_says_so_before_loading(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: with 8501 taken, `make demo` failed only after printing the URL."""
+    import socket
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(cli, ["demo", "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"port {port} on 127.0.0.1 is taken" in result.output
+    assert "make demo PORT=" in result.output
+    assert not (tmp_path / "budgetscope-demo.duckdb").exists()

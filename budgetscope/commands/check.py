@@ -156,9 +156,15 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) ->
             lines.append(f"{label:<8}{t.signal} {shown} {relation} {t.bound} "
                          f"{_number(t.limit)}{detail}")
     breaches = sum(v.breached for v in verdicts)
-    lines.append(f"{breaches} of {len(verdicts)} thresholds breached" if breaches
-                 else f"all {len(verdicts)} thresholds hold")
+    lines.append(_closing_line(breaches, len(verdicts)))
     return "\n".join(lines)
+
+
+def _closing_line(breaches: int, total: int) -> str:
+    noun = "threshold" if total == 1 else "thresholds"
+    if breaches:
+        return f"{breaches} of {total} {noun} breached"
+    return "the threshold holds" if total == 1 else f"all {total} thresholds hold"
 
 
 def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> dict:

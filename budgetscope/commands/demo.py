@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import click
@@ -31,6 +32,28 @@ def _reset_demo_database(path: Path) -> None:
     Path(f"{path}.wal").unlink(missing_ok=True)
 
 
+def _chosen_database(context: click.Context, demo_db: str) -> str:
+    """`budgetscope --db X demo` means X, like every other command; the demo's own --db wins
+    when both are given. BUDGETSCOPE_DB is not followed: it usually names the team's real file,
+    which demo would refuse to replace."""
+    parent = context.parent
+    own = context.get_parameter_source("demo_db")
+    if (parent is not None and own is not click.core.ParameterSource.COMMANDLINE
+            and parent.get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE):
+        return str(parent.params["db"])
+    return demo_db
+
+
+def _check_port_free(port: int) -> None:
+    """Say so before loading anything, not after printing a URL nobody answers on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise Fail(f"port {port} on 127.0.0.1 is taken; choose another with "
+                       f"`budgetscope demo --port N` (or `make demo PORT=N`)") from None
+
+
 @click.command("demo")
 @click.option("--db", "demo_db", default=DEMO_DB, show_default=True,
               help="Database file for the demo (recreated each time).")
@@ -38,9 +61,12 @@ def _reset_demo_database(path: Path) -> None:
               help="Dashboard port (on 127.0.0.1).")
 @click.option("--no-ui", "--no-open", "no_ui", is_flag=True,
               help="Load and print only; do not start the dashboard (for scripts).")
-def demo_command(demo_db: str, port: int, no_ui: bool) -> None:
+@click.pass_context
+def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -> None:
     """Load the bundled sample traces into a fresh database and show what they say."""
-    path = Path(demo_db)
+    path = Path(_chosen_database(context, demo_db))
+    if not no_ui:
+        _check_port_free(port)
     _reset_demo_database(path)
     with open_database(str(path)) as con:
         summary = load_files(con, [SAMPLE_TRACES],

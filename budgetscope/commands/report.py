@@ -34,7 +34,8 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     """
     report = REPORTS.get(name)
     if report is None:
-        raise Fail(f"unknown report {name!r}; choose one of: {', '.join(REPORTS)}")
+        # A usage error like any other (exit 2), not a failure of the report.
+        raise click.UsageError(f"unknown report {name!r}; choose one of: {', '.join(REPORTS)}")
     try:
         filters = Filters.parse(since, until, agent)
     except FilterError as error:

@@ -98,3 +98,29 @@ def test_a_database_from_another_schema_version_is_refused(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(_good_file(tmp_path))])
     assert result.exit_code == 1
     assert "schema version" in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_path_is_a_usage_error_and_creates_nothing(tmp_path: Path) -> None:
+    """Issue 15: a missing path said "0 rejected" then "rejected ×1" and exited 1."""
+    db = tmp_path / "t.duckdb"
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2, result.output
+    assert f"no such file or folder: {tmp_path / 'nope.json'}" in result.output
+    assert not db.exists()
+
+
+def test_an_empty_file_says_nothing_was_loaded_and_leaves_no_database(tmp_path: Path) -> None:
+    """Issue 15: an empty file exited 0 silently and left an 800 KB database behind."""
+    db = tmp_path / "t.duckdb"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(empty)])
+    assert result.exit_code == 1, result.output
+    assert f"nothing to load: no spans in {empty}" in result.output
+    assert not db.exists()
+    # An existing database is never removed for that.
+    assert CliRunner().invoke(cli, ["--db", str(db), "ingest",
+                                    str(_good_file(tmp_path))]).exit_code == 0
+    again = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(empty)])
+    assert again.exit_code == 1
+    assert db.exists()

@@ -168,3 +168,11 @@ def test_a_mistyped_report_name_is_a_usage_error(fleet_db):
     result = invoke("--db", db, "report", "runz")
     assert result.exit_code == 2, result.output
     assert "unknown report 'runz'" in result.output
+
+
+def test_an_unknown_agent_is_named_with_the_known_ones(fleet_db):
+    """Issue 15: `report --agent nosuch` printed only a header and exited 0."""
+    db, _ = fleet_db
+    result = invoke("--db", db, "report", "weekly", "--agent", "nosuch")
+    assert result.exit_code == 2, result.output
+    assert "no agent 'nosuch' in this database; known agents: " in result.output

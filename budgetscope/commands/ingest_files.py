@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import click
 import duckdb
@@ -33,6 +34,11 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
     folders are walked. Spans already stored are not stored twice. Exits 1 if anything was
     rejected."""
     db = context.obj["db"]
+    missing = [path for path in paths if not Path(path).exists()]
+    if missing:
+        # A usage error (exit 2), said before any database is created.
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    created = not Path(db).exists()
     with open_database(db) as con:
         # DuckDB otherwise keeps every block it wrote cached, up to 80% of the machine's RAM:
         # a 1M-span load peaked at 698-844 MB RSS without a limit; with 20k-span transactions
@@ -43,6 +49,11 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             raise Fail(f"--memory-limit {memory_limit!r}: {error}") from None
         summary = load_files(con, paths, progress=progress,
                              derive=refresh_touched)
+    nothing = summary.spans_loaded + summary.spans_present + summary.spans_rejected == 0
+    if nothing and not summary.rejections:
+        if created:  # nothing loaded leaves no empty database behind
+            _remove_database(db)
+        raise Fail(f"nothing to load: no spans in {', '.join(paths)}")
     as_json = log_format == "json"
     for line in summary.lines():
         click.echo(line, err=not as_json and bool(summary.rejections) and line.startswith(" "))
@@ -52,6 +63,11 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             context.exit(1)  # said by the log lines: standard error stays JSON only
     if summary.rejections:
         raise Fail(f"some input was rejected; everything else is stored in {db}")
+
+
+def _remove_database(db: str) -> None:
+    for path in (Path(db), Path(f"{db}.wal")):
+        path.unlink(missing_ok=True)
 
 
 def _log_summary(db: str, summary: LoadSummary) -> None:

@@ -9,7 +9,7 @@ import click
 from budgetscope.commands.common import Fail, open_reader, write_output
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
-from queries.reports import REPORTS, attribution_summary
+from queries.reports import REPORTS, attribution_summary, runs_by_agent
 
 
 @click.command("report")
@@ -41,6 +41,8 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     except FilterError as error:
         raise Fail(str(error)) from None
     with open_reader(context) as con:
+        if agent is not None:
+            _check_agent_known(con, agent)
         frame = report(con, filters)
         footer = _footer(con, name, filters) if output_format == "table" else ""
     if output_format == "csv":
@@ -50,6 +52,14 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     else:
         data = (to_text_table(frame) + footer).encode("utf-8")
     write_output(data, out)
+
+
+def _check_agent_known(con: object, agent: str) -> None:
+    """A misspelt --agent printed only a header and exited 0; name the agents there are."""
+    known = [str(name) for name in runs_by_agent(con)["agent"].dropna()]  # type: ignore[arg-type]
+    if agent not in known:
+        listed = ", ".join(repr(name) for name in known) if known else "none yet"
+        raise click.UsageError(f"no agent {agent!r} in this database; known agents: {listed}")
 
 
 def _footer(con: object, name: str, filters: Filters) -> str:

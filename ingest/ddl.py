@@ -9,7 +9,9 @@ import duckdb
 # 2: spans lost its primary key to span_keys (integer keys, cheaper to keep).
 # 3: pending_derivations lost its primary key (append-only marks: the derivation runs beside
 #    the writer, see schema/pending.sql).
-SCHEMA_VERSION = 3
+# 4: declared budgets and step caps (schema/declared_budgets.sql, SPEC §10); runs gain
+#    budget_source.
+SCHEMA_VERSION = 4
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by
 # schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the

@@ -43,7 +43,10 @@ CREATE TABLE IF NOT EXISTS runs (
     culprit_share        DOUBLE,
     holder_span_id       VARCHAR,
     holder_key           VARCHAR,
-    week                 VARCHAR NOT NULL   -- ISO week of s in UTC, e.g. 2026-W48
+    week                 VARCHAR NOT NULL,  -- ISO week of s in UTC, e.g. 2026-W48
+    -- where B came from (SPEC §8, §10): 'span' (budget.total_ms), 'declared' (the agent's or
+    -- the default declared budget), NULL when the budget is unknown. Last: schema 4 added it.
+    budget_source        VARCHAR
 );
 -- The on-call view looks one run up by id. No index on trace_id: the refresh's deletes by
 -- trace are hash joins that would not use it, and every index costs on each refresh's

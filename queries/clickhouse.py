@@ -212,8 +212,9 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
     if con.scalar("EXISTS TABLE otel_traces") != 1:
         raise NoTraces(f"{con.url.describe()} has no otel_traces table: point the Collector's "
                        "ClickHouse exporter at it first")
-    if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1:
-        return None
+    if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1 or \
+            con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1:
+        return None  # never derived, or derived before declared budgets (SPEC §10) existed
     rows = con.frame(CLICKHOUSE_QUERIES["derive_state"], {})
     return None if rows.empty else rows.iloc[0].to_dict()
 
@@ -225,7 +226,8 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
     from one place (one dashboard, or `budgetscope report` from cron) rather than from each."""
     state = derived_state(con)
     current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
-        pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"])
+        pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"]) and \
+        state["declared"] == state["derived_declared"]
     if current and not force:
         return False
     con.run_script("derive_scratch_drop")  # what a crashed build may have left

@@ -80,7 +80,8 @@ def test_runs_report(fleet):
     frame = reports.runs(con)
     assert list(frame.columns) == [
         "run_id", "agent", "start", "budget_ms", "elapsed_ms", "utilisation", "outcome",
-        "exhausted", "culprit", "culprit_share", "holder", "unattributed_ms", "overrun_ms"]
+        "exhausted", "culprit", "culprit_share", "holder", "unattributed_ms", "overrun_ms",
+        "budget_source"]  # SPEC §8 gained budget_source (issue 13)
     rows = {r["run_id"]: r for r in records(frame)}
     assert [r["run_id"] for r in records(frame)] == [ids[n] for n in
                                                       ("B1", "A1", "A2", "A3", "N1")]
@@ -89,9 +90,10 @@ def test_runs_report(fleet):
         "budget_ms": 10_000, "elapsed_ms": 12_000.0, "utilisation": pytest.approx(1.2),
         "outcome": None, "exhausted": True, "culprit": "tool:fetch",
         "culprit_share": pytest.approx(0.8), "holder": "model:gpt", "unattributed_ms": 0.0,
-        "overrun_ms": 2_000.0}
+        "overrun_ms": 2_000.0, "budget_source": "span"}
     assert rows[ids["B1"]]["agent"] == "beta-svc"
     assert rows[ids["N1"]]["budget_ms"] is None and rows[ids["N1"]]["exhausted"] is None
+    assert rows[ids["N1"]]["budget_source"] is None
 
 
 def test_failures_report(fleet):

@@ -123,10 +123,27 @@ WITH runs_raw AS (
            -- the root is the run "trace_id" only when the trace has exactly one root
            count(*) FILTER (WHERE r.parent_span_id IS NULL)
                OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           CASE WHEN r.budget_total_ms IS NOT NULL THEN coalesce(
-               r.budget_deadline_unix_ms * 1000000,
-               r.start_ns + r.budget_total_ms * 1000000) END AS deadline_ns
+           coalesce(r.gen_ai_agent_name, r.service_name) AS agent
     FROM derive_spans r WHERE r.is_run
+), declared AS (
+    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
+    -- agent, else the declared default. A change of declarations marks the runs it affects
+    -- pending (ingest/declared_budgets.py), so past runs follow it.
+    SELECT r.*,
+           coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
+           CASE WHEN r.budget_total_ms IS NOT NULL THEN 'span'
+                WHEN coalesce(a.budget_ms, dflt.budget_ms) IS NOT NULL THEN 'declared'
+                END AS budget_source
+    FROM runs_raw r
+    LEFT JOIN declared_budgets a ON a.scope = 'agent' AND a.agent = r.agent
+    LEFT JOIN declared_budgets dflt ON dflt.scope = 'default'
+), budgeted AS (
+    -- d = budget.deadline_unix_ms when present, else s + B
+    SELECT *,
+           CASE WHEN budget_ms IS NOT NULL THEN coalesce(
+               budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000) END
+               AS deadline_ns
+    FROM declared
 ), latest AS (
     SELECT w.trace_id, w.run_span_id, max(s.end_ns) AS latest_end_ns
     FROM derive_walk w
@@ -136,9 +153,10 @@ WITH runs_raw AS (
 SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_id
             ELSE r.trace_id || '/' || r.span_id END AS run_id,
        r.trace_id, r.span_id,
-       coalesce(r.gen_ai_agent_name, r.service_name) AS agent,
+       r.agent,
        r.start_ns, r.end_ns,
-       r.budget_total_ms AS budget_ms,
+       r.budget_ms,
+       r.budget_source,
        r.deadline_ns,
        -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
        CASE WHEN r.deadline_ns IS NOT NULL
@@ -146,14 +164,14 @@ SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_
        r.budget_reserve_ms AS reserve_ms,
        r.budget_run_outcome AS outcome,
        (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
-       ((r.end_ns - r.start_ns) / 1e6) / nullif(r.budget_total_ms, 0) AS utilisation,
+       ((r.end_ns - r.start_ns) / 1e6) / nullif(r.budget_ms, 0) AS utilisation,
        l.latest_end_ns,
        CASE WHEN r.deadline_ns IS NOT NULL
             THEN greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6 END AS overrun_ms,
        lower(trim(r.budget_run_outcome)) AS known_outcome,
        printf('%d-W%02d', isoyear(make_timestamp(r.start_ns // 1000)),
               week(make_timestamp(r.start_ns // 1000))) AS week
-FROM runs_raw r
+FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
 -- 4. Steps: spans on a run's own walk (not below a nested run) that carry step attributes.
@@ -165,8 +183,9 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, w.top_step_id,
        s.step_kind || ':' || s.step_name AS step_key,
        s.class, s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       s.budget_allocated_ms AS allocated_ms,
-       ((s.end_ns - s.start_ns) / 1e6) / nullif(s.budget_allocated_ms, 0) AS utilisation,
+       coalesce(s.budget_allocated_ms, a.allocated_ns // 1000000) AS allocated_ms,
+       ((s.end_ns - s.start_ns) / 1e6)
+           / nullif(coalesce(s.budget_allocated_ms, a.allocated_ns / 1e6), 0) AS utilisation,
        s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
        s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
@@ -181,6 +200,16 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, w.top_step_id,
 FROM derive_walk w
 JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
 JOIN derive_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
+-- SPEC §10: a declared cap for the step's key gives a step without budget.allocated_ms the
+-- allocation min(cap, B - (step start - s)), in ns (stored as whole ms, rounded down; the
+-- utilisation uses it exactly), never below 0; in a run of unknown budget, the cap alone.
+LEFT JOIN declared_step_caps c ON c.step_key = s.step_kind || ':' || s.step_name,
+LATERAL (SELECT CASE
+    WHEN c.cap_ms IS NULL THEN NULL
+    WHEN r.budget_ms IS NULL THEN c.cap_ms * 1000000
+    ELSE least(c.cap_ms * 1000000,
+               greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns))) END
+    AS allocated_ns) a
 WHERE w.own AND s.is_step;
 
 -- 5. Consumption share (SPEC §4). Top-level steps clipped to [s, e]; the distinct start/end
@@ -254,7 +283,7 @@ SELECT * FROM culprit FULL JOIN holder USING (run_id);
 -- the whole runs table back.
 CREATE OR REPLACE TEMP TABLE derive_final_runs AS
 SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_ms,
-       r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
+       r.budget_source, r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
        r.latest_end_ns, r.overrun_ms,
        -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
        -- otherwise running to the deadline, or a refused step.

@@ -12,7 +12,8 @@ SELECT run_id,
        culprit_share,
        holder_key AS holder,
        unattributed_ms,
-       overrun_ms
+       overrun_ms,
+       budget_source
 FROM runs
 WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
   AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)

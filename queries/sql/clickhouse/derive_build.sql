@@ -12,11 +12,28 @@
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
 
--- 0. The state this derivation is built from: stored rows and the newest span start. Readers
--- compare it with otel_traces to know whether the derived tables are current.
+-- 0. Declared budgets and step caps (SPEC §10; the DuckDB schema's declared_budgets.sql),
+-- created empty the first time: `budgetscope --backend URL budgets` writes them.
+CREATE TABLE IF NOT EXISTS budgetscope_declared_budgets (
+    scope String, agent String, budget_ms Int64, declared_at DateTime64(3, 'UTC')
+) ENGINE = MergeTree ORDER BY (scope, agent);
+CREATE TABLE IF NOT EXISTS budgetscope_declared_step_caps (
+    step_key String, cap_ms Int64, declared_at DateTime64(3, 'UTC')
+) ENGINE = MergeTree ORDER BY step_key;
+
+-- The state this derivation is built from: stored rows, the newest span start and the
+-- declarations. Readers compare it with otel_traces and the declarations to know whether the
+-- derived tables are current (derive_state.sql).
 CREATE TABLE budgetscope_derive_state_next ENGINE = MergeTree ORDER BY tuple() AS
 SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS traces,
-       now64(3) AS derived_at
+       now64(3) AS derived_at,
+       -- the declarations' fingerprint; the same expression is in derive_state.sql
+       concat(toString((SELECT count() FROM budgetscope_declared_budgets)), ':',
+              toString((SELECT sum(cityHash64(scope, agent, budget_ms))
+                        FROM budgetscope_declared_budgets)), '/',
+              toString((SELECT count() FROM budgetscope_declared_step_caps)), ':',
+              toString((SELECT sum(cityHash64(step_key, cap_ms))
+                        FROM budgetscope_declared_step_caps))) AS declared
 FROM otel_traces;
 
 -- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
@@ -205,10 +222,28 @@ WITH runs_raw AS (
     SELECT r.*,
            -- the root is the run "trace_id" only when the trace has exactly one root
            countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           if(r.budget_total_ms IS NOT NULL, coalesce(
-               r.budget_deadline_unix_ms * 1000000,
-               r.start_ns + r.budget_total_ms * 1000000), NULL) AS deadline_ns
+           coalesce(r.gen_ai_agent_name, r.service_name) AS agent
     FROM budgetscope_tmp_spans r WHERE r.is_run
+), declared AS (
+    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
+    -- agent, else the declared default (as derive_refresh.sql step 3).
+    SELECT r.*,
+           coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
+           multiIf(r.budget_total_ms IS NOT NULL, 'span',
+                   coalesce(a.budget_ms, dflt.budget_ms) IS NOT NULL, 'declared',
+                   NULL) AS budget_source
+    FROM runs_raw r
+    LEFT JOIN (SELECT agent, budget_ms FROM budgetscope_declared_budgets
+               WHERE scope = 'agent') a ON a.agent = r.agent
+    LEFT JOIN (SELECT budget_ms FROM budgetscope_declared_budgets
+               WHERE scope = 'default' LIMIT 1) dflt ON true
+), budgeted AS (
+    -- d = budget.deadline_unix_ms when present, else s + B
+    SELECT *,
+           if(budget_ms IS NOT NULL, coalesce(
+               budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000), NULL)
+               AS deadline_ns
+    FROM declared
 ), latest AS (
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS latest_end_ns
     FROM budgetscope_tmp_walk w
@@ -218,9 +253,10 @@ WITH runs_raw AS (
 SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
           concat(r.trace_id, '/', r.span_id)) AS run_id,
        r.trace_id AS trace_id, r.span_id AS span_id,
-       toLowCardinality(coalesce(r.gen_ai_agent_name, r.service_name)) AS agent,
+       toLowCardinality(r.agent) AS agent,
        r.start_ns AS start_ns, r.end_ns AS end_ns,
-       r.budget_total_ms AS budget_ms,
+       r.budget_ms AS budget_ms,
+       r.budget_source AS budget_source,
        r.deadline_ns AS deadline_ns,
        -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
        if(r.deadline_ns IS NOT NULL, greatest(r.start_ns, least(r.end_ns, r.deadline_ns)), NULL)
@@ -228,7 +264,7 @@ SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
        r.budget_reserve_ms AS reserve_ms,
        r.budget_run_outcome AS outcome,
        (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
-       ((r.end_ns - r.start_ns) / 1e6) / nullIf(r.budget_total_ms, 0) AS utilisation,
+       ((r.end_ns - r.start_ns) / 1e6) / nullIf(r.budget_ms, 0) AS utilisation,
        l.latest_end_ns AS latest_end_ns,
        if(r.deadline_ns IS NOT NULL, greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6, NULL)
            AS overrun_ms,
@@ -237,7 +273,7 @@ SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
            toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
            leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
                    2, '0'))) AS week
-FROM runs_raw r
+FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
 -- 4. Steps: spans on a run's own walk (not below a nested run) that carry step attributes.
@@ -253,8 +289,17 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        toLowCardinality(s.class) AS class, s.start_ns AS start_ns, s.end_ns AS end_ns,
        (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       s.budget_allocated_ms AS allocated_ms,
-       ((s.end_ns - s.start_ns) / 1e6) / nullIf(s.budget_allocated_ms, 0) AS utilisation,
+       -- a declared cap gives a step without budget.allocated_ms the allocation
+       -- min(cap, B - (step start - s)), in ns, never below 0; the cap alone when B is unknown
+       CAST(multiIf(c.cap_ms IS NULL, NULL,
+                    r.budget_ms IS NULL, c.cap_ms * 1000000,
+                    least(c.cap_ms * 1000000,
+                          greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns)))),
+            'Nullable(Int64)') AS declared_allocation_ns,
+       coalesce(s.budget_allocated_ms, intDiv(declared_allocation_ns, 1000000)) AS allocated_ms,
+       ((s.end_ns - s.start_ns) / 1e6)
+           / nullIf(coalesce(toFloat64(s.budget_allocated_ms), declared_allocation_ns / 1e6), 0)
+           AS utilisation,
        s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
        s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
@@ -273,6 +318,8 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
 FROM budgetscope_tmp_walk w
 JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
 JOIN budgetscope_tmp_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
+-- SPEC §10: a declared cap for the step's key (as derive_refresh.sql step 4)
+LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name)
 WHERE w.own AND s.is_step;
 
 -- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
@@ -359,6 +406,7 @@ FROM culprit c FULL JOIN holder h ON h.run_id = c.run_id;
 CREATE TABLE budgetscope_runs_next ENGINE = MergeTree ORDER BY run_id AS
 SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent AS agent,
        r.start_ns AS start_ns, r.end_ns AS end_ns, r.budget_ms AS budget_ms,
+       r.budget_source AS budget_source,
        r.deadline_ns AS deadline_ns, r.window_end_ns AS window_end_ns,
        r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
        r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,

@@ -13,7 +13,8 @@ SELECT run_id,
        culprit_share,
        holder_key AS holder,
        unattributed_ms,
-       overrun_ms
+       overrun_ms,
+       budget_source
 FROM budgetscope_runs
 WHERE ({since_ns:Nullable(Int64)} IS NULL OR start_ns >= {since_ns:Nullable(Int64)})
   AND ({until_ns:Nullable(Int64)} IS NULL OR start_ns < {until_ns:Nullable(Int64)})

@@ -55,11 +55,14 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
 
 
 def _check_agent_known(con: object, agent: str) -> None:
-    """A misspelt --agent printed only a header and exited 0; name the agents there are."""
+    """A misspelt --agent printed only a header, silently; name the agents there are. The
+    (empty) report is still written and the status stays 0: scripts that ask for an agent
+    with no runs yet get a valid, empty file."""
     known = [str(name) for name in runs_by_agent(con)["agent"].dropna()]  # type: ignore[arg-type]
     if agent not in known:
         listed = ", ".join(repr(name) for name in known) if known else "none yet"
-        raise click.UsageError(f"no agent {agent!r} in this database; known agents: {listed}")
+        click.echo(f"note: no agent {agent!r} in this database; known agents: {listed}",
+                   err=True)
 
 
 def _footer(con: object, name: str, filters: Filters) -> str:

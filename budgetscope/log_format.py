@@ -5,6 +5,11 @@ A JSON line always has `ts` (UTC, ISO 8601), `level`, `logger`, `event` (a stabl
 `start`, `request_rejected`, `retention`, `stop`) and `message`, plus the fields the event
 carries (passed as `extra=` by whoever logs it). Secrets never go into a record: start-up logs
 whether a token is required, not the token.
+
+Log lines echo span data (a rejected span's name, a peer's detail) and often end up on a
+terminal: a text line goes through `queries.terminal.terminal_safe`; a JSON line escapes
+the controls JSON itself would leave raw (DEL, C1, bidi overrides) as `\\uXXXX`, so it stays
+the same value for a log pipeline and is inert on a screen.
 """
 
 from __future__ import annotations
@@ -12,13 +17,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import sys
 from typing import Any
+
+from queries.terminal import terminal_safe
 
 # Loggers of this product; Streamlit's and grpc's keep their own handlers.
 PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries")
 # Attributes every LogRecord has: whatever else a record carries came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# json.dumps(ensure_ascii=False) escapes U+0000-U+001F but writes these as they are.
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,12 +46,16 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        text = json.dumps(line, default=str, ensure_ascii=False)
+        return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record), keep_newlines=True)
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
         return dt.datetime.fromtimestamp(record.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -38,8 +38,15 @@ def escape_md(value: Any) -> str:
 
 def plot_text(value: Any) -> str:
     """`value` for a Plotly label: Plotly renders a subset of HTML (<a href>, <b>, <br>) in
-    labels, so escape it to entities, which Plotly shows as the characters."""
-    return html.escape("" if missing(value) else str(value), quote=True)
+    labels, so escape it to entities, which Plotly shows as the characters.
+
+    Plotly is no HTML parser: its `convertEntities` knows numeric references and only eight
+    names (amp, lt, gt, nbsp, mu, times, plusmn, deg; plotly.js src/lib/svg_text_utils.js),
+    and shows any other as typed, so `html.escape`'s `&quot;` appeared literally in chart
+    labels (issue 14). Quotes therefore go out as numeric references. With `<` escaped no
+    tag can open, so nothing from a span becomes markup."""
+    escaped = html.escape("" if missing(value) else str(value), quote=True)
+    return escaped.replace("&quot;", "&#34;")
 
 
 def duration(ms: Any) -> str:

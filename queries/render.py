@@ -8,19 +8,30 @@ same bytes for the same frame. Cell rules:
 - floats → fixed decimals: 3 for columns ending in `_ms` (microsecond resolution), 6 for every
   other float (rates, shares, utilisations); -0 is written 0;
 - rows in the order the query gives (every report query ends in a total ORDER BY);
-- UTF-8, comma-separated, `\n` line ends, minimal quoting, a header row.
+- UTF-8, comma-separated, `\n` line ends, a header row; a field is quoted (RFC 4180, `"`
+  doubled) when it holds a comma, a quote, a line feed or a carriage return (Python's csv
+  module leaves a lone `\r` unquoted when the line end is `\n`, which splits the row in a
+  spreadsheet);
+- formula injection (OWASP, issue 14): a text cell that starts with `=`, `+`, `-`, `@`, a tab
+  or a carriage return gets a leading `'`, so a spreadsheet shows it as text instead of running
+  it (an agent named `=HYPERLINK(…)`). The rule looks at the value's type, not its look: a
+  number (int or float column) is written as it is, negative ones included (`-0.250000` is a
+  number, and a spreadsheet reads it as one); a string is prefixed whatever follows, so an
+  agent called `-1` is written `'-1`. Names that start with one of those characters are
+  therefore one `'` longer in the CSV than in the JSON and table forms, which are not
+  spreadsheet input.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from queries.terminal import terminal_safe
 
 
 def _decimals(column: str) -> int:
@@ -61,12 +72,40 @@ def text_rows(frame: pd.DataFrame) -> list[list[str]]:
             for row in frame.itertuples(index=False, name=None)]
 
 
+# What a spreadsheet takes as the start of a formula (OWASP "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NEEDS_QUOTES = (",", '"', "\n", "\r")
+
+
+def csv_text(value: Any, column: str) -> str:
+    """One CSV cell's text before quoting: `text_cell`, with a text value that a spreadsheet
+    would run as a formula neutralised by a leading `'`."""
+    shown = cell(value, column)
+    text = text_cell(value, column)
+    if isinstance(shown, str) and text.startswith(_FORMULA_START):
+        return "'" + text
+    return text
+
+
+def _csv_field(text: str) -> str:
+    if any(mark in text for mark in _NEEDS_QUOTES):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _csv_line(fields: list[str]) -> str:
+    if fields == [""]:
+        return '""\n'  # as Python's csv module writes it: a bare empty line is no row
+    return ",".join(_csv_field(field) for field in fields) + "\n"
+
+
 def to_csv_bytes(frame: pd.DataFrame) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([str(c) for c in frame.columns])
-    writer.writerows(text_rows(frame))
-    return out.getvalue().encode("utf-8")
+    columns = [str(c) for c in frame.columns]
+    lines = [_csv_line([csv_text(c, "") for c in columns])]
+    lines.extend(_csv_line([csv_text(value, column)
+                            for value, column in zip(row, columns, strict=True)])
+                 for row in frame.itertuples(index=False, name=None))
+    return "".join(lines).encode("utf-8")
 
 
 def to_json_text(frame: pd.DataFrame) -> str:
@@ -77,9 +116,10 @@ def to_json_text(frame: pd.DataFrame) -> str:
 
 
 def to_text_table(frame: pd.DataFrame) -> str:
-    """Columns padded to their widest cell; numbers right-aligned."""
-    columns = [str(c) for c in frame.columns]
-    rows = text_rows(frame)
+    """Columns padded to their widest cell; numbers right-aligned. Meant for a terminal, so
+    each cell is made inert first (no escape sequence or control character from a span)."""
+    columns = [terminal_safe(str(c)) for c in frame.columns]
+    rows = [[terminal_safe(text) for text in row] for row in text_rows(frame)]
     widths = [max([len(column)] + [len(row[i]) for row in rows]) for i, column in
               enumerate(columns)]
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])

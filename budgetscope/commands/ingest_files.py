@@ -12,6 +12,7 @@ from budgetscope.commands.common import Fail, open_database
 from budgetscope.log_format import configure_logging
 from ingest.file_loader import LoadSummary, load_files
 from queries.derive import refresh_touched
+from queries.terminal import terminal_safe
 
 _LOG = logging.getLogger("budgetscope.ingest")
 
@@ -56,6 +57,7 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
         raise Fail(f"nothing to load: no spans in {', '.join(paths)}")
     as_json = log_format == "json"
     for line in summary.lines():
+        line = terminal_safe(line)  # rejection examples quote the input
         click.echo(line, err=not as_json and bool(summary.rejections) and line.startswith(" "))
     if as_json:
         _log_summary(db, summary)

@@ -8,6 +8,7 @@ import pandas as pd
 from budgetscope.commands.common import Fail, open_reader
 from queries.render import text_cell
 from queries.run_view import RunNotFound, RunView, load_run
+from queries.terminal import terminal_safe
 
 
 @click.command("run")
@@ -24,7 +25,9 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
             view = load_run(con, run_id)
         except RunNotFound as error:
             raise Fail(str(error)) from None
-    click.echo(render_run(view, width), nl=False)
+    # Each field from a span is made inert where it is placed (so widths stay right); the
+    # whole text once more on the way out, so a field added later cannot slip through.
+    click.echo(terminal_safe(render_run(view, width), keep_newlines=True), nl=False)
 
 
 CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
@@ -35,6 +38,11 @@ def _ms(value: object) -> str:
     return text_cell(value, "x_ms") or "-"
 
 
+def _text(value: object, missing: str = "-") -> str:
+    """A value from a span, as one inert line of text."""
+    return missing if value is None or pd.isna(value) else terminal_safe(str(value))
+
+
 def _pct(value: object) -> str:
     return "-" if value is None or pd.isna(value) else f"{float(value):.1%}"
 
@@ -42,11 +50,11 @@ def _pct(value: object) -> str:
 def render_run(view: RunView, width: int) -> str:
     run = view.summary
     start = pd.Timestamp(int(run["start_ns"]), unit="ns", tz="UTC")
-    lines = [f"run {run['run_id']}  agent {run['agent'] if pd.notna(run['agent']) else '-'}  "
+    lines = [f"run {_text(run['run_id'])}  agent {_text(run['agent'])}  "
              f"started {start.isoformat().replace('+00:00', 'Z')}"]
     exhausted = run["exhausted"]
     lines.append(
-        f"outcome {run['outcome'] if pd.notna(run['outcome']) else '(not stated)'}  "
+        f"outcome {_text(run['outcome'], '(not stated)')}  "
         f"exhausted {'-' if pd.isna(exhausted) else str(bool(exhausted)).lower()}  "
         f"budget {_ms(run['budget_ms'])} ms  elapsed {_ms(run['elapsed_ms'])} ms  "
         f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])} ms")
@@ -55,9 +63,9 @@ def render_run(view: RunView, width: int) -> str:
     else:
         same = run["culprit_span_id"] == run["holder_span_id"]
         lines.append(
-            f"culprit {run['culprit_key'] if pd.notna(run['culprit_key']) else '-'} "
+            f"culprit {_text(run['culprit_key'])} "
             f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])} ms)  "
-            f"holder {run['holder_key'] if pd.notna(run['holder_key']) else '-'}"
+            f"holder {_text(run['holder_key'])}"
             + ("" if same or pd.isna(run["culprit_span_id"]) else "  <- culprit is not the holder"))
         lines.append(f"unattributed {_ms(run['unattributed_ms'])} ms (time with no step running)")
     lines.append("")
@@ -82,21 +90,22 @@ def _waterfall(view: RunView, width: int) -> list[str]:
     def column(ns: int) -> int:
         return min(width - 1, max(0, int((ns - s) * scale)))
 
+    keys = [_text(key) for key in steps["step_key"]]
     label_width = min(40, max(len(key) + 2 * level for key, level in
-                              zip(steps["step_key"], steps["step_level"], strict=True)))
+                              zip(keys, steps["step_level"], strict=True)))
     mark = f", | = deadline at +{(deadline - s) / 1e9:.3f} s" if deadline else ""
     out = [f"waterfall: 0 .. +{(end - s) / 1e9:.3f} s{mark}"]
-    for step in steps.itertuples(index=False):
+    for key, step in zip(keys, steps.itertuples(index=False), strict=True):
         bar = [" "] * width
         first, last = column(int(step.start_ns)), column(int(step.end_ns))
         for i in range(first, max(first, last) + 1):
             bar[i] = "="
         if deadline is not None:
             bar[column(deadline)] = "|"
-        label = ("  " * int(step.step_level) + str(step.step_key))[:label_width]
+        label = ("  " * int(step.step_level) + key)[:label_width]
         consumed = ("" if pd.isna(step.consumption_ms)
                     else f"  consumed {_ms(step.consumption_ms)} ms")
-        out.append(f"{label.ljust(label_width)} {step.step_class:<14} "
+        out.append(f"{label.ljust(label_width)} {_text(step.step_class):<14} "
                    f"[{''.join(bar)}] +{float(step.offset_ms) / 1e3:.3f} s "
                    f"{_ms(step.duration_ms)} ms{consumed}")
     return out
@@ -111,8 +120,9 @@ def _writes(writes: pd.DataFrame) -> list[str]:
         if not (write.is_uncertain or write.orphan):
             continue
         state = ("ORPHAN (nobody read it back)" if write.orphan
-                 else f"reconciled: {write.last_result}")
-        key = write.idempotency_key if pd.notna(write.idempotency_key) else "(no key)"
-        out.append(f"  uncertain write {write.step_key} +{float(write.offset_ms) / 1e3:.3f} s "
-                   f"class {write.step_class} idempotency_key {key}  {state}")
+                 else f"reconciled: {_text(write.last_result)}")
+        key = _text(write.idempotency_key, "(no key)")
+        out.append(f"  uncertain write {_text(write.step_key)} "
+                   f"+{float(write.offset_ms) / 1e3:.3f} s "
+                   f"class {_text(write.step_class)} idempotency_key {key}  {state}")
     return out

@@ -30,6 +30,7 @@ from budgetscope.commands.serve_operations import (
     signal_families,
     window_label,
 )
+from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
@@ -40,7 +41,6 @@ from ingest.receivers.service import ReceiverConfig, Receivers
 from ingest.retention import RetentionSchedule
 from queries.derive import refresh_touched
 
-TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -92,8 +92,8 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--ui-port", default=8501, show_default=True, type=click.IntRange(1, 65535),
               help="Dashboard port.")
 @click.option("--no-ui", is_flag=True, help="Run the receivers only, without the dashboard.")
-@click.option("--token", envvar=TOKEN_ENV, default=None,
-              help=f"Require `Authorization: Bearer TOKEN` on every export (env {TOKEN_ENV}).")
+@token_option("Require `Authorization: Bearer TOKEN` on every export and /metrics, and the "
+              "token on the dashboard")
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True,
               type=click.IntRange(1024), help="Largest request accepted, after decompression.")
 @refresh_option

@@ -1,0 +1,53 @@
+"""A token that cannot work is refused at start-up with a message (issue 14, items 6 and 10):
+an empty or blank `--token` used to print "bearer token required" and then accept exports
+with no header; a non-ASCII one locked every client out without a word."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
+# A refused start takes the import time; a start that was not refused runs until killed.
+TIMEOUT = 60
+
+
+def _start(tmp_path: Path, *args: str, env_token: str | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
+    if env_token is not None:
+        env["BUDGETSCOPE_TOKEN"] = env_token
+    try:
+        return subprocess.run([*CLI, "--db", str(tmp_path / "t.duckdb"), *args],
+                              capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args} started instead of refusing the token")
+
+
+SERVE = ("serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0")
+
+
+@pytest.mark.parametrize(("token", "says"), [
+    ("", "the token is empty"),
+    ("   ", "the token is empty"),
+    ("\t", "the token is empty"),
+    ("sécret", "not printable ASCII"),
+    ("tok\u200ben", "not printable ASCII"),
+    ("two words", "contains whitespace"),
+])
+def test_serve_refuses_an_unusable_token(tmp_path: Path, token: str, says: str) -> None:
+    result = _start(tmp_path, *SERVE, "--token", token)
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr and "--token" in result.stderr
+    assert "bearer token required" not in result.stdout
+    assert not (tmp_path / "t.duckdb").exists()  # refused before the database was opened
+
+
+def test_serve_names_the_environment_variable(tmp_path: Path) -> None:
+    result = _start(tmp_path, *SERVE, env_token="  ")
+    assert result.returncode == 2
+    assert "BUDGETSCOPE_TOKEN" in result.stderr and "the token is empty" in result.stderr

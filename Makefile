@@ -9,10 +9,11 @@ CHROMIUM := /usr/bin/chromium
 .PHONY: install demo serve test lint bench chromium clean
 
 # uv installs this stack in seconds where pip takes half a minute; pip stays the fallback.
-$(STAMP): pyproject.toml
+# The budget SDK (sdk/, its own distribution) is installed editable beside it, so the suite tests it.
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]' ) \
-		|| $(BIN)/python -m pip install -q -e '.[test]'
+	( $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]' -e ./sdk ) \
+		|| $(BIN)/python -m pip install -q -e '.[test]' -e ./sdk
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,0 +1,478 @@
+"""RunBudget: one deadline per run, minted where the run starts, that every step spends from."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Tracer
+
+from budgetscope_sdk import attributes as attr
+from budgetscope_sdk import ladder
+from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
+from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
+from budgetscope_sdk.propagation import deadline_headers, grpc_timeout_header
+from budgetscope_sdk.step import Step, StepRecord
+
+Duration = Union[float, int, dt.timedelta]
+
+CURRENT_BUDGET: ContextVar[RunBudget | None] = ContextVar("budgetscope_sdk_budget", default=None)
+_VERSION = "0.1.0"
+
+
+def current_budget() -> RunBudget | None:
+    """The innermost RunBudget open in this context."""
+    return CURRENT_BUDGET.get()
+
+
+def seconds(value: Duration, what: str) -> float:
+    """Durations are seconds (as in asyncio, httpx and gRPC) or timedeltas."""
+    out = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    if not out >= 0:
+        raise ValueError(f"{what} must be a non-negative duration in seconds, got {value!r}")
+    return out
+
+
+def _ms(value: float) -> int:
+    return int(round(value * 1000))
+
+
+@dataclass
+class RunResult:
+    """An answer labelled with whether the budget cut it short, and what is missing."""
+
+    value: Any
+    partial: bool
+    note: str
+    missing: Sequence[str] = field(default_factory=tuple)
+
+
+class RunBudget:
+    """One wall-clock budget for a run.
+
+        with RunBudget(30, reserve=3) as budget:
+            with budget.step("tool", "fetch_report", cap=9) as call:
+                fetch(timeout=call.timeout, headers=call.headers())
+
+    `total` and every other duration are seconds (or timedeltas). The run span (opened here, or
+    the current span when `decorate_current=True`) gets budget.total_ms, budget.deadline_unix_ms
+    and budget.reserve_ms, and budget.run.outcome on exit. Durations are read from the
+    monotonic clock; the wall clock gives only the absolute deadline and the timestamps."""
+
+    def __init__(self, total: Duration, *, reserve: Duration | None = None,
+                 per_step_caps: Mapping[str, Duration] | None = None,
+                 name: str = "agent run", agent: str | None = None,
+                 tracer: Tracer | None = None, clock: Clock | None = None,
+                 decorate_current: bool = False,
+                 latencies: ladder.LatencyBook | None = None,
+                 attributes: Mapping[str, Any] | None = None,
+                 intent_namespace: str | None = None) -> None:
+        self.total_s = seconds(total, "total")
+        if self.total_s <= 0:
+            raise ValueError("a run budget must be more than 0 seconds")
+        # The articles' rule of thumb is max(20 s, 10%); 10% alone keeps short budgets usable.
+        self.reserve_s = 0.1 * self.total_s if reserve is None else seconds(reserve, "reserve")
+        if self.reserve_s >= self.total_s:
+            raise ValueError(f"the reserve ({self.reserve_s} s) must be less than the budget "
+                             f"({self.total_s} s)")
+        self.per_step_caps = {key: seconds(value, f"cap of {key}")
+                              for key, value in (per_step_caps or {}).items()}
+        self.name = name
+        self.agent = agent
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self._tracer = tracer
+        self.decorate_current = decorate_current
+        self.latencies = latencies or ladder.DEFAULT_LATENCIES
+        self._extra = dict(attributes or {})
+        self.intent_namespace = intent_namespace or secrets.token_hex(6)
+        self.records: list[StepRecord] = []
+        self.outcome: str | None = None
+        self.partial_reason: str | None = None
+        self._explicit_outcome: str | None = None
+        self._phase = ladder.OPEN
+        self._phase_lock = threading.Lock()
+        self._intents: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._refused = 0
+        self.span: Span = trace.INVALID_SPAN
+        self._owns_span = False
+        self._started = False
+        self._start_mono = 0.0
+        self._start_ns = 0
+        self._parent_step: Step | None = None
+        self._span_context: Context | None = None
+        self._tokens: list[Any] = []
+
+    # -- time ------------------------------------------------------------------------------
+    @property
+    def tracer(self) -> Tracer:
+        if self._tracer is None:
+            self._tracer = trace.get_tracer("budgetscope_sdk", _VERSION)
+        return self._tracer
+
+    @property
+    def deadline_unix_ms(self) -> int:
+        self._require_started()
+        return self._start_ns // 1_000_000 + _ms(self.total_s)
+
+    def elapsed(self) -> float:
+        self._require_started()
+        return self.clock.monotonic() - self._start_mono
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.total_s - self.elapsed())
+
+    def spendable(self) -> float:
+        """Seconds left that ordinary work may spend: the remaining budget minus the reserve."""
+        return max(0.0, self.remaining() - self.reserve_s)
+
+    def now_unix_ms(self) -> int:
+        return self.clock.wall_ns() // 1_000_000
+
+    def expired(self) -> bool:
+        return self.elapsed() >= self.total_s
+
+    # -- the ladder ------------------------------------------------------------------------
+    @property
+    def phase(self) -> str:
+        """open, narrowing (≥60% spent), fit_only (≥80%) or landing (only the reserve left).
+        Reading it records any phase change as an event on the run span."""
+        return self._observe_phase()
+
+    def may_widen(self) -> bool:
+        """Whether new parallel branches, subagents or speculative calls may still start."""
+        return self.phase == ladder.OPEN
+
+    def _observe_phase(self) -> str:
+        now = ladder.phase_at(self.elapsed(), self.total_s, self.reserve_s)
+        with self._phase_lock:
+            before = self._phase
+            if ladder.phase_index(now) <= ladder.phase_index(before):
+                return before
+            self._phase = now
+        starts = ladder.phase_starts(self.total_s, self.reserve_s)
+        for index in range(ladder.phase_index(before) + 1, ladder.phase_index(now) + 1):
+            phase = ladder.PHASES[index]
+            offset = starts[phase]
+            # Stamped at the instant the threshold was crossed, not when it was noticed.
+            self.span.add_event(attr.PHASE_EVENT, {
+                attr.PHASE: phase, attr.CONSUMED_RATIO: round(offset / self.total_s, 4),
+                attr.REMAINING_MS: _ms(self.total_s - offset)},
+                timestamp=self._start_ns + int(round(offset * 1e9)))
+        return now
+
+    # -- allocation ------------------------------------------------------------------------
+    def cap_for(self, kind: str, name: str) -> float | None:
+        return self.per_step_caps.get(f"{kind}:{name}", self.per_step_caps.get(name))
+
+    def slice(self, cap: Duration | None = None, minimum: Duration = 0.0, *,
+              kind: str = "other", name: str = "slice", landing: bool = False,
+              widening: bool = False) -> float:
+        """Seconds this call may take: min(cap, remaining − reserve). Raises BudgetExhausted,
+        and records a `refused` step span, when that is below `minimum` or the ladder no longer
+        admits the call (`widening` calls stop at 60%; from 80% a call whose recorded p95
+        does not fit is refused). `landing=True` may spend the reserve."""
+        allocated, _, _ = self._admit(kind, name, cap, minimum, landing, widening, {})
+        return allocated
+
+    def _admit(self, kind: str, name: str, cap: Duration | None, minimum: Duration,
+               landing: bool, widening: bool, refusal_attributes: dict[str, Any]
+               ) -> tuple[float, float, float | None]:
+        self._require_started()
+        if kind not in attr.STEP_KINDS:
+            raise ValueError(f"unknown step kind {kind!r}; one of {sorted(attr.STEP_KINDS)}")
+        cap_s = seconds(cap, "cap") if cap is not None else self.cap_for(kind, name)
+        minimum_s = seconds(minimum, "minimum")
+        remaining = self.remaining()
+        phase = self._observe_phase()
+        available = remaining if landing else max(0.0, remaining - self.reserve_s)
+        allocated = available if cap_s is None else min(cap_s, available)
+        reason = None
+        if allocated <= 0 or allocated < minimum_s:
+            reason = (f"{_ms(available)} ms left beyond the reserve, {kind}:{name} needs "
+                      f"{_ms(minimum_s)} ms" if not landing else
+                      f"{_ms(available)} ms left, {kind}:{name} needs {_ms(minimum_s)} ms")
+        elif widening and phase != ladder.OPEN:
+            reason = f"{phase}: no new branches once 60% of the budget is spent"
+        elif not landing and ladder.phase_index(phase) >= ladder.phase_index(ladder.FIT_ONLY):
+            p95 = self.latencies.p95(f"{kind}:{name}")
+            if p95 is not None and p95 > available:
+                reason = (f"{phase}: {kind}:{name} p95 {_ms(p95)} ms does not fit in "
+                          f"{_ms(available)} ms")
+        if reason is not None:
+            self._record_refusal(kind, name, remaining, cap_s, max(0.0, allocated),
+                                 refusal_attributes)
+            raise BudgetExhausted(f"refused {kind}:{name}: {reason}", step_key=f"{kind}:{name}",
+                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s))
+        return allocated, remaining, cap_s
+
+    def _record_refusal(self, kind: str, name: str, remaining: float, cap_s: float | None,
+                        allocated: float, extra: dict[str, Any]) -> None:
+        refused = Step(self, kind, name, allocated_s=allocated, remaining_s=remaining,
+                       cap_s=cap_s, side_effect=extra.pop("side_effect", None),
+                       idempotency_key=extra.pop("idempotency_key", None),
+                       attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
+                       extra=extra)
+        refused.set_outcome("refused")
+        refused._open()
+        refused._close(None)
+
+    # -- steps -----------------------------------------------------------------------------
+    def step(self, kind: str, name: str, *, side_effect: str | None = None,
+             idempotency_key: str | None = None, cap: Duration | None = None,
+             minimum: Duration = 0.0, attempt: int | None = None, hedge: bool | None = None,
+             landing: bool = False, widening: bool = False,
+             attributes: Mapping[str, Any] | None = None) -> Step:
+        """Admit a call and give it its slice; use the result with `with` or `async with`.
+        Refusal (BudgetExhausted) happens here, before anything starts."""
+        if side_effect is not None and side_effect not in attr.SIDE_EFFECTS:
+            raise ValueError(f"side_effect must be 'read' or 'write', got {side_effect!r}")
+        if attempt is not None and attempt < 1:
+            raise ValueError(f"attempt numbers start at 1, got {attempt}")
+        refusal = {"side_effect": side_effect, "idempotency_key": idempotency_key,
+                   "attempt": attempt, "hedge": hedge, **dict(attributes or {})}
+        allocated, remaining, cap_s = self._admit(kind, name, cap, minimum, landing, widening,
+                                                  refusal)
+        return Step(self, kind, name, allocated_s=allocated, remaining_s=remaining, cap_s=cap_s,
+                    side_effect=side_effect, idempotency_key=idempotency_key, attempt=attempt,
+                    hedge=hedge, extra=dict(attributes or {}))
+
+    def step_finished(self, step: Step, record: StepRecord, duration: float) -> None:
+        self.records.append(record)
+        if record.outcome == "refused":
+            self._refused += 1
+        else:
+            self.latencies.record(record.key, duration)
+
+    def context_for_steps(self, parent_step: Step | None) -> Context:
+        """Steps open under the innermost step of this budget, else under the run span."""
+        if parent_step is not None and parent_step.budget is self:
+            return trace.set_span_in_context(parent_step.span)
+        assert self._span_context is not None
+        return self._span_context
+
+    # -- children --------------------------------------------------------------------------
+    def child(self, share: float | None = None, duration: Duration | None = None, *,
+              name: str = "subagent", reserve: Duration | None = None,
+              minimum: Duration = 0.0) -> RunBudget:
+        """A subagent's budget, carved from this one: `share` of what may be spent now, or
+        `duration` seconds, never past this run's spendable time (so the child's deadline is
+        no later than ours, and our reserve stays ours). Its `with` opens a `subagent` step;
+        refused like any call when nothing is left."""
+        if (share is None) == (duration is None):
+            raise ValueError("give a child either share= (0..1] or duration=")
+        spendable = self.spendable()
+        if share is not None:
+            if not 0 < share <= 1:
+                raise ValueError(f"share must be in (0, 1], got {share}")
+            wanted = share * spendable
+        else:
+            wanted = seconds(duration, "duration")  # type: ignore[arg-type]
+        step = self.step("subagent", name, cap=wanted, minimum=minimum)
+        return ChildBudget(step, reserve=0.0 if reserve is None else reserve,
+                           per_step_caps=self.per_step_caps, name=name, agent=name,
+                           tracer=self.tracer, clock=self.clock, latencies=self.latencies,
+                           intent_namespace=self.intent_namespace)
+
+    # -- intents, retries, reconciliation (see intents.py) ----------------------------------
+    def intent(self, operation: str, *parts: object) -> Any:
+        """The one idempotency key for this logical operation in this run, reused by every
+        attempt (asking again for the same operation and parts returns the same intent)."""
+        from budgetscope_sdk.intents import Intent
+
+        key = (operation, tuple(str(part) for part in parts))
+        found = self._intents.get(key)
+        if found is None:
+            found = self._intents[key] = Intent(self, operation, key[1])
+        return found
+
+    def retry(self, intent: Any, call: Any, **options: Any) -> Any:
+        """Run `call(step)` as numbered attempts of `intent` (same idempotency key each time),
+        retrying classes in `retry_on` (client_timeout, upstream_error) up to `attempts`, each
+        wait recorded as a `backoff` step; a retry whose wait and minimum no longer fit is
+        declined and the last error raised. Options: kind, name, side_effect, attempts,
+        backoff (s), factor, retry_on, cap, minimum."""
+        from budgetscope_sdk.intents import retry
+
+        return retry(self, intent, call, **options)
+
+    async def aretry(self, intent: Any, call: Any, **options: Any) -> Any:
+        from budgetscope_sdk.intents import aretry
+
+        return await aretry(self, intent, call, **options)
+
+    # -- propagation -----------------------------------------------------------------------
+    def headers(self) -> dict[str, str]:
+        return deadline_headers(self.deadline_unix_ms, _ms(self.remaining()))
+
+    def grpc_timeout(self) -> float:
+        return self.remaining()
+
+    def grpc_metadata(self) -> list[tuple[str, str]]:
+        return [("grpc-timeout", grpc_timeout_header(self.remaining()))]
+
+    # -- results ---------------------------------------------------------------------------
+    def mark_partial(self, reason: str) -> None:
+        """The answer will be incomplete because the budget ran out (budget.run.outcome
+        `partial`)."""
+        self.partial_reason = reason
+
+    def set_outcome(self, outcome: str) -> None:
+        if outcome not in attr.RUN_OUTCOMES:
+            raise ValueError(f"unknown run outcome {outcome!r}; one of {sorted(attr.RUN_OUTCOMES)}")
+        self._explicit_outcome = outcome
+
+    def finish(self, value: Any, *, done: Sequence[str] = (), missing: Sequence[str] = ()
+               ) -> RunResult:
+        """Label the answer: partial, with the boundary stated, when anything is missing."""
+        steps = sum(1 for record in self.records if record.top_level)
+        if not missing:
+            return RunResult(value, False, f"complete after {steps} steps")
+        note = f"budget exhausted after {steps} steps"
+        if done:
+            note += f"; complete: {', '.join(done)}"
+        note += f"; not included: {', '.join(missing)}"
+        self.mark_partial(note)
+        return RunResult(value, True, note, tuple(missing))
+
+    def sleep(self, duration: Duration) -> None:
+        """Sleep on this budget's clock (a ManualClock just moves)."""
+        wait = seconds(duration, "sleep")
+        advance = getattr(self.clock, "advance", None)
+        if advance is not None:
+            advance(wait)
+        else:
+            time.sleep(wait)
+
+    async def asleep(self, duration: Duration) -> None:
+        wait = seconds(duration, "sleep")
+        advance = getattr(self.clock, "advance", None)
+        if advance is not None:
+            advance(wait)
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(wait)
+
+    # -- the run span ----------------------------------------------------------------------
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("use the RunBudget as a context manager (`with RunBudget(...)`) "
+                               "before spending from it")
+
+    def _run_attributes(self) -> dict[str, Any]:
+        values: dict[str, Any] = {attr.TOTAL_MS: _ms(self.total_s),
+                                  attr.DEADLINE_UNIX_MS: self.deadline_unix_ms,
+                                  attr.RESERVE_MS: _ms(self.reserve_s)}
+        if self.agent:
+            values[attr.GEN_AI_AGENT_NAME] = self.agent
+        values.update(self._extra)
+        return values
+
+    def _enter(self) -> RunBudget:
+        if self._started:
+            raise RuntimeError("a RunBudget is entered once, for one run")
+        self._start_mono = self.clock.monotonic()
+        self._start_ns = self.clock.wall_ns()
+        self._started = True
+        current = trace.get_current_span()
+        if self.decorate_current and current.is_recording():
+            self.span = current
+            self._span_context = trace.set_span_in_context(current)
+        else:
+            self.span = self.tracer.start_span(self.name, start_time=self._start_ns)
+            self._owns_span = True
+            self._span_context = trace.set_span_in_context(self.span)
+        self.span.set_attributes(self._run_attributes())
+        self._tokens.append(("otel", otel_context.attach(self._span_context)))
+        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
+        return self
+
+    def _outcome_for(self, error: BaseException | None) -> str:
+        if self._explicit_outcome is not None:
+            return self._explicit_outcome
+        if error is not None:
+            if isinstance(error, (asyncio.CancelledError, KeyboardInterrupt)):
+                return "cancelled"
+            if isinstance(error, BudgetExhausted):
+                return "exhausted"
+            if isinstance(error, (StepTimeout, TimeoutError)) and self.expired():
+                return "exhausted"
+            return "failed"
+        if self.partial_reason is not None:
+            return "partial"
+        if self.expired():
+            return "exhausted"
+        if self._refused:
+            self.partial_reason = (f"{self._refused} call(s) refused for lack of budget")
+            return "partial"
+        return "completed"
+
+    def _exit(self, error: BaseException | None) -> None:
+        self._observe_phase()
+        self.outcome = self._outcome_for(error)
+        self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
+        if self.partial_reason is not None:
+            self.span.set_attribute(attr.PARTIAL_REASON, self.partial_reason)
+        for kind, token in reversed(self._tokens):
+            if kind == "budget":
+                CURRENT_BUDGET.reset(token)
+            else:
+                otel_context.detach(token)
+        self._tokens.clear()
+        if self._owns_span:
+            self.span.end(end_time=self.clock.wall_ns())
+
+    def __enter__(self) -> RunBudget:
+        return self._enter()
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        self._exit(error)
+
+    async def __aenter__(self) -> RunBudget:
+        return self._enter()
+
+    async def __aexit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        self._exit(error)
+
+
+class ChildBudget(RunBudget):
+    """A subagent's budget: its span is the parent's `subagent` step (not a run of its own, so
+    budgetscope rolls the subagent's calls up into that step), its deadline the step's."""
+
+    def __init__(self, step: Step, **options: Any) -> None:
+        super().__init__(step.timeout if step.timeout > 0 else 1e-9, **options)
+        self.as_step = step
+
+    def _enter(self) -> RunBudget:
+        if self._started:
+            raise RuntimeError("a RunBudget is entered once, for one run")
+        self.as_step._open()
+        self._start_mono = self.as_step._started_mono
+        self._start_ns = self.as_step._start_ns
+        self._started = True
+        self.span = self.as_step.span
+        self._span_context = trace.set_span_in_context(self.span)
+        self._tokens.append(("otel", otel_context.attach(self._span_context)))
+        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
+        return self
+
+    def _exit(self, error: BaseException | None) -> None:
+        self._observe_phase()
+        self.outcome = self._outcome_for(error)
+        for kind, token in reversed(self._tokens):
+            if kind == "budget":
+                CURRENT_BUDGET.reset(token)
+            else:
+                otel_context.detach(token)
+        self._tokens.clear()
+        self.as_step._close(error)

@@ -1,0 +1,25 @@
+"""The SDK's own exceptions: each one says which side gave up."""
+
+from __future__ import annotations
+
+
+class BudgetExhausted(Exception):
+    """A call was refused before it started: the budget left (minus the landing reserve) is
+    below the call's minimum, or the ladder no longer admits it. Nothing was sent."""
+
+    def __init__(self, message: str, *, step_key: str = "", available_ms: int = 0,
+                 minimum_ms: int = 0) -> None:
+        super().__init__(message)
+        self.step_key = step_key
+        self.available_ms = available_ms
+        self.minimum_ms = minimum_ms
+
+
+class StepTimeout(TimeoutError):
+    """Our own deadline for a step fired (the client gave up; the other side may still be
+    working). A TimeoutError, so code that already catches timeouts keeps working."""
+
+    def __init__(self, message: str, *, deadline_ms: int, cleanup_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.deadline_ms = deadline_ms
+        self.cleanup_ms = cleanup_ms

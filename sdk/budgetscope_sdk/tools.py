@@ -1,0 +1,57 @@
+"""Tool calls whose timeout comes back as a TimedOut result instead of an exception, ready to
+hand to a model."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from budgetscope_sdk.results import TimedOut
+from budgetscope_sdk.step import Step
+
+if TYPE_CHECKING:
+    from budgetscope_sdk.budget import Duration, RunBudget
+    from budgetscope_sdk.intents import Intent
+
+T = TypeVar("T")
+
+
+def _open(budget: RunBudget, name: str, side_effect: str, intent: Intent | None,
+          cap: Duration | None, minimum: Duration, options: dict[str, Any]) -> Step:
+    if intent is not None:
+        return intent.attempt("tool", name, side_effect=side_effect, cap=cap, minimum=minimum,
+                              **options)
+    return budget.step("tool", name, side_effect=side_effect, cap=cap, minimum=minimum,
+                       **options)
+
+
+async def run_tool(budget: RunBudget, name: str, call: Callable[[Step], Awaitable[T]], *,
+                   side_effect: str = "read", intent: Intent | None = None,
+                   cap: Duration | None = None, minimum: Duration = 0.0,
+                   **options: Any) -> T | TimedOut:
+    """Await `call(step)` within the tool's slice (enforced by step.run, cleanup measured).
+    Our deadline firing gives a TimedOut; refusals and other failures still raise."""
+    step = _open(budget, name, side_effect, intent, cap, minimum, options)
+    try:
+        async with step:
+            return await step.run(call(step))
+    except Exception:
+        if step.outcome == "client_timeout":
+            return step.timed_out() if intent is None else intent.timed_out()
+        raise
+
+
+def call_tool(budget: RunBudget, name: str, call: Callable[[Step], T], *,
+              side_effect: str = "read", intent: Intent | None = None,
+              cap: Duration | None = None, minimum: Duration = 0.0,
+              **options: Any) -> T | TimedOut:
+    """The sync form: `call(step)` must bound itself by step.timeout (the httpx transport does
+    that for requests made inside it)."""
+    step = _open(budget, name, side_effect, intent, cap, minimum, options)
+    try:
+        with step:
+            return call(step)
+    except Exception:
+        if step.outcome == "client_timeout":
+            return step.timed_out() if intent is None else intent.timed_out()
+        raise

@@ -1,0 +1,223 @@
+"""Servers on 127.0.0.1 that the budget SDK's tests call (issue 16): a tool that hangs, a
+dependency with an idempotency ledger, a proxy that lets a request commit and then withholds the
+reply, a handler that honours the propagated deadline, and a request counter.
+
+Each is a real threaded HTTP server on a free port; nothing in the SDK is replaced."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from budgetscope_sdk import RemoteDeadline
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: Any
+
+
+def _reply(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    length = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(length) if length else b""
+
+
+def _hold_until_client_closes(handler: BaseHTTPRequestHandler) -> None:
+    """Never answer: block until the client closes its end (EOF), which is what proves the
+    client released its connection after giving up."""
+    handler.connection.settimeout(30)
+    try:
+        while handler.connection.recv(1024):
+            pass
+    except OSError:
+        pass
+    handler.close_connection = True
+
+
+@contextmanager
+def serve(handler_class: type[BaseHTTPRequestHandler], state: Any) -> Iterator[tuple[str, Any]]:
+    server = _Server(("127.0.0.1", 0), handler_class)
+    server.state = state
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+# -- a tool that hangs -----------------------------------------------------------------------
+class HangState:
+    def __init__(self) -> None:
+        self.received = threading.Event()
+        self.client_closed = threading.Event()
+        self.headers: dict[str, str] = {}
+
+
+class HangingTool(_Quiet):
+    def do_POST(self) -> None:
+        state: HangState = self.server.state
+        _read_body(self)
+        state.headers = dict(self.headers.items())
+        state.received.set()
+        _hold_until_client_closes(self)
+        state.client_closed.set()
+
+    do_GET = do_POST
+
+
+# -- a dependency with an idempotency ledger ---------------------------------------------------
+class LedgerState:
+    """Executes each idempotency key once and replays its stored answer afterwards."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.executions: list[str] = []
+        self.seen_keys: list[str] = []
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.requests = 0
+
+
+class LedgerService(_Quiet):
+    def do_POST(self) -> None:
+        state: LedgerState = self.server.state
+        _read_body(self)
+        key = self.headers.get("Idempotency-Key")
+        with state.lock:
+            state.requests += 1
+            if not key:
+                _reply(self, 400, {"error": "Idempotency-Key required"})
+                return
+            state.seen_keys.append(key)
+            answer = state.answers.get(key)
+            if answer is None:
+                state.executions.append(self.path)
+                answer = state.answers[key] = {"status": "cancelled", "path": self.path,
+                                               "execution": len(state.executions)}
+        _reply(self, 200, answer)
+
+    def do_GET(self) -> None:
+        state: LedgerState = self.server.state
+        with state.lock:
+            state.requests += 1
+            if self.path.startswith("/operations/"):
+                key = self.path.rsplit("/", 1)[1]
+                answer = state.answers.get(key)
+                _reply(self, 200 if answer else 404, answer or {"error": "no such operation"})
+                return
+        _reply(self, 404, {"error": "not found"})
+
+
+# -- a proxy that lets the first request commit and drops its reply ----------------------------
+class ProxyState:
+    def __init__(self, upstream: str, drop_first: int = 1) -> None:
+        self.upstream = upstream
+        self.drop_left = drop_first
+        self.lock = threading.Lock()
+        self.dropped = 0
+        self.forwarded = 0
+        self.client_closed_after_drop = threading.Event()
+
+
+class CommitThenDropProxy(_Quiet):
+    def _forward(self) -> None:
+        state: ProxyState = self.server.state
+        body = _read_body(self)
+        host, port = state.upstream.removeprefix("http://").split(":")
+        upstream = HTTPConnection(host, int(port), timeout=10)
+        headers = {key: value for key, value in self.headers.items()
+                   if key.lower() not in ("host", "connection")}
+        upstream.request(self.command, self.path, body=body or None, headers=headers)
+        response = upstream.getresponse()
+        payload = response.read()
+        upstream.close()
+        with state.lock:
+            state.forwarded += 1
+            drop = state.drop_left > 0
+            if drop:
+                state.drop_left -= 1
+                state.dropped += 1
+        if drop:  # the dependency has committed; the caller never hears of it
+            _hold_until_client_closes(self)
+            state.client_closed_after_drop.set()
+            return
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.getheader("Content-Type") or "text/plain")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_POST = _forward
+    do_GET = _forward
+
+
+# -- a handler that stops itself at the caller's deadline -------------------------------------
+class ExportState:
+    def __init__(self, batches: int, batch_seconds: float, margin: float) -> None:
+        self.batches = batches
+        self.batch_seconds = batch_seconds
+        self.margin = margin
+        self.ledger: list[dict[str, Any]] = []
+        self.written = 0
+
+
+class CooperativeExport(_Quiet):
+    def do_POST(self) -> None:
+        state: ExportState = self.server.state
+        _read_body(self)
+        deadline = RemoteDeadline.from_headers(dict(self.headers.items()))
+        if deadline is None:
+            _reply(self, 400, {"error": "no deadline propagated"})
+            return
+        for index in range(state.batches):
+            # Checked before each unit of expensive work, with a margin for the reply's trip.
+            if deadline.expired(state.margin):
+                entry = {"status": "cancelled", "completed_batches": index,
+                         "total_batches": state.batches}
+                state.ledger.append(entry)
+                _reply(self, 200, entry)
+                return
+            time.sleep(state.batch_seconds)
+            state.written += 1
+        entry = {"status": "succeeded", "completed_batches": state.batches,
+                 "total_batches": state.batches}
+        state.ledger.append(entry)
+        _reply(self, 200, entry)
+
+
+# -- a request counter -------------------------------------------------------------------------
+class CountState:
+    def __init__(self) -> None:
+        self.requests = 0
+
+
+class CountingTool(_Quiet):
+    def do_GET(self) -> None:
+        self.server.state.requests += 1
+        _reply(self, 200, {"ok": True})
+
+    do_POST = do_GET

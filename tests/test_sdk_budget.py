@@ -1,0 +1,278 @@
+"""The budget SDK's arithmetic on a manual clock (issue 16): slices, refusals, the ladder,
+children, run outcomes, attempts and keys, result shapes, propagation, and its Python 3.9
+syntax."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+from budgetscope_sdk import (
+    FIT_ONLY,
+    LANDING,
+    NARROWING,
+    OPEN,
+    BudgetExhausted,
+    LatencyBook,
+    ManualClock,
+    RemoteDeadline,
+    RunBudget,
+    StepTimeout,
+    classify,
+    grpc_timeout_header,
+)
+from opentelemetry import trace
+
+from tests.sdk_support import capture
+
+SDK = Path(__file__).resolve().parent.parent / "sdk" / "budgetscope_sdk"
+
+
+def budget_on(clock: ManualClock, spans, total: float = 100, **options) -> RunBudget:
+    return RunBudget(total, tracer=spans.tracer, clock=clock, **options)
+
+
+def test_run_span_carries_the_budget_and_its_deadline_from_the_wall_clock() -> None:
+    spans, clock = capture(), ManualClock(start_unix_s=1_764_000_000.25)
+    with budget_on(clock, spans, 30, reserve=3, agent="support-agent") as budget:
+        assert budget.deadline_unix_ms == 1_764_000_030_250
+        clock.advance(12)
+    run = spans.run()
+    assert dict(run.attributes) == {
+        "budget.total_ms": 30000, "budget.deadline_unix_ms": 1_764_000_030_250,
+        "budget.reserve_ms": 3000, "gen_ai.agent.name": "support-agent",
+        "budget.run.outcome": "completed"}
+    assert run.start_time == 1_764_000_000_250_000_000
+    assert run.end_time - run.start_time == 12_000_000_000
+
+
+def test_slice_is_min_of_cap_and_remaining_minus_reserve() -> None:
+    spans, clock = capture(), ManualClock()
+    caps = {"tool:fetch_report": 9, "search": 4}
+    with budget_on(clock, spans, 18, reserve=2, per_step_caps=caps) as budget:
+        assert budget.slice(cap=9) == 9
+        clock.advance(10)  # 8 left, 6 beyond the reserve
+        assert budget.slice(cap=9) == 6
+        with budget.step("tool", "fetch_report") as call:
+            assert call.timeout == 6
+        with budget.step("tool", "search") as call:
+            assert call.timeout == 4  # a cap by bare name
+        with budget.step("model", "gpt", landing=True) as call:
+            assert call.timeout == 8  # the landing may spend the reserve
+    fetch, search, land = spans.steps()
+    assert (fetch["budget.remaining_ms"], fetch["budget.cap_ms"],
+            fetch["budget.allocated_ms"]) == (8000, 9000, 6000)
+    assert (search["budget.cap_ms"], search["budget.allocated_ms"]) == (4000, 4000)
+    assert "budget.cap_ms" not in land and land["budget.allocated_ms"] == 8000
+
+
+def test_ladder_phases_are_queryable_and_each_change_is_a_run_span_event() -> None:
+    spans, clock = capture(), ManualClock()
+    book = LatencyBook(min_samples=3)
+    with budget_on(clock, spans, 100, reserve=10, latencies=book) as budget:
+        for _ in range(3):
+            with budget.step("tool", "slow"):
+                clock.advance(5)  # p95 5 s
+        assert budget.phase == OPEN and budget.may_widen()
+        clock.advance(46)  # 61 s spent
+        assert budget.phase == NARROWING and not budget.may_widen()
+        with pytest.raises(BudgetExhausted, match="no new branches"):
+            budget.step("subagent", "explore", widening=True)
+        with budget.step("tool", "slow"):  # still admitted: not a widening call
+            clock.advance(5)
+        clock.advance(15)  # 81 s spent: 19 left, 9 beyond the reserve
+        assert budget.phase == FIT_ONLY
+        with budget.step("tool", "slow"):  # p95 5 s fits in 9 s
+            clock.advance(5)
+        clock.advance(1)  # 87 s: 3 beyond the reserve, p95 5 s does not fit
+        with pytest.raises(BudgetExhausted, match="p95 5000 ms does not fit in 3000 ms"):
+            budget.step("tool", "slow")
+        with budget.step("tool", "unseen") as call:  # no history: admitted on its slice
+            assert call.timeout == pytest.approx(3)
+        clock.advance(3)
+        assert budget.phase == LANDING
+        budget.finish("summary", done=["accounts"], missing=["vendor lookup"])
+    run = spans.run()
+    events = [(e.attributes["budget.phase"], (e.timestamp - run.start_time) / 1e9)
+              for e in run.events]
+    assert events == [(NARROWING, 60.0), (FIT_ONLY, 80.0), (LANDING, 90.0)]
+    assert run.attributes["budget.run.outcome"] == "partial"
+    assert "not included: vendor lookup" in run.attributes["budget.partial.reason"]
+    refused = [s for s in spans.steps() if s["budget.outcome"] == "refused"]
+    assert [s["budget.step.name"] for s in refused] == ["explore", "slow"]
+
+
+def test_child_budget_is_a_slice_whose_deadline_is_never_past_the_parents() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 60, reserve=6) as parent:
+        clock.advance(30)  # 30 left, 24 spendable
+        with parent.child(share=0.5, name="researcher") as child:
+            assert child.total_s == 12
+            with child.step("model", "gpt") as call:
+                assert call.timeout == 12
+                clock.advance(2)
+        with parent.child(duration=600, name="greedy") as greedy:
+            assert greedy.total_s == pytest.approx(22)  # asked for 10 minutes, got the rest
+            assert greedy.deadline_unix_ms <= parent.deadline_unix_ms - 6000
+    steps = spans.steps()
+    researcher = next(s for s in steps if s["budget.step.name"] == "researcher")
+    assert researcher["budget.step.kind"] == "subagent"
+    assert researcher["budget.allocated_ms"] == 12000
+    model_span = next(s for s in spans.spans() if s.name == "model gpt")
+    researcher_span = next(s for s in spans.spans() if s.name == "subagent researcher")
+    assert model_span.parent.span_id == researcher_span.context.span_id
+    assert all("budget.total_ms" not in s for s in steps)  # subagents are steps, not runs
+
+
+@pytest.mark.parametrize(("body", "outcome"), [
+    ("pass", "completed"),
+    ("raise_exhausted", "exhausted"),
+    ("overrun", "exhausted"),
+    ("fail", "failed"),
+    ("cancel", "cancelled"),
+])
+def test_run_outcome_follows_what_happened(body: str, outcome: str) -> None:
+    spans, clock = capture(), ManualClock()
+
+    async def run() -> None:
+        async with budget_on(clock, spans, 10, reserve=1) as budget:
+            if body == "raise_exhausted":
+                clock.advance(9.5)
+                budget.slice(minimum=1)
+            elif body == "overrun":
+                clock.advance(11)
+            elif body == "fail":
+                raise ValueError("bad plan")
+            elif body == "cancel":
+                raise asyncio.CancelledError()
+
+    with contextlib.suppress(BudgetExhausted, ValueError, asyncio.CancelledError):
+        asyncio.run(run())
+    assert spans.run().attributes["budget.run.outcome"] == outcome
+
+
+def test_decorates_the_current_span_instead_of_opening_one() -> None:
+    spans = capture()
+    with spans.tracer.start_as_current_span("framework root") as root:
+        with RunBudget(5, tracer=spans.tracer, decorate_current=True) as budget, \
+                budget.step("tool", "t"):
+            pass
+        assert trace.get_current_span() is root
+    assert spans.run().name == "framework root"
+    (step_span,) = [s for s in spans.spans() if s.name == "tool t"]
+    assert step_span.parent.span_id == root.get_span_context().span_id
+
+
+def test_step_outcome_is_classified_from_what_was_raised() -> None:
+    class HTTPStatusError(Exception):
+        def __init__(self, status: int) -> None:
+            super().__init__(f"status {status}")
+            self.response = type("Response", (), {"status_code": status})()
+
+    class ReadTimeout(Exception):
+        pass
+
+    assert classify(None) == "ok"
+    assert classify(StepTimeout("ours", deadline_ms=5)) == "client_timeout"
+    assert classify(TimeoutError()) == "client_timeout"
+    assert classify(ReadTimeout("timed out")) == "client_timeout"
+    assert classify(BudgetExhausted("no")) == "refused"
+    assert classify(asyncio.CancelledError()) == "cancelled"
+    assert classify(HTTPStatusError(503)) == "upstream_error"
+    assert classify(HTTPStatusError(504)) == "upstream_error"  # their gateway gave up
+    assert classify(HTTPStatusError(429)) == "upstream_error"
+    assert classify(HTTPStatusError(404)) == "client_error"
+    assert classify(ConnectionRefusedError()) == "upstream_error"
+    assert classify(RuntimeError("Error code: 503 - The server is overloaded")) == "upstream_error"
+    assert classify(ValueError("bad plan")) == "error"
+
+
+def test_intent_key_is_minted_once_and_attempts_are_numbered() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10, intent_namespace="run-1") as budget:
+        intent = budget.intent("cancel_subscription", "sub_42")
+        assert budget.intent("cancel_subscription", "sub_42") is intent
+        assert budget.intent("cancel_subscription", "sub_43").key != intent.key
+        for _ in range(2):
+            with pytest.raises(StepTimeout), intent.attempt() as call:
+                raise StepTimeout("late", deadline_ms=call.allocated_ms)
+        result = intent.timed_out()
+        assert (result.attempt, result.side_effect_status, result.retryable) == (2, "possible",
+                                                                                 True)
+        assert intent.reconcile(lambda call: True).result == "landed"
+        assert intent.timed_out().side_effect_status == "completed"
+        assert intent.timed_out().retryable is False
+    with budget_on(ManualClock(), capture(), 10, intent_namespace="run-2") as other:
+        assert other.intent("cancel_subscription", "sub_42").key != intent.key
+    attempts = [s for s in spans.steps() if s["budget.step.kind"] == "tool"]
+    assert [s["budget.attempt"] for s in attempts] == [1, 2]
+    reconcile = spans.steps()[-1]
+    assert (reconcile["budget.step.kind"], reconcile["budget.reconcile.result"],
+            reconcile["budget.idempotency_key"]) == ("reconcile", "landed", intent.key)
+
+
+def test_retry_declines_a_backoff_that_would_not_fit() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 2, reserve=0.5) as budget:
+        intent = budget.intent("send_email", "x")
+
+        def attempt(call):
+            clock.advance(call.timeout)
+            raise StepTimeout("late", deadline_ms=call.allocated_ms)
+
+        with pytest.raises(StepTimeout):
+            budget.retry(intent, attempt, cap=1.2, backoff=0.5, attempts=3)
+    kinds = [(s["budget.step.kind"], s.get("budget.attempt")) for s in spans.steps()]
+    assert kinds == [("tool", 1)]  # 0.3 s spendable after it: the 0.5 s backoff was declined
+
+
+def test_deadline_propagation_forms() -> None:
+    assert grpc_timeout_header(1.5) == "1500000u"
+    assert grpc_timeout_header(0.0004) == "400000n"
+    assert grpc_timeout_header(250) == "250000m"
+    clock = ManualClock()
+    remote = RemoteDeadline.from_headers({"deadline-remaining-ms": "1500"}, clock)
+    assert remote is not None and remote.remaining() == 1.5
+    clock.advance(1.4)
+    assert not remote.expired() and remote.expired(margin=0.2)
+    epoch = RemoteDeadline.from_headers({"Deadline-Epoch-Ms": str(clock.wall_ns() // 10**6 + 800)},
+                                        clock)
+    assert epoch is not None and epoch.remaining() == pytest.approx(0.8)
+    assert RemoteDeadline.from_headers({}, clock) is None
+    with pytest.raises(ValueError, match="Deadline-Remaining-Ms is not a number"):
+        RemoteDeadline.from_headers({"Deadline-Remaining-Ms": "soon"}, clock)
+    spans = capture()
+    with budget_on(clock, spans, 10) as budget, budget.step("tool", "t", cap=2) as call:
+        clock.advance(0.5)
+        assert call.headers()["Deadline-Remaining-Ms"] == "1500"
+        assert call.grpc_metadata() == [("grpc-timeout", "1500000u")]
+        assert call.grpc_timeout() == 1.5
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ValueError, match="reserve"):
+        RunBudget(5, reserve=5)
+    with pytest.raises(ValueError, match="total must be a non-negative"):
+        RunBudget(-1)
+    spans = capture()
+    with budget_on(ManualClock(), spans, 5) as budget:
+        with pytest.raises(ValueError, match="unknown step kind 'llm'"):
+            budget.step("llm", "gpt")
+        with pytest.raises(ValueError, match="side_effect must be 'read' or 'write'"):
+            budget.step("tool", "t", side_effect="delete")
+    with pytest.raises(RuntimeError, match="context manager"):
+        RunBudget(5).slice()
+
+
+def test_sdk_sources_are_python_3_9_syntax() -> None:
+    for path in sorted(SDK.rglob("*.py")):
+        source = path.read_text()
+        tree = ast.parse(source, filename=str(path), feature_version=(3, 9))
+        # `X | Y` is only safe at runtime on 3.10+: every module defers its annotations.
+        assert "from __future__ import annotations" in source or not any(
+            isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr)
+            for node in ast.walk(tree)), path
+    assert (SDK / "py.typed").exists()

@@ -1,0 +1,268 @@
+"""The fake world a real-fixture scenario runs against, all on 127.0.0.1: an OpenAI-compatible
+model server whose answers the scenario scripts one by one, HTTP and gRPC tool servers whose
+paths/methods say how they answer, and a capture receiver that keeps every OTLP trace request
+the real exporter posts. Runs in the generator's own process (stdlib + grpcio only)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+# How long a "slow" fake waits before answering: far past every client timeout the scenarios set
+# (0.3 s), so the client gives up first, and short enough that the server thread ends soon after.
+SLOW_SECONDS = 1.5
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that timed out closed its socket before the slow answer: expected here
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> _QuietServer:
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+# ---------------------------------------------------------------------------------------------
+# Model server: POST /_script with a list of actions; each /v1/chat/completions takes the next.
+
+def _completion(model: str, action: dict[str, Any], number: int) -> dict[str, Any]:
+    if action.get("do") == "tool_call":
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{number}", "type": "function",
+            "function": {"name": action["name"],
+                         "arguments": json.dumps(action.get("arguments", {}))}}]}
+        finish = "tool_calls"
+    else:
+        message = {"role": "assistant", "content": action.get("text", "done")}
+        finish = "stop"
+    return {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+
+
+_ERRORS = {
+    503: ({"error": {"message": "The server is overloaded", "type": "server_error"}}, {}),
+    429: ({"error": {"message": "Rate limit reached for requests", "type": "requests",
+                     "code": "rate_limit_exceeded"}}, {"Retry-After": "0"}),
+}
+
+
+class FakeModelServer:
+    """Answers chat completions from a script; an empty script answers "done"."""
+
+    def __init__(self) -> None:
+        self.script: deque[dict[str, Any]] = deque()
+        self.served: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(_Handler):
+            def do_POST(self) -> None:
+                body = self._body()
+                if self.path == "/_script":
+                    owner.script.extend(json.loads(body))
+                    self._send(200, {"queued": len(owner.script)})
+                    return
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                request = json.loads(body or b"{}")
+                action = owner.script.popleft() if owner.script else {"do": "ok"}
+                owner.served.append({"model": request.get("model"), "action": action})
+                if action.get("do") == "slow":
+                    time.sleep(action.get("seconds", SLOW_SECONDS))
+                    action = {"do": "ok"}
+                if action.get("do") == "status":
+                    payload, headers = _ERRORS[action["code"]]
+                    self._send(action["code"], payload, headers)
+                    return
+                self._send(200, _completion(request.get("model", "?"), action, len(owner.served)))
+
+        self.server = _serve(Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP tool server: the path says what happens.
+
+class FakeToolServer:
+    """GET /ok → 200; /slow → answers after SLOW_SECONDS; /503, /429 → that status;
+    /flaky → 503 the first time, 200 after; POST /write → 201, and the write is recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[dict[str, Any]] = []
+        self.flaky_seen = 0
+        owner = self
+
+        class Handler(_Handler):
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0]
+                if path == "/slow":
+                    time.sleep(SLOW_SECONDS)
+                    self._send(200, {"report": "late"})
+                elif path in ("/503", "/429"):
+                    self._send(int(path[1:]), {"error": "unavailable" if path == "/503"
+                                               else "too many requests"})
+                elif path == "/flaky":
+                    owner.flaky_seen += 1
+                    if owner.flaky_seen == 1:
+                        self._send(503, {"error": "unavailable"})
+                    else:
+                        self._send(200, {"report": "second try"})
+                else:
+                    self._send(200, {"report": "ok"})
+
+            def do_POST(self) -> None:
+                body = self._body()
+                owner.writes.append({"path": self.path, "body": body.decode(errors="replace")})
+                self._send(201, {"created": len(owner.writes)})
+
+        self.server = _serve(Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# gRPC tool server: service tools.Tools, methods Ok, Slow, Unavailable, Exhausted (raw bytes).
+
+def _grpc_ok(request: bytes, context: grpc.ServicerContext) -> bytes:
+    return b"ok:" + request
+
+
+def _grpc_slow(request: bytes, context: grpc.ServicerContext) -> bytes:
+    time.sleep(SLOW_SECONDS)
+    return b"late"
+
+
+def _grpc_unavailable(request: bytes, context: grpc.ServicerContext) -> bytes:
+    context.abort(grpc.StatusCode.UNAVAILABLE, "tool backend is down")
+    return b""
+
+
+def _grpc_exhausted(request: bytes, context: grpc.ServicerContext) -> bytes:
+    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "quota exceeded")
+    return b""
+
+
+class FakeGrpcToolServer:
+    SERVICE = "tools.Tools"
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        handlers = {name: grpc.unary_unary_rpc_method_handler(function) for name, function in {
+            "Ok": _grpc_ok, "Slow": _grpc_slow, "Unavailable": _grpc_unavailable,
+            "Exhausted": _grpc_exhausted}.items()}
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(self.SERVICE, handlers),))
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.target = f"127.0.0.1:{port}"
+
+    def close(self) -> None:
+        self.server.stop(grace=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Capture receiver: keeps each POST /v1/traces body; written out as the Collector's
+# length-prefixed protobuf stream, a form `budgetscope ingest` reads (ingest/sources.py).
+
+class CaptureReceiver:
+    def __init__(self) -> None:
+        self.requests: list[bytes] = []
+        self.other_signals: dict[str, int] = {}
+        owner = self
+
+        class Handler(_Handler):
+            def do_POST(self) -> None:
+                body = self._body()
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path == "/v1/traces":
+                    if self.headers.get("Content-Type") != "application/x-protobuf":
+                        self._send(415, {"error": "only http/protobuf is captured"})
+                        return
+                    owner.requests.append(body)
+                else:
+                    owner.other_signals[self.path] = owner.other_signals.get(self.path, 0) + 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = _serve(Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_port}"
+
+    def write(self, path: Path) -> int:
+        """The captured requests as one length-prefixed stream; returns how many."""
+        with path.open("wb") as out:
+            for body in self.requests:
+                out.write(struct.pack(">I", len(body)))
+                out.write(body)
+        return len(self.requests)
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+class FakeWorld:
+    """Every fake a scenario may use, started together and described to it through env vars."""
+
+    def __init__(self) -> None:
+        self.model = FakeModelServer()
+        self.tools = FakeToolServer()
+        self.grpc_tools = FakeGrpcToolServer()
+        self.capture = CaptureReceiver()
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "FAKE_MODEL_URL": self.model.url,
+            "FAKE_TOOL_URL": self.tools.url,
+            "FAKE_GRPC_TARGET": self.grpc_tools.target,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.capture.endpoint,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": self.capture.endpoint + "/v1/traces",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+
+    def close(self) -> None:
+        for fake in (self.model, self.tools, self.grpc_tools, self.capture):
+            fake.close()

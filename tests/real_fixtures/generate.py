@@ -1,0 +1,182 @@
+"""Regenerate the real-library fixtures: for each library, a venv pinned by
+envs/<library>/requirements.txt (created with uv from the package registry), a scenario run in
+it against fresh fakes on 127.0.0.1, and two files: otlp/<library>.otlp.pb (every OTLP request
+the real exporter sent, as a length-prefixed protobuf stream) and truth/<library>.json (what the
+harness did and saw).
+
+    .venv/bin/python -m tests.real_fixtures.generate [--only httpx,grpc] [--otlp DIR] [--truth DIR]
+
+Nothing but package installs leaves the machine: the scenarios get a proxy that leads nowhere
+(127.0.0.1:9) for anything not on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.real_fixtures.fakes import FakeWorld
+
+HERE = Path(__file__).resolve().parent
+ENVS = HERE / "envs"
+SCENARIOS = HERE / "scenarios"
+OTLP = HERE / "otlp"
+TRUTH = HERE / "truth"
+DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "budgetscope-real-fixtures"
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str  # fixture name: otlp/<name>.otlp.pb, truth/<name>.json
+    env: str  # envs/<env>/requirements.txt (or package.json for node)
+    command: tuple[str, ...]  # run with the env's interpreter, from SCENARIOS
+    extra_env: dict[str, str] = field(default_factory=dict)
+    node: bool = False
+
+
+LIBRARIES = [
+    Library("httpx", "httpx", ("plain_http.py", "httpx")),
+    Library("requests_stable", "requests", ("plain_http.py", "requests"),
+            {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),
+    Library("grpc", "grpc", ("grpc_agent.py",)),
+    Library("openai_v2", "openai_v2", ("openai_v2.py",),
+            {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}),
+    Library("openai_agents", "openai_agents", ("openai_agents.py",)),
+    Library("pydantic_ai", "pydantic_ai", ("pydantic_ai_agent.py",)),
+    Library("openllmetry", "openllmetry", ("openllmetry.py",),
+            {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false"}),
+    Library("vercel_ai", "vercel_ai", ("vercel_ai.mjs",), node=True),
+]
+BY_NAME = {library.name: library for library in LIBRARIES}
+
+
+def find_uv() -> str:
+    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not Path(found).exists():
+        raise SystemExit("uv not found: `make install` puts it in .venv/bin")
+    return found
+
+
+def _quiet_run(command: list[str], **kwargs: object) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, **kwargs)  # type: ignore
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+
+
+def python_env(library: Library, workdir: Path) -> Path:
+    """The library's venv, created once per requirements file content; returns its python."""
+    requirements = ENVS / library.env / "requirements.txt"
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
+    venv = workdir / f"{library.env}-{digest}"
+    python = venv / "bin" / "python"
+    if (venv / ".ready").exists():
+        return python
+    uv = find_uv()
+    # never let uv fetch an interpreter: the machine's 3.11 is the one the project runs on
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never")
+    _quiet_run([uv, "venv", "-q", "--python", sys.executable, str(venv)], env=env)
+    _quiet_run([uv, "pip", "install", "-q", "--python", str(python), "--no-deps",
+                "-r", str(requirements)], env=env)
+    (venv / ".ready").touch()
+    return python
+
+
+def node_env(library: Library, workdir: Path) -> Path:
+    """A folder with the pinned npm packages installed by `npm ci`; returns the node binary."""
+    source = ENVS / library.env
+    digest = hashlib.sha256((source / "package-lock.json").read_bytes()).hexdigest()[:12]
+    folder = workdir / f"{library.env}-{digest}"
+    if not (folder / ".ready").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(source / name, folder / name)
+        _quiet_run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=folder)
+        (folder / ".ready").touch()
+    return folder
+
+
+def scenario_environment(world: FakeWorld, truth_path: Path, library: Library) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPENAI_", "TRACELOOP_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update(world.environment())
+    env.update(library.extra_env)
+    env.update({
+        "TRUTH_PATH": str(truth_path),
+        "PYTHONPATH": str(SCENARIOS),
+        "OPENAI_API_KEY": "sk-fake-key-for-127.0.0.1",
+        "OPENAI_BASE_URL": world.model.url,
+        # anything not addressed to 127.0.0.1 goes to a port where nothing listens
+        "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+        "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    })
+    return env
+
+
+def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> dict:
+    """Run one scenario; returns its ground truth (also written to truth_dir/<name>.json)."""
+    for folder in (workdir, otlp, truth_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    if library.node:
+        folder = node_env(library, workdir)
+        command = ["node", str(SCENARIOS / library.command[0]), *library.command[1:]]
+        env_extra = {"NODE_PATH": str(folder / "node_modules")}
+        cwd = folder
+    else:
+        python = python_env(library, workdir)
+        command = [str(python), str(SCENARIOS / library.command[0]), *library.command[1:]]
+        env_extra = {}
+        cwd = SCENARIOS
+    truth_path = truth_dir / f"{library.name}.json"
+    world = FakeWorld()
+    try:
+        env = scenario_environment(world, truth_path, library) | env_extra
+        done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=300)
+        if done.returncode != 0:
+            raise SystemExit(f"scenario {library.name} failed:\n{done.stdout}\n{done.stderr}")
+        requests = world.capture.write(otlp / f"{library.name}.otlp.pb")
+        truth = json.loads(truth_path.read_text())
+        # the fakes are part of the harness: what they served is ground truth too
+        truth["fake_servers"] = {"tool_writes_received": len(world.tools.writes),
+                                 "model_requests": [served["action"].get("do")
+                                                    for served in world.model.served],
+                                 "otlp_trace_requests": requests,
+                                 "other_signals": world.capture.other_signals}
+        truth_path.write_text(json.dumps(truth, indent=1) + "\n")
+        return truth
+    finally:
+        world.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated fixture names: "
+                        + ",".join(BY_NAME))
+    parser.add_argument("--otlp", type=Path, default=OTLP, help="where the OTLP files go")
+    parser.add_argument("--truth", type=Path, default=TRUTH, help="where the ground truth goes")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                        help="where the pinned venvs are kept between runs")
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(BY_NAME)
+    for name in names:
+        truth = generate(BY_NAME[name], args.otlp, args.truth, args.workdir)
+        margins = [run["deadline_margin_ms"] for run in truth["runs"]
+                   if run["deadline_margin_ms"] is not None]
+        print(f"{name}: {len(truth['runs'])} runs, "
+              f"{sum(len(run['steps']) for run in truth['runs'])} steps, "
+              f"{truth['fake_servers']['otlp_trace_requests']} OTLP requests, "
+              f"smallest deadline margin {min(margins, default=float('nan')):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""What every scenario shares, run inside that library's own pinned venv (stdlib and the
+OpenTelemetry SDK only): the tracer provider with the real OTLP http/protobuf exporter, the
+fake model's script, and the ground-truth log.
+
+The ground truth is what the harness itself did and saw — which call it made, to what, and what
+came back (a timeout it caught, a 503 it was served) — timed on its own clock. It never reads a
+span. The culprit and holder are computed from those intervals by SPEC §4's rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+MODEL_URL = os.environ.get("FAKE_MODEL_URL", "")
+TOOL_URL = os.environ.get("FAKE_TOOL_URL", "")
+GRPC_TARGET = os.environ.get("FAKE_GRPC_TARGET", "")
+# Every client timeout the scenarios set: the fakes' slow answers take SLOW_SECONDS (1.5 s).
+CLIENT_TIMEOUT_S = 0.3
+
+
+def tracer_provider(service: str) -> Any:
+    """The SDK provider exporting with the real OTLP http/protobuf exporter to the capture
+    receiver (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, set by the generator)."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def script_model(*actions: dict[str, Any]) -> None:
+    """Queue the fake model's next answers. urllib, which no scenario instruments, so the
+    harness's own control calls never show up as spans."""
+    request = urllib.request.Request(MODEL_URL.removesuffix("/v1") + "/_script",
+                                     data=json.dumps(list(actions)).encode(), method="POST")
+    urllib.request.urlopen(request, timeout=5).read()
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+@dataclass
+class Step:
+    kind: str
+    name: str
+    cls: str
+    call: str  # what the harness did, in its own words
+    top_level: bool = True
+    start_ns: int = 0
+    end_ns: int = 0
+    side_effect: str | None = None
+    declared_write: bool = False  # the harness set budget.side_effect itself
+
+
+@dataclass
+class Run:
+    agent: str
+    budget_ms: int | None
+    trace_id: str | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    steps: list[Step] = field(default_factory=list)
+    note: str = ""
+
+    @contextmanager
+    def step(self, kind: str, name: str, cls: str, call: str, **extra: Any) -> Any:
+        """Time one call the harness makes. `cls` is what the harness arranged and then saw
+        (it asked the fake for a 503 and caught the 503): the test of the generator checks the
+        caught exception matches, so a mis-scripted scenario fails here, not in the fixture."""
+        step = Step(kind, name, cls, call, **extra)
+        step.start_ns = now_ns()
+        try:
+            yield step
+        finally:
+            step.end_ns = now_ns()
+            self.steps.append(step)
+
+    def add(self, step: Step) -> None:
+        self.steps.append(step)
+
+    def summary(self) -> dict[str, Any]:
+        top = sorted((s for s in self.steps if s.top_level), key=lambda s: s.start_ns)
+        culprit, holder, margin = _culprit_holder(self, top)
+        return {
+            "agent": self.agent, "budget_ms": self.budget_ms, "trace_id": self.trace_id,
+            "note": self.note,
+            "elapsed_ms": round((self.end_ns - self.start_ns) / 1e6, 3),
+            "steps": [{"kind": s.kind, "name": s.name, "class": s.cls, "call": s.call,
+                       "top_level": s.top_level,
+                       "start_offset_ms": round((s.start_ns - self.start_ns) / 1e6, 3),
+                       "duration_ms": round((s.end_ns - s.start_ns) / 1e6, 3)}
+                      for s in sorted(self.steps, key=lambda s: s.start_ns)],
+            "culprit": culprit, "holder": holder,
+            "deadline_margin_ms": margin,
+            "writes": [{"kind": s.kind, "name": s.name, "call": s.call,
+                        "declared": s.declared_write} for s in self.steps
+                       if s.side_effect == "write"],
+        }
+
+
+def _culprit_holder(run: Run, top: list[Step]) -> tuple[Any, Any, float | None]:
+    """SPEC §4 on the harness's own intervals: equal split of wall clock among the top-level
+    steps active at each instant, within [s, min(run end, d)]."""
+    if not top or run.budget_ms is None:
+        return None, None, None
+    s = run.start_ns
+    d = s + run.budget_ms * 1_000_000
+    e = max(s, min(run.end_ns, d))
+    points = sorted({s, e, *(min(max(x, s), e) for t in top for x in (t.start_ns, t.end_ns))})
+    consumption = [0.0] * len(top)
+    for left, right in zip(points, points[1:], strict=False):
+        active = [i for i, t in enumerate(top) if t.start_ns <= left and t.end_ns >= right]
+        for i in active:
+            consumption[i] += (right - left) / len(active)
+    best = max(range(len(top)), key=lambda i: (consumption[i], -top[i].start_ns))
+    at_d = [i for i, t in enumerate(top) if t.start_ns <= d <= t.end_ns]
+    if at_d:
+        held = max(at_d, key=lambda i: top[i].start_ns)
+    else:
+        started = [i for i, t in enumerate(top) if t.start_ns <= run.end_ns]
+        held = max(started, key=lambda i: top[i].start_ns) if started else None
+    # how far the deadline is from the nearest step boundary: a small margin would make the
+    # holder depend on microseconds between the harness's clock and the spans'
+    margin = min(abs(d - x) for t in top for x in (t.start_ns, t.end_ns)) / 1e6
+
+    def describe(i: int | None) -> Any:
+        if i is None:
+            return None
+        return {"index": i, "key": f"{top[i].kind}:{top[i].name}", "call": top[i].call}
+
+    return describe(best), describe(held), round(margin, 3)
+
+
+class Truth:
+    def __init__(self, library: str, packages: list[str], semconv: str = "default") -> None:
+        self.library = library
+        self.packages = packages
+        self.semconv = semconv
+        self.runs: list[Run] = []
+        self.notes: list[str] = []
+
+    @contextmanager
+    def run(self, agent: str, budget_ms: int | None, note: str = "") -> Any:
+        run = Run(agent, budget_ms, note=note)
+        run.start_ns = now_ns()
+        try:
+            yield run
+        finally:
+            run.end_ns = now_ns()
+            self.runs.append(run)
+
+    def write(self, path: str | None = None) -> None:
+        versions = {}
+        for name in self.packages:
+            try:
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                versions[name] = None
+        document = {
+            "library": self.library, "versions": versions,
+            "python": sys.version.split()[0],
+            "http_semconv": self.semconv, "notes": self.notes,
+            "runs": [run.summary() for run in self.runs],
+        }
+        target = Path(path or os.environ["TRUTH_PATH"])
+        target.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def trace_id_of(span: Any) -> str:
+    return format(span.get_span_context().trace_id, "032x")

@@ -37,7 +37,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _body(self) -> bytes:
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        # Node's fetch and http clients stream bodies in chunks, without a Content-Length
+        body = bytearray()
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                self.rfile.readline()  # the blank line after the last (empty) chunk
+                return bytes(body)
+            body += self.rfile.read(size)
+            self.rfile.readline()
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
@@ -101,15 +111,24 @@ class FakeModelServer:
                     return
                 request = json.loads(body or b"{}")
                 action = owner.script.popleft() if owner.script else {"do": "ok"}
-                owner.served.append({"model": request.get("model"), "action": action})
+                served = {"model": request.get("model"), "action": action,
+                          "start_ns": time.time_ns()}
+                owner.served.append(served)
                 if action.get("do") == "slow":
                     time.sleep(action.get("seconds", SLOW_SECONDS))
                     action = {"do": "ok"}
                 if action.get("do") == "status":
                     payload, headers = _ERRORS[action["code"]]
                     self._send(action["code"], payload, headers)
-                    return
-                self._send(200, _completion(request.get("model", "?"), action, len(owner.served)))
+                else:
+                    self._send(200, _completion(request.get("model", "?"), action,
+                                                len(owner.served)))
+                served["end_ns"] = time.time_ns()
+
+            def do_GET(self) -> None:
+                # the harness asks what was served, with when: its timing of calls a framework
+                # makes where the harness has no hook of its own
+                self._send(200, owner.served)
 
         self.server = _serve(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"

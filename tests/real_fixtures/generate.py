@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.real_fixtures.fakes import FakeWorld
+from tests.real_fixtures.scenarios.harness import summarise_raw
 
 HERE = Path(__file__).resolve().parent
 ENVS = HERE / "envs"
@@ -52,7 +53,8 @@ LIBRARIES = [
     Library("openai_agents", "openai_agents", ("openai_agents.py",)),
     Library("pydantic_ai", "pydantic_ai", ("pydantic_ai_agent.py",)),
     Library("openllmetry", "openllmetry", ("openllmetry.py",),
-            {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false"}),
+            {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false",
+             "TRACELOOP_METRICS_ENABLED": "false"}),
     Library("vercel_ai", "vercel_ai", ("vercel_ai.mjs",), node=True),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
@@ -128,8 +130,10 @@ def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> di
         folder.mkdir(parents=True, exist_ok=True)
     if library.node:
         folder = node_env(library, workdir)
-        command = ["node", str(SCENARIOS / library.command[0]), *library.command[1:]]
-        env_extra = {"NODE_PATH": str(folder / "node_modules")}
+        # ES modules resolve packages from the script's own folder (NODE_PATH is ignored)
+        script = shutil.copy(SCENARIOS / library.command[0], folder / library.command[0])
+        command = ["node", str(script), *library.command[1:]]
+        env_extra = {}
         cwd = folder
     else:
         python = python_env(library, workdir)
@@ -146,6 +150,8 @@ def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> di
             raise SystemExit(f"scenario {library.name} failed:\n{done.stdout}\n{done.stderr}")
         requests = world.capture.write(otlp / f"{library.name}.otlp.pb")
         truth = json.loads(truth_path.read_text())
+        if "raw_runs" in truth:
+            truth = summarise_raw(truth)
         # the fakes are part of the harness: what they served is ground truth too
         truth["fake_servers"] = {"tool_writes_received": len(world.tools.writes),
                                  "model_requests": [served["action"].get("do")

@@ -49,6 +49,12 @@ def script_model(*actions: dict[str, Any]) -> None:
     urllib.request.urlopen(request, timeout=5).read()
 
 
+def served_model_calls() -> list[dict[str, Any]]:
+    """What the fake model served so far, in order, with its own start/end times (ns)."""
+    url = MODEL_URL.removesuffix("/v1") + "/_served"
+    return json.loads(urllib.request.urlopen(url, timeout=5).read())
+
+
 def now_ns() -> int:
     return time.time_ns()
 
@@ -178,6 +184,24 @@ class Truth:
         }
         target = Path(path or os.environ["TRUTH_PATH"])
         target.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def summarise_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """A scenario written in another language (the Vercel AI SDK's, in Node) logs its runs and
+    steps raw, times in ns; this gives them the same summary, culprit and holder included."""
+    runs = []
+    for entry in raw.pop("raw_runs"):
+        run = Run(entry["agent"], entry["budget_ms"], trace_id=entry.get("trace_id"),
+                  start_ns=int(entry["start_ns"]), end_ns=int(entry["end_ns"]),
+                  note=entry.get("note", ""))
+        for step in entry["steps"]:
+            run.add(Step(step["kind"], step["name"], step["cls"], step["call"],
+                         top_level=step.get("top_level", True),
+                         start_ns=int(step["start_ns"]), end_ns=int(step["end_ns"]),
+                         side_effect=step.get("side_effect"),
+                         declared_write=step.get("declared_write", False)))
+        runs.append(run.summary())
+    return {**raw, "runs": runs}
 
 
 def trace_id_of(span: Any) -> str:

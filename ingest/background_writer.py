@@ -32,6 +32,9 @@ class BackgroundWriter:
         self._since_derived = 0
         self.inserted = 0
         self.duplicates = 0
+        self.logs_inserted = 0
+        self.logs_duplicates = 0
+        self.logs_span_missing = 0
         self.touched: set[str] = set()
         self._queue: queue.Queue[FlatBatch | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
@@ -70,8 +73,11 @@ class BackgroundWriter:
                 continue
             self.inserted += result.inserted
             self.duplicates += result.duplicates
+            self.logs_inserted += result.logs_inserted
+            self.logs_duplicates += result.logs_duplicates
+            self.logs_span_missing += result.logs_span_missing
             self.touched.update(batch.trace_ids())
-            self._since_derived += batch.span_count
+            self._since_derived += batch.items
             if self.derivations is not None and self._since_derived >= DERIVE_EVERY_SPANS:
                 self._since_derived = 0
                 try:

@@ -11,6 +11,7 @@ import duckdb
 #    the writer, see schema/pending.sql).
 # 4: declared budgets and step caps (schema/declared_budgets.sql, SPEC §10); runs gain
 #    budget_source.
+#    log_records (schema/log_records.sql: OTLP log records).
 SCHEMA_VERSION = 4
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by

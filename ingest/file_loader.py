@@ -29,6 +29,13 @@ class LoadSummary:
     files: int = 0
     spans_loaded: int = 0
     spans_present: int = 0  # already stored: the same (trace id, span id) came before
+    # OTLP log records (resourceLogs): stored, already present (same record identity), and of
+    # those read, records with no span context; of those stored, records whose span is not
+    # stored (yet). Both kinds are kept: counted, never refused.
+    logs_loaded: int = 0
+    logs_present: int = 0
+    logs_without_span: int = 0
+    logs_span_missing: int = 0
     rejections: RejectionLog = field(default_factory=RejectionLog)
     traces_without_root: list[str] = field(default_factory=list)
     traces_without_root_count: int = 0
@@ -39,14 +46,31 @@ class LoadSummary:
     def spans_rejected(self) -> int:
         return self.rejections.rejected_spans
 
+    @property
+    def logs_rejected(self) -> int:
+        return self.rejections.rejected_log_records
+
+    @property
+    def logs_seen(self) -> bool:
+        return bool(self.logs_loaded or self.logs_present or self.logs_rejected)
+
     def lines(self) -> list[str]:
         rate = self.spans_loaded / self.seconds if self.seconds > 0 else 0.0
         out = [f"{self.files} file(s): {self.spans_loaded:,} spans loaded, "
                f"{self.spans_present:,} already present, {self.spans_rejected:,} rejected "
                f"({self.seconds:.1f} s, {rate:,.0f} spans/s)"]
+        if self.logs_seen:
+            out.append(f"  log records: {self.logs_loaded:,} loaded, {self.logs_present:,} "
+                       f"already present, {self.logs_rejected:,} rejected; kept "
+                       f"{self.logs_without_span:,} without a span context and "
+                       f"{self.logs_span_missing:,} whose span is not stored (yet)")
         for reason, count in sorted(self.rejections.counts.items()):
             spans = self.rejections.spans[reason]
-            out.append(f"  rejected [{reason}] ×{count}" + (f" ({spans:,} spans)" if spans else ""))
+            records = self.rejections.log_records[reason]
+            counted = ", ".join(part for part in (
+                f"{spans:,} spans" if spans else "",
+                f"{records:,} log records" if records else "") if part)
+            out.append(f"  rejected [{reason}] ×{count}" + (f" ({counted})" if counted else ""))
             for example in self.rejections.examples[reason]:
                 out.append(f"    {example}")
             if count > len(self.rejections.examples[reason]):
@@ -114,11 +138,13 @@ def load_files(
         opened: list[OpenedFile] = []
         for piece in read_pieces(path, opened):
             summary.rejections.extend(piece.rejections)
-            before_spans, before_rejections = pending.span_count, len(pending.rejections)
+            before_items, before_rejections = pending.items, len(pending.rejections)
+            before_without_span = pending.logs_without_span
             piece.flatten(max_future_ns=max_future_ns, into=pending)
             summary.rejections.extend(pending.rejections[before_rejections:])
-            seen_spans += pending.span_count - before_spans
-            if pending.span_count >= chunk_spans:
+            summary.logs_without_span += pending.logs_without_span - before_without_span
+            seen_spans += pending.items - before_items
+            if pending.items >= chunk_spans:
                 flush()
             if opened:
                 bar.update(done_bytes + opened[0].consumed, seen_spans)
@@ -130,6 +156,9 @@ def load_files(
     finally:
         bar.close()
         summary.spans_loaded, summary.spans_present = background.inserted, background.duplicates
+        summary.logs_loaded, summary.logs_present = (background.logs_inserted,
+                                                     background.logs_duplicates)
+        summary.logs_span_missing = background.logs_span_missing
     summary.traces_without_root_count, summary.traces_without_root = _traces_without_root(
         con, background.touched, keep=3)
     summary.seconds = time.monotonic() - started

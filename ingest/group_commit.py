@@ -72,6 +72,8 @@ class GroupCommitStats:
     requests: int = 0
     spans_written: int = 0  # spans handed to the database, duplicates included
     spans_inserted: int = 0
+    logs_inserted: int = 0  # OTLP log records newly stored
+    logs_span_missing: int = 0  # of those, records whose span was not stored at the time
     failed_transactions: int = 0
     last_transaction_seconds: float = 0.0
     transaction_seconds: float = 0.0  # total time inside SpanWriter.write
@@ -162,7 +164,7 @@ class GroupCommitter:
     def submit(self, batch: FlatBatch) -> Future[WriteResult]:
         """Queue a batch; its future resolves once it is committed. Raises Overloaded, Closed."""
         future: Future[WriteResult] = Future()
-        if batch.span_count == 0:
+        if batch.items == 0:
             future.set_result(WriteResult(0, 0))
             return future
         with self._condition:
@@ -174,11 +176,11 @@ class GroupCommitter:
                     raise Overloaded(f"writer is {lag:.1f} s behind", self.retry_after_seconds)
             # An empty queue always takes a batch, however big: the body limit bounds it, and
             # refusing it would refuse it forever.
-            if self._queue and self._queued_spans + batch.span_count > self.max_queued_spans:
+            if self._queue and self._queued_spans + batch.items > self.max_queued_spans:
                 raise Overloaded(f"{self._queued_spans:,} spans are waiting to be written",
                                  self.retry_after_seconds)
             self._queue.append(_Pending(batch, future))
-            self._queued_spans += batch.span_count
+            self._queued_spans += batch.items  # log records count as spans here
             self._condition.notify()
         return future
 
@@ -257,11 +259,11 @@ class GroupCommitter:
                 self._condition.wait(remaining)
             taken: list[_Pending] = []
             spans = 0
-            while self._queue and (not taken or spans + self._queue[0].batch.span_count
+            while self._queue and (not taken or spans + self._queue[0].batch.items
                                    <= self.max_transaction_spans):
                 pending = self._queue.popleft()
                 taken.append(pending)
-                spans += pending.batch.span_count
+                spans += pending.batch.items
             self._queued_spans -= spans
             return taken
 
@@ -361,6 +363,8 @@ class GroupCommitter:
         self.stats.requests += len(taken)
         self.stats.spans_written += merged.span_count
         self.stats.spans_inserted += result.inserted
+        self.stats.logs_inserted += result.logs_inserted
+        self.stats.logs_span_missing += result.logs_span_missing
         if self.derivations is not None:
             with self._underived_lock:
                 if self._oldest_underived is None:

@@ -41,6 +41,7 @@ _EXPIRED = (_SQL / "retention_expired.sql").read_text(encoding="utf-8")
 _TAKE_SLICE = (_SQL / "retention_take_slice.sql").read_text(encoding="utf-8")
 _DELETE_SLICE = (_SQL / "retention_delete_slice.sql").read_text(encoding="utf-8")
 _ORPHANS = (_SQL / "retention_orphans.sql").read_text(encoding="utf-8")
+_LOOSE_LOGS = (_SQL / "retention_loose_log_records.sql").read_text(encoding="utf-8")
 DAY_NS = 86_400 * 10**9
 
 
@@ -116,8 +117,11 @@ class RetentionPass:
         return taken > 0
 
     def finish(self, con: duckdb.DuckDBPyConnection) -> RetentionResult:
-        """Drop orphaned resources and scopes; CHECKPOINT when anything was removed."""
-        if self.result.traces:
+        """Drop log records of no trace older than the cutoff, then orphaned resources and
+        scopes; CHECKPOINT when anything was removed."""
+        row = con.execute(_LOOSE_LOGS, {"cutoff_ns": self.result.cutoff_ns}).fetchone()
+        loose_logs = int(row[0]) if row else 0
+        if self.result.traces or loose_logs:
             con.begin()
             try:
                 before = _counts(con)

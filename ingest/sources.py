@@ -5,6 +5,9 @@ Forms, each optionally gzip-compressed (detected by magic bytes, not by file nam
 - one OTLP JSON document (a request, or a list of requests), possibly pretty-printed;
 - one binary ExportTraceServiceRequest, read piece by piece so memory stays flat;
 - the Collector's length-prefixed protobuf stream (4-byte big-endian size, then a request).
+Each request may be a logs export instead (resourceLogs, ExportLogsServiceRequest), told apart
+by content too (a JSON line at a time, a message at a time: ingest/log_decode.py), so that a
+Collector file exporter shared by the traces and logs pipelines is read whole.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.flatten import FlatBatch
+from ingest.log_decode import decode_logs_request, iter_streamed_logs_request, looks_like_logs
+from ingest.log_flatten import flatten_logs_request
+from ingest.log_json import flatten_json_logs, is_logs_document
 from ingest.otlp_json import NotOtlpJson, check_request_shape, flatten_json_request
 from ingest.proto_decode import UndecodableMessage, decode_request, iter_streamed_request
 from ingest.proto_flatten import flatten_parsed
@@ -44,10 +51,17 @@ class Piece:
     rejections: list[Rejection] = field(default_factory=list)
     document: Any = None
     check_text: bool = False  # the JSON may hold invalid UTF-8: check each span's text
+    logs: ExportLogsServiceRequest | None = None  # a logs export instead of a trace export
 
     def flatten(self, *, max_future_ns: int, into: FlatBatch) -> None:
-        """Append this piece's spans (and their refusals) to `into`."""
-        if self.document is not None:
+        """Append this piece's spans or log records (and their refusals) to `into`."""
+        if self.logs is not None:
+            flatten_logs_request(self.logs, where=self.where, max_future_ns=max_future_ns,
+                                 into=into)
+        elif self.document is not None and is_logs_document(self.document):
+            flatten_json_logs(self.document, where=self.where, check_text=self.check_text,
+                              max_future_ns=max_future_ns, into=into)
+        elif self.document is not None:
             flatten_json_request(self.document, where=self.where, check_text=self.check_text,
                                  max_future_ns=max_future_ns, into=into)
         elif self.request is not None and self.request.resource_spans:
@@ -196,6 +210,9 @@ def _json_document(data: bytes, name: str, line: int) -> Iterator[Piece]:
     documents = document if isinstance(document, list) else [document]
     for index, item in enumerate(documents):
         here = where if len(documents) == 1 else f"{where} request {index}"
+        if is_logs_document(item):
+            yield Piece(None, here, document=item, check_text=check_text)
+            continue
         try:
             check_request_shape(item)
         except NotOtlpJson as error:
@@ -237,12 +254,15 @@ def _prefixed_pieces(stream: BinaryIO, name: str) -> Iterator[Piece]:
                 where)])
             return
         try:
-            request, rejections = decode_request(body, where, offset + 4)
+            if looks_like_logs(body):
+                logs, rejections = decode_logs_request(body, where, offset + 4)
+                yield Piece(None, where, rejections, logs=logs)
+            else:
+                request, rejections = decode_request(body, where, offset + 4)
+                yield Piece(request, where, rejections)
         except UndecodableMessage as error:
             yield Piece(ExportTraceServiceRequest(), where, [_rejection(
                 "undecodable_protobuf", str(error), where)])
-        else:
-            yield Piece(request, where, rejections)
         offset += 4 + size
 
 
@@ -260,6 +280,10 @@ def _binary_pieces(stream: io.BufferedReader, name: str) -> Iterator[Piece]:
         yield from _prefixed_pieces(stream, name)
         return
     try:
+        if looks_like_logs(stream.peek(1 << 16)):
+            for logs, rejections in iter_streamed_logs_request(stream, name):
+                yield Piece(None, name, rejections, logs=logs)
+            return
         for request, rejections in iter_streamed_request(stream, name):
             yield Piece(request, name, rejections)
     except WireError as error:

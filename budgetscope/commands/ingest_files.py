@@ -32,8 +32,8 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
                    memory_limit: str, log_format: str) -> None:
     """Load OTLP trace files: OTLP JSON, JSON lines (the Collector's file exporter), binary
     protobuf or the Collector's length-prefixed protobuf stream, each optionally gzipped;
-    folders are walked. Spans already stored are not stored twice. Exits 1 if anything was
-    rejected."""
+    folders are walked. Logs exports (resourceLogs) in the same forms are loaded too. Spans
+    and log records already stored are not stored twice. Exits 1 if anything was rejected."""
     db = context.obj["db"]
     missing = [path for path in paths if not Path(path).exists()]
     if missing:
@@ -78,8 +78,12 @@ def _log_summary(db: str, summary: LoadSummary) -> None:
         _LOG.warning("rejected [%s] ×%d", reason, count, extra={
             "event": "rejected", "reason": reason, "count": count,
             "spans": summary.rejections.spans[reason],
+            "log_records": summary.rejections.log_records[reason],
             "examples": [str(example) for example in summary.rejections.examples[reason]]})
     _LOG.info("%d spans loaded into %s", summary.spans_loaded, db, extra={
         "event": "ingested", "db": db, "files": summary.files,
         "spans_loaded": summary.spans_loaded, "spans_present": summary.spans_present,
-        "spans_rejected": summary.spans_rejected, "seconds": round(summary.seconds, 3)})
+        "spans_rejected": summary.spans_rejected, "logs_loaded": summary.logs_loaded,
+        "logs_present": summary.logs_present, "logs_rejected": summary.logs_rejected,
+        "logs_without_span": summary.logs_without_span,
+        "logs_span_missing": summary.logs_span_missing, "seconds": round(summary.seconds, 3)})

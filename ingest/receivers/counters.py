@@ -33,6 +33,11 @@ class ReceiverCounters:
         self.spans_rejected: Counter[tuple[str, str]] = Counter()  # (transport, reason) → spans
         self.requests_accepted: Counter[str] = Counter()
         self.requests_refused: Counter[tuple[str, str]] = Counter()
+        # OTLP log records, as spans above: accepted (stored or already present), rejected by
+        # reason, and of the accepted those without a span context (kept, counted).
+        self.logs_accepted: Counter[str] = Counter()
+        self.logs_rejected: Counter[tuple[str, str]] = Counter()
+        self.logs_without_span: Counter[str] = Counter()
 
     def answered(self, transport: str, peer: str, accepted_spans: int,
                  rejected: Mapping[str, int]) -> None:
@@ -48,6 +53,22 @@ class ReceiverCounters:
                              reason, extra={"event": "spans_rejected", "transport": transport,
                                             "peer": peer, "reason": reason, "spans": spans})
 
+    def answered_logs(self, transport: str, peer: str, accepted: int, without_span: int,
+                      rejected: Mapping[str, int]) -> None:
+        """A logs request answered with success."""
+        with self._lock:
+            self.requests_accepted[transport] += 1
+            self.logs_accepted[transport] += accepted
+            self.logs_without_span[transport] += without_span
+            for reason, records in rejected.items():
+                self.logs_rejected[transport, reason] += records
+        for reason, records in rejected.items():
+            if records:
+                _LOG.warning("%s: %d log record(s) from %s refused: %s", transport, records,
+                             peer, reason, extra={
+                                 "event": "log_records_rejected", "transport": transport,
+                                 "peer": peer, "reason": reason, "log_records": records})
+
     def refused(self, transport: str, peer: str, reason: str, message: str) -> None:
         """A request refused whole."""
         with self._lock:
@@ -61,4 +82,7 @@ class ReceiverCounters:
             return {"spans_accepted": dict(self.spans_accepted),
                     "spans_rejected": dict(self.spans_rejected),
                     "requests_accepted": dict(self.requests_accepted),
-                    "requests_refused": dict(self.requests_refused)}
+                    "requests_refused": dict(self.requests_refused),
+                    "logs_accepted": dict(self.logs_accepted),
+                    "logs_rejected": dict(self.logs_rejected),
+                    "logs_without_span": dict(self.logs_without_span)}

@@ -61,6 +61,9 @@ class Accepted:
             response.partial_success.error_message = self.error_message
         return response
 
+    def record(self, counters: ReceiverCounters, transport: str, peer: str) -> None:
+        counters.answered(transport, peer, self.spans, self.rejected_by_reason)
+
 
 def summarise(rejections: list[Rejection]) -> str:
     """'2 spans refused: bad_id ×2 (resource 0, scope 0, span 3: span 'x' refused: …)'."""
@@ -138,6 +141,18 @@ class Exporter:
 
     def _export(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
                 decode: Callable[[bytes, str], FlatBatch]) -> Accepted:
+        batch = self.commit(body, where, inflate, decode)
+        by_reason: Counter[str] = Counter()
+        for rejection in batch.rejections:
+            by_reason[rejection.reason] += rejection.spans
+        return Accepted(batch.span_count, sum(by_reason.values()),
+                        summarise(batch.rejections), dict(by_reason))
+
+    def commit(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
+               decode: Callable[[bytes, str], FlatBatch]) -> FlatBatch:
+        """Inflate and decode `body` in a decode slot, then wait until its rows are committed:
+        the part both signals share (traces here, logs in logs_export.py). Returns the batch
+        (its rows and rejections). Raises Undecodable, Overloaded, WriteFailed, Closed."""
         with self._decoding_slot():
             started = time.monotonic()
             self.committer.decoding_started()  # lets the writer wait for this one (linger)
@@ -161,8 +176,7 @@ class Exporter:
             # harmless because a resent span is stored once.
             raise Overloaded(f"spans not committed within {self.commit_timeout:g} s",
                              self.committer.retry_after_seconds) from None
-        by_reason: Counter[str] = Counter()
-        for rejection in rejections:
-            by_reason[rejection.reason] += rejection.spans
-        return Accepted(batch.span_count, sum(by_reason.values()), summarise(rejections),
-                        dict(by_reason))
+        # Only what the answer needs: the rows may be released.
+        done = FlatBatch(rejections=rejections, span_count=batch.span_count,
+                         log_count=batch.log_count, logs_without_span=batch.logs_without_span)
+        return done

@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` and
+`opentelemetry.proto.collector.logs.v1.LogsService/Export`.
 
 The method is registered with a generic handler that receives the raw request bytes instead of
 through `add_TraceServiceServicer_to_server`: grpc's generated deserializer would turn one
@@ -16,15 +17,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.export import Exporter, Undecodable, retry_after_seconds
+from ingest.receivers.export import Accepted, Exporter, Undecodable, retry_after_seconds
 from ingest.receivers.limits import Limits
+from ingest.receivers.logs_export import AcceptedLogs, LogsExporter
 from ingest.receivers.status import (
     RETRY_INFO_KEY,
     STATUS_DETAILS_KEY,
@@ -35,6 +39,7 @@ from ingest.receivers.status import (
 
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 # Request threads: decoding holds the GIL, so more threads than this only add contention.
 MAX_WORKERS = 8
 
@@ -82,7 +87,15 @@ class GrpcReceiver:
                 response_serializer=ExportTraceServiceResponse.SerializeToString,
             ),
         })
-        self._server.add_generic_rpc_handlers((handler,))
+        self.logs_exporter = LogsExporter(exporter)
+        logs_handler = grpc.method_handlers_generic_handler(LOGS_SERVICE, {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                self._export_logs,
+                request_deserializer=None,  # raw bytes: decode_logs_request salvages per record
+                response_serializer=ExportLogsServiceResponse.SerializeToString,
+            ),
+        })
+        self._server.add_generic_rpc_handlers((handler, logs_handler))
         self.host = host
         try:
             self.port = self._server.add_insecure_port(_bind_address(host, port))
@@ -105,6 +118,17 @@ class GrpcReceiver:
         return self._server.stop(grace=timeout)
 
     def _export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        accepted = self._call(body, context, self.exporter.export_protobuf)
+        return accepted.response()  # type: ignore[return-value]
+
+    def _export_logs(self, body: bytes, context: grpc.ServicerContext
+                     ) -> ExportLogsServiceResponse:
+        accepted = self._call(body, context, self.logs_exporter.export_protobuf)
+        return accepted.response()  # type: ignore[return-value]
+
+    def _call(self, body: bytes, context: grpc.ServicerContext,
+              export: Callable[[bytes, str], Accepted | AcceptedLogs]) -> Accepted | AcceptedLogs:
+        """Authenticate, then export; refusals abort the call with their OTLP status."""
         metadata = {key: value for key, value in context.invocation_metadata()
                     if isinstance(value, str)}
         counters = self.exporter.counters
@@ -112,7 +136,7 @@ class GrpcReceiver:
             counters.refused("grpc", context.peer(), "unauthenticated", "no bearer token")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            accepted = self.exporter.export_protobuf(body, "")
+            accepted = export(body, "")
         except Undecodable as error:
             counters.refused("grpc", context.peer(), "undecodable", str(error))
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -121,7 +145,6 @@ class GrpcReceiver:
             context.abort_with_status(
                 RetryableStatus(str(error), retry_after_seconds(error)))
         else:
-            counters.answered("grpc", context.peer(), accepted.spans,
-                              accepted.rejected_by_reason)
-            return accepted.response()
+            accepted.record(counters, "grpc", context.peer())
+            return accepted
         raise AssertionError("unreachable: context.abort raises")

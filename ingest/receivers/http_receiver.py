@@ -1,7 +1,8 @@
-"""OTLP/HTTP receiver: `POST /v1/traces`, protobuf or JSON, optionally gzip.
+"""OTLP/HTTP receiver: `POST /v1/traces` and `POST /v1/logs`, protobuf or JSON, optionally gzip.
 
 Status codes follow the OTLP specification (opentelemetry-proto docs/specification.md, OTLP/HTTP):
-200 with an ExportTraceServiceResponse (partial_success when spans were refused), 400 with a
+200 with an ExportTraceServiceResponse (ExportLogsServiceResponse for logs; partial_success when
+spans or records were refused), 400 with a
 google.rpc.Status for a body that is not a request, 401 without the bearer token, 413 over the
 body limit, 415 for other content types or encodings, 503 with Retry-After when the writer is
 behind or a write failed (exporters retry 503; they must not retry 400/413/415).
@@ -46,6 +47,7 @@ from ingest.receivers.limits import (
     read_chunked,
     read_exactly,
 )
+from ingest.receivers.logs_export import AcceptedLogs, LogsExporter
 from ingest.receivers.status import (
     INVALID_ARGUMENT,
     RESOURCE_EXHAUSTED,
@@ -57,6 +59,7 @@ from ingest.receivers.status import (
 
 _LOG = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # Bounds on draining an unread body before closing (see _Handler._linger).
@@ -131,7 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus(status), content_type, body, headers)
             return
         self._reply_error(_Reply(HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
-                                 f"use POST {TRACES_PATH}", {"Allow": "POST"}), JSON)
+                                 f"use POST {TRACES_PATH} or {LOGS_PATH}", {"Allow": "POST"}),
+                          JSON)
 
     do_PUT = do_DELETE = do_PATCH = do_GET  # noqa: N815
 
@@ -153,19 +157,19 @@ class _Handler(BaseHTTPRequestHandler):
                              HTTP_REASONS.get(reply.status, str(int(reply.status))), reply.message)
             self._reply_error(reply, answer_type)
         else:
-            counters.answered("http", self.client_address[0], accepted.spans,
-                              accepted.rejected_by_reason)
+            accepted.record(counters, "http", self.client_address[0])
             self._reply_ok(accepted, answer_type)
         finally:
             receiver._end(self.connection)
             if receiver.stopping:
                 self.close_connection = True
 
-    def _export(self, receiver: HttpReceiver, media_type: str) -> Accepted:
-        if urlsplit(self.path).path != TRACES_PATH:
+    def _export(self, receiver: HttpReceiver, media_type: str) -> Accepted | AcceptedLogs:
+        exporter = receiver.endpoints.get(urlsplit(self.path).path)
+        if exporter is None:
             raise _Reply(HTTPStatus.NOT_FOUND, INVALID_ARGUMENT,
-                         f"no such endpoint {self.path!r}; traces go to {TRACES_PATH}",
-                         body_unread=True)
+                         f"no such endpoint {self.path!r}; traces go to {TRACES_PATH}, "
+                         f"logs to {LOGS_PATH}", body_unread=True)
         if not receiver.token.allows(self.headers.get("Authorization")):
             raise _Reply(HTTPStatus.UNAUTHORIZED, UNAUTHENTICATED,
                          "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"},
@@ -184,8 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
             limit = receiver.limits.max_body_bytes
             inflate = (lambda data: gunzip_limited(data, limit)) if encoding == "gzip" else None
             if media_type == PROTOBUF:
-                return receiver.exporter.export_protobuf(body, "", inflate)
-            return receiver.exporter.export_json(body, "", inflate)
+                return exporter.export_protobuf(body, "", inflate)
+            return exporter.export_json(body, "", inflate)
         except BodyTooLarge as error:
             raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
                          str(error)) from None
@@ -225,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.rfile.stop()  # type: ignore[attr-defined] - the body is in: no deadline now
 
-    def _reply_ok(self, accepted: Accepted, answer_type: str) -> None:
+    def _reply_ok(self, accepted: Accepted | AcceptedLogs, answer_type: str) -> None:
         response = accepted.response()
         if answer_type == PROTOBUF:
             body = response.SerializeToString()
@@ -314,6 +318,9 @@ class HttpReceiver:
     def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
                  limits: Limits) -> None:
         self.exporter = exporter
+        # POST path → what decodes and commits its bodies (one small module per signal).
+        self.endpoints: dict[str, Exporter | LogsExporter] = {
+            TRACES_PATH: exporter, LOGS_PATH: LogsExporter(exporter)}
         self.token = token
         self.limits = limits
         self.stopping = False

@@ -124,6 +124,40 @@ class OperatorPages:
             self._cache = (now, families)
             return families
 
+    def _log_families(self, counts: dict[str, dict]) -> list[Family]:
+        """OTLP log records, counted as spans are; records without a span context, or whose
+        span is not stored when they are, are kept and counted (never an error)."""
+        accepted, rejected = counts["logs_accepted"], counts["logs_rejected"]
+        received = {t: accepted.get(t, 0) + sum(v for (tr, _), v in rejected.items() if tr == t)
+                    for t in TRANSPORTS}
+        stats = self.committer.stats
+        return [
+            Family("budgetscope_log_records_received_total", "counter",
+                   "OTLP log records in requests decoded and answered with success "
+                   "(accepted + rejected).",
+                   tuple(Sample(received[t], {"transport": t}) for t in TRANSPORTS)),
+            Family("budgetscope_log_records_accepted_total", "counter",
+                   "Log records acknowledged: committed before the answer (resent duplicates "
+                   "included).",
+                   tuple(Sample(accepted.get(t, 0), {"transport": t}) for t in TRANSPORTS)),
+            Family("budgetscope_log_records_rejected_total", "counter",
+                   "Log records refused inside an acknowledged request, by reason.",
+                   tuple(Sample(v, {"transport": t, "reason": r})
+                         for (t, r), v in sorted(rejected.items()))),
+            Family("budgetscope_log_records_without_span_total", "counter",
+                   "Accepted log records with no span context (kept; they are no span's "
+                   "evidence).",
+                   tuple(Sample(counts["logs_without_span"].get(t, 0), {"transport": t})
+                         for t in TRANSPORTS)),
+            Family("budgetscope_log_records_stored_total", "counter",
+                   "Log records newly stored (not already present).",
+                   (Sample(stats.logs_inserted),)),
+            Family("budgetscope_log_records_span_missing_total", "counter",
+                   "Newly stored log records whose span was not stored at that moment (kept: "
+                   "the span may still come).",
+                   (Sample(stats.logs_span_missing),)),
+        ]
+
     def writer_families(self) -> list[Family]:
         counts = self.counters.snapshot()
         stats = self.committer.stats
@@ -151,6 +185,7 @@ class OperatorPages:
             Family("budgetscope_spans_stored_total", "counter",
                    "Spans newly stored (acknowledged spans that were not already stored).",
                    (Sample(stats.spans_inserted),)),
+            *self._log_families(counts),
             Family("budgetscope_writer_queue_spans", "gauge",
                    "Spans decoded and waiting for the writer.",
                    (Sample(self.committer.queued_spans),)),

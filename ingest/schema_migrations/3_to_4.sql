@@ -5,3 +5,6 @@
 -- declared before version 4, so every known budget came from its span.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS budget_source VARCHAR;
 UPDATE runs SET budget_source = 'span' WHERE budget_ms IS NOT NULL AND budget_source IS NULL;
+
+-- log_records (../schema/log_records.sql): OTLP log records. A new table, created by the
+-- DDL; nothing to move.

@@ -17,4 +17,6 @@ DELETE FROM span_keys
 WHERE (trace_key_hi, trace_key_lo) IN (
     SELECT ('0x' || substr(trace_id, 1, 16))::UBIGINT, ('0x' || substr(trace_id, 17, 16))::UBIGINT
     FROM retention_slice WHERE expired);
+-- the traces' OTLP log records go with them
+DELETE FROM log_records WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);

@@ -244,3 +244,17 @@ def test_bad_log_records_in_a_file_are_counted_not_fatal(tmp_path: Path) -> None
     text = "\n".join(summary.lines())
     assert "rejected [bad_log_record] ×6 (6 log records)" in text
     assert "logs.jsonl line 1, resource 0, scope 0, log record 2" in text
+
+
+def test_cli_ingest_of_a_logs_only_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+
+    path = tmp_path / "logs.pb.gz"
+    path.write_bytes(gzip.compress(logs_request(run_with_logs().logs).SerializeToString()))
+    db = tmp_path / "cli.duckdb"
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "log records: 4 loaded, 0 already present, 0 rejected" in result.output
+    assert "1 without a span context and 3 whose span is not stored (yet)" in result.output

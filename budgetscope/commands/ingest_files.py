@@ -50,7 +50,8 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             raise Fail(f"--memory-limit {memory_limit!r}: {error}") from None
         summary = load_files(con, paths, progress=progress,
                              derive=refresh_touched)
-    nothing = summary.spans_loaded + summary.spans_present + summary.spans_rejected == 0
+    nothing = (summary.spans_loaded + summary.spans_present + summary.spans_rejected == 0
+               and not summary.logs_seen)
     if nothing and not summary.rejections:
         if created:  # nothing loaded leaves no empty database behind
             _remove_database(db)

@@ -221,3 +221,71 @@ class CountingTool(_Quiet):
         _reply(self, 200, {"ok": True})
 
     do_POST = do_GET
+
+
+# -- a tool whose answers are scripted per path -----------------------------------------------
+class ScriptState:
+    """`script[path]` is a list of (status, delay_s) answers used in turn (the last repeats)."""
+
+    def __init__(self, script: dict[str, list[tuple[int, float]]]) -> None:
+        self.script = script
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+
+class ScriptedTool(_Quiet):
+    def _answer(self) -> None:
+        state: ScriptState = self.server.state
+        _read_body(self)
+        path = self.path.split("?", 1)[0]
+        with state.lock:
+            turn = state.calls.get(path, 0)
+            state.calls[path] = turn + 1
+            answers = state.script.get(path, [(200, 0.0)])
+            status, delay = answers[min(turn, len(answers) - 1)]
+        time.sleep(delay)
+        _reply(self, status, {"path": path, "turn": turn + 1})
+
+    do_GET = _answer
+    do_POST = _answer
+
+
+# -- an OpenAI-compatible chat completions server ----------------------------------------------
+class ModelState:
+    """Answers /v1/chat/completions: a call to `tool` (with `arguments`) while the conversation
+    holds no tool result, then a final text. Records every request body."""
+
+    def __init__(self, tool: str, arguments: dict[str, Any], answer: str = "done",
+                 delay: float = 0.0) -> None:
+        self.tool = tool
+        self.arguments = arguments
+        self.answer = answer
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+
+
+class FakeModel(_Quiet):
+    def do_POST(self) -> None:
+        state: ModelState = self.server.state
+        body = json.loads(_read_body(self) or b"{}")
+        state.requests.append(body)
+        state.headers.append(dict(self.headers.items()))
+        time.sleep(state.delay)
+        messages = body.get("messages", [])
+        tool_results = [m for m in messages if m.get("role") == "tool"]
+        model = body.get("model", "fake-model")
+        if tool_results:
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": f"{state.answer}: {tool_results[-1]['content']}"}
+            finish = "stop"
+        else:
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{len(state.requests)}", "type": "function",
+                "function": {"name": state.tool, "arguments": json.dumps(state.arguments)}}]}
+            finish = "tool_calls"
+        _reply(self, 200, {
+            "id": f"chatcmpl-{len(state.requests)}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})

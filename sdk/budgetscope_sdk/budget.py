@@ -108,6 +108,7 @@ class RunBudget:
         self._started = False
         self._start_mono = 0.0
         self._start_ns = 0
+        self._end_ns: int | None = None
         self._parent_step: Step | None = None
         self._span_context: Context | None = None
         self._tokens: list[Any] = []
@@ -135,6 +136,22 @@ class RunBudget:
     def spendable(self) -> float:
         """Seconds left that ordinary work may spend: the remaining budget minus the reserve."""
         return max(0.0, self.remaining() - self.reserve_s)
+
+    @property
+    def started_unix_ns(self) -> int:
+        self._require_started()
+        return self._start_ns
+
+    @property
+    def ended_unix_ns(self) -> int | None:
+        """When the run span ended (None while the run is open)."""
+        return self._end_ns
+
+    @property
+    def trace_id(self) -> str:
+        """The run's trace id, 32 lowercase hex (budgetscope's run_id when the run is the
+        trace's root)."""
+        return format(self.span.get_span_context().trace_id, "032x")
 
     def now_unix_ms(self) -> int:
         return self.clock.wall_ns() // 1_000_000
@@ -429,8 +446,9 @@ class RunBudget:
             else:
                 otel_context.detach(token)
         self._tokens.clear()
+        self._end_ns = self.clock.wall_ns()
         if self._owns_span:
-            self.span.end(end_time=self.clock.wall_ns())
+            self.span.end(end_time=self._end_ns)
 
     def __enter__(self) -> RunBudget:
         return self._enter()

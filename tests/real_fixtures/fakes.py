@@ -20,6 +20,9 @@ import grpc
 # How long a "slow" fake waits before answering: far past every client timeout the scenarios set
 # (0.3 s), so the client gives up first, and short enough that the server thread ends soon after.
 SLOW_SECONDS = 1.5
+# A slow success: well inside every client timeout, and long enough (against the 1-5 ms of the
+# other calls) that the step which waits for it is the run's culprit beyond doubt.
+DELAY_SECONDS = 0.12
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -141,7 +144,8 @@ class FakeModelServer:
 # HTTP tool server: the path says what happens.
 
 class FakeToolServer:
-    """GET /ok → 200; /slow → answers after SLOW_SECONDS; /503, /429 → that status;
+    """GET /ok → 200; /delay → 200 after DELAY_SECONDS; /slow → answers after SLOW_SECONDS;
+    /503, /429 → that status;
     /flaky → 503 the first time, 200 after; POST /write → 201, and the write is recorded."""
 
     def __init__(self) -> None:
@@ -155,6 +159,9 @@ class FakeToolServer:
                 if path == "/slow":
                     time.sleep(SLOW_SECONDS)
                     self._send(200, {"report": "late"})
+                elif path == "/delay":
+                    time.sleep(DELAY_SECONDS)
+                    self._send(200, {"report": "took a while"})
                 elif path in ("/503", "/429"):
                     self._send(int(path[1:]), {"error": "unavailable" if path == "/503"
                                                else "too many requests"})
@@ -180,7 +187,8 @@ class FakeToolServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# gRPC tool server: service tools.Tools, methods Ok, Slow, Unavailable, Exhausted (raw bytes).
+# gRPC tool server: service tools.Tools, methods Ok, Delay, Slow, Unavailable, Exhausted
+# (raw bytes, no generated stubs).
 
 def _grpc_ok(request: bytes, context: grpc.ServicerContext) -> bytes:
     return b"ok:" + request
@@ -189,6 +197,11 @@ def _grpc_ok(request: bytes, context: grpc.ServicerContext) -> bytes:
 def _grpc_slow(request: bytes, context: grpc.ServicerContext) -> bytes:
     time.sleep(SLOW_SECONDS)
     return b"late"
+
+
+def _grpc_delay(request: bytes, context: grpc.ServicerContext) -> bytes:
+    time.sleep(DELAY_SECONDS)
+    return b"ok after a while"
 
 
 def _grpc_unavailable(request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -207,9 +220,10 @@ class FakeGrpcToolServer:
     def __init__(self) -> None:
         from concurrent import futures
 
-        handlers = {name: grpc.unary_unary_rpc_method_handler(function) for name, function in {
-            "Ok": _grpc_ok, "Slow": _grpc_slow, "Unavailable": _grpc_unavailable,
-            "Exhausted": _grpc_exhausted}.items()}
+        functions = {"Ok": _grpc_ok, "Delay": _grpc_delay, "Slow": _grpc_slow,
+                     "Unavailable": _grpc_unavailable, "Exhausted": _grpc_exhausted}
+        handlers = {name: grpc.unary_unary_rpc_method_handler(function)
+                    for name, function in functions.items()}
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         self.server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(self.SERVICE, handlers),))

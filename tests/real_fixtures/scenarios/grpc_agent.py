@@ -40,12 +40,13 @@ def main() -> None:
         call(run, "Slow", grpc.StatusCode.DEADLINE_EXCEEDED, "client_timeout")
         call(run, "Exhausted", grpc.StatusCode.RESOURCE_EXHAUSTED, "upstream_error")
 
-    # Run 2: within budget.
+    # Run 2: within budget; the slow success is the culprit, the last call the holder.
     with truth.run("grpc-tools-agent", 10_000, note="within budget") as run, \
             tracer.start_as_current_span("grpc run",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "Unavailable", grpc.StatusCode.UNAVAILABLE, "upstream_error")
+        call(run, "Delay", grpc.StatusCode.OK, "ok")
         call(run, "Ok", grpc.StatusCode.OK, "ok")
 
     channel.close()

@@ -78,15 +78,16 @@ def main() -> None:
         with run.step("other", HOST, "ok", "POST /write", side_effect="write"):
             assert post(TOOL_URL + "/write", {"ticket": 1}) == 201
 
-    # Run 2: within budget. A 503 retried into a 200, then a model call made with the plain
-    # client (no GenAI instrumentation: just another HTTP step), then a write; the holder is the
-    # last step to start.
+    # Run 2: within budget. A 503 retried into a 200, a slow success (the culprit), a model
+    # call made with the plain client (no GenAI instrumentation: just another HTTP step), then a
+    # write; the holder is the last step to start.
     with truth.run(agent, 10_000, note="within budget; holder is the last step") as run, \
             tracer.start_as_current_span("support run",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "/flaky", 503, "upstream_error")
         call(run, "/flaky", 200, "ok")
+        call(run, "/delay", 200, "ok")
         with run.step("other", HOST, "ok", "POST /v1/chat/completions"):
             assert post(MODEL_URL + "/chat/completions",
                         {"model": "gpt-4o-mini", "messages": []}) == 200

@@ -1,0 +1,95 @@
+"""Ingest a real-library fixture the way a user would (`budgetscope ingest` into a DuckDB file)
+and set what the derivation found beside the harness's ground truth. Shared by the fixture test
+and the regeneration test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+
+FIXTURES = Path(__file__).resolve().parent / "real_fixtures"
+RUNS_SQL = """
+SELECT run_id, trace_id, agent, budget_ms, culprit_span_id, culprit_key, holder_span_id,
+       holder_key
+FROM runs ORDER BY start_ns, run_id
+"""
+STEPS_SQL = """
+SELECT span_id, kind, name, class, is_top_level, side_effect
+FROM steps WHERE run_id = ? ORDER BY start_ns, end_ns DESC, span_id
+"""
+
+
+def ingest(otlp: Path, db: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(otlp)])
+    assert result.exit_code == 0, result.output
+    assert "0 rejected" in result.output, result.output
+
+
+def found_runs(db: Path) -> list[dict[str, Any]]:
+    """Each run as the derivation stored it, in the shape of the ground truth's runs."""
+    with duckdb.connect(str(db), read_only=True) as connection:
+        runs = connection.execute(RUNS_SQL).fetchall()
+        found = []
+        for run_id, trace_id, agent, budget_ms, culprit_id, culprit_key, holder_id, holder_key \
+                in runs:
+            steps = connection.execute(STEPS_SQL, [run_id]).fetchall()
+            top = [row[0] for row in steps if row[4]]
+            found.append({
+                "trace_id": trace_id, "agent": agent, "budget_ms": budget_ms,
+                "steps": [{"kind": kind, "name": name, "class": cls, "top_level": is_top}
+                          for _, kind, name, cls, is_top, _ in steps],
+                "culprit": _pick(top, culprit_id, culprit_key),
+                "holder": _pick(top, holder_id, holder_key),
+                "declared_writes": [f"{kind}:{name}" for _, kind, name, _, _, effect in steps
+                                    if effect == "write"],
+            })
+    return found
+
+
+def _pick(top: list[str], span_id: str | None, key: str | None) -> dict[str, Any] | None:
+    if span_id is None:
+        return None
+    return {"index": top.index(span_id) if span_id in top else None, "key": key}
+
+
+def expected_runs(truth: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ground truth in the same shape: what the derivation should find."""
+    return [{
+        "trace_id": run["trace_id"], "agent": run["agent"], "budget_ms": run["budget_ms"],
+        "steps": [{"kind": step["kind"], "name": step["name"], "class": step["class"],
+                   "top_level": step["top_level"]} for step in run["steps"]],
+        "culprit": _truth_pick(run["culprit"]), "holder": _truth_pick(run["holder"]),
+        "declared_writes": [f"{write['kind']}:{write['name']}" for write in run["writes"]
+                            if write["declared"]],
+    } for run in truth["runs"]]
+
+
+def _truth_pick(chosen: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if chosen is None else {"index": chosen["index"], "key": chosen["key"]}
+
+
+def differences(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[str]:
+    """Every way the derivation disagrees with the truth, one readable line each."""
+    if len(found) != len(expected):
+        return [f"{len(found)} runs found, the harness made {len(expected)}: "
+                f"{[run['trace_id'] for run in found]}"]
+    problems = []
+    for number, (got, want) in enumerate(zip(found, expected, strict=True)):
+        if want["trace_id"] is None:  # a run with no root of the harness's own
+            got = {**got, "trace_id": None}
+        for field, value in want.items():
+            if got[field] != value:
+                problems.append(f"run {number} ({want['trace_id'] or 'no root'}) {field}: "
+                                f"found {json.dumps(got[field])}, "
+                                f"the harness says {json.dumps(value)}")
+    return problems
+
+
+def load_truth(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())

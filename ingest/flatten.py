@@ -20,7 +20,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
 from ingest.any_value import attributes_to_json, span_attributes_to_json
 from ingest.rejections import Rejection
-from ingest.typed_attributes import TYPED_COLUMNS
+from ingest.typed_attributes import TYPED_COLUMNS, RefusedValue
 
 SPAN_COLUMNS: tuple[str, ...] = (
     "trace_id", "span_id", "parent_span_id", "trace_state", "flags", "name", "kind",
@@ -189,9 +189,11 @@ def append_span(
     status_code: int, status_message: str, resource_id: str, scope_id: str,
     service_name: str | None, attributes: dict[str, Any] | str, dropped_attributes: int,
     typed: dict[str, Any], events: list[dict[str, Any]], exception_types: list[str],
-    dropped_events: int, links: list[dict[str, Any]], dropped_links: int,
+    dropped_events: int, links: list[dict[str, Any]], dropped_links: int, where: str = "",
 ) -> None:
     """One validated span as a row; shared by the protobuf and the OTLP JSON flatteners."""
+    if typed:
+        _report_refused_values(batch, name, typed, where)
     columns = batch.spans
     columns["trace_id"].append(trace_id.hex())
     columns["span_id"].append(span_id.hex())
@@ -219,6 +221,18 @@ def append_span(
         columns[column].append(typed.get(column))
     columns["exception_types"].append(exception_types)
     batch.span_count += 1
+
+
+def _report_refused_values(batch: FlatBatch, name: str, typed: dict[str, Any],
+                           where: str) -> None:
+    """Empty the typed columns whose budget.* value is unusable (ingest/typed_attributes.py)
+    and say so; the span is kept, with the raw value in its attributes."""
+    refused = [column for column, value in typed.items() if value.__class__ is RefusedValue]
+    for column in refused:
+        value = typed.pop(column)
+        batch.rejections.append(Rejection(
+            value.reason, f"span {name[:100]!r}: {value.problem}; stored without it (the raw "
+            "value stays in its attributes)", where, 0))
 
 
 def events_rows(span_events: Iterable[Span.Event]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -317,7 +331,8 @@ def flatten_resource_spans(
                 kind, start, end, status.code, status.message, resource_id, scope_id,
                 service_name, attributes, span.dropped_attributes_count + dropped_attributes,
                 typed, events, exception_types, span.dropped_events_count, reader.links(span),
-                span.dropped_links_count)
+                span.dropped_links_count,
+                locate(where, f"scope {scope_index}", f"span {span_index}"))
     if resource_used:
         batch.resources[resource_id] = resource_values
 

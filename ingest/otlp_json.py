@@ -328,7 +328,7 @@ def _span(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
         label = f"span {name!r}" if isinstance(name, str) else "span"
         batch.rejections.append(Rejection("bad_span", f"{label} refused: {message}", where))
         return False
-    append_span(batch, *row)
+    append_span(batch, *row, where=where)
     return True
 
 

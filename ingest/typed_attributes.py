@@ -6,7 +6,9 @@ query can compare plain typed columns. The raw value always stays in the attribu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 # gRPC status names → codes, for rpc.response.status_code / rpc.status_code (string-valued).
@@ -32,6 +34,82 @@ def as_int(value: Any) -> int | None:
             return None
         return as_int(number)
     return None
+
+
+@dataclass(frozen=True)
+class RefusedValue:
+    """A budget.* number that is present but unusable: the typed column stays empty and the
+    flattener reports `reason` (counted like a rejection; the span itself is kept)."""
+
+    reason: str  # budget_not_a_number or budget_out_of_range
+    problem: str  # one sentence naming the attribute, the value and the accepted range
+
+
+# Bounds of the budget.* numbers (README, "Budget values"). The derivation multiplies them
+# by 10^6 into nanoseconds and adds them to span times in BIGINT: 2^62 ms, or a deadline in
+# microseconds, overflowed it and stopped every derivation of the file (issue 14). A year is
+# far beyond any agent run we know of, and 10^6 times it is far inside BIGINT.
+MAX_BUDGET_MS = 366 * 24 * 3600 * 1000
+# Absolute deadlines: 2000-01-01 up to (not including) 2200-01-01, in epoch milliseconds. A
+# deadline sent in seconds falls below, one in microseconds or nanoseconds far above.
+MIN_DEADLINE_UNIX_MS = 946_684_800_000
+MAX_DEADLINE_UNIX_MS = 7_258_118_400_000
+MAX_ATTEMPT = 1_000_000
+
+
+def _number(key: str, value: Any) -> float | int | RefusedValue:
+    """An int, or a finite float, from an int, a float or a decimal string; else refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return RefusedValue("budget_not_a_number",
+                            f"{key} is a {type(value).__name__}, not a number")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            value = float(text)
+        except ValueError:
+            return RefusedValue("budget_not_a_number", f"{key} {value[:40]!r} is not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        return RefusedValue("budget_not_a_number", f"{key} {value} is not a finite number")
+    return value
+
+
+def _unit_hint(value: float) -> str:
+    if value >= 1e17:
+        return " (it looks like nanoseconds)"
+    if value >= 1e14:
+        return " (it looks like microseconds)"
+    if 1e8 <= value < 1e11:
+        return " (it looks like seconds)"
+    return ""
+
+
+def bounded(key: str, low: int, high: int, *, whole: bool = False, unit: str = "ms",
+            hint: Callable[[float], str] = lambda _: "") -> Callable[[Any], Any]:
+    """The cast of one budget.* number: an int in [low, high]; a float is rounded to the
+    millisecond (JavaScript agents send doubles), unless `whole` (a count) asks for an
+    integer; anything else is a RefusedValue naming the problem."""
+
+    def cast(value: Any) -> int | RefusedValue:
+        number = _number(key, value)
+        if isinstance(number, RefusedValue):
+            return number
+        if isinstance(number, float):
+            if whole and not number.is_integer():
+                return RefusedValue("budget_not_a_number",
+                                    f"{key} {number!r} is not a whole number")
+            number = round(number)
+        if not low <= number <= high:
+            shown = str(number) if abs(number) < 10**30 else f"{number:.3e}"
+            return RefusedValue(
+                "budget_out_of_range",
+                f"{key} {shown} is out of range ({low:,} to {high:,} {unit}){hint(number)}")
+        return number
+
+    return cast
 
 
 def as_text(value: Any) -> str | None:
@@ -74,23 +152,29 @@ def as_grpc_code(value: Any) -> int | None:
 # attribute key → (column, cast). Listed in one table so the schema, the flattener and the
 # tests agree on what is typed.
 TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "budget.total_ms": ("budget_total_ms", as_int),
-    "budget.deadline_unix_ms": ("budget_deadline_unix_ms", as_int),
-    "budget.reserve_ms": ("budget_reserve_ms", as_int),
+    "budget.total_ms": ("budget_total_ms", bounded("budget.total_ms", 1, MAX_BUDGET_MS)),
+    "budget.deadline_unix_ms": ("budget_deadline_unix_ms", bounded(
+        "budget.deadline_unix_ms", MIN_DEADLINE_UNIX_MS, MAX_DEADLINE_UNIX_MS,
+        unit="ms since the epoch: 2000-01-01 to 2200-01-01", hint=_unit_hint)),
+    "budget.reserve_ms": ("budget_reserve_ms", bounded("budget.reserve_ms", 0, MAX_BUDGET_MS)),
     "budget.run.outcome": ("budget_run_outcome", as_label),
     "budget.step.kind": ("budget_step_kind", as_label),
     "budget.step.name": ("budget_step_name", as_text),
-    "budget.remaining_ms": ("budget_remaining_ms", as_int),
-    "budget.cap_ms": ("budget_cap_ms", as_int),
-    "budget.allocated_ms": ("budget_allocated_ms", as_int),
+    # Negative: the step started after the deadline had passed.
+    "budget.remaining_ms": ("budget_remaining_ms", bounded(
+        "budget.remaining_ms", -MAX_BUDGET_MS, MAX_BUDGET_MS)),
+    "budget.cap_ms": ("budget_cap_ms", bounded("budget.cap_ms", 0, MAX_BUDGET_MS)),
+    "budget.allocated_ms": ("budget_allocated_ms", bounded(
+        "budget.allocated_ms", 0, MAX_BUDGET_MS)),
     "budget.outcome": ("budget_outcome", as_label),
     "budget.side_effect": ("budget_side_effect", as_label),
     "budget.effect_status": ("budget_effect_status", as_label),
     "budget.idempotency_key": ("budget_idempotency_key", as_text),
-    "budget.attempt": ("budget_attempt", as_int),
+    "budget.attempt": ("budget_attempt", bounded("budget.attempt", 1, MAX_ATTEMPT, whole=True,
+                                                 unit="attempts")),
     "budget.hedge": ("budget_hedge", as_bool),
     "budget.reconcile.result": ("budget_reconcile_result", as_label),
-    "budget.cleanup_ms": ("budget_cleanup_ms", as_int),
+    "budget.cleanup_ms": ("budget_cleanup_ms", bounded("budget.cleanup_ms", 0, MAX_BUDGET_MS)),
     "gen_ai.operation.name": ("gen_ai_operation_name", as_label),
     "gen_ai.tool.name": ("gen_ai_tool_name", as_text),
     "gen_ai.request.model": ("gen_ai_request_model", as_text),
@@ -98,6 +182,11 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "http.response.status_code": ("http_response_status_code", as_int),
     "error.type": ("error_type", as_text),
 }
+
+# The budget.* numbers (bounded casts above): what the fuzz tests drive with hostile values.
+BUDGET_NUMBER_KEYS: tuple[str, ...] = (
+    "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.remaining_ms",
+    "budget.cap_ms", "budget.allocated_ms", "budget.attempt", "budget.cleanup_ms")
 
 # The gRPC status under its three names, most trusted first (SPEC §3 rule 3). Each name gets a
 # provisional column; pick_grpc_status keeps the most trusted one present.

@@ -4,6 +4,8 @@ Counted per transport (http, grpc):
 - spans received, accepted and rejected (by reason) in requests that were decoded and answered
   with success: received = accepted + rejected; a rejected span is one that partial_success
   reported (an id of the wrong length, invalid UTF-8, …), the rest of its request was stored;
+- values refused in spans that were stored (by reason: budget_out_of_range, …): the span was
+  kept without that value (ingest/typed_attributes.py), counted for both transports together;
 - requests refused whole (by reason: unauthenticated, too_large, undecodable, unavailable, …):
   their spans were never decoded, or never acknowledged (the exporter retries them), so they
   are counted as requests, not spans.
@@ -38,6 +40,12 @@ class ReceiverCounters:
         self.logs_accepted: Counter[str] = Counter()
         self.logs_rejected: Counter[tuple[str, str]] = Counter()
         self.logs_without_span: Counter[str] = Counter()
+        self.values_refused: Counter[str] = Counter()  # reason → values
+
+    def refused_values(self, by_reason: Mapping[str, int]) -> None:
+        """Values left out of spans that were stored (rejections that refused no span)."""
+        with self._lock:
+            self.values_refused.update(by_reason)
 
     def answered(self, transport: str, peer: str, accepted_spans: int,
                  rejected: Mapping[str, int]) -> None:
@@ -85,4 +93,5 @@ class ReceiverCounters:
                     "requests_refused": dict(self.requests_refused),
                     "logs_accepted": dict(self.logs_accepted),
                     "logs_rejected": dict(self.logs_rejected),
-                    "logs_without_span": dict(self.logs_without_span)}
+                    "logs_without_span": dict(self.logs_without_span),
+                    "values_refused": dict(self.values_refused)}

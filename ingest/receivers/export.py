@@ -143,8 +143,13 @@ class Exporter:
                 decode: Callable[[bytes, str], FlatBatch]) -> Accepted:
         batch = self.commit(body, where, inflate, decode)
         by_reason: Counter[str] = Counter()
+        values_refused: Counter[str] = Counter()
         for rejection in batch.rejections:
             by_reason[rejection.reason] += rejection.spans
+            if rejection.reason.startswith("budget_"):
+                values_refused[rejection.reason] += 1
+        if values_refused:
+            self.counters.refused_values(values_refused)
         return Accepted(batch.span_count, sum(by_reason.values()),
                         summarise(batch.rejections), dict(by_reason))
 

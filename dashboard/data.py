@@ -254,6 +254,7 @@ class DatabaseStatus:
     spans: int
     newest_received: pd.Timestamp | None
     newest_run_start: str | None = None  # ISO UTC, as the runs report writes a start
+    traces_failed_derivation: int = 0  # recorded by ingest/derivation.py, left out of runs
 
     @property
     def empty(self) -> bool:
@@ -274,8 +275,9 @@ def status() -> DatabaseStatus:
     newest = None if pd.isna(row["newest_received"]) else pd.Timestamp(row["newest_received"])
     newest_ns = by_agent["newest_start_ns"].max()
     newest_run = None if pd.isna(newest_ns) else _iso_ms(int(newest_ns))
+    failed = row.get("traces_failed_derivation", 0)
     return DatabaseStatus(path, serving, int(by_agent["runs"].sum()), agents, spans, newest,
-                          newest_run)
+                          newest_run, 0 if pd.isna(failed) else int(failed))
 
 
 def _iso_ms(ns: int) -> str:

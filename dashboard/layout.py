@@ -148,6 +148,10 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
         lines.append("newest span received\n  "
                      + status.newest_received.strftime("%Y-%m-%d %H:%M:%S UTC"))
     box.text("\n".join(lines))
+    if status.traces_failed_derivation:
+        box.warning(f"{status.traces_failed_derivation:,} trace(s) could not be derived: their "
+                    "spans are stored, but their runs and steps stay as last derived (or are "
+                    "missing). New spans of a trace retry it; the errors are in the log.")
     seconds = refresh_seconds()
     if seconds:
         box.toggle("Follow new spans", value=True, key=_FOLLOW,

@@ -12,6 +12,7 @@ import duckdb
 # 4: declared budgets and step caps (schema/declared_budgets.sql, SPEC §10); runs gain
 #    budget_source.
 #    log_records (schema/log_records.sql: OTLP log records).
+#    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
 SCHEMA_VERSION = 4
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by

@@ -41,6 +41,7 @@ class LoadSummary:
     traces_without_root_count: int = 0
     seconds: float = 0.0
     derive_seconds: float = 0.0  # of `seconds`, spent deriving runs and steps
+    traces_failed_derivation: int = 0  # recorded in derivation_failures by this load
 
     @property
     def spans_rejected(self) -> int:
@@ -81,6 +82,10 @@ class LoadSummary:
             out.append(f"  warning: {self.traces_without_root_count} trace(s) have no root span "
                        f"stored yet (their runs stay incomplete until it arrives): {shown}"
                        + (f", … and {more} more" if more > 0 else ""))
+        if self.traces_failed_derivation:
+            out.append(f"  warning: {self.traces_failed_derivation:,} trace(s) could not be "
+                       "derived; their spans are stored, their runs and steps stay as last derived "
+                       "(the database status counts them; new spans of a trace retry it)")
         return out
 
 
@@ -164,4 +169,5 @@ def load_files(
     summary.seconds = time.monotonic() - started
     if derivations is not None:
         summary.derive_seconds = derivations.seconds
+        summary.traces_failed_derivation = derivations.traces_failed
     return summary

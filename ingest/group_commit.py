@@ -23,6 +23,10 @@ cores. DuckDB lets the two transactions overlap: the writer only appends (spans,
 and the derivation only reads spans and deletes the marks it saw (schema/pending.sql).
 Writer tasks (retention) rewrite the derived tables too, so they and the derivation take turns.
 
+A trace whose derivation fails is confined to itself (ingest/derivation.py): it is recorded in
+derivation_failures, every other trace is still derived, and the count shows in /metrics and
+/readyz (`derivation_failed_traces`, refreshed after each derivation turn).
+
 Back-pressure instead of unbounded memory: when the queue holds too many spans, or its oldest
 batch has waited longer than `max_lag_seconds`, `submit` raises `Overloaded` and the receivers
 answer 503 / UNAVAILABLE with Retry-After; OTLP exporters retry those. A failed write (disk full,
@@ -123,6 +127,8 @@ class GroupCommitter:
         # derived), for /metrics' derivation lag; written by both threads under its lock.
         self._oldest_underived: float | None = None
         self._underived_lock = threading.Lock()
+        # Traces recorded in derivation_failures, as of the last derivation turn.
+        self.derivation_failed_traces = 0
         # The first Arrow conversion in a process pays pyarrow's lazy set-up (4.2 s measured on
         # this 2-core machine); pay it here, at start-up, rather than in the first request.
         to_arrow(FlatBatch())
@@ -316,6 +322,7 @@ class GroupCommitter:
                 try:
                     with self._derived_tables:
                         self.derivations.run(con)
+                        self.derivation_failed_traces = self.derivations.failed(con)
                 except Exception as error:  # noqa: BLE001 - the marks stay; retried next turn
                     _LOG.error("deriving runs and steps failed (will retry): %s", error)
                     with self._underived_lock:

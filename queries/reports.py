@@ -79,7 +79,8 @@ def weekly(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
 
 def database_status(con: Connection,
                     filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """One row: spans, runs, newest_received, traces_pending_derivation (filters unused)."""
+    """One row: spans, runs, newest_received, traces_pending_derivation, traces_failed_derivation
+    (filters unused)."""
     del filters
     return frame(con, "database_status", {})
 

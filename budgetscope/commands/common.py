@@ -11,7 +11,7 @@ import duckdb
 
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
-from ingest.derivation import PendingDerivations
+from ingest.derivation import PendingDerivations, describe
 from queries import clickhouse
 from queries.derive import refresh_touched
 from queries.loader import Connection
@@ -27,9 +27,22 @@ class Fail(click.ClickException):
 
 
 def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
-    """Derive what a stopped or crashed writer left marked, so reports see every stored span."""
-    if PendingDerivations.count(con):
-        PendingDerivations(refresh_touched).run(con)
+    """Derive what a stopped or crashed writer left marked, so reports see every stored span.
+    A derivation failure never stops the command: a trace that fails alone is recorded by
+    PendingDerivations; anything else is said on standard error, and the command goes on with
+    the runs derived so far (the traces stay marked for the next try)."""
+    if not PendingDerivations.count(con):
+        return
+    derivations = PendingDerivations(refresh_touched)
+    try:
+        derivations.run(con)
+    except duckdb.Error as error:
+        click.echo(f"warning: {PendingDerivations.count(con):,} trace(s) are not derived yet "
+                   f"({describe(error)}); runs and steps leave them out", err=True)
+    if derivations.traces_failed:
+        click.echo(f"warning: {derivations.traces_failed:,} trace(s) could not be derived "
+                   "(recorded in the database status); their runs and steps stay as last "
+                   "derived", err=True)
 
 
 @contextmanager

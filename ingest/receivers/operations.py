@@ -5,7 +5,9 @@
 - /readyz (readiness): 200 while the writer keeps up: the queue below `max_queued_spans`, its
   oldest batch waiting less than `max_wait_seconds`, and, when anything is waiting, a commit
   within `max_commit_age_seconds`. Otherwise 503 with the reason, so that a load balancer sends
-  exporters elsewhere before they start getting 503s from /v1/traces.
+  exporters elsewhere before they start getting 503s from /v1/traces. Traces whose derivation
+  failed (ingest/derivation.py) leave it ready, with the count in the body: they are confined
+  to themselves, and another replica or a restart would not derive them either.
 - /metrics: Prometheus text format: the receivers' counters, the writer's queue and commit
   latency, and families added by the caller (the product's signals over a recent window,
   retention), those cached for `cache_seconds` so that scrapes do not query the database each
@@ -100,6 +102,14 @@ class OperatorPages:
         reason = self.readiness.reason()
         if reason is not None:
             return 503, TEXT, f"not ready: {reason}\n".encode(), {"Retry-After": "2"}
+        failed = self.committer.derivation_failed_traces
+        if failed:
+            # Still ready: a trace that cannot be derived is confined to itself (its spans are
+            # stored, every other trace is derived); routing exporters elsewhere or restarting
+            # would not help, so the probe must not take the server out of service for it.
+            return 200, TEXT, (f"ready; {failed:,} trace(s) could not be derived, their runs "
+                               "and steps stay as last derived (budgetscope_derivation_failed_"
+                               "traces in /metrics, the errors in the log)\n").encode(), {}
         return 200, TEXT, b"ready\n", {}
 
     def metrics(self, authorization: str | None) -> Answer:
@@ -177,6 +187,11 @@ class OperatorPages:
                    "Spans refused inside an acknowledged request (partial_success), by reason.",
                    tuple(Sample(v, {"transport": t, "reason": r})
                          for (t, r), v in sorted(rejected.items()))),
+            Family("budgetscope_values_refused_total", "counter",
+                   "Attribute values left out of spans that were stored (a budget.* number out "
+                   "of range or not a number: the span is kept without it), by reason.",
+                   tuple(Sample(v, {"reason": r})
+                         for r, v in sorted(counts["values_refused"].items()))),
             Family("budgetscope_requests_refused_total", "counter",
                    "Requests refused whole (their spans were not decoded or not acknowledged),"
                    " by reason.",
@@ -196,6 +211,10 @@ class OperatorPages:
                    "How long the oldest commit whose runs and steps are not derived yet has "
                    "waited (0 when all are).",
                    (Sample(round(self.committer.derivation_lag_seconds, 6)),)),
+            Family("budgetscope_derivation_failed_traces", "gauge",
+                   "Traces whose runs and steps could not be derived (each alone; every other "
+                   "trace is derived; /readyz stays ready and names them).",
+                   (Sample(self.committer.derivation_failed_traces),)),
             Family("budgetscope_writer_commit_seconds", "histogram",
                    "Duration of each group-commit transaction.",
                    histogram_samples(histogram.bounds, histogram.cumulative, histogram.total,

@@ -8,3 +8,11 @@ UPDATE runs SET budget_source = 'span' WHERE budget_ms IS NOT NULL AND budget_so
 
 -- log_records (../schema/log_records.sql): OTLP log records. A new table, created by the
 -- DDL; nothing to move.
+
+-- derivation_failures (../schema/derivation_failures.sql): traces whose derivation failed,
+-- confined to them (ingest/derivation.py); created by the DDL too, idempotent here.
+CREATE TABLE IF NOT EXISTS derivation_failures (
+    trace_id  VARCHAR PRIMARY KEY,
+    error     VARCHAR NOT NULL,
+    failed_at TIMESTAMPTZ NOT NULL
+);

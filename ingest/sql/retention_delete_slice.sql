@@ -12,6 +12,8 @@ WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM trace_arrivals WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM pending_derivations
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM derivation_failures
+WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 -- the spans' keys (ingest/schema/span_keys.sql), so that a removed trace sent again is stored
 DELETE FROM span_keys
 WHERE (trace_key_hi, trace_key_lo) IN (

@@ -25,10 +25,15 @@ PRESETS: dict[str, tuple[str, dt.timedelta | None]] = {
     "7d": ("Last 7 days", dt.timedelta(days=7)),
     "30d": ("Last 30 days", dt.timedelta(days=30)),
     "90d": ("Last 90 days", dt.timedelta(days=90)),
+    "1w": ("Last full week", None),
+    "4w": ("Last 4 full weeks", None),
     "all": ("All time", None),
     "custom": ("Custom (UTC)", None),
 }
 DEFAULT_PRESET = "7d"
+# Whole ISO weeks (Monday 00:00 UTC to Monday), ending at the start of the current week: the
+# weekly report's default, whose rows a rolling range would cut short (SPEC §7 partial_week).
+FULL_WEEKS: dict[str, int] = {"1w": 1, "4w": 4}
 FILTER_KEYS = ("range", "since", "until", "agent")
 
 
@@ -46,6 +51,9 @@ class FilterState:
         if self.preset == "custom":
             return (parse_instant(self.since, "since") if self.since else None,
                     parse_instant(self.until, "until") if self.until else None)
+        if self.preset in FULL_WEEKS:
+            end = start_of_week(now)
+            return end - dt.timedelta(weeks=FULL_WEEKS[self.preset]), end
         length = PRESETS[self.preset][1]
         if length is None:
             return None, None
@@ -83,6 +91,12 @@ class FilterState:
             span = (f"{_show(since) if since else 'the beginning'} → "
                     f"{_show(until) if until else 'now'}")
         return span + (f" · agent {self.agent}" if self.agent else " · all agents")
+
+
+def start_of_week(now: dt.datetime) -> dt.datetime:
+    """Monday 00:00 UTC of the ISO week `now` is in."""
+    day = now.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - dt.timedelta(days=day.weekday())
 
 
 def _ceil_minute(now: dt.datetime) -> dt.datetime:

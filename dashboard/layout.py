@@ -78,11 +78,15 @@ def _from_widgets() -> FilterState:
     return FilterState(preset, since, until, agent)
 
 
-def default_preset(status: data.DatabaseStatus, now: dt.datetime) -> str:
+def default_preset(status: data.DatabaseStatus, now: dt.datetime, page: str = "") -> str:
     """Last 7 days when the data reaches into them, else all time: a link without filters (the
-    demo's, a first visit) opens on data, not on an empty week."""
+    demo's, a first visit) opens on data, not on an empty week. The weekly report opens on the
+    last 4 full weeks instead, so that no row of it is a week cut short."""
     if status.newest_run_start:
         newest = dt.datetime.fromisoformat(status.newest_run_start.replace("Z", "+00:00"))
+        if page == "weekly":
+            first = FilterState("4w").window(now)[0]
+            return "4w" if first is not None and newest >= first else "all"
         if newest >= now - dt.timedelta(days=7):
             return "7d"
     return "all"

@@ -61,7 +61,8 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - a message, never a traceback
         layout.show_error(error, "read the database")
         return
-    state = layout.sidebar_filters(status.agents, layout.default_preset(status, now_utc()))
+    state = layout.sidebar_filters(
+        status.agents, layout.default_preset(status, now_utc(), page.url_path))
     layout.sidebar_status(status)
     if status.empty:
         layout.empty_state(status.path, status.serving)

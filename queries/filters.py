@@ -28,7 +28,7 @@ def parse_instant(text: str, option: str) -> dt.datetime:
     return value.astimezone(dt.UTC)
 
 
-def _epoch_ns(value: dt.datetime | None) -> int | None:
+def epoch_ns(value: dt.datetime | None) -> int | None:
     if value is None:
         return None
     delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -52,5 +52,5 @@ class Filters:
         return filters
 
     def parameters(self) -> dict[str, Any]:
-        return {"since_ns": _epoch_ns(self.since), "until_ns": _epoch_ns(self.until),
+        return {"since_ns": epoch_ns(self.since), "until_ns": epoch_ns(self.until),
                 "agent": self.agent}

@@ -6,11 +6,12 @@ query of the same name in the connection's dialect, with the same output columns
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import pandas as pd
 
-from queries.filters import Filters
+from queries.filters import Filters, epoch_ns
 from queries.loader import Connection, frame
 
 NO_FILTERS = Filters()
@@ -72,9 +73,12 @@ def reconciliation_by_period(con: Connection,
     return _frame(con, "reconciliation_by_period", filters)
 
 
-def weekly(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """One row per ISO week × agent (SPEC §7)."""
-    return _frame(con, "weekly_report", filters)
+def weekly(con: Connection, filters: Filters = NO_FILTERS,
+           now: dt.datetime | None = None) -> pd.DataFrame:
+    """One row per ISO week × agent (SPEC §7); `partial_week` compares each week with the
+    filter's range and with `now` (default: the present)."""
+    moment = now or dt.datetime.now(dt.UTC)
+    return _frame(con, "weekly_report", filters, now_ns=epoch_ns(moment))
 
 
 def database_status(con: Connection,

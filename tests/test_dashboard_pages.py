@@ -485,3 +485,23 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
     finally:
         install(None)
         owner.close()
+
+
+def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
+    """Issue 15: the default rolling range labelled cut weeks as whole ISO weeks."""
+    at = open_page("weekly", {})
+    expected = layout.default_preset(data_status(db), dt.datetime.now(dt.UTC), "weekly")
+    assert expected in ("4w", "all")
+    assert at.query_params["range"] in (expected, [expected])
+    table = at.dataframe[0].value
+    assert not table["partial_week"].any()
+    assert not [i for i in at.info if "Partial weeks" in i.value]
+
+    # Wednesday 2026-11-18 to Monday 2026-11-23 cuts 2026-W47 short.
+    at = open_page("weekly", {"range": "custom", "since": "2026-11-18", "until": "2026-11-23"})
+    table = at.dataframe[0].value
+    assert set(table.loc[table["partial_week"], "week"]) == {"2026-W47"}
+    note = next(i.value for i in at.info if "Partial weeks" in i.value)
+    assert "2026-W47" in note
+    at.button(key="weekly_full_weeks").click().run()
+    assert at.query_params["range"] in ("4w", ["4w"])

@@ -120,3 +120,14 @@ def test_the_start_up_warm_up_draws_every_figure_kind() -> None:
     from dashboard.warm_up import warm
 
     warm()
+
+
+def test_full_week_presets_end_at_the_start_of_this_week() -> None:
+    now = dt.datetime(2026, 12, 2, 15, 30, tzinfo=dt.UTC)  # a Wednesday of 2026-W49
+    monday = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+    assert FilterState("1w").window(now) == (monday - dt.timedelta(weeks=1), monday)
+    assert FilterState("4w").window(now) == (monday - dt.timedelta(weeks=4), monday)
+    # stable minute to minute, and on the Monday itself the week just begun is excluded
+    later = now + dt.timedelta(minutes=7)
+    assert FilterState("4w").filters(later) == FilterState("4w").filters(now)
+    assert FilterState("1w").window(monday)[1] == monday

@@ -133,13 +133,14 @@ def test_weekly_report(fleet):
         "week", "agent", "runs", "exhausted_runs", "exhaustion_rate", "utilisation_p50",
         "utilisation_p90", "utilisation_p99", "steps", "client_timeouts", "upstream_errors",
         "refused", "write_steps", "reconciled_writes", "reconciliation_rate", "orphan_writes",
-        "top_culprit", "top_culprit_share"]
+        "top_culprit", "top_culprit_share", "partial_week"]
     assert records(frame) == [
         {"week": "2026-W47", "agent": "beta-svc", "runs": 1, "exhausted_runs": 1,
          "exhaustion_rate": 1.0, "utilisation_p50": 1.0, "utilisation_p90": 1.0,
          "utilisation_p99": 1.0, "steps": 2, "client_timeouts": 0, "upstream_errors": 0,
          "refused": 1, "write_steps": 0, "reconciled_writes": 0, "reconciliation_rate": None,
-         "orphan_writes": 0, "top_culprit": "tool:search", "top_culprit_share": 0.6},
+         "orphan_writes": 0, "top_culprit": "tool:search", "top_culprit_share": 0.6,
+         "partial_week": False},
         # 4 runs (N1 has no budget), exhausted 2 of the 3 budgeted; 7 steps; top culprit gpt
         # with 17000 of the exhausted runs' 30000 ms.
         {"week": "2026-W48", "agent": "alpha", "runs": 4, "exhausted_runs": 2,
@@ -148,8 +149,27 @@ def test_weekly_report(fleet):
          "steps": 7, "client_timeouts": 2, "upstream_errors": 1, "refused": 0,
          "write_steps": 0, "reconciled_writes": 0, "reconciliation_rate": None,
          "orphan_writes": 0, "top_culprit": "model:gpt",
-         "top_culprit_share": pytest.approx(17 / 30)},
+         "top_culprit_share": pytest.approx(17 / 30), "partial_week": False},
     ]
+
+
+def test_partial_weeks_are_marked(fleet):
+    """SPEC §7 partial_week / issue 15: a rolling range labelled a cut week as a whole one."""
+    import datetime as dt
+    con, _ = fleet
+    utc = dt.UTC
+    # 2026-W48 is Monday 2026-11-23 .. Monday 2026-11-30.
+    def partial(filters, now=dt.datetime(2026, 12, 7, tzinfo=utc)):
+        frame = reports.weekly(con, filters, now=now)
+        return dict(zip(frame["week"], frame["partial_week"], strict=True))
+    assert partial(Filters()) == {"2026-W47": False, "2026-W48": False}
+    assert partial(Filters.parse("2026-11-23", "2026-11-30")) == {"2026-W48": False}
+    # a range starting after Monday, or ending before the next Monday, cuts the week
+    assert partial(Filters.parse("2026-11-23T06:00:00Z", None))["2026-W48"] is True
+    assert partial(Filters.parse(None, "2026-11-29"))["2026-W48"] is True
+    # the present inside the week cuts it too; once the week is over it is whole again
+    assert partial(Filters(), now=dt.datetime(2026, 11, 27, tzinfo=utc))["2026-W48"] is True
+    assert partial(Filters(), now=dt.datetime(2026, 11, 30, tzinfo=utc))["2026-W48"] is False
 
 
 def test_step_utilisation(tmp_path):

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import data, fmt, layout
 from dashboard.exports import cli_command, csv_file_name
+from dashboard.filters import FULL_WEEKS
 from queries.render import to_csv_bytes
 
 ctx = layout.context()
@@ -21,6 +22,19 @@ st.download_button("Download CSV", data=to_csv_bytes(weekly),
                    icon=":material/download:", key="weekly_csv", on_click="ignore")
 st.caption("The same bytes from the command line:")
 st.code(cli_command("weekly", ctx.filters, ctx.status.path), language="bash", wrap_lines=True)
+
+def _show_full_weeks() -> None:
+    st.session_state["f_range"] = "4w"
+
+
+partial = weekly.loc[weekly["partial_week"].fillna(False).astype(bool), "week"].unique()
+if len(partial):
+    st.info("Partial weeks (`partial_week` true): " + ", ".join(sorted(partial))
+            + ". The time range or the present cuts them short, so their counts are not the "
+            "whole week's.")
+    if ctx.state.preset not in FULL_WEEKS:
+        st.button("Show the last 4 full weeks", on_click=_show_full_weeks,
+                  key="weekly_full_weeks")
 
 if weekly.empty:
     st.info("No runs in this range.")

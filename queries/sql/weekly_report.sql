@@ -4,6 +4,8 @@
 -- budget; `runs`, `steps` and the failure and write counts cover every run.
 -- top_culprit is the week's first attribution row: the step key with the largest budget share
 -- over the exhausted runs (ties: more culprit runs, then the key); top_culprit_share its share.
+-- partial_week: the filter's range ($since_ns, $until_ns) or the present ($now_ns) cuts the
+-- week [Monday 00:00 UTC, next Monday) short, so its counts are not the whole week's.
 -- Steps are first summed per (run start, agent), which identifies the run's week and agent
 -- without joining a million steps to their runs (800 ms → see bench/bench_queries.py).
 WITH r AS (
@@ -13,6 +15,7 @@ WITH r AS (
       AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
 ), run_week AS (
     SELECT week, agent,
+           min(start_ns) AS first_start_ns,
            count(*) AS runs,
            count(*) FILTER (WHERE exhausted) AS exhausted_runs,
            count(*) FILTER (WHERE exhausted)
@@ -95,8 +98,13 @@ SELECT rw.week,
        ww.reconciled_writes / nullif(ww.write_steps, 0) AS reconciliation_rate,
        coalesce(ww.orphan_writes, 0)::BIGINT AS orphan_writes,
        t.top_culprit,
-       t.consumption_ms / rw.exhausted_budget_ms AS top_culprit_share
-FROM run_week rw
+       t.consumption_ms / rw.exhausted_budget_ms AS top_culprit_share,
+       coalesce($since_ns::BIGINT > rw.week_start_ns, false)
+           OR coalesce($until_ns::BIGINT < rw.week_start_ns + 604800000000000, false)
+           OR $now_ns::BIGINT < rw.week_start_ns + 604800000000000 AS partial_week
+FROM (SELECT *, epoch_us(date_trunc('week', make_timestamp(first_start_ns // 1000)))::BIGINT
+                    * 1000 AS week_start_ns
+      FROM run_week) rw
 LEFT JOIN step_week sw ON sw.week = rw.week AND sw.agent IS NOT DISTINCT FROM rw.agent
 LEFT JOIN write_week ww ON ww.week = rw.week AND ww.agent IS NOT DISTINCT FROM rw.agent
 LEFT JOIN top t ON t.week = rw.week AND t.agent IS NOT DISTINCT FROM rw.agent

@@ -10,6 +10,7 @@ WITH r AS (
       AND ({agent:Nullable(String)} IS NULL OR agent = {agent:Nullable(String)})
 ), run_week AS (
     SELECT week, agent,
+           min(start_ns) AS first_start_ns,
            count() AS runs,
            countIf(exhausted) AS exhausted_runs,
            countIf(exhausted) / nullIf(countIf(budget_ms IS NOT NULL), 0) AS exhaustion_rate,
@@ -76,8 +77,15 @@ SELECT rw.week AS week,
        ww.reconciled_writes / nullIf(ww.write_steps, 0) AS reconciliation_rate,
        toInt64(coalesce(ww.orphan_writes, 0)) AS orphan_writes,
        t.top_culprit AS top_culprit,
-       t.consumption_ms / rw.exhausted_budget_ms AS top_culprit_share
-FROM run_week rw
+       t.consumption_ms / rw.exhausted_budget_ms AS top_culprit_share,
+       CAST(coalesce({since_ns:Nullable(Int64)} > rw.week_start_ns, false)
+                OR coalesce({until_ns:Nullable(Int64)} < rw.week_start_ns + 604800000000000,
+                            false)
+                OR {now_ns:Int64} < rw.week_start_ns + 604800000000000, 'Bool') AS partial_week
+FROM (SELECT *, toInt64(toUnixTimestamp(toDateTime(toMonday(
+                    fromUnixTimestamp64Nano(first_start_ns, 'UTC')), 'UTC'))) * 1000000000
+                    AS week_start_ns
+      FROM run_week) rw
 LEFT JOIN step_week sw ON sw.week = rw.week AND sw.agent IS NOT DISTINCT FROM rw.agent
 LEFT JOIN write_week ww ON ww.week = rw.week AND ww.agent IS NOT DISTINCT FROM rw.agent
 LEFT JOIN top t ON t.week = rw.week AND t.agent IS NOT DISTINCT FROM rw.agent

@@ -1,7 +1,9 @@
 """A pydantic-ai agent (OpenAI chat model on the fake server) with pydantic-ai's own
 OpenTelemetry instrumentation (`Agent.instrument_all()`, the global SDK provider).
-fetch_report has a 0.3 s tool timeout: pydantic-ai gives up on it and sends the model a retry prompt
-(ToolRetryError on the tool's span)."""
+fetch_report has a 0.3 s tool timeout: pydantic-ai gives up on it and sends the model a retry
+prompt (ToolRetryError on the tool's span, and nothing in its cancelled httpx child).
+lookup_customer's own httpx client times out instead; the tool asks the model to retry
+(ModelRetry → ToolRetryError), and the httpx.ReadTimeout is on the nested HTTP span."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from harness import (
 from openai import AsyncOpenAI
 from opentelemetry import trace
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-from pydantic_ai import Agent, InstrumentationSettings
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -35,8 +37,9 @@ tool_calls: list[Step] = []
 model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=AsyncOpenAI(
     base_url=MODEL_URL, max_retries=0, timeout=5)))
 # the documented switch for every agent: pydantic-ai's Instrumentation capability, on the
-# global tracer provider; without message content, which keeps the fixture small
-Agent.instrument_all(InstrumentationSettings(include_content=False))
+# global tracer provider, with its defaults (content included: with include_content=False the
+# tool span loses gen_ai.tool.call.result and exception.message, "Timed out after 0.3 seconds.")
+Agent.instrument_all(True)
 agent = Agent(model, name=AGENT, instructions="Answer with the tools.")
 
 
@@ -48,6 +51,21 @@ async def fetch_report(report_id: int) -> str:
     try:
         async with httpx.AsyncClient(timeout=5) as client:
             return (await client.get(TOOL_URL + "/slow")).text
+    finally:
+        step.end_ns = now_ns()
+        tool_calls.append(step)
+
+
+@agent.tool_plain
+async def lookup_customer(customer_id: int) -> str:
+    """Look a customer up."""
+    step = Step("tool", "lookup_customer", "client_timeout",
+                "GET /slow (httpx timeout 0.3 s, then ModelRetry)", start_ns=now_ns())
+    try:
+        async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as client:
+            return (await client.get(TOOL_URL + "/slow")).text
+    except httpx.TimeoutException:
+        raise ModelRetry("the customer service did not answer; try later") from None
     finally:
         step.end_ns = now_ns()
         tool_calls.append(step)
@@ -91,6 +109,7 @@ async def main() -> None:
 
     # Run 1: the deadline falls inside fetch_report, which pydantic-ai's tool timeout ends.
     script_model({"do": "tool_call", "name": "fetch_report", "arguments": {"report_id": 7}},
+                 {"do": "tool_call", "name": "lookup_customer", "arguments": {"customer_id": 3}},
                  {"do": "tool_call", "name": "create_ticket", "arguments": {"title": "late"}},
                  {"do": "ok", "text": "done"})
     with truth.run(AGENT, 250, note="deadline inside fetch_report, ended by the tool timeout") \
@@ -100,7 +119,7 @@ async def main() -> None:
         before = len(served_model_calls())
         result = await agent.run("summarise report 7")
         assert result.output == "done", result.output
-        for step in model_steps(before, ["ok", "ok", "ok"]) + tool_calls:
+        for step in model_steps(before, ["ok", "ok", "ok", "ok"]) + tool_calls:
             run.add(step)
         tool_calls.clear()
 

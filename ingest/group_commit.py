@@ -129,6 +129,12 @@ class GroupCommitter:
         self._underived_lock = threading.Lock()
         # Traces recorded in derivation_failures, as of the last derivation turn.
         self.derivation_failed_traces = 0
+        # Derivation turns begun (counted under _derived_tables) and finished without error,
+        # so that a writer task that marked traces can wait for the turn that derives them
+        # (declared budgets: derivation_ticket / wait_for_derivation).
+        self._turns_begun = 0
+        self._turns_done = 0
+        self._turns = threading.Condition()
         # The first Arrow conversion in a process pays pyarrow's lazy set-up (4.2 s measured on
         # this 2-core machine); pay it here, at start-up, rather than in the first request.
         to_arrow(FlatBatch())
@@ -224,6 +230,31 @@ class GroupCommitter:
             self._tasks.append((task, future))
             self._condition.notify()
         return future
+
+    def request_derivation(self) -> None:
+        """Ask for a derivation turn soon (after a writer task marked traces pending)."""
+        self._derive_wanted.set()
+
+    def derivation_ticket(self) -> int:
+        """Inside a writer task (run_in_writer): the number of the first derivation turn that
+        will see what the task commits; pass it to wait_for_derivation. Turns take the same
+        lock as writer tasks, so every turn begun after this task ends sees its commit."""
+        with self._turns:
+            return self._turns_begun + 1
+
+    def wait_for_derivation(self, ticket: int, timeout: float) -> bool:
+        """Wait until the turn `ticket` (or a later one) has finished without error; False on
+        timeout, or when this writer does not derive."""
+        if self.derivations is None:
+            return False
+        deadline = time.monotonic() + timeout
+        with self._turns:
+            while self._turns_done < ticket:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._turns.wait(left)
+        return True
 
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new batches, commit every queued one, stop the thread. True when drained."""
@@ -321,8 +352,14 @@ class GroupCommitter:
                     covered, self._oldest_underived = self._oldest_underived, None
                 try:
                     with self._derived_tables:
+                        with self._turns:
+                            self._turns_begun += 1
+                            turn = self._turns_begun
                         self.derivations.run(con)
                         self.derivation_failed_traces = self.derivations.failed(con)
+                    with self._turns:
+                        self._turns_done = max(self._turns_done, turn)
+                        self._turns.notify_all()
                 except Exception as error:  # noqa: BLE001 - the marks stay; retried next turn
                     _LOG.error("deriving runs and steps failed (will retry): %s", error)
                     with self._underived_lock:

@@ -34,7 +34,11 @@ from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
+from ingest.declared_service import DeclaredBudgets
+from ingest.declared_service import install as install_budgets
 from ingest.owner import DatabaseOwner, MemoryLimitError, install
+from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
+from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
@@ -122,7 +126,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
 
-    The OTLP/HTTP port also answers GET /healthz, /readyz and /metrics (Prometheus)."""
+    The OTLP/HTTP port also answers GET /healthz, /readyz and /metrics (Prometheus), and
+    /budgets, where `budgetscope budgets` sends its commands while this server holds the file."""
     db = context.obj["db"]
     configure_logging(log_format)
     set_refresh(refresh_seconds)
@@ -155,6 +160,10 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                           receivers.http.token, sources=sources,
                           cache_seconds=metrics_cache_seconds)
     receivers.http.pages.update(pages.pages())
+    # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
+    budgets = DeclaredBudgets(owner, receivers.committer)
+    install_budgets(budgets)
+    receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
     receivers.start()
     if retention is not None:
         retention.start()
@@ -167,6 +176,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
         "otlp_grpc": f"{local}:{receivers.grpc.port}",
         "dashboard": dashboard,
+        "budgets": f"http://{local}:{receivers.http.port}{BUDGETS_PATH}",
     })
     _say_where(db, host, local, receivers, dashboard, token is not None)
     _LOG.info("serving %s", db, extra={
@@ -191,6 +201,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if retention is not None:
             retention.stop()  # between two slices; a slice is one transaction
         drained = receivers.stop(DRAIN_SECONDS)
+        install_budgets(None)
         install(None)
         owner.close()
         _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "

@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -68,6 +69,10 @@ _LINGER_BYTES = 8 * 1024 * 1024
 # A GET page besides the OTLP endpoint (/healthz, /readyz, /metrics): given the request's
 # Authorization header, it answers (status, content type, body, extra headers).
 Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
+# An endpoint of any method besides the OTLP one (/budgets): given (method, path, headers,
+# body) it answers (status, headers, body); the body it gets is at most HANDLER_MAX_BODY_BYTES.
+Handler = Callable[[str, str, Any, bytes], tuple[int, dict[str, str], bytes]]
+HANDLER_MAX_BODY_BYTES = 1024 * 1024
 
 
 class _Reply(Exception):
@@ -127,7 +132,43 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         _LOG.debug("%s " + format, self.address_string(), *args)
 
+    def _handled(self) -> bool:
+        """Answer the request with one of receiver.handlers, if one serves its path."""
+        path = urlsplit(self.path).path
+        handler = self.server.receiver.handlers.get(path)
+        if handler is None:
+            return False
+        receiver = self.server.receiver
+        if not receiver._begin(self.connection):  # in flight: stop() waits for its answer
+            self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
+                                     "server is shutting down", body_unread=True,
+                                     retry_after=RETRY_AFTER_UNAVAILABLE), JSON)
+            return True
+        try:
+            body = b""
+            if self.command in ("POST", "PUT", "PATCH"):
+                limits = receiver.limits
+                try:
+                    body = self._read_body(replace(limits, max_body_bytes=min(
+                        limits.max_body_bytes, HANDLER_MAX_BODY_BYTES)))
+                except _Reply as reply:
+                    self._reply_error(reply, JSON)
+                    return True
+            elif self.command != "GET":
+                self.close_connection = True  # a body we did not read may follow
+            status, headers, answer = handler(self.command, path, self.headers, body)
+            headers = dict(headers)
+            content_type = headers.pop("Content-Type", JSON)
+            self._send(HTTPStatus(status), content_type, answer, headers)
+        finally:
+            receiver._end(self.connection)
+            if receiver.stopping:
+                self.close_connection = True
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self._handled():
+            return
         page = self.server.receiver.pages.get(urlsplit(self.path).path)
         if page is not None:
             status, content_type, body, headers = page(self.headers.get("Authorization"))
@@ -140,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_GET  # noqa: N815
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        if self._handled():
+            return
         receiver = self.server.receiver
         counters = receiver.exporter.counters
         media_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
@@ -325,6 +368,7 @@ class HttpReceiver:
         self.limits = limits
         self.stopping = False
         self.pages: dict[str, Page] = {}  # GET path → page (serve adds health and metrics)
+        self.handlers: dict[str, Handler] = {}  # path → endpoint of any method (/budgets)
         self._slots = threading.BoundedSemaphore(limits.max_connections)
         self._refuser = Refuser()
         self._lock = threading.Condition()

@@ -1,0 +1,79 @@
+"""Declared budgets inside `budgetscope serve`: changes go through the single writer, and the
+answer waits for the derivation turn that re-measures the affected runs.
+
+While serve holds the file nobody else can open it, so the server carries out `budgetscope
+budgets` for the CLI (ingest/receivers/budgets_endpoint.py) and for the dashboard it runs (which
+finds this service with `current()`, as it finds the database with ingest.owner.current_owner).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from ingest import declared_budgets
+from ingest.declared_budgets import Applied, Change, Declaration
+from ingest.group_commit import GroupCommitter
+from ingest.owner import DatabaseOwner
+
+# How long a change waits for its runs to be re-derived before answering "still deriving".
+DERIVE_WAIT_SECONDS = 60.0
+_installed: DeclaredBudgets | None = None
+_installed_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A stored change, and whether its runs were re-derived before the answer."""
+
+    applied: Applied
+    derived: bool
+    seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.applied.to_json(), "derived": self.derived,
+                "seconds": round(self.seconds, 3)}
+
+
+class DeclaredBudgets:
+    def __init__(self, owner: DatabaseOwner, committer: GroupCommitter, *,
+                 derive_wait_seconds: float = DERIVE_WAIT_SECONDS) -> None:
+        self.owner = owner
+        self.committer = committer
+        self.derive_wait_seconds = derive_wait_seconds
+
+    def apply(self, change: Change) -> Outcome:
+        """Store a change on the writer and wait for its re-derivation. Raises
+        DeclarationError (bad input, nothing stored) and group_commit.Closed."""
+        change = change.checked()
+        started = time.monotonic()
+
+        def task(con):  # type: ignore[no-untyped-def] - the writer's DuckDB connection
+            applied = declared_budgets.apply(con, change)
+            return applied, self.committer.derivation_ticket()
+
+        applied, ticket = self.committer.run_in_writer(task).result()
+        derived = True
+        if applied.traces:
+            self.committer.request_derivation()
+            derived = self.committer.wait_for_derivation(ticket, self.derive_wait_seconds)
+        return Outcome(applied, derived, time.monotonic() - started)
+
+    def declarations(self) -> list[Declaration]:
+        cursor = self.owner.cursor()
+        try:
+            return declared_budgets.declarations(cursor)
+        finally:
+            cursor.close()
+
+
+def install(service: DeclaredBudgets | None) -> None:
+    global _installed
+    with _installed_lock:
+        _installed = service
+
+
+def current() -> DeclaredBudgets | None:
+    """The service of this process (inside `budgetscope serve`), else None."""
+    return _installed

@@ -1,0 +1,87 @@
+"""`/budgets` on serve's OTLP/HTTP port: `budgetscope budgets` carried out by the server that
+holds the database (SPEC §8, §10).
+
+- `GET /budgets`: every declaration, `{"declarations": [...]}`.
+- `POST /budgets` with `Content-Type: application/json` and a change
+  `{"action": "set"|"set_default"|"unset"|"unset_default"|"cap"|"uncap", "target": AGENT or
+  STEP_KEY, "duration_ms": N}`: stored through the single writer; answered once the affected
+  runs are re-derived (`"derived": true`) or after the wait gives up (`false`: still deriving).
+
+Same bearer token as the exports. Only JSON is accepted on POST: a browser page on another
+origin cannot send that content type without a CORS preflight, which this server never grants,
+so a page a user happens to visit cannot change their budgets.
+
+The logic is one function of the request, `handle(method, path, headers, body)` →
+`(status, headers, body)`, so that any HTTP server can mount it (headers: a mapping whose
+`get` is case-insensitive, as both http.server's and Tornado's are).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ingest.declared_budgets import Change, DeclarationError
+from ingest.declared_service import DeclaredBudgets
+from ingest.group_commit import Closed
+from ingest.receivers.auth import BearerToken
+
+PATH = "/budgets"
+JSON = "application/json"
+# A change is a few hundred bytes; anything much larger is not one.
+MAX_BODY_BYTES = 64 * 1024
+Response = tuple[int, dict[str, str], bytes]
+
+
+class Headers(Protocol):
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+
+def _answer(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> Response:
+    body = (json.dumps(payload, ensure_ascii=True) + "\n").encode("utf-8")
+    return status, {"Content-Type": JSON, **(headers or {})}, body
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _answer(status, {"error": message}, headers)
+
+
+class BudgetsEndpoint:
+    def __init__(self, service: DeclaredBudgets, token: BearerToken) -> None:
+        self.service = service
+        self.token = token
+
+    def handle(self, method: str, path: str, headers: Headers, body: bytes) -> Response:
+        if path != PATH:
+            return _error(404, f"no such endpoint {path!r}")
+        if not self.token.allows(headers.get("Authorization")):
+            return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        if method == "GET":
+            return _answer(200, {"declarations": [
+                d.to_json() for d in self.service.declarations()]})
+        if method != "POST":
+            return _error(405, f"{method} is not allowed on {PATH}: GET or POST",
+                          {"Allow": "GET, POST"})
+        media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        if media_type != JSON:
+            return _error(415, f"send the change as {JSON}, not {media_type or '(none)'!r}")
+        if len(body) > MAX_BODY_BYTES:
+            return _error(413, f"a change is at most {MAX_BODY_BYTES} bytes")
+        try:
+            payload = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            return _error(400, f"the body is not JSON: {error}")
+        try:
+            outcome = self.service.apply(Change.from_json(payload))
+        except DeclarationError as error:
+            return _error(400, str(error))
+        except Closed as error:
+            return _error(503, str(error), {"Retry-After": "2"})
+        except Exception as error:  # noqa: BLE001 - the database's own failure (disk full, ...)
+            return _error(500, f"could not store the change: {str(error).splitlines()[0]}")
+        return _answer(200, outcome.to_json())
+
+
+Handler = Callable[[str, str, Headers, bytes], Response]

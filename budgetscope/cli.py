@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from budgetscope.commands.budgets import budgets_command
 from budgetscope.commands.check import check_command
 from budgetscope.commands.dashboard import dashboard_command
 from budgetscope.commands.demo import demo_command
@@ -44,6 +45,7 @@ cli.add_command(dashboard_command)
 cli.add_command(simulate_command)
 cli.add_command(check_command)
 cli.add_command(retain_command)
+cli.add_command(budgets_command)
 
 
 def main() -> None:

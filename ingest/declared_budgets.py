@@ -71,7 +71,7 @@ def parse_duration_ms(text: str, what: str = "duration") -> int:
         raise DeclarationError(f"{what} {text!r}: unknown unit {match['unit']!r}; use ms, s, "
                                "m, h or d")
     if match["sign"] == "-":
-        raise DeclarationError(f"{what} {text!r} is negative: a budget is a positive duration")
+        raise DeclarationError(f"{what} {text!r} is negative: it must be a positive duration")
     value = float(match["number"]) * _UNIT_MS[unit]
     if value != int(value):
         raise DeclarationError(f"{what} {text!r} is not a whole number of milliseconds")
@@ -85,7 +85,7 @@ def checked_ms(value: Any, what: str = "duration", shown: Any = None) -> int:
         raise DeclarationError(f"{what} {shown!r} is not a whole number of milliseconds")
     if value <= 0:
         raise DeclarationError(f"{what} {shown!r} is {'zero' if value == 0 else 'negative'}: "
-                               "a budget is a positive duration")
+                               "it must be a positive duration")
     if value > MAX_DURATION_MS:
         raise DeclarationError(f"{what} {shown!r} is longer than 366 days")
     return value

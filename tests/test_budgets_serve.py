@@ -1,0 +1,187 @@
+"""Declared budgets while `budgetscope serve` holds the file (SPEC §8, §10; issue 13): the
+command is carried out by the server, through its single writer, over its authenticated
+/budgets endpoint; the affected runs are re-derived before the answer.
+
+In process (real receivers on 127.0.0.1, the real OTLP exporter, real HTTP) to read the runs
+table at the moment of the answer; and as real processes (`serve` and the CLI) for the path a
+user takes."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ingest.declared_service import DeclaredBudgets
+from ingest.owner import DatabaseOwner
+from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
+from ingest.receivers.service import ReceiverConfig, Receivers
+from queries.derive import refresh_touched
+from tests.test_serve import CLI, start_serve, stop, stored
+from tests.trace_builder import TraceBuilder, open_db, store
+
+TOKEN = "budget-token"
+
+
+def billing_spans() -> TraceBuilder:
+    """billing: one run without a budget (9 s, fetch 6 s); one with its own 20 s."""
+    b = TraceBuilder()
+    run = b.run(0, 9_000, None, gen__ai_agent_name="billing")
+    b.step(run, "tool", "fetch", 1_000, 7_000)
+    own = b.run(0, 9_000, 20_000, gen__ai_agent_name="billing")
+    b.step(own, "tool", "fetch", 1_000, 7_000)
+    return b
+
+
+class Served:
+    def __init__(self, owner: DatabaseOwner, receivers: Receivers) -> None:
+        self.owner, self.receivers = owner, receivers
+
+    def request(self, method: str, body: bytes | None = None, token: str | None = TOKEN,
+                content_type: str = "application/json") -> tuple[int, dict]:
+        url = urlsplit(self.receivers.http.endpoint)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        try:
+            headers = {"Content-Type": content_type}
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            connection.request(method, PATH, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, json.loads(response.read() or b"{}")
+        finally:
+            connection.close()
+
+    def change(self, **payload) -> tuple[int, dict]:
+        return self.request("POST", json.dumps(payload).encode())
+
+    def runs(self) -> list[tuple]:
+        cursor = self.owner.cursor()
+        try:
+            return cursor.execute("SELECT budget_ms, budget_source, utilisation FROM runs "
+                                  "ORDER BY budget_ms NULLS FIRST").fetchall()
+        finally:
+            cursor.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    owner = DatabaseOwner(tmp_path / "served.duckdb")
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
+                          derive=refresh_touched)
+    endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
+    receivers.http.handlers[PATH] = endpoint.handle
+    receivers.start()
+    try:
+        exporter = OTLPSpanExporter(endpoint=receivers.http.endpoint,
+                                    headers={"Authorization": f"Bearer {TOKEN}"})
+        assert exporter.export(billing_spans().finished()) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+        served = Served(owner, receivers)
+        deadline = time.monotonic() + 30  # derived beside the writer, within about a second
+        while len(served.runs()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield served
+    finally:
+        receivers.stop(10)
+        owner.close()
+
+
+def test_a_change_is_stored_by_the_server_and_its_runs_re_derived_before_the_answer(served):
+    status, answer = served.change(action="set", target="billing", duration_ms=8_000)
+    assert status == 200, answer
+    assert answer["changed"] and answer["derived"] and answer["runs"] == 1
+    # at the answer: B = 8000 declared, utilisation 9000 / 8000; the span's own 20 s stays
+    assert served.runs() == [(8_000, "declared", 1.125), (20_000, "span", 0.45)]
+
+    status, answer = served.change(action="set", target="billing", duration_ms=18_000)
+    assert status == 200 and answer["runs"] == 1
+    assert served.runs() == [(18_000, "declared", 0.5), (20_000, "span", 0.45)]
+
+    status, listed = served.request("GET")
+    assert status == 200
+    assert [(d["scope"], d["target"], d["duration_ms"]) for d in listed["declarations"]] == [
+        ("agent", "billing", 18_000)]
+
+    status, answer = served.change(action="unset", target="billing")
+    assert status == 200 and answer["changed"]
+    assert served.runs()[0][:2] == (None, None)
+
+
+@pytest.mark.parametrize(("payload", "problem"), [
+    ({"action": "set", "target": "billing", "duration_ms": 0}, "is zero"),
+    ({"action": "set", "target": "billing", "duration_ms": -5}, "is negative"),
+    ({"action": "set", "target": "billing", "duration_ms": "5s"}, "whole number"),
+    ({"action": "set", "target": "billing", "duration_ms": 1.5}, "whole number"),
+    ({"action": "set", "target": "", "duration_ms": 5}, "agent name is empty"),
+    ({"action": "cap", "target": "fetch", "duration_ms": 5}, "not kind:name"),
+    ({"action": "cap", "target": "tools:fetch", "duration_ms": 5}, "not a step kind"),
+    ({"action": "drop", "target": "billing"}, "unknown action"),
+    (["set"], "expected a JSON object"),
+])
+def test_the_server_refuses_bad_changes_naming_the_problem(served, payload, problem):
+    status, answer = served.request("POST", json.dumps(payload).encode())
+    assert status == 400 and problem in answer["error"]
+    assert served.request("GET")[1]["declarations"] == []
+
+
+def test_the_endpoint_needs_the_token_and_json(served):
+    body = json.dumps({"action": "set", "target": "billing", "duration_ms": 5}).encode()
+    assert served.request("POST", body, token=None)[0] == 401
+    assert served.request("POST", body, token="wrong")[0] == 401
+    assert served.request("GET", token=None)[0] == 401
+    # a form post from another origin's page cannot carry application/json without a preflight
+    status, answer = served.request("POST", body, content_type="text/plain")
+    assert status == 415 and "application/json" in answer["error"]
+    assert served.request("POST", b"{not json")[0] == 400
+    assert served.request("DELETE")[0] == 405
+    assert served.request("GET")[1]["declarations"] == []
+    # the OTLP endpoint still works beside it
+    assert served.runs()[1][1] == "span"
+
+
+def _cli(db: Path, *arguments: str, token: str | None = None) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
+    if token:
+        env["BUDGETSCOPE_TOKEN"] = token
+    return subprocess.run([*CLI, "--db", str(db), "budgets", *arguments], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def test_the_cli_sends_the_command_to_the_serve_holding_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "held.duckdb"
+    con = open_db(tmp_path, db.name)
+    try:
+        store(con, billing_spans().finished())
+    finally:
+        con.close()
+    process, announced = start_serve(db, "--no-ui", token=TOKEN)
+    try:
+        assert announced["budgets"].endswith("/budgets")
+        done = _cli(db, "set", "billing", "8s", token=TOKEN)
+        assert done.returncode == 0, done.stderr
+        assert "by the budgetscope serve holding the file; 1 runs re-derived" in done.stdout
+        assert _cli(db, "cap", "tool:fetch", "3s", token=TOKEN).returncode == 0
+        listed = _cli(db, "list", "--format", "json", token=TOKEN)
+        assert listed.returncode == 0, listed.stderr
+        assert [(d["target"], d["duration_ms"]) for d in json.loads(listed.stdout)] == [
+            ("billing", 8_000), ("tool:fetch", 3_000)]
+        refused = _cli(db, "set", "billing", "0s", token=TOKEN)
+        assert refused.returncode == 2 and "is zero" in refused.stderr
+        no_token = _cli(db, "set", "billing", "9s")
+        assert no_token.returncode == 1 and "bearer token" in no_token.stderr
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    assert stored(db, "SELECT count(*) FROM runs WHERE budget_ms = 8000 AND "
+                      "budget_source = 'declared'") == 1
+    # fetch [1000, 7000) under cap 3 s in both runs: 6000 / 3000
+    assert stored(db, "SELECT count(*) FROM steps WHERE utilisation = 2.0") == 2

@@ -380,6 +380,31 @@ class RunBudget:
         else:
             await asyncio.sleep(wait)
 
+    async def bound(self, work: Any, *, landing: bool = True) -> Any:
+        """Await `work` (a whole framework run) no later than the deadline (`landing=False`:
+        no later than the start of the reserve). On expiry the work is cancelled, its cleanup
+        awaited and timed (a `budget.cleanup` event on the run span) and StepTimeout raised,
+        which makes the run `exhausted`."""
+        task = asyncio.ensure_future(work)
+        limit = self.remaining() if landing else self.spendable()
+        try:
+            done, _ = await asyncio.wait({task}, timeout=limit)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        wait_ended = self.clock.monotonic()
+        task.cancel()
+        finished, _ = await asyncio.wait({task}, timeout=max(self.reserve_s, 0.05))
+        cleanup_ms = _ms(self.clock.monotonic() - wait_ended)
+        if task in finished and not task.cancelled():
+            task.exception()
+        self.span.add_event("budget.cleanup", {attr.CLEANUP_MS: cleanup_ms,
+                                               "budget.cleanup_finished": task in finished})
+        raise StepTimeout(f"the run reached its deadline ({_ms(limit)} ms left when the work "
+                          "started)", deadline_ms=_ms(limit), cleanup_ms=cleanup_ms)
+
     # -- the run span ----------------------------------------------------------------------
     def _require_started(self) -> None:
         if not self._started:

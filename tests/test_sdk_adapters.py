@@ -1,0 +1,163 @@
+"""The budget SDK's adapters driving the real OpenAI Agents SDK and pydantic-ai against a fake
+OpenAI-compatible model server and tool servers on 127.0.0.1 (issue 16): a tool's timeout is its
+slice, our timeout reaches the model as an honest TimedOut result, the model's requests carry
+the deadline, and every call is a budget step."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+from budgetscope_sdk import REMAINING_HEADER, RunBudget, current_step
+from budgetscope_sdk.adapters.common import ToolPolicy
+from budgetscope_sdk.httpx_transport import AsyncBudgetTransport
+from openai import AsyncOpenAI
+
+from tests.sdk_servers import (
+    FakeModel,
+    HangingTool,
+    HangState,
+    ModelState,
+    ScriptedTool,
+    ScriptState,
+    serve,
+)
+from tests.sdk_support import capture
+
+
+def tool_results(model: ModelState) -> list[dict]:
+    return [json.loads(message["content"]) for request in model.requests
+            for message in request["messages"] if message.get("role") == "tool"]
+
+
+def openai_client(model_url: str) -> AsyncOpenAI:
+    # No retries of its own: retries are the budget's decision, recorded as steps.
+    return AsyncOpenAI(base_url=f"{model_url}/v1", api_key="test-key", max_retries=0,
+                       http_client=httpx.AsyncClient(transport=AsyncBudgetTransport()))
+
+
+def test_openai_agents_tool_timeout_is_a_timed_out_result_from_the_slice() -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+    from budgetscope_sdk.adapters.openai_agents import budgeted_agent, run
+
+    set_tracing_disabled(True)  # its own exporter would call api.openai.com
+    spans = capture()
+    keys: list[str | None] = []
+
+    with serve(HangingTool, HangState()) as (hang_url, hang), \
+            serve(FakeModel, ModelState("cancel_subscription", {"sub_id": "sub_42"})) as (
+                model_url, model):
+
+        @function_tool
+        async def cancel_subscription(sub_id: str) -> str:
+            """Cancel a subscription."""
+            step = current_step()
+            keys.append(step.idempotency_key if step else None)
+            async with httpx.AsyncClient(transport=AsyncBudgetTransport()) as client:
+                response = await client.post(f"{hang_url}/subscriptions/{sub_id}/cancel")
+            return response.text
+
+        agent = Agent(name="billing-agent", instructions="Cancel what you are asked to.",
+                      model=OpenAIChatCompletionsModel("fake-gpt", openai_client(model_url)),
+                      tools=[cancel_subscription])
+        agent = budgeted_agent(agent, {"cancel_subscription": ToolPolicy("write", cap=0.3)})
+
+        async def main() -> str:
+            async with RunBudget(20, reserve=2, tracer=spans.tracer) as budget:
+                result = await run(budget, agent, "cancel sub_42")
+                return result.final_output
+
+        final = asyncio.run(main())
+        assert hang.client_closed.wait(10), "the abandoned tool request's connection stayed open"
+
+    (seen,) = tool_results(model)
+    assert seen["status"] == "timed_out" and seen["deadline_ms"] == 300
+    assert seen["side_effect_status"] == "possible" and seen["retryable"] is True
+    assert seen["idempotency_key"] == keys[0] and keys[0].startswith("cancel_subscription-")
+    assert final.startswith("done: ")
+    # Each model request carried what was left of its own slice.
+    assert all(0 < int(headers[REMAINING_HEADER]) <= 18_000 for headers in model.headers)
+    steps = [(s["budget.step.kind"], s["budget.step.name"], s["budget.outcome"])
+             for s in spans.steps()]
+    assert steps == [("model", "fake-gpt", "ok"), ("tool", "cancel_subscription",
+                                                   "client_timeout"),
+                     ("model", "fake-gpt", "ok")]
+    run_span = spans.run()
+    assert run_span.attributes["gen_ai.agent.name"] == "billing-agent"
+    assert run_span.attributes["budget.run.outcome"] == "completed"
+
+
+def test_pydantic_ai_tools_and_model_run_as_budget_steps() -> None:
+    from budgetscope_sdk.adapters.pydantic_ai import BudgetedModel, BudgetedToolset, run
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.toolsets import FunctionToolset
+
+    spans = capture()
+    with serve(ScriptedTool, ScriptState({"/fetch_report": [(200, 0.05)],
+                                          "/slow_search": [(200, 5.0)]})) as (tools_url, _), \
+            serve(FakeModel, ModelState("fetch_report", {"name": "q4"})) as (model_url, model):
+
+        async def fetch_report(name: str) -> str:
+            """Fetch a report by name."""
+            async with httpx.AsyncClient(transport=AsyncBudgetTransport()) as client:
+                response = await client.get(f"{tools_url}/fetch_report")
+            return response.text
+
+        chat = OpenAIChatModel("fake-gpt", provider=OpenAIProvider(
+            openai_client=openai_client(model_url)))
+        agent = Agent(BudgetedModel(chat), name="researcher", toolsets=[BudgetedToolset(
+            FunctionToolset([fetch_report]), policies={"fetch_report": ToolPolicy(cap=2)})])
+
+        async def main() -> str:
+            async with RunBudget(20, reserve=2, tracer=spans.tracer) as budget:
+                result = await run(budget, agent, "fetch the q4 report")
+                return result.output
+
+        output = asyncio.run(main())
+    (seen,) = tool_results(model)
+    assert seen == {"path": "/fetch_report", "turn": 1}
+    assert output.startswith("done: ")
+    steps = spans.steps()
+    assert [(s["budget.step.kind"], s["budget.step.name"], s["budget.outcome"])
+            for s in steps] == [("model", "fake-gpt", "ok"), ("tool", "fetch_report", "ok"),
+                                ("model", "fake-gpt", "ok")]
+    tool = steps[1]
+    assert tool["budget.cap_ms"] == 2000 and tool["budget.allocated_ms"] == 2000
+    assert spans.run().attributes["gen_ai.agent.name"] == "researcher"
+
+
+def test_pydantic_ai_tool_refused_when_its_minimum_does_not_fit() -> None:
+    from budgetscope_sdk.adapters.pydantic_ai import BudgetedModel, BudgetedToolset, run
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.toolsets import FunctionToolset
+
+    spans = capture()
+    calls: list[str] = []
+    with serve(FakeModel, ModelState("crawl", {"site": "x"})) as (model_url, model):
+
+        async def crawl(site: str) -> str:
+            """Crawl a site."""
+            calls.append(site)
+            return "crawled"
+
+        chat = OpenAIChatModel("fake-gpt", provider=OpenAIProvider(
+            openai_client=openai_client(model_url)))
+        agent = Agent(BudgetedModel(chat), toolsets=[BudgetedToolset(
+            FunctionToolset([crawl]), policies={"crawl": ToolPolicy(minimum=60)})])
+
+        async def main() -> None:
+            async with RunBudget(20, reserve=2, tracer=spans.tracer) as budget:
+                await run(budget, agent, "crawl x")
+
+        asyncio.run(main())
+    assert calls == []  # refused before it started
+    (seen,) = tool_results(model)
+    assert seen["status"] == "refused" and seen["side_effect_status"] == "none"
+    outcomes = [s["budget.outcome"] for s in spans.steps()]
+    assert outcomes == ["ok", "refused", "ok"]
+    assert spans.run().attributes["budget.run.outcome"] == "partial"

@@ -260,15 +260,17 @@ class Step:
         if self.cleanup_ms is None and isinstance(error, StepTimeout):
             self.cleanup_ms = error.cleanup_ms
         span = self.span
-        span.set_attribute(attr.OUTCOME, outcome)
+        closing: dict[str, Any] = {attr.OUTCOME: outcome}
         if self.effect_status is not None:
-            span.set_attribute(attr.EFFECT_STATUS, self.effect_status)
+            closing[attr.EFFECT_STATUS] = self.effect_status
         if self.reconcile_result is not None:
-            span.set_attribute(attr.RECONCILE_RESULT, self.reconcile_result)
+            closing[attr.RECONCILE_RESULT] = self.reconcile_result
         if self.cleanup_ms is not None:
-            span.set_attribute(attr.CLEANUP_MS, self.cleanup_ms)
+            closing[attr.CLEANUP_MS] = self.cleanup_ms
         if error is not None:
-            span.set_attribute(attr.ERROR_TYPE, qualified_type(error))
+            closing[attr.ERROR_TYPE] = qualified_type(error)
+        span.set_attributes(closing)  # one call: each takes the span's lock
+        if error is not None:
             span.record_exception(error, timestamp=end_ns)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         elif outcome != "ok":

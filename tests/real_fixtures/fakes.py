@@ -22,7 +22,7 @@ import grpc
 SLOW_SECONDS = 1.5
 # A slow success: well inside every client timeout, and long enough (against the 1-5 ms of the
 # other calls) that the step which waits for it is the run's culprit beyond doubt.
-DELAY_SECONDS = 0.12
+DELAY_SECONDS = 0.2
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -22,8 +22,11 @@ from typing import Any
 MODEL_URL = os.environ.get("FAKE_MODEL_URL", "")
 TOOL_URL = os.environ.get("FAKE_TOOL_URL", "")
 GRPC_TARGET = os.environ.get("FAKE_GRPC_TARGET", "")
-# Every client timeout the scenarios set: the fakes' slow answers take SLOW_SECONDS (1.5 s).
+# The client timeout of the calls meant to time out: the fakes' slow answers take SLOW_SECONDS
+# (1.5 s). Calls meant to succeed get GENEROUS_TIMEOUT_S, so a loaded machine cannot turn a
+# slow success (DELAY_SECONDS, 0.2 s) into a timeout.
 CLIENT_TIMEOUT_S = 0.3
+GENEROUS_TIMEOUT_S = 5.0
 
 
 def tracer_provider(service: str) -> Any:

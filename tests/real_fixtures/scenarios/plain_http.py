@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import sys
 
-from harness import CLIENT_TIMEOUT_S, MODEL_URL, TOOL_URL, Truth, trace_id_of, tracer_provider
+from harness import (
+    CLIENT_TIMEOUT_S,
+    GENEROUS_TIMEOUT_S,
+    MODEL_URL,
+    TOOL_URL,
+    Truth,
+    trace_id_of,
+    tracer_provider,
+)
 
 CLIENT = sys.argv[1]  # "httpx" or "requests"
 HOST = "127.0.0.1"  # SPEC §9 row 12: the host, with no url.template/http.route to follow it
@@ -19,14 +27,14 @@ def make_client():
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
         HTTPXClientInstrumentor().instrument()
-        session = httpx.Client(timeout=CLIENT_TIMEOUT_S)
+        session = httpx.Client()
         timeouts = (httpx.TimeoutException,)
 
-        def get(path: str) -> int:
-            return session.get(TOOL_URL + path).status_code
+        def get(path: str, timeout: float) -> int:
+            return session.get(TOOL_URL + path, timeout=timeout).status_code
 
         def post(url: str, payload: dict) -> int:
-            return session.post(url, json=payload).status_code
+            return session.post(url, json=payload, timeout=GENEROUS_TIMEOUT_S).status_code
     else:
         import requests
         from opentelemetry.instrumentation.requests import RequestsInstrumentor
@@ -35,11 +43,11 @@ def make_client():
         session = requests.Session()
         timeouts = (requests.Timeout,)
 
-        def get(path: str) -> int:
-            return session.get(TOOL_URL + path, timeout=CLIENT_TIMEOUT_S).status_code
+        def get(path: str, timeout: float) -> int:
+            return session.get(TOOL_URL + path, timeout=timeout).status_code
 
         def post(url: str, payload: dict) -> int:
-            return session.post(url, json=payload, timeout=CLIENT_TIMEOUT_S).status_code
+            return session.post(url, json=payload, timeout=GENEROUS_TIMEOUT_S).status_code
     return get, post, timeouts
 
 
@@ -58,22 +66,25 @@ def main() -> None:
     agent = f"plain-{CLIENT}-agent"
 
     def call(run, path: str, expect: int | str, cls: str) -> None:
+        timeout = CLIENT_TIMEOUT_S if expect == "timeout" else GENEROUS_TIMEOUT_S
         with run.step("other", HOST, cls, f"GET {path}"):
             try:
-                status = get(path)
+                status = get(path, timeout)
             except timeouts:
                 status = "timeout"
         assert status == expect, (path, status)
 
     # Run 1: exhausted. The deadline (150 ms) falls inside the slow call (0.3 s client timeout),
     # which is both the culprit and the holder; the calls after it get nothing of the budget.
+    # It comes first, so however slowly a loaded machine makes the others, the deadline is
+    # ~150 ms from either end of it.
     with truth.run(agent, 150, note="deadline inside the timed-out GET /slow") as run, \
             tracer.start_as_current_span("support run",
                                          attributes={"budget.total_ms": 150}) as root:
         run.trace_id = trace_id_of(root)
+        call(run, "/slow", "timeout", "client_timeout")
         call(run, "/ok", 200, "ok")
         call(run, "/503", 503, "upstream_error")
-        call(run, "/slow", "timeout", "client_timeout")
         call(run, "/429", 429, "upstream_error")
         with run.step("other", HOST, "ok", "POST /write", side_effect="write"):
             assert post(TOOL_URL + "/write", {"ticket": 1}) == 201

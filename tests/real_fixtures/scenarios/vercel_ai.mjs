@@ -49,8 +49,9 @@ const model = new MockLanguageModelV3({
       if (response.status >= 400) {
         step.cls = "upstream_error";
         step.call = `chat → ${response.status}`;
+        // as @ai-sdk/openai does: the error body's own message becomes the error's message
         throw new APICallError({
-          message: `Error code: ${response.status}`, url: MODEL_URL, requestBodyValues: {},
+          message: JSON.parse(text).error.message, url: MODEL_URL, requestBodyValues: {},
           statusCode: response.status, responseBody: text, isRetryable: false,
         });
       }

@@ -69,8 +69,8 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
             hovertext=hover, hoverinfo="text", row=1, col=1)
         shown.add(name)
     for span_id, label, dash in ((culprit, "culprit", "solid"), (holder, "holder", "dot")):
-        if fmt.missing(span_id):
-            continue
+        if fmt.missing(span_id) or (label == "holder" and span_id == culprit):
+            continue  # a culprit that is also the holder has one label, "culprit = holder"
         hit = rows.index[rows["span_id"] == span_id]
         if len(hit) == 0:
             continue

@@ -157,11 +157,12 @@ def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
         "role": marks,
         "start": steps["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
         "duration": steps["duration_ms"].map(fmt.duration),
-        "share": share,
+        "share": share * 100,  # drawn as a bar with one decimal (docs/metrics.md §4)
         "allocated": steps["allocated_ms"].map(fmt.duration),
-        "utilisation": steps["utilisation"],
-        "effect status": steps["effect_status"],
-        "idempotency key": steps["idempotency_key"],
-        "attempt": steps["attempt"],
+        "utilisation": steps["utilisation"].map(fmt.percent),
+        # Text, with the one "no value" mark, never Python's None
+        "effect status": steps["effect_status"].map(fmt.text),
+        "idempotency key": steps["idempotency_key"].map(fmt.text),
+        "attempt": steps["attempt"].map(lambda v: fmt.text(v if fmt.missing(v) else int(v))),
         "span id": steps["span_id"],
     })

@@ -110,14 +110,18 @@ def test_run_view(fleet_db):
     assert result.exit_code == 0, result.output
     text = result.output
     assert f"run {ids['A1']}  agent alpha" in text
-    assert "exhausted true  budget 10000 ms  elapsed 12000.000 ms  utilisation 120.0%" in text
+    # Durations and percentages as the dashboard writes them (issue 15: one formatting module)
+    assert "exhausted true  budget 10.0 s  elapsed 12.0 s  utilisation 120.0%" in text
+    assert ("The deadline fired at +10.0 s; the run's last span ended at +12.0 s, 2.0 s past "
+            "it. Exhausted: it ran to its deadline.") in text
     assert "culprit tool:fetch (80.0% of the budget" in text
-    assert "holder model:gpt  <- culprit is not the holder" in text
-    assert "| = deadline at +10.000 s" in text
+    assert ("holder model:gpt (running when the deadline fired)  <- culprit is not the holder"
+            in text)
+    assert "| = deadline at +10.0 s" in text
     assert "failures by class: ok 2, client_timeout 0" in text
     no_budget = invoke("--db", db, "run", ids["N1"])
     assert no_budget.exit_code == 0, no_budget.output
-    assert "no budget.total_ms on this run" in no_budget.output
+    assert "No budget is known for this run (no budget.total_ms" in no_budget.output
     assert "failures by class: ok 0, client_timeout 1" in no_budget.output
     wrong = invoke("--db", db, "run", f"{ids['A1']}/0000000000000000")
     assert wrong.exit_code == 1 and f"runs of that trace: {ids['A1']}" in wrong.output

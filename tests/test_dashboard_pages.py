@@ -505,3 +505,15 @@ def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
     assert "2026-W47" in note
     at.button(key="weekly_full_weeks").click().run()
     assert at.query_params["range"] in ("4w", ["4w"])
+
+
+def test_run_view_has_one_mark_for_no_value(db: str) -> None:
+    """Issue 15: Python's None showed in the steps table; one rendering of "no value"."""
+    at = open_page("run", {**PARAMS, "run": _an_exhausted_run(db)})
+    steps = at.dataframe[0].value
+    for column in ("effect status", "idempotency key", "attempt", "utilisation", "allocated"):
+        values = list(steps[column])
+        assert None not in values and "None" not in values, column
+    assert fmt.NO_VALUE in set(steps["effect status"]) | set(steps["allocated"])
+    story = " ".join(m.value for m in at.markdown)
+    assert "deadline" in story

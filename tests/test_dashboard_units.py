@@ -16,7 +16,9 @@ NOW = dt.datetime(2026, 11, 30, 12, 34, 56, tzinfo=dt.UTC)
 
 @pytest.mark.parametrize(("ms", "text"), [
     (0, "0 ms"), (0.25, "0.25 ms"), (850, "850 ms"), (12_345, "12.3 s"),
-    (245_000, "4 min 05 s"), (7_380_000, "2 h 03 min"), (None, "–"), (float("nan"), "–")])
+    (245_000, "4 m 5.0 s"), (72_400, "1 m 12.4 s"), (59_960, "1 m 0.0 s"),
+    (59_940, "59.9 s"), (999.6, "1.0 s"), (600_000, "10 m 0.0 s"),
+    (7_380_000, "2 h 03 m"), (None, "–"), (float("nan"), "–")])
 def test_durations_read_in_the_right_unit(ms: float | None, text: str) -> None:
     assert fmt.duration(ms) == text
 

@@ -6,7 +6,8 @@ import click
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_reader
-from queries.render import text_cell
+from queries import readable
+from queries.run_story import tell
 from queries.run_view import RunNotFound, RunView, load_run
 from queries.terminal import terminal_safe
 
@@ -34,17 +35,14 @@ CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "cl
            "error")
 
 
-def _ms(value: object) -> str:
-    return text_cell(value, "x_ms") or "-"
+# Durations and percentages as the dashboard shows them (queries/readable.py).
+_ms = readable.duration
+_pct = readable.percent
 
 
-def _text(value: object, missing: str = "-") -> str:
+def _text(value: object) -> str:
     """A value from a span, as one inert line of text."""
-    return missing if value is None or pd.isna(value) else terminal_safe(str(value))
-
-
-def _pct(value: object) -> str:
-    return "-" if value is None or pd.isna(value) else f"{float(value):.1%}"
+    return readable.NO_VALUE if readable.missing(value) else terminal_safe(str(value))
 
 
 def render_run(view: RunView, width: int) -> str:
@@ -53,21 +51,21 @@ def render_run(view: RunView, width: int) -> str:
     lines = [f"run {_text(run['run_id'])}  agent {_text(run['agent'])}  "
              f"started {start.isoformat().replace('+00:00', 'Z')}"]
     exhausted = run["exhausted"]
+    story = tell(run)
     lines.append(
-        f"outcome {_text(run['outcome'], '(not stated)')}  "
-        f"exhausted {'-' if pd.isna(exhausted) else str(bool(exhausted)).lower()}  "
-        f"budget {_ms(run['budget_ms'])} ms  elapsed {_ms(run['elapsed_ms'])} ms  "
-        f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])} ms")
-    if pd.isna(run["budget_ms"]):
-        lines.append("no budget.total_ms on this run: no attribution (SPEC §1)")
-    else:
+        f"outcome {_text(run['outcome'])}  "
+        f"exhausted {readable.NO_VALUE if pd.isna(exhausted) else str(bool(exhausted)).lower()}"
+        f"  budget {_ms(run['budget_ms'])}  elapsed {_ms(run['elapsed_ms'])}  "
+        f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])}")
+    lines.append(" ".join(part for part in (story.ending, story.exhausted_reason) if part))
+    if not pd.isna(run["budget_ms"]):
         same = run["culprit_span_id"] == run["holder_span_id"]
         lines.append(
             f"culprit {_text(run['culprit_key'])} "
-            f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])} ms)  "
-            f"holder {_text(run['holder_key'])}"
+            f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])})  "
+            f"holder {_text(run['holder_key'])} ({story.holder_role})"
             + ("" if same or pd.isna(run["culprit_span_id"]) else "  <- culprit is not the holder"))
-        lines.append(f"unattributed {_ms(run['unattributed_ms'])} ms (time with no step running)")
+        lines.append(f"unattributed {_ms(run['unattributed_ms'])} (time with no step running)")
     lines.append("")
     lines.extend(_waterfall(view, width))
     lines.append("")
@@ -93,8 +91,8 @@ def _waterfall(view: RunView, width: int) -> list[str]:
     keys = [_text(key) for key in steps["step_key"]]
     label_width = min(40, max(len(key) + 2 * level for key, level in
                               zip(keys, steps["step_level"], strict=True)))
-    mark = f", | = deadline at +{(deadline - s) / 1e9:.3f} s" if deadline else ""
-    out = [f"waterfall: 0 .. +{(end - s) / 1e9:.3f} s{mark}"]
+    mark = f", | = deadline at +{_ms((deadline - s) / 1e6)}" if deadline else ""
+    out = [f"waterfall: 0 .. +{_ms((end - s) / 1e6)}{mark}"]
     for key, step in zip(keys, steps.itertuples(index=False), strict=True):
         bar = [" "] * width
         first, last = column(int(step.start_ns)), column(int(step.end_ns))
@@ -104,10 +102,10 @@ def _waterfall(view: RunView, width: int) -> list[str]:
             bar[column(deadline)] = "|"
         label = ("  " * int(step.step_level) + key)[:label_width]
         consumed = ("" if pd.isna(step.consumption_ms)
-                    else f"  consumed {_ms(step.consumption_ms)} ms")
+                    else f"  consumed {_ms(step.consumption_ms)}")
         out.append(f"{label.ljust(label_width)} {_text(step.step_class):<14} "
-                   f"[{''.join(bar)}] +{float(step.offset_ms) / 1e3:.3f} s "
-                   f"{_ms(step.duration_ms)} ms{consumed}")
+                   f"[{''.join(bar)}] +{_ms(step.offset_ms)} "
+                   f"{_ms(step.duration_ms)}{consumed}")
     return out
 
 
@@ -121,7 +119,8 @@ def _writes(writes: pd.DataFrame) -> list[str]:
             continue
         state = ("ORPHAN (nobody read it back)" if write.orphan
                  else f"reconciled: {_text(write.last_result)}")
-        key = _text(write.idempotency_key, "(no key)")
+        key = ("(no key)" if readable.missing(write.idempotency_key)
+               else _text(write.idempotency_key))
         out.append(f"  uncertain write {_text(write.step_key)} "
                    f"+{float(write.offset_ms) / 1e3:.3f} s "
                    f"class {_text(write.step_class)} idempotency_key {key}  {state}")

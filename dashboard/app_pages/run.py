@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import colors, data, fmt, layout, run_figures, summaries
+from queries import run_story
 from queries.run_view import RunNotFound
 
 ctx = layout.context()
@@ -51,29 +52,34 @@ st.subheader(fmt.escape_md(f"{run['run_id']}"))
 st.caption(fmt.escape_md(f"agent {run['agent'] if not fmt.missing(run['agent']) else '–'} · "
                          f"started {fmt.timestamp_ns(run['start_ns'])}"))
 
-cols = st.columns([1.6, 1, 1, 1, 1, 1])
+story = run_story.tell(run)
 outcome = run["outcome"]
 # A stated outcome outside SPEC's list is span data: show it escaped below, not in a metric.
-known = outcome in ("completed", "partial", "exhausted", "failed", "cancelled")
-cols[0].metric("Outcome", outcome if known else ("–" if fmt.missing(outcome) else "other"),
-               help="budget.run.outcome as the agent stated it")
-cols[1].metric("Exhausted", "–" if fmt.missing(exhausted) else ("yes" if exhausted else "no"))
-cols[2].metric("Budget", fmt.duration(run["budget_ms"]))
-cols[3].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
-cols[4].metric("Utilisation", fmt.percent(run["utilisation"]))
-cols[5].metric("Overrun", fmt.duration(run["overrun_ms"]))
+known = outcome in run_story.STATED_OUTCOMES
+# Two rows of three: a tile a sixth of the page wide cut "1 m 12.4 s" to "1 min …".
+first, second = st.columns(3), st.columns(3)
+first[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome)
+                                                   else "other"),
+                help="budget.run.outcome as the agent stated it")
+first[1].metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted)
+                else ("yes" if exhausted else "no"), help=story.exhausted_reason or None)
+first[2].metric("Utilisation", fmt.percent(run["utilisation"]))
+second[0].metric("Budget", fmt.duration(run["budget_ms"]))
+second[1].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
+second[2].metric("Overrun", fmt.duration(run["overrun_ms"]))
 
 if fmt.missing(run["budget_ms"]):
-    st.warning("This run carries no budget.total_ms: no attribution (SPEC §1).")
+    st.warning(story.ending + " (docs/metrics.md §1)")
 else:
     same = run["culprit_span_id"] == run["holder_span_id"]
     st.markdown(
+        f"{story.ending} {story.exhausted_reason}  \n"
         f"**Culprit** (spent the most): {fmt.escape_md(run['culprit_key'])} — "
         f"{fmt.percent(run['culprit_share'])} of the budget, {fmt.duration(run['culprit_ms'])}  \n"
-        f"**Holder** (running at the deadline): {fmt.escape_md(run['holder_key'])}"
+        f"**Holder** ({story.holder_role}): {fmt.escape_md(run['holder_key'])}"
         + ("" if same or fmt.missing(run["culprit_span_id"])
-           else "  \n⚠️ The culprit is **not** the holder: the step that was running when the "
-                "deadline fired is not the one that spent the budget.")
+           else "  \n⚠️ The culprit is **not** the holder: the step that held the deadline "
+                "is not the one that spent the budget.")
         + f"  \n**Unattributed**: {fmt.duration(run['unattributed_ms'])} "
           "(time with no step running)")
 
@@ -92,11 +98,12 @@ else:
     st.dataframe(summaries.run_steps_table(view.steps, run), hide_index=True, key="steps_table",
                  height=min(38 + 35 * len(view.steps), 740),
                  column_config={
+                     "class": st.column_config.TextColumn("class", width="medium"),
                      "share": st.column_config.ProgressColumn(
-                         "share", help="consumption / budget (SPEC §4)", format="percent",
-                         min_value=0.0, max_value=1.0),
-                     "utilisation": st.column_config.NumberColumn(
-                         "utilisation", help="duration / allocated", format="percent")})
+                         "share", help="consumption / budget (docs/metrics.md §4)",
+                         format="%.1f%%", min_value=0.0, max_value=100.0),
+                     "utilisation": st.column_config.TextColumn(
+                         "utilisation", help="duration / allocated (docs/metrics.md §5)")})
 
 st.subheader("Writes")
 if view.writes.empty:

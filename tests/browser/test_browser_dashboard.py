@@ -253,3 +253,40 @@ def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactor
             assert not page.dialogs, page.dialogs  # type: ignore[attr-defined]
     finally:
         app.stop()
+
+
+def _long_runs_db(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A 60 s budget run that overran to 72.4 s, and a 10 min budget run."""
+    from tests.trace_builder import TraceBuilder, open_db, store
+    b = TraceBuilder(seed=7)
+    minute = b.run(0, 72_400, 60_000)
+    b.step(minute, "tool", "fetch_report", 0, 50_000)
+    b.step(minute, "model", "gpt-4o", 50_000, 72_400)
+    ten = b.run(0, 598_700, 600_000)
+    b.step(ten, "tool", "crawl", 0, 598_700)
+    con = open_db(tmp_path)
+    store(con, b.finished())
+    con.close()
+    return str(tmp_path / "test.duckdb"), {"60s": b.trace_id(minute), "10m": b.trace_id(ten)}
+
+
+def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -> None:
+    """Issue 15: Budget and Elapsed showed "1 min …" on every run of 60 s or more."""
+    db, runs = _long_runs_db(tmp_path)
+    app = support.Dashboard(db, tmp_path / "dashboard.log")
+    try:
+        for name, run_id in runs.items():
+            page.goto(f"{app.url}/run?range=all&run={run_id}")  # type: ignore[attr-defined]
+            settle(page, 1)
+            tiles = page.locator('[data-testid="stMetricValue"]')  # type: ignore[attr-defined]
+            shown = {t.inner_text().strip() for t in tiles.all()}
+            assert "…" not in "".join(shown)
+            cut = tiles.evaluate_all(
+                "tiles => tiles.flatMap(t => [t, ...t.querySelectorAll('*')])"
+                ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)")
+            assert cut == [], f"{name}: cut metric text {cut}"
+            expected = {"60s": {"1 m 0.0 s", "1 m 12.4 s"}, "10m": {"10 m 0.0 s", "9 m 58.7 s"}}
+            assert expected[name] <= shown, shown
+            shoot(page, f"run-{name}")
+    finally:
+        app.stop()

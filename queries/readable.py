@@ -1,0 +1,89 @@
+"""Numbers for people: durations, percentages, counts and instants, one way everywhere.
+
+The dashboard (through dashboard/fmt.py) and the terminal output (`budgetscope run`, `report
+--format table`) both format with these functions, so a figure reads the same in both. CSV and
+JSON keep raw values (docs/metrics.md §7): these are for eyes, not for spreadsheets.
+
+Rules:
+- a value that is not there (None, NaN, NaT) is always NO_VALUE, an en dash;
+- durations pick the unit a person reads best and stay short enough for a metric tile:
+  `850 ms`, `12.3 s`, `1 m 12.4 s`, `2 h 03 m`;
+- percentages have one decimal everywhere (`31.9%` beside `1.1%`, never ragged).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+NO_VALUE = "–"
+
+
+def missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def duration(ms: Any) -> str:
+    """Milliseconds in the unit a person reads best: 850 ms, 12.3 s, 1 m 12.4 s, 2 h 03 m."""
+    if missing(ms):
+        return NO_VALUE
+    value = float(ms)
+    if math.isinf(value):
+        return NO_VALUE
+    sign = "−" if value < 0 else ""
+    value = abs(value)
+    if value == 0:
+        return "0 ms"
+    if value < 1:
+        return f"{sign}{value:.2f} ms"
+    if round(value) < 1_000:
+        return f"{sign}{value:.0f} ms"
+    if round(value, -2) < 60_000:
+        return f"{sign}{value / 1000:.1f} s"
+    tenths = round(value / 100)  # whole tenths of a second, carried into minutes below
+    if tenths < 36_000:
+        minutes, rest = divmod(tenths, 600)
+        return f"{sign}{minutes} m {rest / 10:.1f} s"
+    hours, minutes = divmod(round(value / 60_000), 60)
+    return f"{sign}{hours} h {minutes:02d} m"
+
+
+def percent(value: Any, digits: int = 1) -> str:
+    """A fraction as a percentage: 0.3193 → 31.9%."""
+    if missing(value) or (isinstance(value, float) and math.isinf(value)):
+        return NO_VALUE
+    return f"{float(value) * 100:.{digits}f}%"
+
+
+def count(value: Any) -> str:
+    return NO_VALUE if missing(value) else f"{int(value):,}"
+
+
+def text(value: Any) -> str:
+    """Any other value: its text, or NO_VALUE when it is not there."""
+    return NO_VALUE if missing(value) else str(value)
+
+
+def timestamp_ns(ns: Any) -> str:
+    """Epoch nanoseconds as `2026-11-23 08:15:02 UTC`."""
+    if missing(ns):
+        return NO_VALUE
+    return pd.Timestamp(int(ns), unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration_axis_unit(max_ms: float) -> tuple[str, float]:
+    """A unit for a chart axis whose values go up to `max_ms`: (label, divisor from ms)."""
+    if max_ms >= 2 * 3_600_000:
+        return "h", 3_600_000.0
+    if max_ms >= 2 * 60_000:
+        return "min", 60_000.0
+    if max_ms >= 2_000:
+        return "s", 1_000.0
+    return "ms", 1.0

@@ -194,3 +194,61 @@ def test_transport_sets_deadline_headers_and_timeout_from_the_slice() -> None:
     (step,) = spans.steps()
     assert step["budget.outcome"] == "client_timeout"
     assert step["error.type"] == "httpx.ReadTimeout"
+
+
+def test_grpc_call_gets_its_deadline_from_the_slice_and_its_timeout_is_ours() -> None:
+    import threading
+    from concurrent import futures
+
+    import grpc
+
+    seen: list[float] = []
+    release = threading.Event()
+
+    def lookup(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(context.time_remaining())
+        if request == b"hang":
+            release.wait(10)
+        return b"ok"
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handler = grpc.method_handlers_generic_handler("tools.Lookup", {
+        "Get": grpc.unary_unary_rpc_method_handler(lookup)})
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    spans = capture()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, \
+                RunBudget(10, reserve=1, tracer=spans.tracer) as budget:
+            get = channel.unary_unary("/tools.Lookup/Get")
+            with budget.step("tool", "lookup", cap=2) as call:
+                assert get(b"fast", timeout=call.grpc_timeout()) == b"ok"
+            with pytest.raises(grpc.RpcError) as raised, \
+                    budget.step("tool", "lookup", cap=0.2) as call:
+                get(b"hang", timeout=call.grpc_timeout())
+            assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        release.set()
+        server.stop(0)
+    # The server saw our slice as its deadline (gRPC's wire form rounds it up by a little).
+    assert 0 < seen[0] <= 2.01 and 0 < seen[1] <= 0.21
+    fast, hung = spans.steps()
+    assert fast["budget.outcome"] == "ok"
+    assert hung["budget.outcome"] == "client_timeout"  # DEADLINE_EXCEEDED: our deadline fired
+
+
+def test_event_hook_applies_the_slice_to_a_client_built_elsewhere() -> None:
+    from budgetscope_sdk.httpx_transport import request_hook
+
+    spans = capture()
+    counter = CountState()
+    with serve(CountingTool, counter) as (url, _), \
+            httpx.Client(event_hooks={"request": [request_hook]}) as client, \
+            RunBudget(10, reserve=1, tracer=spans.tracer) as budget, \
+            budget.step("tool", "count", cap=1.5):
+        response = client.get(f"{url}/count")
+        sent = response.request
+    assert response.status_code == 200 and counter.requests == 1
+    assert 0 < int(sent.headers[REMAINING_HEADER]) <= 1500
+    assert all(0 < value <= 1.5 for value in sent.extensions["timeout"].values())

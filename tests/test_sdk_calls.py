@@ -252,3 +252,50 @@ def test_event_hook_applies_the_slice_to_a_client_built_elsewhere() -> None:
     assert response.status_code == 200 and counter.requests == 1
     assert 0 < int(sent.headers[REMAINING_HEADER]) <= 1500
     assert all(0 < value <= 1.5 for value in sent.extensions["timeout"].values())
+
+
+def test_hedged_read_wins_with_the_second_copy_and_cancels_the_first() -> None:
+    from budgetscope_sdk import hedged_read
+
+    from tests.sdk_servers import ScriptedTool, ScriptState
+
+    spans = capture()
+    script = ScriptState({"/quote": [(200, 3.0), (200, 0.01)]})  # the first call is the slow one
+
+    async def agent(url: str) -> dict:
+        async with httpx.AsyncClient(transport=AsyncBudgetTransport()) as client, \
+                RunBudget(10, reserve=1, tracer=spans.tracer) as budget:
+            async def quote(call):
+                return (await client.get(f"{url}/quote")).json()
+
+            return await hedged_read(budget, "quote", quote, after=0.1, cap=5)
+
+    with serve(ScriptedTool, script) as (url, _):
+        answer = asyncio.run(agent(url))
+    assert answer == {"path": "/quote", "turn": 2}  # the hedge's answer
+    assert script.calls["/quote"] == 2
+    steps = sorted(spans.steps(), key=lambda s: s["budget.hedge"])
+    assert [(s["budget.hedge"], s["budget.outcome"], s["budget.attempt"]) for s in steps] == [
+        (False, "cancelled", 1), (True, "ok", 1)]
+
+
+def test_a_run_bounded_by_its_deadline_is_exhausted_and_its_cleanup_timed() -> None:
+    spans = capture()
+
+    async def stuck() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.05)
+
+    async def agent() -> None:
+        async with RunBudget(0.3, reserve=0.1, tracer=spans.tracer) as budget:
+            await budget.bound(stuck())
+
+    with pytest.raises(TimeoutError, match="the run reached its deadline"):
+        asyncio.run(agent())
+    run = spans.run()
+    assert run.attributes["budget.run.outcome"] == "exhausted"
+    (cleanup,) = [event for event in run.events if event.name == "budget.cleanup"]
+    assert cleanup.attributes["budget.cleanup_finished"] is True
+    assert cleanup.attributes["budget.cleanup_ms"] >= 40

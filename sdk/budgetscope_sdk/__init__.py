@@ -23,14 +23,14 @@ from budgetscope_sdk.propagation import (
 )
 from budgetscope_sdk.results import TimedOut, timed_out
 from budgetscope_sdk.step import Step, StepRecord, current_step
-from budgetscope_sdk.tools import call_tool, run_tool
+from budgetscope_sdk.tools import call_tool, hedged_read, run_tool
 
 __all__ = [
     "DEADLINE_HEADER", "FIT_ONLY", "LANDING", "NARROWING", "OPEN", "REMAINING_HEADER",
     "BudgetExhausted", "ChildBudget", "Clock", "Intent", "LatencyBook", "ManualClock",
     "Reconciled", "RemoteDeadline", "RunBudget", "RunResult", "Step", "StepRecord",
     "StepTimeout", "SystemClock", "TimedOut", "aretry", "classify", "current_budget",
-    "call_tool", "current_step", "deadline_headers", "grpc_timeout_header", "retry",
+    "call_tool", "current_step", "hedged_read", "deadline_headers", "grpc_timeout_header", "retry",
     "run_tool", "timed_out",
 ]
 __version__ = "0.1.0"

@@ -256,6 +256,10 @@ class RunBudget:
             raise ValueError(f"side_effect must be 'read' or 'write', got {side_effect!r}")
         if attempt is not None and attempt < 1:
             raise ValueError(f"attempt numbers start at 1, got {attempt}")
+        # Every step says which attempt it is and whether it is a hedge (first, not a hedge,
+        # unless told), so a reader never has to guess from an absent attribute.
+        attempt = 1 if attempt is None else attempt
+        hedge = False if hedge is None else hedge
         refusal = {"side_effect": side_effect, "idempotency_key": idempotency_key,
                    "attempt": attempt, "hedge": hedge, **dict(attributes or {})}
         allocated, remaining, cap_s = self._admit(kind, name, cap, minimum, landing, widening,

@@ -24,7 +24,9 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from ingest import declared_budgets, declared_service
 from ingest.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect
+from ingest.declared_service import DeclaredBudgets
 from ingest.owner import current_owner
 from queries import clickhouse, reports
 from queries.filters import Filters
@@ -280,12 +282,43 @@ def status() -> DatabaseStatus:
                           newest_run, 0 if pd.isna(failed) else int(failed))
 
 
+def declarations() -> pd.DataFrame | None:
+    """The declared budgets and caps (SPEC §10): what, scope, target (None for the default),
+    duration_ms, declared_at; None on the ClickHouse backend, where they are not read here."""
+    if backend_url() is not None:
+        return None
+    with connection() as con:
+        rows = [d.to_json() for d in declared_budgets.declarations(con)]
+    return pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
+                                       "declared_at"])
+
+
+def budget_editor() -> DeclaredBudgets | None:
+    """Who may change declarations from the dashboard: inside `budgetscope serve`, the
+    server's writer (its Streamlit process owns the file); standalone, nobody (the file is
+    only opened read-only here, and changes are made with `budgetscope budgets`)."""
+    if backend_url() is not None or current_owner() is None:
+        return None
+    return declared_service.current()
+
+
+def change_declaration(change: declared_budgets.Change) -> declared_service.Outcome:
+    """Store a change through the server's writer and forget cached results. Raises
+    DeclarationError (nothing stored) and RuntimeError when this dashboard cannot edit."""
+    editor = budget_editor()
+    if editor is None:
+        raise RuntimeError("this dashboard cannot change declarations: use budgetscope budgets")
+    outcome = editor.apply(change)
+    clear_cache()
+    return outcome
+
+
 def _iso_ms(ns: int) -> str:
     """Epoch ns as the runs report writes a start: ISO 8601 UTC to the millisecond."""
     moment = dt.datetime.fromtimestamp(ns // 1_000_000_000, tz=dt.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns // 1_000_000 % 1000:03d}Z"
 
 
-__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase",
-           "clear_cache", "connection", "database_path", "report", "run_view", "source_token",
-           "status"]
+__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "budget_editor",
+           "change_declaration", "clear_cache", "connection", "database_path", "declarations",
+           "report", "run_view", "source_token", "status"]

@@ -34,10 +34,11 @@ PAGES = {
     "run": _page("run", "Run view", "search"),
     "weekly": _page("weekly", "Weekly report", "calendar_month"),
     "simulate": _page("simulate", "What if", "tune"),
+    "budgets": _page("budgets", "Budgets", "hourglass_top"),
 }
 
-# Every page draws Plotly charts except the weekly table.
-PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path}
+# Every page draws Plotly charts except the weekly table and the budgets.
+PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path, PAGES["budgets"].url_path}
 
 
 def main() -> None:

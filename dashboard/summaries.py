@@ -98,7 +98,8 @@ def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
                       ) -> pd.DataFrame:
     """Exhausted runs whose culprit is `culprit`, the largest culprit share first."""
     exhausted = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == culprit)]
-    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit_share", "holder"]
+    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit_share", "holder",
+               "budget_source"]
     return (exhausted.sort_values(["culprit_share", "start"], ascending=[False, False])
             [columns].head(limit).reset_index(drop=True))
 

@@ -31,7 +31,7 @@ from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
-         "weekly", "simulate"]
+         "weekly", "simulate", "budgets"]
 FILTERS = Filters.parse(support.SINCE, support.UNTIL)
 PREVIOUS = Filters.parse("2026-11-02", support.SINCE)
 PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}

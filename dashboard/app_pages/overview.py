@@ -98,12 +98,15 @@ else:
 
     st.dataframe(
         review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms", "culprit",
-                "holder", "culprit_is_holder"]],
+                "holder", "culprit_is_holder", "budget_source"]],
         hide_index=True, on_select=open_selected, selection_mode="single-row",
         key="review_table",
         column_config={
             "utilisation": st.column_config.NumberColumn(format="percent"),
             "overrun_ms": st.column_config.NumberColumn("overrun (ms)", format="%.0f"),
+            "budget_source": st.column_config.TextColumn(
+                "budget from", help="span: the run's own budget.total_ms; declared: its "
+                "agent's declared budget, or the default (Budgets page)"),
         })
     run_to_open = st.session_state.pop("_open_run", None)
     if run_to_open:

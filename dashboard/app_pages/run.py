@@ -64,13 +64,22 @@ first[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(ou
 first[1].metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted)
                 else ("yes" if exhausted else "no"), help=story.exhausted_reason or None)
 first[2].metric("Utilisation", fmt.percent(run["utilisation"]))
-second[0].metric("Budget", fmt.duration(run["budget_ms"]))
+source = run.get("budget_source")
+second[0].metric("Budget", fmt.duration(run["budget_ms"]),
+                 help={"span": "from the run's own budget.total_ms",
+                       "declared": "declared for this run's agent, or the default for agents "
+                                   "without one (Budgets page; SPEC §10)"}.get(
+                     source, "unknown: no budget.total_ms and no budget declared"))
 second[1].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
 second[2].metric("Overrun", fmt.duration(run["overrun_ms"]))
 
 if fmt.missing(run["budget_ms"]):
-    st.warning(story.ending + " (docs/metrics.md §1)")
+    st.warning(story.ending + " (docs/metrics.md §1) Declare one on the Budgets page or with "
+               "`budgetscope budgets set AGENT DURATION`.")
 else:
+    st.caption("Budget source: " + ("**declared** (its agent's declared budget, or the "
+                                    "default; not the run's own)" if source == "declared"
+                                    else "**span** (the run's own budget.total_ms)"))
     same = run["culprit_span_id"] == run["holder_span_id"]
     st.markdown(
         f"{story.ending} {story.exhausted_reason}  \n"

@@ -9,11 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.real_fixture_compare import FIXTURES, load_truth
-from tests.real_fixtures.generate import BY_NAME, generate
+from tests.real_fixtures.generate import BY_NAME, MIN_MARGIN_MS, generate
 from tests.real_fixtures.show import spans
-
-# Below this the holder would depend on how the harness's clock and the spans' differ.
-MIN_DEADLINE_MARGIN_MS = 20.0
 
 
 def _truth_shape(truth: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,6 +45,7 @@ def test_httpx_fixture_regenerates_from_scratch(tmp_path: Path) -> None:
     assert truth["versions"] == committed["versions"]
     assert truth["fake_servers"]["tool_writes_received"] == 2
     for run in truth["runs"]:
-        assert run["deadline_margin_ms"] >= MIN_DEADLINE_MARGIN_MS, run
+        assert run["deadline_margin_ms"] >= MIN_MARGIN_MS, run
+        assert run["culprit_margin_ms"] is None or run["culprit_margin_ms"] >= MIN_MARGIN_MS, run
     assert _span_shape(tmp_path / "otlp" / "httpx.otlp.pb") == \
         _span_shape(FIXTURES / "otlp" / "httpx.otlp.pb")

@@ -10,6 +10,7 @@ from harness import (
     GENEROUS_TIMEOUT_S,
     GRPC_TARGET,
     Truth,
+    root_span,
     trace_id_of,
     tracer_provider,
 )
@@ -41,7 +42,7 @@ def main() -> None:
     # Run 1: the deadline (150 ms) falls inside the call that hits the client deadline, which
     # comes first so that the others' speed cannot move it.
     with truth.run("grpc-tools-agent", 150, note="deadline inside the DEADLINE_EXCEEDED call") \
-            as run, tracer.start_as_current_span("grpc run",
+            as run, root_span(tracer, run, "grpc run",
                                                  attributes={"budget.total_ms": 150}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "Slow", grpc.StatusCode.DEADLINE_EXCEEDED, "client_timeout")
@@ -51,7 +52,7 @@ def main() -> None:
 
     # Run 2: within budget; the slow success is the culprit, the last call the holder.
     with truth.run("grpc-tools-agent", 10_000, note="within budget") as run, \
-            tracer.start_as_current_span("grpc run",
+            root_span(tracer, run, "grpc run",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "Unavailable", grpc.StatusCode.UNAVAILABLE, "upstream_error")

@@ -52,6 +52,12 @@ def script_model(*actions: dict[str, Any]) -> None:
     urllib.request.urlopen(request, timeout=5).read()
 
 
+def root_span(tracer: Any, run: Run, name: str, attributes: dict[str, Any]) -> Any:
+    """The harness's own root span, started at the instant the harness counts as the run's
+    start, so that its deadline s + B is the one the derivation computes."""
+    return tracer.start_as_current_span(name, start_time=run.start_ns, attributes=attributes)
+
+
 def served_model_calls() -> list[dict[str, Any]]:
     """What the fake model served so far, in order, with its own start/end times (ns)."""
     url = MODEL_URL.removesuffix("/v1") + "/_served"
@@ -103,7 +109,7 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         top = sorted((s for s in self.steps if s.top_level), key=lambda s: s.start_ns)
-        culprit, holder, margin = _culprit_holder(self, top)
+        culprit, holder, margin, culprit_margin = _culprit_holder(self, top)
         return {
             "agent": self.agent, "budget_ms": self.budget_ms, "trace_id": self.trace_id,
             "note": self.note,
@@ -115,17 +121,18 @@ class Run:
                       for s in sorted(self.steps, key=lambda s: s.start_ns)],
             "culprit": culprit, "holder": holder,
             "deadline_margin_ms": margin,
+            "culprit_margin_ms": culprit_margin,
             "writes": [{"kind": s.kind, "name": s.name, "call": s.call,
                         "declared": s.declared_write} for s in self.steps
                        if s.side_effect == "write"],
         }
 
 
-def _culprit_holder(run: Run, top: list[Step]) -> tuple[Any, Any, float | None]:
+def _culprit_holder(run: Run, top: list[Step]) -> tuple[Any, Any, float | None, float | None]:
     """SPEC §4 on the harness's own intervals: equal split of wall clock among the top-level
     steps active at each instant, within [s, min(run end, d)]."""
     if not top or run.budget_ms is None:
-        return None, None, None
+        return None, None, None, None
     s = run.start_ns
     d = s + run.budget_ms * 1_000_000
     e = max(s, min(run.end_ns, d))
@@ -145,13 +152,20 @@ def _culprit_holder(run: Run, top: list[Step]) -> tuple[Any, Any, float | None]:
     # how far the deadline is from the nearest step boundary: a small margin would make the
     # holder depend on microseconds between the harness's clock and the spans'
     margin = min(abs(d - x) for t in top for x in (t.start_ns, t.end_ns)) / 1e6
+    # how much more the culprit consumed than the runner-up: a small one would make the culprit
+    # depend on how the harness's intervals and the spans' differ (a lone step has no rival).
+    # Where a framework makes the model calls, the harness times them at the fake server: a
+    # lower bound of the client's span, which this margin must also cover.
+    ranked = sorted(consumption, reverse=True)
+    culprit_margin = (ranked[0] - ranked[1]) / 1e6 if len(ranked) > 1 else None
 
     def describe(i: int | None) -> Any:
         if i is None:
             return None
         return {"index": i, "key": f"{top[i].kind}:{top[i].name}", "call": top[i].call}
 
-    return describe(best), describe(held), round(margin, 3)
+    return (describe(best), describe(held), round(margin, 3),
+            None if culprit_margin is None else round(culprit_margin, 3))
 
 
 class Truth:

@@ -16,6 +16,7 @@ from harness import (
     Step,
     Truth,
     now_ns,
+    root_span,
     script_model,
     served_model_calls,
     trace_id_of,
@@ -42,6 +43,18 @@ async def fetch_report(report_id: int) -> str:
     except asyncio.CancelledError:
         step.call += ", cancelled by the SDK"
         raise
+    finally:
+        step.end_ns = now_ns()
+        tool_calls.append(step)
+
+
+@function_tool
+async def lookup_invoice(invoice_id: int) -> str:
+    """Look an invoice up (a slow success)."""
+    step = Step("tool", "lookup_invoice", "ok", "GET /delay", top_level=False, start_ns=now_ns())
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            return (await client.get(TOOL_URL + "/delay")).text
     finally:
         step.end_ns = now_ns()
         tool_calls.append(step)
@@ -95,7 +108,7 @@ async def main() -> None:
                  {"do": "tool_call", "name": "create_ticket", "arguments": {"title": "late"}},
                  {"do": "ok", "text": "done"})
     with truth.run(AGENT, 250, note="deadline inside fetch_report, ended by the SDK timeout") \
-            as run, tracer.start_as_current_span("support request",
+            as run, root_span(tracer, run, "support request",
                                                  attributes={"budget.total_ms": 250}) as root:
         run.trace_id = trace_id_of(root)
         before = len(served_model_calls())
@@ -108,7 +121,7 @@ async def main() -> None:
     # Run 2: the model answers 429 and the SDK gives up (the client does not retry here).
     script_model({"do": "status", "code": 429})
     with truth.run(AGENT, 10_000, note="model 429, run fails") as run, \
-            tracer.start_as_current_span("support request",
+            root_span(tracer, run, "support request",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         before = len(served_model_calls())
@@ -119,6 +132,39 @@ async def main() -> None:
             pass
         for step in model_steps(before, ["upstream_error"]):
             run.add(step)
+
+    # Run 3: a handoff. support-agent's model hands off to billing-agent, whose model calls a
+    # slow tool and answers: two agents side by side, two subagent steps (SPEC §9), with the
+    # model and tool calls nested in them. The handoff is a TOOL span named by the SDK's
+    # instrumentor ("handoff to billing-agent"; it carries no tool.name).
+    billing = Agent(name="billing-agent", instructions="Answer billing questions.", model=model,
+                    tools=[lookup_invoice])
+    triage = Agent(name=AGENT, instructions="Hand billing questions off.", model=model,
+                   handoffs=[billing])
+    script_model({"do": "tool_call", "name": "transfer_to_billing_agent", "arguments": {}},
+                 {"do": "tool_call", "name": "lookup_invoice", "arguments": {"invoice_id": 9}},
+                 {"do": "ok", "text": "paid"})
+    with truth.run(AGENT, 10_000, note="handoff: two agents side by side") as run, \
+            root_span(tracer, run, "support request",
+                                         attributes={"budget.total_ms": 10_000}) as root:
+        run.trace_id = trace_id_of(root)
+        before = len(served_model_calls())
+        result = await Runner.run(triage, "was invoice 9 paid?")
+        assert result.final_output == "paid", result.final_output
+        first, second, third = model_steps(before, ["ok", "ok", "ok"])
+        # each agent span starts just before its first model call and ends after its last call
+        run.add(Step("subagent", AGENT, "ok", "support-agent: one model call, then the handoff",
+                     start_ns=first.start_ns - 1000, end_ns=first.end_ns))
+        run.add(Step("subagent", "billing-agent", "ok",
+                     "billing-agent: model, lookup_invoice (0.2 s), model",
+                     start_ns=second.start_ns - 1000, end_ns=third.end_ns))
+        run.add(Step("tool", "handoff to billing-agent", "ok",
+                     "the model called transfer_to_billing_agent", top_level=False,
+                     start_ns=first.end_ns, end_ns=first.end_ns))
+        for step in (first, second, third, *tool_calls):
+            step.top_level = False
+            run.add(step)
+        tool_calls.clear()
 
     provider.shutdown()
     truth.write()

@@ -12,6 +12,7 @@ from harness import (
     MODEL_URL,
     TOOL_URL,
     Truth,
+    root_span,
     script_model,
     trace_id_of,
     tracer_provider,
@@ -72,7 +73,7 @@ def main() -> None:
                  {"do": "status", "code": 503}, {"do": "status", "code": 429},
                  {"do": "ok", "text": "report summarised"})
     with truth.run(AGENT, 250, note="deadline inside the timed-out fetch_report") as run, \
-            tracer.start_as_current_span(f"invoke_agent {AGENT}", attributes={
+            root_span(tracer, run, f"invoke_agent {AGENT}", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT,
                 "budget.total_ms": 250}) as root:
         run.trace_id = trace_id_of(root)
@@ -88,7 +89,7 @@ def main() -> None:
     retrying = openai.OpenAI(base_url=MODEL_URL, max_retries=1, timeout=5)
     script_model({"do": "status", "code": 503}, {"do": "ok", "text": "fine"})
     with truth.run(AGENT, 10_000, note="a 503 retried by the client inside one model call") \
-            as run, tracer.start_as_current_span(f"invoke_agent {AGENT}", attributes={
+            as run, root_span(tracer, run, f"invoke_agent {AGENT}", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT,
                 "budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)

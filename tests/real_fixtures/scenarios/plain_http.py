@@ -13,6 +13,7 @@ from harness import (
     MODEL_URL,
     TOOL_URL,
     Truth,
+    root_span,
     trace_id_of,
     tracer_provider,
 )
@@ -79,7 +80,7 @@ def main() -> None:
     # It comes first, so however slowly a loaded machine makes the others, the deadline is
     # ~150 ms from either end of it.
     with truth.run(agent, 150, note="deadline inside the timed-out GET /slow") as run, \
-            tracer.start_as_current_span("support run",
+            root_span(tracer, run, "support run",
                                          attributes={"budget.total_ms": 150}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "/slow", "timeout", "client_timeout")
@@ -93,7 +94,7 @@ def main() -> None:
     # call made with the plain client (no GenAI instrumentation: just another HTTP step), then a
     # write; the holder is the last step to start.
     with truth.run(agent, 10_000, note="within budget; holder is the last step") as run, \
-            tracer.start_as_current_span("support run",
+            root_span(tracer, run, "support run",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         call(run, "/flaky", 503, "upstream_error")

@@ -17,6 +17,7 @@ from harness import (
     Step,
     Truth,
     now_ns,
+    root_span,
     script_model,
     served_model_calls,
     trace_id_of,
@@ -113,7 +114,7 @@ async def main() -> None:
                  {"do": "tool_call", "name": "create_ticket", "arguments": {"title": "late"}},
                  {"do": "ok", "text": "done"})
     with truth.run(AGENT, 250, note="deadline inside fetch_report, ended by the tool timeout") \
-            as run, tracer.start_as_current_span("support request",
+            as run, root_span(tracer, run, "support request",
                                                  attributes={"budget.total_ms": 250}) as root:
         run.trace_id = trace_id_of(root)
         before = len(served_model_calls())
@@ -126,7 +127,7 @@ async def main() -> None:
     # Run 2: the model answers 503 and the run fails.
     script_model({"do": "status", "code": 503})
     with truth.run(AGENT, 10_000, note="model 503, run fails") as run, \
-            tracer.start_as_current_span("support request",
+            root_span(tracer, run, "support request",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)
         before = len(served_model_calls())

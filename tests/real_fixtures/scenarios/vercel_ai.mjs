@@ -125,7 +125,10 @@ const runs = [];
 async function run(budgetMs, note, body) {
   steps = [];
   const record = { agent: AGENT, budget_ms: budgetMs, note, start_ns: nowNs() };
-  await tracer.startActiveSpan("support request", { attributes: { "budget.total_ms": budgetMs } },
+  // the root starts at the instant the harness counts as the run's start (HrTime [s, ns])
+  const startTime = [Number(record.start_ns / 1000000000n), Number(record.start_ns % 1000000000n)];
+  await tracer.startActiveSpan("support request",
+    { attributes: { "budget.total_ms": budgetMs }, startTime },
     async (root) => {
       record.trace_id = root.spanContext().traceId;
       try { await body(); } finally { root.end(); }

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard import fmt
+from queries.run_view import LOG_RECORDS_SHOWN, severity_label, short_body
 
 
 def quantile(values: pd.Series, q: float) -> float:
@@ -166,4 +167,21 @@ def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
         "idempotency key": steps["idempotency_key"].map(fmt.text),
         "attempt": steps["attempt"].map(lambda v: fmt.text(v if fmt.missing(v) else int(v))),
         "span id": steps["span_id"],
+    })
+
+
+def run_log_table(log_records: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
+    """The run view's log records: time from the run's start, severity, the span (its step key
+    when it is a step), body (cut short) and exception type; at most LOG_RECORDS_SHOWN."""
+    shown = log_records.head(LOG_RECORDS_SHOWN)
+    start = float(summary["start_ns"])
+    return pd.DataFrame({
+        "at": [f"{'+' if t >= start else '-'}{fmt.duration(abs(t - start) / 1e6)}"
+               for t in shown["time_ns"].astype(float)],
+        "severity": [severity_label(n, t) for n, t in
+                     zip(shown["severity_number"], shown["severity_text"], strict=True)],
+        "span": [key if isinstance(key, str) else (span if isinstance(span, str) else "–")
+                 for key, span in zip(shown["step_key"], shown["span_id"], strict=True)],
+        "body": shown["body"].map(short_body),
+        "exception": shown["exception_type"],
     })

@@ -1,8 +1,9 @@
-"""One run, for the on-call view: its row, its steps in waterfall order, its writes."""
+"""One run, for the on-call view: its row, its steps in waterfall order, its writes, and the
+OTLP log records of its trace beside their spans (a short list, not a log search)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -23,6 +24,15 @@ class RunView:
     summary: pd.Series  # one row of the runs table
     steps: pd.DataFrame
     writes: pd.DataFrame
+    # the first LOG_RECORDS_SHOWN log records of the run's trace (time, severity, span, body)
+    log_records: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+# Log records shown with a run: enough for on-call to read what the agent said, few enough
+# that a chatty agent cannot make the page or the terminal output huge.
+LOG_RECORDS_SHOWN = 50
+LOG_COLUMNS = ("time_ns", "severity_number", "severity_text", "span_id", "step_key", "body",
+               "exception_type")
 
 
 def load_run(con: Connection, run_id: str) -> RunView:
@@ -35,7 +45,20 @@ def load_run(con: Connection, run_id: str) -> RunView:
         raise RunNotFound(run_id, candidates)
     steps = waterfall_order(frame(con, "run_steps", {"run_id": run_id}))
     writes = frame(con, "run_writes", {"run_id": run_id})
-    return RunView(summary.iloc[0], steps, writes)
+    row = summary.iloc[0]
+    return RunView(row, steps, writes, run_log_records(con, run_id, str(row["trace_id"])))
+
+
+def run_log_records(con: Connection, run_id: str, trace_id: str,
+                    limit: int = LOG_RECORDS_SHOWN + 1) -> pd.DataFrame:
+    """The run's trace's log records by time (one more than shown, to say there are more).
+    On ClickHouse they come from the Collector's otel_logs, when its logs pipeline has made
+    one; without that table there are none."""
+    if getattr(con, "dialect", "duckdb") == "clickhouse" and \
+            con.scalar("EXISTS TABLE otel_logs") != 1:  # type: ignore[union-attr]
+        return pd.DataFrame(columns=list(LOG_COLUMNS))
+    return frame(con, "run_log_records", {"run_id": run_id, "trace_id": trace_id,
+                                          "limit": limit})
 
 
 def waterfall_order(steps: pd.DataFrame) -> pd.DataFrame:
@@ -51,3 +74,24 @@ def waterfall_order(steps: pd.DataFrame) -> pd.DataFrame:
     return (keyed.sort_values(["_top_start", "top_step_id", "_nested", "start_ns", "step_level",
                                "span_id"], kind="stable")
             .drop(columns=["_top_start", "_nested"]).reset_index(drop=True))
+
+
+# OTLP SeverityNumber ranges (logs.proto): 1-4 TRACE, 5-8 DEBUG, 9-12 INFO, 13-16 WARN,
+# 17-20 ERROR, 21-24 FATAL.
+_SEVERITY_RANGES = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+# Characters of a log record's body shown in the run view (the stored body is whole).
+LOG_BODY_CHARS = 300
+
+
+def severity_label(number: object, text: object) -> str:
+    """The record's own severity text when it has one, else its number's range name."""
+    if isinstance(text, str) and text.strip():
+        return text.strip()
+    if number is None or pd.isna(number) or not 1 <= int(number) <= 24:  # type: ignore[arg-type]
+        return ""
+    return _SEVERITY_RANGES[(int(number) - 1) // 4]  # type: ignore[arg-type]
+
+
+def short_body(body: object) -> str:
+    text = "" if body is None or (isinstance(body, float) and pd.isna(body)) else str(body)
+    return text if len(text) <= LOG_BODY_CHARS else text[:LOG_BODY_CHARS - 1] + "…"

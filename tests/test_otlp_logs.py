@@ -258,3 +258,71 @@ def test_cli_ingest_of_a_logs_only_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "log records: 4 loaded, 0 already present, 0 rejected" in result.output
     assert "1 without a span context and 3 whose span is not stored (yet)" in result.output
+
+
+def _run_db(tmp_path: Path, hostile_body: str | None = None) -> tuple[str, object]:
+    """A database holding one run's spans and log records, derived."""
+    from queries.derive import refresh_touched
+
+    run = run_with_logs()
+    logs = logs_request(run.logs)
+    if hostile_body is not None:
+        logs.resource_logs[0].scope_logs[0].log_records[0].body.string_value = hostile_body
+    path = tmp_path / "run.pb-stream"
+    path.write_bytes(length_prefixed([spans_request(list(run.spans)), logs]))
+    db = tmp_path / "run.duckdb"
+    with connect(db) as con:
+        summary = load_files(con, [path], progress=False, derive=refresh_touched)
+        assert not summary.rejections and summary.logs_loaded == 4
+    return str(db), run
+
+
+HOSTILE = "\x1b[2J\x1b[31mred <b>bold</b> <script>alert(1)</script>"
+
+
+def test_run_view_and_cli_list_the_runs_log_records(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+    from queries.run_view import load_run
+
+    db, run = _run_db(tmp_path, HOSTILE)
+    with connect(db, read_only=True) as con:
+        view = load_run(con, run.trace_id)
+    records = view.log_records
+    # the run's three records (the one outside any span is in no trace), by time
+    assert len(records) == 3
+    assert list(records["step_key"].fillna("-")) == ["-", "tool:fetch_report", "model:gpt-x"]
+    assert list(records["exception_type"])[1:] == ["tests.otlp_logs.ReadTimeout",
+                                                   "ConnectionResetError"]
+    result = CliRunner().invoke(cli, ["--db", db, "run", run.trace_id])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("log records: 3")
+    assert "ERROR  tool:fetch_report: tool call failed  exception tests.otlp_logs.ReadTimeout" \
+        in lines[start + 2]
+    assert "ERROR  model:gpt-x: model call failed  exception ConnectionResetError" \
+        in lines[start + 3]
+    assert "\x1b" not in result.output  # nothing from a record reaches the terminal raw
+    assert "red <b>bold</b>" in lines[start + 1]
+
+
+def test_dashboard_run_view_shows_log_records_as_text(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from tests.browser import support
+
+    db, run = _run_db(tmp_path, HOSTILE)
+    monkeypatch.setenv("BUDGETSCOPE_DB", db)
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at.query_params["run"] = run.trace_id
+    at.switch_page("app_pages/run.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[-1].value
+    assert list(table.columns) == ["at", "severity", "span", "body", "exception"]
+    assert list(table["severity"]) == ["INFO", "ERROR", "ERROR"]
+    assert list(table["span"])[1:] == ["tool:fetch_report", "model:gpt-x"]
+    assert table["body"].iloc[0] == HOSTILE  # a dataframe cell: text, never HTML
+    assert not any("<script>" in m.value for m in at.markdown)

@@ -8,7 +8,14 @@ import pandas as pd
 from budgetscope.commands.common import Fail, open_reader
 from queries import readable
 from queries.run_story import tell
-from queries.run_view import RunNotFound, RunView, load_run
+from queries.run_view import (
+    LOG_RECORDS_SHOWN,
+    RunNotFound,
+    RunView,
+    load_run,
+    severity_label,
+    short_body,
+)
 from queries.terminal import terminal_safe
 
 
@@ -73,6 +80,7 @@ def render_run(view: RunView, width: int) -> str:
     lines.append("failures by class: " + ", ".join(
         f"{name} {int(counts.get(name, 0))}" for name in CLASSES))
     lines.extend(_writes(view.writes))
+    lines.extend(_log_records(view))
     return "\n".join(lines) + "\n"
 
 
@@ -124,4 +132,25 @@ def _writes(writes: pd.DataFrame) -> list[str]:
         out.append(f"  uncertain write {_text(write.step_key)} "
                    f"+{float(write.offset_ms) / 1e3:.3f} s "
                    f"class {_text(write.step_class)} idempotency_key {key}  {state}")
+    return out
+
+
+def _log_records(view: RunView) -> list[str]:
+    records = view.log_records
+    if records.empty:
+        return ["log records: none"]
+    more = len(records) > LOG_RECORDS_SHOWN
+    shown = records.head(LOG_RECORDS_SHOWN)
+    out = [f"log records: {'more than ' if more else ''}{len(shown)}"
+           + (f" (the first {LOG_RECORDS_SHOWN} shown)" if more else "")]
+    start = int(view.summary["start_ns"])
+    for record in shown.itertuples(index=False):
+        span = record.step_key if isinstance(record.step_key, str) else record.span_id
+        offset = (int(record.time_ns) - start) / 1e9
+        exception = ("" if not isinstance(record.exception_type, str)
+                     else f"  exception {_text(record.exception_type)}")
+        severity = severity_label(record.severity_number, record.severity_text) or "-"
+        where = "(no span)" if readable.missing(span) else _text(span)
+        out.append(f"  {offset:+.3f} s {_text(severity):<6} {where}: "
+                   f"{_text(short_body(record.body))}{exception}")
     return out

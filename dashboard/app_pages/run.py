@@ -131,3 +131,15 @@ else:
         "reconciliations": writes["reconciliations"], "last result": writes["last_result"],
         "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
     }), hide_index=True, key="writes_table")
+
+st.subheader("Log records")
+if view.log_records.empty:
+    st.caption("No OTLP log records for this run's trace.")
+else:
+    more = len(view.log_records) > summaries.LOG_RECORDS_SHOWN
+    st.caption(fmt.escape_md(
+        f"The first {summaries.LOG_RECORDS_SHOWN} log records of this run's trace, by time"
+        if more else f"{len(view.log_records)} log record(s) of this run's trace, by time")
+        + " (a record with exception.type counts as its span's exception, SPEC §9).")
+    st.dataframe(summaries.run_log_table(view.log_records, run), hide_index=True,
+                 key="log_records_table")

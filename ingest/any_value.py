@@ -23,6 +23,33 @@ MAX_ATTRIBUTES = 1024
 MAX_VALUE_CHARS = 64 * 1024
 MAX_DEPTH = 16
 TRUNCATED_DEPTH_MARKER = "<budgetscope: nested deeper than 16 levels, truncated>"
+# Elements of the arrays and kvlists in one attribute value, all levels together (counted
+# depth first): the rest of an array is replaced by one marker string saying how many were
+# dropped, the rest of a kvlist by one marker key holding that count. A 60 MB array of short
+# strings (5 million elements) took the server to 1.1 GB and stored 55 MB of JSON for one span.
+MAX_VALUE_ELEMENTS = 4096
+DROPPED_ELEMENTS_KEY = "<budgetscope: elements dropped>"
+# Events and links kept per span (the OpenTelemetry SDK's defaults are 128; the excess is
+# added to dropped_events_count / dropped_links_count, as the SDK does).
+MAX_EVENTS = 1024
+MAX_LINKS = 1024
+# Span and event names are cut at this many characters; an attribute whose key is longer is
+# dropped and counted in dropped_attributes_count (a cut key could collide with another).
+MAX_NAME_CHARS = 1024
+MAX_KEY_CHARS = 1024
+
+
+def dropped_elements_marker(count: int) -> str:
+    return f"<budgetscope: {count} more elements dropped>"
+
+
+class ElementBudget:
+    """How many more array/kvlist elements one attribute value may keep."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_VALUE_ELEMENTS
 
 
 def _double(value: float) -> float | str:
@@ -33,7 +60,8 @@ def _double(value: float) -> float | str:
     return "Infinity" if value > 0 else "-Infinity"
 
 
-def any_value_to_json(value: AnyValue, depth: int = 0) -> Any:
+def any_value_to_json(value: AnyValue, depth: int = 0,
+                      budget: ElementBudget | None = None) -> Any:
     which = value.WhichOneof("value")
     if which == "string_value":
         text = value.string_value
@@ -48,10 +76,25 @@ def any_value_to_json(value: AnyValue, depth: int = 0) -> Any:
         return None
     if depth >= MAX_DEPTH:
         return TRUNCATED_DEPTH_MARKER
-    if which == "array_value":
-        return [any_value_to_json(item, depth + 1) for item in value.array_value.values]
-    if which == "kvlist_value":
-        return {kv.key: any_value_to_json(kv.value, depth + 1) for kv in value.kvlist_value.values}
+    if which == "array_value" or which == "kvlist_value":
+        budget = budget or ElementBudget()
+        items = value.array_value.values if which == "array_value" else value.kvlist_value.values
+        array: list[Any] = []
+        kvlist: dict[str, Any] = {}
+        for index, item in enumerate(items):
+            if budget.left <= 0:
+                dropped = len(items) - index
+                if which == "array_value":
+                    array.append(dropped_elements_marker(dropped))
+                else:
+                    kvlist[DROPPED_ELEMENTS_KEY] = dropped
+                break
+            budget.left -= 1
+            if which == "array_value":
+                array.append(any_value_to_json(item, depth + 1, budget))
+            else:
+                kvlist[item.key] = any_value_to_json(item.value, depth + 1, budget)
+        return array if which == "array_value" else kvlist
     if which == "bytes_value":
         raw = value.bytes_value[:MAX_VALUE_CHARS]
         return {"bytesValue": base64.b64encode(raw).decode("ascii")}
@@ -85,7 +128,7 @@ def _convert(
     # everything else goes through any_value_to_json.
     for kv in attributes:
         key = kv.key
-        if len(result) >= MAX_ATTRIBUTES and key not in result:
+        if (len(result) >= MAX_ATTRIBUTES and key not in result) or len(key) > MAX_KEY_CHARS:
             dropped += 1
             continue
         value = kv.value

@@ -18,7 +18,13 @@ from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-from ingest.any_value import attributes_to_json, span_attributes_to_json
+from ingest.any_value import (
+    MAX_EVENTS,
+    MAX_LINKS,
+    MAX_NAME_CHARS,
+    attributes_to_json,
+    span_attributes_to_json,
+)
 from ingest.rejections import Rejection
 from ingest.typed_attributes import TYPED_COLUMNS, RefusedValue
 
@@ -243,12 +249,12 @@ def events_rows(span_events: Iterable[Span.Event]) -> tuple[list[dict[str, Any]]
         attributes, dropped = attributes_to_json(event.attributes)
         events.append({
             "time_ns": min(event.time_unix_nano, INT64_MAX),
-            "name": event.name,
+            "name": event.name[:MAX_NAME_CHARS],
             "attributes": dumps(attributes),
             "dropped_attributes_count": min(event.dropped_attributes_count + dropped,
                                             UINT32_MAX),
         })
-        if event.name == "exception":
+        if event.name[:MAX_NAME_CHARS] == "exception":
             exception_type = attributes.get("exception.type")
             if isinstance(exception_type, str) and exception_type:
                 exception_types.append(exception_type)
@@ -290,11 +296,11 @@ class MessageReader:
 
     @staticmethod
     def events(span: Any) -> tuple[list[dict[str, Any]], list[str]]:
-        return events_rows(span.events)
+        return events_rows(span.events[:MAX_EVENTS])
 
     @staticmethod
     def links(span: Any) -> list[dict[str, Any]]:
-        return links_rows(span.links)
+        return links_rows(span.links[:MAX_LINKS])
 
 
 def flatten_resource_spans(
@@ -326,12 +332,15 @@ def flatten_resource_spans(
             resource_used = True
             attributes, dropped_attributes, typed = reader.attributes(span)
             events, exception_types = reader.events(span)
+            # Past the limits (ingest/any_value.py), counted as dropped as the OTel SDK does.
+            dropped_events = span.dropped_events_count + max(len(span.events) - MAX_EVENTS, 0)
+            dropped_links = span.dropped_links_count + max(len(span.links) - MAX_LINKS, 0)
             append_span(
-                batch, trace_id, span_id, parent_span_id, span.trace_state, flags, span.name,
-                kind, start, end, status.code, status.message, resource_id, scope_id,
-                service_name, attributes, span.dropped_attributes_count + dropped_attributes,
-                typed, events, exception_types, span.dropped_events_count, reader.links(span),
-                span.dropped_links_count,
+                batch, trace_id, span_id, parent_span_id, span.trace_state, flags,
+                span.name[:MAX_NAME_CHARS], kind, start, end, status.code, status.message,
+                resource_id, scope_id, service_name, attributes,
+                span.dropped_attributes_count + dropped_attributes, typed, events,
+                exception_types, dropped_events, reader.links(span), dropped_links,
                 locate(where, f"scope {scope_index}", f"span {span_index}"))
     if resource_used:
         batch.resources[resource_id] = resource_values

@@ -24,7 +24,19 @@ from google.protobuf.json_format import ParseDict, ParseError
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from ingest.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS, TRUNCATED_DEPTH_MARKER
+from ingest.any_value import (
+    DROPPED_ELEMENTS_KEY,
+    MAX_ATTRIBUTES,
+    MAX_DEPTH,
+    MAX_EVENTS,
+    MAX_KEY_CHARS,
+    MAX_LINKS,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+    TRUNCATED_DEPTH_MARKER,
+    ElementBudget,
+    dropped_elements_marker,
+)
 from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
@@ -120,7 +132,7 @@ def _double(value: Any) -> float | str:
     return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
 
 
-def any_value(value: Any, depth: int = 0) -> Any:
+def any_value(value: Any, depth: int = 0, budget: ElementBudget | None = None) -> Any:
     """An OTLP JSON AnyValue ({"stringValue": "x"}, …) as the stored JSON value (the same
     representation ingest.any_value gives a protobuf AnyValue)."""
     if not isinstance(value, dict):
@@ -147,11 +159,8 @@ def any_value(value: Any, depth: int = 0) -> Any:
         values = content.get("values") if isinstance(content, dict) else None
         if values is not None and not isinstance(values, list):
             raise _BadSpan(f"{key}.values is not a list")
-        if kind == "array":
-            return [any_value(item, depth + 1) for item in values or []]
-        if kind == "kvlist":
-            return {str(kv.get("key", "")): any_value(kv.get("value") or {}, depth + 1)
-                    for kv in values or [] if isinstance(kv, dict)}
+        if kind == "array" or kind == "kvlist":
+            return _elements(kind, values or [], depth, budget or ElementBudget())
         if kind == "bytes":
             try:
                 raw = base64.b64decode(content, validate=True)[:MAX_VALUE_CHARS]
@@ -159,6 +168,28 @@ def any_value(value: Any, depth: int = 0) -> Any:
                 raise _BadSpan("bytesValue is not base64") from None
             return {"bytesValue": base64.b64encode(raw).decode("ascii")}
     return None
+
+
+def _elements(kind: str, values: list[Any], depth: int, budget: ElementBudget) -> Any:
+    """An array's or kvlist's elements within the element limit (as ingest/any_value.py)."""
+    if kind == "kvlist":
+        values = [kv for kv in values if isinstance(kv, dict)]
+    array: list[Any] = []
+    kvlist: dict[str, Any] = {}
+    for index, item in enumerate(values):
+        if budget.left <= 0:
+            if kind == "array":
+                array.append(dropped_elements_marker(len(values) - index))
+            else:
+                kvlist[DROPPED_ELEMENTS_KEY] = len(values) - index
+            break
+        budget.left -= 1
+        if kind == "array":
+            array.append(any_value(item, depth + 1, budget))
+        else:
+            kvlist[str(item.get("key", ""))] = any_value(item.get("value") or {}, depth + 1,
+                                                         budget)
+    return array if kind == "array" else kvlist
 
 
 def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
@@ -175,7 +206,7 @@ def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[st
         key = item.get("key")
         if not isinstance(key, str):
             raise _BadSpan("an attribute has no string key")
-        if len(result) >= MAX_ATTRIBUTES and key not in result:
+        if (len(result) >= MAX_ATTRIBUTES and key not in result) or len(key) > MAX_KEY_CHARS:
             dropped += 1
             continue
         value = any_value(item.get("value") or {})
@@ -192,11 +223,11 @@ def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[st
 def _events(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     events: list[dict[str, Any]] = []
     exception_types: list[str] = []
-    for event in _list(span, "events", "events", "events"):
+    for event in _list(span, "events", "events", "events")[:MAX_EVENTS]:
         if not isinstance(event, dict):
             raise _BadSpan("an event is not an object")
         values, dropped = attributes(event.get("attributes"))
-        name = str(event.get("name") or "")
+        name = str(event.get("name") or "")[:MAX_NAME_CHARS]
         events.append({
             # Clamped into BIGINT's range, as the protobuf path does.
             "time_ns": min(max(_integer(_get(event, "timeUnixNano", "time_unix_nano"),
@@ -216,7 +247,7 @@ def _events(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
 
 def _links(span: dict[str, Any]) -> list[dict[str, Any]]:
     links: list[dict[str, Any]] = []
-    for index, link in enumerate(_list(span, "links", "links", "links")):
+    for index, link in enumerate(_list(span, "links", "links", "links")[:MAX_LINKS]):
         if not isinstance(link, dict):
             raise _BadSpan(f"links[{index}] is not an object")
         values, dropped = attributes(link.get("attributes"))
@@ -308,16 +339,16 @@ def _span(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
         row = (
             trace_id, span_id, parent,
             str(_get(document, "traceState", "trace_state") or ""),
-            flags, str(name or ""), kind, start, end, status_code,
+            flags, str(name or "")[:MAX_NAME_CHARS], kind, start, end, status_code,
             str(status.get("message") or ""), resource_id, scope_id, service_name, values,
             dropped + _count(_get(document, "droppedAttributesCount",
                                   "dropped_attributes_count"), "droppedAttributesCount"),
             typed, events, exception_types,
             _count(_get(document, "droppedEventsCount", "dropped_events_count"),
-                   "droppedEventsCount"),
+                   "droppedEventsCount") + _beyond(document, "events", MAX_EVENTS),
             links,
             _count(_get(document, "droppedLinksCount", "dropped_links_count"),
-                   "droppedLinksCount"),
+                   "droppedLinksCount") + _beyond(document, "links", MAX_LINKS),
         )
     except (ValueError, TypeError, AttributeError, RecursionError) as error:
         # _BadSpan says what is wrong; anything else is a shape we did not foresee, refused
@@ -330,6 +361,11 @@ def _span(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
         return False
     append_span(batch, *row, where=where)
     return True
+
+
+def _beyond(document: dict[str, Any], field: str, limit: int) -> int:
+    """How many events or links a span holds past the limit (dropped and counted)."""
+    return max(len(_list(document, field, field, field)) - limit, 0)
 
 
 def _list(document: dict[str, Any], camel: str, snake: str, what: str) -> list[Any]:

@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
+from ingest.deep_values import repair_span
 from ingest.flatten import locate
 from ingest.protowire import LENGTH_DELIMITED, WireError, iter_fields, iter_stream_fields
 from ingest.rejections import Rejection
@@ -54,6 +55,10 @@ def _salvage_scope_spans(
                 into.spans.add().MergeFromString(chunk)
             except DecodeError as error:
                 del into.spans[-1]
+                repaired = repair_span(chunk)  # nested too deep for the runtime: cut at ours
+                if repaired is not None:
+                    into.spans.append(repaired)
+                    continue
                 rejections.append(Rejection(
                     "undecodable_span", f"span could not be decoded ({error}; often invalid UTF-8)",
                     locate(where, f"byte offset {start}")))
@@ -224,9 +229,14 @@ class _StreamedRequests:
                     self.spans += 1
                 except DecodeError as error:
                     del target.spans[-1]
-                    self.rejections.append(Rejection(
-                        "undecodable_span", f"span could not be decoded ({error})",
-                        self._here(at)))
+                    repaired = repair_span(chunk)
+                    if repaired is not None:
+                        target.spans.append(repaired)
+                        self.spans += 1
+                    else:
+                        self.rejections.append(Rejection(
+                            "undecodable_span", f"span could not be decoded ({error})",
+                            self._here(at)))
                 if self.spans >= self.chunk_spans:
                     yield self._take()
                     target = None

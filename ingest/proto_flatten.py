@@ -23,29 +23,41 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ingest.any_value import MAX_ATTRIBUTES, MAX_VALUE_CHARS, any_value_to_json
+from ingest.any_value import (
+    MAX_ATTRIBUTES,
+    MAX_EVENTS,
+    MAX_KEY_CHARS,
+    MAX_LINKS,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+    any_value_to_json,
+)
+from ingest.any_value_wire import key_value_from_wire
 from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
+    INT64_MAX,
+    UINT32_MAX,
     FlatBatch,
     dumps,
-    events_rows,
     flatten_request,
-    links_rows,
     resource_row,
     scope_row,
 )
 from ingest.proto_decode import decode_request
 from ingest.typed_attributes import TYPED_ATTRIBUTES, pick_grpc_status
-from ingest.wire_messages import WireRequest
+from ingest.wire_messages import WireEvent, WireLink, WireRequest
 
 # Attributes longer than this (prompts, payloads) are converted every time rather than cached:
 # they rarely repeat and would crowd out the short ones that do.
 _CACHED_ATTRIBUTE_BYTES = 512
+# Attributes larger than this are read from the wire format (ingest/any_value_wire.py), which
+# parses only what the limits keep, instead of being parsed whole by the runtime first.
+_RUNTIME_ATTRIBUTE_BYTES = 64 * 1024
 _CACHE_LIMIT = 65_536  # entries; the cache is cleared when it reaches this
-# serialized KeyValue → (key, '"key":value' JSON fragment, typed column or None, typed value)
-_Entry = tuple[str, str, str | None, Any]
+# serialized KeyValue → (key, '"key":value' JSON fragment, typed column or None, typed value,
+# the value itself)
+_Entry = tuple[str, str, str | None, Any, Any]
 _attribute_cache: dict[bytes, _Entry] = {}
 # (raw bytes, schema_url) → (id, row), for resources and scopes
 _resource_cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]] = {}
@@ -54,19 +66,29 @@ _scope_cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]] = {}
 
 def _attribute_entry(raw: bytes) -> _Entry:
     """Convert one serialized KeyValue as ingest/any_value.py does. Raises DecodeError."""
-    kv = KeyValue.FromString(raw)
-    value = kv.value
-    which = value.WhichOneof("value")
-    if which == "string_value":
-        converted: Any = value.string_value[:MAX_VALUE_CHARS]
-    elif which == "int_value":
-        converted = value.int_value
+    converted: Any
+    if len(raw) > _RUNTIME_ATTRIBUTE_BYTES:
+        key, converted = key_value_from_wire(raw)
     else:
-        converted = any_value_to_json(value)
-    key = kv.key
+        try:
+            kv = KeyValue.FromString(raw)
+        except DecodeError:
+            # Nested past the runtime's recursion limit, or not decodable at all (then this
+            # raises DecodeError too, and the body takes the careful path).
+            key, converted = key_value_from_wire(raw)
+        else:
+            value = kv.value
+            which = value.WhichOneof("value")
+            if which == "string_value":
+                converted = value.string_value[:MAX_VALUE_CHARS]
+            elif which == "int_value":
+                converted = value.int_value
+            else:
+                converted = any_value_to_json(value)
+            key = kv.key
     spec = TYPED_ATTRIBUTES.get(key)
     entry = (key, f"{dumps(key)}:{dumps(converted)}",
-             spec[0] if spec else None, spec[1](converted) if spec else None)
+             spec[0] if spec else None, spec[1](converted) if spec else None, converted)
     if len(raw) <= _CACHED_ATTRIBUTE_BYTES:
         if len(_attribute_cache) >= _CACHE_LIMIT:
             _attribute_cache.clear()
@@ -74,24 +96,33 @@ def _attribute_entry(raw: bytes) -> _Entry:
     return entry
 
 
-def _attributes(raw_attributes: Any) -> tuple[str, int, dict[str, Any]]:
-    """(attributes JSON, dropped by the count limit, typed columns) of one span."""
-    fragments: dict[str, str] = {}
-    typed: dict[str, Any] = {}
+def _attribute_entries(raw_attributes: Any) -> tuple[dict[str, _Entry], int]:
+    """The kept attributes by key (a repeated key: its first place, its last value, as a dict
+    keeps them) and how many the limits dropped."""
+    entries: dict[str, _Entry] = {}
     dropped = 0
     cache_get = _attribute_cache.get
     for raw in raw_attributes:
         entry = cache_get(raw) or _attribute_entry(raw)
         key = entry[0]
-        if len(fragments) >= MAX_ATTRIBUTES and key not in fragments:
+        if (len(entries) >= MAX_ATTRIBUTES and key not in entries) or len(key) > MAX_KEY_CHARS:
             dropped += 1
             continue
-        fragments[key] = entry[1]  # a repeated key: its first place, its last value (as a dict)
-        if entry[2] is not None:
-            typed[entry[2]] = entry[3]
+        entries[key] = entry
+    return entries, dropped
+
+
+def _json(entries: dict[str, _Entry]) -> str:
+    return "{" + ",".join(entry[1] for entry in entries.values()) + "}"
+
+
+def _attributes(raw_attributes: Any) -> tuple[str, int, dict[str, Any]]:
+    """(attributes JSON, dropped by the limits, typed columns) of one span."""
+    entries, dropped = _attribute_entries(raw_attributes)
+    typed = {entry[2]: entry[3] for entry in entries.values() if entry[2] is not None}
     if typed:
         pick_grpc_status(typed)
-    return "{" + ",".join(fragments.values()) + "}", dropped, typed
+    return _json(entries), dropped, typed
 
 
 def _cached_row(cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]], raw: bytes,
@@ -117,7 +148,44 @@ def _scope(raw: bytes, schema_url: str) -> tuple[str, tuple[Any, ...]]:
                        lambda data, url: scope_row(InstrumentationScope.FromString(data), url))
 
 
-_event_from, _link_from = Span.Event.FromString, Span.Link.FromString
+def _events(raw_events: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """As flatten.events_rows, from the wire: attributes through the same cache and limits."""
+    events: list[dict[str, Any]] = []
+    exception_types: list[str] = []
+    for raw in raw_events[:MAX_EVENTS]:
+        event = WireEvent.FromString(raw)
+        entries, dropped = _attribute_entries(event.attributes)
+        name = event.name[:MAX_NAME_CHARS]
+        events.append({
+            "time_ns": min(event.time_unix_nano, INT64_MAX),
+            "name": name,
+            "attributes": _json(entries),
+            "dropped_attributes_count": min(event.dropped_attributes_count + dropped,
+                                            UINT32_MAX),
+        })
+        if name == "exception":
+            exception_type = entries.get("exception.type")
+            if exception_type is not None and isinstance(exception_type[4], str) \
+                    and exception_type[4]:
+                exception_types.append(exception_type[4])
+    return events, exception_types
+
+
+def _links(raw_links: Any) -> list[dict[str, Any]]:
+    links: list[dict[str, Any]] = []
+    for raw in raw_links[:MAX_LINKS]:
+        link = WireLink.FromString(raw)
+        entries, dropped = _attribute_entries(link.attributes)
+        links.append({
+            "trace_id": link.trace_id.hex(),
+            "span_id": link.span_id.hex(),
+            "trace_state": link.trace_state,
+            "flags": link.flags,
+            "attributes": _json(entries),
+            "dropped_attributes_count": min(link.dropped_attributes_count + dropped,
+                                            UINT32_MAX),
+        })
+    return links
 
 
 class WireReader:
@@ -140,12 +208,12 @@ class WireReader:
     @staticmethod
     def events(span: Any) -> tuple[list[dict[str, Any]], list[str]]:
         raw_events = span.events
-        return events_rows(map(_event_from, raw_events)) if raw_events else ([], [])
+        return _events(raw_events) if raw_events else ([], [])
 
     @staticmethod
     def links(span: Any) -> list[dict[str, Any]]:
         raw_links = span.links
-        return links_rows(map(_link_from, raw_links)) if raw_links else []
+        return _links(raw_links) if raw_links else []
 
 
 def flatten_protobuf(body: bytes, where: str = "",

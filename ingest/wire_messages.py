@@ -55,6 +55,21 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str]]] = {
         ("dropped_links_count", 14, _UINT32, _OPTIONAL, ""),
         ("status", 15, _MESSAGE, _OPTIONAL, "Status"),
     ],
+    # Span.Event and Span.Link, read by the fast path only when a span has some.
+    "Event": [
+        ("time_unix_nano", 1, _FIXED64, _OPTIONAL, ""),
+        ("name", 2, _STRING, _OPTIONAL, ""),
+        ("attributes", 3, _BYTES, _REPEATED, ""),
+        ("dropped_attributes_count", 4, _UINT32, _OPTIONAL, ""),
+    ],
+    "Link": [
+        ("trace_id", 1, _BYTES, _OPTIONAL, ""),
+        ("span_id", 2, _BYTES, _OPTIONAL, ""),
+        ("trace_state", 3, _STRING, _OPTIONAL, ""),
+        ("attributes", 4, _BYTES, _REPEATED, ""),
+        ("dropped_attributes_count", 5, _UINT32, _OPTIONAL, ""),
+        ("flags", 6, _FIXED32, _OPTIONAL, ""),
+    ],
     "Status": [
         ("message", 2, _STRING, _OPTIONAL, ""),
         ("code", 3, _INT32, _OPTIONAL, ""),
@@ -79,3 +94,6 @@ def _build() -> dict[str, type]:
 
 _CLASSES = _build()
 WireRequest = _CLASSES["Request"]
+WireSpan = _CLASSES["Span"]
+WireEvent = _CLASSES["Event"]
+WireLink = _CLASSES["Link"]

@@ -43,7 +43,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from ingest.any_value import MAX_ATTRIBUTES, MAX_VALUE_CHARS, TRUNCATED_DEPTH_MARKER
+from ingest.any_value import (
+    DROPPED_ELEMENTS_KEY,
+    MAX_ATTRIBUTES,
+    MAX_EVENTS,
+    MAX_KEY_CHARS,
+    MAX_LINKS,
+    MAX_VALUE_CHARS,
+    MAX_VALUE_ELEMENTS,
+    TRUNCATED_DEPTH_MARKER,
+    dropped_elements_marker,
+)
 from ingest.database import connect
 from ingest.file_loader import load_files
 from ingest.owner import DatabaseOwner
@@ -138,6 +148,87 @@ def _nested(depth: int, kind: str) -> Callable[[Any], None]:
                 value = value.array_value.values.add()
         value.string_value = "bottom"
     return apply
+
+
+def _wire_attribute(key: bytes, value: bytes) -> bytes:
+    entry = b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(len(value)) + value
+    return b"\x4a" + _varint(len(entry)) + entry  # Span.attributes = 9
+
+
+def _big_array(count: int) -> Callable[[Any], None]:
+    """An array attribute of `count` 8-character strings, from wire bytes (issue 14 item 9)."""
+    def apply(span: Any) -> None:
+        element = b"\x0a\x08abcdefgh"  # AnyValue.string_value = 1
+        items = (b"\x0a" + _varint(len(element)) + element) * count  # ArrayValue.values = 1
+        span.MergeFromString(_wire_attribute(b"big", b"\x2a" + _varint(len(items)) + items))
+    return apply
+
+
+def _big_kvlist(count: int) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        parts = []
+        for index in range(count):
+            key = f"k{index}".encode()
+            entry = b"\x0a" + _varint(len(key)) + key + b"\x12\x02\x18\x01"  # int_value 1
+            parts.append(b"\x0a" + _varint(len(entry)) + entry)  # KeyValueList.values = 1
+        items = b"".join(parts)
+        span.MergeFromString(_wire_attribute(b"big", b"\x32" + _varint(len(items)) + items))
+    return apply
+
+
+def _many_events(count: int) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        event = b"\x09" + NOW_NS.to_bytes(8, "little") + b"\x12\x04tick"
+        span.MergeFromString((b"\x5a" + _varint(len(event)) + event) * count)  # events = 11
+        span.dropped_events_count = 7
+    return apply
+
+
+def _many_links(count: int) -> Callable[[Any], None]:
+    def apply(span: Any) -> None:
+        link = b"\x0a\x10" + b"\x05" * 16 + b"\x12\x08" + b"\x06" * 8
+        span.MergeFromString((b"\x6a" + _varint(len(link)) + link) * count)  # links = 13
+    return apply
+
+
+def _long_key(span: Any) -> None:
+    for key in ("k" * (MAX_KEY_CHARS + 1), "short"):
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.int_value = key, 1
+
+
+def _json_big_array(count: int) -> Callable[[dict[str, Any]], None]:
+    def apply(span: dict[str, Any]) -> None:
+        span["attributes"] = [{"key": "big", "value": {"arrayValue": {"values": [
+            {"stringValue": "abcdefgh"}] * count}}}]
+    return apply
+
+
+def _array_capped(count: int) -> Callable[[dict[str, Any]], None]:
+    def check(row: dict[str, Any]) -> None:
+        values = row["attributes"]["big"]
+        assert len(values) == MAX_VALUE_ELEMENTS + 1, len(values)
+        assert values[:3] == ["abcdefgh"] * 3
+        assert values[-1] == dropped_elements_marker(count - MAX_VALUE_ELEMENTS)
+    return check
+
+
+def _kvlist_capped(row: dict[str, Any]) -> None:
+    values = row["attributes"]["big"]
+    assert len(values) == MAX_VALUE_ELEMENTS + 1
+    assert values[DROPPED_ELEMENTS_KEY] == 100_000 - MAX_VALUE_ELEMENTS
+
+
+def _events_capped(row: dict[str, Any]) -> None:
+    assert (row["events"], row["dropped_events_count"]) == (MAX_EVENTS, 7 + 5000 - MAX_EVENTS)
+
+
+def _links_capped(row: dict[str, Any]) -> None:
+    assert (row["links"], row["dropped_links_count"]) == (MAX_LINKS, 5000 - MAX_LINKS)
+
+
+def _long_key_dropped(row: dict[str, Any]) -> None:
+    assert row["attributes"] == {"short": 1} and row["dropped_attributes_count"] == 1
 
 
 def _doubles(span: Any) -> None:
@@ -295,8 +386,23 @@ CASES = [
     Case("array nested 40 deep", _pb(_nested(40, "array")), check=_nesting_marked),
     Case("kvlist nested 200 deep as JSON", _js(_nested(25, "kvlist"), _deepen_json(200)),
          content_type=JSON, check=_nesting_marked),
+    # Past that limit the span was refused (issue 14 item 10); now it keeps the marker too
+    # (ingest/any_value_wire.py reads the value from the wire, as deep as it is kept).
     Case("array nested past protobuf's recursion limit", _pb(_nested(120, "array")),
-         stored=1, reasons=("undecodable_span",), file=("undecodable_span",)),
+         check=_nesting_marked),
+    Case("kvlist nested 500 deep", _pb(_nested(500, "kvlist")), check=_nesting_marked),
+    # Element, event, link and key limits (issue 14 item 9).
+    Case("array of 200,000 elements: 4,096 kept and the rest counted in a marker",
+         _pb(_big_array(200_000)), check=_array_capped(200_000)),
+    Case("array of 100,000 elements as JSON", _js(_set(), _json_big_array(100_000)),
+         content_type=JSON, check=_array_capped(100_000)),
+    Case("kvlist of 100,000 entries", _pb(_big_kvlist(100_000)), check=_kvlist_capped),
+    Case("5,000 events: 1,024 kept, the rest counted as dropped", _pb(_many_events(5000)),
+         check=_events_capped),
+    Case("5,000 links: 1,024 kept, the rest counted as dropped", _pb(_many_links(5000)),
+         check=_links_capped),
+    Case("attribute key longer than 1,024 characters: dropped and counted", _pb(_long_key),
+         check=_long_key_dropped),
     Case("JSON nested 100,000 deep", lambda _: b'{"resourceSpans": ' + b"[" * 100_000
          + b"]" * 100_000 + b"}", content_type=JSON, http_status=400, stored=0,
          message="invalid JSON", file=("malformed_json",), file_stored=0),
@@ -355,11 +461,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def _stored_rows(con: Any, trace_id: bytes) -> list[dict[str, Any]]:
     cursor = con.execute(
-        "SELECT name, attributes, dropped_attributes_count FROM spans WHERE trace_id = ? "
-        "ORDER BY name", [trace_id.hex()])
+        "SELECT name, attributes, dropped_attributes_count, len(events), dropped_events_count,"
+        " len(links), dropped_links_count FROM spans WHERE trace_id = ? ORDER BY name",
+        [trace_id.hex()])
     return [{"name": name, "attributes": json.loads(attributes),
-             "dropped_attributes_count": dropped}
-            for name, attributes, dropped in cursor.fetchall()]
+             "dropped_attributes_count": dropped, "events": events,
+             "dropped_events_count": dropped_events, "links": links,
+             "dropped_links_count": dropped_links}
+            for name, attributes, dropped, events, dropped_events, links, dropped_links
+            in cursor.fetchall()]
 
 
 def _check_rows(case: Case, rows: list[dict[str, Any]], stored: int) -> None:

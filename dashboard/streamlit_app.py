@@ -11,9 +11,11 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import chart_code, data, layout
+from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
-st.set_page_config(page_title="budgetscope", page_icon=":material/timer:", layout="wide")
+# Our own image, not a Material icon: that one is fetched from fonts.gstatic.com (favicon.py).
+st.set_page_config(page_title="budgetscope", page_icon=favicon(), layout="wide")
 
 def _page(name: str, title: str, icon: str, default: bool = False,
           url_path: str | None = None) -> st.Page:

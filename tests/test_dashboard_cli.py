@@ -52,8 +52,9 @@ def test_dashboard_command_serves_an_existing_database(
     loaded = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--no-progress",
                                       str(small_sample)])
     assert loaded.exit_code == 0, loaded.output
+    # Beyond loopback with no token is refused unless told (issue 14): --insecure-no-auth.
     result = CliRunner().invoke(cli, ["--db", str(db), "dashboard", "--port", "8600",
-                                      "--host", "0.0.0.0"])
+                                      "--host", "0.0.0.0", "--insecure-no-auth"])
     assert result.exit_code == 0, result.output
     assert served == [(str(db), "0.0.0.0", 8600)]
 

@@ -13,11 +13,17 @@ from pathlib import Path
 import click
 
 from budgetscope.commands.common import Fail, backend_option, db_option, open_database
+from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from budgetscope.config import DB_ENV
+from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.settings import DEFAULT_REFRESH_SECONDS, REFRESH_ENV
 from queries import clickhouse
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
+ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
+# Set by the command before it serves (`set_access`), read by `run_streamlit`: the dashboard
+# is never served without a policy, so a caller that forgot one gets the loopback-only default.
+_access: AccessPolicy | None = None
 
 
 def check_readable(db: str) -> None:
@@ -31,20 +37,70 @@ def check_readable(db: str) -> None:
         pass
 
 
+def set_access(policy: AccessPolicy) -> None:
+    global _access
+    _access = policy
+
+
+def refuse_open_exposure(host: str, token: str | None, insecure_no_auth: bool,
+                         what: str) -> None:
+    """Listening beyond loopback with no token lets anyone who can reach the machine in:
+    refused unless the operator says a proxy in front does the authentication."""
+    if token is None and not insecure_no_auth and not is_loopback(host):
+        raise click.UsageError(
+            f"--host {host} with no --token would let anyone who can reach this machine "
+            f"{what}; give --token (or {TOKEN_ENV}), or --insecure-no-auth if "
+            "something in front of it authenticates users")
+
+
+def _install_guard(policy: AccessPolicy) -> None:
+    """Put `AccessGuard` in front of the ASGI app Streamlit's server builds, so it sees every
+    request: pages, static files, media, `/_stcore/*` and the websocket.
+
+    Streamlit 1.67 serves on Starlette/uvicorn; `UvicornServer.start` builds its app with the
+    module-level `create_starlette_app(runtime)` and hands it to uvicorn, so wrapping that one
+    function covers every route, present and future. If a Streamlit version builds its app
+    some other way, the dashboard refuses to start rather than serve unguarded."""
+    from streamlit.web.server.starlette import starlette_server
+
+    build = getattr(starlette_server, "create_starlette_app", None)
+    start = getattr(getattr(starlette_server, "UvicornServer", None), "start", None)
+    if build is None or start is None or "create_starlette_app" not in start.__code__.co_names:
+        raise Fail("this Streamlit version builds its server in a way budgetscope cannot "
+                   "guard (no starlette_server.create_starlette_app); the dashboard is not "
+                   "started unprotected. Install the Streamlit version pyproject.toml names.")
+    original = getattr(build, "__wrapped__", build)
+
+    def guarded(runtime):  # type: ignore[no-untyped-def]
+        return AccessGuard(original(runtime), policy)
+
+    guarded.__wrapped__ = original  # type: ignore[attr-defined]
+    starlette_server.create_starlette_app = guarded
+
+
 def run_streamlit(app: Path, host: str, port: int) -> None:
     """Streamlit's server for `app` on this thread until SIGTERM/SIGINT (it installs the
-    handlers): headless, no usage statistics, no file watching."""
+    handlers): headless, no usage statistics, no file watching, nothing fetched from outside,
+    and every request through the access guard (Host, Origin, token)."""
     from streamlit.web import bootstrap  # imported here: the other commands never load it
 
     from dashboard.warm_up import start_warm_up
 
+    policy = _access or AccessPolicy.build(listen_host=host, port=port, token=None)
+    _install_guard(policy)
     options = {
         "server_address": host,
         "server_port": port,
         "server_headless": True,
         "server_fileWatcherType": "none",
         "server_runOnSave": False,
+        # Nothing goes out (issue 14): no usage statistics; no start-up banner, whose
+        # "Network URL" / "External URL" lines on a wildcard --host connect a UDP socket to
+        # 8.8.8.8 and ask checkip.amazonaws.com (the commands print their own addresses); no
+        # static folder served from the app's directory.
         "browser_gatherUsageStats": False,
+        "logger_hideWelcomeMessage": True,
+        "server_enableStaticServing": False,
         "global_developmentMode": False,
         "client_toolbarMode": "viewer",  # no "Deploy" button: this is a product, not a sketch
         # Streamlit's full gc.collect(2) after every page run held the GIL ~0.3 s on 1.4M-span
@@ -70,11 +126,18 @@ def set_refresh(seconds: float) -> None:
     os.environ[REFRESH_ENV] = repr(seconds)  # read by dashboard.data.refresh_seconds
 
 
+def _say_access() -> None:
+    if _access is not None and _access.token is not None:
+        click.echo("token required: open it once as http://…/?token=YOUR_TOKEN (a cookie "
+                   "keeps you in), or send Authorization: Bearer YOUR_TOKEN")
+
+
 def serve_dashboard(db: str, host: str, port: int) -> None:
     """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM."""
     os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
     url_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")
+    _say_access()
     run_streamlit(DASHBOARD_APP, host, port)
 
 
@@ -89,19 +152,45 @@ def serve_backend_dashboard(backend: str, host: str, port: int) -> None:
     url_host = f"[{host}]" if ":" in host else host
     shown = clickhouse.parse_backend_url(backend).describe()
     click.echo(f"dashboard on {shown}: http://{url_host}:{port}  (Ctrl-C to stop)")
+    _say_access()
     run_streamlit(DASHBOARD_APP, host, port)
+
+
+def access_options(function):  # type: ignore[no-untyped-def]
+    """`--allowed-host` and `--insecure-no-auth`, shared by `dashboard` and `serve`."""
+    function = click.option(
+        "--insecure-no-auth", is_flag=True,
+        help="Allow a non-loopback --host without --token (only when something in front "
+             "authenticates users).")(function)
+    return click.option(
+        "--allowed-host", "allowed_hosts", multiple=True, envvar=ALLOWED_HOSTS_ENV,
+        help="A name the dashboard answers to besides the loopback names, --host and this "
+             "machine's host name (Host header check against DNS rebinding); repeatable; "
+             f"'*' turns the check off. Env {ALLOWED_HOSTS_ENV}, space-separated.")(function)
+
+
+def access_policy(host: str, port: int, token: str | None,
+                  allowed_hosts: tuple[str, ...]) -> AccessPolicy:
+    return AccessPolicy.build(listen_host=host, port=port, token=token,
+                              extra_hosts=allowed_hosts)
 
 
 @click.command("dashboard")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; 0.0.0.0 lets other machines open it.")
+              help="Address to listen on; 0.0.0.0 lets other machines open it (needs --token).")
 @click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535))
+@token_option("Require this token to open the dashboard: once with ?token=TOKEN, which "
+              "leaves a cookie, or Authorization: Bearer TOKEN")
+@access_options
 @refresh_option
 @click.pass_context
-def dashboard_command(context: click.Context, host: str, port: int,
+def dashboard_command(context: click.Context, host: str, port: int, token: str | None,
+                      allowed_hosts: tuple[str, ...], insecure_no_auth: bool,
                       refresh_seconds: float) -> None:
     """Serve the dashboard on an existing database (read-only; the file stays free for
     `budgetscope ingest` between page loads)."""
+    refuse_open_exposure(host, token, insecure_no_auth, "read the dashboard")
+    set_access(access_policy(host, port, token, allowed_hosts))
     backend = backend_option(context)
     set_refresh(refresh_seconds)
     if backend is not None:

@@ -23,7 +23,16 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail
-from budgetscope.commands.dashboard import DASHBOARD_APP, refresh_option, run_streamlit, set_refresh
+from budgetscope.commands.dashboard import (
+    DASHBOARD_APP,
+    access_options,
+    access_policy,
+    refresh_option,
+    refuse_open_exposure,
+    run_streamlit,
+    set_access,
+    set_refresh,
+)
 from budgetscope.commands.durations import Duration
 from budgetscope.commands.serve_operations import (
     retention_families,
@@ -98,6 +107,7 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--no-ui", is_flag=True, help="Run the receivers only, without the dashboard.")
 @token_option("Require `Authorization: Bearer TOKEN` on every export and /metrics, and the "
               "token on the dashboard")
+@access_options
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True,
               type=click.IntRange(1024), help="Largest request accepted, after decompression.")
 @refresh_option
@@ -119,7 +129,8 @@ def _check_port_free(host: str, port: int) -> None:
                    "dashboard's queries; the process adds its Python and Streamlit memory.")
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
-                  ui_port: int, no_ui: bool, token: str | None, max_body_bytes: int,
+                  ui_port: int, no_ui: bool, token: str | None,
+                  allowed_hosts: tuple[str, ...], insecure_no_auth: bool, max_body_bytes: int,
                   refresh_seconds: float, retention_days: float | None,
                   retention_interval: dt.timedelta, metrics_window: dt.timedelta,
                   metrics_cache_seconds: float, log_format: str, memory_limit: str) -> None:
@@ -129,8 +140,11 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     The OTLP/HTTP port also answers GET /healthz, /readyz and /metrics (Prometheus), and
     /budgets, where `budgetscope budgets` sends its commands while this server holds the file."""
     db = context.obj["db"]
+    refuse_open_exposure(host, token, insecure_no_auth,
+                         "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
     set_refresh(refresh_seconds)
+    set_access(access_policy(host, ui_port, token, allowed_hosts))
     if not no_ui:
         _check_port_free(host, ui_port)
     try:
@@ -228,7 +242,9 @@ def _say_where(db: str, host: str, local: str, receivers: Receivers, dashboard: 
                      "(--host 0.0.0.0 to accept them)")
     else:
         lines.append(f"listening on {host}: reachable from other machines")
-    lines.append("bearer token required" if token else
-                 "no token: anyone who can connect may send spans (--token to require one)")
+    lines.append("bearer token required on exports and /metrics; the dashboard asks for it "
+                 "once (open it as …/?token=YOUR_TOKEN, a cookie keeps you in)" if token else
+                 "no token: anyone who can connect may send spans and open the dashboard "
+                 "(--token to require one)")
     click.echo("\n".join(lines))
     sys.stdout.flush()

@@ -85,16 +85,19 @@ def free_port() -> int:
 class Dashboard:
     """`budgetscope dashboard` in a subprocess, stopped with SIGTERM."""
 
-    def __init__(self, db: str, log: Path, refresh_seconds: float | None = None) -> None:
+    def __init__(self, db: str, log: Path, refresh_seconds: float | None = None,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.pop("BUDGETSCOPE_DB", None)
+        for name in ("BUDGETSCOPE_DB", "BUDGETSCOPE_TOKEN", "BUDGETSCOPE_ALLOWED_HOSTS"):
+            env.pop(name, None)
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from budgetscope.cli import main; main()",
              "--db", db, "dashboard", "--port", str(self.port),
-             *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)])],
+             *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)]),
+             *extra_args],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO, env=env)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

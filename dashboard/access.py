@@ -1,0 +1,322 @@
+"""Who may open the dashboard: an ASGI layer in front of every route Streamlit serves (pages,
+static files, `/_stcore/*` and the `/_stcore/stream` websocket), issue 14.
+
+1. **Host** (DNS rebinding). A page on `evil.example` whose name the attacker re-points at
+   127.0.0.1 reaches a loopback dashboard from the victim's browser, with `Host:
+   evil.example`. Only the names this dashboard is known by are answered: the loopback names,
+   the `--host` it listens on (when not a wildcard), this machine's host name when it listens
+   on a wildcard, and each `--allowed-host` (`*` turns the check off, e.g. behind a proxy
+   that rewrites Host). Anything else gets 403 saying which option admits it.
+2. **Origin**. A browser names the page behind every websocket and every cross-site POST; the
+   origin must be this dashboard itself (scheme-less comparison of `host:port` with the Host
+   header), so another site, or another local service on another port, cannot drive it.
+   Requests without Origin (curl, scripts) are not browsers driven by someone else's page.
+3. **Token** (with `--token`). As Jupyter does: open any dashboard URL once with `?token=…`
+   (or submit the login page); the dashboard answers with a cookie and a redirect to the same
+   URL without the token, so it leaves the address bar and the history. Every later request
+   (page, static file, websocket) carries the cookie. The cookie holds an HMAC of the token,
+   not the token, so a leaked cookie does not also open the OTLP ports. `Authorization:
+   Bearer TOKEN` is accepted too, for scripts. Without it: the login page for a page request,
+   401 for anything else, and a refused websocket handshake (403).
+
+`/_stcore/health` stays open (it answers "ok" and nothing else), as the receivers' `/healthz`
+does: probes send neither token nor the public Host name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import html
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOGIN_PATH = "/_budgetscope/login"
+OPEN_PATHS = frozenset({"/_stcore/health", "/healthz"})
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+# A login form is one short field; anything longer is not one.
+MAX_LOGIN_BODY = 4096
+COOKIE_MAX_AGE = 30 * 24 * 3600
+_COOKIE_MESSAGE = b"budgetscope dashboard session v1"
+# The login page loads nothing, runs nothing and cannot be framed.
+_PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+                "frame-ancestors 'none'; base-uri 'none'")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(authority: str) -> str:
+    """`Host` header (or an origin's netloc) without the port, lower-case, IPv6 unbracketed."""
+    authority = authority.strip().lower()
+    if authority.startswith("["):
+        return authority[1:].split("]", 1)[0]
+    if authority.count(":") == 1:
+        return authority.split(":", 1)[0]
+    return authority
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """What the guard admits; built once at start-up from the command's options."""
+
+    token: str | None
+    allowed_hosts: frozenset[str]
+    port: int
+    any_host: bool = False
+    cookie_name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Cookies are not kept apart by port: two dashboards on one machine need two names.
+        object.__setattr__(self, "cookie_name", f"budgetscope_session_{self.port}")
+
+    @classmethod
+    def build(cls, *, listen_host: str, port: int, token: str | None,
+              extra_hosts: Iterable[str] = ()) -> AccessPolicy:
+        extra = [host.strip().lower() for host in extra_hosts if host.strip()]
+        hosts = set(LOOPBACK_NAMES)
+        if listen_host.lower() in WILDCARDS:
+            hosts.add(socket.gethostname().lower())  # local: no name lookup, nothing sent
+        else:
+            hosts.add(_host_name(listen_host) if listen_host.startswith("[")
+                      else listen_host.lower())
+        hosts.update(_host_name(host) if host.startswith("[") else host
+                     for host in extra if host != "*")
+        return cls(token=token, allowed_hosts=frozenset(hosts), port=port,
+                   any_host="*" in extra)
+
+    def host_allowed(self, host_header: str | None) -> bool:
+        if self.any_host:
+            return True
+        if not host_header:
+            return False
+        name = _host_name(host_header)
+        return name in self.allowed_hosts or is_loopback(name)
+
+    def session_value(self) -> str:
+        assert self.token is not None
+        return hmac.new(self.token.encode(), _COOKIE_MESSAGE, hashlib.sha256).hexdigest()
+
+    def token_matches(self, offered: str) -> bool:
+        assert self.token is not None
+        return hmac.compare_digest(offered.encode("utf-8", "replace"), self.token.encode())
+
+    def session_matches(self, offered: str) -> bool:
+        return hmac.compare_digest(offered.encode("utf-8", "replace"),
+                                   self.session_value().encode())
+
+
+def _headers(scope: Scope) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in scope.get("headers", []):
+        out.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return out
+
+
+def _cookies(headers: dict[str, list[str]]) -> dict[str, str]:
+    jar: dict[str, str] = {}
+    for header in headers.get("cookie", []):
+        for part in header.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if sep:
+                jar.setdefault(name, value)
+    return jar
+
+
+def _authority(value: str, default_port: str) -> tuple[str, str]:
+    """(name, port) of a Host header or an origin's netloc."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        return name, rest[1:] if rest.startswith(":") and rest[1:] else default_port
+    if value.count(":") == 1:
+        name, port = value.split(":")
+        return name, port or default_port
+    return value, default_port
+
+
+def _safe_target(path: str, query: list[tuple[str, str]]) -> str:
+    """A same-site path to send the browser back to: never `//host` (an open redirect)."""
+    target = "/" + path.lstrip("/\\")
+    return target + ("?" + urlencode(query) if query else "")
+
+
+class AccessGuard:
+    """ASGI middleware: Host, Origin and token checks before `app` sees a request."""
+
+    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)  # lifespan
+            return
+        headers = _headers(scope)
+        path = scope.get("path", "/")
+        if path in OPEN_PATHS and scope["type"] == "http":
+            await self.app(scope, receive, send)
+            return
+        hosts = headers.get("host", [])
+        if len(hosts) != 1 or not self.policy.host_allowed(hosts[0]):
+            shown = hosts[0] if hosts else "(none)"
+            await self._refuse(scope, receive, send, 403,
+                               f"Host {shown!r} is not a name this dashboard answers to "
+                               "(DNS rebinding protection). If it is this machine's name, "
+                               f"start the dashboard with --allowed-host "
+                               f"{_host_name(shown) if hosts else 'NAME'}.")
+            return
+        origins = headers.get("origin", [])
+        if origins and not self._same_origin(origins[0], hosts[0]):
+            await self._refuse(scope, receive, send, 403,
+                               f"Origin {origins[0]!r} is not this dashboard; requests "
+                               "driven by another site's page are refused.")
+            return
+        if self.policy.token is None or self._authenticated(scope, headers):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            await self._login(scope, receive, send)
+            return
+        await self._refuse(scope, receive, send, 401, "token required")
+
+    @staticmethod
+    def _same_origin(origin: str, host: str) -> bool:
+        parts = urlsplit(origin.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # includes "null": a sandboxed frame or a file
+        default = "443" if parts.scheme == "https" else "80"
+        return _authority(parts.netloc, default) == _authority(host, default)
+
+    def _authenticated(self, scope: Scope, headers: dict[str, list[str]]) -> bool:
+        session = _cookies(headers).get(self.policy.cookie_name)
+        if session is not None and self.policy.session_matches(session):
+            return True
+        for authorization in headers.get("authorization", []):
+            scheme, _, credentials = authorization.strip().partition(" ")
+            if scheme.lower() == "bearer" and self.policy.token_matches(credentials.strip()):
+                return True
+        return False
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                          keep_blank_values=True)
+        method = scope.get("method", "GET")
+        if method == "POST" and scope.get("path") == LOGIN_PATH:
+            form = await self._form(receive)
+            if form is None:
+                await self._plain(send, 413, "login form too large")
+                return
+            target = form.get("next", "/")
+            if not target.startswith("/"):
+                target = "/"
+            split = urlsplit(target)
+            if self.policy.token_matches(form.get("token", "")):
+                await self._welcome(send, _safe_target(split.path, parse_qsl(split.query)))
+                return
+            await self._page(send, 401, target, wrong=True)
+            return
+        offered = [value for name, value in query if name == "token"]
+        rest = [(name, value) for name, value in query if name != "token"]
+        if offered and method in ("GET", "HEAD"):
+            if self.policy.token_matches(offered[-1]):
+                await self._welcome(send, _safe_target(scope.get("path", "/"), rest))
+                return
+            await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=True)
+            return
+        if method == "GET" and _is_page(scope.get("path", "/")):
+            await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=False)
+            return
+        await self._plain(send, 401, "token required: open the dashboard with ?token=TOKEN "
+                                     "or send Authorization: Bearer TOKEN",
+                          [(b"www-authenticate", b"Bearer")])
+
+    async def _form(self, receive: Receive) -> dict[str, str] | None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > MAX_LOGIN_BODY:
+                return None
+            if not message.get("more_body", False):
+                break
+        return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+    async def _welcome(self, send: Send, target: str) -> None:
+        cookie = (f"{self.policy.cookie_name}={self.policy.session_value()}; Path=/; "
+                  f"Max-Age={COOKIE_MAX_AGE}; HttpOnly; SameSite=Lax")
+        await send({"type": "http.response.start", "status": 303, "headers": [
+            (b"location", target.encode("latin-1", "replace")),
+            (b"set-cookie", cookie.encode()), (b"cache-control", b"no-store"),
+            (b"content-length", b"0"), (b"referrer-policy", b"no-referrer")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _page(self, send: Send, status: int, target: str, *, wrong: bool) -> None:
+        message = ("That token is not this dashboard's." if wrong else
+                   "This dashboard needs the token it was started with (--token or "
+                   "BUDGETSCOPE_TOKEN).")
+        body = _LOGIN_PAGE.format(message=html.escape(message), next=html.escape(target),
+                                  action=LOGIN_PATH).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"content-security-policy", _PAGE_POLICY.encode()),
+            (b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer"),
+            (b"x-content-type-options", b"nosniff")]})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    async def _plain(send: Send, status: int, text: str,
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        body = (text + "\n").encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store"),
+            *(extra or [])]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int,
+                      text: str) -> None:
+        if scope["type"] == "websocket":
+            # Closing before accepting makes the server answer the handshake with 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self._plain(send, status, text)
+
+
+def _is_page(path: str) -> bool:
+    """A path a person opens (the app's pages), not one of Streamlit's own endpoints."""
+    return not path.startswith(("/_stcore/", "/static/", "/media/", "/component/",
+                                "/_budgetscope/"))
+
+
+_LOGIN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>budgetscope: sign in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}}
+input{{font-size:1rem;padding:.4rem;width:100%;box-sizing:border-box;margin:.5rem 0}}
+button{{font-size:1rem;padding:.4rem 1rem}}</style></head>
+<body><h1>budgetscope</h1><p id="message">{message}</p>
+<form method="post" action="{action}">
+<input type="hidden" name="next" value="{next}">
+<label for="token">Token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" autofocus>
+<button type="submit">Open the dashboard</button></form></body></html>
+"""

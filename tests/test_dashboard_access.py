@@ -1,0 +1,228 @@
+"""The dashboard behind the token, and behind Host and Origin checks (issue 14, item 5), tried
+with raw HTTP and websocket requests against `budgetscope dashboard` and `budgetscope serve`
+as real processes on 127.0.0.1. The same in a real browser: tests/browser/test_browser_access.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import websockets
+
+from tests.browser import support
+from tests.test_serve import start_serve, stop
+from tests.trace_builder import TraceBuilder, open_db, store
+
+TOKEN = "s3cret-Token_42"
+CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
+
+
+def tiny_db(path: Path) -> str:
+    b = TraceBuilder(seed=5)
+    run = b.run(0, 12_000, 10_000, gen__ai_agent_name="support-agent",
+                budget_run_outcome="exhausted")
+    b.step(run, "tool", 'say "hi" & <b>bold</b>', 0, 11_000, **{"budget.outcome": "client_timeout"})
+    con = open_db(path.parent, path.name)
+    store(con, b.finished())
+    con.close()
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return tiny_db(tmp_path_factory.mktemp("access") / "tiny.duckdb")
+
+
+@pytest.fixture(scope="module")
+def guarded(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "guarded.log",
+                            extra_args=("--token", TOKEN))
+    yield app
+    app.stop()
+
+
+@pytest.fixture(scope="module")
+def open_app(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    """No token, loopback only: Host and Origin are still checked."""
+    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "open.log",
+                            extra_args=("--allowed-host", "dash.internal"))
+    yield app
+    app.stop()
+
+
+def get(port: int, path: str, headers: dict[str, str] | None = None,
+        method: str = "GET", body: bytes | None = None) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    response.read_body = response.read()  # type: ignore[attr-defined]
+    connection.close()
+    return response
+
+
+def websocket(port: int, headers: dict[str, str], host: str | None = None) -> str:
+    """'open', or the HTTP status the handshake was refused with. `host` is the Host header
+    (the name in the URL) while the connection still goes to 127.0.0.1, as after rebinding."""
+    async def attempt() -> str:
+        try:
+            async with websockets.connect(f"ws://{host or '127.0.0.1'}:{port}/_stcore/stream",
+                                          host="127.0.0.1", port=port,
+                                          additional_headers=headers,
+                                          subprotocols=["streamlit"], open_timeout=30):
+                return "open"
+        except websockets.InvalidStatus as error:
+            return str(error.response.status_code)
+
+    return asyncio.run(attempt())
+
+
+def session_cookie(app: support.Dashboard) -> str:
+    reply = get(app.port, f"/?token={TOKEN}")
+    assert reply.status == 303
+    cookie = reply.headers["set-cookie"].split(";")[0]
+    assert cookie.startswith(f"budgetscope_session_{app.port}=")
+    return cookie
+
+
+def a_static_file(app: support.Dashboard) -> str:
+    index = get(app.port, "/", {"Authorization": f"Bearer {TOKEN}"})
+    assert index.status == 200
+    match = re.search(rb'src="\.?(/static/js/[^"]+\.js)"', index.read_body)  # type: ignore[attr-defined]
+    assert match, index.read_body[:500]  # type: ignore[attr-defined]
+    return match.group(1).decode()
+
+
+def test_without_the_token_nothing_but_health_answers(guarded: support.Dashboard) -> None:
+    static = a_static_file(guarded)
+    for path in ("/", "/attribution?range=all", static, "/_stcore/host-config",
+                 "/_stcore/metrics", "/media/x.png", "/component/x/index.html",
+                 "/_stcore/upload_file/x/y"):
+        reply = get(guarded.port, path)
+        assert reply.status == 401, (path, reply.status)
+        assert TOKEN.encode() not in reply.read_body  # type: ignore[attr-defined]
+    page = get(guarded.port, "/")
+    assert b"needs the token" in page.read_body  # type: ignore[attr-defined]  # the login page
+    assert page.headers["content-type"].startswith("text/html")
+    assert get(guarded.port, "/_stcore/health").status == 200
+    assert websocket(guarded.port, {}) == "403"
+    assert websocket(guarded.port, {"Cookie": f"budgetscope_session_{guarded.port}=forged"}) \
+        == "403"
+
+
+def test_token_in_the_url_leaves_a_cookie_and_leaves_the_url(guarded: support.Dashboard) -> None:
+    reply = get(guarded.port, f"/attribution?range=all&token={TOKEN}&agent=a")
+    assert reply.status == 303
+    assert reply.headers["location"] == "/attribution?range=all&agent=a"
+    set_cookie = reply.headers["set-cookie"]
+    assert "HttpOnly" in set_cookie and "SameSite=Lax" in set_cookie
+    assert TOKEN not in set_cookie  # an HMAC of the token, not the token
+    cookie = set_cookie.split(";")[0]
+    assert get(guarded.port, "/", {"Cookie": cookie}).status == 200
+    assert get(guarded.port, a_static_file(guarded), {"Cookie": cookie}).status == 200
+    assert websocket(guarded.port, {"Cookie": cookie}) == "open"
+    assert websocket(guarded.port, {"Authorization": f"Bearer {TOKEN}"}) == "open"
+    # A wrong token gets the login page again, and no cookie.
+    wrong = get(guarded.port, "/?token=nope")
+    assert wrong.status == 401 and "set-cookie" not in wrong.headers
+    # Never an open redirect to another site.
+    assert get(guarded.port, f"//evil.example/?token={TOKEN}").headers["location"] \
+        .startswith("/evil.example")
+
+
+def test_the_login_form(guarded: support.Dashboard) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded",
+            "Origin": f"http://127.0.0.1:{guarded.port}"}
+    ok = get(guarded.port, "/_budgetscope/login", form, "POST",
+             f"token={TOKEN}&next=/failures%3Frange%3Dall".encode())
+    assert ok.status == 303 and ok.headers["location"] == "/failures?range=all"
+    assert ok.headers["set-cookie"].startswith(f"budgetscope_session_{guarded.port}=")
+    wrong = get(guarded.port, "/_budgetscope/login", form, "POST", b"token=nope&next=/")
+    assert wrong.status == 401 and b"not this dashboard" in wrong.read_body  # type: ignore[attr-defined]
+    away = get(guarded.port, "/_budgetscope/login", form, "POST",
+               f"token={TOKEN}&next=https://evil.example/".encode())
+    assert away.headers["location"] == "/"
+    # A form posted from another site's page (login CSRF) is refused.
+    forged = get(guarded.port, "/_budgetscope/login",
+                 {**form, "Origin": "http://evil.example"}, "POST", f"token={TOKEN}".encode())
+    assert forged.status == 403
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8501", "10.0.0.7",
+                                  "127.0.0.1.evil.example"])
+def test_a_rebound_host_name_is_refused(open_app: support.Dashboard, host: str) -> None:
+    """DNS rebinding: the attacker's name, resolved to 127.0.0.1, reaches the port."""
+    reply = get(open_app.port, "/", {"Host": host})
+    assert reply.status == 403
+    assert b"--allowed-host" in reply.read_body  # type: ignore[attr-defined]
+    assert websocket(open_app.port, {}, host=host.split(":")[0]) == "403"
+
+
+def test_known_host_names_are_answered(open_app: support.Dashboard) -> None:
+    port = open_app.port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"dash.internal:{port}",
+                 f"DASH.internal:{port}"):
+        assert get(port, "/", {"Host": host}).status == 200, host
+    assert websocket(port, {}) == "open"
+    assert websocket(port, {}, host="dash.internal") == "open"
+
+
+def test_a_websocket_opened_by_another_site_is_refused(open_app: support.Dashboard) -> None:
+    port = open_app.port
+    for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null",
+                   f"http://127.0.0.1:{port}.evil.example", "file://"):
+        assert websocket(port, {"Origin": origin}) == "403", origin
+    assert websocket(port, {"Origin": f"http://127.0.0.1:{port}"}) == "open"
+    assert get(port, "/", {"Origin": "http://evil.example"}).status == 403
+
+
+def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
+    copy = tmp_path / "serve.duckdb"
+    copy.write_bytes(Path(db).read_bytes())
+    port = support.free_port()
+    process, _ = start_serve(copy, "--ui-port", str(port), token=TOKEN)
+    try:
+        import time
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if get(port, "/_stcore/health").status == 200:
+                    break
+            except OSError:
+                time.sleep(0.3)
+        assert get(port, "/").status == 401
+        assert websocket(port, {}) == "403"
+        reply = get(port, f"/?token={TOKEN}")
+        assert reply.status == 303
+        cookie = reply.headers["set-cookie"].split(";")[0]
+        assert get(port, "/", {"Cookie": cookie}).status == 200
+        assert websocket(port, {"Cookie": cookie}) == "open"
+        assert get(port, "/", {"Cookie": cookie, "Host": "evil.example"}).status == 403
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("command", [
+    ["serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0"],
+    ["dashboard", "--port", "8599"],
+])
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
+def test_no_token_beyond_loopback_is_refused(tmp_path: Path, command: list[str],
+                                             host: str) -> None:
+    db = tiny_db(tmp_path / "t.duckdb")
+    env = {key: value for key, value in __import__("os").environ.items()
+           if key != "BUDGETSCOPE_TOKEN"}
+    try:
+        result = subprocess.run([*CLI, "--db", db, *command, "--host", host],
+                                capture_output=True, text=True, env=env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command} on {host} started with no token")
+    assert result.returncode == 2, result.stderr
+    assert "--insecure-no-auth" in result.stderr and "--token" in result.stderr

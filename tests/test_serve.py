@@ -210,7 +210,10 @@ def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.2)
         assert health == b"ok"
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/", timeout=10) as response:
+        # With --token the dashboard wants it too (issue 14): here as a Bearer header.
+        page = urllib.request.Request(f"http://127.0.0.1:{ui_port}/",
+                                      headers={"Authorization": "Bearer from-env"})
+        with urllib.request.urlopen(page, timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
         # The receivers keep working beside it, with the token taken from the environment.
         body = raw_request(3).SerializeToString()

@@ -278,7 +278,8 @@ class AccessGuard:
             (b"content-type", b"text/html; charset=utf-8"),
             (b"content-length", str(len(body)).encode()),
             (b"content-security-policy", _PAGE_POLICY.encode()),
-            (b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer"),
+            # Not no-referrer: under it Chrome posts the form with `Origin: null`.
+            (b"cache-control", b"no-store"), (b"referrer-policy", b"same-origin"),
             (b"x-content-type-options", b"nosniff")]})
         await send({"type": "http.response.body", "body": body})
 

@@ -144,7 +144,7 @@ def test_the_login_form(guarded: support.Dashboard) -> None:
     assert ok.status == 303 and ok.headers["location"] == "/failures?range=all"
     assert ok.headers["set-cookie"].startswith(f"budgetscope_session_{guarded.port}=")
     wrong = get(guarded.port, "/_budgetscope/login", form, "POST", b"token=nope&next=/")
-    assert wrong.status == 401 and b"not this dashboard" in wrong.read_body  # type: ignore[attr-defined]
+    assert wrong.status == 401 and b"That token is not this dashboard" in wrong.read_body  # type: ignore[attr-defined]
     away = get(guarded.port, "/_budgetscope/login", form, "POST",
                f"token={TOKEN}&next=https://evil.example/".encode())
     assert away.headers["location"] == "/"

@@ -1,0 +1,131 @@
+"""The dashboard's access rules and its outside calls in a real browser (Debian's Chromium,
+headless, through Playwright), issue 14: without the token a page shows only the login form;
+one visit with `?token=` leaves a cookie and the app then works on every page, websocket
+included; a page reached under another Host name is refused; every request the pages make
+goes to the dashboard itself (no favicon from fonts.gstatic.com, no usage statistics); and a
+chart label shows a name with quotes and ampersands as typed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.browser import support
+from tests.test_dashboard_access import TOKEN, tiny_db
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 90_000
+LABEL = 'say "hi" & <b>bold</b>'
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        # Every name resolves to 127.0.0.1 in this browser: what DNS rebinding achieves.
+        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            *ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    db = tiny_db(tmp_path_factory.mktemp("browser-access") / "tiny.duckdb")
+    dashboard = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "access.log",
+                                  extra_args=("--token", TOKEN))
+    yield dashboard
+    dashboard.stop()
+
+
+@pytest.fixture()
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.requests = []
+    tab.on("request", lambda request: tab.requests.append(request.url))
+    tab.sockets = []
+    tab.on("websocket", lambda socket: tab.sockets.append(socket))
+    yield tab
+    context.close()
+
+
+def settle(tab: object, charts: int = 0) -> None:
+    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    if charts:
+        tab.wait_for_function(  # type: ignore[attr-defined]
+            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+            timeout=TIMEOUT_MS)
+    tab.wait_for_timeout(500)  # type: ignore[attr-defined]
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
+
+
+def test_no_token_shows_only_the_login_page(app: support.Dashboard, page: object) -> None:
+    response = page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
+    assert response.status == 401
+    assert "needs the token" in page.locator("body").inner_text()  # type: ignore[attr-defined]
+    assert page.locator("[data-testid=stApp]").count() == 0  # type: ignore[attr-defined]
+    assert not page.sockets  # type: ignore[attr-defined]
+
+
+def test_token_once_then_the_cookie_opens_every_page(app: support.Dashboard,
+                                                      page: object) -> None:
+    page.goto(f"{app.url}/attribution?range=all&token={TOKEN}")  # type: ignore[attr-defined]
+    settle(page, 2)
+    assert "token" not in urlsplit(page.url).query  # type: ignore[attr-defined]
+    assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "Attribution"  # type: ignore[attr-defined]
+    # A fresh page load in the same browser: no token in the URL, the cookie does it.
+    page.goto(f"{app.url}/failures?range=all")  # type: ignore[attr-defined]
+    settle(page, 2)
+    assert page.sockets and all(  # type: ignore[attr-defined]
+        not socket.is_closed() for socket in page.sockets[-1:])  # type: ignore[attr-defined]
+    # Chart labels show the name as typed: no `&quot;`, no bold markup.
+    page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
+    settle(page, 2)
+    texts = page.evaluate(  # type: ignore[attr-defined]
+        "Array.from(document.querySelectorAll('.js-plotly-plot text'))"
+        ".map(t => t.textContent)")
+    assert any(LABEL in text for text in texts), texts
+    # The literal `<b>` in the text means it was not taken as markup.
+    assert not any("&quot;" in text or "&amp;" in text for text in texts), texts
+
+
+def test_the_login_form_opens_the_dashboard(app: support.Dashboard, page: object) -> None:
+    page.goto(f"{app.url}/failures?range=all")  # type: ignore[attr-defined]
+    page.fill("#token", "wrong")  # type: ignore[attr-defined]
+    page.click("button[type=submit]")  # type: ignore[attr-defined]
+    assert "That token is not this dashboard's" in page.locator("body").inner_text()  # type: ignore[attr-defined]
+    page.fill("#token", TOKEN)  # type: ignore[attr-defined]
+    page.click("button[type=submit]")  # type: ignore[attr-defined]
+    settle(page, 2)
+    assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
+
+
+def test_a_rebound_name_is_refused(app: support.Dashboard, page: object) -> None:
+    """The attacker's page, on a name that resolves to 127.0.0.1, even with the token."""
+    response = page.goto(f"http://rebind.evil.example:{app.port}/?token={TOKEN}")  # type: ignore[attr-defined]
+    assert response.status == 403
+    assert "DNS rebinding" in page.locator("body").inner_text()  # type: ignore[attr-defined]
+
+
+def test_the_pages_ask_nothing_of_the_outside(app: support.Dashboard, page: object) -> None:
+    page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
+    settle(page, 1)
+    for path in ("attribution?range=all", "failures?range=all", "weekly?range=all"):
+        page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
+        settle(page)
+    page.wait_for_timeout(2000)  # type: ignore[attr-defined]  # late fetches (favicon, metrics)
+    outside = [url for url in page.requests  # type: ignore[attr-defined]
+               if not url.startswith((app.url + "/", "data:", "blob:"))]
+    assert outside == [], outside
+    icon = page.evaluate(  # type: ignore[attr-defined]
+        "Array.from(document.querySelectorAll('link[rel*=icon]')).map(l => l.href)")
+    assert icon and all(href.startswith(app.url + "/") for href in icon), icon

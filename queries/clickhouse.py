@@ -17,6 +17,7 @@ one run's steps), never spans. chdb allows one data folder per process at a time
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ BACKEND_SCHEMES = ("chdb", "clickhouse")
 SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1}
 # The only tables rows are inserted into (their names are shaped into the INSERT's text, so
 # they come from this list, never from a caller's string).
-INSERTABLE_TABLES = frozenset({"otel_traces"})
+INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
 class BackendError(ValueError):
@@ -184,11 +186,17 @@ class ClickHouseConnection:
         """Append rows (columns named as the table's) to `table`, one of INSERTABLE_TABLES."""
         if table not in INSERTABLE_TABLES:
             raise ValueError(f"not a table budgetscope inserts into: {table!r}")
+        names = data.schema.names
+        if not all(_COLUMN_NAME.fullmatch(name) for name in names):
+            raise ValueError(f"not column names: {names!r}")
+        # Named, because a table may have more columns than the rows (otel_logs' TimestampTime
+        # is filled by its DEFAULT).
+        columns = ", ".join(f"`{name}`" for name in names)
         with self._lock:
             if self._session is not None:
                 # chdb's Python() table function reads the local variable named in the text.
                 rows = data  # noqa: F841
-                self._session.query(f"INSERT INTO {table} SELECT * FROM Python(rows)")
+                self._session.query(f"INSERT INTO {table} ({columns}) SELECT * FROM Python(rows)")
             else:
                 self._client.insert_arrow(table, data)
 

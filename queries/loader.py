@@ -47,7 +47,7 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "runs_by_agent", "recent_signals", "simulation_runs", "simulation_steps",
-    "otel_traces_table", "derive_build", "derive_scratch_drop", "derive_state",
+    "otel_traces_table", "otel_logs_table", "derive_build", "derive_scratch_drop", "derive_state",
 })
 
 _NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")

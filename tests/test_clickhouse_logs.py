@@ -1,0 +1,67 @@
+"""OTLP log records on the ClickHouse backend (issue 13): the Collector's otel_logs table, as its
+ClickHouse exporter writes it, read beside otel_traces; the same run output as on DuckDB."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from ingest.database import connect as duckdb_connect
+from ingest.file_loader import load_files as duckdb_load
+from queries import clickhouse
+from queries.derive import refresh_touched
+from queries.otel_logs_load import load_log_files
+from queries.otel_traces_load import load_files
+from tests.otlp_files import length_prefixed
+from tests.otlp_files import request as spans_request
+from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory):
+    """The same run (spans and log records) in a DuckDB file and in chdb."""
+    folder = tmp_path_factory.mktemp("chlogs")
+    run = run_with_logs()
+    path = folder / "run.pb-stream"
+    path.write_bytes(length_prefixed([spans_request(list(run.spans)), logs_request(run.logs)]))
+    db = folder / "run.duckdb"
+    with duckdb_connect(db) as con:
+        duckdb_load(con, [path], progress=False, derive=refresh_touched)
+    data = folder / "data"
+    url = f"chdb://{data}"
+    con = clickhouse.connect(url)
+    assert load_files(con, [path]) == 3
+    assert load_log_files(con, [path]) == 4
+    assert load_log_files(con, [path]) == 4  # the Collector delivered them twice
+    yield str(db), url, run
+    clickhouse.close_all()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple[str, str, RunWithLogs]) -> None:
+    _, url, run = loaded
+    con = clickhouse.connect(url)
+    rows = con._frame_text(
+        "SELECT SpanId, SeverityNumber, Body, LogAttributes['exception.type'] AS t "
+        "FROM otel_logs WHERE TraceId = {t:String} ORDER BY Timestamp", {"t": run.trace_id})
+    assert len(rows) == 6  # three records of the run, each delivered twice
+    assert set(rows["t"]) == {"", "tests.otlp_logs.ReadTimeout", "ConnectionResetError"}
+
+
+def test_run_command_lists_the_same_log_records(loaded: tuple[str, str, RunWithLogs]) -> None:
+    db, url, run = loaded
+    on_clickhouse = invoke("--backend", url, "run", run.trace_id)
+    on_duckdb = invoke("--db", db, "run", run.trace_id)
+    assert "log records: 3" in on_clickhouse
+    tail = on_clickhouse[on_clickhouse.index("log records:"):]
+    assert tail == on_duckdb[on_duckdb.index("log records:"):]

@@ -17,18 +17,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 import sys
 from typing import Any
 
-from queries.terminal import terminal_safe
+from queries.terminal import json_inert, terminal_safe
 
 # Loggers of this product; Streamlit's and grpc's keep their own handlers.
 PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries")
 # Attributes every LogRecord has: whatever else a record carries came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-# json.dumps(ensure_ascii=False) escapes U+0000-U+001F but writes these as they are.
-_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class JsonFormatter(logging.Formatter):
@@ -46,8 +43,7 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        text = json.dumps(line, default=str, ensure_ascii=False)
-        return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+        return json_inert(json.dumps(line, default=str, ensure_ascii=False))
 
 
 class TextFormatter(logging.Formatter):

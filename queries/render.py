@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from queries.terminal import terminal_safe
+from queries.terminal import json_inert, terminal_safe
 
 
 def _decimals(column: str) -> int:
@@ -112,7 +112,8 @@ def to_json_text(frame: pd.DataFrame) -> str:
     columns = [str(c) for c in frame.columns]
     records = [{column: cell(value, column) for value, column in zip(row, columns, strict=True)}
                for row in frame.itertuples(index=False, name=None)]
-    return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    # Often read on a terminal: the controls JSON leaves raw are escaped (same values).
+    return json_inert(json.dumps(records, indent=2, ensure_ascii=False)) + "\n"
 
 
 def to_text_table(frame: pd.DataFrame) -> str:

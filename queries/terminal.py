@@ -50,3 +50,13 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
         return "\n".join(_CONTROL.sub(_REPLACEMENT, line.replace("\t", " "))
                          for line in text.replace("\r\n", "\n").split("\n"))
     return _CONTROL.sub(_REPLACEMENT, _SPACING.sub(" ", text))
+
+
+# json.dumps(ensure_ascii=False) escapes U+0000-U+001F but writes these as they are.
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_inert(text: str) -> str:
+    """JSON text (from `json.dumps(..., ensure_ascii=False)`) with DEL, the C1 controls and
+    the bidi overrides written as `\\uXXXX`: the same JSON value, inert on a terminal."""
+    return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -172,3 +172,10 @@ def test_chart_labels_show_the_name_as_typed(name: str) -> None:
     label = fmt.plot_text(name)
     assert "<" not in label and ">" not in label  # no tag can open: nothing becomes markup
     assert _plotly_shows(label) == name
+
+
+def test_json_report_is_inert_on_a_terminal_and_keeps_the_values(tmp_path: Path) -> None:
+    db, _ = _db(tmp_path)
+    text = _invoke("--db", db, "report", "runs", "--format", "json").decode("utf-8")
+    assert not CONTROL.search(text.replace("\n", "")), repr(text)
+    assert ESCAPES in [row["agent"] for row in json.loads(text)]

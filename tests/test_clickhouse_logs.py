@@ -4,7 +4,6 @@ ClickHouse exporter writes it, read beside otel_traces; the same run output as o
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

@@ -29,7 +29,7 @@ from ingest.receivers.export import Exporter, Undecodable
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.rejections import Rejection
 from ingest.sources import read_pieces
-from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, to_arrow
+from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
@@ -119,6 +119,9 @@ def check_storable(batch: FlatBatch) -> None:
     _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
     _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
     assert batch.span_count == len(batch.spans["span_id"])
+    assert batch.log_count == len(batch.logs["record_key_hi"])
+    if batch.log_count:
+        logs_to_arrow(batch)
 
 
 def protobuf_body(body: bytes) -> str:
@@ -235,3 +238,18 @@ def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
         else:
             parent[path[-1]] = rng.choice(_HOSTILE_VALUES)  # type: ignore[index]
     return json.dumps(document).encode("utf-8", "surrogatepass")
+
+
+def logs_body(body: bytes, json_body: bool = False) -> str:
+    """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
+    from ingest.receivers import logs_export
+
+    decode = logs_export._decode_json if json_body else logs_export._decode_protobuf
+    try:
+        batch = decode(body, "fuzz")
+    except Undecodable as error:
+        assert str(error).strip()
+        return "undecodable"
+    check_rejections(batch.rejections)
+    check_storable(batch)
+    return "accepted" if batch.log_count else "empty"

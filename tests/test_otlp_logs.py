@@ -326,3 +326,27 @@ def test_dashboard_run_view_shows_log_records_as_text(tmp_path: Path,
     assert list(table["span"])[1:] == ["tool:fetch_report", "model:gpt-x"]
     assert table["body"].iloc[0] == HOSTILE  # a dataframe cell: text, never HTML
     assert not any("<script>" in m.value for m in at.markdown)
+
+
+def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
+        tmp_path: Path) -> None:
+    import time
+
+    from ingest.retention import retain
+
+    db, run = _run_db(tmp_path)
+    loose = tmp_path / "loose.json"  # records of 2026-11-18 whose trace holds no span
+    loose.write_text(json.dumps(_json_document("0af7651916cd43dd8448eb211c80319c")))
+    with connect(db) as con:
+        assert load_files(con, [loose], progress=False).logs_loaded == 2
+        assert con.execute(LOGS).fetchone()[0] == 6
+        # a week's retention: the loose records are older, the run's are from now
+        retain(con, 7, None)
+        assert con.execute(LOGS).fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM log_records WHERE service_name = "
+                           "'json-client'").fetchone()[0] == 0
+        # three days on, with a day's retention, the run goes, and its records with it
+        result = retain(con, 1, None, now=time.time() + 3 * 86_400)
+        assert result.traces == 1
+        assert con.execute(LOGS).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM resources").fetchone()[0] == 0

@@ -1,0 +1,93 @@
+"""Fuzzing the OTLP logs decoders (issue 13): hostile bytes and field values give stored records
+or refusals with a reason, never another exception, and never a row the writer cannot store.
+Seeds are log records made by the OpenTelemetry SDK and encoded by its own OTLP encoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+from ingest.database import connect
+from ingest.log_flatten import flatten_logs_request
+from ingest.writer import SpanWriter
+from tests import fuzz_harness as fuzz
+from tests.otlp_files import length_prefixed, otlp_json
+from tests.otlp_logs import logs_request, run_with_logs
+
+REQUEST = logs_request(run_with_logs().logs)
+SEEDS = {"protobuf": REQUEST.SerializeToString(),
+         "json": json.dumps(otlp_json(REQUEST)).encode(),
+         "prefixed": length_prefixed([REQUEST, REQUEST])}
+WATCHDOG_SECONDS = 10.0
+
+
+def _settings(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+
+
+edits = st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.integers(0, 1 << 16),
+                           st.binary(min_size=1, max_size=8)), min_size=1, max_size=6)
+
+
+@_settings(300)
+@given(seed=st.sampled_from(["protobuf", "json"]), changes=edits)
+def test_mutated_logs_bodies_are_decoded_or_refused_with_a_reason(
+        seed: str, changes: list[fuzz.Edit]) -> None:
+    body = fuzz.apply_edits(SEEDS[seed], changes)
+    with fuzz.watchdog(WATCHDOG_SECONDS):
+        fuzz.logs_body(body, json_body=seed == "json")
+
+
+@_settings(150)
+@given(body=st.binary(max_size=512))
+def test_arbitrary_bytes_as_logs_protobuf_and_json(body: bytes) -> None:
+    with fuzz.watchdog(WATCHDOG_SECONDS):
+        fuzz.logs_body(body)
+        fuzz.logs_body(body, json_body=True)
+
+
+@_settings(100)
+@given(seed=st.sampled_from(sorted(SEEDS)), changes=edits, compress=st.booleans())
+def test_mutated_logs_files_of_every_form(tmp_path: Path, seed: str, changes: list[fuzz.Edit],
+                                          compress: bool) -> None:
+    data = fuzz.apply_edits(SEEDS[seed], changes)
+    with fuzz.watchdog(WATCHDOG_SECONDS):
+        fuzz.file_pieces(fuzz.gzipped(data) if compress else data, tmp_path)
+
+
+uint64 = st.integers(0, 2**64 - 1)
+uint32 = st.integers(0, 2**32 - 1)
+int32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@_settings(150)
+@given(time=uint64, observed=uint64, severity=int32, flags=uint32,
+       trace_id=st.binary(max_size=17), span_id=st.binary(max_size=9),
+       text=st.text(max_size=20), body=st.text(max_size=40))
+def test_log_record_fields_at_any_value_are_stored_or_refused_alone(
+        tmp_path: Path, time: int, observed: int, severity: int, flags: int, trace_id: bytes,
+        span_id: bytes, text: str, body: str) -> None:
+    """Every field at the edge of its wire type: the record is stored or refused alone, and
+    the good record beside it is stored either way."""
+    request = ExportLogsServiceRequest()
+    request.CopyFrom(REQUEST)
+    records = request.resource_logs[0].scope_logs[0].log_records
+    record = records[0]
+    record.time_unix_nano, record.observed_time_unix_nano = time, observed
+    record.severity_number, record.flags = severity, flags  # type: ignore[assignment]
+    record.trace_id, record.span_id = trace_id, span_id
+    record.severity_text, record.body.string_value = text, body
+    batch = flatten_logs_request(request, where="fuzz")
+    fuzz.check_rejections(batch.rejections)
+    assert batch.log_count + sum(r.log_records for r in batch.rejections) == \
+        sum(len(s.log_records) for r in request.resource_logs for s in r.scope_logs)
+    with connect(tmp_path / "fuzz.duckdb") as con:
+        result = SpanWriter(con).write(batch)
+        assert result.logs_inserted + result.logs_duplicates == batch.log_count
+        assert con.execute("SELECT count(*) FROM log_records").fetchone()[0] >= len(records) - 1

@@ -39,9 +39,9 @@ _ONEOF = {_STRING: LENGTH_DELIMITED, _BOOL: VARINT, _INT: VARINT, _DOUBLE: FIXED
 _unpack_double = struct.Struct("<d").unpack_from
 
 
-def _text(data: memoryview) -> str:
+def _text(data: memoryview, lenient: bool = False) -> str:
     try:
-        return str(data, "utf-8")
+        return str(data, "utf-8", "replace" if lenient else "strict")
     except UnicodeDecodeError as error:
         raise DecodeError(f"invalid UTF-8 in a string field: {error}") from None
 
@@ -70,13 +70,14 @@ def _value_field(data: memoryview) -> tuple[int, memoryview] | None:
     return found
 
 
-def _convert(data: memoryview, depth: int, budget: ElementBudget | None) -> Any:
+def _convert(data: memoryview, depth: int, budget: ElementBudget | None,
+             lenient: bool = False) -> Any:
     found = _value_field(data)
     if found is None:
         return None
     field, content = found
     if field == _STRING:
-        return _text(content)[:MAX_VALUE_CHARS]  # all of it checked, as the runtime does
+        return _text(content, lenient)[:MAX_VALUE_CHARS]  # all checked, as the runtime does
     if field == _INT:
         number = _varint(content) & (2**64 - 1)
         return number - 2**64 if number >= 2**63 else number
@@ -104,9 +105,9 @@ def _convert(data: memoryview, depth: int, budget: ElementBudget | None) -> Any:
             break
         budget.left -= 1
         if field == _ARRAY:
-            array.append(_convert(content[start:end], depth + 1, budget))
+            array.append(_convert(content[start:end], depth + 1, budget, lenient))
         else:
-            key, value = _key_value(content[start:end], depth + 1, budget)
+            key, value = _key_value(content[start:end], depth + 1, budget, lenient)
             kvlist[key] = value
     return array if field == _ARRAY else kvlist
 
@@ -144,20 +145,32 @@ def _count_elements(data: memoryview, pos: int) -> int:
     return count
 
 
-def _key_value(data: memoryview, depth: int, budget: ElementBudget | None) -> tuple[str, Any]:
+def _key_value(data: memoryview, depth: int, budget: ElementBudget | None,
+               lenient: bool = False) -> tuple[str, Any]:
     key = ""
     value: memoryview | None = None
     for field, wire_type, start, end in _fields(data):
         if wire_type != LENGTH_DELIMITED:
             continue
         if field == 1:
-            key = _text(data[start:end])
+            key = _text(data[start:end], lenient)
         elif field == 2:
             value = data[start:end]
-    return key, (None if value is None else _convert(value, depth, budget))
+    return key, (None if value is None else _convert(value, depth, budget, lenient))
 
 
-def key_value_from_wire(raw: bytes) -> tuple[str, Any]:
+def key_value_from_wire(raw: bytes, *, lenient: bool = False) -> tuple[str, Any]:
     """(key, value as any_value.py stores it) of one serialized KeyValue. Raises DecodeError
-    for bytes that are not a KeyValue (or hold invalid UTF-8), as the runtime would."""
-    return _key_value(memoryview(raw), 0, None)
+    for bytes that are not a KeyValue, or that hold invalid UTF-8 unless `lenient`: then each
+    bad sequence becomes U+FFFD (the replacement character)."""
+    return _key_value(memoryview(raw), 0, None, lenient)
+
+
+def key_from_wire(raw: bytes) -> str:
+    """Only the key of a serialized KeyValue (for attributes past the count limit, which are
+    dropped unread unless they repeat a kept key). Raises DecodeError."""
+    data = memoryview(raw)
+    for field, wire_type, start, end in _fields(data):
+        if field == 1 and wire_type == LENGTH_DELIMITED:
+            return _text(data[start:end])
+    return ""

@@ -1,4 +1,5 @@
-"""A span the protobuf runtime refuses for nesting depth alone, rebuilt with its values cut.
+"""Parts the protobuf runtime refuses whole, rebuilt from the wire: a span refused for nesting
+depth alone (values cut at our depth), and a resource with invalid UTF-8 (the bad text replaced).
 
 The runtime stops parsing at 100 nested messages (an array level is 2, a kvlist level 3), so a
 span with an attribute nested that deep could not be decoded at all, and the careful path
@@ -17,9 +18,11 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest.any_value_wire import key_value_from_wire
+from ingest.protowire import LENGTH_DELIMITED, VARINT, WireError, iter_fields, read_varint
 from ingest.wire_messages import WireEvent, WireLink, WireSpan
 
 
@@ -96,3 +99,31 @@ def repair_span(data: bytes) -> Span | None:
     except DecodeError:
         return None
     return span
+
+
+def repair_resource(data: bytes) -> tuple[Resource, int] | None:
+    """A resource the runtime refuses, attribute by attribute: each attribute that does not
+    decode is read again with every invalid UTF-8 sequence replaced by U+FFFD, so that its spans
+    keep their service.name and the rest of the resource (issue 14: the whole resource was
+    dropped). Returns the resource and how many attributes were replaced; None when its bytes
+    are not a Resource at all."""
+    resource = Resource()
+    replaced = 0
+    try:
+        for field, wire_type, start, end in iter_fields(data):
+            chunk = data[start:end]
+            if field == 1 and wire_type == LENGTH_DELIMITED:
+                attribute = resource.attributes.add()
+                try:
+                    attribute.MergeFromString(chunk)
+                except DecodeError:
+                    attribute.Clear()
+                    key, value = key_value_from_wire(chunk, lenient=True)
+                    attribute.key = key
+                    _to_any_value(value, attribute.value)
+                    replaced += 1
+            elif field == 2 and wire_type == VARINT:
+                resource.dropped_attributes_count = min(read_varint(chunk, 0)[0], 2**32 - 1)
+    except (WireError, DecodeError):
+        return None
+    return resource, replaced

@@ -285,6 +285,30 @@ def has_surrogate(value: Any) -> bool:
     return False
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replaced(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def replace_surrogates(value: Any) -> Any:
+    """`value` with every string's lone surrogates (bytes that were not UTF-8, or escapes that
+    encode no character) replaced by U+FFFD. Nested no deeper than has_surrogate walks: a
+    resource deeper than the recursion limit is refused by the caller's RecursionError."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return _replaced(value)
+    if isinstance(value, dict):
+        return {replace_surrogates(key): replace_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [replace_surrogates(item) for item in value]
+    return value
+
+
 _message_rows: dict[str, tuple[str, tuple[Any, ...]]] = {}
 
 
@@ -408,7 +432,12 @@ def flatten_json_request(
             resource = resource_document.get("resource")
             schema_url = str(_get(resource_document, "schemaUrl", "schema_url") or "")
             if check_text and (has_surrogate(resource) or has_surrogate(schema_url)):
-                raise _BadSpan("resource text is not valid UTF-8")
+                # Kept with the bad text replaced, so that its spans keep their service.name
+                # (issue 14: the resource and all its spans were refused).
+                resource, schema_url = replace_surrogates(resource), replace_surrogates(schema_url)
+                batch.rejections.append(Rejection(
+                    "resource_text_replaced", "resource text held invalid UTF-8: kept with each "
+                    "bad sequence replaced by U+FFFD", here, 0))
             resource_id, resource_values = _message_row("resource", resource, schema_url)
             scopes = _list(resource_document, "scopeSpans", "scope_spans", "scopeSpans") or \
                 _list(resource_document, "instrumentationLibrarySpans",

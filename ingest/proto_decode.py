@@ -12,9 +12,10 @@ from typing import BinaryIO
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from ingest.deep_values import repair_span
+from ingest.deep_values import repair_resource, repair_span
 from ingest.flatten import locate
 from ingest.protowire import LENGTH_DELIMITED, WireError, iter_fields, iter_stream_fields
 from ingest.rejections import Rejection
@@ -73,6 +74,26 @@ def _salvage_scope_spans(
             into.schema_url = _text(chunk)
 
 
+def _resource_into(resource: Resource, chunk: bytes, where: str,
+                   rejections: list[Rejection]) -> None:
+    """Parse a resource; one with invalid UTF-8 is kept with the bad text replaced (its spans
+    keep their service.name), and said; one that is not a Resource at all is left empty."""
+    try:
+        resource.MergeFromString(chunk)
+        return
+    except DecodeError as error:
+        resource.Clear()
+        problem = error
+    repaired = repair_resource(chunk)
+    if repaired is None:
+        rejections.append(_undecodable("resource", where, problem))
+        return
+    resource.CopyFrom(repaired[0])
+    rejections.append(Rejection(
+        "resource_text_replaced", f"{repaired[1]} resource attribute(s) held invalid UTF-8: "
+        "kept with each bad sequence replaced by U+FFFD", where, 0))
+
+
 def _salvage_resource_spans(
     data: bytes, offset: int, into: ResourceSpans, where: str, rejections: list[Rejection]
 ) -> None:
@@ -88,12 +109,8 @@ def _salvage_resource_spans(
                 scope_spans.Clear()
                 _salvage_scope_spans(chunk, start, scope_spans, where, rejections)
         elif field == RESOURCE_SPANS_RESOURCE:
-            try:
-                into.resource.MergeFromString(chunk)
-            except DecodeError as error:
-                into.resource.Clear()
-                rejections.append(_undecodable(
-                    "resource", locate(where, f"byte offset {start}"), error))
+            _resource_into(into.resource, chunk, locate(where, f"byte offset {start}"),
+                           rejections)
         elif field == RESOURCE_SPANS_SCHEMA_URL:
             into.schema_url = _text(chunk)
 
@@ -195,10 +212,7 @@ class _StreamedRequests:
                 continue
             chunk = self._read(size, at)
             if field == RESOURCE_SPANS_RESOURCE:
-                try:
-                    header.resource.MergeFromString(chunk)
-                except DecodeError as error:
-                    self.rejections.append(_undecodable("resource", self._here(at), error))
+                _resource_into(header.resource, chunk, self._here(at), self.rejections)
             elif field == RESOURCE_SPANS_SCHEMA_URL:
                 header.schema_url = _text(chunk)
 

@@ -102,7 +102,7 @@ def attributes(megabytes: int) -> ExportTraceServiceRequest:
 
 def long_name(megabytes: int) -> ExportTraceServiceRequest:
     request, span = _request(7)
-    span.name = "n" * (megabytes * 1_000_000)
+    span.name = "n" * (megabytes * 1_000_000 // 2)
     attribute = span.attributes.add()
     attribute.key, attribute.value.int_value = "k" * (megabytes * 1_000_000 // 2), 1
     return request

@@ -245,6 +245,22 @@ def _invalid_utf8_name(trace_id: bytes) -> bytes:
     return body.replace(b"HOSTILE_NAME", b"bad\xff\xfe\xc3(xxxxx")  # same length
 
 
+def _invalid_utf8_resource(as_json: bool) -> Callable[[bytes], bytes]:
+    """A resource attribute's text replaced on the wire by bytes that are not UTF-8."""
+    def body(trace_id: bytes) -> bytes:
+        request = _span_request(trace_id, _set())
+        host = request.resource_spans[0].resource.attributes.add()
+        host.key, host.value.string_value = "host.name", "HOSTILE_HOST"
+        raw = _json_body(request) if as_json else request.SerializeToString()
+        return raw.replace(b"HOSTILE_HOST", b"bad\xff\xfe\xc3(xxxxx")  # same length
+    return body
+
+
+def _resource_kept(row: dict[str, Any]) -> None:
+    assert row["service_name"] == "hostile-test"
+    assert row["host"].startswith("bad\ufffd"), row["host"]
+
+
 def _json_body(request: ExportTraceServiceRequest,
                edit: Callable[[dict[str, Any]], None] | None = None) -> bytes:
     document = otlp_json(request)
@@ -410,6 +426,13 @@ CASES = [
          reasons=("undecodable_span",), file=("undecodable_span",)),
     Case("invalid UTF-8 in a span name (JSON)", _json_invalid_utf8, content_type=JSON,
          stored=1, reasons=("bad_span",), file=("bad_span",)),
+    # The resource was dropped and its spans lost service.name (issue 14 item 10).
+    Case("invalid UTF-8 in a resource attribute (protobuf)", _invalid_utf8_resource(False),
+         reasons=("resource_text_replaced",), file=("resource_text_replaced",),
+         check=_resource_kept),
+    Case("invalid UTF-8 in a resource attribute (JSON)", _invalid_utf8_resource(True),
+         content_type=JSON, reasons=("resource_text_replaced",),
+         file=("resource_text_replaced",), check=_resource_kept),
     Case("start time 0", _pb(_set(start_time_unix_nano=0)), stored=1,
          reasons=("bad_timestamp",), file=("bad_timestamp",)),
     Case("starts in the year 2200", _pb(_set(start_time_unix_nano=7_258_118_400 * 10**9,
@@ -461,15 +484,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def _stored_rows(con: Any, trace_id: bytes) -> list[dict[str, Any]]:
     cursor = con.execute(
-        "SELECT name, attributes, dropped_attributes_count, len(events), dropped_events_count,"
-        " len(links), dropped_links_count FROM spans WHERE trace_id = ? ORDER BY name",
+        "SELECT s.name, s.attributes, s.dropped_attributes_count, len(s.events),"
+        " s.dropped_events_count, len(s.links), s.dropped_links_count, s.service_name,"
+        " json_extract_string(r.attributes, '$.\"host.name\"') FROM spans s"
+        " LEFT JOIN resources r USING (resource_id) WHERE s.trace_id = ? ORDER BY s.name",
         [trace_id.hex()])
     return [{"name": name, "attributes": json.loads(attributes),
              "dropped_attributes_count": dropped, "events": events,
              "dropped_events_count": dropped_events, "links": links,
-             "dropped_links_count": dropped_links}
-            for name, attributes, dropped, events, dropped_events, links, dropped_links
-            in cursor.fetchall()]
+             "dropped_links_count": dropped_links, "service_name": service, "host": host}
+            for name, attributes, dropped, events, dropped_events, links, dropped_links,
+            service, host in cursor.fetchall()]
 
 
 def _check_rows(case: Case, rows: list[dict[str, Any]], stored: int) -> None:

@@ -26,7 +26,7 @@ from queries.clickhouse import BACKEND_ENV
               help="Read from ClickHouse instead of --db, where the Collector's ClickHouse "
                    "exporter writes otel_traces: clickhouse://user@host:port/database, or "
                    f"chdb:///FOLDER for in-process ClickHouse (env {BACKEND_ENV}). Used by "
-                   "report, run, check, simulate and dashboard; ingest, serve and demo "
+                   "report, run, check, simulate, dashboard and budgets; ingest, serve and demo "
                    "always use --db.")
 @click.pass_context
 def cli(context: click.Context, db: str, backend: str | None) -> None:

@@ -54,6 +54,7 @@ _NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")
 _DOC_LINE = re.compile(r"^-- (?P<doc>\S.*)$")
 _PARAMETER = re.compile(r"\$(?P<name>[a-z_][a-z0-9_]*)")
 _CLICKHOUSE_PARAMETER = re.compile(r"\{(?P<name>[a-z_][a-z0-9_]*):")
+CLICKHOUSE_PARAMETER = _CLICKHOUSE_PARAMETER  # for ClickHouse files loaded elsewhere
 
 
 class QueryFileError(RuntimeError):

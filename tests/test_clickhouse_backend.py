@@ -21,6 +21,7 @@ checks (fixture order), which also exercises the rebuild when otel_traces change
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -339,3 +340,48 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
     finally:
         duck.close()
 
+
+
+# ---- declared budgets (SPEC §10, issue 13) -------------------------------------------------
+
+DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
+                ["set", "research-agent", "7s"], ["cap", "tool:fetch_report", "5s"],
+                ["cap", "model:gpt-4o", "2500ms"], ["cap", "tool:never_seen", "1s"]]
+
+
+def test_declared_budgets_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
+                                          tmp_path: Path) -> None:
+    """The same declarations through `budgetscope budgets` on both backends: every report,
+    the step utilisation and the listing are the same bytes."""
+    db, backend = sample_duckdb, sample_backend
+    copy = tmp_path / "declared.duckdb"
+    shutil.copy(db, copy)
+    before = invoke("--backend", backend, "report", "runs")
+    try:
+        for declaration in DECLARATIONS:
+            invoke("--db", str(copy), "budgets", *declaration)
+            invoke("--backend", backend, "budgets", *declaration)
+        runs = invoke("--backend", backend, "report", "runs", "--format", "json")
+        assert b'"declared"' in runs and before != invoke("--backend", backend, "report",
+                                                           "runs")
+        for name in CLI_REPORTS:
+            assert invoke("--backend", backend, "report", name) == \
+                invoke("--db", str(copy), "report", name), name
+        duck = duckdb_connect(copy, read_only=True)
+        try:
+            for name in ("step_utilisation", "attribution_summary", "utilisation_histogram"):
+                got = getattr(reports, name)(clickhouse.connect(backend), Filters())
+                want = getattr(reports, name)(duck, Filters())
+                assert to_csv_bytes(got) == to_csv_bytes(want), name
+        finally:
+            duck.close()
+        listed = [{k: v for k, v in d.items() if k != "declared_at"} for d in json.loads(
+            invoke("--backend", backend, "budgets", "list", "--format", "json"))]
+        assert listed == [{k: v for k, v in d.items() if k != "declared_at"} for d in
+                          json.loads(invoke("--db", str(copy), "budgets", "list", "--format",
+                                            "json"))]
+    finally:  # the module's later tests see the backend as it was
+        for declaration in DECLARATIONS:
+            verb = {"set": "unset", "cap": "uncap"}[declaration[0]]
+            invoke("--backend", backend, "budgets", verb, declaration[1])
+    assert invoke("--backend", backend, "report", "runs") == before

@@ -18,7 +18,7 @@ import click
 import duckdb
 
 from budgetscope.commands.budgets_remote import RemoteError, fetch_declarations, send_change
-from budgetscope.commands.common import Fail, catch_up_derivations, db_option
+from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
 from ingest.declared_budgets import (
@@ -31,6 +31,7 @@ from ingest.declared_budgets import (
     parse_duration_ms,
 )
 from ingest.derivation import PendingDerivations
+from queries import clickhouse, clickhouse_declared
 from queries.derive import refresh_touched
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
@@ -65,6 +66,9 @@ def _report(change: Change, answer: dict[str, Any], where: str) -> None:
     else:
         head = f"{what} removed"
     runs = int(answer["runs"])
+    if runs < 0:  # ClickHouse: the derived tables are rebuilt whole
+        click.echo(f"{head}{where}; derived tables rebuilt in {float(answer['seconds']):.2f} s")
+        return
     if answer.get("derived", True):
         tail = f"{runs:,} runs re-derived in {float(answer['seconds']):.2f} s"
     else:
@@ -105,11 +109,39 @@ def _carry_out(context: click.Context, change: Change | None,
         con.close()
 
 
+def _on_backend(context: click.Context, work: Callable[[Any], Any]) -> Any:
+    """Run `work` on the ClickHouse backend of --backend (SPEC §10 there: the declarations
+    live in ClickHouse tables, and the derived tables are rebuilt whole after a change)."""
+    backend = backend_option(context)
+    try:
+        con = clickhouse.connect(str(backend))
+        return work(con)
+    except clickhouse.BackendError as error:
+        raise Fail(str(error)) from None
+    except clickhouse.NoTraces as error:
+        raise Fail(str(error)) from None
+    except DeclarationError as error:
+        raise click.UsageError(str(error)) from None
+    except Exception as error:  # the engine's own errors
+        raise Fail(f"cannot use backend {backend}: {str(error).splitlines()[0]}") from None
+
+
 def _change(context: click.Context, change: Change) -> None:
     try:
         change = change.checked()
     except DeclarationError as error:
         raise click.UsageError(str(error)) from None
+    if backend_option(context) is not None:
+        def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
+            started = time.monotonic()
+            stored = clickhouse_declared.apply(con, change)
+            if stored.changed:
+                clickhouse.ensure_derived(con)
+            _report(change, {"changed": stored.changed, "runs": -1,
+                             "seconds": time.monotonic() - started}, " on the backend")
+
+        _on_backend(context, on_clickhouse)
+        return
 
     def local(con: duckdb.DuckDBPyConnection) -> None:
         catch_up_derivations(con)
@@ -153,9 +185,13 @@ def budgets_command(context: click.Context, token: str | None) -> None:
 @click.pass_context
 def list_command(context: click.Context, output: str) -> None:
     """Every declared budget and cap."""
-    rows = _carry_out(context, None,
-                      lambda con: [d.to_json() for d in declarations(con)],
-                      fetch_declarations)
+    if backend_option(context) is not None:
+        rows = _on_backend(context, lambda con: [
+            d.to_json() for d in clickhouse_declared.declarations(con)])
+    else:
+        rows = _carry_out(context, None,
+                          lambda con: [d.to_json() for d in declarations(con)],
+                          fetch_declarations)
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
         return

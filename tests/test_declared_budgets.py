@@ -217,3 +217,33 @@ def test_a_refused_change_stores_nothing(con):
         with pytest.raises(DeclarationError):
             apply(con, bad)
     assert declarations(con) == []
+
+
+def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path):
+    """Schema 3 → 4 (ingest/schema_migrations/3_to_4.sql): runs gain budget_source, 'span'
+    wherever a budget is known (nothing could be declared before), and a declaration then
+    re-measures the old runs."""
+    con = open_db(tmp_path, "v3.duckdb")
+    try:
+        b = TraceBuilder()
+        b.run(0, 9_000, 10_000, gen__ai_agent_name="billing")
+        unbudgeted = b.run(0, 9_000, None, gen__ai_agent_name="billing")
+        store(con, b.finished())
+        con.execute("DROP TABLE declared_budgets")
+        con.execute("DROP TABLE declared_step_caps")
+        con.execute("DROP INDEX runs_by_run_id")
+        con.execute("ALTER TABLE runs DROP COLUMN budget_source")
+        con.execute("CREATE INDEX runs_by_run_id ON runs (run_id)")
+        con.execute("UPDATE budgetscope_meta SET value = '3' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = open_db(tmp_path, "v3.duckdb")
+    try:
+        assert con.execute("SELECT value FROM budgetscope_meta WHERE key = 'schema_version'"
+                           ).fetchone()[0] == "4"
+        assert sorted(con.execute("SELECT budget_ms, budget_source FROM runs").fetchall(),
+                      key=str) == [(10_000, "span"), (None, None)]
+        declare(con, Change("set", "billing", 5_000))
+        assert run_row(con, b.trace_id(unbudgeted))["budget_source"] == "declared"
+    finally:
+        con.close()

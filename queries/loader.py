@@ -34,7 +34,7 @@ QUERY_NAMES = frozenset({
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "recent_signals",
-    "simulation_runs", "simulation_steps", "runs_by_agent",
+    "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"
@@ -47,6 +47,7 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "runs_by_agent", "recent_signals", "simulation_runs", "simulation_steps",
+    "runs_with_steps",
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_scratch_drop", "derive_state",
 })
 

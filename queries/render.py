@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from queries.readable import NO_VALUE
 from queries.terminal import json_inert, terminal_safe
 
 
@@ -116,11 +118,21 @@ def to_json_text(frame: pd.DataFrame) -> str:
     return json_inert(json.dumps(records, indent=2, ensure_ascii=False)) + "\n"
 
 
-def to_text_table(frame: pd.DataFrame) -> str:
+def to_text_table(frame: pd.DataFrame,
+                  readable: Mapping[str, Callable[[Any], str]] | None = None) -> str:
     """Columns padded to their widest cell; numbers right-aligned. Meant for a terminal, so
-    each cell is made inert first (no escape sequence or control character from a span)."""
+    each cell is made inert first (no escape sequence or control character from a span).
+    `readable` formats the named columns for people (queries/readable.py: 12.3 s, 31.9%)."""
     columns = [terminal_safe(str(c)) for c in frame.columns]
-    rows = [[terminal_safe(text) for text in row] for row in text_rows(frame)]
+    rows = text_rows(frame)
+    for i, column in enumerate(frame.columns):
+        shown = readable.get(column) if readable else None
+        for row, value in zip(rows, frame[column], strict=True):
+            if shown is not None:
+                row[i] = shown(value)
+            elif row[i] == "":
+                row[i] = NO_VALUE  # one mark for "no value", as the dashboard shows it
+    rows = [[terminal_safe(text) for text in row] for row in rows]
     widths = [max([len(column)] + [len(row[i]) for row in rows]) for i, column in
               enumerate(columns)]
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])

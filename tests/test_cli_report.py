@@ -182,3 +182,51 @@ def test_an_unknown_agent_is_named_with_the_known_ones(fleet_db):
     assert result.stdout.count("\n") == 1  # the header: still a valid (empty) CSV
     assert "note: no agent 'nosuch' in this database; known agents: " \
         in result.stderr
+
+
+def test_runs_report_narrows_sorts_and_limits(fleet_db):
+    """Issue 15: `report runs` gains --outcome, --exhausted, --culprit, --sort, --limit, and a
+    table lists the newest runs first."""
+    import json
+    db, ids = fleet_db
+
+    def runs(*args: str) -> list[dict]:
+        result = invoke("--db", db, "report", "runs", "--format", "json", *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    every = runs()
+    assert [r["start"] for r in every] == sorted(r["start"] for r in every)
+    exhausted = runs("--exhausted")
+    assert exhausted and all(r["exhausted"] is True for r in exhausted)
+    assert {r["run_id"] for r in runs("--not-exhausted")} == {
+        r["run_id"] for r in every if r["exhausted"] is False}
+    assert [r["run_id"] for r in runs("--outcome", "exhausted")] == [
+        r["run_id"] for r in every if r["outcome"] == "exhausted"]
+    assert len(runs("--outcome", "none")) == sum(r["outcome"] is None for r in every)
+    assert {r["culprit"] for r in runs("--culprit", "tool:fetch")} == {"tool:fetch"}
+    by_use = runs("--sort", "utilisation:desc", "--limit", "2")
+    assert len(by_use) == 2
+    assert [r["utilisation"] for r in by_use] == sorted(
+        (r["utilisation"] for r in every if r["utilisation"] is not None), reverse=True)[:2]
+    table = invoke("--db", db, "report", "runs", "--format", "table")
+    assert table.exit_code == 0, table.output
+    rows = [line for line in table.output.splitlines()[2:] if line.strip()]
+    starts = [next(r["start"] for r in every if line.startswith(r["run_id"])) for line in rows]
+    assert starts == sorted(starts, reverse=True)
+    wrong = invoke("--db", db, "report", "weekly", "--culprit", "tool:fetch")
+    assert wrong.exit_code == 2 and "apply to the runs report only" in wrong.output
+    bad_sort = invoke("--db", db, "report", "runs", "--sort", "colour")
+    assert bad_sort.exit_code == 2 and "cannot sort by 'colour'" in bad_sort.output
+
+
+def test_tables_read_as_the_dashboard_does(fleet_db):
+    """Issue 15: six-decimal fractions and raw milliseconds in `--format table`."""
+    db, _ = fleet_db
+    table = invoke("--db", db, "report", "utilisation", "--format", "table").output
+    assert "116.0%" in table and "1.160000" not in table
+    runs = invoke("--db", db, "report", "runs", "--format", "table").output
+    assert "10.0 s" in runs and "10000.000" not in runs
+    assert "–" in runs  # N1 has no budget: one mark for no value, never a blank
+    csv = invoke("--db", db, "report", "utilisation").output
+    assert "1.160000" in csv  # CSV keeps raw fractions (docs/metrics.md §7)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from budgetscope.commands.common import Fail, open_reader, write_output
+from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.reports import REPORTS, attribution_summary, runs_by_agent
+from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
 
 
 @click.command("report")
@@ -23,9 +26,22 @@ from queries.reports import REPORTS, attribution_summary, runs_by_agent
               default="csv", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
+@click.option("--outcome", "outcomes", multiple=True, metavar="OUTCOME",
+              help="runs only: this stated outcome (completed, partial, exhausted, failed, "
+              "cancelled, or none for runs that state none); repeatable.")
+@click.option("--exhausted/--not-exhausted", default=None,
+              help="runs only: exhausted runs, or runs with a budget that were not.")
+@click.option("--culprit", metavar="STEP_KEY", help="runs only: runs whose culprit is this "
+              "step key (e.g. tool:fetch_report).")
+@click.option("--sort", metavar="COLUMN[:asc|desc]",
+              help=f"runs only: order by one of {', '.join(SORTABLE)} (default: start, newest "
+              "first in --format table, oldest first otherwise).")
+@click.option("--limit", type=click.IntRange(min=1), help="runs only: at most this many runs.")
 @click.pass_context
 def report_command(context: click.Context, name: str, since: str | None, until: str | None,
-                   agent: str | None, output_format: str, out: Path | None) -> None:
+                   agent: str | None, output_format: str, out: Path | None,
+                   outcomes: tuple[str, ...], exhausted: bool | None, culprit: str | None,
+                   sort: str | None, limit: int | None) -> None:
     """Print report NAME: weekly, runs, attribution, failures, utilisation or reconciliation.
 
     Filters apply to runs by their start time: --since is inclusive, --until exclusive, both
@@ -40,18 +56,64 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
         raise Fail(str(error)) from None
+    search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
     with open_reader(context) as con:
         if agent is not None:
             _check_agent_known(con, agent)
-        frame = report(con, filters)
+        frame = (report(con, filters) if search is None
+                 else search_runs(con, filters, search).runs)
         footer = _footer(con, name, filters) if output_format == "table" else ""
     if output_format == "csv":
         data = to_csv_bytes(frame)
     elif output_format == "json":
         data = to_json_text(frame).encode("utf-8")
     else:
-        data = (to_text_table(frame) + footer).encode("utf-8")
+        data = (to_text_table(frame, readable_columns(frame)) + footer).encode("utf-8")
     write_output(data, out)
+
+
+def readable_columns(frame: object) -> dict[str, Callable[[object], str]]:
+    """How a table shows each report column to a person: durations for *_ms, percentages for
+    fractions (rates, shares, utilisations and the utilisation report's percentiles); CSV and
+    JSON keep the raw numbers (docs/metrics.md §7)."""
+    kinds: dict[str, Callable[[object], str]] = {}
+    for column in getattr(frame, "columns", []):
+        name = str(column)
+        if name.endswith("_ms"):
+            kinds[name] = readable.duration
+        elif (name.endswith(("_rate", "_share")) or name == "utilisation"
+              or name.startswith("utilisation_") or name in _UTILISATION_PERCENTILES):
+            kinds[name] = readable.percent
+    return kinds
+
+
+_UTILISATION_PERCENTILES = ("p50", "p90", "p95", "p99", "max")
+
+
+def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
+                exhausted: bool | None, culprit: str | None, sort: str | None,
+                limit: int | None) -> RunSearch | None:
+    """The `runs` report's narrowing options as a RunSearch; None when none applies (the
+    report as it always was, oldest first), except that a table lists the newest first."""
+    given = bool(outcomes) or exhausted is not None or culprit or sort or limit
+    if name != "runs":
+        if given:
+            raise click.UsageError("--outcome, --exhausted, --culprit, --sort and --limit "
+                                   "apply to the runs report only")
+        return None
+    if not given and output_format != "table":
+        return None
+    column, _, order = (sort or "start").partition(":")
+    if order not in ("", "asc", "desc"):
+        raise click.UsageError(f"--sort {sort!r}: the order after ':' is asc or desc")
+    descending = None if order == "" else order == "desc"
+    if sort is None and output_format != "table":
+        descending = False  # CSV and JSON keep the report's own order, oldest first
+    try:
+        return RunSearch(outcomes=outcomes, exhausted=exhausted, culprit=culprit,
+                         sort=column, descending=descending, limit=limit)
+    except SearchError as error:
+        raise click.UsageError(f"--sort: {error}") from None
 
 
 def _check_agent_known(con: object, agent: str) -> None:

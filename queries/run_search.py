@@ -1,0 +1,102 @@
+"""Finding runs: the runs report narrowed by outcome, exhaustion, culprit, step key, step class,
+utilisation and run id prefix, sorted and paged. `budgetscope report runs` and the dashboard's
+Runs page both search through `search_runs`, so a link from a chart and the command line find
+the same runs.
+
+The narrowing happens on the runs report's rows (one per run in the time and agent filter); the
+step filters ask `runs_with_steps` for the run ids that hold such a step, nested steps included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from queries.filters import Filters
+from queries.loader import Connection, frame
+from queries.reports import runs as runs_report
+
+# Columns a search can sort by, each with the order a person usually wants first.
+SORTABLE: dict[str, bool] = {  # column -> descending by default
+    "start": True, "utilisation": True, "elapsed_ms": True, "overrun_ms": True,
+    "culprit_share": True, "budget_ms": True, "unattributed_ms": True, "run_id": False,
+    "agent": False,
+}
+NOT_STATED = "none"  # the outcome filter's name for runs that state no outcome
+
+
+class SearchError(ValueError):
+    """A search value that cannot be used, with a message fit for one line."""
+
+
+@dataclass(frozen=True)
+class RunSearch:
+    outcomes: tuple[str, ...] = ()  # stated outcomes; NOT_STATED for runs that state none
+    exhausted: bool | None = None
+    culprit: str | None = None  # a step key
+    step_key: str | None = None  # runs holding a step of this key
+    step_class: str | None = None  # runs holding a step of this class
+    utilisation_min: float | None = None  # fractions, inclusive
+    utilisation_max: float | None = None
+    id_prefix: str | None = None
+    sort: str = "start"
+    descending: bool | None = None  # None: the column's usual order (SORTABLE)
+    limit: int | None = None
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sort not in SORTABLE:
+            raise SearchError(f"cannot sort by {self.sort!r}; choose one of: "
+                              f"{', '.join(SORTABLE)}")
+        if self.limit is not None and self.limit < 1:
+            raise SearchError(f"limit {self.limit} is not a positive number of runs")
+        if self.offset < 0:
+            raise SearchError(f"offset {self.offset} is negative")
+
+    @property
+    def narrows(self) -> bool:
+        return bool(self.outcomes or self.exhausted is not None or self.culprit
+                    or self.step_key or self.step_class or self.id_prefix
+                    or self.utilisation_min is not None or self.utilisation_max is not None)
+
+    def page(self, number: int, size: int) -> RunSearch:
+        """The `number`-th page (from 1) of `size` runs."""
+        return replace(self, limit=size, offset=(max(number, 1) - 1) * size)
+
+
+@dataclass(frozen=True)
+class Found:
+    runs: pd.DataFrame  # the page asked for, in the runs report's columns
+    total: int  # runs matching, before the limit and offset
+
+
+def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
+    rows = runs_report(con, filters)
+    keep = pd.Series(True, index=rows.index)
+    if search.outcomes:
+        stated = rows["outcome"].fillna(NOT_STATED).astype(str).str.lower()
+        keep &= stated.isin([outcome.lower() for outcome in search.outcomes])
+    if search.exhausted is not None:
+        keep &= rows["exhausted"].fillna(False).astype(bool) == search.exhausted
+        keep &= rows["exhausted"].notna()
+    if search.culprit:
+        keep &= rows["culprit"] == search.culprit
+    if search.utilisation_min is not None:
+        keep &= rows["utilisation"] >= search.utilisation_min
+    if search.utilisation_max is not None:
+        keep &= rows["utilisation"] <= search.utilisation_max
+    if search.id_prefix:
+        keep &= rows["run_id"].str.startswith(search.id_prefix.strip().lower())
+    if search.step_key or search.step_class:
+        holding = frame(con, "runs_with_steps", {**filters.parameters(),
+                                                 "step_key": search.step_key,
+                                                 "step_class": search.step_class})
+        keep &= rows["run_id"].isin(holding["run_id"])
+    matched = rows[keep]
+    descending = SORTABLE[search.sort] if search.descending is None else search.descending
+    # run_id breaks ties, so a page never shows a run twice or skips one
+    ordered = matched.sort_values([search.sort, "run_id"], ascending=[not descending, True],
+                                  na_position="last", kind="stable")
+    end = None if search.limit is None else search.offset + search.limit
+    return Found(ordered.iloc[search.offset:end].reset_index(drop=True), len(matched))

@@ -76,6 +76,25 @@ def _install(log_path: str) -> None:
     socket.getaddrinfo = getaddrinfo
 
 
+def _open_websocket(base: str, host: str, origin: str, token: str) -> None:
+    import asyncio
+
+    import websockets
+
+    port = int(base.rsplit(":", 1)[1])
+
+    async def attempt() -> None:
+        with contextlib.suppress(Exception):
+            async with websockets.connect(
+                    f"ws://{host}:{port}/_stcore/stream", host="127.0.0.1", port=port,
+                    additional_headers={"Origin": origin, "Authorization": f"Bearer {token}"},
+                    subprotocols=["streamlit"], open_timeout=30) as stream:
+                await asyncio.sleep(1)
+                await stream.close()
+
+    asyncio.run(attempt())
+
+
 def _visit_then_stop(base: str, paths: list[str]) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -88,6 +107,9 @@ def _visit_then_stop(base: str, paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):  # a 401 or 303 is an answer too
             urllib.request.urlopen(f"{base}{path}", timeout=30).read()
+    socket_origin = os.environ.get("PROBE_WS")
+    if socket_origin:  # "HOST ORIGIN TOKEN": a websocket under another spelling of the Host
+        _open_websocket(base, *socket_origin.split(" "))
     time.sleep(3)  # anything Streamlit does shortly after start-up or a first session
     os.kill(os.getpid(), signal.SIGTERM)
 

@@ -32,23 +32,28 @@ pytestmark = pytest.mark.skipif(not _namespaces_work(),
                                 reason="needs `unshare -n` (root) for a private network")
 
 
-def _probe(tmp_path: Path, *command: str, paths: str) -> tuple[str, str]:
+def _probe(tmp_path: Path, *command: str, paths: str, ws: str = "") -> tuple[str, str]:
     log = tmp_path / "outbound.log"
     inner = [sys.executable, "-m", "tests.outbound_probe", str(log),
              f"http://127.0.0.1:{PORT}", "--", *command]
     result = subprocess.run(
         ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *inner],
         capture_output=True, text=True, cwd=REPO, timeout=180,
-        env={"PATH": "/usr/bin:/bin", "PROBE_PATHS": paths, "HOME": str(tmp_path)})
+        env={"PATH": "/usr/bin:/bin", "PROBE_PATHS": paths, "PROBE_WS": ws,
+             "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
     return (log.read_text() if log.exists() else ""), result.stdout
 
 
 def test_dashboard_on_all_interfaces_calls_nobody(tmp_path: Path) -> None:
     db = tiny_db(tmp_path / "t.duckdb")
+    # The websocket's Origin spells the host in capitals: the guard admits it (same origin),
+    # Streamlit's own check then used to ask for this machine's internal and external IP.
     attempts, out = _probe(tmp_path, "--db", db, "dashboard", "--host", "0.0.0.0",
                            "--port", str(PORT), "--token", TOKEN,
-                           paths=f"/,/?token={TOKEN},/_stcore/host-config")
+                           "--allowed-host", "dash.internal",
+                           paths=f"/,/?token={TOKEN},/_stcore/host-config",
+                           ws=f"dash.internal http://DASH.internal:{PORT} {TOKEN}")
     assert f"http://0.0.0.0:{PORT}" in out  # it did start, on every interface
     assert attempts == "", attempts
 

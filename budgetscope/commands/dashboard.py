@@ -78,6 +78,19 @@ def _install_guard(policy: AccessPolicy) -> None:
     starlette_server.create_starlette_app = guarded
 
 
+def _never_look_up_addresses() -> None:
+    """Streamlit asks for the machine's addresses by reaching out: a UDP socket connected to
+    8.8.8.8 (internal IP) and an HTTP request to checkip.amazonaws.com (external IP). Its
+    banner did so at start-up (turned off), and its websocket Origin check still does for
+    any Origin that is not byte for byte the Host header (`LOCALHOST` against `localhost`,
+    an explicit :80), after our guard has already compared them properly. Both answers are
+    cached in `streamlit.net_util`; filling the cache means no lookup ever runs."""
+    from streamlit import net_util
+
+    net_util._internal_ip = "127.0.0.1"  # type: ignore[attr-defined]
+    net_util._external_ip = ""  # type: ignore[attr-defined]  # "" is "unknown", no lookup
+
+
 def run_streamlit(app: Path, host: str, port: int) -> None:
     """Streamlit's server for `app` on this thread until SIGTERM/SIGINT (it installs the
     handlers): headless, no usage statistics, no file watching, nothing fetched from outside,
@@ -88,6 +101,7 @@ def run_streamlit(app: Path, host: str, port: int) -> None:
 
     policy = _access or AccessPolicy.build(listen_host=host, port=port, token=None)
     _install_guard(policy)
+    _never_look_up_addresses()
     options = {
         "server_address": host,
         "server_port": port,

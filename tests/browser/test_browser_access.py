@@ -129,3 +129,48 @@ def test_the_pages_ask_nothing_of_the_outside(app: support.Dashboard, page: obje
     icon = page.evaluate(  # type: ignore[attr-defined]
         "Array.from(document.querySelectorAll('link[rel*=icon]')).map(l => l.href)")
     assert icon and all(href.startswith(app.url + "/") for href in icon), icon
+
+
+@pytest.fixture()
+def other_site() -> Iterator[str]:
+    """Another local service's page (another port on 127.0.0.1): the same site for cookies,
+    another origin; what a malicious local page or a compromised dev server would be."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = b"<!doctype html><title>other site</title><p>other</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+_OPEN_SOCKET = """url => new Promise(done => {
+    const socket = new WebSocket(url, "streamlit");
+    socket.onopen = () => { socket.close(); done("open"); };
+    socket.onerror = () => done("refused");
+})"""
+
+
+def test_another_origin_cannot_open_the_websocket(app: support.Dashboard, page: object,
+                                                  other_site: str) -> None:
+    """Signed in (the cookie is sent to 127.0.0.1 whatever the port), a page of another
+    origin still cannot drive the dashboard: its Origin is not the dashboard's."""
+    stream = f"ws://127.0.0.1:{app.port}/_stcore/stream"
+    page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
+    settle(page, 1)
+    assert page.evaluate(_OPEN_SOCKET, stream) == "open"  # type: ignore[attr-defined]
+    page.goto(other_site)  # type: ignore[attr-defined]
+    assert page.evaluate(_OPEN_SOCKET, stream) == "refused"  # type: ignore[attr-defined]

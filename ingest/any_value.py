@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from ingest.typed_attributes import TYPED_ATTRIBUTES, pick_grpc_status
+from ingest.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
 
 # Limits in the spirit of the OpenTelemetry SDK's span limits: keep the span, drop the excess,
 # and count what was dropped, instead of refusing a whole batch for one oversized attribute.
@@ -147,5 +147,5 @@ def _convert(
             if spec is not None:
                 typed[spec[0]] = spec[1](converted)
     if typed_spec is not None:
-        pick_grpc_status(typed)
+        merge_named_columns(typed)
     return result, dropped, typed

@@ -13,6 +13,7 @@ import duckdb
 #    budget_source.
 #    log_records (schema/log_records.sql: OTLP log records).
 #    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
+#    spans gain the typed columns SPEC §9's conventions read (issue 13).
 SCHEMA_VERSION = 4
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by

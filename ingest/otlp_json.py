@@ -54,7 +54,7 @@ from ingest.flatten import (
     time_problem,
 )
 from ingest.rejections import Rejection
-from ingest.typed_attributes import TYPED_ATTRIBUTES, pick_grpc_status
+from ingest.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -216,7 +216,7 @@ def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[st
             if spec is not None:
                 typed[spec[0]] = spec[1](value)
     if typed is not None:
-        pick_grpc_status(typed)
+        merge_named_columns(typed)
     return result, dropped
 
 

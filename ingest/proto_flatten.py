@@ -45,7 +45,7 @@ from ingest.flatten import (
     scope_row,
 )
 from ingest.proto_decode import decode_request
-from ingest.typed_attributes import TYPED_ATTRIBUTES, pick_grpc_status
+from ingest.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
 from ingest.wire_messages import WireEvent, WireLink, WireRequest
 
 # Attributes longer than this (prompts, payloads) are converted every time rather than cached:
@@ -125,7 +125,7 @@ def _attributes(raw_attributes: Any) -> tuple[str, int, dict[str, Any]]:
     entries, dropped = _attribute_entries(raw_attributes)
     typed = {entry[2]: entry[3] for entry in entries.values() if entry[2] is not None}
     if typed:
-        pick_grpc_status(typed)
+        merge_named_columns(typed)
     return _json(entries), dropped, typed
 
 

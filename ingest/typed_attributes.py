@@ -6,10 +6,12 @@ query can compare plain typed columns. The raw value always stays in the attribu
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 # gRPC status names → codes, for rpc.response.status_code / rpc.status_code (string-valued).
 GRPC_STATUS_CODES: dict[str, int] = {
@@ -140,6 +142,46 @@ def as_bool(value: Any) -> bool | None:
     return None
 
 
+def as_url_host(value: Any) -> str | None:
+    """The host of a URL (url.full, http.url), lower-cased as urlsplit gives it: a step's
+    default name (SPEC §9 row 12), never the URL itself, whose query may hold secrets."""
+    text = as_text(value)
+    if not text:
+        return None
+    try:
+        host = urlsplit(text.strip()).hostname
+    except ValueError:
+        return None
+    return host or None
+
+
+def as_json_model(value: Any) -> str | None:
+    """The `model` key of a JSON object given as text (llm.invocation_parameters, SPEC §9
+    row 4); None when the text is no JSON object or the key is absent or empty."""
+    if isinstance(value, dict):
+        parsed: Any = value
+    else:
+        text = as_text(value)
+        if not text or "model" not in text:
+            return None
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return None
+    model = parsed.get("model") if isinstance(parsed, dict) else None
+    return as_text(model) or None
+
+
+# A tool's result text can be a whole payload; the only rule that reads it (SPEC §3 rule 4, the
+# OpenAI Agents SDK's "Tool '…' timed out …") looks at its start, so only the start is typed.
+RESULT_HEAD_CHARS = 256
+
+
+def as_text_head(value: Any) -> str | None:
+    text = as_text(value)
+    return text[:RESULT_HEAD_CHARS] if text is not None else None
+
+
 def as_grpc_code(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().upper() in GRPC_STATUS_CODES:
         return GRPC_STATUS_CODES[value.strip().upper()]
@@ -179,8 +221,39 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "gen_ai.tool.name": ("gen_ai_tool_name", as_text),
     "gen_ai.request.model": ("gen_ai_request_model", as_text),
     "gen_ai.agent.name": ("gen_ai_agent_name", as_text),
-    "http.response.status_code": ("http_response_status_code", as_int),
     "error.type": ("error_type", as_text),
+    # Read by SPEC §9's recognition rules (queries/conventions.py names them by attribute).
+    "gen_ai.response.model": ("gen_ai_response_model", as_text),
+    "gen_ai.data_source.id": ("gen_ai_data_source_id", as_text),
+    "gen_ai.provider.name": ("gen_ai_provider_name", as_text),
+    "gen_ai.system": ("gen_ai_system", as_text),
+    "openinference.span.kind": ("openinference_span_kind", as_label),
+    "llm.model_name": ("llm_model_name", as_text),
+    "embedding.model_name": ("embedding_model_name", as_text),
+    "reranker.model_name": ("reranker_model_name", as_text),
+    "llm.invocation_parameters": ("llm_invocation_model", as_json_model),
+    "tool.name": ("tool_name", as_text),
+    "agent.name": ("agent_name", as_text),
+    "graph.node.id": ("graph_node_id", as_text),
+    "traceloop.span.kind": ("traceloop_span_kind", as_label),
+    "traceloop.entity.name": ("traceloop_entity_name", as_text),
+    "llm.request.type": ("llm_request_type", as_label),
+    "ai.operationId": ("ai_operation_id", as_label),
+    "ai.toolCall.name": ("ai_tool_call_name", as_text),
+    "ai.model.id": ("ai_model_id", as_text),
+    "http.request.method": ("http_request_method", as_text),
+    "http.method": ("http_method", as_text),
+    "rpc.system": ("rpc_system", as_text),
+    "rpc.service": ("rpc_service", as_text),
+    "rpc.method": ("rpc_method", as_text),
+    "server.address": ("server_address", as_text),
+    "net.peer.name": ("net_peer_name", as_text),
+    "url.full": ("url_full_host", as_url_host),
+    "http.url": ("http_url_host", as_url_host),
+    "url.template": ("url_template", as_text),
+    "http.route": ("http_route", as_text),
+    "output.value": ("output_value_head", as_text_head),
+    "gen_ai.tool.call.result": ("gen_ai_tool_call_result_head", as_text_head),
 }
 
 # The budget.* numbers (bounded casts above): what the fuzz tests drive with hostile values.
@@ -188,24 +261,32 @@ BUDGET_NUMBER_KEYS: tuple[str, ...] = (
     "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.remaining_ms",
     "budget.cap_ms", "budget.allocated_ms", "budget.attempt", "budget.cleanup_ms")
 
-# The gRPC status under its three names, most trusted first (SPEC §3 rule 3). Each name gets a
-# provisional column; pick_grpc_status keeps the most trusted one present.
+# A status under several names, most trusted first: the gRPC status (SPEC §3 rule 3) and the
+# HTTP status (rule 2: http.response.status_code, or the older http.status_code). Each name
+# gets a provisional column; merge_named_columns keeps the most trusted one present.
 GRPC_STATUS_KEYS = ("rpc.grpc.status_code", "rpc.response.status_code", "rpc.status_code")
-_GRPC_PROVISIONAL = tuple(f"_grpc_status_{rank}" for rank in range(len(GRPC_STATUS_KEYS)))
-for _key, _column in zip(GRPC_STATUS_KEYS, _GRPC_PROVISIONAL, strict=True):
-    TYPED_ATTRIBUTES[_key] = (_column, as_grpc_code)
+HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+MERGED_COLUMNS: dict[str, tuple[str, ...]] = {}
+for _merged, _keys, _cast in (("grpc_status_code", GRPC_STATUS_KEYS, as_grpc_code),
+                              ("http_response_status_code", HTTP_STATUS_KEYS, as_int)):
+    _provisional = tuple(f"_{_merged}_{rank}" for rank in range(len(_keys)))
+    MERGED_COLUMNS[_merged] = _provisional
+    for _key, _column in zip(_keys, _provisional, strict=True):
+        TYPED_ATTRIBUTES[_key] = (_column, _cast)
+_PROVISIONAL = {column for columns in MERGED_COLUMNS.values() for column in columns}
 
 TYPED_COLUMNS: tuple[str, ...] = tuple(
-    column for column, _ in TYPED_ATTRIBUTES.values() if column not in _GRPC_PROVISIONAL
-) + ("grpc_status_code",)
+    column for column, _ in TYPED_ATTRIBUTES.values() if column not in _PROVISIONAL
+) + tuple(MERGED_COLUMNS)
 
 
-def pick_grpc_status(typed: dict[str, Any]) -> None:
-    """Replace the provisional gRPC columns by the one trusted most."""
-    code = None
-    for column in _GRPC_PROVISIONAL:
-        value = typed.pop(column, None)
-        if code is None and value is not None:
-            code = value
-    if code is not None:
-        typed["grpc_status_code"] = code
+def merge_named_columns(typed: dict[str, Any]) -> None:
+    """Replace the provisional columns of each merged one by the one trusted most."""
+    for merged, provisional in MERGED_COLUMNS.items():
+        value = None
+        for column in provisional:
+            found = typed.pop(column, None)
+            if value is None and found is not None:
+                value = found
+        if value is not None:
+            typed[merged] = value

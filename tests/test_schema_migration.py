@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from budgetscope.cli import cli
@@ -106,5 +107,53 @@ def test_version_2_marks_survive_and_lose_their_key(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = "
                            "'pending_derivations' AND constraint_type = 'PRIMARY KEY'"
                            ).fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
+        tmp_path: Path) -> None:
+    """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
+    attributes the way ingest types them, and every trace is marked for derivation again."""
+    from ingest.typed_attributes import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
+    from tests.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=3)
+    run = b.run(0, 1_000, 1_000)
+    values = {"openinference.span.kind": " LLM ", "llm.invocation_parameters":
+              '{"model": "gpt-inv"}', "url.full": "https://user@API.Example.com:8443/a?b=1",
+              "http.url": "http://h.example/x", "ai.operationId": "ai.streamText.doStream",
+              "output.value": "Tool 'x' timed out after 5 seconds." + "y" * 400,
+              "rpc.system": "grpc", "tool.name": "t", "http.status_code": "503"}
+    b.span("everything", 0, 10, parent=run, attributes=values)
+    db = tmp_path / "v3.duckdb"
+    con = connect(db)
+    new_columns = [column for key, (column, _) in TYPED_ATTRIBUTES.items()
+                   if not column.startswith("_")][
+        [key for key in TYPED_ATTRIBUTES].index("gen_ai.response.model"):]
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        expected = con.execute(f"SELECT {', '.join(new_columns)}, http_response_status_code "
+                               "FROM spans WHERE name = 'everything'").fetchone()
+        for column in new_columns:
+            con.execute(f"ALTER TABLE spans DROP COLUMN {column}")
+        con.execute("UPDATE spans SET http_response_status_code = NULL")
+        con.execute("DROP INDEX steps_by_run_id")
+        con.execute("ALTER TABLE steps DROP COLUMN convention")
+        con.execute("DELETE FROM pending_derivations")
+        con.execute("UPDATE budgetscope_meta SET value = '3' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        got = con.execute(f"SELECT {', '.join(new_columns)}, http_response_status_code "
+                          "FROM spans WHERE name = 'everything'").fetchone()
+        assert got == expected
+        assert expected[new_columns.index("url_full_host")] == "api.example.com"
+        assert expected[new_columns.index("llm_invocation_model")] == "gpt-inv"
+        assert expected[-1] == 503 and HTTP_STATUS_KEYS[-1] == "http.status_code"
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
+                           ).fetchone()[0] == 1
+        assert "convention" in [row[0] for row in con.execute("DESCRIBE steps").fetchall()]
     finally:
         con.close()

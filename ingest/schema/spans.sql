@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS spans (
     gen_ai_tool_name         VARCHAR,
     gen_ai_request_model     VARCHAR,
     gen_ai_agent_name        VARCHAR,
+    -- http.response.status_code, else the older http.status_code (SPEC §3 rule 2)
     http_response_status_code BIGINT,
     -- gRPC status as a number, from rpc.grpc.status_code or the newer string-valued
     -- rpc.response.status_code / rpc.status_code (e.g. DEADLINE_EXCEEDED → 4).
@@ -60,6 +61,40 @@ CREATE TABLE IF NOT EXISTS spans (
     error_type               VARCHAR,
     -- exception.type of each `exception` event, in event order (SPEC §3 rule 4).
     exception_types          VARCHAR[] NOT NULL,
+    -- What SPEC §9 recognises steps by, in the conventions real instrumentations emit
+    -- (queries/conventions.py; schema 4). Labels (kinds, operation ids) are lower-cased.
+    gen_ai_response_model    VARCHAR,
+    gen_ai_data_source_id    VARCHAR,
+    gen_ai_provider_name     VARCHAR,
+    gen_ai_system            VARCHAR,
+    openinference_span_kind  VARCHAR,
+    llm_model_name           VARCHAR,
+    embedding_model_name     VARCHAR,
+    reranker_model_name      VARCHAR,
+    llm_invocation_model     VARCHAR,            -- the `model` key of llm.invocation_parameters
+    tool_name                VARCHAR,
+    agent_name               VARCHAR,
+    graph_node_id            VARCHAR,
+    traceloop_span_kind      VARCHAR,
+    traceloop_entity_name    VARCHAR,
+    llm_request_type         VARCHAR,
+    ai_operation_id          VARCHAR,
+    ai_tool_call_name        VARCHAR,
+    ai_model_id              VARCHAR,
+    http_request_method      VARCHAR,
+    http_method              VARCHAR,
+    rpc_system               VARCHAR,
+    rpc_service              VARCHAR,
+    rpc_method               VARCHAR,
+    server_address           VARCHAR,
+    net_peer_name            VARCHAR,
+    url_full_host            VARCHAR,            -- the host of url.full, never the URL
+    http_url_host            VARCHAR,            -- the host of http.url
+    url_template             VARCHAR,
+    http_route               VARCHAR,
+    -- the first 256 characters of a tool's result (SPEC §3 rule 4's timeout result)
+    output_value_head        VARCHAR,
+    gen_ai_tool_call_result_head VARCHAR,
 
     received_at              TIMESTAMPTZ NOT NULL  -- when this row was committed
     -- No primary key here: (trace_id, span_id) is unique through span_keys (span_keys.sql),

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
 import pandas as pd
+
+from queries import conventions
 
 SQL_FOLDER = Path(__file__).with_name("sql")
 
@@ -97,9 +99,15 @@ def load_queries(folder: Path = SQL_FOLDER, expected: frozenset[str] = QUERY_NAM
     return {name: parse_query(path, parameter) for name, path in sorted(present.items())}
 
 
-QUERIES = load_queries()
-CLICKHOUSE_QUERIES = load_queries(CLICKHOUSE_FOLDER, CLICKHOUSE_QUERY_NAMES,
-                                  _CLICKHOUSE_PARAMETER)
+def _with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
+    """The derivations' `/*@name*/` markers filled from queries/conventions.py (SPEC §9, §3)."""
+    return {name: replace(query, text=conventions.render(query.text, dialect))
+            if "/*@" in query.text else query for name, query in queries.items()}
+
+
+QUERIES = _with_conventions(load_queries(), "duckdb")
+CLICKHOUSE_QUERIES = _with_conventions(
+    load_queries(CLICKHOUSE_FOLDER, CLICKHOUSE_QUERY_NAMES, _CLICKHOUSE_PARAMETER), "clickhouse")
 
 
 def bound_parameters(query: Query, parameters: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.trace import Link, Status, StatusCode
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from ingest.database import connect
 from ingest.derivation import PendingDerivations
@@ -64,12 +64,14 @@ class TraceBuilder:
              parent: ReadableSpan | trace.Span | None = None,
              attributes: dict[str, Any] | None = None, error: bool = False,
              exceptions: Sequence[str] = (), links: Sequence[trace.Span] = (),
-             service: str | None = None, t0_ns: int = T0_NS) -> trace.Span:
+             service: str | None = None, t0_ns: int = T0_NS,
+             kind: SpanKind = SpanKind.INTERNAL, status_message: str = "failed",
+             ok: bool = False) -> trace.Span:
         context = trace.set_span_in_context(parent) if parent is not None else None
         if parent is None:
             context = trace.set_span_in_context(trace.INVALID_SPAN)
         span = self._tracer(service or self.default_service).start_span(
-            name, context=context, attributes=attributes or {},
+            name, context=context, attributes=attributes or {}, kind=kind,
             links=[Link(other.get_span_context()) for other in links],
             start_time=t0_ns + int(start_ms * MS))
         for index, exception_type in enumerate(exceptions):
@@ -77,7 +79,9 @@ class TraceBuilder:
                                          "exception.message": f"test {index}"},
                            timestamp=t0_ns + int(start_ms * MS))
         if error:
-            span.set_status(Status(StatusCode.ERROR, "failed"))
+            span.set_status(Status(StatusCode.ERROR, status_message))
+        elif ok:
+            span.set_status(Status(StatusCode.OK))
         span.end(end_time=t0_ns + int(end_ms * MS))
         return span
 

@@ -54,8 +54,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id);
 DROP INDEX IF EXISTS runs_by_trace;
 
--- steps: one row per step (a descendant of a run carrying budget.step.kind or
--- gen_ai.operation.name), attached to its nearest run ancestor. Run-level fields are copied in
+-- steps: one row per step (a descendant of a run that SPEC §9 recognises as one, or a run
+-- span that is its own single step), attached to its nearest run ancestor. Run-level fields are copied in
 -- (agent, run start, exhausted) because every report filters steps by them.
 CREATE TABLE IF NOT EXISTS steps (
     run_id               VARCHAR NOT NULL,
@@ -69,6 +69,8 @@ CREATE TABLE IF NOT EXISTS steps (
     kind                 VARCHAR NOT NULL,
     name                 VARCHAR NOT NULL,
     step_key             VARCHAR NOT NULL,  -- kind:name
+    -- what recognised it (queries/conventions.py): budget, otel_genai, openinference, ...
+    convention           VARCHAR,
     class                VARCHAR NOT NULL,  -- SPEC §3
     start_ns             BIGINT NOT NULL,
     end_ns               BIGINT NOT NULL,

@@ -29,25 +29,44 @@ FROM derive_touched;
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 
--- 1. The touched traces' spans, with step kind, name and class resolved (SPEC §2, §3).
+-- 1. The touched traces' spans, recognised as steps by SPEC §9's table and classed by §3
+-- rules 1-5 (the marked fragments are filled from queries/conventions.py, the one place those
+-- rules are written). `specific` is the class rules 1-4 give other than the fallback `error`:
+-- a step without one may take a descendant's (rule 6, derive_rolled below).
 CREATE OR REPLACE TEMP TABLE derive_spans AS
 WITH picked AS (
     SELECT s.*,
-           s.budget_step_kind IS NOT NULL OR s.gen_ai_operation_name IS NOT NULL AS is_step,
-           coalesce(s.budget_step_kind, CASE
-               WHEN s.gen_ai_operation_name IN ('chat', 'text_completion', 'generate_content')
-                   THEN 'model'
-               WHEN s.gen_ai_operation_name = 'execute_tool' THEN 'tool'
-               WHEN s.gen_ai_operation_name = 'invoke_agent' THEN 'subagent'
-               ELSE 'other' END) AS step_kind,
-           -- SPEC §3 rule 4 reads error.type first, then each exception event's type: the first
-           -- non-empty one decides, because any non-empty value matches some sub-rule.
-           lower(list_filter(list_concat([s.error_type], s.exception_types),
-                             lambda x: x IS NOT NULL AND trim(x) <> '')[1]) AS error_text,
-           lower(trim(s.budget_outcome)) AS given_outcome
+           /*@step_row*/ AS step_row,
+           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
+           -- span events now; exception log records carrying the span's context join here.
+           list_filter(s.exception_types, lambda x: trim(x) <> '') AS exception_texts
     FROM spans s
     WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
       AND s.trace_id IN (SELECT trace_id FROM touched_traces)
+), recognised AS (
+    SELECT *,
+           /*@step_kind*/ AS step_kind,
+           /*@step_name*/ AS step_name,
+           /*@convention*/ AS convention,
+           /*@is_agent*/ AS is_agent,
+           /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
+           coalesce(trim(error_type) <> '', false) OR len(exception_texts) > 0 AS has_error_type,
+           -- rule 4's texts in order: error.type, the exception types, the status message of
+           -- an ERROR span; each normalised, with its code
+           list_transform(list_transform(
+               list_concat(CASE WHEN trim(error_type) <> '' THEN [error_type] ELSE [] END,
+                           exception_texts,
+                           CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
+               lambda x: /*@normalise_x*/),
+               lambda n: {'n': n, 'c': /*@code_n*/}) AS error_texts
+    FROM picked
+), classed AS (
+    SELECT *,
+           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+                    list_filter(list_transform(error_texts, lambda p: /*@text_class*/),
+                                lambda c: c IS NOT NULL)[1],
+                    CASE WHEN /*@tool_timeout_result*/ THEN 'client_timeout' END) AS specific
+    FROM recognised
 )
 SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
        gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
@@ -55,56 +74,55 @@ SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, s
        budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
        budget_hedge, budget_reconcile_result, budget_cleanup_ms,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
-       is_step,
-       step_kind,
-       coalesce(budget_step_name, CASE step_kind
-           WHEN 'tool' THEN gen_ai_tool_name
-           WHEN 'model' THEN gen_ai_request_model
-           WHEN 'subagent' THEN gen_ai_agent_name END, name) AS step_name,
-       CASE
-           -- rule 1: an outcome the agent stated; a value outside SPEC's list falls through
-           WHEN given_outcome IN ('ok', 'client_timeout', 'upstream_error', 'refused',
-                                  'cancelled', 'client_error', 'error') THEN given_outcome
-           -- rule 2: HTTP; a 504 is the upstream's gateway giving up, not us
-           WHEN http_response_status_code BETWEEN 500 AND 599
-                OR http_response_status_code IN (408, 429) THEN 'upstream_error'
-           WHEN http_response_status_code BETWEEN 400 AND 499 THEN 'client_error'
-           -- rule 3: gRPC, already normalised to its number by ingest
-           WHEN grpc_status_code = 4 THEN 'client_timeout'
-           WHEN grpc_status_code = 1 THEN 'cancelled'
-           WHEN grpc_status_code IN (2, 8, 10, 13, 14, 15) THEN 'upstream_error'
-           WHEN grpc_status_code IN (3, 5, 6, 7, 9, 11, 12, 16) THEN 'client_error'
-           -- rule 4: error.type, then exception types, case-insensitive
-           WHEN error_text IS NOT NULL THEN CASE
-               WHEN error_text LIKE '%timeout%' OR error_text LIKE '%timedout%'
-                    OR error_text LIKE '%deadline%' THEN 'client_timeout'
-               WHEN error_text LIKE '%cancel%' THEN 'cancelled'
-               WHEN regexp_full_match(trim(error_text), '5[0-9][0-9]')
-                    OR error_text LIKE '%connection%' OR error_text LIKE '%unavailable%'
-                    OR error_text LIKE '%refused%' OR error_text LIKE '%reset%'
-                   THEN 'upstream_error'
-               ELSE 'error' END
-           -- rule 5: span status
-           WHEN status_code = 2 THEN 'error'
-           ELSE 'ok' END AS class,
+       step_row IS NOT NULL AS matches_row,
+       -- a step whatever its ancestors; row 12 waits for the walk (no step above it)
+       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       needs_no_step_ancestor, is_agent,
+       step_kind, step_name, convention,
+       specific,
+       -- rules 4 (fallback) and 5
+       coalesce(specific, CASE WHEN has_error_type OR status_code = 2 THEN 'error' ELSE 'ok' END)
+           AS own_class,
+       -- rule 6: what counts as outcome evidence on a descendant
+       budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
+           OR grpc_status_code IS NOT NULL OR has_error_type AS has_evidence,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
            AS link_targets
-FROM picked;
+FROM classed;
 
 -- 2. Walk down from every run span. A nested run (a span with its own budget.total_ms) is still
--- a step of the outer run when it carries step attributes (`own`), but what is below it belongs
--- to it (`nested`). Its spans still count for the outer run's latest end (overrun, SPEC §4).
+-- a step of the outer run when it is one (`own`), but what is below it belongs to it
+-- (`nested`). Its spans still count for the outer run's latest end (overrun, SPEC §4).
+-- Per span: whether it is a step of this run (row 12 only with no step above it other than an
+-- agent), its nearest step above (`step_parent`, NULL for the run), whether an agent lies above
+-- it (the run's agent, step 3), and the steps above it and itself (`path`, for rule 6's
+-- roll-up; it starts with the run span, which may be its own single step).
 -- The depth cap stops a malformed parent cycle from recursing forever.
 CREATE OR REPLACE TEMP TABLE derive_walk AS
-WITH RECURSIVE walk(trace_id, run_span_id, span_id, top_step_id, step_level, own, nested,
+WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_ctx,
+                    plain_step_above, agent_above, parent_agent_above, path, own, nested,
                     depth) AS (
-    SELECT trace_id, span_id, span_id, NULL::VARCHAR, -1, false, false, 0
+    SELECT trace_id, span_id, span_id, false, NULL::VARCHAR, NULL::VARCHAR, false, is_agent,
+           false, [span_id], false, false, 0
     FROM derive_spans WHERE is_run
     UNION ALL
+    -- "c is a step of this run" is spelled out in each column: a recursive member cannot
+    -- name its own expressions
     SELECT c.trace_id, w.run_span_id, c.span_id,
-           CASE WHEN w.top_step_id IS NULL AND c.is_step AND NOT w.nested
-                THEN c.span_id ELSE w.top_step_id END,
-           w.step_level + CASE WHEN c.is_step AND NOT w.nested THEN 1 ELSE 0 END,
+           (NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))),
+           w.step_ctx,
+           CASE WHEN (NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)))
+                THEN c.span_id ELSE w.step_ctx END,
+           w.plain_step_above OR ((NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND NOT c.is_agent),
+           w.agent_above OR ((NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND c.is_agent),
+           w.agent_above,
+           CASE WHEN (NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)))
+                THEN list_append(w.path, c.span_id) ELSE w.path END,
            NOT w.nested,
            w.nested OR c.is_run,
            w.depth + 1
@@ -118,13 +136,25 @@ QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, span_id ORDER BY 
 
 -- 3. Run-level facts that do not depend on steps.
 CREATE OR REPLACE TEMP TABLE derive_runs AS
-WITH runs_raw AS (
+WITH first_agent AS (
+    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (the
+    -- run span itself when it is one)
+    SELECT w.trace_id, w.run_span_id, arg_min(s.step_name, (s.start_ns, s.span_id)) AS name
+    FROM derive_walk w
+    JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    WHERE s.is_agent AND (w.depth = 0 OR (w.own AND w.is_step AND NOT w.parent_agent_above))
+    GROUP BY ALL
+), runs_raw AS (
     SELECT r.*,
            -- the root is the run "trace_id" only when the trace has exactly one root
            count(*) FILTER (WHERE r.parent_span_id IS NULL)
                OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           coalesce(r.gen_ai_agent_name, r.service_name) AS agent
-    FROM derive_spans r WHERE r.is_run
+           -- the run's agent (SPEC §9): the run span's gen_ai.agent.name, else its first
+           -- agent's name, else the resource's service.name
+           coalesce(r.gen_ai_agent_name, a.name, r.service_name) AS agent
+    FROM derive_spans r
+    LEFT JOIN first_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
+    WHERE r.is_run
 ), declared AS (
     -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
     -- agent, else the declared default. A change of declarations marks the runs it affects
@@ -174,13 +204,107 @@ SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_
 FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
--- 4. Steps: spans on a run's own walk (not below a nested run) that carry step attributes.
+-- 4. Steps (SPEC §9). First the steps of each run as the walk found them, each with its
+-- nearest step above (wrappers are transparent already: only steps were kept as step_parent).
+-- A run span that matches a row, holds no step and is no step of another run is its own single
+-- top-level step (a trace that is one auto-instrumented model call).
+-- An agent is transparent when it is the only step under its parent step (or the run) and
+-- has a step below it. That test is local: a transparent agent was alone, so its steps take
+-- its place as a group of exactly the same members.
+CREATE OR REPLACE TEMP TABLE derive_step_tree AS
+WITH walked AS (
+    SELECT trace_id, run_span_id, span_id, step_parent
+    FROM derive_walk WHERE own AND is_step
+), self_steps AS (
+    SELECT r.trace_id, r.span_id AS run_span_id, r.span_id, NULL::VARCHAR AS step_parent
+    FROM derive_spans r
+    WHERE r.is_run AND r.matches_row
+      AND NOT EXISTS (SELECT 1 FROM walked w
+                      WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id)
+      AND NOT EXISTS (SELECT 1 FROM walked w
+                      WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id)
+), found AS (
+    SELECT * FROM walked UNION ALL SELECT * FROM self_steps
+), children AS (
+    SELECT trace_id, run_span_id, step_parent AS span_id, count(*) AS steps_below
+    FROM found WHERE step_parent IS NOT NULL GROUP BY ALL
+)
+SELECT f.*, s.step_kind,
+       s.is_agent AND count(*) OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
+           AND coalesce(c.steps_below, 0) > 0 AS transparent
+FROM found f
+JOIN derive_spans s ON s.trace_id = f.trace_id AND s.span_id = f.span_id
+LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
+                    AND c.span_id = f.span_id;
+
+-- Levels, walking the steps down: a transparent agent adds no level (it passes its parent's
+-- level, top and kind on: `ctx_*`); a tool whose parent step is a model step stands at the
+-- model's level (`lifted_from` names the model, which is not active while it runs, step 5).
+CREATE OR REPLACE TEMP TABLE derive_tree AS
+WITH RECURSIVE tree(trace_id, run_span_id, span_id, transparent, step_level, top_step_id,
+                    ctx_id, ctx_kind, lifted_from, depth) AS (
+    SELECT trace_id, run_span_id, span_id, transparent,
+           CASE WHEN transparent THEN -1 ELSE 0 END,
+           CASE WHEN transparent THEN NULL ELSE span_id END,
+           CASE WHEN transparent THEN NULL ELSE span_id END,
+           CASE WHEN transparent THEN NULL ELSE step_kind END,
+           NULL::VARCHAR, 0
+    FROM derive_step_tree WHERE step_parent IS NULL
+    UNION ALL
+    SELECT n.trace_id, n.run_span_id, n.span_id, n.transparent,
+           CASE WHEN n.transparent OR (n.step_kind = 'tool' AND t.ctx_kind = 'model')
+                THEN t.step_level ELSE t.step_level + 1 END,
+           CASE WHEN n.transparent THEN t.top_step_id
+                WHEN (CASE WHEN n.step_kind = 'tool' AND t.ctx_kind = 'model'
+                           THEN t.step_level ELSE t.step_level + 1 END) = 0 THEN n.span_id
+                ELSE t.top_step_id END,
+           CASE WHEN n.transparent THEN t.ctx_id ELSE n.span_id END,
+           CASE WHEN n.transparent THEN t.ctx_kind ELSE n.step_kind END,
+           CASE WHEN NOT n.transparent AND n.step_kind = 'tool' AND t.ctx_kind = 'model'
+                THEN t.ctx_id END,
+           t.depth + 1
+    FROM tree t
+    JOIN derive_step_tree n ON n.trace_id = t.trace_id AND n.run_span_id = t.run_span_id
+                           AND n.step_parent = t.span_id
+    WHERE t.depth < 200
+)
+SELECT * FROM tree WHERE NOT transparent
+QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, span_id ORDER BY depth) = 1;
+
+-- Rule 6's evidence: for every step, the last-ending span below it (steps or not) that carries
+-- outcome evidence (ties: the later start, then the larger span id), and the class rules 1-4
+-- give that span.
+CREATE OR REPLACE TEMP TABLE derive_rolled AS
+SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
+FROM (
+    SELECT w.trace_id, w.run_span_id, w.span_id, unnest(w.path) AS above, s.specific,
+           s.end_ns, s.start_ns
+    FROM derive_walk w
+    JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    WHERE s.has_evidence AND w.depth > 0
+)
+WHERE above <> span_id
+QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
+                           ORDER BY end_ns DESC, start_ns DESC, span_id DESC) = 1;
+
 CREATE OR REPLACE TEMP TABLE derive_steps AS
-SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, w.top_step_id,
-       w.top_step_id = s.span_id AS is_top_level,
-       w.step_level,
+WITH classed AS (
+    SELECT t.*, s.*,
+           -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5), not OK
+           CASE WHEN s.specific IS NULL AND s.status_code <> 1
+                     AND g.rolled_class IN (/*@roll_up_classes*/) THEN g.rolled_class
+                ELSE s.own_class END AS class
+    FROM derive_tree t
+    JOIN derive_spans s ON s.trace_id = t.trace_id AND s.span_id = t.span_id
+    LEFT JOIN derive_rolled g ON g.trace_id = t.trace_id AND g.run_span_id = t.run_span_id
+                             AND g.span_id = t.span_id
+)
+SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
+       s.step_level = 0 AS is_top_level,
+       s.step_level,
        s.name AS span_name, s.step_kind AS kind, s.step_name AS name,
        s.step_kind || ':' || s.step_name AS step_key,
+       s.convention,
        s.class, s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
        coalesce(s.budget_allocated_ms, a.allocated_ns // 1000000) AS allocated_ms,
@@ -197,9 +321,8 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, w.top_step_id,
            ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
        CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets,
        r.agent, r.start_ns AS run_start_ns, r.budget_ms IS NOT NULL AS run_has_budget
-FROM derive_walk w
-JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-JOIN derive_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
+FROM classed s
+JOIN derive_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
 -- SPEC §10: a declared cap for the step's key gives a step without budget.allocated_ms the
 -- allocation min(cap, B - (step start - s)), in ns (stored as whole ms, rounded down; the
 -- utilisation uses it exactly), never below 0; in a run of unknown budget, the cap alone.
@@ -209,8 +332,7 @@ LATERAL (SELECT CASE
     WHEN r.budget_ms IS NULL THEN c.cap_ms * 1000000
     ELSE least(c.cap_ms * 1000000,
                greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns))) END
-    AS allocated_ns) a
-WHERE w.own AND s.is_step;
+    AS allocated_ns) a;
 
 -- 5. Consumption share (SPEC §4). Top-level steps clipped to [s, e]; the distinct start/end
 -- points cut [s, e] into elementary intervals; an interval of length dt with n active steps
@@ -219,13 +341,45 @@ WHERE w.own AND s.is_step;
 -- step's consumption is W(its clipped end) - W(its clipped start).
 CREATE OR REPLACE TEMP TABLE derive_consumption AS
 WITH clipped AS (
-    SELECT st.trace_id, st.span_id, st.run_id,
+    SELECT st.trace_id, st.span_id, st.run_id, t.lifted_from,
            greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
     FROM derive_steps st JOIN derive_runs r USING (run_id)
+    JOIN derive_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_id
+                      AND t.run_span_id = r.span_id
     WHERE st.is_top_level AND r.budget_ms IS NOT NULL
+), holes AS (
+    -- SPEC §9: a model step is not active while a tool lifted out of it runs. The union of
+    -- its tools' intervals (clipped to it), as islands of overlapping intervals.
+    SELECT m.run_id, m.span_id, greatest(t.cs, m.cs) AS hs, least(t.ce, m.ce) AS he
+    FROM clipped t JOIN clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
+    WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
+), hole_starts AS (
+    SELECT *, coalesce(hs > max(he) OVER (PARTITION BY run_id, span_id ORDER BY hs, he
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                       true) AS starts_island
+    FROM holes
+), islands AS (
+    SELECT run_id, span_id, min(hs) AS hs, max(he) AS he
+    FROM (SELECT *, sum(starts_island::INTEGER) OVER (PARTITION BY run_id, span_id
+                                                     ORDER BY hs, he) AS island
+          FROM hole_starts)
+    GROUP BY run_id, span_id, island
+), segments AS (
+    -- each top-level step's active time: its clipped interval, less its islands
+    SELECT c.trace_id, c.span_id, c.run_id, c.cs, c.ce FROM clipped c
+    WHERE NOT EXISTS (SELECT 1 FROM islands i WHERE i.run_id = c.run_id AND i.span_id = c.span_id)
+    UNION ALL
+    SELECT c.trace_id, c.span_id, c.run_id,
+           coalesce(lag(i.he) OVER (PARTITION BY i.run_id, i.span_id ORDER BY i.hs), c.cs),
+           i.hs
+    FROM islands i JOIN clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
+    UNION ALL
+    SELECT c.trace_id, c.span_id, c.run_id, max(i.he), c.ce
+    FROM islands i JOIN clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
+    GROUP BY c.trace_id, c.span_id, c.run_id, c.ce
 ), edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM clipped WHERE cs < ce
-    UNION ALL SELECT run_id, ce, -1 FROM clipped WHERE cs < ce
+    SELECT run_id, cs AS p, 1 AS delta FROM segments WHERE cs < ce
+    UNION ALL SELECT run_id, ce, -1 FROM segments WHERE cs < ce
     UNION ALL SELECT run_id, start_ns, 0 FROM derive_runs WHERE budget_ms IS NOT NULL
     UNION ALL SELECT run_id, window_end_ns, 0 FROM derive_runs WHERE budget_ms IS NOT NULL
 ), points AS (
@@ -246,12 +400,14 @@ WITH clipped AS (
     FROM weighted GROUP BY ALL
 )
 SELECT c.trace_id, c.span_id, c.run_id,
-       CASE WHEN c.cs < c.ce THEN (we.w_before - ws.w_before) / 1e6 ELSE 0 END AS consumption_ms,
-       u.unattributed_ms
-FROM clipped c
+       coalesce(sum(CASE WHEN c.cs < c.ce THEN (we.w_before - ws.w_before) / 1e6 END), 0)
+           AS consumption_ms,
+       any_value(u.unattributed_ms) AS unattributed_ms
+FROM segments c
 JOIN unattributed u USING (run_id)
 LEFT JOIN weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN weighted we ON we.run_id = c.run_id AND we.p = c.ce;
+LEFT JOIN weighted we ON we.run_id = c.run_id AND we.p = c.ce
+GROUP BY c.trace_id, c.span_id, c.run_id;
 
 -- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
 -- top-level step active at d, i.e. started before d and not ended before d; several: the
@@ -332,6 +488,9 @@ DROP TABLE derive_final_runs;
 DROP TABLE derive_blame;
 DROP TABLE derive_consumption;
 DROP TABLE derive_steps;
+DROP TABLE derive_rolled;
+DROP TABLE derive_tree;
+DROP TABLE derive_step_tree;
 DROP TABLE derive_runs;
 DROP TABLE derive_walk;
 DROP TABLE derive_spans;

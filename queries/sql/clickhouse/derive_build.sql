@@ -68,8 +68,20 @@ WITH raw AS (
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
                if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
-               if(mapContains(SpanAttributes, 'http.response.status_code'),
-                  trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']), NULL) AS t_http,
+               -- the HTTP status under its two names, newer first (SPEC §3 rule 2)
+               multiIf(mapContains(SpanAttributes, 'http.response.status_code'),
+                           trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']),
+                       mapContains(SpanAttributes, 'http.status_code'),
+                           trim(BOTH ' \t\n\r' FROM SpanAttributes['http.status_code']), NULL)
+                   AS t_http,
+               -- SPEC §9's attributes, typed as ingest types them (queries/conventions.py)
+               /*@clickhouse_reads*/,
+               toInt8(multiIf(SpanKind IN ('Client', 'SPAN_KIND_CLIENT'), 3,
+                              SpanKind IN ('Server', 'SPAN_KIND_SERVER'), 2,
+                              SpanKind IN ('Internal', 'SPAN_KIND_INTERNAL'), 1,
+                              SpanKind IN ('Producer', 'SPAN_KIND_PRODUCER'), 4,
+                              SpanKind IN ('Consumer', 'SPAN_KIND_CONSUMER'), 5, 0)) AS kind,
+               toString(StatusMessage) AS status_message,
                -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
                multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
                            SpanAttributes['rpc.grpc.status_code'],
@@ -80,11 +92,6 @@ WITH raw AS (
                if(mapContains(SpanAttributes, 'budget.run.outcome'),
                   lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.run.outcome'])), NULL)
                    AS budget_run_outcome,
-               if(mapContains(SpanAttributes, 'budget.step.kind'),
-                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.step.kind'])), NULL)
-                   AS budget_step_kind,
-               if(mapContains(SpanAttributes, 'budget.step.name'),
-                  SpanAttributes['budget.step.name'], NULL) AS budget_step_name,
                if(mapContains(SpanAttributes, 'budget.outcome'),
                   lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.outcome'])), NULL)
                    AS budget_outcome,
@@ -101,15 +108,6 @@ WITH raw AS (
                if(mapContains(SpanAttributes, 'budget.reconcile.result'),
                   lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.reconcile.result'])), NULL)
                    AS budget_reconcile_result,
-               if(mapContains(SpanAttributes, 'gen_ai.operation.name'),
-                  lowerUTF8(trim(BOTH ' \t\n\r' FROM SpanAttributes['gen_ai.operation.name'])), NULL)
-                   AS gen_ai_operation_name,
-               if(mapContains(SpanAttributes, 'gen_ai.tool.name'),
-                  SpanAttributes['gen_ai.tool.name'], NULL) AS gen_ai_tool_name,
-               if(mapContains(SpanAttributes, 'gen_ai.request.model'),
-                  SpanAttributes['gen_ai.request.model'], NULL) AS gen_ai_request_model,
-               if(mapContains(SpanAttributes, 'gen_ai.agent.name'),
-                  SpanAttributes['gen_ai.agent.name'], NULL) AS gen_ai_agent_name,
                if(mapContains(SpanAttributes, 'error.type'),
                   SpanAttributes['error.type'], NULL) AS error_type,
                -- exception.type of each `exception` event, in event order, non-empty ones only
@@ -136,21 +134,38 @@ WITH raw AS (
            CAST(multiIf(t_hedge IN ('true', '1', 'yes'), true, t_hedge IN ('false', '0', 'no'),
                         false, NULL), 'Nullable(Bool)') AS budget_hedge
     FROM raw
-), picked AS (
+), recognised AS (
     SELECT *,
-           budget_step_kind IS NOT NULL OR gen_ai_operation_name IS NOT NULL AS is_step,
-           coalesce(budget_step_kind, multiIf(
-               gen_ai_operation_name IN ('chat', 'text_completion', 'generate_content'), 'model',
-               gen_ai_operation_name = 'execute_tool', 'tool',
-               gen_ai_operation_name = 'invoke_agent', 'subagent',
-               'other')) AS step_kind,
-           -- SPEC §3 rule 4: the first non-empty of error.type and the exception types
-           -- (non-empty after trimming spaces, as DuckDB's trim does)
-           nullIf(lowerUTF8(arrayFirst(x -> trimBoth(x) != '',
-                                       arrayConcat([coalesce(error_type, '')], exception_types))),
-                  '') AS error_text,
-           budget_outcome AS given_outcome
+           /*@step_row*/ AS step_row
     FROM typed
+), named AS (
+    SELECT *,
+           /*@step_kind*/ AS step_kind,
+           /*@step_name*/ AS step_name,
+           /*@convention*/ AS convention,
+           /*@is_agent*/ AS is_agent,
+           /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
+           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
+           -- span events now; exception log records carrying the span's context join here.
+           arrayFilter(x -> trimBoth(x) != '', exception_types) AS exception_texts,
+           coalesce(trimBoth(error_type) != '', false) OR length(exception_texts) > 0
+               AS has_error_type,
+           -- rule 4's texts in order (error.type, exception types, an ERROR span's status
+           -- message), normalised, and their codes
+           arrayMap(x -> /*@normalise_x*/,
+                    arrayConcat(if(trimBoth(coalesce(error_type, '')) != '',
+                                   [assumeNotNull(error_type)], []),
+                                exception_texts,
+                                if(status_code = 2, [status_message], []))) AS error_norms,
+           arrayMap(n -> /*@code_n*/, error_norms) AS error_codes
+    FROM recognised
+), classed AS (
+    SELECT *,
+           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+                    arrayFirst(c -> c IS NOT NULL,
+                               arrayMap((n, c) -> /*@text_class*/, error_norms, error_codes)),
+                    if(/*@tool_timeout_result*/, 'client_timeout', NULL)) AS specific
+    FROM named
 )
 SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
        gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
@@ -158,53 +173,47 @@ SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, s
        budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
        budget_hedge, budget_reconcile_result, budget_cleanup_ms,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
-       is_step,
-       step_kind,
-       coalesce(budget_step_name, multiIf(
-           step_kind = 'tool', gen_ai_tool_name,
-           step_kind = 'model', gen_ai_request_model,
-           step_kind = 'subagent', gen_ai_agent_name, NULL), name) AS step_name,
-       multiIf(
-           -- rule 1: an outcome the agent stated; a value outside SPEC's list falls through
-           given_outcome IN ('ok', 'client_timeout', 'upstream_error', 'refused', 'cancelled',
-                             'client_error', 'error'), given_outcome,
-           -- rule 2: HTTP; a 504 is the upstream's gateway giving up, not us
-           http_response_status_code BETWEEN 500 AND 599
-               OR http_response_status_code IN (408, 429), 'upstream_error',
-           http_response_status_code BETWEEN 400 AND 499, 'client_error',
-           -- rule 3: gRPC
-           grpc_status_code = 4, 'client_timeout',
-           grpc_status_code = 1, 'cancelled',
-           grpc_status_code IN (2, 8, 10, 13, 14, 15), 'upstream_error',
-           grpc_status_code IN (3, 5, 6, 7, 9, 11, 12, 16), 'client_error',
-           -- rule 4: error.type, then exception types, case-insensitive
-           error_text IS NOT NULL, multiIf(
-               error_text LIKE '%timeout%' OR error_text LIKE '%timedout%'
-                   OR error_text LIKE '%deadline%', 'client_timeout',
-               error_text LIKE '%cancel%', 'cancelled',
-               match(trimBoth(error_text), '^5[0-9][0-9]$')
-                   OR error_text LIKE '%connection%' OR error_text LIKE '%unavailable%'
-                   OR error_text LIKE '%refused%' OR error_text LIKE '%reset%', 'upstream_error',
-               'error'),
-           -- rule 5: span status
-           status_code = 2, 'error',
-           'ok') AS class,
+       step_row IS NOT NULL AS matches_row,
+       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       needs_no_step_ancestor, is_agent,
+       step_kind, step_name, convention,
+       specific,
+       coalesce(specific, if(has_error_type OR status_code = 2, 'error', 'ok')) AS own_class,
+       budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
+           OR grpc_status_code IS NOT NULL OR has_error_type AS has_evidence,
        links AS link_targets
-FROM picked;
+FROM classed;
 
--- 2. Walk down from every run span (as derive_refresh.sql step 2). A nested run is still a step
--- of the outer run when it carries step attributes (`own`), but what is below it belongs to it
--- (`nested`). The depth cap stops a malformed parent cycle from recursing forever; a span
--- reached twice (only in a cyclic trace) keeps its shallowest path.
+-- 2. Walk down from every run span (as derive_refresh.sql step 2): per span, whether it is a
+-- step of this run (row 12 only with no step above it other than an agent), its nearest step
+-- above, whether an agent lies above it, and the steps above it and itself (`path`, rule 6).
+-- A nested run is still a step of the outer run when it is one (`own`), but what is below it
+-- belongs to it (`nested`). The depth cap stops a malformed parent cycle from recursing
+-- forever; a span reached twice (only in a cyclic trace) keeps its shallowest path.
 CREATE TABLE budgetscope_tmp_walk ENGINE = MergeTree ORDER BY tuple() AS
 WITH RECURSIVE walk AS (
-    SELECT trace_id, span_id AS run_span_id, span_id, CAST(NULL, 'Nullable(String)') AS top_step_id,
-           toInt32(-1) AS step_level, false AS own, false AS nested, toUInt32(0) AS depth
+    SELECT trace_id, span_id AS run_span_id, span_id, false AS is_step,
+           CAST(NULL, 'Nullable(String)') AS step_parent,
+           CAST(NULL, 'Nullable(String)') AS step_ctx,
+           false AS plain_step_above, is_agent AS agent_above, false AS parent_agent_above,
+           [span_id] AS path, false AS own, false AS nested, toUInt32(0) AS depth
     FROM budgetscope_tmp_spans WHERE is_run
     UNION ALL
     SELECT c.trace_id, w.run_span_id, c.span_id,
-           if(w.top_step_id IS NULL AND c.is_step AND NOT w.nested, c.span_id, w.top_step_id),
-           toInt32(w.step_level + if(c.is_step AND NOT w.nested, 1, 0)),
+           (NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))),
+           w.step_ctx,
+           if(NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)),
+              toNullable(c.span_id), w.step_ctx),
+           w.plain_step_above OR ((NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND NOT c.is_agent),
+           w.agent_above OR ((NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND c.is_agent),
+           w.agent_above,
+           if(NOT w.nested AND (c.is_step
+                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)),
+              arrayPushBack(w.path, c.span_id), w.path),
            NOT w.nested,
            w.nested OR c.is_run,
            toUInt32(w.depth + 1)
@@ -218,12 +227,24 @@ LIMIT 1 BY trace_id, run_span_id, span_id;
 
 -- 3. Run-level facts that do not depend on steps.
 CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
-WITH runs_raw AS (
+WITH first_agent AS (
+    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (the
+    -- run span itself when it is one)
+    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id,
+           argMin(s.step_name, tuple(s.start_ns, s.span_id)) AS name
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    WHERE s.is_agent AND (w.depth = 0 OR (w.own AND w.is_step AND NOT w.parent_agent_above))
+    GROUP BY w.trace_id, w.run_span_id
+), runs_raw AS (
     SELECT r.*,
            -- the root is the run "trace_id" only when the trace has exactly one root
            countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           coalesce(r.gen_ai_agent_name, r.service_name) AS agent
-    FROM budgetscope_tmp_spans r WHERE r.is_run
+           -- the run's agent (SPEC §9, as derive_refresh.sql step 3)
+           coalesce(r.gen_ai_agent_name, a.name, r.service_name) AS agent
+    FROM budgetscope_tmp_spans r
+    LEFT JOIN first_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
+    WHERE r.is_run
 ), declared AS (
     -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
     -- agent, else the declared default (as derive_refresh.sql step 3).
@@ -276,16 +297,103 @@ SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
 FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
--- 4. Steps: spans on a run's own walk (not below a nested run) that carry step attributes.
+-- 4. Steps (SPEC §9), as derive_refresh.sql step 4: the walk's steps and the runs that are
+-- their own single step, with the lone-agent test; then their levels (a transparent agent adds
+-- none, a tool inside a model step stands beside it); then rule 6's evidence per step.
+CREATE TABLE budgetscope_tmp_found ENGINE = MergeTree ORDER BY tuple() AS
+SELECT trace_id, run_span_id, span_id, step_parent
+FROM budgetscope_tmp_walk WHERE own AND is_step;
+
+INSERT INTO budgetscope_tmp_found
+SELECT trace_id, span_id AS run_span_id, span_id, CAST(NULL, 'Nullable(String)') AS step_parent
+FROM budgetscope_tmp_spans
+WHERE is_run AND matches_row
+  AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_found)
+  AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_found);
+
+CREATE TABLE budgetscope_tmp_step_tree ENGINE = MergeTree ORDER BY tuple() AS
+WITH children AS (
+    SELECT trace_id, run_span_id, assumeNotNull(step_parent) AS span_id, count() AS steps_below
+    FROM budgetscope_tmp_found WHERE step_parent IS NOT NULL
+    GROUP BY trace_id, run_span_id, span_id
+)
+SELECT f.trace_id AS trace_id, f.run_span_id AS run_span_id, f.span_id AS span_id,
+       f.step_parent AS step_parent, s.step_kind AS step_kind,
+       s.is_agent AND count() OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
+           AND coalesce(c.steps_below, 0) > 0 AS transparent
+FROM budgetscope_tmp_found f
+JOIN budgetscope_tmp_spans s ON s.trace_id = f.trace_id AND s.span_id = f.span_id
+LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
+                    AND c.span_id = f.span_id;
+
+CREATE TABLE budgetscope_tmp_tree ENGINE = MergeTree ORDER BY tuple() AS
+WITH RECURSIVE tree AS (
+    SELECT trace_id, run_span_id, span_id, transparent,
+           toInt32(if(transparent, -1, 0)) AS step_level,
+           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(span_id)) AS top_step_id,
+           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(span_id)) AS ctx_id,
+           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(step_kind)) AS ctx_kind,
+           CAST(NULL, 'Nullable(String)') AS lifted_from, toUInt32(0) AS depth
+    FROM budgetscope_tmp_step_tree WHERE step_parent IS NULL
+    UNION ALL
+    SELECT n.trace_id, n.run_span_id, n.span_id, n.transparent,
+           toInt32(if(n.transparent OR (n.step_kind = 'tool' AND t.ctx_kind = 'model'),
+                      t.step_level, t.step_level + 1)),
+           multiIf(n.transparent, t.top_step_id,
+                   if(n.step_kind = 'tool' AND t.ctx_kind = 'model', t.step_level,
+                      t.step_level + 1) = 0, toNullable(n.span_id),
+                   t.top_step_id),
+           if(n.transparent, t.ctx_id, toNullable(n.span_id)),
+           if(n.transparent, t.ctx_kind, toNullable(n.step_kind)),
+           if(NOT n.transparent AND n.step_kind = 'tool' AND t.ctx_kind = 'model', t.ctx_id,
+              CAST(NULL, 'Nullable(String)')),
+           toUInt32(t.depth + 1)
+    FROM budgetscope_tmp_step_tree n
+    JOIN tree t ON n.trace_id = t.trace_id AND n.run_span_id = t.run_span_id
+               AND n.step_parent = t.span_id
+    WHERE t.depth < 200
+)
+SELECT * FROM tree WHERE NOT transparent
+ORDER BY depth
+LIMIT 1 BY trace_id, run_span_id, span_id;
+
+CREATE TABLE budgetscope_tmp_rolled ENGINE = MergeTree ORDER BY tuple() AS
+-- (the evidence span's id is named apart: ClickHouse would read `span_id` below as the alias)
+SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
+FROM (
+    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS evidence_id,
+           above, s.specific AS specific, s.end_ns AS end_ns, s.start_ns AS start_ns
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    ARRAY JOIN w.path AS above
+    WHERE s.has_evidence AND w.depth > 0
+)
+WHERE above != evidence_id
+QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
+                           ORDER BY end_ns DESC, start_ns DESC, evidence_id DESC) = 1;
+
 CREATE TABLE budgetscope_tmp_steps ENGINE = MergeTree ORDER BY tuple() AS
+WITH classed AS (
+    SELECT s.*, t.run_span_id AS run_span_id, t.step_level AS step_level,
+           t.top_step_id AS top_step_id,
+           -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5), not OK
+           if(s.specific IS NULL AND s.status_code != 1
+                  AND g.rolled_class IN (/*@roll_up_classes*/),
+              g.rolled_class, s.own_class) AS class
+    FROM budgetscope_tmp_tree t
+    JOIN budgetscope_tmp_spans s ON s.trace_id = t.trace_id AND s.span_id = t.span_id
+    LEFT JOIN budgetscope_tmp_rolled g ON g.trace_id = t.trace_id
+        AND g.run_span_id = t.run_span_id AND g.span_id = t.span_id
+)
 SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
-       s.parent_span_id AS parent_span_id, assumeNotNull(w.top_step_id) AS top_step_id,
-       CAST(w.top_step_id = s.span_id, 'Bool') AS is_top_level,
-       w.step_level AS step_level,
+       s.parent_span_id AS parent_span_id, assumeNotNull(s.top_step_id) AS top_step_id,
+       CAST(s.step_level = 0, 'Bool') AS is_top_level,
+       s.step_level AS step_level,
        -- the columns reports group and filter by are LowCardinality: the weekly report's step
        -- groups on 2M steps took 366 ms with plain strings, 206 ms with these
        s.name AS span_name, toLowCardinality(s.step_kind) AS kind, s.step_name AS name,
        toLowCardinality(concat(s.step_kind, ':', s.step_name)) AS step_key,
+       toLowCardinality(s.convention) AS convention,
        toLowCardinality(s.class) AS class, s.start_ns AS start_ns, s.end_ns AS end_ns,
        (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
@@ -315,12 +423,10 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report
        -- groups steps by it directly instead of joining them to their runs' weeks
        toLowCardinality(r.week) AS week
-FROM budgetscope_tmp_walk w
-JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-JOIN budgetscope_tmp_runs r ON r.trace_id = w.trace_id AND r.span_id = w.run_span_id
+FROM classed s
+JOIN budgetscope_tmp_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
 -- SPEC §10: a declared cap for the step's key (as derive_refresh.sql step 4)
-LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name)
-WHERE w.own AND s.is_step;
+LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name);
 
 -- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
 -- elementary intervals before point p, and a step's consumption is W(end) - W(start).
@@ -329,14 +435,56 @@ WHERE w.own AND s.is_step;
 -- bench/bench_clickhouse.py, busy 2-core machine: this step 23.0 s as CTEs, 14.3 s as tables).
 CREATE TABLE budgetscope_tmp_clipped ENGINE = MergeTree ORDER BY tuple() AS
 SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
+       t.lifted_from AS lifted_from,
        greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
 FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
+JOIN budgetscope_tmp_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_id
+                           AND t.run_span_id = r.span_id
 WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
+
+-- Each top-level step's active time: its clipped interval less the union of the intervals of
+-- the tools lifted out of it (SPEC §9: a model step is not active while its tool runs).
+CREATE TABLE budgetscope_tmp_segments ENGINE = MergeTree ORDER BY tuple() AS
+WITH holes AS (
+    SELECT m.run_id AS run_id, m.span_id AS span_id, greatest(t.cs, m.cs) AS hs,
+           least(t.ce, m.ce) AS he
+    FROM budgetscope_tmp_clipped t
+    JOIN budgetscope_tmp_clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
+    WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
+), hole_starts AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id, span_id ORDER BY hs, he) = 1
+              OR hs > max(he) OVER (PARTITION BY run_id, span_id ORDER BY hs, he
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+              AS starts_island
+    FROM holes
+), islands AS (
+    SELECT run_id, span_id, min(hs) AS hs, max(he) AS he
+    FROM (SELECT *, sum(toInt64(starts_island)) OVER (PARTITION BY run_id, span_id
+                                                     ORDER BY hs, he) AS island
+          FROM hole_starts)
+    GROUP BY run_id, span_id, island
+), islanded AS (
+    SELECT i.run_id AS run_id, i.span_id AS span_id, i.hs AS hs, i.he AS he,
+           c.trace_id AS trace_id, c.cs AS cs, c.ce AS ce
+    FROM islands i JOIN budgetscope_tmp_clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
+)
+SELECT trace_id, span_id, run_id, cs, ce FROM budgetscope_tmp_clipped
+WHERE (run_id, span_id) NOT IN (SELECT run_id, span_id FROM islands)
+UNION ALL
+SELECT trace_id, span_id, run_id,
+       coalesce(lagInFrame(toNullable(he), 1, NULL) OVER (
+           PARTITION BY run_id, span_id ORDER BY hs
+           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), cs) AS cs,
+       hs AS ce
+FROM islanded
+UNION ALL
+SELECT trace_id, span_id, run_id, max(he) AS cs, any(ce) AS ce
+FROM islanded GROUP BY trace_id, span_id, run_id;
 
 CREATE TABLE budgetscope_tmp_weighted ENGINE = MergeTree ORDER BY tuple() AS
 WITH edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_clipped WHERE cs < ce
-    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_clipped WHERE cs < ce
+    SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
+    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
     UNION ALL SELECT run_id, start_ns AS p, 0 AS delta FROM budgetscope_tmp_runs
               WHERE budget_ms IS NOT NULL
     UNION ALL SELECT run_id, assumeNotNull(window_end_ns) AS p, 0 AS delta
@@ -363,12 +511,14 @@ WITH unattributed AS (
     FROM budgetscope_tmp_weighted GROUP BY run_id
 )
 SELECT c.trace_id AS trace_id, c.span_id AS span_id, c.run_id AS run_id,
-       if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, 0) AS consumption_ms,
-       u.unattributed_ms AS unattributed_ms
-FROM budgetscope_tmp_clipped c
+       coalesce(sum(if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, NULL)), 0)
+           AS consumption_ms,
+       any(u.unattributed_ms) AS unattributed_ms
+FROM budgetscope_tmp_segments c
 JOIN unattributed u ON u.run_id = c.run_id
 LEFT JOIN budgetscope_tmp_weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN budgetscope_tmp_weighted we ON we.run_id = c.run_id AND we.p = c.ce;
+LEFT JOIN budgetscope_tmp_weighted we ON we.run_id = c.run_id AND we.p = c.ce
+GROUP BY c.trace_id, c.span_id, c.run_id;
 
 -- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
 -- top-level step active at d; several: the latest started; none: the last one to start before
@@ -442,6 +592,7 @@ SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
        st.parent_span_id AS parent_span_id, st.top_step_id AS top_step_id,
        st.is_top_level AS is_top_level, st.step_level AS step_level,
        st.span_name AS span_name, st.kind AS kind, st.name AS name, st.step_key AS step_key,
+       st.convention AS convention,
        st.class AS class, st.start_ns AS start_ns, st.end_ns AS end_ns,
        st.duration_ms AS duration_ms, st.remaining_ms AS remaining_ms, st.cap_ms AS cap_ms,
        st.allocated_ms AS allocated_ms, st.utilisation AS utilisation,

@@ -3,7 +3,12 @@
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
 DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
+DROP TABLE IF EXISTS budgetscope_tmp_found;
+DROP TABLE IF EXISTS budgetscope_tmp_step_tree;
+DROP TABLE IF EXISTS budgetscope_tmp_tree;
+DROP TABLE IF EXISTS budgetscope_tmp_rolled;
 DROP TABLE IF EXISTS budgetscope_tmp_steps;
+DROP TABLE IF EXISTS budgetscope_tmp_segments;
 DROP TABLE IF EXISTS budgetscope_tmp_consumption;
 DROP TABLE IF EXISTS budgetscope_tmp_top;
 DROP TABLE IF EXISTS budgetscope_tmp_weighted;

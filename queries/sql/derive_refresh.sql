@@ -102,8 +102,11 @@ CREATE OR REPLACE TEMP TABLE derive_walk AS
 WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_ctx,
                     plain_step_above, agent_above, parent_agent_above, path, own, nested,
                     depth) AS (
-    SELECT trace_id, span_id, span_id, false, NULL::VARCHAR, NULL::VARCHAR, false, is_agent,
-           false, [span_id], false, false, 0
+    -- A run span that matches a row other than an agent's counts as a step above its spans
+    -- for row 12: it is either a step of an outer run or its own single step (the HTTP call
+    -- inside an auto-instrumented model call is no step of its own).
+    SELECT trace_id, span_id, span_id, false, NULL::VARCHAR, NULL::VARCHAR,
+           matches_row AND NOT is_agent, false, false, [span_id], false, false, 0
     FROM derive_spans WHERE is_run
     UNION ALL
     -- "c is a step of this run" is spelled out in each column: a recursive member cannot
@@ -137,12 +140,12 @@ QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, span_id ORDER BY 
 -- 3. Run-level facts that do not depend on steps.
 CREATE OR REPLACE TEMP TABLE derive_runs AS
 WITH first_agent AS (
-    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (the
-    -- run span itself when it is one)
+    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
+    -- the run span: an agent run span without gen_ai.agent.name is often a workflow's)
     SELECT w.trace_id, w.run_span_id, arg_min(s.step_name, (s.start_ns, s.span_id)) AS name
     FROM derive_walk w
     JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    WHERE s.is_agent AND (w.depth = 0 OR (w.own AND w.is_step AND NOT w.parent_agent_above))
+    WHERE s.is_agent AND w.own AND w.is_step AND NOT w.parent_agent_above
     GROUP BY ALL
 ), runs_raw AS (
     SELECT r.*,

@@ -195,7 +195,9 @@ WITH RECURSIVE walk AS (
     SELECT trace_id, span_id AS run_span_id, span_id, false AS is_step,
            CAST(NULL, 'Nullable(String)') AS step_parent,
            CAST(NULL, 'Nullable(String)') AS step_ctx,
-           false AS plain_step_above, is_agent AS agent_above, false AS parent_agent_above,
+           -- a run span matching a row other than an agent's is a step above, for row 12
+           matches_row AND NOT is_agent AS plain_step_above, false AS agent_above,
+           false AS parent_agent_above,
            [span_id] AS path, false AS own, false AS nested, toUInt32(0) AS depth
     FROM budgetscope_tmp_spans WHERE is_run
     UNION ALL
@@ -228,13 +230,13 @@ LIMIT 1 BY trace_id, run_span_id, span_id;
 -- 3. Run-level facts that do not depend on steps.
 CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
 WITH first_agent AS (
-    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (the
-    -- run span itself when it is one)
+    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
+    -- the run span, as derive_refresh.sql step 3)
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id,
            argMin(s.step_name, tuple(s.start_ns, s.span_id)) AS name
     FROM budgetscope_tmp_walk w
     JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    WHERE s.is_agent AND (w.depth = 0 OR (w.own AND w.is_step AND NOT w.parent_agent_above))
+    WHERE s.is_agent AND w.own AND w.is_step AND NOT w.parent_agent_above
     GROUP BY w.trace_id, w.run_span_id
 ), runs_raw AS (
     SELECT r.*,

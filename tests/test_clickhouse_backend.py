@@ -291,7 +291,8 @@ def edge(tmp_path_factory: pytest.TempPathFactory, sample_backend: str) -> tuple
     path = tmp_path_factory.mktemp("edge") / "edge.duckdb"
     shutil.copy(support.sample_db(tmp_path_factory), path)
     duck = open_db(path.parent, path.name)
-    store(duck, spans)
+    # budget.cap_ms "abc" is left out of its typed column with a counted reason (issue 14)
+    store(duck, spans, expected_refusals=frozenset({"budget_not_a_number"}))
     duck.close()
     con = clickhouse.connect(sample_backend)
     assert load_requests(con, [encode_spans(spans)]) == len(spans)

@@ -1,5 +1,7 @@
 """Long random fuzzing of every decoder: the checks of tests/test_fuzz_decoders.py, at random,
-for as long as asked. Prints examples/s per target and every distinct failure with the input
+for as long as asked, and the budget.* numbers (`budget`: a hostile value on a random budget
+attribute of a run made by the SDK, stored and derived in a real database). Prints examples/s
+per target and every distinct failure with the input
 that caused it (saved under --out), then exits non-zero if anything failed.
 
     .venv/bin/python bench/fuzz_long.py --seconds 600 --seed 1
@@ -21,11 +23,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import fuzz_harness as fuzz  # noqa: E402
 
 TARGETS = ("protobuf", "receiver-protobuf", "json", "json-fields", "file", "file-gzip",
-           "gzip-corrupt", "bytes")
+           "gzip-corrupt", "bytes", "budget")
+
+
+class BudgetDatabase:
+    """The database the `budget` target stores and derives its runs in (opened on first use)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.con: object | None = None
+        self.runs = 0
+
+    def example(self, rng: random.Random) -> tuple[str, bytes]:
+        from ingest.database import connect
+        from ingest.typed_attributes import BUDGET_NUMBER_KEYS
+
+        if self.con is None:
+            self.con = connect(self.folder / "budget.duckdb")
+        key, value = rng.choice(BUDGET_NUMBER_KEYS), fuzz.budget_value(rng)
+        as_json = rng.random() < 0.5
+        self.runs += 1
+        start_ns = time.time_ns() - 7 * 24 * 3600 * 10**9 + self.runs * 10**9
+        data = repr((key, value, "json" if as_json else "protobuf")).encode()
+        return fuzz.budget_example(key, value, as_json, self.con, start_ns), data
 
 
 def one(target: str, seeds: dict[str, bytes], document: object, rng: random.Random,
-        folder: Path) -> tuple[str, bytes]:
+        folder: Path, budgets: BudgetDatabase | None = None) -> tuple[str, bytes]:
+    if target == "budget":
+        assert budgets is not None
+        return budgets.example(rng)
     rounds = rng.randrange(1, 7)
     if target == "protobuf":
         data = fuzz.mutate(seeds[rng.choice(["protobuf", "prefixed"])], rng, rounds)
@@ -77,13 +104,14 @@ def main() -> int:
     started = time.monotonic()
     with fuzz.scratch_folder() as scratch:
         folder = Path(scratch)
+        budgets = BudgetDatabase(folder)
         while time.monotonic() - started < args.seconds:
             target = rng.choice(TARGETS)
             began = time.monotonic()
             data = b""
             try:
                 with fuzz.watchdog(args.watchdog):
-                    outcome, data = one(target, seeds, document, rng, folder)
+                    outcome, data = one(target, seeds, document, rng, folder, budgets)
                 outcomes[f"{target}: {outcome}"] += 1
             except Exception as error:  # noqa: BLE001 - every failure is reported
                 key = f"{target}: {type(error).__name__}: {str(error)[:120]}"

@@ -89,29 +89,36 @@ def _unit_hint(value: float) -> str:
     return ""
 
 
-def bounded(key: str, low: int, high: int, *, whole: bool = False, unit: str = "ms",
-            hint: Callable[[float], str] = lambda _: "") -> Callable[[Any], Any]:
+@dataclass(frozen=True)
+class Bounded:
     """The cast of one budget.* number: an int in [low, high]; a float is rounded to the
     millisecond (JavaScript agents send doubles), unless `whole` (a count) asks for an
     integer; anything else is a RefusedValue naming the problem."""
 
-    def cast(value: Any) -> int | RefusedValue:
+    key: str
+    low: int
+    high: int
+    whole: bool = False
+    unit: str = "ms"
+    hint: Callable[[float], str] = lambda _: ""
+
+    def __call__(self, value: Any) -> int | RefusedValue:
+        key = self.key
         number = _number(key, value)
         if isinstance(number, RefusedValue):
             return number
         if isinstance(number, float):
-            if whole and not number.is_integer():
+            if self.whole and not number.is_integer():
                 return RefusedValue("budget_not_a_number",
                                     f"{key} {number!r} is not a whole number")
             number = round(number)
-        if not low <= number <= high:
+        if not self.low <= number <= self.high:
             shown = str(number) if abs(number) < 10**30 else f"{number:.3e}"
             return RefusedValue(
-                "budget_out_of_range",
-                f"{key} {shown} is out of range ({low:,} to {high:,} {unit}){hint(number)}")
+                "budget_out_of_range", f"{key} {shown} is out of range ({self.low:,} to "
+                f"{self.high:,} {self.unit}){self.hint(number)}")
         return number
 
-    return cast
 
 
 def as_text(value: Any) -> str | None:
@@ -194,29 +201,29 @@ def as_grpc_code(value: Any) -> int | None:
 # attribute key → (column, cast). Listed in one table so the schema, the flattener and the
 # tests agree on what is typed.
 TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "budget.total_ms": ("budget_total_ms", bounded("budget.total_ms", 1, MAX_BUDGET_MS)),
-    "budget.deadline_unix_ms": ("budget_deadline_unix_ms", bounded(
+    "budget.total_ms": ("budget_total_ms", Bounded("budget.total_ms", 1, MAX_BUDGET_MS)),
+    "budget.deadline_unix_ms": ("budget_deadline_unix_ms", Bounded(
         "budget.deadline_unix_ms", MIN_DEADLINE_UNIX_MS, MAX_DEADLINE_UNIX_MS,
         unit="ms since the epoch: 2000-01-01 to 2200-01-01", hint=_unit_hint)),
-    "budget.reserve_ms": ("budget_reserve_ms", bounded("budget.reserve_ms", 0, MAX_BUDGET_MS)),
+    "budget.reserve_ms": ("budget_reserve_ms", Bounded("budget.reserve_ms", 0, MAX_BUDGET_MS)),
     "budget.run.outcome": ("budget_run_outcome", as_label),
     "budget.step.kind": ("budget_step_kind", as_label),
     "budget.step.name": ("budget_step_name", as_text),
     # Negative: the step started after the deadline had passed.
-    "budget.remaining_ms": ("budget_remaining_ms", bounded(
+    "budget.remaining_ms": ("budget_remaining_ms", Bounded(
         "budget.remaining_ms", -MAX_BUDGET_MS, MAX_BUDGET_MS)),
-    "budget.cap_ms": ("budget_cap_ms", bounded("budget.cap_ms", 0, MAX_BUDGET_MS)),
-    "budget.allocated_ms": ("budget_allocated_ms", bounded(
+    "budget.cap_ms": ("budget_cap_ms", Bounded("budget.cap_ms", 0, MAX_BUDGET_MS)),
+    "budget.allocated_ms": ("budget_allocated_ms", Bounded(
         "budget.allocated_ms", 0, MAX_BUDGET_MS)),
     "budget.outcome": ("budget_outcome", as_label),
     "budget.side_effect": ("budget_side_effect", as_label),
     "budget.effect_status": ("budget_effect_status", as_label),
     "budget.idempotency_key": ("budget_idempotency_key", as_text),
-    "budget.attempt": ("budget_attempt", bounded("budget.attempt", 1, MAX_ATTEMPT, whole=True,
+    "budget.attempt": ("budget_attempt", Bounded("budget.attempt", 1, MAX_ATTEMPT, whole=True,
                                                  unit="attempts")),
     "budget.hedge": ("budget_hedge", as_bool),
     "budget.reconcile.result": ("budget_reconcile_result", as_label),
-    "budget.cleanup_ms": ("budget_cleanup_ms", bounded("budget.cleanup_ms", 0, MAX_BUDGET_MS)),
+    "budget.cleanup_ms": ("budget_cleanup_ms", Bounded("budget.cleanup_ms", 0, MAX_BUDGET_MS)),
     "gen_ai.operation.name": ("gen_ai_operation_name", as_label),
     "gen_ai.tool.name": ("gen_ai_tool_name", as_text),
     "gen_ai.request.model": ("gen_ai_request_model", as_text),
@@ -256,10 +263,11 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "gen_ai.tool.call.result": ("gen_ai_tool_call_result_head", as_text_head),
 }
 
-# The budget.* numbers (bounded casts above): what the fuzz tests drive with hostile values.
-BUDGET_NUMBER_KEYS: tuple[str, ...] = (
-    "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.remaining_ms",
-    "budget.cap_ms", "budget.allocated_ms", "budget.attempt", "budget.cleanup_ms")
+# The budget.* numbers and their bounds: what the fuzz tests drive with hostile values.
+BUDGET_BOUNDS: dict[str, tuple[int, int]] = {
+    key: (cast.low, cast.high) for key, (_, cast) in TYPED_ATTRIBUTES.items()
+    if isinstance(cast, Bounded)}
+BUDGET_NUMBER_KEYS: tuple[str, ...] = tuple(BUDGET_BOUNDS)
 
 # A status under several names, most trusted first: the gRPC status (SPEC §3 rule 3) and the
 # HTTP status (rule 2: http.response.status_code, or the older http.status_code). Each name

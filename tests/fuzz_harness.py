@@ -19,8 +19,16 @@ import json
 import random
 import signal
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ingest.file_loader import load_files
 from ingest.flatten import FlatBatch, flatten_request
@@ -29,6 +37,7 @@ from ingest.receivers.export import Exporter, Undecodable
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.rejections import Rejection
 from ingest.sources import read_pieces
+from ingest.typed_attributes import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES
 from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
@@ -253,3 +262,87 @@ def logs_body(body: bytes, json_body: bool = False) -> str:
     check_rejections(batch.rejections)
     check_storable(batch)
     return "accepted" if batch.log_count else "empty"
+
+
+# ------------------------------------------------------------------ budget.* numbers (issue 14)
+# Values that broke the derivation or that agents get wrong: units (a deadline in seconds,
+# microseconds, nanoseconds), overflow, signs, non-finite and non-numbers.
+NOW_MS = time.time_ns() // 10**6
+NOTORIOUS_BUDGET_VALUES: list[Any] = [
+    2**62, 2**63 - 1, -(2**63), -1, 0, 1, NOW_MS * 1000, NOW_MS * 10**6, NOW_MS // 1000,
+    NOW_MS + 60_000, MAX_BUDGET_MS + 1, float("nan"), float("inf"), -float("inf"), 1.5e300,
+    1500.5, -0.0, "1e400", "NaN", "12 ", "0x10", "", "soon", True, [1, 2], ["a"],
+]
+RUN_BUDGET_KEYS = frozenset({"budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms"})
+
+
+def budget_value(rng: random.Random) -> Any:
+    """A hostile value for a budget.* number: a notorious one, or a random int, float or
+    numeric string of any magnitude."""
+    choice = rng.randrange(5)
+    if choice == 0:
+        return rng.choice(NOTORIOUS_BUDGET_VALUES)
+    if choice == 1:
+        return rng.randrange(-(2**63), 2**63)
+    if choice == 2:
+        return rng.choice([-1, 1]) * 10 ** rng.uniform(-3, 300)
+    if choice == 3:
+        return str(rng.randrange(-(10**30), 10**30))
+    return rng.choice([0, 1, 1000, 30_000, NOW_MS]) * rng.choice([1, 1000, 10**6]) + rng.choice(
+        [0, 0.5, -1])
+
+
+def budget_run(key: str, value: Any, start_ns: int) -> list[ReadableSpan]:
+    """One run made by the OpenTelemetry SDK: a root with a budget and a tool step; `key`
+    carries `value` (on the root for run keys, on the step otherwise)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "fuzzed-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("budgetscope.fuzz")
+    run_attributes: dict[str, Any] = {"budget.total_ms": 2_000}
+    step_attributes: dict[str, Any] = {"budget.step.kind": "tool", "budget.step.name": "fetch",
+                                       "budget.allocated_ms": 1_000}
+    (run_attributes if key in RUN_BUDGET_KEYS else step_attributes)[key] = value
+    root = tracer.start_span("run", attributes=run_attributes, start_time=start_ns)
+    step = tracer.start_span("fetch", context=trace.set_span_in_context(root),
+                             attributes=step_attributes, start_time=start_ns + 10**8)
+    step.end(end_time=start_ns + 9 * 10**8)
+    root.end(end_time=start_ns + 10**9)
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def budget_body(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:
+    """The run through the receivers' own decoder: protobuf, or OTLP JSON."""
+    message = request(spans)
+    if as_json:
+        return Exporter._decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
+    return Exporter._decode_protobuf(message.SerializeToString(), "fuzz")
+
+
+def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int) -> str:
+    """The promise for budget.* numbers: the span is stored whatever the value; the typed
+    column holds it within its bounds, or nothing with a counted reason naming the attribute;
+    and deriving the run never fails (it overflowed on 2^62 ms before)."""
+    from ingest.derivation import PendingDerivations
+    from ingest.writer import SpanWriter
+    from queries.derive import refresh_touched
+
+    batch = budget_body(budget_run(key, value, start_ns), as_json)
+    assert batch.span_count == 2, batch.rejections
+    check_rejections(batch.rejections)
+    column = TYPED_ATTRIBUTES[key][0]
+    stored = batch.spans[column][1 if key in RUN_BUDGET_KEYS else 0]
+    low, high = BUDGET_BOUNDS[key]
+    assert stored is None or low <= stored <= high, (key, value, stored)
+    if stored is None:
+        assert any(key in r.message and r.reason.startswith("budget_")
+                   for r in batch.rejections), (key, value, batch.rejections)
+    SpanWriter(con).write(batch)
+    PendingDerivations(refresh_touched).run(con)
+    assert PendingDerivations.failed(con) == 0, con.execute(
+        "SELECT error FROM derivation_failures").fetchall()
+    trace_id = batch.spans["trace_id"][0]
+    assert con.execute("SELECT count(*) FROM runs WHERE trace_id = ?",
+                       [trace_id]).fetchone()[0] == 1
+    return "kept" if stored is not None else "refused"

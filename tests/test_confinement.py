@@ -22,12 +22,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
 from budgetscope.cli import cli
 from ingest.database import connect
@@ -39,64 +35,21 @@ from ingest.proto_flatten import flatten_protobuf
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.operations import OperatorPages
-from ingest.typed_attributes import (
-    BUDGET_NUMBER_KEYS,
-    MAX_BUDGET_MS,
-    MAX_DEADLINE_UNIX_MS,
-    MIN_DEADLINE_UNIX_MS,
-    TYPED_ATTRIBUTES,
-)
+from ingest.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
 from ingest.writer import SpanWriter
 from queries import reports
 from queries.derive import refresh_touched
+from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
+from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json
 
-RUN_KEYS = {"budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms"}
-NOW_MS = time.time_ns() // 10**6
-# Values that broke the derivation or that agents get wrong: units, overflow, signs, types.
-NOTORIOUS: list[Any] = [
-    2**62, 2**63 - 1, -(2**63), -1, 0, 1, NOW_MS * 1000, NOW_MS * 10**6, NOW_MS // 1000,
-    NOW_MS + 60_000, MAX_BUDGET_MS + 1, float("nan"), float("inf"), -float("inf"), 1.5e300,
-    1500.5, -0.0, "1e400", "NaN", "12 ", "0x10", "", "soon", True, [1, 2], ["a"],
-]
 HOSTILE = st.one_of(
-    st.sampled_from(NOTORIOUS),
+    st.sampled_from(NOTORIOUS_BUDGET_VALUES),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
 )
-
-
-def _bounds(key: str) -> tuple[int, int]:
-    if key == "budget.deadline_unix_ms":
-        return MIN_DEADLINE_UNIX_MS, MAX_DEADLINE_UNIX_MS
-    if key == "budget.total_ms":
-        return 1, MAX_BUDGET_MS
-    if key == "budget.attempt":
-        return 1, 1_000_000
-    if key == "budget.remaining_ms":
-        return -MAX_BUDGET_MS, MAX_BUDGET_MS
-    return 0, MAX_BUDGET_MS
-
-
-def _trace(key: str, value: Any, start_ns: int) -> list[ReadableSpan]:
-    """One run of the real SDK: a root with a budget and a tool step; `key` carries `value`."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "fuzzed-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("budgetscope.tests.confinement")
-    run_attributes: dict[str, Any] = {"budget.total_ms": 2_000}
-    step_attributes: dict[str, Any] = {"budget.step.kind": "tool", "budget.step.name": "fetch",
-                                       "budget.allocated_ms": 1_000}
-    (run_attributes if key in RUN_KEYS else step_attributes)[key] = value
-    root = tracer.start_span("run", attributes=run_attributes, start_time=start_ns)
-    step = tracer.start_span("fetch", context=trace.set_span_in_context(root),
-                             attributes=step_attributes, start_time=start_ns + 10**8)
-    step.end(end_time=start_ns + 9 * 10**8)
-    root.end(end_time=start_ns + 10**9)
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
 
 
 def _flatten(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:
@@ -127,9 +80,9 @@ def test_every_budget_number_is_bounded_at_ingest_and_never_stops_the_derivation
     batch = _flatten(spans, as_json)
     assert batch.span_count == 2, batch.rejections  # the span is kept, whatever the value
     column = TYPED_ATTRIBUTES[key][0]
-    span_index = 1 if key in RUN_KEYS else 0  # the SDK exports the child first
+    span_index = 1 if key in RUN_BUDGET_KEYS else 0  # the SDK exports the child first
     stored = batch.spans[column][span_index]
-    low, high = _bounds(key)
+    low, high = BUDGET_BOUNDS[key]
     assert stored is None or low <= stored <= high, (key, value, stored)
     reasons = {r.reason for r in batch.rejections}
     if stored is None:
@@ -179,7 +132,7 @@ def test_every_command_works_on_a_file_with_hostile_budget_values(tmp_path: Path
     start = time.time_ns() - 7200 * 10**9
     spans: list[ReadableSpan] = []
     for index, (key, value) in enumerate((key, value) for key in BUDGET_NUMBER_KEYS
-                                         for value in NOTORIOUS):
+                                         for value in NOTORIOUS_BUDGET_VALUES):
         spans += _trace(key, value, start + index * 10**9)
     db = tmp_path / "hostile.duckdb"
     result = CliRunner().invoke(cli, ["--db", str(db), "ingest",

@@ -74,20 +74,22 @@ def _truth_pick(chosen: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if chosen is None else {"index": chosen["index"], "key": chosen["key"]}
 
 
-def differences(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[str]:
-    """Every way the derivation disagrees with the truth, one readable line each."""
+def differences(found: list[dict[str, Any]],
+                expected: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
+    """Every way the derivation disagrees with the truth: (run number, field) → what differs.
+    Runs are matched in start order; a run count that differs is (-1, "runs")."""
     if len(found) != len(expected):
-        return [f"{len(found)} runs found, the harness made {len(expected)}: "
-                f"{[run['trace_id'] for run in found]}"]
-    problems = []
+        return {(-1, "runs"): f"{len(found)} runs found, the harness made {len(expected)}: "
+                              f"{[run['trace_id'] for run in found]}"}
+    problems = {}
     for number, (got, want) in enumerate(zip(found, expected, strict=True)):
         if want["trace_id"] is None:  # a run with no root of the harness's own
             got = {**got, "trace_id": None}
         for field, value in want.items():
             if got[field] != value:
-                problems.append(f"run {number} ({want['trace_id'] or 'no root'}) {field}: "
-                                f"found {json.dumps(got[field])}, "
-                                f"the harness says {json.dumps(value)}")
+                problems[(number, field)] = (
+                    f"run {number} ({want['trace_id'] or 'no root'}) {field}: found "
+                    f"{json.dumps(got[field])}, the harness says {json.dumps(value)}")
     return problems
 
 

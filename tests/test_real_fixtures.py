@@ -33,7 +33,7 @@ SPEC_GAPS: dict[tuple[str, int, str], str] = {
         "OpenInference's trace-level span 'Agent workflow' has openinference.span.kind=AGENT and "
         "no agent.name/graph.node.id, so §9's 'earliest agent span without an agent ancestor' "
         "names the run's agent by that span name; the agent is the child span with "
-        "agent.name=support-agent") for run in (0, 1, 2)},
+        "agent.name=support-agent") for run in (0, 1, 2, 3)},
     ("openai_v2", 0, "steps"): (
         "a bare model call: root 'chat gpt-4o-mini' (gen_ai.operation.name=chat) with the httpx "
         "CLIENT span 'POST' under it. Row 12 makes the POST a step (no step ancestor: the run "

@@ -11,10 +11,16 @@ changes either way (a gap closed, or a new one) fails it until this table is bro
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
+import duckdb
 import pytest
+from click.testing import CliRunner
 
+from budgetscope.cli import cli
 from tests.real_fixture_compare import (
     FIXTURES,
     differences,
@@ -67,3 +73,41 @@ def test_real_fixture_matches_ground_truth(name: str, tmp_path: Path) -> None:
     closed = sorted(known - set(found))
     assert not unexpected, "\n".join(unexpected)
     assert not closed, f"now as the harness says, remove from SPEC_GAPS: {closed}"
+
+
+def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:
+    """The ClickHouse derivation (chdb, in a process of its own: one data folder per process)
+    gives the same runs and failures reports as DuckDB's on every real fixture."""
+    files = [str(FIXTURES / "otlp" / f"{name}.otlp.pb") for name in NAMES]
+    db = tmp_path / "all.duckdb"
+    for path in files:
+        ingest(Path(path), db)
+    with duckdb.connect(str(db), read_only=True) as connection:
+        spans = connection.execute("SELECT count(*) FROM spans").fetchone()[0]
+    duck = {}
+    for report in REPORTS:
+        result = CliRunner().invoke(cli, ["--db", str(db), "report", report])
+        assert result.exit_code == 0, result.output
+        duck[report] = result.stdout
+    done = subprocess.run([sys.executable, "-c", CLICKHOUSE_SIDE, f"chdb://{tmp_path / 'ch'}",
+                           *files], check=True, capture_output=True, text=True)
+    clickhouse = json.loads(done.stdout)
+    assert clickhouse["spans"] == spans
+    for report in REPORTS:
+        assert clickhouse[report] == duck[report], report
+
+
+REPORTS = ("runs", "failures")
+CLICKHOUSE_SIDE = """
+import json, sys
+from click.testing import CliRunner
+from budgetscope.cli import cli
+from queries import clickhouse
+from queries.otel_traces_load import load_files
+out = {"spans": load_files(clickhouse.connect(sys.argv[1]), sys.argv[2:])}
+for report in ("runs", "failures"):
+    result = CliRunner().invoke(cli, ["--backend", sys.argv[1], "report", report])
+    assert result.exit_code == 0, result.output
+    out[report] = result.stdout
+print(json.dumps(out))
+"""

@@ -74,10 +74,15 @@ def _truth_pick(chosen: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if chosen is None else {"index": chosen["index"], "key": chosen["key"]}
 
 
-def differences(found: list[dict[str, Any]],
-                expected: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
-    """Every way the derivation disagrees with the truth: (run number, field) → what differs.
-    Runs are matched in start order; a run count that differs is (-1, "runs")."""
+def differences(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[str]:
+    """Every way the derivation disagrees with the truth, one readable line each."""
+    return list(differences_by_place(found, expected).values())
+
+
+def differences_by_place(found: list[dict[str, Any]],
+                         expected: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
+    """The same, keyed by (run number, field). Runs are matched in start order; a run count
+    that differs is (-1, "runs")."""
     if len(found) != len(expected):
         return {(-1, "runs"): f"{len(found)} runs found, the harness made {len(expected)}: "
                               f"{[run['trace_id'] for run in found]}"}

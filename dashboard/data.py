@@ -30,6 +30,7 @@ from ingest.declared_service import DeclaredBudgets
 from ingest.owner import current_owner
 from queries import clickhouse, reports
 from queries.filters import Filters
+from queries.run_search import Found, RunSearch, search_runs
 from queries.run_view import RunView, load_run
 from queries.simulation import Prepared, SimulationResult, prepare, replay
 from queries.simulation_data import simulation_runs, simulation_steps
@@ -200,6 +201,20 @@ def report(name: str, filters: Filters) -> pd.DataFrame:
     """Report `name` of `queries` for these filters (a cached copy: do not mutate it in place;
     st.cache_data hands each caller its own copy anyway)."""
     return _cached_report(name, _iso(filters.since), _iso(filters.until), filters.agent,
+                          source_token())
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _cached_search(since: str | None, until: str | None, agent: str | None,
+                   search: RunSearch, source: tuple[object, ...]) -> Found:
+    del source
+    with connection() as con:
+        return search_runs(con, _filters(since, until, agent), search)
+
+
+def find_runs(filters: Filters, search: RunSearch) -> Found:
+    """The runs matching `search` within the filters, one page of them (queries.run_search)."""
+    return _cached_search(_iso(filters.since), _iso(filters.until), filters.agent, search,
                           source_token())
 
 

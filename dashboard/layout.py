@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard import data, fmt
+from dashboard import data, fmt, run_search_params
 from dashboard.filters import PRESETS, FilterState, from_params, now_utc
 from dashboard.settings import refresh_seconds
 from ingest.database import serve_sidecar_path
@@ -22,7 +22,7 @@ from queries.filters import FilterError, Filters
 
 RUN_PAGE = "app_pages/run.py"
 PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliation", "run",
-              "weekly", "simulate"}
+              "runs", "weekly", "simulate", "budgets"}
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
 _FOLLOW = "follow_new_spans"  # the sidebar toggle
@@ -126,13 +126,19 @@ def sidebar_filters(agents: tuple[str, ...], default: str = "7d") -> FilterState
     return state
 
 
-def write_url(state: FilterState, extra: dict[str, str] | None = None) -> None:
-    """Make the browser's URL say exactly these filters (plus `extra`, e.g. run=...)."""
+# Query parameters a page sets itself (the run view's run, the Runs page's search): the
+# sidebar's filters leave them alone; the page that owns them writes them whole.
+PAGE_OWNED_KEYS = frozenset({"run", *run_search_params.KEYS})
+
+
+def write_url(state: FilterState, extra: dict[str, str] | None = None,
+              owned: frozenset[str] = frozenset()) -> None:
+    """Make the browser's URL say exactly these filters (plus `extra`, e.g. run=...). Keys of
+    PAGE_OWNED_KEYS are kept unless they are in `owned`, the keys the caller manages."""
     wanted = {**state.query_params(), **(extra or {})}
     current = st.query_params.to_dict()
     for key in list(current):
-        # `run` belongs to the run view, which sets it itself
-        if key not in wanted and key != "run":
+        if key not in wanted and (key not in PAGE_OWNED_KEYS or key in owned):
             del st.query_params[key]
     for key, value in wanted.items():
         if current.get(key) != value:

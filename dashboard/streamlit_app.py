@@ -33,14 +33,16 @@ PAGES = {
     "failures": _page("failures", "Failures", "error"),
     "utilisation": _page("utilisation", "Utilisation", "speed"),
     "reconciliation": _page("reconciliation", "Reconciliation", "sync"),
+    "runs": _page("runs", "Runs", "list"),
     "run": _page("run", "Run view", "search"),
     "weekly": _page("weekly", "Weekly report", "calendar_month"),
     "simulate": _page("simulate", "What if", "tune"),
     "budgets": _page("budgets", "Budgets", "hourglass_top"),
 }
 
-# Every page draws Plotly charts except the weekly table and the budgets.
-PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path, PAGES["budgets"].url_path}
+# Every page draws Plotly charts except the weekly table, the budgets and the runs list.
+PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path, PAGES["budgets"].url_path,
+                        PAGES["runs"].url_path}
 
 
 def main() -> None:

@@ -369,7 +369,8 @@ def test_chart_pages_hint_the_browser_to_fetch_the_chart_code(db: str) -> None:
     chunk = chart_code.plotly_chunk()
     assert chunk is not None, "Streamlit's Plotly chunk was not found: the hint is silently off"
     hint = f'<link rel="modulepreload" href="./static/js/{chunk}">'
-    for page, expected in (("overview", True), ("failures", True), ("weekly", False)):
+    for page, expected in (("overview", True), ("failures", True), ("weekly", False),
+                           ("runs", False)):
         at = open_page(page)
         assert any(hint in m.value for m in at.sidebar.markdown) is expected, page
 
@@ -517,3 +518,31 @@ def test_run_view_has_one_mark_for_no_value(db: str) -> None:
     assert fmt.NO_VALUE in set(steps["effect status"]) | set(steps["allocated"])
     story = " ".join(m.value for m in at.markdown)
     assert "deadline" in story
+
+
+def test_runs_page_finds_what_the_cli_finds(db: str) -> None:
+    """Issue 15: "Runs worth reviewing" stopped at 25 rows; the Runs page lists every run in
+    the filters, narrowed by the URL a chart links to, paged."""
+    from queries.run_search import RunSearch, search_runs
+    con = connect(db, read_only=True)
+    try:
+        every = search_runs(con, FILTERS, RunSearch())
+        culprit = every.runs.loc[every.runs["exhausted"].fillna(False).astype(bool),
+                                 "culprit"].mode()[0]
+        expected = search_runs(con, FILTERS, RunSearch(exhausted=True, culprit=culprit))
+    finally:
+        con.close()
+    at = open_page("runs", PARAMS)
+    assert at.title[0].value == "Runs"
+    assert f"**{every.total:,}** runs match" in " ".join(m.value for m in at.markdown)
+    assert len(at.dataframe[0].value) == min(50, every.total)  # one page
+    at = open_page("runs", {**PARAMS, "exhausted": "yes", "culprit": culprit})
+    table = at.dataframe[0].value
+    assert list(table["run_id"]) == list(expected.runs["run_id"])[:50]
+    assert set(table["culprit"]) == {culprit} and set(table["exhausted"]) == {"yes"}
+    # the search is in the URL, so it is a link to paste
+    assert at.query_params["culprit"] in (culprit, [culprit])
+    # the next page continues where the first stopped
+    if every.total > 50:
+        at = open_page("runs", {**PARAMS, "page": "2"})
+        assert list(at.dataframe[0].value["run_id"]) == list(every.runs["run_id"])[50:100]

@@ -1,0 +1,124 @@
+"""Runs: every run in the filters, searchable, sortable and paged; the page a chart's bar or
+cell opens, filtered to the runs behind it (dashboard/run_search_params.py)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import colors, data, fmt, layout, run_search_params
+from dashboard.run_search_params import OUTCOMES, PAGE_SIZE
+from queries.run_search import SORTABLE, RunSearch
+
+ctx = layout.context()
+st.title("Runs")
+ss = st.session_state
+_LAST = "_run_search_last"
+_ANY = ""
+
+url_search, url_page, problems = run_search_params.from_params(st.query_params.to_dict())
+url_params = run_search_params.to_params(url_search, url_page)
+if url_params != ss.get(_LAST):
+    # A link from a chart, or the back button: the URL wins over the widgets.
+    ss["rs_outcome"] = list(url_search.outcomes)
+    ss["rs_exhausted"] = {None: _ANY, True: "yes", False: "no"}[url_search.exhausted]
+    ss["rs_culprit"] = url_search.culprit or _ANY
+    ss["rs_step"] = url_search.step_key or _ANY
+    ss["rs_class"] = url_search.step_class or _ANY
+    ss["rs_id"] = url_search.id_prefix or ""
+    ss["rs_umin"] = url_params.get("umin", "")
+    ss["rs_umax"] = url_params.get("umax", "")
+    ss["rs_sort"] = url_search.sort
+    ss["rs_order"] = {None: _ANY, True: "desc", False: "asc"}[url_search.descending]
+    ss["rs_page"] = url_page
+for problem in problems:
+    st.warning(fmt.escape_md(problem))
+
+runs = data.report("runs", ctx.filters)
+steps = data.report("failures", ctx.filters)
+
+
+def _options(values: object, chosen: str) -> list[str]:
+    """Choices for a selectbox: any, then the values there are, and a value a link named even
+    when the filters hold no such run (so the link's search is shown, not silently dropped)."""
+    options = [_ANY, *sorted({str(v) for v in values if not fmt.missing(v)})]  # type: ignore[attr-defined]
+    return options if not chosen or chosen in options else [*options, chosen]
+
+
+def _any(label: str) -> object:
+    return lambda value: f"any {label}" if value == _ANY else value
+
+
+first = st.columns(4)
+first[0].multiselect("Outcome", OUTCOMES, key="rs_outcome",
+                     help="budget.run.outcome as the agent stated it; none: not stated")
+first[1].selectbox("Exhausted", [_ANY, "yes", "no"], key="rs_exhausted",
+                   format_func=lambda v: "either" if v == _ANY else v)
+first[2].selectbox("Culprit", _options(runs["culprit"], ss["rs_culprit"]), key="rs_culprit",
+                   format_func=_any("culprit"), help="the top-level step that spent the most "
+                   "(docs/metrics.md §4)")
+first[3].text_input("Run id starts with", key="rs_id", placeholder="e.g. 5fa7a0c0")
+second = st.columns(4)
+second[0].selectbox("Holds a step", _options(steps["step_key"], ss["rs_step"]), key="rs_step",
+                    format_func=_any("step key"), help="runs with a step of this key, nested "
+                    "steps included")
+second[1].selectbox("Holds a step of class", [_ANY, *colors.STEP_CLASSES], key="rs_class",
+                    format_func=lambda v: "any class" if v == _ANY else colors.CLASS_LABELS[v])
+second[2].text_input("Utilisation from (%)", key="rs_umin", placeholder="0")
+second[3].text_input("Utilisation to (%)", key="rs_umax", placeholder="no limit")
+third = st.columns(4)
+third[0].selectbox("Sort by", list(SORTABLE), key="rs_sort")
+third[1].selectbox("Order", [_ANY, "desc", "asc"], key="rs_order",
+                   format_func=lambda v: {"": "usual (newest, largest first)",
+                                          "desc": "descending", "asc": "ascending"}[v])
+
+typed, page, typed_problems = run_search_params.from_params({
+    "outcome": ",".join(ss["rs_outcome"]), "exhausted": ss["rs_exhausted"],
+    "culprit": ss["rs_culprit"], "step": ss["rs_step"], "class": ss["rs_class"],
+    "id": ss["rs_id"].strip(), "umin": ss["rs_umin"].strip(), "umax": ss["rs_umax"].strip(),
+    "sort": ss["rs_sort"], "order": ss["rs_order"], "page": str(ss.get("rs_page", 1))})
+for problem in typed_problems:
+    st.warning(fmt.escape_md(problem))
+search: RunSearch = typed
+if run_search_params.to_params(search) != run_search_params.to_params(url_search):
+    page = 1  # a new search starts on its first page
+
+found = data.find_runs(ctx.filters, search.page(page, PAGE_SIZE))
+pages = max(1, -(-found.total // PAGE_SIZE))
+page = min(page, pages)
+ss["rs_page"] = page
+params = run_search_params.to_params(search, page)
+ss[_LAST] = params
+layout.write_url(ctx.state, params, owned=frozenset(run_search_params.KEYS))
+
+third[2].number_input("Page", min_value=1, max_value=pages, step=1, key="rs_page")
+shown_from = (page - 1) * PAGE_SIZE + 1 if found.total else 0
+shown_to = shown_from + len(found.runs) - 1 if found.total else 0
+third[3].markdown(f"**{fmt.count(found.total)}** runs match · showing "
+                  f"{fmt.count(shown_from)}–{fmt.count(shown_to)} · page {page} of {pages}")
+
+if found.runs.empty:
+    st.info("No run matches this search in " + fmt.escape_md(ctx.state.label(ctx.now)) + ".")
+    st.stop()
+
+table = found.runs.assign(
+    budget=found.runs["budget_ms"].map(fmt.duration),
+    elapsed=found.runs["elapsed_ms"].map(fmt.duration),
+    utilisation=found.runs["utilisation"].map(fmt.percent),
+    culprit_share=found.runs["culprit_share"].map(fmt.percent),
+    overrun=found.runs["overrun_ms"].map(fmt.duration),
+    outcome=found.runs["outcome"].map(fmt.text),
+    exhausted=found.runs["exhausted"].map(lambda v: fmt.NO_VALUE if fmt.missing(v)
+                                          else ("yes" if v else "no")),
+    culprit=found.runs["culprit"].map(fmt.text), holder=found.runs["holder"].map(fmt.text),
+    budget_source=found.runs["budget_source"].map(fmt.text),
+)[["run_id", "agent", "start", "outcome", "exhausted", "budget", "elapsed", "utilisation",
+   "culprit", "culprit_share", "holder", "overrun", "budget_source"]]
+event = st.dataframe(table, hide_index=True, key="runs_table", on_select="rerun",
+                     selection_mode="single-row", height=min(38 + 35 * len(table), 1790),
+                     column_config={"run_id": st.column_config.TextColumn("run id",
+                                                                          width="medium")})
+st.caption("Select a row to open that run.")
+chosen = event.selection.rows if event is not None else []
+if chosen:
+    run_id = str(table.iloc[chosen[0]]["run_id"])
+    st.switch_page(layout.RUN_PAGE, query_params=layout.run_params(run_id, ctx.state))

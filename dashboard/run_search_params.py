@@ -1,0 +1,83 @@
+"""The Runs page's search in the URL: a chart anywhere links to the runs behind a bar or a cell
+(`runs?culprit=tool:fetch_report`, `runs?class=client_timeout&step=tool:search`,
+`runs?umin=90&umax=100`), and a search typed on the page is a link to paste.
+
+Pure: parsing and writing query parameters, no widgets. Utilisation bounds are in percent in
+the URL (what the page shows), fractions in the RunSearch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from queries.run_search import SORTABLE, RunSearch, SearchError
+
+KEYS = ("outcome", "exhausted", "culprit", "step", "class", "umin", "umax", "id", "sort",
+        "order", "page")
+OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled", "none")
+PAGE_SIZE = 50
+
+
+def _percent(text: str | None, key: str, problems: list[str]) -> float | None:
+    if not text:
+        return None
+    try:
+        return float(text) / 100
+    except ValueError:
+        problems.append(f"{key}={text!r} is not a percentage; ignored")
+        return None
+
+
+def from_params(params: Mapping[str, str]) -> tuple[RunSearch, int, list[str]]:
+    """(the search, the page number from 1, problems with the link)."""
+    problems: list[str] = []
+    outcomes = tuple(o for o in (params.get("outcome") or "").split(",") if o)
+    unknown = [o for o in outcomes if o not in OUTCOMES]
+    if unknown:
+        problems.append(f"unknown outcome {', '.join(unknown)}; ignored")
+        outcomes = tuple(o for o in outcomes if o in OUTCOMES)
+    exhausted = {"yes": True, "no": False}.get(params.get("exhausted") or "")
+    sort = params.get("sort") or "start"
+    if sort not in SORTABLE:
+        problems.append(f"cannot sort by {sort!r}; sorted by start")
+        sort = "start"
+    order = params.get("order")
+    descending = None if order not in ("asc", "desc") else order == "desc"
+    try:
+        page = max(1, int(params.get("page") or 1))
+    except ValueError:
+        page = 1
+    try:
+        search = RunSearch(outcomes=outcomes, exhausted=exhausted,
+                           culprit=params.get("culprit") or None,
+                           step_key=params.get("step") or None,
+                           step_class=params.get("class") or None,
+                           utilisation_min=_percent(params.get("umin"), "umin", problems),
+                           utilisation_max=_percent(params.get("umax"), "umax", problems),
+                           id_prefix=params.get("id") or None, sort=sort, descending=descending)
+    except SearchError as error:
+        problems.append(str(error))
+        search = RunSearch()
+    return search, page, problems
+
+
+def to_params(search: RunSearch, page: int = 1) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if search.outcomes:
+        params["outcome"] = ",".join(search.outcomes)
+    if search.exhausted is not None:
+        params["exhausted"] = "yes" if search.exhausted else "no"
+    for key, value in (("culprit", search.culprit), ("step", search.step_key),
+                       ("class", search.step_class), ("id", search.id_prefix)):
+        if value:
+            params[key] = value
+    for key, value in (("umin", search.utilisation_min), ("umax", search.utilisation_max)):
+        if value is not None:
+            params[key] = f"{value * 100:g}"
+    if search.sort != "start":
+        params["sort"] = search.sort
+    if search.descending is not None:
+        params["order"] = "desc" if search.descending else "asc"
+    if page > 1:
+        params["page"] = str(page)
+    return params

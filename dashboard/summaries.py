@@ -156,6 +156,8 @@ def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
         "step": ["  " * int(level) + ("└ " if level else "") + str(key)
                  for key, level in zip(steps["step_key"], steps["step_level"], strict=True)],
         "class": steps["step_class"],
+        # what recognised it as a step (SPEC §9's conventions: budget, otel_genai, http, ...)
+        "from": steps["convention"].map(fmt.text),
         "role": marks,
         "start": steps["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
         "duration": steps["duration_ms"].map(fmt.duration),

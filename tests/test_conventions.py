@@ -267,3 +267,31 @@ def test_a_constant_outside_the_allow_list_is_refused() -> None:
     with pytest.raises(ValueError):
         conventions._literal("x' OR 1=1")
     assert re.fullmatch(conventions._SAFE_CONSTANT.pattern, "ai.toolCall")
+
+
+def test_the_run_view_and_the_run_command_say_what_recognised_each_step(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+    from dashboard.summaries import run_steps_table
+    from queries.run_view import load_run
+
+    b = TraceBuilder(seed=7)
+    run = b.run(0, 3_000, 3_000)
+    b.span("chat", 0, 1_000, parent=run, attributes={OP: "chat", "gen_ai.request.model": "m"})
+    b.span("GET", 1_000, 2_000, parent=run, kind=CLIENT,
+           attributes={"http.request.method": "GET", "server.address": "svc"})
+    con = open_db(tmp_path)
+    store(con, b.finished())
+    view = load_run(con, b.trace_id(run))
+    con.close()
+    table = run_steps_table(view.steps, view.summary)
+    assert list(zip(table["step"], table["from"], strict=True)) == [
+        ("model:m", "otel_genai"), ("other:svc", "http")]
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "test.duckdb"), "run",
+                                      b.trace_id(run)])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line.split() for line in result.output.splitlines()
+             if line.startswith(("model:", "other:"))}
+    assert lines["model:m"][1:3] == ["ok", "otel_genai"]
+    assert lines["other:svc"][1:3] == ["ok", "http"]

@@ -111,7 +111,9 @@ def _waterfall(view: RunView, width: int) -> list[str]:
         label = ("  " * int(step.step_level) + key)[:label_width]
         consumed = ("" if pd.isna(step.consumption_ms)
                     else f"  consumed {_ms(step.consumption_ms)}")
+        # what recognised the step (SPEC §9): budget, otel_genai, openinference, http, ...
         out.append(f"{label.ljust(label_width)} {_text(step.step_class):<14} "
+                   f"{_text(step.convention):<13} "
                    f"[{''.join(bar)}] +{_ms(step.offset_ms)} "
                    f"{_ms(step.duration_ms)}{consumed}")
     return out

@@ -272,8 +272,15 @@ class RunBudget:
         self.records.append(record)
         if record.outcome == "refused":
             self._refused += 1
-        else:
+        elif record.outcome != "cancelled":
+            # A timed-out call's duration is a lower bound of its latency, kept so the fit_only
+            # rung errs towards refusing; a cancelled one (a lost hedge) says nothing.
             self.latencies.record(record.key, duration)
+
+    @property
+    def deadline_monotonic(self) -> float:
+        self._require_started()
+        return self._start_mono + self.total_s
 
     def context_for_steps(self, parent_step: Step | None) -> Context:
         """Steps open under the innermost step of this budget, else under the run span."""

@@ -199,7 +199,9 @@ class Step:
         budget = self.budget
         clock = budget.clock
         self._started_mono = clock.monotonic()
-        self._deadline_mono = self._started_mono + self.timeout
+        # A step entered some time after it was admitted still ends by the run's deadline.
+        self._deadline_mono = min(self._started_mono + self.timeout,
+                                  budget.deadline_monotonic)
         self._start_ns = clock.wall_ns()
         parent_step = CURRENT_STEP.get()
         self._top_level = parent_step is None or parent_step.budget is not budget

@@ -458,7 +458,9 @@ class RunBudget:
                 return "cancelled"
             if isinstance(error, BudgetExhausted):
                 return "exhausted"
-            if isinstance(error, (StepTimeout, TimeoutError)) and self.expired():
+            # asyncio.TimeoutError is only an alias of TimeoutError from Python 3.11.
+            if isinstance(error, (StepTimeout, TimeoutError, asyncio.TimeoutError)) \
+                    and self.expired():
                 return "exhausted"
             return "failed"
         if self.partial_reason is not None:

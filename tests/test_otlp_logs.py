@@ -350,3 +350,34 @@ def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
         assert result.traces == 1
         assert con.execute(LOGS).fetchone()[0] == 0
         assert con.execute("SELECT count(*) FROM resources").fetchone()[0] == 0
+
+
+def test_budgetscope_serve_takes_logs_and_counts_them(tmp_path: Path) -> None:
+    import urllib.request
+
+    from tests.test_serve import start_serve, stop, stored
+
+    run = run_with_logs()
+    db = tmp_path / "served.duckdb"
+    process, announced = start_serve(db, "--no-ui")
+    try:
+        assert announced["otlp_http_logs"].endswith("/v1/logs")
+        spans = OTLPSpanExporter(endpoint=announced["otlp_http"], timeout=30)
+        assert spans.export(run.spans) is SpanExportResult.SUCCESS
+        logs = OTLPLogExporter(endpoint=announced["otlp_http_logs"], timeout=30)
+        assert logs.export(run.logs) is LogRecordExportResult.SUCCESS
+        assert logs.export(run.logs) is LogRecordExportResult.SUCCESS
+        metrics_url = announced["otlp_http"].replace("/v1/traces", "/metrics")
+        with urllib.request.urlopen(metrics_url, timeout=30) as response:
+            figures = parse(response.read().decode())
+        assert figures["budgetscope_log_records_accepted_total"].value(transport="http") == 8
+        assert figures["budgetscope_log_records_stored_total"].value() == 4
+        assert figures["budgetscope_log_records_without_span_total"].value(
+            transport="http") == 2
+        spans.shutdown()
+        logs.shutdown()
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    assert announced["otlp_http_logs"] in out
+    assert stored(db, LOGS) == 4

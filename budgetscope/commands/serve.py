@@ -99,7 +99,7 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 accepts other machines.")
 @click.option("--otlp-http-port", default=4318, show_default=True, type=click.IntRange(0, 65535),
-              help="OTLP/HTTP port (POST /v1/traces); 0 picks a free one.")
+              help="OTLP/HTTP port (POST /v1/traces and /v1/logs); 0 picks a free one.")
 @click.option("--otlp-grpc-port", default=4317, show_default=True, type=click.IntRange(0, 65535),
               help="OTLP/gRPC port; 0 picks a free one.")
 @click.option("--ui-port", default=8501, show_default=True, type=click.IntRange(1, 65535),
@@ -188,6 +188,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "http_port": receivers.http.port, "grpc_port": receivers.grpc.port,
         "ui_port": None if no_ui else ui_port,
         "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
+        "otlp_http_logs": f"http://{local}:{receivers.http.port}/v1/logs",
         "otlp_grpc": f"{local}:{receivers.grpc.port}",
         "dashboard": dashboard,
         "budgets": f"http://{local}:{receivers.http.port}{BUDGETS_PATH}",
@@ -196,6 +197,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     _LOG.info("serving %s", db, extra={
         "event": "start", "pid": os.getpid(), "db": db, "host": host,
         "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
+        "otlp_http_logs": f"http://{local}:{receivers.http.port}/v1/logs",
         "otlp_grpc": f"{local}:{receivers.grpc.port}", "dashboard": dashboard,
         "health": f"http://{local}:{receivers.http.port}/healthz",
         "metrics": f"http://{local}:{receivers.http.port}/metrics",
@@ -233,7 +235,8 @@ def _say_where(db: str, host: str, local: str, receivers: Receivers, dashboard: 
                token: bool) -> None:
     lines = [
         f"budgetscope serve (pid {os.getpid()}) owns {db}",
-        f"  OTLP/HTTP  http://{local}:{receivers.http.port}/v1/traces",
+        f"  OTLP/HTTP  http://{local}:{receivers.http.port}/v1/traces "
+        f"(logs: http://{local}:{receivers.http.port}/v1/logs)",
         f"  OTLP/gRPC  {local}:{receivers.grpc.port}",
         f"  dashboard  {dashboard or 'off (--no-ui)'}",
     ]

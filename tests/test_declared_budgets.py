@@ -247,3 +247,18 @@ def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path
         assert run_row(con, b.trace_id(unbudgeted))["budget_source"] == "declared"
     finally:
         con.close()
+
+
+def test_a_cap_re_derives_only_traces_with_steps_lacking_their_own_allocation(con):
+    b = TraceBuilder()
+    own = b.run(0, 9_000, 10_000)
+    b.step(own, "tool", "fetch", 1_000, 2_000, **{"budget.allocated_ms": 4_000})
+    bare = b.run(0, 9_000, 10_000)
+    b.step(bare, "tool", "fetch2", 1_000, 2_000, **{"budget.step.name": "fetch"})
+    store(con, b.finished())
+    applied = apply(con, Change("cap", "tool:fetch", 2_000))
+    # only the second trace: the first one's step keeps its own 4000 ms whatever the cap
+    assert (applied.runs, applied.traces) == (1, 1)
+    PendingDerivations(refresh_touched).run(con)
+    assert step_rows(con, b.trace_id(own))["tool fetch"]["utilisation"] == pytest.approx(0.25)
+    assert step_rows(con, b.trace_id(bare))["tool fetch2"]["utilisation"] == pytest.approx(0.5)

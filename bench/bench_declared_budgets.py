@@ -5,15 +5,15 @@
 The database is one `budgetscope ingest` of the sample generator's traces (e.g. 34,483 runs,
 ~1M spans: `python -m sample_traces.generate --runs 34483 --format pb-stream --out F` then
 `budgetscope --db D ingest F`). It is copied; in the copy, one agent (--agent, default
-support-agent, about a third of the runs) is made an agent that sends no budget.total_ms (its
-spans' budget.total_ms and budget.deadline_unix_ms cleared), then everything is re-derived once
-(`rebuild_all`, the baseline). Then, timed, each as `budgetscope budgets` does it on a free
-file (store the change and mark the affected traces in one transaction, then derive the marked
-traces):
+support-agent, about a third of the runs) is made an agent that sends no budget (its spans'
+budget.total_ms, budget.deadline_unix_ms and budget.allocated_ms cleared), then everything is
+re-derived once (`rebuild_all`, the baseline). Then, timed, each as `budgetscope budgets`
+does it on a free file (store the change and mark the affected traces in one transaction,
+then derive the marked traces):
 
 - set AGENT 60s (first declaration: every run of the agent), then 30s (a change), unset;
 - set --default 45s (the other agents' runs without a budget of their own);
-- cap STEP_KEY 5s (every trace holding such a step);
+- cap STEP_KEY 5s (the traces holding such a step without its own budget.allocated_ms);
 
 and the same `set AGENT` through `budgetscope serve`'s path: real receivers and the /budgets
 endpoint in this process, a POST over HTTP answered once the derivation turn is done.
@@ -46,10 +46,11 @@ from queries.derive import rebuild_all, refresh_touched  # noqa: E402
 
 
 def strip_budgets(con, agent: str) -> int:  # type: ignore[no-untyped-def]
-    """Make `agent` one that sends no budget.total_ms (bench only)."""
+    """Make `agent` one that sends no budget.total_ms nor allocations (bench only)."""
     con.execute("CREATE TEMP TABLE bench_agent_traces AS "
                 "SELECT DISTINCT trace_id FROM runs WHERE agent = ?", [agent])
-    con.execute("UPDATE spans SET budget_total_ms = NULL, budget_deadline_unix_ms = NULL "
+    con.execute("UPDATE spans SET budget_total_ms = NULL, budget_deadline_unix_ms = NULL, "
+                "budget_allocated_ms = NULL "
                 "WHERE trace_id IN (SELECT trace_id FROM bench_agent_traces)")
     return int(con.execute("SELECT count(*) FROM bench_agent_traces").fetchone()[0])
 
@@ -105,7 +106,7 @@ def main() -> None:
         baseline = time.perf_counter() - started
         runs = int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
         print(f"{spans:,} spans, {runs:,} runs; {args.agent}: {traces:,} traces made to send "
-              f"no budget.total_ms")
+              f"no budget")
         print(f"baseline: rebuild_all (every run re-derived) {baseline:.2f} s")
         print(f"{'change':<34} {'runs':>7} {'traces':>7} {'store+mark s':>13} "
               f"{'total s':>8} {'/ rebuild':>10}")

@@ -133,3 +133,11 @@ def test_declaring_before_any_trace_arrives_creates_the_file(tmp_path: Path) -> 
             (45_000, "declared")]
     finally:
         con.close()
+
+
+def test_the_run_command_says_when_the_budget_is_declared(db: Path) -> None:
+    assert invoke(db, "set", "billing", "8s").exit_code == 0
+    declared = next(r for r in runs_report(db) if r["budget_source"] == "declared")
+    result = CliRunner().invoke(cli, ["--db", str(db), "run", declared["run_id"]])
+    assert result.exit_code == 0, result.output
+    assert "budget 8.0 s (declared)  elapsed 9.0 s" in result.output

@@ -62,7 +62,10 @@ def render_run(view: RunView, width: int) -> str:
     lines.append(
         f"outcome {_text(run['outcome'])}  "
         f"exhausted {readable.NO_VALUE if pd.isna(exhausted) else str(bool(exhausted)).lower()}"
-        f"  budget {_ms(run['budget_ms'])}  elapsed {_ms(run['elapsed_ms'])}  "
+        f"  budget {_ms(run['budget_ms'])}"
+        # SPEC §10: say when B is a declared budget rather than the run's own
+        + (" (declared)" if run.get("budget_source") == "declared" else "")
+        + f"  elapsed {_ms(run['elapsed_ms'])}  "
         f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])}")
     lines.append(" ".join(part for part in (story.ending, story.exhausted_reason) if part))
     if not pd.isna(run["budget_ms"]):

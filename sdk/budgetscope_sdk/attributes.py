@@ -27,6 +27,8 @@ CONSUMED_RATIO = "budget.consumed_ratio"
 PARTIAL_REASON = "budget.partial.reason"
 
 ERROR_TYPE = "error.type"
+HTTP_STATUS = "http.response.status_code"
+GRPC_STATUS = "rpc.grpc.status_code"
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"

@@ -14,7 +14,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from budgetscope_sdk import attributes as attr
-from budgetscope_sdk.classify import classify, never_sent, qualified_type
+from budgetscope_sdk.classify import (
+    classify,
+    grpc_status_of,
+    http_status_of,
+    never_sent,
+    qualified_type,
+)
 from budgetscope_sdk.errors import StepTimeout
 from budgetscope_sdk.propagation import deadline_headers, grpc_timeout_header
 from budgetscope_sdk.results import TimedOut, timed_out
@@ -271,6 +277,14 @@ class Step:
             closing[attr.CLEANUP_MS] = self.cleanup_ms
         if error is not None:
             closing[attr.ERROR_TYPE] = qualified_type(error)
+            # The status the error carried, as the span's own evidence (SPEC §3 rules 2-3), so
+            # the class follows from the span even for a reader that ignores budget.outcome.
+            http_status = http_status_of(error)
+            if http_status is not None:
+                closing[attr.HTTP_STATUS] = http_status
+            grpc_code = grpc_status_of(error)
+            if grpc_code is not None:
+                closing[attr.GRPC_STATUS] = grpc_code
         span.set_attributes(closing)  # one call: each takes the span's lock
         if error is not None:
             span.record_exception(error, timestamp=end_ns)

@@ -184,23 +184,50 @@ class PendingDerivations:
     def _isolate(self, con: duckdb.DuckDBPyConnection, traces: list[tuple[str, Any]],
                  error: BaseException) -> int:
         """Bisect a failing slice: derive what derives, record the traces that fail alone.
-        Returns how many traces were derived."""
+        Returns how many traces were derived.
+
+        A failing part is split and its left half derived. When the left half derives, the
+        failure is in the right half, which is split in turn without being derived whole; when
+        the left half fails too, the right half is set aside, and everything set aside is
+        derived together once the failing halves are resolved (and bisected again if that
+        fails). A single trace is recorded only once it has failed on its own. One bad trace
+        among 20,000 costs ~16 derivations this way (a plain bisection derives both halves of
+        every split: ~30; each derivation has a fixed cost of ~0.5 s here)."""
         derived = 0
         attempts = 0
-        failing: list[tuple[list[tuple[str, Any]], BaseException]] = [(traces, error)]
+
+        def attempt(part: list[tuple[str, Any]]) -> BaseException | None:
+            nonlocal attempts, derived
+            attempts += 1
+            if attempts > self.max_isolation_attempts:
+                raise error
+            failure = self._derive_part(con, part)
+            if failure is None:
+                derived += len(part)
+            return failure
+
+        # (traces, the error they are known to fail with, whether it was seen on them alone)
+        failing: list[tuple[list[tuple[str, Any]], BaseException, bool]] = [(traces, error, True)]
+        set_aside: list[tuple[str, Any]] = []
         while failing:
-            part, part_error = failing.pop()
-            if len(part) == 1:
-                self._record_failure(con, part[0], part_error)
-                continue
-            middle = len(part) // 2
-            for half in (part[:middle], part[middle:]):
-                attempts += 1
-                if attempts > self.max_isolation_attempts:
-                    raise part_error
-                half_error = self._derive_part(con, half)
-                if half_error is None:
-                    derived += len(half)
+            while failing:
+                part, part_error, seen = failing.pop()
+                if len(part) == 1:
+                    failure = part_error if seen else attempt(part)
+                    if failure is not None:
+                        self._record_failure(con, part[0], failure)
+                    continue
+                middle = len(part) // 2
+                left, right = part[:middle], part[middle:]
+                left_error = attempt(left)
+                if left_error is None:
+                    failing.append((right, part_error, False))
                 else:
-                    failing.append((half, half_error))
+                    set_aside.extend(right)
+                    failing.append((left, left_error, True))
+            if set_aside:
+                rest, set_aside = set_aside, []
+                rest_error = attempt(rest)
+                if rest_error is not None:
+                    failing.append((rest, rest_error, True))
         return derived

@@ -45,12 +45,13 @@ def bare(tracer: Tracer, steps: int) -> float:
         for index in range(steps):
             with tracer.start_as_current_span("tool fetch_report") as span:
                 # As many attributes as an SDK step carries (kind, name, remaining, cap,
-                # allocated, side effect, key, attempt, gen_ai op and tool name, outcome, effect).
+                # allocated, side effect, key, attempt, hedge, gen_ai op and tool name, outcome,
+                # effect status).
                 span.set_attributes({
                     "budget.step.kind": "tool", "budget.step.name": "fetch_report",
                     "budget.remaining_ms": 3_600_000 - index, "budget.cap_ms": 9000,
                     "budget.allocated_ms": 9000, "budget.side_effect": "write",
-                    "budget.idempotency_key": "k", "budget.attempt": 1,
+                    "budget.idempotency_key": "k", "budget.attempt": 1, "budget.hedge": False,
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch_report"})
                 span.set_attribute("budget.outcome", "ok")
                 span.set_attribute("budget.effect_status", "completed")
@@ -89,7 +90,7 @@ def main() -> None:
     provider.shutdown()
     bare_median, sdk_median = statistics.median(bare_us), statistics.median(sdk_us)
     print(f"steps per round {args.steps}, rounds {args.rounds}, BatchSpanProcessor")
-    print(f"bare OTel span with 12 attributes   {bare_median:8.1f} µs/step  "
+    print(f"bare OTel span with 13 attributes   {bare_median:8.1f} µs/step  "
           f"(rounds: {', '.join(f'{v:.1f}' for v in bare_us)})")
     print(f"budget.step (SDK)                   {sdk_median:8.1f} µs/step  "
           f"(rounds: {', '.join(f'{v:.1f}' for v in sdk_us)})")

@@ -54,6 +54,7 @@ LIBRARIES = [
             {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}),
     Library("openai_agents", "openai_agents", ("openai_agents.py",)),
     Library("pydantic_ai", "pydantic_ai", ("pydantic_ai_agent.py",)),
+    Library("langgraph", "langgraph", ("langgraph_agent.py",)),
     Library("openllmetry", "openllmetry", ("openllmetry.py",),
             {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false",
              "TRACELOOP_METRICS_ENABLED": "false"}),

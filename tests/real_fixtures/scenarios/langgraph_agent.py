@@ -23,6 +23,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import ToolNode, create_react_agent
 from openai import InternalServerError
+from openinference.instrumentation import TraceConfig
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry import trace
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -67,7 +68,11 @@ def model_steps(since: int, classes: list[str]) -> list[Step]:
 
 def main() -> None:
     provider = tracer_provider(AGENT)
-    LangChainInstrumentor().instrument(tracer_provider=provider)
+    # inputs, outputs and messages hidden (OpenInference's own switches): each span would
+    # carry the whole conversation so far, 150 KB for these three runs
+    LangChainInstrumentor().instrument(tracer_provider=provider, config=TraceConfig(
+        hide_inputs=True, hide_outputs=True, hide_input_messages=True,
+        hide_output_messages=True))
     HTTPXClientInstrumentor().instrument()
     tracer = trace.get_tracer("support-app")
     truth = Truth("langgraph", ["langgraph", "langchain-openai", "langchain-core",

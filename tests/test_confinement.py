@@ -34,6 +34,7 @@ from ingest.otlp_json import flatten_json_request
 from ingest.proto_flatten import flatten_protobuf
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
+from ingest.receivers.export import Exporter
 from ingest.receivers.operations import OperatorPages
 from ingest.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
 from ingest.writer import SpanWriter
@@ -41,7 +42,7 @@ from queries import reports
 from queries.derive import refresh_touched
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
-from tests.otlp_files import otlp_json
+from tests.otlp_files import otlp_json, request
 
 HOSTILE = st.one_of(
     st.sampled_from(NOTORIOUS_BUDGET_VALUES),
@@ -242,8 +243,16 @@ def test_the_server_stays_ready_and_counts_traces_that_fail_derivation(tmp_path:
         status, _, body, _ = pages.readyz(None)
         assert status == 200
         assert b"1 trace(s) could not be derived" in body
+        # A value refused at ingest is counted by reason, through the receivers' exporter.
+        exporter = Exporter(committer, commit_timeout=30)
+        accepted = exporter.export_protobuf(request(_trace(
+            "budget.deadline_unix_ms", time.time_ns() // 1000, start + 2 * 10**9))
+            .SerializeToString(), "test")
+        assert accepted.rejected_spans == 0 and "budget_out_of_range" in accepted.error_message
+        pages = OperatorPages(committer, exporter.counters, BearerToken(None))
         _, _, metrics, _ = pages.metrics(None)
         assert b"budgetscope_derivation_failed_traces 1" in metrics
+        assert b'budgetscope_values_refused_total{reason="budget_out_of_range"} 1' in metrics
     finally:
         assert committer.close(timeout=30)
         con.close()

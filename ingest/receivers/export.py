@@ -41,6 +41,12 @@ def retry_after_seconds(error: Overloaded | Closed | WriteFailed) -> int:
     return error.retry_after if isinstance(error, Overloaded) else RETRY_AFTER_UNAVAILABLE
 
 
+# Rejections that refuse no span but leave a value out of it or replace it: counted per value
+# (budgetscope_values_refused_total) rather than as refused spans.
+VALUE_REASONS = frozenset({"budget_out_of_range", "budget_not_a_number",
+                           "resource_text_replaced"})
+
+
 class Undecodable(ValueError):
     """Nothing in the body is an ExportTraceServiceRequest: 400 / INVALID_ARGUMENT."""
 
@@ -146,7 +152,7 @@ class Exporter:
         values_refused: Counter[str] = Counter()
         for rejection in batch.rejections:
             by_reason[rejection.reason] += rejection.spans
-            if rejection.reason.startswith("budget_"):
+            if rejection.reason in VALUE_REASONS:
                 values_refused[rejection.reason] += 1
         if values_refused:
             self.counters.refused_values(values_refused)

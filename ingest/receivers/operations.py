@@ -188,8 +188,9 @@ class OperatorPages:
                    tuple(Sample(v, {"transport": t, "reason": r})
                          for (t, r), v in sorted(rejected.items()))),
             Family("budgetscope_values_refused_total", "counter",
-                   "Attribute values left out of spans that were stored (a budget.* number out "
-                   "of range or not a number: the span is kept without it), by reason.",
+                   "Values left out of, or replaced in, spans that were stored (a budget.* "
+                   "number out of range or not a number; a resource's invalid UTF-8), by "
+                   "reason.",
                    tuple(Sample(v, {"reason": r})
                          for r, v in sorted(counts["values_refused"].items()))),
             Family("budgetscope_requests_refused_total", "counter",

@@ -256,3 +256,32 @@ def test_the_server_stays_ready_and_counts_traces_that_fail_derivation(tmp_path:
     finally:
         assert committer.close(timeout=30)
         con.close()
+
+
+def test_the_dashboard_opens_on_a_file_with_a_failed_trace_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from tests.browser import support
+
+    db = tmp_path / "dash.duckdb"
+    con = connect(db)
+    start = time.time_ns() - 7200 * 10**9
+    batch = FlatBatch()
+    for index in range(3):
+        batch.extend(_flatten(_trace("budget.reserve_ms", 1, start + index * 10**9), False))
+    SpanWriter(con).write(batch)
+    PendingDerivations(refresh_touched).run(con)
+    _poison(con, batch.spans["trace_id"][0])
+    PendingDerivations(refresh_touched).run(con)
+    con.close()
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(db))
+    for page in ("overview", "failures"):
+        at = AppTest.from_file(str(support.APP), default_timeout=120)
+        at.query_params["range"] = "all"
+        if page != "overview":
+            at.switch_page(f"app_pages/{page}.py")
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert any("1 trace(s) could not be derived" in w.value for w in at.sidebar.warning)

@@ -2,6 +2,12 @@
 speed of the same payloads, with request latency and a dashboard-sized query while loading.
 
     .venv/bin/python bench/bench_receivers.py [--seconds 20] [--exporters 4 16] [--spans 512]
+        [--baseline-tree DIR]
+
+With --baseline-tree (a checkout of an older commit, e.g. `git worktree add /tmp/old <commit>`),
+every scenario runs twice in the same run, on the same payloads: first with that tree's
+OTLP/HTTP receiver (ingest/receivers/http_receiver.py and the modules it alone imported, loaded
+from DIR), then with this tree's; everything else (exporter, writer, derivation) is this tree's.
 
 One process plays `budgetscope serve` (receivers, group-commit writer, and a dashboard reader
 on its own cursor, exactly as serve wires them); a forked process plays the exporters: N threads,
@@ -17,7 +23,9 @@ derivation (the receivers and writer alone), then the other exporter counts with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
+import importlib.util
 import multiprocessing
 import os
 import random
@@ -26,9 +34,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -39,6 +49,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from ingest.gc_tuning import relax_gc_for_ingest  # noqa: E402
 from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
+from ingest.receivers import service  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
 from queries.derive import refresh_touched  # noqa: E402
 
@@ -193,22 +204,67 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
+# The old receiver's own modules, loaded from the baseline tree in place of this tree's while
+# its http_receiver.py is executed (it binds what it imports at that moment).
+_BASELINE_MODULES = ("ingest.receivers.limits", "ingest.receivers.connection_guards")
+
+
+def load_baseline_receiver(tree: Path) -> type:
+    """HttpReceiver as the baseline tree has it, under another module name."""
+    saved = {name: sys.modules.get(name) for name in _BASELINE_MODULES}
+    try:
+        for name in _BASELINE_MODULES:
+            path = tree / (name.replace(".", "/") + ".py")
+            if path.exists():
+                sys.modules[name] = _load(f"baseline_{name.rsplit('.', 1)[1]}", path)
+        module = _load("baseline_http_receiver", tree / "ingest/receivers/http_receiver.py")
+    finally:
+        for name, original in saved.items():
+            if original is not None:
+                sys.modules[name] = original
+    return module.HttpReceiver
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def http_receiver_class(receiver: type | None) -> Iterator[None]:
+    """Receivers built inside use `receiver` for OTLP/HTTP (None: this tree's)."""
+    original = service.HttpReceiver
+    service.HttpReceiver = receiver or original  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        service.HttpReceiver = original  # type: ignore[misc]
+
+
 @dataclass
 class Scenario:
     exporters: int
     derive: bool
     client: multiprocessing.process.BaseProcess | None = None
     pipe: Connection | None = None
+    receiver: type | None = None  # the baseline's HttpReceiver; None: this tree's
+    label: str = "this tree"
 
 
-def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
+def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float, float]:
+    """Prints the figures; returns (spans/s committed, p99 latency in seconds)."""
     assert scenario.pipe is not None and scenario.client is not None
     with tempfile.TemporaryDirectory() as folder:
         owner = DatabaseOwner(Path(folder) / "bench.duckdb")
         # Wired as `budgetscope serve` wires it (with the runs/steps derivation after each
         # acknowledged write, unless measuring the receivers and writer without it).
-        receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                              derive=refresh_touched if scenario.derive else None)
+        with http_receiver_class(scenario.receiver):
+            receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
+                                  derive=refresh_touched if scenario.derive else None)
         receivers.start()
         stop_queries = threading.Event()
         timings: dict[str, list[float]] = {}
@@ -236,7 +292,7 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
     label = "with" if scenario.derive else "WITHOUT"
     print(f"\nOTLP/HTTP protobuf, {scenario.exporters} exporters x {spans}-span requests, "
           f"{label} the runs/steps derivation (beside the writer, after its commits), "
-          f"{wall:.1f} s:")
+          f"{wall:.1f} s, HTTP receiver of {scenario.label}:")
     if derivations is not None:
         print(f"  derivation: {derivations.traces_derived:,} traces in "
               f"{derivations.seconds:.1f} s of the derivation thread ({runs:,} runs derived)")
@@ -261,6 +317,7 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
         print(f"  dashboard query '{name}' while loading: p50 "
               f"{statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms "
               f"({len(values)} runs)")
+    return acknowledged / wall, _percentile(every, 0.99)
 
 
 def main() -> None:
@@ -270,6 +327,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=512, help="spans per request")
     parser.add_argument("--skip-without-derivation", action="store_true",
                         help="do not also measure the first exporter count without the hook")
+    parser.add_argument("--baseline-tree", type=Path, default=None,
+                        help="also run each scenario with the OTLP/HTTP receiver of this "
+                             "checkout (before this tree's), on the same payloads")
     options = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr] # lines show as made
     relax_gc_for_ingest()  # as `budgetscope serve` runs (budgetscope.cli.main)
@@ -287,6 +347,12 @@ def main() -> None:
     if not options.skip_without_derivation:
         scenarios.append(Scenario(options.exporters[0], False))
     scenarios += [Scenario(exporters, True) for exporters in options.exporters[1:]]
+    if options.baseline_tree is not None:
+        baseline = load_baseline_receiver(options.baseline_tree.resolve())
+        label = f"the baseline {options.baseline_tree}"
+        scenarios = [pair for scenario in scenarios for pair in (
+            Scenario(scenario.exporters, scenario.derive, receiver=baseline, label=label),
+            scenario)]
     # Fork every client before any server thread exists (forking a threaded process, grpc's
     # above all, is unsafe); the children inherit the payloads without copying them.
     context = multiprocessing.get_context("fork")
@@ -300,9 +366,20 @@ def main() -> None:
     print(f"bare decode+flatten of the same payloads (1 thread, nothing stored): "
           f"{bare:,.0f} spans/s")
     del payloads
+    results = []
     try:
         for scenario in scenarios:
-            run_scenario(scenario, options.spans, options.seconds)
+            results.append(run_scenario(scenario, options.spans, options.seconds))
+        if options.baseline_tree is not None:
+            print("\nthis tree against the baseline, same payloads, same run:")
+            for index in range(0, len(scenarios), 2):
+                (old_rate, old_p99), (new_rate, new_p99) = results[index:index + 2]
+                scenario = scenarios[index + 1]
+                print(f"  {scenario.exporters} exporters, "
+                      f"{'with' if scenario.derive else 'without'} derivation: "
+                      f"{old_rate:,.0f} -> {new_rate:,.0f} spans/s "
+                      f"(x{new_rate / max(old_rate, 1):.2f}), p99 {old_p99 * 1000:.0f} -> "
+                      f"{new_p99 * 1000:.0f} ms")
     finally:
         # A failed scenario must not leave later clients waiting for their start for ever.
         for scenario in scenarios:

@@ -1,358 +1,106 @@
-"""OTLP/HTTP receiver: `POST /v1/traces` and `POST /v1/logs`, protobuf or JSON, optionally gzip.
+"""The OTLP/HTTP port: Tornado's HTTP/1.1 server, a route table, and the limits around it.
 
-Status codes follow the OTLP specification (opentelemetry-proto docs/specification.md, OTLP/HTTP):
-200 with an ExportTraceServiceResponse (ExportLogsServiceResponse for logs; partial_success when
-spans or records were refused), 400 with a
-google.rpc.Status for a body that is not a request, 401 without the bearer token, 413 over the
-body limit, 415 for other content types or encodings, 503 with Retry-After when the writer is
-behind or a write failed (exporters retry 503; they must not retry 400/413/415).
-
-The server is the standard library's threading HTTP server: one thread per connection (exporters
-keep connections alive), a cap on connections answered 503 beyond it, socket timeouts and a
-whole-body deadline so that a slow client cannot hold a thread. CPU work (decode, flatten) runs in
-the connection's thread; commits go through the single group-commit writer.
+Tornado parses the framing (request heads, Content-Length, chunked bodies with strict hex
+sizes, keep-alive) on one event-loop thread, so an idle or slow connection costs a socket and
+no thread. On top of it:
+- routes: path → Endpoint (http_routes.py); POST /v1/traces and POST /v1/logs are entries
+  (otlp_endpoint.py), the operator's pages (/healthz, /readyz, /metrics) and /budgets others;
+- limits: the body limit on the wire (413 before reading a byte when Content-Length says so,
+  or as soon as a chunked body passes it; gzip is counted after decompression, in the
+  endpoint), the head within the idle timeout, the body within `body_timeout` (400), open
+  connections capped (connection_guards.py), requests in progress capped (503 + Retry-After),
+  bytes of bodies still arriving capped (503 + Retry-After);
+- threads: a whole request is answered in a pool, exports in one (decode, then wait for the
+  commit: they are answered only after it), pages in another, so that exports waiting on a
+  busy writer never delay a health check. Commits go through the single group-commit writer.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
+import re
 import socket
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import replace
+from concurrent.futures import Future, ThreadPoolExecutor
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import urlsplit
 
-from google.protobuf import json_format
+from tornado import httputil
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import IOLoop
+from tornado.iostream import IOStream
+from tornado.netutil import bind_sockets
 
-from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.connection_guards import DeadlineReader, Refuser
+from ingest.receivers.connection_guards import (
+    LINGER_BYTES,
+    LINGER_SECONDS,
+    REFUSED_CONNECTION,
+    ConnectionTable,
+    Lingering,
+    ReceivingBytes,
+)
 from ingest.receivers.counters import HTTP_REASONS
-from ingest.receivers.export import (
-    RETRY_AFTER_UNAVAILABLE,
-    Accepted,
-    Exporter,
-    Undecodable,
-    retry_after_seconds,
+from ingest.receivers.export import RETRY_AFTER_UNAVAILABLE, Exporter
+from ingest.receivers.http_routes import (
+    Endpoint,
+    Handler,
+    HandlerEndpoint,
+    Head,
+    Page,
+    PageEndpoint,
+    Reply,
+    Request,
+    status_reply,
 )
-from ingest.receivers.limits import (
-    BadBody,
-    BodyTooLarge,
-    Limits,
-    gunzip_limited,
-    read_chunked,
-    read_exactly,
-)
-from ingest.receivers.logs_export import AcceptedLogs, LogsExporter
-from ingest.receivers.status import (
-    INVALID_ARGUMENT,
-    RESOURCE_EXHAUSTED,
-    UNAUTHENTICATED,
-    UNAVAILABLE,
-    status_json,
-    status_protobuf,
-)
+from ingest.receivers.limits import BodyTooLarge, Limits
+from ingest.receivers.logs_export import LogsExporter
+from ingest.receivers.otlp_endpoint import LOGS_PATH, TRACES_PATH, OtlpExportEndpoint
+from ingest.receivers.status import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE
 
 _LOG = logging.getLogger(__name__)
-TRACES_PATH = "/v1/traces"
-LOGS_PATH = "/v1/logs"
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
-# Bounds on draining an unread body before closing (see _Handler._linger).
-_LINGER_SECONDS = 2.0
-_LINGER_BYTES = 8 * 1024 * 1024
-# A GET page besides the OTLP endpoint (/healthz, /readyz, /metrics): given the request's
-# Authorization header, it answers (status, content type, body, extra headers).
-Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
-# An endpoint of any method besides the OTLP one (/budgets): given (method, path, headers,
-# body) it answers (status, headers, body); the body it gets is at most HANDLER_MAX_BODY_BYTES.
-Handler = Callable[[str, str, Any, bytes], tuple[int, dict[str, str], bytes]]
-HANDLER_MAX_BODY_BYTES = 1024 * 1024
+_DIGITS = re.compile(r"[0-9]+")
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+# Listen backlog: a burst of exporters connecting at once queues in the kernel.
+_BACKLOG = 1024
+_MAX_HEAD_BYTES = 64 * 1024
+_PAGE_THREADS = 4
+# Seconds a client refused for a full server (requests in progress, bytes arriving) waits.
+_RETRY_AFTER_BUSY = 1
 
 
-class _Reply(Exception):
-    """Answer the request with this status and a google.rpc.Status body."""
-
-    def __init__(self, status: HTTPStatus, code: int, message: str,
-                 headers: dict[str, str] | None = None, body_unread: bool = False,
-                 retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-        self.headers = headers or {}
-        # Back-pressure: Retry-After, and a RetryInfo detail in the Status body (status.py).
-        self.retry_after = retry_after
-        if retry_after is not None:
-            self.headers["Retry-After"] = str(retry_after)
-        # The body was not read: the connection cannot carry another request.
-        self.body_unread = body_unread
+def _wire_limit(head: Head, max_body_bytes: int) -> int:
+    """Most body bytes accepted on the wire. A gzip body's limit is counted after inflating
+    it (in the endpoint); deflate grows incompressible data by under 0.1 %, so a compressed
+    body longer than this cannot inflate to fewer than `max_body_bytes`."""
+    if (head.headers.get("Content-Encoding") or "").strip().lower() == "gzip":
+        return max_body_bytes + max_body_bytes // 1024 + 1024
+    return max_body_bytes
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connections
-    server: _Server
+class _Pages:
+    """`receiver.pages.update({path: page})`: operator pages become route entries."""
 
-    def version_string(self) -> str:
-        return "budgetscope"
+    def __init__(self, routes: dict[str, Endpoint]) -> None:
+        self._routes = routes
 
-    def setup(self) -> None:
-        self.timeout = self.server.receiver.limits.socket_timeout
-        super().setup()
-        self.rfile = DeadlineReader(self.rfile, self.connection, self.timeout)  # type: ignore[assignment]
-        self.server.receiver._opened(self.connection)
+    def update(self, pages: dict[str, Page]) -> None:
+        for path, page in pages.items():
+            self._routes[path] = PageEndpoint(page)
 
-    def handle_one_request(self) -> None:
-        # Waiting for the next request is bounded by the idle (socket) timeout; once its first
-        # byte is here, the head and the body together must arrive within body_timeout, so
-        # that a client trickling a byte a second cannot hold this thread.
-        reader: DeadlineReader = self.rfile  # type: ignore[assignment]
-        try:
-            if not reader.peek(1):
-                self.close_connection = True
-                return
-        except OSError:
-            self.close_connection = True
-            return
-        reader.start(self.server.receiver.limits.body_timeout)
-        try:
-            super().handle_one_request()
-        finally:
-            reader.stop()
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.receiver._closed(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        _LOG.debug("%s " + format, self.address_string(), *args)
-
-    def _handled(self) -> bool:
-        """Answer the request with one of receiver.handlers, if one serves its path."""
-        path = urlsplit(self.path).path
-        handler = self.server.receiver.handlers.get(path)
-        if handler is None:
-            return False
-        receiver = self.server.receiver
-        if not receiver._begin(self.connection):  # in flight: stop() waits for its answer
-            self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
-                                     "server is shutting down", body_unread=True,
-                                     retry_after=RETRY_AFTER_UNAVAILABLE), JSON)
-            return True
-        try:
-            body = b""
-            if self.command in ("POST", "PUT", "PATCH"):
-                limits = receiver.limits
-                try:
-                    body = self._read_body(replace(limits, max_body_bytes=min(
-                        limits.max_body_bytes, HANDLER_MAX_BODY_BYTES)))
-                except _Reply as reply:
-                    self._reply_error(reply, JSON)
-                    return True
-            elif self.command != "GET":
-                self.close_connection = True  # a body we did not read may follow
-            status, headers, answer = handler(self.command, path, self.headers, body)
-            headers = dict(headers)
-            content_type = headers.pop("Content-Type", JSON)
-            self._send(HTTPStatus(status), content_type, answer, headers)
-        finally:
-            receiver._end(self.connection)
-            if receiver.stopping:
-                self.close_connection = True
-        return True
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self._handled():
-            return
-        page = self.server.receiver.pages.get(urlsplit(self.path).path)
-        if page is not None:
-            status, content_type, body, headers = page(self.headers.get("Authorization"))
-            self._send(HTTPStatus(status), content_type, body, headers)
-            return
-        self._reply_error(_Reply(HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
-                                 f"use POST {TRACES_PATH} or {LOGS_PATH}", {"Allow": "POST"}),
-                          JSON)
-
-    do_PUT = do_DELETE = do_PATCH = do_GET  # noqa: N815
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        if self._handled():
-            return
-        receiver = self.server.receiver
-        counters = receiver.exporter.counters
-        media_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        answer_type = PROTOBUF if media_type == PROTOBUF else JSON
-        if not receiver._begin(self.connection):
-            counters.refused("http", self.client_address[0], "unavailable", "shutting down")
-            self._reply_error(_Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
-                                     "server is shutting down", body_unread=True,
-                                     retry_after=RETRY_AFTER_UNAVAILABLE), answer_type)
-            return
-        try:
-            accepted = self._export(receiver, media_type)
-        except _Reply as reply:
-            counters.refused("http", self.client_address[0],
-                             HTTP_REASONS.get(reply.status, str(int(reply.status))), reply.message)
-            self._reply_error(reply, answer_type)
-        else:
-            accepted.record(counters, "http", self.client_address[0])
-            self._reply_ok(accepted, answer_type)
-        finally:
-            receiver._end(self.connection)
-            if receiver.stopping:
-                self.close_connection = True
-
-    def _export(self, receiver: HttpReceiver, media_type: str) -> Accepted | AcceptedLogs:
-        exporter = receiver.endpoints.get(urlsplit(self.path).path)
-        if exporter is None:
-            raise _Reply(HTTPStatus.NOT_FOUND, INVALID_ARGUMENT,
-                         f"no such endpoint {self.path!r}; traces go to {TRACES_PATH}, "
-                         f"logs to {LOGS_PATH}", body_unread=True)
-        if not receiver.token.allows(self.headers.get("Authorization")):
-            raise _Reply(HTTPStatus.UNAUTHORIZED, UNAUTHENTICATED,
-                         "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"},
-                         body_unread=True)
-        if media_type not in (PROTOBUF, JSON):
-            raise _Reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, INVALID_ARGUMENT,
-                         f"unsupported Content-Type {media_type or '(none)'!r}; "
-                         f"send {PROTOBUF} or {JSON}", body_unread=True)
-        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-        if encoding not in ("gzip", "identity"):
-            raise _Reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, INVALID_ARGUMENT,
-                         f"unsupported Content-Encoding {encoding!r}; send gzip or none",
-                         body_unread=True)
-        body = self._read_body(receiver.limits)
-        try:
-            limit = receiver.limits.max_body_bytes
-            inflate = (lambda data: gunzip_limited(data, limit)) if encoding == "gzip" else None
-            if media_type == PROTOBUF:
-                return exporter.export_protobuf(body, "", inflate)
-            return exporter.export_json(body, "", inflate)
-        except BodyTooLarge as error:
-            raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
-                         str(error)) from None
-        except (BadBody, Undecodable) as error:
-            raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT, str(error)) from None
-        except (Overloaded, Closed, WriteFailed) as error:
-            raise _Reply(HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE, str(error),
-                         retry_after=retry_after_seconds(error)) from None
-
-    def _read_body(self, limits: Limits) -> bytes:
-        deadline = time.monotonic() + limits.body_timeout
-        try:
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                return read_chunked(self.rfile, limits.max_body_bytes, deadline)
-            length_header = self.headers.get("Content-Length")
-            if length_header is None:
-                raise _Reply(HTTPStatus.LENGTH_REQUIRED, INVALID_ARGUMENT,
-                             "Content-Length or chunked Transfer-Encoding required",
-                             body_unread=True)
-            try:
-                length = int(length_header)
-            except ValueError:
-                length = -1
-            if length < 0:
-                raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
-                             f"bad Content-Length {length_header!r}", body_unread=True)
-            if length > limits.max_body_bytes:
-                # Refused before reading a byte of it.
-                raise BodyTooLarge(limits.max_body_bytes)
-            return read_exactly(self.rfile, length, deadline)
-        except BodyTooLarge as error:
-            raise _Reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED, str(error),
-                         body_unread=True) from None
-        except (BadBody, OSError) as error:  # includes socket timeouts
-            raise _Reply(HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
-                         f"could not read the body: {error}", body_unread=True) from None
-        finally:
-            self.rfile.stop()  # type: ignore[attr-defined] - the body is in: no deadline now
-
-    def _reply_ok(self, accepted: Accepted | AcceptedLogs, answer_type: str) -> None:
-        response = accepted.response()
-        if answer_type == PROTOBUF:
-            body = response.SerializeToString()
-        else:
-            body = json_format.MessageToJson(response, indent=None).encode("utf-8")
-        self._send(HTTPStatus.OK, answer_type, body, {})
-
-    def _reply_error(self, reply: _Reply, answer_type: str) -> None:
-        if reply.body_unread:
-            self.close_connection = True
-        if answer_type == PROTOBUF:
-            body = status_protobuf(reply.code, reply.message, reply.retry_after)
-        else:
-            body = status_json(reply.code, reply.message, reply.retry_after)
-        self._send(reply.status, answer_type, body, reply.headers)
-        if reply.body_unread:
-            self._linger()
-
-    def _linger(self) -> None:
-        """Drop what the client is still sending, for a bounded time, before closing.
-
-        HTTP/1.1 clients (http.client, requests) send the whole body before reading the answer;
-        closing a socket with unread data makes the kernel reset the connection, and the client
-        would see "broken pipe" instead of our 413/401/415."""
-        self.rfile.stop()  # type: ignore[attr-defined] - bounded below instead
-        try:
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_WR)  # the answer is complete: send FIN
-            self.connection.settimeout(0.5)
-            deadline = time.monotonic() + _LINGER_SECONDS
-            dropped = 0
-            while dropped < _LINGER_BYTES and time.monotonic() < deadline:
-                chunk = self.rfile.read1(256 * 1024)
-                if not chunk:
-                    break
-                dropped += len(chunk)
-        except OSError:
-            pass  # the client went away first: nothing left to protect
-
-    def _send(self, status: HTTPStatus, content_type: str, body: bytes,
-              headers: dict[str, str]) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
+    def __setitem__(self, path: str, page: Page) -> None:
+        self._routes[path] = PageEndpoint(page)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # stop() drains requests itself; idle keep-alives must not block exit
-    block_on_close = False
-    allow_reuse_address = True
-    # Listen backlog (the stdlib default is 5): a burst of exporters connecting at once must
-    # queue in the kernel, not be dropped.
-    request_queue_size = 128
+class _Handlers:
+    """`receiver.handlers[path] = handler`: a function of the request becomes a route entry."""
 
-    def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
-        self.receiver = receiver
-        super().__init__(address, _Handler)
+    def __init__(self, routes: dict[str, Endpoint]) -> None:
+        self._routes = routes
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.receiver._slots.acquire(blocking=False):
-            # Over the connection cap: answer at once rather than queue a thread.
-            self.receiver._refuser.refuse(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.receiver._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.receiver._slots.release()
+    def __setitem__(self, path: str, handler: Handler) -> None:
+        self._routes[path] = HandlerEndpoint(handler)
 
 
 class HttpReceiver:
@@ -361,78 +109,423 @@ class HttpReceiver:
     def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
                  limits: Limits) -> None:
         self.exporter = exporter
-        # POST path → what decodes and commits its bodies (one small module per signal).
-        self.endpoints: dict[str, Exporter | LogsExporter] = {
-            TRACES_PATH: exporter, LOGS_PATH: LogsExporter(exporter)}
         self.token = token
         self.limits = limits
         self.stopping = False
-        self.pages: dict[str, Page] = {}  # GET path → page (serve adds health and metrics)
-        self.handlers: dict[str, Handler] = {}  # path → endpoint of any method (/budgets)
-        self._slots = threading.BoundedSemaphore(limits.max_connections)
-        self._refuser = Refuser()
-        self._lock = threading.Condition()
-        self._connections: dict[socket.socket, bool] = {}  # socket → busy with a request
-        self._server = _Server((host, port), self)
-        self.host, self.port = self._server.server_address[:2]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2},
-                                        name="budgetscope-otlp-http", daemon=True)
+        logs = LogsExporter(exporter)
+        self.routes: dict[str, Endpoint] = {
+            TRACES_PATH: OtlpExportEndpoint(exporter.export_protobuf, exporter.export_json,
+                                            token, exporter.counters, limits.max_body_bytes),
+            LOGS_PATH: OtlpExportEndpoint(logs.export_protobuf, logs.export_json,
+                                          token, exporter.counters, limits.max_body_bytes),
+        }
+        self.pages = _Pages(self.routes)  # GET path → page (serve adds health and metrics)
+        self.handlers = _Handlers(self.routes)  # path → endpoint of any method (/budgets)
+        self.connections = ConnectionTable(limits.max_connections)
+        self.receiving = ReceivingBytes(limits.max_receiving_bytes)
+        self.lingering = Lingering()
+        self.in_progress = 0  # export requests handed to the pool and not yet answered
+        # Raises OSError when the port is taken (SO_REUSEADDR only: never SO_REUSEPORT, so a
+        # second server cannot share the port).
+        self._sockets = bind_sockets(port, address=host, family=_family(host), backlog=_BACKLOG)
+        self.host = host
+        self.port = self._sockets[0].getsockname()[1]
+        self.export_pool = ThreadPoolExecutor(limits.max_requests,
+                                              thread_name_prefix="budgetscope-otlp-http")
+        self.page_pool = ThreadPoolExecutor(_PAGE_THREADS,
+                                            thread_name_prefix="budgetscope-http-pages")
+        self._loop = asyncio.new_event_loop()
+        self.io_loop: IOLoop | None = None
+        self._server: _Server | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="budgetscope-otlp-http-loop",
+                                        daemon=True)
 
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}{TRACES_PATH}"
 
+    def add_route(self, path: str, endpoint: Endpoint) -> None:
+        self.routes[path] = endpoint
+
     def start(self) -> None:
         self._thread.start()
+        self._ready.wait(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self.io_loop = IOLoop.current()
+        self._server = _Server(self)
+        self._server.add_sockets(self._sockets)
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop accepting, let in-flight requests finish (their commits included), close idle
         keep-alive connections. True when every request finished within `timeout`."""
-        if self._thread.is_alive():
-            self._server.shutdown()  # waits for serve_forever to return: started threads only
-        self._server.server_close()
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            self.stopping = True
-            for connection, busy in self._connections.items():
-                if not busy:
-                    _shutdown(connection)
-            while any(self._connections.values()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._lock.wait(remaining)
-        return True
-
-    # Connection bookkeeping, called by the handler threads.
-    def _opened(self, connection: socket.socket) -> None:
-        with self._lock:
-            self._connections[connection] = False
-            if self.stopping:
-                _shutdown(connection)
-
-    def _closed(self, connection: socket.socket) -> None:
-        with self._lock:
-            self._connections.pop(connection, None)
-            self._lock.notify_all()
-
-    def _begin(self, connection: socket.socket) -> bool:
-        with self._lock:
-            if self.stopping:
-                return False
-            self._connections[connection] = True
+        if not self._thread.is_alive():
+            for sock in self._sockets:
+                sock.close()
+            self._shutdown_pools()
             return True
+        drained = asyncio.run_coroutine_threadsafe(self._drain(timeout), self._loop)
+        try:
+            finished = drained.result(timeout + 5)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._shutdown_pools()
+        return finished
 
-    def _end(self, connection: socket.socket) -> None:
-        with self._lock:
-            if connection in self._connections:
-                self._connections[connection] = False
-            if self.stopping:
-                _shutdown(connection)
-            self._lock.notify_all()
+    def _shutdown_pools(self) -> None:
+        self.export_pool.shutdown(wait=False)
+        self.page_pool.shutdown(wait=False)
+
+    async def _drain(self, timeout: float) -> bool:
+        assert self._server is not None
+        self._server.stop()  # no longer listening
+        self.stopping = True
+        self.connections.close_idle()
+        deadline = self._loop.time() + timeout
+        while (self.connections.busy or self.in_progress) and self._loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        finished = not (self.connections.busy or self.in_progress)
+        self.connections.close_all()
+        return finished
+
+    def count_refusal(self, head: Head, reply: Reply) -> None:
+        """A refused POST counts unless it reached an endpoint that is no OTLP export (a page
+        or /budgets answering 401 or 400 is no refused export)."""
+        endpoint = self.routes.get(head.path)
+        if head.method in _BODY_METHODS and (endpoint is None or endpoint.otlp):
+            self.exporter.counters.refused(
+                "http", head.peer, HTTP_REASONS.get(reply.status, str(reply.status)),
+                reply.message)
 
 
-def _shutdown(connection: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        connection.shutdown(socket.SHUT_RD)
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_UNSPEC
+
+
+class _Server(HTTPServer):
+    # HTTPServer is a tornado Configurable: its constructor's arguments go to initialize().
+    def initialize(self, receiver: HttpReceiver) -> None:  # type: ignore[override]
+        self.receiver = receiver
+        limits = receiver.limits
+        super().initialize(
+            lambda request: None,  # unused: start_request below answers every request
+            idle_connection_timeout=limits.socket_timeout,  # the head's timeout too
+            max_header_size=_MAX_HEAD_BYTES,
+            max_body_size=limits.max_body_bytes,
+            chunk_size=64 * 1024,
+        )
+
+    def handle_stream(self, stream: IOStream, address: tuple) -> None:
+        receiver = self.receiver
+        if receiver.stopping:
+            stream.close()
+            return
+        if not receiver.connections.make_room():
+            # Every connection is busy with a request: answered at once, not queued.
+            asyncio.ensure_future(receiver.lingering.answer_and_linger(
+                stream, REFUSED_CONNECTION))
+            return
+        receiver.connections.waiting(stream)
+        super().handle_stream(stream, address)
+
+    def start_request(self, server_conn: object,
+                      request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
+        return _Exchange(self.receiver, server_conn.stream, request_conn)  # type: ignore[attr-defined]
+
+    def on_close(self, server_conn: object) -> None:
+        self.receiver.connections.closed(server_conn.stream)  # type: ignore[attr-defined]
+        super().on_close(server_conn)  # type: ignore[arg-type]
+
+
+class _Exchange(httputil.HTTPMessageDelegate):
+    """One request on one connection, from its head to its answer."""
+
+    def __init__(self, receiver: HttpReceiver, stream: IOStream,
+                 connection: httputil.HTTPConnection) -> None:
+        self.receiver = receiver
+        self.stream = stream
+        self.connection = connection
+        self.head: Head | None = None
+        self.endpoint: Endpoint | None = None
+        self.parts: list[bytes] = []
+        self.received = 0  # body bytes on the wire
+        self.held = 0  # of them, counted against receiver.receiving
+        self.limit = 0
+        self.refused: Reply | None = None  # answered while the body was still arriving
+        self.drained = 0
+        self.read_done = False
+        self.gone = False
+        self.answered = False
+        self._timer: object | None = None
+        self._written: Future | None = None
+        receiver.connections.waiting(stream)
+
+    # --------------------------------------------------------------- tornado's callbacks
+    def headers_received(self, start_line: httputil.RequestStartLine,  # type: ignore[override]
+                         headers: httputil.HTTPHeaders) -> None:
+        receiver = self.receiver
+        receiver.connections.started(self.stream)
+        split = urlsplit(start_line.path)
+        peer = getattr(self.connection.context, "remote_ip", "") or ""
+        head = self.head = Head(start_line.method.upper(), split.path, split.query, headers,
+                                peer)
+        refusal = self._refusal(head)
+        if refusal is not None:
+            self._refuse_unread(head, refusal)
+            return
+        self.limit = _wire_limit(head, self._body_limit())
+        # Tornado refuses a chunked body whose declared sizes pass its limit with a bare 400,
+        # before a byte of the chunk is read; past ours by less, data_received refuses it
+        # with a 413 that says so. A chunk declaring more than that is hostile: the bare 400.
+        self.connection.set_max_body_size(  # type: ignore[attr-defined]
+            self.limit + LINGER_BYTES)
+        self._timer = receiver.io_loop.call_later(  # type: ignore[union-attr]
+            receiver.limits.body_timeout, self._too_slow)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self.refused is not None:
+            self.drained += len(chunk)
+            if self.drained > LINGER_BYTES:
+                self._close_refused()
+            return
+        head = self.head
+        assert head is not None
+        if head.method not in _BODY_METHODS:
+            return  # a body on a GET is ignored
+        self.received += len(chunk)
+        if self.received > self.limit:
+            self._refuse_reading(status_reply(
+                head, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
+                str(BodyTooLarge(self._body_limit()))))
+            return
+        if not self.receiver.receiving.take(len(chunk)):
+            self._refuse_reading(status_reply(
+                head, HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
+                "the server is receiving too many bodies at once; retry",
+                retry_after=_RETRY_AFTER_BUSY))
+            return
+        self.held += len(chunk)
+        self.parts.append(chunk)
+
+    def finish(self) -> None:
+        self.read_done = True
+        self._cancel_timer()
+        if self.refused is not None:
+            self._close_refused()
+            return
+        head, endpoint = self.head, self.endpoint
+        assert head is not None and endpoint is not None
+        body = b"".join(self.parts)
+        self.parts = []
+        self._give_back()
+        receiver = self.receiver
+        if endpoint.exports:
+            if receiver.in_progress >= receiver.limits.max_requests:
+                self._answer(status_reply(
+                    head, HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
+                    f"{receiver.in_progress} requests in progress (the most at once); retry",
+                    retry_after=_RETRY_AFTER_BUSY))
+                return
+            receiver.in_progress += 1
+            pool = receiver.export_pool
+        else:
+            pool = receiver.page_pool
+        try:
+            future = pool.submit(endpoint.respond, Request(head, body))
+        except RuntimeError:  # the pool is shut down: the server is stopping
+            if endpoint.exports:
+                receiver.in_progress -= 1
+            self._answer(self._shutting_down(head))
+            return
+        receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
+
+    def on_connection_close(self) -> None:
+        self.gone = True
+        self._cancel_timer()
+        self._give_back()
+        self.parts = []
+
+    # ------------------------------------------------------------------------- decisions
+    def _refusal(self, head: Head) -> Reply | None:
+        receiver = self.receiver
+        if receiver.stopping:
+            return self._shutting_down(head)
+        endpoint = receiver.routes.get(head.path)
+        if endpoint is None:
+            exports = sorted(path for path, entry in receiver.routes.items() if entry.otlp)
+            return status_reply(head, HTTPStatus.NOT_FOUND, INVALID_ARGUMENT,
+                                f"no such endpoint {head.path!r}; "
+                                f"exports go to {', '.join(exports)}")
+        if head.method not in endpoint.methods:
+            allowed = ", ".join(endpoint.methods)
+            return status_reply(head, HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
+                                f"use {allowed} {head.path}", {"Allow": allowed})
+        self.endpoint = endpoint
+        refusal = endpoint.admit(head)
+        if refusal is not None or head.method not in _BODY_METHODS:
+            return refusal
+        return self._framing_refusal(head)
+
+    def _framing_refusal(self, head: Head) -> Reply | None:
+        """What tornado would refuse with a bare 400, refused with a message instead."""
+        headers = head.headers
+        transfer = headers.get("Transfer-Encoding")
+        length = headers.get("Content-Length")
+        if transfer is not None:
+            if length is not None:
+                return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+                                    "both Content-Length and Transfer-Encoding")
+            if transfer.strip().lower() != "chunked":
+                return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+                                    f"unsupported Transfer-Encoding {transfer!r}")
+            return None
+        if length is None:
+            return status_reply(head, HTTPStatus.LENGTH_REQUIRED, INVALID_ARGUMENT,
+                                "Content-Length or chunked Transfer-Encoding required")
+        if not _DIGITS.fullmatch(length.strip()):
+            return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+                                f"bad Content-Length {length!r}")
+        if int(length) > _wire_limit(head, self._body_limit()):
+            # Refused before reading a byte of it.
+            return status_reply(head, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
+                                str(BodyTooLarge(self._body_limit())))
+        return None
+
+    def _body_limit(self) -> int:
+        limit = self.receiver.limits.max_body_bytes
+        own = self.endpoint.max_body_bytes if self.endpoint is not None else None
+        return limit if own is None else min(limit, own)
+
+    @staticmethod
+    def _shutting_down(head: Head) -> Reply:
+        return status_reply(head, HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
+                            "server is shutting down", retry_after=RETRY_AFTER_UNAVAILABLE)
+
+    def _too_slow(self) -> None:
+        self._timer = None
+        if self.head is None or self.refused is not None or self.read_done:
+            return
+        self._refuse_reading(status_reply(
+            self.head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
+            f"could not read the body: request took longer than "
+            f"{self.receiver.limits.body_timeout:g} s to arrive"))
+
+    # --------------------------------------------------------------------------- answers
+    def _refuse_unread(self, head: Head, reply: Reply) -> None:
+        """Refused from the head: the connection is taken from tornado, answered, drained
+        and closed (its body cannot be framed, or is not wanted)."""
+        self.receiver.count_refusal(head, reply)
+        stream = self.connection.detach()  # type: ignore[attr-defined]
+        self.receiver.connections.closed(stream)
+        asyncio.ensure_future(self.receiver.lingering.answer_and_linger(
+            stream, _response_bytes(reply)))
+
+    def _refuse_reading(self, reply: Reply) -> None:
+        """Refused while the body arrives: answered now, the rest drained (bounded)."""
+        assert self.head is not None
+        self.receiver.count_refusal(self.head, reply)
+        self._cancel_timer()
+        self._give_back()
+        self.parts = []
+        self.refused = reply
+        # Tornado stops at its own limit with a bare 400; the drain has LINGER_BYTES instead.
+        self.connection.set_max_body_size(1 << 62)  # type: ignore[attr-defined]
+        reply.headers["Connection"] = "close"
+        self._written = self._write(reply)
+        self._timer = self.receiver.io_loop.call_later(  # type: ignore[union-attr]
+            LINGER_SECONDS, self._close_refused)
+
+    def _close_refused(self) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        self._cancel_timer()
+        self.connection.finish()  # body unread: tornado closes once the answer is written
+        if self.read_done and self._written is not None:
+            self._written.add_done_callback(lambda _: self.stream.close())
+
+    def _responded(self, future: Future) -> None:
+        head, endpoint = self.head, self.endpoint
+        assert head is not None and endpoint is not None
+        if endpoint.exports:
+            self.receiver.in_progress -= 1
+        try:
+            reply = future.result()
+        except Exception as error:  # noqa: BLE001 - a request must still be answered
+            _LOG.exception("endpoint %s failed", head.path)
+            reply = status_reply(head, HTTPStatus.INTERNAL_SERVER_ERROR, 13,
+                                 f"internal error: {type(error).__name__}")
+        self._answer(reply)
+
+    def _answer(self, reply: Reply) -> None:
+        head = self.head
+        assert head is not None
+        if reply.status >= 400:
+            self.receiver.count_refusal(head, reply)
+        self.receiver.connections.waiting(self.stream)
+        if self.gone:
+            return  # the client went away; its spans were committed or refused all the same
+        closing = self.receiver.stopping
+        if closing:
+            reply.headers["Connection"] = "close"
+        written = self._write(reply)
+        self.answered = True
+        self.connection.finish()
+        if closing:
+            written.add_done_callback(lambda _: self.stream.close())
+
+    def _write(self, reply: Reply) -> Future:
+        headers = _SpelledHeaders()
+        headers["Content-Type"] = reply.content_type
+        headers["Content-Length"] = str(len(reply.body))
+        for name, value in reply.headers.items():
+            headers[name] = value
+        start = httputil.ResponseStartLine("HTTP/1.1", reply.status, _phrase(reply.status))
+        return self.connection.write_headers(start, headers, reply.body)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self.receiver.io_loop.remove_timeout(self._timer)  # type: ignore[union-attr]
+            self._timer = None
+
+    def _give_back(self) -> None:
+        if self.held:
+            self.receiver.receiving.give_back(self.held)
+            self.held = 0
+
+
+class _SpelledHeaders(httputil.HTTPHeaders):
+    """Header names sent as we spell them: tornado would send `Www-Authenticate`, and clients
+    that look the name up case-sensitively (a dict of http.client's headers) miss it."""
+
+    def __setitem__(self, name: str, value: str) -> None:
+        super().__setitem__(name, value)
+        self.__dict__.setdefault("_spelling", {})[name.lower()] = name
+
+    def get_all(self):  # type: ignore[no-untyped-def]
+        spelling = self.__dict__.get("_spelling", {})
+        for name, value in super().get_all():
+            yield spelling.get(name.lower(), name), value
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _response_bytes(reply: Reply) -> bytes:
+    lines = [f"HTTP/1.1 {reply.status} {_phrase(reply.status)}",
+             f"Content-Type: {reply.content_type}", f"Content-Length: {len(reply.body)}",
+             "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in reply.headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + reply.body

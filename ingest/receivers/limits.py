@@ -7,25 +7,30 @@ a small "gzip bomb" is stopped at the limit instead of being expanded in memory 
 
 from __future__ import annotations
 
-import time
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-_READ_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    # Seconds a connection may sit idle, or a single socket read may wait.
+    # Seconds an HTTP connection may wait for the whole head of its next request (idle
+    # keep-alive time included): a client sending its head a byte at a time is cut off then.
     socket_timeout: float = 30.0
-    # Seconds a whole body may take to arrive: a client trickling one byte per socket timeout
-    # ("slowloris") would otherwise hold a thread forever.
+    # Seconds a whole body may take to arrive once the head is in ("slowloris" bodies).
     body_timeout: float = 60.0
-    # Concurrent HTTP connections; more are answered 503 at once rather than queued.
-    max_connections: int = 64
+    # Open HTTP connections. An idle one costs a socket and no thread; at the cap the one idle
+    # for longest makes room, and only when none is idle are new connections answered 503.
+    max_connections: int = 1024
+    # Requests being decoded or waiting for their commit, per receiver; more are answered
+    # 503 / UNAVAILABLE with Retry-After at once (each holds a thread and its rows).
+    max_requests: int = 64
+    # Bytes of HTTP bodies still arriving, all connections together; past it a request is
+    # answered 503 with Retry-After (a thousand connections each sending most of a 64 MiB
+    # body would otherwise hold 64 GB).
+    max_receiving_bytes: int = 512 * 1024 * 1024
     # Seconds a request waits for its spans to be committed before it is answered 503.
     commit_timeout: float = 30.0
 
@@ -41,48 +46,6 @@ class BodyTooLarge(ValueError):
 
 class BadBody(ValueError):
     """The body could not be read or decompressed."""
-
-
-class BodyTimeout(BadBody):
-    """The client took longer than the body timeout to send its body."""
-
-
-def read_exactly(stream: BinaryIO, length: int, deadline: float) -> bytes:
-    """`length` bytes from a socket file, in chunks, giving up at `deadline` (monotonic)."""
-    parts: list[bytes] = []
-    remaining = length
-    while remaining > 0:
-        if time.monotonic() > deadline:
-            raise BodyTimeout("request body took too long to arrive")
-        chunk = stream.read(min(remaining, _READ_CHUNK))
-        if not chunk:
-            raise BadBody(f"connection closed after {length - remaining} of {length} body bytes")
-        parts.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(parts)
-
-
-def read_chunked(stream: BinaryIO, limit: int, deadline: float) -> bytes:
-    """An HTTP/1.1 chunked body, refused as soon as it grows past `limit` bytes."""
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        line = stream.readline(1024)
-        if not line.endswith(b"\n"):
-            raise BadBody("malformed chunked encoding")
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise BadBody("malformed chunk size") from None
-        if size == 0:
-            while stream.readline(1024) not in (b"\r\n", b"\n", b""):
-                pass  # trailers, ignored
-            return b"".join(parts)
-        total += size
-        if total > limit:
-            raise BodyTooLarge(limit)
-        parts.append(read_exactly(stream, size, deadline))
-        stream.readline(1024)  # the CRLF after the chunk
 
 
 def gunzip_limited(data: bytes, limit: int) -> bytes:

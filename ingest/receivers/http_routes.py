@@ -1,0 +1,137 @@
+"""What an endpoint on the OTLP/HTTP port is: the route table's entries (path → Endpoint).
+
+The server (http_receiver.py) owns the framing, the limits and the threads; an endpoint only
+says which methods it takes, may refuse a request from its head alone (`admit`, on the event
+loop: quick, before the body is read), and answers the whole request (`respond`, in a worker
+thread: it may decode and wait for a commit). Adding an endpoint is one entry in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Protocol
+
+from ingest.receivers.status import status_json, status_protobuf
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# A GET page (/healthz, /readyz, /metrics): given the request's Authorization header, it
+# answers (status, content type, body, extra headers).
+Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
+# An endpoint of any method (/budgets): given (method, path, headers, body) it answers
+# (status, headers with its Content-Type, body).
+Handler = Callable[[str, str, Any, bytes], tuple[int, dict[str, str], bytes]]
+HANDLER_MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Head:
+    """A request as known before its body: method, path, query, headers, peer address."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]  # case-insensitive (tornado's HTTPHeaders)
+    peer: str
+
+    @property
+    def media_type(self) -> str:
+        return (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+    @property
+    def answer_type(self) -> str:
+        """Errors are answered in the request's own encoding: protobuf, else JSON."""
+        return PROTOBUF if self.media_type == PROTOBUF else JSON
+
+
+@dataclass(frozen=True)
+class Request:
+    head: Head
+    body: bytes
+
+
+@dataclass
+class Reply:
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    # For the log line of a refused request (counters.refused); empty for a success.
+    message: str = ""
+
+
+def status_reply(head: Head, status: HTTPStatus, code: int, message: str,
+                 headers: dict[str, str] | None = None,
+                 retry_after: int | None = None) -> Reply:
+    """An error answered with a google.rpc.Status in the request's encoding (OTLP/HTTP);
+    back-pressure carries Retry-After and a RetryInfo detail with the same delay."""
+    headers = dict(headers or {})
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    if head.answer_type == PROTOBUF:
+        body = status_protobuf(code, message, retry_after)
+    else:
+        body = status_json(code, message, retry_after)
+    return Reply(int(status), head.answer_type, body, headers, message)
+
+
+class Endpoint(Protocol):
+    methods: tuple[str, ...]
+    # Answered in the pool of export threads, within Limits.max_requests (True), or in the
+    # small pool of operator pages (False), so that exports waiting for commits never delay a
+    # health check.
+    exports: bool
+    # An OTLP export: its refusals are counted (budgetscope_requests_refused_total) and 404s
+    # name it as where exports go.
+    otlp: bool
+    # Largest body it takes (None: the receiver's --max-body-bytes).
+    max_body_bytes: int | None
+
+    def admit(self, head: Head) -> Reply | None:
+        """A refusal from the head alone (no token, wrong content type…), else None."""
+
+    def respond(self, request: Request) -> Reply:
+        """The answer to a whole request; runs in a worker thread."""
+
+
+class PageEndpoint:
+    """A GET page of the operator (health, readiness, metrics) as a route entry."""
+
+    methods = ("GET",)
+    exports = False
+    otlp = False
+    max_body_bytes = None
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+
+    def admit(self, head: Head) -> Reply | None:
+        return None
+
+    def respond(self, request: Request) -> Reply:
+        status, content_type, body, headers = self.page(request.head.headers.get("Authorization"))
+        return Reply(status, content_type, body, dict(headers))
+
+
+class HandlerEndpoint:
+    """An endpoint of any method written as one function of the request (/budgets)."""
+
+    methods = ("GET", "POST", "PUT", "PATCH", "DELETE")
+    exports = True  # it may write through the writer and wait for it
+    otlp = False
+    max_body_bytes = HANDLER_MAX_BODY_BYTES
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def admit(self, head: Head) -> Reply | None:
+        return None
+
+    def respond(self, request: Request) -> Reply:
+        head = request.head
+        status, headers, body = self.handler(head.method, head.path, head.headers, request.body)
+        headers = dict(headers)
+        content_type = headers.pop("Content-Type", JSON)
+        return Reply(status, content_type, body, headers)

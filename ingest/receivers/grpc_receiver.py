@@ -9,8 +9,11 @@ reports the bad one in partial_success, as the HTTP receiver does.
 Status codes (OTLP specification, OTLP/gRPC): INVALID_ARGUMENT for a body that is not a request,
 UNAUTHENTICATED without the bearer token, RESOURCE_EXHAUSTED over the size limit (grpc enforces
 `grpc.max_receive_message_length` on the decompressed message), UNAVAILABLE with RetryInfo when
-the writer is behind or a write failed (exporters retry it after the delay; see status.py).
-gzip message compression is handled by grpc.
+the writer is behind, a write failed or more than `max_requests` calls are in progress
+(exporters retry it after the delay; see status.py). gzip message compression is handled by grpc.
+
+The port is bound without SO_REUSEPORT (grpc sets it by default): with it a second server on
+the same port started too, and the kernel split the exports between the two database files.
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ from ingest.receivers.status import (
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
-# Request threads: decoding holds the GIL, so more threads than this only add contention.
-MAX_WORKERS = 8
+# Threads beyond `max_requests` that answer the calls refused over it at once. grpc's own
+# maximum_concurrent_rpcs answers RESOURCE_EXHAUSTED without RetryInfo, which OTLP clients
+# other than the Python SDK drop: it is set above ours, only as a backstop. Decoding holds the
+# GIL, and the exporter's decode slots bound it whatever the number of threads.
+_REFUSING_WORKERS = 16
+_RETRY_AFTER_BUSY = 1
 
 
 class RetryableStatus(grpc.Status):
@@ -69,16 +76,19 @@ class GrpcReceiver:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        self._calls = threading.BoundedSemaphore(limits.max_requests)
+        threads = limits.max_requests + _REFUSING_WORKERS
         self._server = grpc.server(
-            ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="budgetscope-otlp-grpc"),
+            # As many threads as calls admitted, so that no call waits for a thread: a refusal
+            # is answered at once.
+            ThreadPoolExecutor(threads, thread_name_prefix="budgetscope-otlp-grpc"),
             options=[
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
                 # Clients that stop reading are dropped rather than holding a call open.
                 ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.so_reuseport", 0),  # a taken port fails here instead of being shared
             ],
-            # Calls beyond this are refused by grpc with RESOURCE_EXHAUSTED instead of queuing
-            # without bound in front of the worker threads.
-            maximum_concurrent_rpcs=limits.max_connections,
+            maximum_concurrent_rpcs=threads,
         )
         handler = grpc.method_handlers_generic_handler(SERVICE, {
             "Export": grpc.unary_unary_rpc_method_handler(
@@ -102,8 +112,9 @@ class GrpcReceiver:
         except RuntimeError:  # grpc's way of saying the port is taken
             self.port = 0
         if not self.port:
-            raise OSError(f"cannot listen for OTLP/gRPC on {_bind_address(host, port)} "
-                          "(port in use?)")
+            raise OSError(f"cannot listen for OTLP/gRPC on {_bind_address(host, port)} (the "
+                          "port is in use, perhaps by another budgetscope serve; choose "
+                          "another --otlp-grpc-port)")
 
     @property
     def endpoint(self) -> str:
@@ -135,6 +146,11 @@ class GrpcReceiver:
         if not self.token.allows(metadata.get("authorization")):
             counters.refused("grpc", context.peer(), "unauthenticated", "no bearer token")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if not self._calls.acquire(blocking=False):
+            message = (f"{self.limits.max_requests} calls in progress (the most at once); "
+                       "retry")
+            counters.refused("grpc", context.peer(), "unavailable", message)
+            context.abort_with_status(RetryableStatus(message, _RETRY_AFTER_BUSY))
         try:
             accepted = export(body, "")
         except Undecodable as error:
@@ -147,4 +163,6 @@ class GrpcReceiver:
         else:
             accepted.record(counters, "grpc", context.peer())
             return accepted
+        finally:
+            self._calls.release()
         raise AssertionError("unreachable: context.abort raises")

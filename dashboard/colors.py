@@ -43,34 +43,37 @@ FAILURE_COLUMNS: dict[str, str] = {
     "errors": "error",
 }
 
+# Everything below is not a class, so none of it may wear a class colour (a test checks): the
+# agents, percentiles, outcomes and marks come from Paul Tol's muted palette and greys.
 OUTCOME_COLORS: dict[str, str] = {
-    "completed": "#009E73",
-    "partial": "#F0E442",
-    "exhausted": "#D55E00",
-    "failed": "#0072B2",
-    "cancelled": "#999999",
-    "unknown": "#BBBBBB",
+    "completed": "#44AA99",  # teal
+    "partial": "#DDCC77",    # sand
+    "exhausted": "#882255",  # wine
+    "failed": "#332288",     # indigo
+    "cancelled": "#BBBBBB",
+    "unknown": "#DDDDDD",
 }
 
 RECONCILE_COLORS: dict[str, str] = {
-    "landed": "#009E73",
-    "not_landed": "#D55E00",
-    "unknown": "#999999",
-    "orphan": "#CC79A7",
+    "landed": "#44AA99",
+    "not_landed": "#882255",
+    "unknown": "#BBBBBB",
+    "orphan": "#AA4499",
 }
 
 # Lines that mark something on a chart rather than a class.
-DEADLINE = "#D55E00"
-RESERVE = "#CC79A7"
-REMAINING = "#0072B2"
+DEADLINE = "#882255"
+RESERVE = "#AA4499"
+REMAINING = "#88CCEE"
 CAP = "#000000"
-P95 = "#E69F00"
-THRESHOLD = "#D55E00"
+P95 = "#555555"
+THRESHOLD = "#882255"
 NEUTRAL = "#56B4E9"         # single-series bars that are not a class (runs, shares)
-COMPARE = "#999999"         # the comparison series (completed runs, previous period)
-# Series that are not classes (one per agent): blue, orange, green, purple, sky blue, grey.
-SERIES = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#999999", "#8C564B")
-PERCENTILE_COLORS = {"p50": "#009E73", "p90": "#E69F00", "p99": "#D55E00"}
+COMPARE = "#BBBBBB"         # the comparison series (completed runs, previous period)
+# One per agent (or tool): indigo, cyan, olive, wine, sand, teal, purple.
+SERIES = ("#332288", "#88CCEE", "#999933", "#882255", "#DDCC77", "#44AA99", "#AA4499")
+# Percentiles in greys, told apart by the dash as well.
+PERCENTILE_COLORS = {"p50": "#888888", "p90": "#555555", "p99": "#222222"}
 
 
 def class_color(name: str) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from dashboard import colors, fmt
 
@@ -79,7 +80,8 @@ def culprits(attribution: pd.DataFrame, top: int = 10, title: str = "Top culprit
                      height=max(260, 40 + 28 * len(rows)))
     figure.add_bar(y=labels(rows["step_key"]), x=rows["budget_share"], orientation="h",
                    marker_color=colors.NEUTRAL, name="budget share",
-                   customdata=np.stack([rows["culprit_runs"], rows["holder_runs"]], axis=-1)
+                   customdata=np.stack([rows["culprit_runs"], rows["holder_runs"],
+                                        rows["step_key"].astype(str)], axis=-1)
                    if len(rows) else None,
                    hovertemplate="%{y}: %{x:.1%} of the budget<br>culprit in %{customdata[0]}"
                                  " runs, holder in %{customdata[1]}<extra></extra>")
@@ -94,8 +96,10 @@ def holder_culprit_matrix(matrix: pd.DataFrame) -> go.Figure:
                      xaxis=dict(title="culprit (spent the most)"),
                      yaxis=dict(title="holder (held the deadline)"),
                      height=max(320, 120 + 30 * len(matrix.index)))
+    keys = np.array([[f"{holder}\x1f{culprit}" for culprit in matrix.columns]
+                     for holder in matrix.index], dtype=object)
     figure.add_heatmap(z=matrix.to_numpy(), x=labels(matrix.columns), y=labels(matrix.index),
-                       colorscale="Oranges", texttemplate="%{z}",
+                       customdata=keys, colorscale="Greys", texttemplate="%{z}",
                        hovertemplate="holder %{y}<br>culprit %{x}<br>%{z} runs<extra></extra>")
     return figure
 
@@ -116,20 +120,33 @@ def share_side_by_side(shares: pd.DataFrame) -> go.Figure:
 
 # ---- failures ----------------------------------------------------------------------------
 
-def failures_by_step(failures: pd.DataFrame, top: int = 15, min_height: int = 300
-                     ) -> go.Figure:
-    """Failed steps per step key by class (ok left out so the failures are readable)."""
+def failures_by_step(failures: pd.DataFrame, top: int = 15, min_height: int = 300,
+                     as_rate: bool = False) -> go.Figure:
+    """Failed steps per step key, one bar per class side by side (client give-ups and upstream
+    failures never share a bar); as counts, or as each class's share of the key's steps.
+    Each bar carries (step key, class) for a click to open the runs behind it."""
     rows = failures.copy()
     failing = [c for c in colors.FAILURE_COLUMNS if c != "ok"]
     rows["failed"] = rows[failing].sum(axis=1)
     rows = rows[rows["failed"] > 0].sort_values(["failed", "step_key"], ascending=[False, True])
     rows = rows.head(top).iloc[::-1]
-    figure = _figure("Failures per step key, by class", barmode="stack",
-                     xaxis=dict(title="steps"), height=max(min_height, 60 + 28 * len(rows)))
+    title = "Failure rate per step key, by class" if as_rate else "Failures per step key, by class"
+    figure = _figure(title, barmode="group",
+                     xaxis=dict(title="share of the key's steps" if as_rate else "steps",
+                                tickformat=".1%" if as_rate else None),
+                     height=max(min_height, 60 + 10 * len(failing) * len(rows)))
     for column in failing:
         name = colors.FAILURE_COLUMNS[column]
-        figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",
-                       name=colors.CLASS_LABELS[name], marker_color=colors.class_color(name))
+        rate = rows[column] / rows["steps"].where(rows["steps"] > 0)
+        figure.add_bar(y=labels(rows["step_key"]), x=rate if as_rate else rows[column],
+                       orientation="h", name=colors.CLASS_LABELS[name],
+                       marker_color=colors.class_color(name),
+                       customdata=np.stack([rows["step_key"].astype(str), [name] * len(rows),
+                                            rows[column], rows["steps"], rate.fillna(0)],
+                                           axis=-1) if len(rows) else None,
+                       hovertemplate="%{y}<br>" + fmt.plot_text(colors.CLASS_LABELS[name])
+                                     + ": %{customdata[2]} of %{customdata[3]} steps "
+                                       "(%{customdata[4]:.1%})<extra></extra>")
     return figure
 
 
@@ -161,42 +178,53 @@ def latency_against_cap(latency: pd.DataFrame, tool: str) -> go.Figure:
 
 def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
                              cumulative: bool) -> go.Figure:
-    """Run utilisation per agent: a histogram (or its cumulative distribution), with the
-    p50/p90/p99 of each agent marked (from the utilisation report, not recomputed here)."""
+    """Run utilisation, one small panel per agent on a shared axis: a histogram (or its
+    cumulative distribution) with that agent's p50/p90/p99 marked (from the utilisation report,
+    not recomputed here). One panel each keeps four agents and their twelve lines readable.
+    Histogram bars carry (agent, bin start, bin end) for a click to open the runs behind them."""
     title = ("Cumulative distribution of run utilisation" if cumulative
              else "Run utilisation histogram")
-    figure = _figure(title, xaxis=dict(title="utilisation (elapsed / budget)",
-                                       tickformat=".0%"),
-                     yaxis=dict(title="share of runs ≤ x" if cumulative else "runs",
-                                tickformat=".0%" if cumulative else None),
-                     barmode="overlay")
-    agent_color: dict[str, str] = {}
-    for i, (agent, rows) in enumerate(histogram.groupby("agent", dropna=False, sort=True)):
-        color = colors.SERIES[i % len(colors.SERIES)]
-        name = fmt.plot_text(agent if not fmt.missing(agent) else "(no agent)")
-        agent_color[str(agent)] = color
+    groups = list(histogram.groupby("agent", dropna=False, sort=True))
+    names = [fmt.plot_text(agent if not fmt.missing(agent) else "(no agent)")
+             for agent, _ in groups]
+    figure = make_subplots(rows=max(1, len(groups)), cols=1, shared_xaxes=True,
+                           vertical_spacing=0.06 if len(groups) > 1 else 0.0,
+                           subplot_titles=names or None)
+    figure.update_layout(title=dict(text=title), **_LAYOUT,
+                         height=max(320, 90 + 170 * len(groups)), barmode="overlay",
+                         showlegend=True)
+    dashes = {"p50": "dot", "p90": "dash", "p99": "solid"}
+    by_agent = {str(row["agent"]): row for _, row in percentiles.iterrows()}
+    for i, ((agent, rows), name) in enumerate(zip(groups, names, strict=True), start=1):
+        color = colors.SERIES[(i - 1) % len(colors.SERIES)]
         if cumulative:
             total = rows["runs"].sum()
             figure.add_scatter(x=rows["bin_end"], y=rows["runs"].cumsum() / total, name=name,
-                               mode="lines", line=dict(color=color, shape="hv"))
+                               mode="lines", line=dict(color=color, shape="hv"), row=i, col=1,
+                               hovertemplate=name + ": %{y:.1%} of runs at or below "
+                                             "%{x:.0%}<extra></extra>")
         else:
+            agent_text = "" if fmt.missing(agent) else str(agent)
             figure.add_bar(x=(rows["bin_start"] + rows["bin_end"]) / 2, y=rows["runs"],
                            width=(rows["bin_end"] - rows["bin_start"]).to_numpy(), name=name,
-                           marker_color=color, opacity=0.6)
-    # Each agent's percentiles in its own colour; the dash tells p50 / p90 / p99 apart.
-    dashes = {"p50": "dot", "p90": "dash", "p99": "solid"}
-    for _, row in percentiles.iterrows():
+                           marker_color=color, row=i, col=1,
+                           customdata=np.stack([[agent_text] * len(rows), rows["bin_start"],
+                                                rows["bin_end"]], axis=-1),
+                           hovertemplate=name + ": %{y} runs at %{customdata[1]:.0%}–"
+                                         "%{customdata[2]:.0%} of the budget<extra></extra>")
+        row = by_agent.get(str(agent))
         for p in ("p50", "p90", "p99"):
-            if fmt.missing(row[p]):
-                continue
-            figure.add_vline(x=float(row[p]), line=dict(
-                color=agent_color.get(str(row["agent"]), colors.COMPARE), dash=dashes[p],
-                width=1.5))
+            if row is not None and not fmt.missing(row[p]):
+                figure.add_vline(x=float(row[p]), row=i, col=1, line=dict(
+                    color=colors.PERCENTILE_COLORS[p], dash=dashes[p], width=1.5))
+        figure.add_vline(x=1.0, row=i, col=1, line=dict(color=colors.DEADLINE, width=2))
+        figure.update_yaxes(title_text="share ≤ x" if cumulative else "runs",
+                            tickformat=".0%" if cumulative else None, row=i, col=1)
+    figure.update_xaxes(tickformat=".0%", row=max(1, len(groups)), col=1,
+                        title_text="utilisation (elapsed / budget; the wine line is the budget)")
     for p in ("p50", "p90", "p99"):  # legend entries for the percentile lines
         figure.add_scatter(x=[None], y=[None], mode="lines", name=p,
-                           line=dict(color="#555555", dash=dashes[p]))
-    figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
-                     annotation_text="budget")
+                           line=dict(color=colors.PERCENTILE_COLORS[p], dash=dashes[p]))
     return figure
 
 

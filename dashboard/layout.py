@@ -96,8 +96,11 @@ def sidebar_filters(agents: tuple[str, ...], default: str = "7d") -> FilterState
     """Render the filters in the sidebar; URL in, URL out."""
     ss = st.session_state
     url_state, problems = from_params(st.query_params.to_dict())
-    if url_state is not None and url_state != ss.get(_LAST):
-        _push_to_widgets(url_state)  # a pasted link or the back button: the URL wins
+    if url_state is not None and (url_state != ss.get(_LAST) or "f_range" not in ss):
+        # A pasted link or the back button: the URL wins. So does it when the widgets' state
+        # is gone: Streamlit drops it when a page switch interrupts a run (a chart's click
+        # through to the Runs page), and the URL still says the filters.
+        _push_to_widgets(url_state)
     elif "f_range" not in ss:
         _push_to_widgets(FilterState(default))
     for problem in problems:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from queries.run_search import SORTABLE, RunSearch, SearchError
 
-KEYS = ("outcome", "exhausted", "culprit", "step", "class", "umin", "umax", "id", "sort",
+KEYS = ("outcome", "exhausted", "culprit", "holder", "step", "class", "umin", "umax", "id", "sort",
         "order", "page")
 OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled", "none")
 PAGE_SIZE = 50
@@ -50,6 +50,7 @@ def from_params(params: Mapping[str, str]) -> tuple[RunSearch, int, list[str]]:
     try:
         search = RunSearch(outcomes=outcomes, exhausted=exhausted,
                            culprit=params.get("culprit") or None,
+                           holder=params.get("holder") or None,
                            step_key=params.get("step") or None,
                            step_class=params.get("class") or None,
                            utilisation_min=_percent(params.get("umin"), "umin", problems),
@@ -67,7 +68,8 @@ def to_params(search: RunSearch, page: int = 1) -> dict[str, str]:
         params["outcome"] = ",".join(search.outcomes)
     if search.exhausted is not None:
         params["exhausted"] = "yes" if search.exhausted else "no"
-    for key, value in (("culprit", search.culprit), ("step", search.step_key),
+    for key, value in (("culprit", search.culprit), ("holder", search.holder),
+                       ("step", search.step_key),
                        ("class", search.step_class), ("id", search.id_prefix)):
         if value:
             params[key] = value

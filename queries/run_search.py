@@ -1,7 +1,7 @@
-"""Finding runs: the runs report narrowed by outcome, exhaustion, culprit, step key, step class,
-utilisation and run id prefix, sorted and paged. `budgetscope report runs` and the dashboard's
-Runs page both search through `search_runs`, so a link from a chart and the command line find
-the same runs.
+"""Finding runs: the runs report narrowed by outcome, exhaustion, culprit, holder, step key,
+step class, utilisation and run id prefix, sorted and paged. `budgetscope report runs` and the
+dashboard's Runs page both search through `search_runs`, so a link from a chart and the command
+line find the same runs.
 
 The narrowing happens on the runs report's rows (one per run in the time and agent filter); the
 step filters ask `runs_with_steps` for the run ids that hold such a step, nested steps included.
@@ -35,10 +35,11 @@ class RunSearch:
     outcomes: tuple[str, ...] = ()  # stated outcomes; NOT_STATED for runs that state none
     exhausted: bool | None = None
     culprit: str | None = None  # a step key
+    holder: str | None = None  # a step key
     step_key: str | None = None  # runs holding a step of this key
     step_class: str | None = None  # runs holding a step of this class
-    utilisation_min: float | None = None  # fractions, inclusive
-    utilisation_max: float | None = None
+    utilisation_min: float | None = None  # fractions: min inclusive, max exclusive, as the
+    utilisation_max: float | None = None  # utilisation histogram's bins are
     id_prefix: str | None = None
     sort: str = "start"
     descending: bool | None = None  # None: the column's usual order (SORTABLE)
@@ -57,7 +58,7 @@ class RunSearch:
     @property
     def narrows(self) -> bool:
         return bool(self.outcomes or self.exhausted is not None or self.culprit
-                    or self.step_key or self.step_class or self.id_prefix
+                    or self.holder or self.step_key or self.step_class or self.id_prefix
                     or self.utilisation_min is not None or self.utilisation_max is not None)
 
     def page(self, number: int, size: int) -> RunSearch:
@@ -82,10 +83,12 @@ def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
         keep &= rows["exhausted"].notna()
     if search.culprit:
         keep &= rows["culprit"] == search.culprit
+    if search.holder:
+        keep &= rows["holder"] == search.holder
     if search.utilisation_min is not None:
         keep &= rows["utilisation"] >= search.utilisation_min
     if search.utilisation_max is not None:
-        keep &= rows["utilisation"] <= search.utilisation_max
+        keep &= rows["utilisation"] < search.utilisation_max
     if search.id_prefix:
         keep &= rows["run_id"].str.startswith(search.id_prefix.strip().lower())
     if search.step_key or search.step_class:

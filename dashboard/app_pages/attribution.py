@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, fmt, layout, summaries
+from dashboard import data, drill, figures, fmt, layout, summaries
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
@@ -33,14 +33,17 @@ if attribution.empty:
     st.info("No exhausted runs in this range.")
     st.stop()
 
-st.plotly_chart(figures.culprits(attribution, top=15,
-                                 title="Budget share per step key (exhausted runs)"),
-                key="attribution_share")
+drill.chart(figures.culprits(attribution, top=15,
+                             title="Budget share per step key (exhausted runs)"),
+            "attribution_share", drill.culprit_runs)
+st.caption("Click a bar to list the exhausted runs it is the culprit of, or a cell of the "
+           "matrix below for the runs with that holder and culprit.")
 
 runs = data.report("runs", ctx.filters)
 matrix = summaries.holder_culprit(runs)
 if not matrix.empty:
-    st.plotly_chart(figures.holder_culprit_matrix(matrix), key="holder_culprit")
+    drill.chart(figures.holder_culprit_matrix(matrix), "holder_culprit",
+                drill.holder_culprit_runs)
     st.caption("Off the diagonal: the step holding the deadline was not the one that spent it. "
                "Keys beyond the ten most frequent are grouped as (other).")
 

@@ -1,18 +1,18 @@
 """Failures: client give-ups, upstream failures, refused, cancelled and errors per step key and
-over time (never one "errors" bar, SPEC §3); each tool's latency against its cap."""
+over time (never one "errors" bar, docs/metrics.md §3); each tool's latency against its cap."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import colors, data, figures, fmt, layout
+from dashboard import colors, data, drill, figures, fmt, layout
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
 ctx = layout.context()
 st.title("Failures")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · every step of the runs in range, "
-           "nested ones included, by SPEC §3 class.")
+           "nested ones included, by class (docs/metrics.md §3).")
 if layout.no_runs_in_range(ctx):
     st.stop()
 
@@ -29,7 +29,12 @@ st.caption(f"{fmt.count(totals.sum())} steps in all, {fmt.count(totals['ok'])} o
            "give-ups: our deadline fired (our configuration). Upstream failures: 5xx, 429, "
            "UNAVAILABLE… (their availability).")
 
-st.plotly_chart(figures.failures_by_step(failures, top=len(failures)), key="failures_by_step")
+as_rate = st.toggle("As a share of each step key's steps", key="failures_as_rate",
+                    help="Rates compare step keys with different traffic; counts say how many.")
+drill.chart(figures.failures_by_step(failures, top=len(failures), as_rate=as_rate),
+            "failures_by_step", drill.failing_runs)
+st.caption("One bar per class, side by side: client give-ups and upstream failures never share "
+           "a bar. Click a bar to list the runs holding such a step.")
 
 daily = data.report("failures_daily", ctx.filters)
 st.plotly_chart(figures.class_counts_over_time(daily, "day", "Failed steps per day"),

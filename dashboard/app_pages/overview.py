@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, fmt, layout, summaries
+from dashboard import data, drill, figures, fmt, layout, summaries
 
 ctx = layout.context()
 st.title("Overview")
@@ -76,16 +76,21 @@ with left:
     if attribution.empty:
         st.info("No exhausted runs in this period: nobody to blame.")
     else:
-        st.plotly_chart(figures.culprits(attribution), key="top_culprits")
+        drill.chart(figures.culprits(attribution), "top_culprits", drill.culprit_runs)
 with right:
     failures = data.report("failures", ctx.filters)
-    st.plotly_chart(figures.failures_by_step(failures, top=8, min_height=420),
-                    key="overview_failures")
+    drill.chart(figures.failures_by_step(failures, top=8, min_height=420),
+                "overview_failures", drill.failing_runs)
 
 st.subheader("Runs worth reviewing")
 st.caption("Exhausted, overrun or failed runs, worst first. Select a row, or pick one below, "
            "to open its run view.")
 review = summaries.runs_worth_reviewing(runs)
+exhausted_total = int(runs["exhausted"].fillna(False).astype(bool).sum())
+st.page_link("app_pages/runs.py", icon=":material/list:",
+             label=f"All {fmt.count(len(runs))} runs of this period, searchable, on the Runs page"
+                   f" ({fmt.count(exhausted_total)} exhausted)",
+             query_params=ctx.state.query_params())
 if review.empty:
     st.info("No exhausted, overrun or failed runs in this period.")
 else:

@@ -22,6 +22,7 @@ if url_params != ss.get(_LAST):
     ss["rs_outcome"] = list(url_search.outcomes)
     ss["rs_exhausted"] = {None: _ANY, True: "yes", False: "no"}[url_search.exhausted]
     ss["rs_culprit"] = url_search.culprit or _ANY
+    ss["rs_holder"] = url_search.holder or _ANY
     ss["rs_step"] = url_search.step_key or _ANY
     ss["rs_class"] = url_search.step_class or _ANY
     ss["rs_id"] = url_search.id_prefix or ""
@@ -48,7 +49,7 @@ def _any(label: str) -> object:
     return lambda value: f"any {label}" if value == _ANY else value
 
 
-first = st.columns(4)
+first = st.columns(5)
 first[0].multiselect("Outcome", OUTCOMES, key="rs_outcome",
                      help="budget.run.outcome as the agent stated it; none: not stated")
 first[1].selectbox("Exhausted", [_ANY, "yes", "no"], key="rs_exhausted",
@@ -56,7 +57,10 @@ first[1].selectbox("Exhausted", [_ANY, "yes", "no"], key="rs_exhausted",
 first[2].selectbox("Culprit", _options(runs["culprit"], ss["rs_culprit"]), key="rs_culprit",
                    format_func=_any("culprit"), help="the top-level step that spent the most "
                    "(docs/metrics.md §4)")
-first[3].text_input("Run id starts with", key="rs_id", placeholder="e.g. 5fa7a0c0")
+first[3].selectbox("Holder", _options(runs["holder"], ss["rs_holder"]), key="rs_holder",
+                   format_func=_any("holder"), help="the top-level step that held the "
+                   "deadline (docs/metrics.md §4)")
+first[4].text_input("Run id starts with", key="rs_id", placeholder="e.g. 5fa7a0c0")
 second = st.columns(4)
 second[0].selectbox("Holds a step", _options(steps["step_key"], ss["rs_step"]), key="rs_step",
                     format_func=_any("step key"), help="runs with a step of this key, nested "
@@ -64,7 +68,7 @@ second[0].selectbox("Holds a step", _options(steps["step_key"], ss["rs_step"]), 
 second[1].selectbox("Holds a step of class", [_ANY, *colors.STEP_CLASSES], key="rs_class",
                     format_func=lambda v: "any class" if v == _ANY else colors.CLASS_LABELS[v])
 second[2].text_input("Utilisation from (%)", key="rs_umin", placeholder="0")
-second[3].text_input("Utilisation to (%)", key="rs_umax", placeholder="no limit")
+second[3].text_input("Utilisation below (%)", key="rs_umax", placeholder="no limit")
 third = st.columns(4)
 third[0].selectbox("Sort by", list(SORTABLE), key="rs_sort")
 third[1].selectbox("Order", [_ANY, "desc", "asc"], key="rs_order",
@@ -73,7 +77,8 @@ third[1].selectbox("Order", [_ANY, "desc", "asc"], key="rs_order",
 
 typed, page, typed_problems = run_search_params.from_params({
     "outcome": ",".join(ss["rs_outcome"]), "exhausted": ss["rs_exhausted"],
-    "culprit": ss["rs_culprit"], "step": ss["rs_step"], "class": ss["rs_class"],
+    "culprit": ss["rs_culprit"], "holder": ss["rs_holder"], "step": ss["rs_step"],
+    "class": ss["rs_class"],
     "id": ss["rs_id"].strip(), "umin": ss["rs_umin"].strip(), "umax": ss["rs_umax"].strip(),
     "sort": ss["rs_sort"], "order": ss["rs_order"], "page": str(ss.get("rs_page", 1))})
 for problem in typed_problems:

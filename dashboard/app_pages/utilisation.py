@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, fmt, layout
+from dashboard import data, drill, figures, fmt, layout
 
 ctx = layout.context()
 st.title("Utilisation")
@@ -24,13 +24,13 @@ if histogram.empty:
 else:
     hist_tab, cdf_tab = st.tabs(["Histogram", "Cumulative distribution"])
     with hist_tab:
-        st.plotly_chart(figures.utilisation_distribution(histogram, percentiles, False),
-                        key="utilisation_histogram")
+        drill.chart(figures.utilisation_distribution(histogram, percentiles, False),
+                    "utilisation_histogram", drill.utilisation_runs)
     with cdf_tab:
         st.plotly_chart(figures.utilisation_distribution(histogram, percentiles, True),
                         key="utilisation_cdf")
-    st.caption("Vertical lines: each agent's p50 (dotted), p90 (dashed) and p99 (solid); "
-               "the red line is the budget.")
+    st.caption("One panel per agent. Vertical lines: its p50 (dotted), p90 (dashed) and p99 "
+               "(solid); the wine line is the budget. Click a bar to list its runs.")
 
 st.subheader("Steps against their allocation")
 steps = data.report("step_utilisation", ctx.filters)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -290,3 +290,27 @@ def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -
             shoot(page, f"run-{name}")
     finally:
         app.stop()
+
+
+def test_a_click_on_a_culprit_bar_opens_its_runs(sample_app: support.Dashboard,
+                                                 page: object) -> None:
+    """Issue 15: clicking a bar opens the Runs page filtered to the runs behind it."""
+    page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, PAGES["attribution"])
+    chart = page.locator(".stPlotlyChart").first  # type: ignore[attr-defined]
+    chart.locator(".barlayer .point path").last.click(force=True)
+    page.wait_for_url("**/runs?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page)
+    assert heading(page) == "Runs"
+    params = dict(parse_qsl(urlsplit(page.url).query))  # type: ignore[attr-defined]
+    assert params["exhausted"] == "yes" and params["culprit"]
+    assert params.get("since") == support.SINCE, page.url  # type: ignore[attr-defined]
+    result = CliRunner().invoke(cli, [
+        "--db", sample_app.db, "report", "runs", "--since", support.SINCE,  # type: ignore[attr-defined]
+        "--until", support.UNTIL, "--exhausted", "--culprit", params["culprit"],
+        "--format", "json"])
+    import json
+    expected = len(json.loads(result.output))
+    body = page.locator("body").inner_text()  # type: ignore[attr-defined]
+    assert f"{expected:,} runs match" in body
+    shoot(page, "runs-from-culprit")

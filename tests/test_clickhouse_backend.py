@@ -346,15 +346,15 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
 # ---- declared budgets (SPEC §10, issue 13) -------------------------------------------------
 
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
-                ["set", "research-agent", "7s"], ["cap", "tool:fetch_report", "5s"],
+                ["set", "research-agent", "7s"], ["set", "edge", "7s"],
+                ["cap", "tool:fetch_report", "5s"],
                 ["cap", "model:gpt-4o", "2500ms"], ["cap", "tool:never_seen", "1s"]]
 
 
-def test_declared_budgets_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
-                                          tmp_path: Path) -> None:
-    """The same declarations through `budgetscope budgets` on both backends: every report,
-    the step utilisation and the listing are the same bytes."""
-    db, backend = sample_duckdb, sample_backend
+def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
+    """The same declarations through `budgetscope budgets` on both backends (the sample and
+    EDGE): every report, the step utilisation and the listing are the same bytes."""
+    db, backend = edge
     copy = tmp_path / "declared.duckdb"
     shutil.copy(db, copy)
     before = invoke("--backend", backend, "report", "runs")

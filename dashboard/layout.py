@@ -205,16 +205,20 @@ def _endpoints() -> tuple[str, str]:
     return "http://127.0.0.1:4318/v1/traces", "127.0.0.1:4317"
 
 
-SDK_SNIPPET = r"""\  # noqa: E501 - shown to people as code, one statement per line
+# Shown to people as code: every line short enough to need no lint exception.
+SDK_SNIPPET = """\
 # pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-provider = TracerProvider(); trace.set_tracer_provider(provider)
+provider = TracerProvider(resource=Resource.create({"service.name": "my-agent"}))
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint="{http}")))
-with trace.get_tracer("a").start_as_current_span("run", attributes={"budget.total_ms": 30000}):
+trace.set_tracer_provider(provider)
+tracer = trace.get_tracer("my-agent")
+with tracer.start_as_current_span("run", attributes={"budget.total_ms": 30000}):
     ...  # the agent's run: model and tool calls as child spans
 """
 
@@ -223,16 +227,19 @@ def empty_state(path: str, serving: bool) -> None:
     """An empty (or absent) database: how to send data, instead of empty charts."""
     http, grpc = _endpoints()
     st.header("No agent runs here yet")
-    st.markdown(f"The database `{fmt.escape_md(path)}` holds no runs. Send traces of your "
-                "agents' runs over OTLP, or load trace files:")
+    st.markdown("This database holds no runs. Send traces of your agents' runs over OTLP, or "
+                "load trace files:")
+    st.code(path, language=None)  # a code block shows the path as it is, never escaped
     if serving:
         st.markdown("This server is receiving OTLP now:")
     else:
         st.markdown("Start the receiver, which owns the database and serves this dashboard:")
         st.code(f"budgetscope --db {path} serve", language="bash")
     st.code(f"OTLP/HTTP  {http}\nOTLP/gRPC  {grpc}", language=None)
-    st.markdown("From Python, three lines after the imports (the run span carries "
-                "`budget.total_ms`; steps carry `budget.step.kind` or `gen_ai.operation.name`):")
+    st.markdown("From Python with the OpenTelemetry SDK (the run span carries "
+                "`budget.total_ms`; steps carry `budget.step.kind`, or are recognised from the "
+                "usual instrumentations, docs/conventions.md), or with budgetscope-sdk (README, "
+                "\"Instrument an agent in five lines\"):")
     st.code(SDK_SNIPPET.replace("{http}", http), language="python")
     st.markdown("Or load files (OTLP JSON, JSON lines, protobuf, gzipped or not), or try the "
                 "bundled sample:")

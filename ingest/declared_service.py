@@ -8,6 +8,7 @@ finds this service with `current()`, as it finds the database with ingest.owner.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass
@@ -19,8 +20,14 @@ from ingest.owner import DatabaseOwner
 
 # How long a change waits for its runs to be re-derived before answering "still deriving".
 DERIVE_WAIT_SECONDS = 60.0
+# How long a change waits for the writer to store it (a retention slice or a commit first).
+WRITER_WAIT_SECONDS = 60.0
 _installed: DeclaredBudgets | None = None
 _installed_lock = threading.Lock()
+
+
+class WriterBusy(RuntimeError):
+    """The writer did not store the change in time (it may still)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,7 @@ class DeclaredBudgets:
 
     def apply(self, change: Change) -> Outcome:
         """Store a change on the writer and wait for its re-derivation. Raises
-        DeclarationError (bad input, nothing stored) and group_commit.Closed."""
+        DeclarationError (bad input, nothing stored), group_commit.Closed and WriterBusy."""
         change = change.checked()
         started = time.monotonic()
 
@@ -53,7 +60,13 @@ class DeclaredBudgets:
             applied = declared_budgets.apply(con, change)
             return applied, self.committer.derivation_ticket()
 
-        applied, ticket = self.committer.run_in_writer(task).result()
+        try:
+            applied, ticket = self.committer.run_in_writer(task).result(WRITER_WAIT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            # Still queued or running on the writer: it will be stored, or fail, on its own.
+            raise WriterBusy(f"the writer did not take the change within "
+                             f"{WRITER_WAIT_SECONDS:g} s (it is still queued); list the "
+                             "declarations in a moment to see it") from None
         derived = True
         if applied.traces:
             self.committer.request_derivation()

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ingest.declared_budgets import Change, DeclarationError
-from ingest.declared_service import DeclaredBudgets
+from ingest.declared_service import DeclaredBudgets, WriterBusy
 from ingest.group_commit import Closed
 from ingest.receivers.auth import BearerToken
 
@@ -77,7 +77,7 @@ class BudgetsEndpoint:
             outcome = self.service.apply(Change.from_json(payload))
         except DeclarationError as error:
             return _error(400, str(error))
-        except Closed as error:
+        except (Closed, WriterBusy) as error:
             return _error(503, str(error), {"Retry-After": "2"})
         except Exception as error:  # noqa: BLE001 - the database's own failure (disk full, ...)
             return _error(500, f"could not store the change: {str(error).splitlines()[0]}")

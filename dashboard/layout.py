@@ -278,6 +278,12 @@ def run_params(run_id: str, state: FilterState) -> dict[str, str]:
     return {**state.query_params(), "run": run_id}
 
 
+def table_height(rows: int, most: int = 30) -> int:
+    """Pixels for a table of `rows` rows: all of them up to `most`, then it scrolls (Streamlit's
+    default boxes every table to ten rows, above an empty page)."""
+    return 38 + 35 * max(1, min(rows, most))
+
+
 def run_link(run_id: str, state: FilterState, label: str = "Open run view") -> None:
     """A real link (an <a> with the run in its URL), so it also opens in a new tab."""
     st.page_link(RUN_PAGE, label=label, icon=":material/search:",

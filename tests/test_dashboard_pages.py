@@ -312,8 +312,8 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     assert "http://127.0.0.1:4318/v1/traces" in code
     assert "OTLPSpanExporter" in code and "budget.total_ms" in code
     assert not at.get("plotly_chart")
-    # Issue 15: the path was shown escaped (\/tmp\/…), the snippet held a `# noqa` and set
-    # no service.name.
+    # Issue 15: the path was shown escaped (\/tmp\/…), the snippet held a lint comment and
+    # set no service.name.
     assert str(path) in [c.value for c in at.code]
     assert "noqa" not in code and '"service.name": "my-agent"' in code
 

@@ -58,6 +58,7 @@ st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
 blamed = summaries.exhausted_runs_of(runs, key)
 st.dataframe(blamed, hide_index=True, key="culprit_runs_table",
+             height=layout.table_height(len(blamed)),
              column_config={"utilisation": st.column_config.NumberColumn(format="percent"),
                             "culprit_share": st.column_config.NumberColumn(format="percent")})
 if not blamed.empty:
@@ -70,4 +71,5 @@ st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_c
                    file_name=csv_file_name("attribution", ctx.filters), mime="text/csv",
                    on_click="ignore")
 st.dataframe(attribution, hide_index=True, key="attribution_table",
+             height=layout.table_height(len(attribution)),
              column_config={"budget_share": st.column_config.NumberColumn(format="percent")})

@@ -41,7 +41,8 @@ orphans = data.report("orphan_writes", ctx.filters)
 st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
                    file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(orphans, hide_index=True, key="orphans_table")
+st.dataframe(orphans, hide_index=True, key="orphans_table",
+             height=layout.table_height(len(orphans)))
 if not orphans.empty:
     pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
                         key="orphan_pick")
@@ -53,5 +54,6 @@ st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv
                    file_name=csv_file_name("reconciliation", ctx.filters), mime="text/csv",
                    on_click="ignore")
 st.dataframe(report, hide_index=True, key="reconciliation_table",
+             height=layout.table_height(len(report)),
              column_config={"reconciliation_rate": st.column_config.NumberColumn(
                  format="percent")})

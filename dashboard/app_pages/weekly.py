@@ -42,5 +42,6 @@ else:
     rates = ["exhaustion_rate", "utilisation_p50", "utilisation_p90", "utilisation_p99",
              "reconciliation_rate", "top_culprit_share"]
     st.dataframe(weekly, hide_index=True, key="weekly_table",
+                 height=layout.table_height(len(weekly), most=60),
                  column_config={c: st.column_config.NumberColumn(c, format="%.3f")
                                 for c in rates})

@@ -283,6 +283,14 @@ for _merged, _keys, _cast in (("grpc_status_code", GRPC_STATUS_KEYS, as_grpc_cod
         TYPED_ATTRIBUTES[_key] = (_column, _cast)
 _PROVISIONAL = {column for columns in MERGED_COLUMNS.values() for column in columns}
 
+# The columns of SPEC §9's conventions (from gen_ai.response.model on): most spans carry none
+# of them, so a batch keeps them sparse, one dict per span (ingest/flatten.py), and the writer
+# hands DuckDB only those some span of the batch has (the others are NULL by default).
+_KEYS = list(TYPED_ATTRIBUTES)
+CONVENTION_COLUMNS: frozenset[str] = frozenset(
+    TYPED_ATTRIBUTES[key][0] for key in _KEYS[_KEYS.index("gen_ai.response.model"):]
+    if not TYPED_ATTRIBUTES[key][0].startswith("_"))
+
 TYPED_COLUMNS: tuple[str, ...] = tuple(
     column for column, _ in TYPED_ATTRIBUTES.values() if column not in _PROVISIONAL
 ) + tuple(MERGED_COLUMNS)

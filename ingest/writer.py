@@ -18,7 +18,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ingest.flatten import LOG_COLUMNS, RESOURCE_COLUMNS, SCOPE_COLUMNS, SPAN_COLUMNS, FlatBatch
+from ingest.flatten import (
+    CONVENTIONS,
+    LOG_COLUMNS,
+    RESOURCE_COLUMNS,
+    SCOPE_COLUMNS,
+    SPAN_COLUMNS,
+    FlatBatch,
+)
 
 _JSON_STRUCT_FIELDS = [("attributes", pa.string()), ("dropped_attributes_count", pa.uint32())]
 _EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), *_JSON_STRUCT_FIELDS])
@@ -36,7 +43,8 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "http_response_status_code": pa.int64(), "grpc_status_code": pa.int32(),
     "exception_types": pa.list_(pa.string()),
 }
-SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS])
+SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS
+                         if c != CONVENTIONS])
 RESOURCE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
                              for c in RESOURCE_COLUMNS])
 _LOG_TYPES: dict[str, pa.DataType] = {
@@ -71,7 +79,19 @@ class WriteResult:
 
 
 def to_arrow(batch: FlatBatch) -> pa.Table:
-    return pa.Table.from_pydict(batch.spans, schema=SPAN_SCHEMA)
+    """The spans as one Arrow table; of SPEC §9's convention columns (all text), only those
+    some span of the batch has: INSERT ... BY NAME leaves the others NULL."""
+    spans = batch.spans
+    table = pa.Table.from_pydict({c: spans[c] for c in SPAN_SCHEMA.names}, schema=SPAN_SCHEMA)
+    rows = spans[CONVENTIONS]
+    present: set[str] = set()
+    for row in rows:
+        if row:
+            present.update(row)
+    for column in sorted(present):
+        table = table.append_column(column, pa.array(
+            [row.get(column) if row else None for row in rows], pa.string()))
+    return table
 
 
 def _id_words(hex_ids: list[str], words: int) -> list[pa.Array]:

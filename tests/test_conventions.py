@@ -3,8 +3,8 @@ convention, and how wrappers, lone agents, tools inside model calls and runs tha
 become levels. Traces are hand-built with the real OpenTelemetry SDK (tests/trace_builder.py):
 they test SPEC's rules themselves, not any one library's output.
 
-EDGE_TRACES is shared with tests/test_clickhouse_parity.py, which derives the same spans on
-ClickHouse and compares every step and run.
+recognised_traces() is shared with tests/test_conventions_parity.py, which derives the same
+spans on ClickHouse and compares every step and run.
 """
 
 from __future__ import annotations

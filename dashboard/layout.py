@@ -22,7 +22,8 @@ from queries.filters import FilterError, Filters
 
 RUN_PAGE = "app_pages/run.py"
 PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliation", "run",
-              "runs", "weekly", "simulate", "budgets"}
+              "compare", "runs", "weekly", "simulate", "budgets"}
+COMPARE_PAGE = "app_pages/compare.py"
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
 _FOLLOW = "follow_new_spans"  # the sidebar toggle
@@ -131,7 +132,7 @@ def sidebar_filters(agents: tuple[str, ...], default: str = "7d") -> FilterState
 
 # Query parameters a page sets itself (the run view's run, the Runs page's search): the
 # sidebar's filters leave them alone; the page that owns them writes them whole.
-PAGE_OWNED_KEYS = frozenset({"run", *run_search_params.KEYS})
+PAGE_OWNED_KEYS = frozenset({"run", "with", *run_search_params.KEYS})
 
 
 def write_url(state: FilterState, extra: dict[str, str] | None = None,

@@ -35,6 +35,7 @@ PAGES = {
     "reconciliation": _page("reconciliation", "Reconciliation", "sync"),
     "runs": _page("runs", "Runs", "list"),
     "run": _page("run", "Run view", "search"),
+    "compare": _page("compare", "Compare runs", "compare_arrows"),
     "weekly": _page("weekly", "Weekly report", "calendar_month"),
     "simulate": _page("simulate", "What if", "tune"),
     "budgets": _page("budgets", "Budgets", "hourglass_top"),
@@ -51,7 +52,8 @@ def main() -> None:
         st.switch_page(PAGES["overview"], query_params=st.query_params.to_dict())
     # `/?run=<id>` (a link pasted from chat) opens the run view; Streamlit clears the query
     # string when the sidebar switches pages, so a `run` seen on another page came from a link.
-    if "run" in st.query_params and page.url_path != "run":
+    # The comparison view also takes `run` (with `with`): it stays where it is.
+    if "run" in st.query_params and page.url_path not in ("run", "compare"):
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
     st.sidebar.title("budgetscope")
     if page.url_path not in PAGES_WITHOUT_CHARTS:

@@ -94,6 +94,12 @@ else:
 
 st.caption("Link to this view (copy with the button on the right):")
 st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None, wrap_lines=True)
+st.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
+             icon=":material/compare_arrows:",
+             query_params=layout.run_params(str(run["run_id"]), ctx.state),
+             help="Side by side with the median-utilisation completed run of the same agent in "
+                  "the filter's period (or one you pick there): step by step, where the time "
+                  "went differently.")
 
 if view.steps.empty:
     st.info("This run has no steps.")

@@ -1,0 +1,77 @@
+"""The comparison view in a real browser (Debian's Chromium, headless): opened from the run
+view's link, it shows the typical run of the agent beside the run, draws its chart with a
+tooltip written for it, and a deep link with `with=` compares with the chosen run."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from urllib.parse import parse_qs, urlsplit
+
+from ingest.database import connect
+from queries import reports, run_compare
+from queries.filters import Filters
+from tests.browser import support
+from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
+    CHROMIUM,
+    QUERY,
+    TIMEOUT_MS,
+    browser,
+    exhausted_run,
+    heading,
+    page,
+    pytestmark,
+    sample_app,
+    settle,
+    shoot,
+)
+
+
+def _typical_and_another(db: str, run_id: str) -> tuple[str, str]:
+    with closing(connect(db, read_only=True)) as con:
+        runs = reports.runs(con, Filters.parse(support.SINCE, support.UNTIL))
+    agent = runs.set_index("run_id").loc[run_id, "agent"]
+    typical = run_compare.typical_run(runs, agent, run_id).run_id
+    assert typical
+    another = next(r for r in runs[(runs["agent"] == agent) & (runs["outcome"] == "completed")]
+                   ["run_id"] if r not in (run_id, typical))
+    return typical, another
+
+
+def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # noqa: F811
+                                            page: object) -> None:  # noqa: F811
+    run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
+    typical, another = _typical_and_another(sample_app.db, run_id)  # type: ignore[attr-defined]
+    page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
+    settle(page, charts=1)
+    page.get_by_role("link", name="Compare with a typical run of this agent").click()  # type: ignore[attr-defined]
+    page.wait_for_url("**/compare?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, charts=1)
+    assert heading(page) == "Compare runs"
+    query = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
+    assert query["run"] == [run_id] and "with" not in query
+    assert query["since"] == [support.SINCE]  # the filters came along
+    main = page.locator("[data-testid=stMain]")  # type: ignore[attr-defined]
+    text = main.inner_text()
+    assert f"against the typical run {typical}" in text
+    assert "median-utilisation completed run of" in text
+    assert "Where the time went differently" in text and "Step by step" in text
+    assert "None" not in text and "nan" not in text
+    # the chart's tooltip is ours: the full step key, the step count, units
+    bar = page.locator(".js-plotly-plot .bars path").first  # type: ignore[attr-defined]
+    bar.hover(force=True)
+    hover = page.locator(".hoverlayer")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "document.querySelector('.hoverlayer') && "
+        "document.querySelector('.hoverlayer').textContent.includes('step key')",
+        timeout=TIMEOUT_MS)
+    tooltip = hover.first.text_content() or ""
+    assert "step(s)" in tooltip and "consumption" in tooltip, tooltip
+    shoot(page, "compare-typical")
+
+    # A deep link naming the other run compares with that one.
+    page.goto(f"{sample_app.url}/compare?{QUERY}&run={run_id}&with={another}")  # type: ignore[attr-defined]
+    settle(page, charts=1)
+    text = page.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
+    assert f"against the chosen run {another}" in text
+    assert parse_qs(urlsplit(page.url).query)["with"] == [another]  # type: ignore[attr-defined]
+    shoot(page, "compare-chosen")

@@ -1,6 +1,8 @@
 """Long random fuzzing of every decoder: the checks of tests/test_fuzz_decoders.py, at random,
 for as long as asked, and the budget.* numbers (`budget`: a hostile value on a random budget
-attribute of a run made by the SDK, stored and derived in a real database). Prints examples/s
+attribute of a run made by the SDK, stored and derived in a real database), and the HTTP framing
+(`http-framing`: chunk sizes strict and hostile, big heads, wrong lengths, gzip member counts,
+sent raw to a real receiver on 127.0.0.1). Prints examples/s
 per target and every distinct failure with the input
 that caused it (saved under --out), then exits non-zero if anything failed.
 
@@ -23,7 +25,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import fuzz_harness as fuzz  # noqa: E402
 
 TARGETS = ("protobuf", "receiver-protobuf", "json", "json-fields", "file", "file-gzip",
-           "gzip-corrupt", "bytes", "budget")
+           "gzip-corrupt", "bytes", "budget", "http-framing")
+
+
+class FramingServer:
+    """The receivers the `http-framing` target talks to (started before the examples, outside
+    their watchdog: opening a database takes seconds on a loaded machine)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.receivers: object | None = None
+        self.owner: object | None = None
+
+    def start(self) -> None:
+        from ingest.owner import DatabaseOwner
+        from ingest.receivers.limits import Limits
+        from ingest.receivers.service import ReceiverConfig, Receivers
+
+        self.owner = DatabaseOwner(self.folder / "framing.duckdb")
+        self.receivers = Receivers(self.owner, ReceiverConfig(
+            http_port=0, grpc_port=0, limits=Limits(max_body_bytes=1 << 20, body_timeout=5.0)))
+        self.receivers.start()
+
+    def example(self, rng: random.Random, payload: bytes) -> tuple[str, bytes]:
+        port = self.receivers.http.port  # type: ignore[attr-defined]
+        return fuzz.framing_example(port, rng, payload), payload
+
+    def close(self) -> None:
+        if self.receivers is not None:
+            self.receivers.stop(10)  # type: ignore[attr-defined]
+            self.owner.close()  # type: ignore[attr-defined]
 
 
 class BudgetDatabase:
@@ -49,10 +80,14 @@ class BudgetDatabase:
 
 
 def one(target: str, seeds: dict[str, bytes], document: object, rng: random.Random,
-        folder: Path, budgets: BudgetDatabase | None = None) -> tuple[str, bytes]:
+        folder: Path, budgets: BudgetDatabase | None = None,
+        framing: FramingServer | None = None) -> tuple[str, bytes]:
     if target == "budget":
         assert budgets is not None
         return budgets.example(rng)
+    if target == "http-framing":
+        assert framing is not None
+        return framing.example(rng, seeds["protobuf"])
     rounds = rng.randrange(1, 7)
     if target == "protobuf":
         data = fuzz.mutate(seeds[rng.choice(["protobuf", "prefixed"])], rng, rounds)
@@ -105,13 +140,16 @@ def main() -> int:
     with fuzz.scratch_folder() as scratch:
         folder = Path(scratch)
         budgets = BudgetDatabase(folder)
+        framing = FramingServer(folder)
+        framing.start()
         while time.monotonic() - started < args.seconds:
             target = rng.choice(TARGETS)
             began = time.monotonic()
             data = b""
             try:
                 with fuzz.watchdog(args.watchdog):
-                    outcome, data = one(target, seeds, document, rng, folder, budgets)
+                    outcome, data = one(target, seeds, document, rng, folder, budgets,
+                                        framing)
                 outcomes[f"{target}: {outcome}"] += 1
             except Exception as error:  # noqa: BLE001 - every failure is reported
                 key = f"{target}: {type(error).__name__}: {str(error)[:120]}"
@@ -119,6 +157,7 @@ def main() -> int:
                 failures.setdefault(key, (target, data, traceback.format_exc()))
             counts[target] += 1
             spent[target] += time.monotonic() - began
+        framing.close()
     elapsed = time.monotonic() - started
     total = sum(counts.values())
     print(f"seed {args.seed}: {total:,} examples in {elapsed:.0f} s "

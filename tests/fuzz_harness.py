@@ -346,3 +346,80 @@ def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int)
     assert con.execute("SELECT count(*) FROM runs WHERE trace_id = ?",
                        [trace_id]).fetchone()[0] == 1
     return "kept" if stored is not None else "refused"
+
+
+# ------------------------------------------------------------------ HTTP framing (issue 14)
+_CHUNK_FORMS = ("{h}", "{h}", "0x{h}", "+{h}", "-{h}", "{h}_", " {h}", "{h} ", "{h}\t",
+                "{h};ext=1", "0" * 70 + "{h}", "{H}", "")
+# What a framing example may be answered: an answer, or a close without one (tornado closes on
+# a chunk-size line or head past its bounds). A 500 or no answer within the watchdog fails.
+FRAMING_STATUSES = {200, 400, 411, 413, 415, 503}
+
+
+def framing_request(rng: random.Random, payload: bytes) -> tuple[bytes, bool]:
+    """A raw POST /v1/traces of `payload` with random framing: chunk sizes in strict and
+    hostile forms, a big or many-lined head, Content-Length right or wrong, gzip of many
+    members. Returns (request, whether a correct server must refuse it)."""
+    headers = [b"Host: fuzz", b"Content-Type: application/x-protobuf", b"Connection: close"]
+    hostile = False
+    body = payload
+    if rng.random() < 0.3:  # gzip, of one or many members
+        count = rng.choice([1, 2, 64, 65, 500])
+        step = max(1, -(-len(payload) // count))
+        body = b"".join(gzip.compress(payload[i:i + step], mtime=0)
+                        for i in range(0, len(payload), step)) or gzip.compress(b"")
+        hostile |= len(range(0, len(payload), step)) > 64
+        headers.append(b"Content-Encoding: gzip")
+    if rng.random() < 0.2:  # a big head: many headers, or one long value
+        if rng.random() < 0.5:
+            headers += [b"X-F%d: v" % index for index in range(rng.randrange(10, 3000))]
+        else:
+            headers.append(b"X-Long: " + b"a" * rng.randrange(1000, 100_000))
+    framing = rng.random()
+    if framing < 0.5:
+        pieces = []
+        position = 0
+        while position < len(body):
+            size = rng.randrange(1, 4096)
+            piece = body[position:position + size]
+            position += size
+            form = rng.choice(_CHUNK_FORMS)
+            digits = f"{len(piece):x}"
+            line = form.format(h=digits, H=digits.upper())
+            hostile |= form not in ("{h}", "{H}")
+            pieces.append(line.encode() + b"\r\n" + piece + b"\r\n")
+        headers.append(b"Transfer-Encoding: chunked")
+        framed = b"".join(pieces) + b"0\r\n\r\n"
+    else:
+        length = len(body)
+        if framing < 0.6:
+            length = rng.choice([length + 10, -1, 2**64])
+            hostile = True
+        headers.append(b"Content-Length: %d" % length)
+        framed = body
+    head = b"POST /v1/traces HTTP/1.1\r\n" + b"\r\n".join(headers) + b"\r\n\r\n"
+    return head + framed, hostile
+
+
+def framing_example(port: int, rng: random.Random, payload: bytes) -> str:
+    """One framing example against a receiver on 127.0.0.1:`port`: the answer's status (or
+    'closed'); raises AssertionError for a 200 to a request a strict server must refuse, or
+    an answer outside FRAMING_STATUSES."""
+    import socket
+
+    request, hostile = framing_request(rng, payload)
+    with socket.create_connection(("127.0.0.1", port), timeout=8) as client:
+        with contextlib.suppress(OSError):
+            client.sendall(request)
+            if hostile:  # a body shorter than announced ends here, instead of timing out
+                client.shutdown(socket.SHUT_WR)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := client.recv(65536):
+                answer += chunk
+    if not answer:
+        return "closed"
+    status = int(answer.split(b" ", 2)[1])
+    assert status in FRAMING_STATUSES, answer[:200]
+    assert not (hostile and status == 200), f"accepted hostile framing: {request[:300]!r}"
+    return str(status)

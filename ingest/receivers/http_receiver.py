@@ -220,7 +220,10 @@ class _Server(HTTPServer):
             idle_connection_timeout=limits.socket_timeout,  # the head's timeout too
             max_header_size=_MAX_HEAD_BYTES,
             max_body_size=limits.max_body_bytes,
-            chunk_size=64 * 1024,
+            # Reads of up to 256 KiB: a 125 KiB request is one read instead of two. With 64 KiB
+            # bench_receivers (16 exporters, same run, against the stdlib receiver, a machine
+            # at load 13 on 2 cores) gave x0.54-x0.87 of its spans/s; with 256 KiB x0.91-x1.18.
+            chunk_size=256 * 1024,
         )
 
     def handle_stream(self, stream: IOStream, address: tuple) -> None:

@@ -35,6 +35,12 @@ class PeriodTotals:
     reconciled_writes: int
     reconciliation_rate: float
     orphan_writes: int
+    steps: int = 0
+    # Per 100 steps (per 100 write steps for orphans): periods with different traffic compare
+    # by these, not by their counts.
+    client_timeouts_per_100_steps: float = float("nan")
+    upstream_errors_per_100_steps: float = float("nan")
+    orphan_writes_per_100_writes: float = float("nan")
 
 
 def period_totals(runs: pd.DataFrame, failures: pd.DataFrame,
@@ -45,18 +51,30 @@ def period_totals(runs: pd.DataFrame, failures: pd.DataFrame,
     exhausted = int(budgeted["exhausted"].fillna(False).astype(bool).sum())
     writes = int(reconciliation["write_steps"].sum())
     reconciled = int(reconciliation["reconciled_writes"].sum())
+    steps = int(failures["steps"].sum())
+    client_timeouts = int(failures["client_timeouts"].sum())
+    upstream_errors = int(failures["upstream_errors"].sum())
+    orphans = int(reconciliation["orphan_writes"].sum())
+
+    def per_100(part: int, whole: int) -> float:
+        return 100 * part / whole if whole else float("nan")
+
     return PeriodTotals(
         runs=len(runs),
         exhausted_runs=exhausted,
         exhaustion_rate=exhausted / len(budgeted) if len(budgeted) else float("nan"),
         utilisation_p50=quantile(budgeted["utilisation"], 0.50),
         utilisation_p99=quantile(budgeted["utilisation"], 0.99),
-        client_timeouts=int(failures["client_timeouts"].sum()),
-        upstream_errors=int(failures["upstream_errors"].sum()),
+        client_timeouts=client_timeouts,
+        upstream_errors=upstream_errors,
         write_steps=writes,
         reconciled_writes=reconciled,
         reconciliation_rate=reconciled / writes if writes else float("nan"),
-        orphan_writes=int(reconciliation["orphan_writes"].sum()),
+        orphan_writes=orphans,
+        steps=steps,
+        client_timeouts_per_100_steps=per_100(client_timeouts, steps),
+        upstream_errors_per_100_steps=per_100(upstream_errors, steps),
+        orphan_writes_per_100_writes=per_100(orphans, writes),
     )
 
 

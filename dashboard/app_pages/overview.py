@@ -25,47 +25,79 @@ before = totals(ctx.previous) if ctx.previous is not None else None
 
 
 def delta(field: str, kind: str) -> str | None:
+    """The change against the previous period as shown: `+1.2 pp` for a rate, `+0.4 per 100
+    steps` for a count whose traffic differs between periods, `+12` for the runs themselves;
+    `±0` when the change rounds to nothing at the precision shown."""
     if before is None:
         return None
     a, b = getattr(now, field), getattr(before, field)
     if fmt.missing(a) or fmt.missing(b):
         return None
     if kind == "rate":
-        return f"{(a - b) * 100:+.1f} pp"
-    return f"{a - b:+,}"
+        shown = f"{(a - b) * 100:+.1f}"
+        unit = " pp"
+    elif kind in ("per 100 steps", "per 100 writes"):
+        shown, unit = f"{a - b:+.1f}", f" {kind}"
+    else:
+        shown, unit = f"{a - b:+,}", ""
+    return "±0" if float(shown.replace(",", "")) == 0 else shown + unit
 
 
+# (label, value, delta, colour): "inverse" where a rise is bad (red), "normal" where a rise is
+# good, "off" where neither (the traffic itself, the typical run's utilisation).
 metrics = [
     ("Runs", fmt.count(now.runs), delta("runs", "count"), "off"),
     ("Exhaustion rate", fmt.percent(now.exhaustion_rate), delta("exhaustion_rate", "rate"),
      "inverse"),
     ("Utilisation p50", fmt.percent(now.utilisation_p50), delta("utilisation_p50", "rate"), "off"),
-    ("Utilisation p99", fmt.percent(now.utilisation_p99), delta("utilisation_p99", "rate"), "off"),
-    ("Client give-ups", fmt.count(now.client_timeouts), delta("client_timeouts", "count"),
+    ("Utilisation p99", fmt.percent(now.utilisation_p99), delta("utilisation_p99", "rate"),
      "inverse"),
-    ("Upstream failures", fmt.count(now.upstream_errors), delta("upstream_errors", "count"),
-     "inverse"),
+    ("Client give-ups", fmt.count(now.client_timeouts),
+     delta("client_timeouts_per_100_steps", "per 100 steps"), "inverse"),
+    ("Upstream failures", fmt.count(now.upstream_errors),
+     delta("upstream_errors_per_100_steps", "per 100 steps"), "inverse"),
     ("Reconciliation rate", fmt.percent(now.reconciliation_rate),
-     delta("reconciliation_rate", "rate"), "normal"),
-    ("Orphan writes", fmt.count(now.orphan_writes), delta("orphan_writes", "count"), "inverse"),
+     delta("reconciliation_rate", "rate"), "inverse"),
+    ("Orphan writes", fmt.count(now.orphan_writes),
+     delta("orphan_writes_per_100_writes", "per 100 writes"), "inverse"),
 ]
+
+
+def _per_100(value: float, of: str) -> str:
+    return fmt.NO_VALUE if fmt.missing(value) else f"{value:.1f} per 100 {of}"
+
+
 helps = {
-    "Client give-ups": "Steps whose own deadline fired (client_timeout): our configuration.",
+    "Runs": "Runs started in the period; the change is in runs (the traffic itself: no colour).",
+    "Client give-ups": "Steps whose own deadline fired (client_timeout): our configuration. "
+                       f"{_per_100(now.client_timeouts_per_100_steps, 'steps')} of "
+                       f"{fmt.count(now.steps)}; the change is per 100 steps, because the "
+                       "periods' traffic differs.",
     "Upstream failures": "Steps the upstream failed (upstream_error: 5xx, 429, UNAVAILABLE…): "
-                         "their availability.",
-    "Exhaustion rate": "Exhausted runs / runs with a known budget (SPEC §4).",
-    "Orphan writes": "Uncertain writes nobody read back (SPEC §6).",
+                         "their availability. "
+                         f"{_per_100(now.upstream_errors_per_100_steps, 'steps')} of "
+                         f"{fmt.count(now.steps)}; the change is per 100 steps.",
+    "Exhaustion rate": "Exhausted runs / runs with a known budget (SPEC §4). A rise is bad.",
+    "Utilisation p99": "The 99th percentile of elapsed / budget: a rise is nearer exhaustion.",
+    "Reconciliation rate": "Reconciled writes / write steps (SPEC §6): the share of writes that "
+                           "needed reading back because their effect was uncertain, so a rise "
+                           "is bad.",
+    "Orphan writes": "Uncertain writes nobody read back (SPEC §6). "
+                     f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
+                     f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
 }
 for row in (metrics[:4], metrics[4:]):
     for column, (label, value, change, color) in zip(st.columns(4), row, strict=True):
-        unchanged = change in ("+0", "-0", "+0.0 pp", "-0.0 pp")
-        column.metric(label, value, "±0" if unchanged else change,
+        unchanged = change == "±0"
+        column.metric(label, value, change,
                       delta_color="off" if unchanged else color,
                       delta_arrow="off" if unchanged else "auto", help=helps.get(label))
 if before is None:
     st.caption("Pick a bounded time range to compare with the previous period.")
 else:
-    st.caption("Changes are against the previous period of the same length.")
+    st.caption("Changes are against the previous period of the same length; counts whose "
+               "traffic differs change per 100 steps (orphans per 100 write steps). Red is a "
+               "change for the worse, green for the better; no colour, no change.")
 
 runs = data.report("runs", ctx.filters)
 st.plotly_chart(figures.daily_trends(summaries.daily(runs)), key="daily_trends")

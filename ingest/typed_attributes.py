@@ -179,14 +179,18 @@ def as_json_model(value: Any) -> str | None:
     return as_text(model) or None
 
 
-# A tool's result text can be a whole payload; the only rule that reads it (SPEC §3 rule 4, the
-# OpenAI Agents SDK's "Tool '…' timed out …") looks at its start, so only the start is typed.
+# A tool's result text can be a whole payload (OpenInference sets output.value on every span);
+# the only rule that reads it (SPEC §3 rule 4, the OpenAI Agents SDK's "Tool '…' timed out …",
+# queries/conventions.py) looks at its start, so only the start of a result that begins so is
+# typed: the column stays NULL for every other span instead of copying payloads.
 RESULT_HEAD_CHARS = 256
+TOOL_RESULT_PREFIX = "Tool '"
 
 
 def as_text_head(value: Any) -> str | None:
-    text = as_text(value)
-    return text[:RESULT_HEAD_CHARS] if text is not None else None
+    if not isinstance(value, str) or not value.startswith(TOOL_RESULT_PREFIX):
+        return None
+    return value[:RESULT_HEAD_CHARS]
 
 
 def as_grpc_code(value: Any) -> int | None:

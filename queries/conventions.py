@@ -380,7 +380,9 @@ def clickhouse_reads_sql() -> str:
     casts = {
         typed.as_text: "{x}",
         typed.as_label: "lowerUTF8(" + _CLICKHOUSE_TRIM + ")",
-        typed.as_text_head: "substringUTF8({x}, 1, " + str(typed.RESULT_HEAD_CHARS) + ")",
+        typed.as_text_head: "if(startsWith({x}, " + _pattern(typed.TOOL_RESULT_PREFIX)
+                            + "), substringUTF8({x}, 1, " + str(typed.RESULT_HEAD_CHARS)
+                            + "), NULL)",
         # urlsplit's hostname: only a URL with a scheme has one; lower-cased, no port
         typed.as_url_host: "nullIf(lowerUTF8(if(position({x}, '://') > 0, "
                            "domain(trimBoth({x})), '')), '')",

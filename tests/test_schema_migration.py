@@ -126,6 +126,7 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
               "output.value": "Tool 'x' timed out after 5 seconds." + "y" * 400,
               "rpc.system": "grpc", "tool.name": "t", "http.status_code": "503"}
     b.span("everything", 0, 10, parent=run, attributes=values)
+    b.span("payload", 10, 20, parent=run, attributes={"output.value": "x" * 5000})
     db = tmp_path / "v3.duckdb"
     con = connect(db)
     new_columns = [column for key, (column, _) in TYPED_ATTRIBUTES.items()
@@ -152,8 +153,13 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         assert expected[new_columns.index("url_full_host")] == "api.example.com"
         assert expected[new_columns.index("llm_invocation_model")] == "gpt-inv"
         assert expected[-1] == 503 and HTTP_STATUS_KEYS[-1] == "http.status_code"
+        assert con.execute("SELECT output_value_head FROM spans WHERE name = 'payload'"
+                           ).fetchone() == (None,)  # only a timeout result's start is typed
         assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
                            ).fetchone()[0] == 1
         assert "convention" in [row[0] for row in con.execute("DESCRIBE steps").fetchall()]
+        # no provisional column of ingest's (the merged gRPC and HTTP statuses) is stored
+        assert not [row[0] for row in con.execute("DESCRIBE spans").fetchall()
+                    if row[0].startswith("_")]
     finally:
         con.close()

@@ -54,11 +54,6 @@ ALTER TABLE spans ADD COLUMN IF NOT EXISTS url_template VARCHAR;
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS http_route VARCHAR;
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS output_value_head VARCHAR;
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS gen_ai_tool_call_result_head VARCHAR;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS _grpc_status_code_0 VARCHAR;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS _grpc_status_code_1 VARCHAR;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS _grpc_status_code_2 VARCHAR;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS _http_response_status_code_0 VARCHAR;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS _http_response_status_code_1 VARCHAR;
 
 -- Only spans that carry one of the keys are rewritten.
 UPDATE spans SET
@@ -122,20 +117,12 @@ UPDATE spans SET
         THEN json_extract_string(attributes, '$."url.template"') END,
     http_route = CASE WHEN json_type(attributes, '$."http.route"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."http.route"') END,
-    output_value_head = left(CASE WHEN json_type(attributes, '$."output.value"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."output.value"') END, 256),
-    gen_ai_tool_call_result_head = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256),
-    _grpc_status_code_0 = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256),
-    _grpc_status_code_1 = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256),
-    _grpc_status_code_2 = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256),
-    _http_response_status_code_0 = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256),
-    _http_response_status_code_1 = left(CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."gen_ai.tool.call.result"') END, 256)
+    output_value_head = CASE WHEN json_type(attributes, '$."output.value"') = 'VARCHAR'
+        AND starts_with(json_extract_string(attributes, '$."output.value"'), 'Tool ''')
+        THEN left(json_extract_string(attributes, '$."output.value"'), 256) END,
+    gen_ai_tool_call_result_head = CASE WHEN json_type(attributes, '$."gen_ai.tool.call.result"') = 'VARCHAR'
+        AND starts_with(json_extract_string(attributes, '$."gen_ai.tool.call.result"'), 'Tool ''')
+        THEN left(json_extract_string(attributes, '$."gen_ai.tool.call.result"'), 256) END
 WHERE json_exists(attributes, '$."gen_ai.response.model"')
    OR json_exists(attributes, '$."gen_ai.data_source.id"')
    OR json_exists(attributes, '$."gen_ai.provider.name"')
@@ -166,12 +153,7 @@ WHERE json_exists(attributes, '$."gen_ai.response.model"')
    OR json_exists(attributes, '$."url.template"')
    OR json_exists(attributes, '$."http.route"')
    OR json_exists(attributes, '$."output.value"')
-   OR json_exists(attributes, '$."gen_ai.tool.call.result"')
-   OR json_exists(attributes, '$."rpc.grpc.status_code"')
-   OR json_exists(attributes, '$."rpc.response.status_code"')
-   OR json_exists(attributes, '$."rpc.status_code"')
-   OR json_exists(attributes, '$."http.response.status_code"')
-   OR json_exists(attributes, '$."http.status_code"');
+   OR json_exists(attributes, '$."gen_ai.tool.call.result"');
 
 -- SPEC §3 rule 2 reads the older http.status_code when http.response.status_code is absent.
 UPDATE spans SET http_response_status_code = CASE

@@ -9,17 +9,37 @@ from budgetscope.commands.check import check_command
 from budgetscope.commands.dashboard import dashboard_command
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
+from budgetscope.commands.remote_cli import (
+    REMOTE_COMMANDS,
+    announced_cli_url,
+    run_remotely,
+    server_cli_url,
+)
 from budgetscope.commands.report import report_command
 from budgetscope.commands.retain import retain_command
 from budgetscope.commands.run import run_command
 from budgetscope.commands.serve import serve_command
 from budgetscope.commands.simulate import simulate_command
-from budgetscope.config import DB_ENV, DEFAULT_DB
+from budgetscope.commands.tokens import TOKEN_ENV
+from budgetscope.config import DB_ENV, DEFAULT_DB, SERVER_ENV
 from ingest.gc_tuning import relax_gc_for_ingest
 from queries.clickhouse import BACKEND_ENV
 
+_ARGUMENTS = "budgetscope.subcommand_arguments"
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The group, keeping the subcommand's own arguments so that they can be sent to a
+    server as typed (remote_cli.py)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta[_ARGUMENTS] = list(rest)
+        return name, command, rest
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
               help=f"DuckDB database file (env {DB_ENV}).")
 @click.option("--backend", envvar=BACKEND_ENV, default=None, metavar="URL",
@@ -28,12 +48,36 @@ from queries.clickhouse import BACKEND_ENV
                    f"chdb:///FOLDER for in-process ClickHouse (env {BACKEND_ENV}). Used by "
                    "report, run, check, simulate, dashboard and budgets; ingest, serve and demo "
                    "always use --db.")
+@click.option("--server", envvar=SERVER_ENV, default=None, metavar="URL",
+              help="Run report, run, check and simulate on the budgetscope serve at URL (its "
+                   "OTLP/HTTP port, e.g. http://127.0.0.1:4318), and send budgets there "
+                   f"(env {SERVER_ENV}). Without it they go to the serve holding --db on "
+                   "their own.")
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"The bearer token of that server, when it requires one (env {TOKEN_ENV}).")
 @click.pass_context
-def cli(context: click.Context, db: str, backend: str | None) -> None:
+def cli(context: click.Context, db: str, backend: str | None, server: str | None,
+        token: str | None) -> None:
     """budgetscope: where AI agents' deadline budgets go."""
     context.ensure_object(dict)
     context.obj["db"] = db
     context.obj["backend"] = backend
+    context.obj["server"] = server
+    context.obj["token"] = token
+    if "reader" in context.obj:
+        return  # serve running a command for a client: it reads its own file, never a server
+    name = context.invoked_subcommand
+    if server is not None and backend is not None:
+        raise click.UsageError("--server and --backend name two places to read from; "
+                               "give one")
+    if server is not None and name not in (*REMOTE_COMMANDS, "budgets"):
+        raise click.UsageError(f"--server applies to {', '.join(REMOTE_COMMANDS)} and "
+                               f"budgets, not {name}")
+    if name not in REMOTE_COMMANDS or backend is not None:
+        return
+    url = server_cli_url(server) if server is not None else announced_cli_url(db)
+    if url is not None:
+        context.exit(run_remotely(context, url, name, context.meta.get(_ARGUMENTS, [])))
 
 
 cli.add_command(ingest_command)

@@ -17,7 +17,12 @@ from typing import Any
 import click
 import duckdb
 
-from budgetscope.commands.budgets_remote import RemoteError, fetch_declarations, send_change
+from budgetscope.commands.budgets_remote import (
+    RemoteError,
+    budgets_url,
+    fetch_declarations,
+    send_change,
+)
 from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
@@ -84,6 +89,14 @@ def _carry_out(context: click.Context, change: Change | None,
                local: Callable[[duckdb.DuckDBPyConnection], Any],
                remote: Callable[[str, str | None], Any]) -> Any:
     """Run `local` on the file, or `remote` on the server holding it."""
+    server = context.obj.get("server")
+    if server is not None:  # --server URL: its /budgets endpoint, whoever holds --db
+        try:
+            return remote(budgets_url(server), context.obj.get("token"))
+        except RemoteError as error:
+            if error.usage:
+                raise click.UsageError(str(error)) from None
+            raise Fail(str(error)) from None
     db = db_option(context)
     if change is None and not Path(db).exists():
         raise Fail(f"no database at {db}; nothing is declared")
@@ -176,7 +189,8 @@ def budgets_command(context: click.Context, token: str | None) -> None:
 
     Durations need a unit: 2500ms, 90s, 5m, 2h, 1d. Step keys are kind:name, e.g.
     tool:fetch_report (kinds: model, tool, subagent, backoff, queue, reconcile, other)."""
-    context.obj["token"] = token
+    # Its own --token, else the global one (`budgetscope --token T budgets ...`).
+    context.obj["token"] = token or context.obj.get("token")
 
 
 @budgets_command.command("list")

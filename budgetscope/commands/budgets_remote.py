@@ -8,6 +8,9 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
+
+import click
 
 from ingest.declared_budgets import Change
 
@@ -46,6 +49,16 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise RemoteError(f"cannot reach the server at {url}: {reason}") from None
+
+
+def budgets_url(server: str) -> str:
+    """/budgets of the server at `server` (--server: http://HOST:PORT of its OTLP/HTTP port)."""
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter(f"{server!r} is not an http:// or https:// URL of the "
+                                 "server's OTLP/HTTP port, e.g. http://127.0.0.1:4318",
+                                 param_hint="--server")
+    return server.rstrip("/") + "/budgets"
 
 
 def send_change(url: str, token: str | None, change: Change) -> dict[str, Any]:

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, backend_option, db_option, open_reader
+from budgetscope.commands.common import (
+    Fail,
+    backend_option,
+    db_option,
+    open_reader,
+    output_stream,
+    served_reader,
+)
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, parse_instant
 from queries.signals import Signals, Window, recent_signals
@@ -114,7 +121,8 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         end = parse_instant(until, "--until") if until else dt.datetime.now(dt.UTC)
     except FilterError as error:
         raise click.UsageError(str(error)) from None
-    if backend_option(context) is None and not Path(db_option(context)).exists():
+    if (served_reader(context) is None and backend_option(context) is None
+            and not Path(db_option(context)).exists()):
         raise CheckError(f"no database at {db_option(context)}")
     span = Window.ending(end, window, agent)
     try:
@@ -124,9 +132,10 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         raise CheckError(error.message) from None
     verdicts = evaluate(signals, thresholds)
     if output_format == "json":
-        click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2))
+        click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2),
+                   file=output_stream(context))
     else:
-        click.echo(_as_text(signals, verdicts, window))
+        click.echo(_as_text(signals, verdicts, window), file=output_stream(context))
     if any(v.breached for v in verdicts):
         context.exit(1)
 

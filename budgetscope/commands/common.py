@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import click
 import duckdb
@@ -70,10 +71,32 @@ def backend_option(context: click.Context) -> str | None:
     return context.obj.get("backend") or None
 
 
+def served_reader(context: click.Context) -> Connection | None:
+    """The connection `budgetscope serve` hands a command it runs for a client (its read API,
+    budgetscope/commands/served_cli.py), else None: the command opens what --db names."""
+    return context.find_root().obj.get("reader")
+
+
+def output_stream(context: click.Context) -> IO[str] | None:
+    """Where a command's standard output goes: the client's answer when serve runs it for a
+    client, else None (click's standard output)."""
+    return context.find_root().obj.get("stdout")
+
+
+def error_stream(context: click.Context) -> IO[str] | None:
+    """Where a command's notes and warnings go: as output_stream, for standard error."""
+    return context.find_root().obj.get("stderr")
+
+
 @contextmanager
 def open_reader(context: click.Context) -> Iterator[Connection]:
-    """What `report`, `run` and `check` read: the ClickHouse backend when --backend names one
-    (its derived tables brought up to date first), else the DuckDB file of --db."""
+    """What `report`, `run` and `check` read: the server's own reader when `serve` runs the
+    command for a client; the ClickHouse backend when --backend names one (its derived tables
+    brought up to date first); else the DuckDB file of --db."""
+    served = served_reader(context)
+    if served is not None:
+        yield served
+        return
     backend = backend_option(context)
     if backend is None:
         db = db_option(context)
@@ -92,10 +115,10 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
     yield con
 
 
-def write_output(data: bytes, out: Path | None) -> None:
+def write_output(data: bytes, out: Path | None, context: click.Context | None = None) -> None:
     """A report's bytes to `--out` FILE, or to standard output (exactly these bytes)."""
     if out is None:
-        click.echo(data, nl=False)
+        click.echo(data, nl=False, file=None if context is None else output_stream(context))
         return
     try:
         out.write_bytes(data)

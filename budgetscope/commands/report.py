@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, open_reader, write_output
+from budgetscope.commands.common import Fail, error_stream, open_reader, write_output
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
@@ -59,7 +59,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
     with open_reader(context) as con:
         if agent is not None:
-            _check_agent_known(con, agent)
+            _check_agent_known(con, agent, context)
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
         footer = _footer(con, name, filters) if output_format == "table" else ""
@@ -69,7 +69,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         data = to_json_text(frame).encode("utf-8")
     else:
         data = (to_text_table(frame, readable_columns(frame)) + footer).encode("utf-8")
-    write_output(data, out)
+    write_output(data, out, context)
 
 
 def readable_columns(frame: object) -> dict[str, Callable[[object], str]]:
@@ -116,7 +116,7 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
         raise click.UsageError(f"--sort: {error}") from None
 
 
-def _check_agent_known(con: object, agent: str) -> None:
+def _check_agent_known(con: object, agent: str, context: click.Context) -> None:
     """A misspelt --agent printed only a header, silently; name the agents there are. The
     (empty) report is still written and the status stays 0: scripts that ask for an agent
     with no runs yet get a valid, empty file."""
@@ -124,7 +124,7 @@ def _check_agent_known(con: object, agent: str) -> None:
     if agent not in known:
         listed = ", ".join(repr(name) for name in known) if known else "none yet"
         click.echo(f"note: no agent {agent!r} in this database; known agents: {listed}",
-                   err=True)
+                   err=True, file=error_stream(context))
 
 
 def _footer(con: object, name: str, filters: Filters) -> str:

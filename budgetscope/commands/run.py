@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_reader
+from budgetscope.commands.common import Fail, open_reader, output_stream
 from queries import readable
 from queries.run_story import tell
 from queries.run_view import (
@@ -35,7 +35,8 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
             raise Fail(str(error)) from None
     # Each field from a span is made inert where it is placed (so widths stay right); the
     # whole text once more on the way out, so a field added later cannot slip through.
-    click.echo(terminal_safe(render_run(view, width), keep_newlines=True), nl=False)
+    click.echo(terminal_safe(render_run(view, width), keep_newlines=True), nl=False,
+               file=output_stream(context))
 
 
 CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",

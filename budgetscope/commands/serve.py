@@ -39,6 +39,7 @@ from budgetscope.commands.serve_operations import (
     signal_families,
     window_label,
 )
+from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from ingest.database import DatabaseBusy
@@ -48,6 +49,8 @@ from ingest.declared_service import install as install_budgets
 from ingest.owner import DatabaseOwner, MemoryLimitError, install
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
+from ingest.receivers.cli_endpoint import PATH as CLI_PATH
+from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
@@ -56,6 +59,8 @@ from queries.derive import refresh_touched
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
+# The longest one command of the read API runs (its queries are interrupted after that).
+READ_API_SECONDS = 120.0
 _WILDCARDS = ("0.0.0.0", "::", "")
 _LOG = logging.getLogger("budgetscope.serve")
 
@@ -138,7 +143,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
 
     The OTLP/HTTP port also answers GET /healthz, /readyz and /metrics (Prometheus), and
-    /budgets, where `budgetscope budgets` sends its commands while this server holds the file."""
+    /budgets, where `budgetscope budgets` sends its commands while this server holds the file,
+    and /cli, where report, run, check and simulate are answered (same token as exports)."""
     db = context.obj["db"]
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
@@ -178,6 +184,11 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     budgets = DeclaredBudgets(owner, receivers.committer)
     install_budgets(budgets)
     receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
+    # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
+    # the owner's reader, for the CLI (its read API).
+    commands = ServedCommands(owner, seconds=READ_API_SECONDS)
+    receivers.http.add_route(CLI_PATH, CliEndpoint(commands.run, RefusedCommand,
+                                                   receivers.http.token))
     receivers.start()
     if retention is not None:
         retention.start()
@@ -192,6 +203,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "otlp_grpc": f"{local}:{receivers.grpc.port}",
         "dashboard": dashboard,
         "budgets": f"http://{local}:{receivers.http.port}{BUDGETS_PATH}",
+        "cli": f"http://{local}:{receivers.http.port}{CLI_PATH}",
     })
     _say_where(db, host, local, receivers, dashboard, token is not None)
     _LOG.info("serving %s", db, extra={

@@ -103,4 +103,4 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
         data = to_json_text(_view(result, view or "summary")).encode("utf-8")
     else:
         data = to_csv_bytes(_view(result, view or "summary"))
-    write_output(data, out)
+    write_output(data, out, context)

@@ -18,6 +18,7 @@ no thread. On top of it:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import socket
@@ -33,6 +34,7 @@ from tornado.iostream import IOStream
 from tornado.netutil import bind_sockets
 
 from ingest.receivers.auth import BearerToken
+from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.connection_guards import (
     LINGER_BYTES,
     LINGER_SECONDS,
@@ -181,6 +183,10 @@ class HttpReceiver:
         return finished
 
     def _shutdown_pools(self) -> None:
+        for entry in self.routes.values():
+            own_pool = getattr(entry, "pool", None)
+            if own_pool is not None:
+                own_pool.shutdown()
         self.export_pool.shutdown(wait=False)
         self.page_pool.shutdown(wait=False)
 
@@ -330,6 +336,10 @@ class _Exchange(httputil.HTTPMessageDelegate):
         self.parts = []
         self._give_back()
         receiver = self.receiver
+        own_pool = getattr(endpoint, "pool", None)  # an entry without the attribute has none
+        if own_pool is not None:
+            self._submit_to_own_pool(own_pool, head, body)
+            return
         if endpoint.exports:
             if receiver.in_progress >= receiver.limits.max_requests:
                 self._answer(status_reply(
@@ -349,6 +359,20 @@ class _Exchange(httputil.HTTPMessageDelegate):
             self._answer(self._shutting_down(head))
             return
         receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
+
+    def _submit_to_own_pool(self, pool: BoundedPool, head: Head, body: bytes) -> None:
+        assert self.endpoint is not None
+        try:
+            future = pool.submit(self.endpoint.respond, Request(head, body))
+        except PoolFull as full:
+            self._answer(Reply(int(HTTPStatus.SERVICE_UNAVAILABLE), "application/json",
+                               (json.dumps({"error": f"{full}; retry"}) + "\n").encode(),
+                               {"Retry-After": str(_RETRY_AFTER_BUSY)}, str(full)))
+            return
+        except RuntimeError:  # shut down: the server is stopping
+            self._answer(self._shutting_down(head))
+            return
+        self.receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
 
     def on_connection_close(self) -> None:
         self.gone = True

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from ingest.receivers.bounded_pool import BoundedPool
 from ingest.receivers.status import status_json, status_protobuf
 
 PROTOBUF = "application/x-protobuf"
@@ -88,6 +89,9 @@ class Endpoint(Protocol):
     otlp: bool
     # Largest body it takes (None: the receiver's --max-body-bytes).
     max_body_bytes: int | None
+    # Its own bounded pool (the read API: slow calls wait there, never in the pools of exports
+    # or pages), or None for the pool `exports` picks.
+    pool: BoundedPool | None
 
     def admit(self, head: Head) -> Reply | None:
         """A refusal from the head alone (no token, wrong content type…), else None."""
@@ -103,6 +107,7 @@ class PageEndpoint:
     exports = False
     otlp = False
     max_body_bytes = None
+    pool = None
 
     def __init__(self, page: Page) -> None:
         self.page = page
@@ -122,6 +127,7 @@ class HandlerEndpoint:
     exports = True  # it may write through the writer and wait for it
     otlp = False
     max_body_bytes = HANDLER_MAX_BODY_BYTES
+    pool = None
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler

@@ -1,0 +1,131 @@
+"""`report`, `run`, `check` and `simulate` sent to a running `budgetscope serve` (its read API,
+POST /cli: ingest/receivers/cli_endpoint.py): with `--server URL`, or on their own when the file
+of --db is held by a serve that announced the API in its sidecar (ingest/owner.py).
+
+The arguments are parsed here first, by the command itself, so that a usage error or --help
+reads as on the file without asking the server; --out is written here, never on the server.
+The server answers the command's exact bytes and exit status, which are passed on unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+import duckdb
+
+from budgetscope.commands.common import Fail, write_output
+from ingest.database import DatabaseBusy, connect, serve_sidecar_path
+from ingest.ddl import SchemaError
+
+REMOTE_COMMANDS = ("report", "run", "check", "simulate")
+PATH = "/cli"
+# The server stops a command after 120 s (serve.READ_API_SECONDS); a margin for the answer.
+TIMEOUT_SECONDS = 150.0
+
+
+class RemoteFail(Fail):
+    """The server could not be asked. `check` exits 2 on it: a check that did not run must not
+    look like a breach (1) nor like a pass (0)."""
+
+
+class RemoteCheckFail(RemoteFail):
+    exit_code = 2
+
+
+def server_cli_url(server: str) -> str:
+    """The read API of the server at `server` (http://HOST:PORT, the OTLP/HTTP port)."""
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter(f"{server!r} is not an http:// or https:// URL of the "
+                                 "server's OTLP/HTTP port, e.g. http://127.0.0.1:4318",
+                                 param_hint="--server")
+    base = server.rstrip("/")
+    return base if base.endswith(PATH) else base + PATH
+
+
+def announced_cli_url(db: str) -> str | None:
+    """The read API of the `budgetscope serve` holding `db`, when one holds it and said so."""
+    if not serve_sidecar_path(db).exists():
+        return None  # the common case, answered without touching the file
+    try:
+        con = connect(db, read_only=True)
+    except DatabaseBusy as busy:
+        url = (busy.server or {}).get("cli")
+        return url if isinstance(url, str) else None
+    except (SchemaError, duckdb.Error, OSError):
+        return None  # the command opens it itself and says what is wrong
+    con.close()  # a sidecar left by a killed server: nobody holds the file
+    return None
+
+
+def _without_out(arguments: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for part in arguments:
+        if skip:
+            skip = False
+        elif part == "--out":
+            skip = True
+        elif not part.startswith("--out="):
+            kept.append(part)
+    return kept
+
+
+def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
+         ) -> tuple[int, bytes, bytes]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=json.dumps({"argv": argv}).encode("utf-8"),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+            payload = json.loads(answer.read().decode("utf-8"))
+        return (int(payload["status"]), base64.b64decode(payload["stdout"], validate=True),
+                base64.b64decode(payload["stderr"], validate=True))
+    except urllib.error.HTTPError as error:
+        if error.code == 401:
+            raise failure(f"the server at {url} requires its bearer token: pass --token "
+                          "(before the command) or set BUDGETSCOPE_TOKEN") from None
+        try:
+            message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
+        except (ValueError, AttributeError):
+            message = error.reason
+        raise failure(f"the server at {url} refused the command ({error.code}): "
+                      f"{message}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise failure(f"cannot reach the server at {url}: {reason}") from None
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise failure(f"the server at {url} gave an answer that is not the read API's: "
+                      f"{error}") from None
+
+
+def run_remotely(context: click.Context, url: str, name: str, arguments: Sequence[str]) -> int:
+    """Parse and check the command here, run it on the server, print what it printed; the
+    command's exit status."""
+    command = context.command.get_command(context, name)  # type: ignore[attr-defined]
+    assert command is not None
+    parsed = command.make_context(name, list(arguments), parent=context)
+    out: Path | None = parsed.params.get("out")
+    failure = RemoteCheckFail if name == "check" else RemoteFail
+    status, stdout, stderr = _ask(url, context.obj.get("token"),
+                                  [name, *_without_out(arguments)], failure)
+    if stderr:
+        click.get_binary_stream("stderr").write(stderr)
+        sys.stderr.flush()
+    if out is not None and status == 0:
+        write_output(stdout, out)
+    elif stdout:
+        click.get_binary_stream("stdout").write(stdout)
+        sys.stdout.flush()
+    return status

@@ -1,0 +1,123 @@
+"""The read-only commands run inside `budgetscope serve` for a client (its read API, POST /cli:
+ingest/receivers/cli_endpoint.py), so that `report`, `run`, `check` and `simulate` work while
+the server holds the file, with the bytes and exit status the same command gives on the file.
+
+The server runs the very command code, parsed by the same click group, with two differences
+only: it reads through a cursor of the server's DatabaseOwner (as the dashboard inside serve
+does) instead of opening a path, and its standard output and error are captured for the
+answer. What a client sends is a list of arguments, never code and never a path the server
+opens: the command must be on the allow-list, and `--out` (a file written on the server) is
+refused; the client writes --out itself.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import click
+import duckdb
+
+from ingest.owner import DatabaseOwner
+
+ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
+# Options that would make the server touch its own file system, or read another database.
+# Help is printed by the client itself (click would write it to the server's own stdout).
+REFUSED_OPTIONS = ("--out", "--db", "--backend", "--server", "-h", "--help")
+MAX_ARGUMENTS = 200
+MAX_ARGUMENT_CHARS = 4096
+
+
+class RefusedCommand(ValueError):
+    """The arguments are not a read-only command the server runs for a client."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    status: int
+    stdout: bytes
+    stderr: bytes
+
+
+def check_arguments(argv: object) -> list[str]:
+    """`argv` as a list of strings naming an allowed command, else RefusedCommand."""
+    if not isinstance(argv, list) or not all(isinstance(part, str) for part in argv):
+        raise RefusedCommand("argv must be a list of strings")
+    if not argv:
+        raise RefusedCommand(f"argv names no command; one of: {', '.join(ALLOWED_COMMANDS)}")
+    if len(argv) > MAX_ARGUMENTS or any(len(part) > MAX_ARGUMENT_CHARS for part in argv):
+        raise RefusedCommand(f"at most {MAX_ARGUMENTS} arguments of {MAX_ARGUMENT_CHARS} "
+                             "characters each")
+    if argv[0] not in ALLOWED_COMMANDS:
+        raise RefusedCommand(f"the server runs only {', '.join(ALLOWED_COMMANDS)} for a "
+                             f"client, not {argv[0]!r}")
+    for part in argv[1:]:
+        option = part.split("=", 1)[0]
+        if option in REFUSED_OPTIONS:
+            raise RefusedCommand(f"{option} is not accepted by the server (the client writes "
+                                 "--out itself; the server reads only the file it holds)")
+        if "\0" in part:
+            raise RefusedCommand("an argument contains a NUL character")
+    return list(argv)
+
+
+def _stream() -> io.TextIOWrapper:
+    """A text stream over bytes, as a terminal's standard output: UTF-8, no newline
+    translation, written through so that text and bytes written to it keep their order."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+
+
+def _captured(stream: io.TextIOWrapper) -> bytes:
+    stream.flush()
+    return stream.buffer.getvalue()  # type: ignore[attr-defined]
+
+
+class ServedCommands:
+    """Runs allowed commands against the owner's data, each for at most `seconds`."""
+
+    def __init__(self, owner: DatabaseOwner, *, seconds: float) -> None:
+        self.owner = owner
+        self.seconds = seconds
+
+    def run(self, argv: Sequence[str]) -> CommandResult:
+        # Imported here: budgetscope.cli imports `serve`, which mounts this.
+        from budgetscope.cli import cli
+
+        arguments = check_arguments(list(argv))
+        out, err = _stream(), _stream()
+        cursor = self.owner.cursor()
+        # DuckDB stops a running query on interrupt(): a call over its time ends with an error
+        # instead of holding one of the few threads of the read API.
+        timer = threading.Timer(self.seconds, cursor.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            status = _invoke(cli, arguments, {"reader": cursor, "stdout": out, "stderr": err},
+                             err)
+        except duckdb.InterruptException:
+            err.write(f"Error: the server stopped the command after {self.seconds:g} s (its "
+                      "limit for one call); narrow it with --since/--until/--agent\n")
+            status = 1
+        finally:
+            timer.cancel()
+            cursor.close()
+        return CommandResult(status, _captured(out), _captured(err))
+
+
+def _invoke(cli: click.Group, arguments: list[str], obj: dict, err: io.TextIOWrapper) -> int:
+    """The command's exit status, its errors written to `err` as click writes them to a
+    terminal (`Error: …`, with the usage line for a usage error)."""
+    try:
+        result = cli.main(args=arguments, prog_name="budgetscope", standalone_mode=False,
+                          obj=obj)
+    except click.ClickException as error:
+        error.show(file=err)
+        return error.exit_code
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.Abort:
+        err.write("Aborted!\n")
+        return 1
+    return result if isinstance(result, int) else 0

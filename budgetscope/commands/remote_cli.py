@@ -121,11 +121,13 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
     status, stdout, stderr = _ask(url, context.obj.get("token"),
                                   [name, *_without_out(arguments)], failure)
     if stderr:
-        click.get_binary_stream("stderr").write(stderr)
         sys.stderr.flush()
+        sys.stderr.buffer.write(stderr)
+        sys.stderr.buffer.flush()
     if out is not None and status == 0:
         write_output(stdout, out)
     elif stdout:
-        click.get_binary_stream("stdout").write(stdout)
         sys.stdout.flush()
+        sys.stdout.buffer.write(stdout)
+        sys.stdout.buffer.flush()
     return status

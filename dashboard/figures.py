@@ -42,21 +42,59 @@ def empty(title: str, message: str) -> go.Figure:
 
 # ---- overview ----------------------------------------------------------------------------
 
-def daily_trends(daily: pd.DataFrame) -> go.Figure:
-    """Runs per day (bars) with exhaustion rate and utilisation p50/p99 (lines, right axis)."""
-    figure = _figure("Daily runs, exhaustion rate and utilisation",
-                     yaxis=dict(title="runs"),
-                     yaxis2=dict(title="fraction", overlaying="y", side="right",
-                                 tickformat=".0%", rangemode="tozero"))
-    figure.add_bar(x=daily["day"], y=daily["runs"], name="runs", marker_color=colors.NEUTRAL,
-                   opacity=0.5)
-    figure.add_scatter(x=daily["day"], y=daily["exhaustion_rate"], name="exhaustion rate",
-                       yaxis="y2", mode="lines+markers",
-                       line=dict(color=colors.OUTCOME_COLORS["exhausted"]))
+def rate_axis(top: float) -> dict[str, object]:
+    """A percent axis from 0 whose ticks are round (0, 2, 4, 6%, never 0, 15, 29, 44%), with the
+    decimals its step needs."""
+    top = top if np.isfinite(top) and top > 0 else 0.01
+    step = next((s for s in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5)
+                 if top / s <= 5), 1.0)
+    decimals = 1 if step < 0.01 else 0
+    return dict(tick0=0, dtick=step, tickformat=f".{decimals}%",
+                range=[0, step * np.ceil(top * 1.05 / step)],
+                hoverformat=".1%")
+
+
+def daily_trends(daily: pd.DataFrame, bucket: str = "day") -> go.Figure:
+    """Runs per day (or hour) with, each on an axis of its own, the exhaustion rate and the
+    utilisation p50/p99 of the runs with a budget. Buckets without runs are bars at zero."""
+    per = "hour" if bucket == "hour" else "day"
+    title = ("Hourly" if bucket == "hour" else "Daily") + \
+        " runs, exhaustion rate and utilisation"
+    figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                           row_heights=[0.4, 0.3, 0.3])
+    figure.update_layout(title=dict(text=title), height=560, bargap=0.15,
+                         **{**_LAYOUT, "hovermode": "x unified"})
+    when = "%{x|%Y-%m-%d %H:00} UTC" if per == "hour" else "%{x|%Y-%m-%d} (UTC)"
+    x = pd.to_datetime(daily["bucket"]) if len(daily) else []
+    figure.add_bar(x=x, y=daily["runs"], name="runs", marker_color=colors.NEUTRAL, row=1, col=1,
+                   hovertemplate=f"{when}<br>%{{y:,}} runs started<extra></extra>")
+    counts = np.column_stack([daily["exhausted_runs"], daily["budgeted_runs"]]) \
+        if len(daily) else []
+    figure.add_scatter(x=x, y=daily["exhaustion_rate"], name="exhaustion rate",
+                       mode="lines+markers", connectgaps=False, customdata=counts,
+                       line=dict(color=colors.OUTCOME_COLORS["exhausted"]), row=2, col=1,
+                       hovertemplate=f"{when}<br>exhaustion rate %{{y:.1%}}: "
+                                     "%{customdata[0]:,} of %{customdata[1]:,} runs with a "
+                                     "budget<extra></extra>")
     for column, name in (("utilisation_p50", "p50"), ("utilisation_p99", "p99")):
-        figure.add_scatter(x=daily["day"], y=daily[column], name=f"utilisation {name}",
-                           yaxis="y2", mode="lines",
-                           line=dict(color=colors.PERCENTILE_COLORS[name], dash="dot"))
+        figure.add_scatter(x=x, y=daily[column], name=f"utilisation {name}", mode="lines+markers",
+                           connectgaps=False, customdata=daily["budgeted_runs"],
+                           line=dict(color=colors.PERCENTILE_COLORS[name], dash="dot"),
+                           row=3, col=1,
+                           hovertemplate=f"{when}<br>utilisation {name} %{{y:.1%}} of "
+                                         "%{customdata:,} runs with a budget<extra></extra>")
+    most = float(daily["runs"].max()) if len(daily) else 0.0
+    figure.update_yaxes(title_text=f"runs per {per}", rangemode="tozero", tickformat=",d",
+                        **({"dtick": 1} if most <= 5 else {}), row=1, col=1)
+    figure.update_yaxes(title_text="exhaustion rate",
+                        **rate_axis(float(daily["exhaustion_rate"].max()) if len(daily)
+                                    else 0.0), row=2, col=1)
+    top = float(daily[["utilisation_p50", "utilisation_p99"]].max().max()) if len(daily) else 1.0
+    figure.update_yaxes(title_text="utilisation", **rate_axis(top), row=3, col=1)
+    figure.update_xaxes(tickformat="%H:%M\n%b %d" if per == "hour" else "%b %d",
+                        dtick=(3 if per == "hour" else 1) * (3_600_000 if per == "hour"
+                                                             else 86_400_000)
+                        if len(daily) <= 31 else None, row=3, col=1)
     return figure
 
 

@@ -6,6 +6,7 @@ is a sum, count or reshaping of a query's rows, so the page shows the same numbe
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,24 +79,51 @@ def period_totals(runs: pd.DataFrame, failures: pd.DataFrame,
     )
 
 
-def daily(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per UTC day of run start: runs, exhausted runs, exhaustion rate, utilisation p50/p99."""
-    if runs.empty:
-        return pd.DataFrame(columns=["day", "runs", "exhausted_runs", "exhaustion_rate",
-                                     "utilisation_p50", "utilisation_p99"])
-    frame = runs.assign(day=runs["start"].str.slice(0, 10),
-                        budgeted=runs["budget_ms"].notna(),
+# A range up to this long is bucketed by hour, longer ones by UTC day.
+HOURLY_UP_TO = dt.timedelta(hours=48)
+TREND_COLUMNS = ["bucket", "runs", "budgeted_runs", "exhausted_runs", "exhaustion_rate",
+                 "utilisation_p50", "utilisation_p99"]
+
+
+def trend_bucket(since: dt.datetime | None, until: dt.datetime | None) -> str:
+    """"hour" for a range of up to two days (a "Last 24 hours" reads by the hour), else "day"."""
+    if since is not None and until is not None and until - since <= HOURLY_UP_TO:
+        return "hour"
+    return "day"
+
+
+def daily(runs: pd.DataFrame, since: dt.datetime | None = None,
+          until: dt.datetime | None = None, bucket: str | None = None) -> pd.DataFrame:
+    """Per UTC day (or hour, see trend_bucket) of run start over the whole range [since,
+    until): runs, budgeted and exhausted runs, exhaustion rate, utilisation p50/p99. A bucket
+    without runs is there with 0 runs (and no rates: nothing to divide by), so that an agent
+    that stopped shows as a gap at zero instead of disappearing. Without a bound, the range
+    ends at the first (last) run's bucket."""
+    bucket = bucket or trend_bucket(since, until)
+    freq = "h" if bucket == "hour" else "D"
+    if runs.empty and (since is None or until is None):
+        return pd.DataFrame(columns=TREND_COLUMNS)
+    starts = pd.to_datetime(runs["start"], utc=True, format="ISO8601")
+    first = pd.Timestamp(since) if since is not None else starts.min()
+    last = pd.Timestamp(until) - pd.Timedelta(1, "ns") if until is not None else starts.max()
+    first, last = (t.tz_convert("UTC") if t.tzinfo else t.tz_localize("UTC")
+                   for t in (first, last))
+    edges = pd.date_range(first.floor(freq), last.floor(freq), freq=freq)
+    frame = runs.assign(bucket=starts.dt.floor(freq), budgeted=runs["budget_ms"].notna(),
                         ex=runs["exhausted"].fillna(False).astype(bool))
+    groups = dict(tuple(frame.groupby("bucket", sort=True))) if not frame.empty else {}
     rows = []
-    for day, group in frame.groupby("day", sort=True):
+    for edge in edges:
+        group = groups.get(edge, frame.head(0))
         budgeted = group[group["budgeted"]]
         rows.append({
-            "day": day, "runs": len(group), "exhausted_runs": int(budgeted["ex"].sum()),
+            "bucket": edge, "runs": len(group), "budgeted_runs": len(budgeted),
+            "exhausted_runs": int(budgeted["ex"].sum()),
             "exhaustion_rate": (budgeted["ex"].sum() / len(budgeted)) if len(budgeted)
             else float("nan"),
             "utilisation_p50": quantile(budgeted["utilisation"], 0.5),
             "utilisation_p99": quantile(budgeted["utilisation"], 0.99)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=TREND_COLUMNS)
 
 
 def runs_worth_reviewing(runs: pd.DataFrame, limit: int = 25) -> pd.DataFrame:

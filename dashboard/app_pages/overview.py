@@ -100,7 +100,10 @@ else:
                "change for the worse, green for the better; no colour, no change.")
 
 runs = data.report("runs", ctx.filters)
-st.plotly_chart(figures.daily_trends(summaries.daily(runs)), key="daily_trends")
+bucket = summaries.trend_bucket(ctx.filters.since, ctx.filters.until)
+st.plotly_chart(figures.daily_trends(
+    summaries.daily(runs, ctx.filters.since, ctx.filters.until, bucket), bucket),
+    key="daily_trends")
 
 left, right = st.columns(2)
 with left:

@@ -7,11 +7,14 @@ the same commands run on a copy of that file taken before the server opened it."
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -217,11 +220,22 @@ class socket_port:
     """A free port nobody listens on, for as long as the block lasts."""
 
     def __enter__(self) -> int:
-        import socket
-
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
         return int(self._socket.getsockname()[1])
 
     def __exit__(self, *_: object) -> None:
         self._socket.close()
+
+
+def test_concurrent_calls_keep_their_own_output(setup: Setup) -> None:
+    """Commands run side by side in the server's threads: each answer holds its own bytes."""
+    calls = [["report", "weekly"], ["report", "runs", "--format", "json"],
+             ["run", setup.run_ids[0]], ["simulate", "--cap", "fetch_report=9s"],
+             ["report", "attribution", "--format", "table"], ["run", setup.run_ids[1]]]
+    expected = [invoke("--db", str(setup.direct), *argv).stdout_bytes for argv in calls]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        answers = list(pool.map(lambda argv: post_cli(setup, {"argv": argv}), calls))
+    for (status, answer), wanted in zip(answers, expected, strict=True):
+        assert status == 200 and answer["status"] == 0
+        assert base64.b64decode(answer["stdout"]) == wanted

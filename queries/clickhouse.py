@@ -221,25 +221,44 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
         raise NoTraces(f"{con.url.describe()} has no otel_traces table: point the Collector's "
                        "ClickHouse exporter at it first")
     if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1 or \
-            con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1:
-        return None  # never derived, or derived before declared budgets (SPEC §10) existed
+            con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1 or \
+            con.scalar("SELECT count() FROM system.columns WHERE database = currentDatabase() "
+                       "AND table = 'budgetscope_derive_state' AND name = 'log_rows'") != 1:
+        # never derived, or derived before declared budgets (SPEC §10) or log records existed
+        return None
     rows = con.frame(CLICKHOUSE_QUERIES["derive_state"], {})
-    return None if rows.empty else rows.iloc[0].to_dict()
+    if rows.empty:
+        return None
+    state = rows.iloc[0].to_dict()
+    state["log_rows"] = _otel_logs_rows(con)
+    return state
+
+
+def _otel_logs_rows(con: ClickHouseConnection) -> int:
+    """Rows in the Collector's otel_logs; 0 when it has none (no logs pipeline)."""
+    if con.scalar("EXISTS TABLE otel_logs") != 1:
+        return 0
+    return int(con.scalar("SELECT count() FROM otel_logs") or 0)
 
 
 def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
-    """Build the derived tables (derive_build.sql) when they are missing or otel_traces changed
-    since they were built; returns whether it built them. Readers call this before querying, so
-    every report covers every stored span. A build reads the whole table: on a cluster, run it
-    from one place (one dashboard, or `budgetscope report` from cron) rather than from each."""
+    """Build the derived tables (derive_build.sql) when they are missing or otel_traces,
+    otel_logs or the declarations changed since they were built; returns whether it built
+    them. Readers call this before querying, so every report covers every stored span. A
+    build reads the whole table: on a cluster, run it from one place (one dashboard, or
+    `budgetscope report` from cron) rather than from each."""
     state = derived_state(con)
     current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
         pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"]) and \
-        state["declared"] == state["derived_declared"]
+        state["declared"] == state["derived_declared"] and \
+        int(state["log_rows"]) == int(state["derived_log_rows"])
     if current and not force:
         return False
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
+        # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
+        con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
+                       else "derive_log_exceptions_none")
         con.run_script("derive_build")
     finally:
         con.run_script("derive_scratch_drop")

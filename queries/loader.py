@@ -50,7 +50,8 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "runs_by_agent", "recent_signals", "simulation_runs", "simulation_steps",
     "runs_with_steps",
-    "otel_traces_table", "otel_logs_table", "derive_build", "derive_scratch_drop", "derive_state",
+    "otel_traces_table", "otel_logs_table", "derive_build",
+    "derive_log_exceptions", "derive_log_exceptions_none", "derive_scratch_drop", "derive_state",
 })
 
 _NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")

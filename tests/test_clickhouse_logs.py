@@ -34,11 +34,22 @@ def loaded(tmp_path_factory: pytest.TempPathFactory):
     url = f"chdb://{data}"
     con = clickhouse.connect(url)
     assert load_files(con, [path]) == 3
+    clickhouse.ensure_derived(con)  # the spans alone first: the records come later
+    before = _classes(con, run)
     assert load_log_files(con, [path]) == 4
     assert load_log_files(con, [path]) == 4  # the Collector delivered them twice
-    yield str(db), url, run
+    assert clickhouse.ensure_derived(con)  # otel_logs grew: the derivation is rebuilt
+    assert not clickhouse.ensure_derived(con)
+    yield str(db), url, run, before
     clickhouse.close_all()
     shutil.rmtree(data, ignore_errors=True)
+
+
+def _classes(con: clickhouse.ClickHouseConnection, run: RunWithLogs) -> dict[str, str]:
+    rows = con._frame_text("SELECT span_id, class FROM budgetscope_steps "
+                           "WHERE trace_id = {t:String}", {"t": run.trace_id})
+    found = dict(zip(rows["span_id"], rows["class"], strict=True))
+    return {"tool": found.get(run.tool_span_id), "model": found.get(run.model_span_id)}
 
 
 def invoke(*args: str) -> str:
@@ -47,8 +58,8 @@ def invoke(*args: str) -> str:
     return result.output
 
 
-def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple[str, str, RunWithLogs]) -> None:
-    _, url, run = loaded
+def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple) -> None:
+    _, url, run, _ = loaded
     con = clickhouse.connect(url)
     rows = con._frame_text(
         "SELECT SpanId, SeverityNumber, Body, LogAttributes['exception.type'] AS t "
@@ -57,10 +68,24 @@ def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple[str, str, RunWit
     assert set(rows["t"]) == {"", "tests.otlp_logs.ReadTimeout", "ConnectionResetError"}
 
 
-def test_run_command_lists_the_same_log_records(loaded: tuple[str, str, RunWithLogs]) -> None:
-    db, url, run = loaded
+def test_run_command_lists_the_same_log_records(loaded: tuple) -> None:
+    db, url, run, _ = loaded
     on_clickhouse = invoke("--backend", url, "run", run.trace_id)
     on_duckdb = invoke("--db", db, "run", run.trace_id)
     assert "log records: 3" in on_clickhouse
     tail = on_clickhouse[on_clickhouse.index("log records:"):]
     assert tail == on_duckdb[on_duckdb.index("log records:"):]
+
+
+def test_exception_log_records_class_their_spans_as_on_duckdb(loaded: tuple) -> None:
+    db, url, run, before = loaded
+    assert before == {"tool": "error", "model": "error"}  # the spans alone
+    con = clickhouse.connect(url)
+    with duckdb_connect(db, read_only=True) as duck:
+        rows = dict(duck.execute("SELECT span_id, class FROM steps WHERE trace_id = ?",
+                                 [run.trace_id]).fetchall())
+    on_duckdb = {"tool": rows[run.tool_span_id], "model": rows[run.model_span_id]}
+    assert _classes(con, run) == on_duckdb == {"tool": "client_timeout",
+                                                "model": "upstream_error"}
+    assert invoke("--backend", url, "report", "failures") == \
+        invoke("--db", db, "report", "failures")

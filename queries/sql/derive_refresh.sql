@@ -29,6 +29,18 @@ FROM derive_touched;
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 
+-- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
+-- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
+-- of a touched trace's records, whenever they came (a record may arrive before or after its
+-- span; a late one marks its trace, ingest/sql/mark_pending_log_exceptions.sql), in time order.
+CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
+SELECT trace_id, span_id,
+       list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types
+FROM log_records
+WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
+  AND trace_id IN (SELECT trace_id FROM touched_traces)
+GROUP BY trace_id, span_id;
+
 -- 1. The touched traces' spans, recognised as steps by SPEC §9's table and classed by §3
 -- rules 1-5 (the marked fragments are filled from queries/conventions.py, the one place those
 -- rules are written). `specific` is the class rules 1-4 give other than the fallback `error`:
@@ -38,9 +50,11 @@ WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
            -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- span events now; exception log records carrying the span's context join here.
-           list_filter(s.exception_types, lambda x: trim(x) <> '') AS exception_texts
+           -- its `exception` events, then the exception log records carrying its context.
+           list_filter(list_concat(s.exception_types, coalesce(le.types, [])),
+                       lambda x: trim(x) <> '') AS exception_texts
     FROM spans s
+    LEFT JOIN derive_log_exceptions le ON le.trace_id = s.trace_id AND le.span_id = s.span_id
     WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
       AND s.trace_id IN (SELECT trace_id FROM touched_traces)
 ), recognised AS (
@@ -499,6 +513,7 @@ DROP TABLE derive_step_tree;
 DROP TABLE derive_runs;
 DROP TABLE derive_walk;
 DROP TABLE derive_spans;
+DROP TABLE derive_log_exceptions;
 DROP TABLE derive_floor;
 DROP TABLE derive_seen_before;
 DROP TABLE derive_touched;

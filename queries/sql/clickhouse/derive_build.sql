@@ -33,7 +33,9 @@ SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS tr
                         FROM budgetscope_declared_budgets)), '/',
               toString((SELECT count() FROM budgetscope_declared_step_caps)), ':',
               toString((SELECT sum(cityHash64(step_key, cap_ms))
-                        FROM budgetscope_declared_step_caps))) AS declared
+                        FROM budgetscope_declared_step_caps))) AS declared,
+       -- otel_logs' rows when built (0 without that table): new log records rebuild too
+       (SELECT log_rows FROM budgetscope_tmp_log_state) AS log_rows
 FROM otel_traces;
 
 -- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
@@ -117,7 +119,9 @@ WITH raw AS (
         FROM otel_traces
         LIMIT 1 BY TraceId, SpanId
 ), typed AS (
-    SELECT *,
+    SELECT raw.*,
+           -- exception log records carrying the span's context (derive_log_exceptions.sql)
+           le.log_exception_types AS log_exception_types,
            coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
            coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
            coalesce(toInt64OrNull(t_reserve), if(toFloat64OrNull(t_reserve) = floor(toFloat64OrNull(t_reserve)) AND abs(toFloat64OrNull(t_reserve)) < 9.2e18, toInt64(toFloat64OrNull(t_reserve)), NULL)) AS budget_reserve_ms,
@@ -134,6 +138,10 @@ WITH raw AS (
            CAST(multiIf(t_hedge IN ('true', '1', 'yes'), true, t_hedge IN ('false', '0', 'no'),
                         false, NULL), 'Nullable(Bool)') AS budget_hedge
     FROM raw
+    LEFT JOIN (SELECT trace_id AS log_trace_id, span_id AS log_span_id,
+                      types AS log_exception_types
+               FROM budgetscope_tmp_log_exceptions) le
+           ON le.log_trace_id = raw.trace_id AND le.log_span_id = raw.span_id
 ), recognised AS (
     SELECT *,
            /*@step_row*/ AS step_row
@@ -146,8 +154,9 @@ WITH raw AS (
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
            -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- span events now; exception log records carrying the span's context join here.
-           arrayFilter(x -> trimBoth(x) != '', exception_types) AS exception_texts,
+           -- its `exception` events, then the exception log records carrying its context.
+           arrayFilter(x -> trimBoth(x) != '', arrayConcat(exception_types, log_exception_types))
+               AS exception_texts,
            coalesce(trimBoth(error_type) != '', false) OR length(exception_texts) > 0
                AS has_error_type,
            -- rule 4's texts in order (error.type, exception types, an ERROR span's status

@@ -1,5 +1,7 @@
 -- name: derive_scratch_drop
 -- Drop derive_build.sql's scratch and *_next tables; run before a build (a crashed one may have left them) and after it.
+DROP TABLE IF EXISTS budgetscope_tmp_log_exceptions;
+DROP TABLE IF EXISTS budgetscope_tmp_log_state;
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
 DROP TABLE IF EXISTS budgetscope_tmp_walk;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;

@@ -13,5 +13,6 @@ SELECT (SELECT count() FROM otel_traces) AS spans,
               toString((SELECT count() FROM budgetscope_declared_step_caps)), ':',
               toString((SELECT sum(cityHash64(step_key, cap_ms))
                         FROM budgetscope_declared_step_caps))) AS declared,
-       s.declared AS derived_declared
+       s.declared AS derived_declared,
+       s.log_rows AS derived_log_rows
 FROM budgetscope_derive_state s;

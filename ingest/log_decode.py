@@ -80,6 +80,12 @@ def _fields(data: bytes) -> Iterator[tuple[int, int, bytes]]:
 
 def looks_like_logs(data: bytes) -> bool:
     """True when the first record this (head of a) request holds reads as a LogRecord."""
+    return export_kind(data) == "logs"
+
+
+def export_kind(data: bytes) -> str | None:
+    """"logs" or "traces", by the first record in this (head of a) request; None when no
+    record tells (an empty request, or bytes that are neither)."""
     for field, wire_type, resource in _fields(data):
         if field != 1 or wire_type != LENGTH_DELIMITED:
             continue
@@ -91,10 +97,10 @@ def looks_like_logs(data: bytes) -> bool:
                     continue
                 for pair in ((f, w) for f, w, _ in _fields(item)):
                     if pair in _LOG_ONLY:
-                        return True
+                        return "logs"
                     if pair in _SPAN_ONLY:
-                        return False
-    return False
+                        return "traces"
+    return None
 
 
 def _undecodable(what: str, where: str, error: Exception) -> Rejection:

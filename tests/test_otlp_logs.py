@@ -176,6 +176,9 @@ def test_undecodable_logs_body_is_refused_whole(server: Running) -> None:
     assert status == 400
     status, answer = post(server, "/v1/logs", b'{"resourceSpans": []}', "application/json")
     assert status == 400 and b"resourceLogs" in answer
+    traces = spans_request(list(run_with_logs().spans)).SerializeToString()
+    status, answer = post(server, "/v1/logs", traces, "application/x-protobuf")
+    assert status == 400 and b"send it to /v1/traces" in answer
     status, answer = post(server, "/v1/metrics", b"", "application/x-protobuf")
     assert status == 404 and b"/v1/logs" in answer
     assert server.count(LOGS) == 0

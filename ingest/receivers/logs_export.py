@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
 from ingest.flatten import FlatBatch
-from ingest.log_decode import decode_logs_request
+from ingest.log_decode import decode_logs_request, export_kind
 from ingest.log_flatten import flatten_logs_request
 from ingest.log_json import flatten_json_logs
 from ingest.otlp_json import NotOtlpJson
@@ -93,6 +93,10 @@ class LogsExporter:
 
 
 def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
+    if export_kind(body) == "traces":
+        # Its spans would read as garbled log records: say where it belongs instead.
+        raise Undecodable("this is an ExportTraceServiceRequest (spans): send it to /v1/traces "
+                          "or the TraceService, not to /v1/logs")
     try:
         request, rejections = decode_logs_request(body, where)
     except UndecodableMessage as error:

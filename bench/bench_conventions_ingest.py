@@ -156,6 +156,9 @@ def export_baseline(revision: str, into: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare")
+    parser.add_argument("--baseline-tree", type=Path, help="a checked-out tree to compare "
+                        "instead (e.g. this branch with the conventions commits reverted, so "
+                        "that nobody else's changes since --baseline count)")
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--payloads", choices=("receivers", "genai"), default="receivers")
@@ -177,8 +180,9 @@ def main() -> None:
         payload_file = Path(folder) / "payloads.pickle"
         payload_file.write_bytes(pickle.dumps(payloads))
         (Path(folder) / "baseline").mkdir()
-        trees = {"baseline": export_baseline(options.baseline, Path(folder) / "baseline"),
-                 "current": ROOT}
+        baseline = options.baseline_tree or export_baseline(options.baseline,
+                                                            Path(folder) / "baseline")
+        trees = {"baseline": baseline, "current": ROOT}
         for _ in range(options.rounds):
             for side, tree in trees.items():
                 out = subprocess.run([sys.executable, __file__, "--child", str(tree),
@@ -186,7 +190,8 @@ def main() -> None:
                                      text=True, cwd=folder).stdout
                 results[side].append(json.loads(out.strip().splitlines()[-1]))
     print(f"{count * SPANS_PER_REQUEST:,} spans ({options.payloads} payloads), "
-          f"{options.rounds} alternating rounds, baseline {options.baseline} vs this tree; "
+          f"{options.rounds} alternating rounds, baseline "
+          f"{options.baseline_tree or options.baseline} vs this tree; "
           "medians")
     steps = {side: results[side][0]["steps"] for side in results}
     print(f"  steps derived: baseline {steps['baseline']:,}, current {steps['current']:,}")

@@ -25,18 +25,27 @@ def timeout_rates(tools: pd.DataFrame) -> go.Figure:
         return figures.empty(title, "No calls in this range.")
     figure = go.Figure()
     figure.update_layout(title=dict(text=title), barmode="group",
-                         xaxis=dict(tickformat=".0%", title="client timeouts / calls"),
+                         xaxis=dict(title="client timeouts / calls", **figures.rate_axis(
+                             float(shown[["timeout_rate_actual", "timeout_rate"]].max().max()))),
                          yaxis=dict(autorange="reversed"), height=140 + 28 * len(shown),
                          **_LAYOUT)
     keys = figures.labels(shown["step_key"])
     figure.add_bar(y=keys, x=shown["timeout_rate_actual"], name="actual", orientation="h",
-                   marker_color=ACTUAL_COLOR)
+                   marker_color=ACTUAL_COLOR,
+                   customdata=np.stack([shown["timeouts_actual"], shown["calls_actual"]],
+                                       axis=-1),
+                   hovertemplate="step key %{y}<br>client timeout rate %{x:.1%}: "
+                                 "%{customdata[0]:,} of %{customdata[1]:,} calls"
+                                 "<extra>actual</extra>")
     figure.add_bar(y=keys, x=shown["timeout_rate"], name="predicted", orientation="h",
                    marker_color=PREDICTED_COLOR,
                    marker_pattern_shape=np.where(shown["rests_on_fit"], "/", ""),
-                   customdata=np.stack([shown["fit_calls"], shown["calls"]], axis=-1),
-                   hovertemplate="%{y}: %{x:.2%}<br>%{customdata[0]} of %{customdata[1]} "
-                                 "calls rest on the fit<extra>predicted</extra>")
+                   customdata=np.stack([shown["timeouts"], shown["calls"],
+                                        shown["fit_calls"]], axis=-1),
+                   hovertemplate="step key %{y}<br>client timeout rate %{x:.1%}: "
+                                 "%{customdata[0]:,} of %{customdata[1]:,} calls<br>"
+                                 "%{customdata[2]:,} of them rest on the latency fit"
+                                 "<extra>predicted</extra>")
     return figure
 
 
@@ -47,15 +56,20 @@ def utilisation_cdf(runs: pd.DataFrame, budget_line: bool = True) -> go.Figure:
         return figures.empty(title, "No runs with a budget in this range.")
     figure = go.Figure()
     figure.update_layout(title=dict(text=title),
-                         xaxis=dict(tickformat=".0%", title="elapsed / budget"),
-                         yaxis=dict(tickformat=".0%", title="runs at or below", range=[0, 1]),
+                         xaxis=dict(tickformat=".0%", dtick=0.1, title="elapsed / budget"),
+                         yaxis=dict(tickformat=".0%", dtick=0.2, title="runs at or below",
+                                    range=[0, 1]),
                          **_LAYOUT)
     for column, name, color in (("utilisation_actual", "actual", ACTUAL_COLOR),
                                 ("utilisation", "predicted", PREDICTED_COLOR)):
         values = np.sort(runs[column].dropna().to_numpy(dtype=float))
         share = np.arange(1, len(values) + 1) / max(len(values), 1)
         figure.add_scatter(x=values, y=share, name=name, mode="lines",
-                           line=dict(color=color, shape="hv"))
+                           line=dict(color=color, shape="hv"),
+                           customdata=np.arange(1, len(values) + 1),
+                           hovertemplate=f"{name}: %{{y:.1%}} of {len(values):,} runs "
+                                         "(%{customdata:,}) at or below utilisation "
+                                         "%{x:.1%}<extra></extra>")
     if budget_line:
         figure.add_vline(x=1.0, line=dict(color=colors.OUTCOME_COLORS["exhausted"], width=1))
     return figure

@@ -107,6 +107,9 @@ def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     assert any("Exact" in caption.value for caption in at.caption)
     before = shown(at)
 
+    # The deadline slider is there once a deadline is set (off: "as recorded", no slider).
+    assert not [w for w in at.slider if w.key == "sim_deadline_s"]
+    at.toggle(key="sim_deadline_on").set_value(True).run()
     at.slider(key="sim_cap:tool:fetch_report").set_value(3.0)
     at.slider(key="sim_deadline_s").set_value(30.0)
     at.toggle(key="sim_retries").set_value(False)

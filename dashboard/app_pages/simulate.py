@@ -15,6 +15,7 @@ from queries.simulation import recorded_caps, typical_budget_ms
 from queries.simulation_policy import SimulationPolicy
 
 DEADLINE_KEY = "sim_deadline_s"
+DEADLINE_ON_KEY = "sim_deadline_on"
 MIN_START_KEY = "sim_min_start_s"
 RETRIES_KEY = "sim_retries"
 TOOLS_SHOWN = ["step_key", "cap_ms", "calls_actual", "timeouts_actual", "timeout_rate_actual",
@@ -50,11 +51,20 @@ deadline_s: float | None = None
 with left:
     if not math.isnan(budget_ms):
         default_s = budget_ms / 1000
-        deadline_s = st.slider("Run deadline (s), every budgeted run", min_value=1.0,
-                               max_value=_slider_max(default_s), value=default_s, step=0.5,
-                               key=DEADLINE_KEY,
-                               help="Starts at the most common budget; left there, each run "
-                                    "keeps its own budget.")
+        # Off, the text and the policy both say "as recorded"; only a deadline that is set
+        # shows a value, so a slider never shows 60.00 while each run keeps its own budget.
+        if st.toggle("Set one run deadline", value=False,
+                     key=DEADLINE_ON_KEY,
+                     help="On: the deadline below for every budgeted run. Off: each run keeps "
+                          "its own recorded budget."):
+            deadline_s = st.slider("Run deadline (s), every budgeted run", min_value=1.0,
+                                   max_value=_slider_max(default_s), value=default_s,
+                                   step=0.5, key=DEADLINE_KEY,
+                                   help="Starts at the most common recorded budget, "
+                                        f"{fmt.duration(budget_ms)}.")
+        else:
+            st.caption(fmt.escape_md(f"Run deadline: as recorded (each run's own budget; "
+                                     f"the most common is {fmt.duration(budget_ms)})."))
 with middle:
     min_start_s = st.slider("Refuse a call below this budget left (s)", min_value=0.0,
                             max_value=10.0, value=0.0, step=0.25, key=MIN_START_KEY,
@@ -75,10 +85,14 @@ with st.expander("Caps per tool (s)", expanded=True):
                               value=recorded_s, step=0.1, key=cap_key(row.step_key))
         if abs(value - recorded_s) > 1e-9:
             cap_overrides[row.step_key] = round(value * 1000)
+    uncapped = caps[(caps["kind"] == "tool") & caps["cap_ms"].isna()]["step_key"]
+    if len(uncapped):
+        st.caption(fmt.escape_md("No cap recorded (no budget.cap_ms), so no slider: "
+                                 + ", ".join(str(key) for key in uncapped)))
+    elif tool_caps.empty:
+        st.caption("No tool in this range has a recorded cap (budget.cap_ms).")
 
-deadline_ms = None
-if deadline_s is not None and abs(deadline_s - budget_ms / 1000) > 1e-9:
-    deadline_ms = round(deadline_s * 1000)
+deadline_ms = None if deadline_s is None else round(deadline_s * 1000)
 policy = SimulationPolicy(cap_overrides, deadline_ms,
                           round(min_start_s * 1000) if min_start_s > 0 else None, retries)
 result = data.simulation(ctx.filters, policy)
@@ -90,19 +104,27 @@ def _pair(metric: str) -> tuple[object, object]:
     return summary.loc[metric, "actual"], summary.loc[metric, "predicted"]
 
 
+def _change_metric(label: str, value: str, change: str | None, actual: str) -> None:
+    """A rise is bad for every figure here (red); no change is `±0`, with no colour and no
+    arrow."""
+    unchanged = change is not None and float(change.split()[0].replace(",", "")) == 0
+    st.metric(label, value, "±0" if unchanged else change,
+              delta_color="off" if unchanged else "inverse",
+              delta_arrow="off" if unchanged else "auto", help=f"Actual: {actual}")
+
+
 def _rate_metric(label: str, metric: str) -> None:
     actual, predicted = _pair(metric)
     delta = None
     if not (fmt.missing(actual) or fmt.missing(predicted)):
         delta = f"{(float(predicted) - float(actual)) * 100:+.1f} pp"
-    st.metric(label, fmt.percent(predicted), delta, delta_color="inverse",
-              help=f"Actual: {fmt.percent(actual)}")
+    _change_metric(label, fmt.percent(predicted), delta, fmt.percent(actual))
 
 
 def _count_metric(label: str, metric: str) -> None:
     actual, predicted = _pair(metric)
-    st.metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
-              delta_color="inverse", help=f"Actual: {fmt.count(actual)}")
+    _change_metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
+                   fmt.count(actual))
 
 
 st.subheader("Predicted (change against actual)")
@@ -124,7 +146,7 @@ if fitted:
         "Rests on the latency model for " + ", ".join(fitted) + ": calls cut at a limit "
         "that the policy raises get a latency from a log-normal fitted per step (maximum "
         "likelihood on completed and cut calls, the cut ones right-censored); "
-        f"{summary.loc['exhaustion_rate', 'fit_share']:.1%} of runs use such a draw."))
+        f"{fmt.percent(summary.loc['exhaustion_rate', 'fit_share'])} of runs use such a draw."))
 else:
     st.caption("Exact: no figure here rests on the latency model (every limit is at or "
                "below where the recorded calls were cut).")
@@ -139,14 +161,27 @@ st.plotly_chart(simulation_figures.timeout_rates(result.tools), key="sim_timeout
 st.plotly_chart(simulation_figures.utilisation_cdf(result.runs), key="sim_utilisation")
 
 st.subheader("Actual and predicted")
-st.dataframe(result.summary, hide_index=True, key="sim_summary")
+# Every figure in the one format of the page (3.5%, never 0.0347): rates as percentages,
+# counts as counts; the table keeps the raw values underneath for sorting and copying.
+rate_rows = result.summary["metric"].str.contains("rate|utilisation", regex=True)
+st.dataframe(result.summary.style
+             .format(fmt.percent, subset=pd.IndexSlice[rate_rows, ["actual", "predicted"]])
+             .format(fmt.count, subset=pd.IndexSlice[~rate_rows, ["actual", "predicted"]])
+             .format(fmt.percent, subset=["fit_share"]),
+             hide_index=True, key="sim_summary")
 st.subheader("Per step: the arithmetic")
 st.caption("timeout_rate p = timeouts / calls; calls_per_run n = calls / runs that call it; "
            "run_timeout_rate_formula = 1 − (1 − p)^n as if calls were independent; "
            "run_timeout_rate = the replayed share of those runs with a timeout (calls in one "
            "run share a deadline and a slow upstream, so the two differ).")
-tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN]
-st.dataframe(tools_shown, hide_index=True, key="sim_tools",
-             column_config={c: st.column_config.NumberColumn(format="percent") for c in (
-                 "timeout_rate_actual", "timeout_rate", "run_timeout_rate_formula",
-                 "run_timeout_rate")})
+tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN].assign(
+    cap_ms=result.tools["cap_ms"].map(
+        lambda v: "as recorded" if fmt.missing(v) else fmt.duration(v)),
+    # as text: Streamlit shows a missing number as "None" whatever the Styler says
+    **{column: result.tools[column].map(fmt.percent) for column in (
+        "timeout_rate_actual", "timeout_rate", "run_timeout_rate")})
+st.dataframe(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
+             .format(lambda v: fmt.NO_VALUE if fmt.missing(v) else f"{v:.2f}",
+                     subset=["calls_per_run"]), hide_index=True, key="sim_tools",
+             column_config={"cap_ms": st.column_config.TextColumn(
+                 "cap_ms", help="the cap this policy sets for the step")})

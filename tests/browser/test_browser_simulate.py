@@ -81,6 +81,12 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
     db = app.db  # type: ignore[attr-defined]
     assert {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")} == \
         predicted(db, None)
+    # Off, the deadline is "as recorded" and no slider shows a value; set one to move it.
+    tab.locator('[data-testid="stCheckbox"]').filter(  # type: ignore[attr-defined]
+        has_text="Set one run deadline").locator("label").first.click()
+    tab.wait_for_selector('[data-testid="stSlider"]:has-text("Run deadline")',  # type: ignore[attr-defined]
+                          timeout=TIMEOUT_MS)
+    settle(tab)
     slider = (tab.locator('[data-testid="stSlider"]')  # type: ignore[attr-defined]
               .filter(has_text="Run deadline").locator('input[type="range"]'))
     before = metric(tab, "Exhaustion rate")

@@ -1,0 +1,39 @@
+"""The What-if page reads right (issue 15): untouched, every change is `±0` with no colour and
+no arrow; the deadline is "as recorded" with no slider showing a value; tools without a
+recorded cap get no cap slider; the rate axis has round ticks and the tooltips say the counts."""
+
+from __future__ import annotations
+
+from streamlit.proto.Metric_pb2 import Metric
+
+from tests.test_dashboard_simulate import chart, db, open_simulate, sample  # noqa: F401
+
+
+def test_untouched_policy_shows_no_change_uncoloured(db: str) -> None:  # noqa: F811
+    at = open_simulate()
+    assert at.metric
+    for m in at.metric:
+        assert m.delta == "±0", (m.label, m.delta)
+        assert Metric.MetricColor.Name(m.proto.color) == "GRAY", m.label
+        assert Metric.MetricDirection.Name(m.proto.direction) == "NONE", m.label
+    assert not [w for w in at.slider if w.key == "sim_deadline_s"]
+    assert any("Run deadline: as recorded" in c.value.replace("\\", "") for c in at.caption)
+    # every cap slider is a tool with a recorded cap; the others are named, without a slider
+    cap_sliders = {w.key.split(":", 1)[1] for w in at.slider if w.key.startswith("sim_cap:")}
+    assert cap_sliders and all(key.startswith("tool:") for key in cap_sliders)
+
+    spec = chart(at, "Client timeout rate per step: actual vs predicted")
+    axis = spec["layout"]["xaxis"]
+    assert axis["dtick"] in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+    assert axis["tickformat"] == (".1%" if axis["dtick"] < 0.01 else ".0%")
+    for bars in spec["data"]:
+        assert "calls" in bars["hovertemplate"] and "step key" in bars["hovertemplate"]
+
+
+def test_a_moved_slider_colours_its_change(db: str) -> None:  # noqa: F811
+    at = open_simulate()
+    at.toggle(key="sim_deadline_on").set_value(True).run()
+    at.slider(key="sim_deadline_s").set_value(5.0).run()
+    exhaustion = next(m for m in at.metric if m.label == "Exhaustion rate")
+    assert exhaustion.delta.startswith("+") and exhaustion.delta.endswith(" pp")
+    assert Metric.MetricColor.Name(exhaustion.proto.color) == "RED"

@@ -106,7 +106,9 @@ def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
     for name in classes:
         if name in frame:
             figure.add_bar(x=frame[x], y=frame[name], name=colors.CLASS_LABELS[name],
-                           marker_color=colors.class_color(name))
+                           marker_color=colors.class_color(name),
+                           hovertemplate=f"%{{x}}<br>{fmt.plot_text(colors.CLASS_LABELS[name])}"
+                                         ": %{y:,} steps<extra></extra>")
     return figure
 
 
@@ -149,10 +151,13 @@ def share_side_by_side(shares: pd.DataFrame) -> go.Figure:
                      xaxis=dict(tickformat=".0%", title="share of the runs' budget"),
                      height=max(300, 60 + 34 * len(shares)))
     rows = shares.iloc[::-1]
-    figure.add_bar(y=labels(rows["step_key"]), x=rows["completed"], orientation="h",
-                   name="completed runs", marker_color=colors.COMPARE)
-    figure.add_bar(y=labels(rows["step_key"]), x=rows["exhausted"], orientation="h",
-                   name="exhausted runs", marker_color=colors.OUTCOME_COLORS["exhausted"])
+    for column, name, colour in (("completed", "completed runs", colors.COMPARE),
+                                 ("exhausted", "exhausted runs",
+                                  colors.OUTCOME_COLORS["exhausted"])):
+        figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",
+                       name=name, marker_color=colour,
+                       hovertemplate=f"step key %{{y}}<br>%{{x:.1%}} of the budget of the {name}"
+                                     "<extra></extra>")
     return figure
 
 
@@ -199,7 +204,9 @@ def latency_against_cap(latency: pd.DataFrame, tool: str) -> go.Figure:
                      xaxis=dict(title=f"latency ({unit})"), yaxis=dict(title="calls"),
                      bargap=0.02)
     figure.add_histogram(x=durations / div, nbinsx=60, name="calls",
-                         marker_color=colors.NEUTRAL)
+                         marker_color=colors.NEUTRAL,
+                         hovertemplate=f"{fmt.plot_text(tool)}<br>latency %{{x}} {unit}<br>"
+                                       f"%{{y:,}} of {durations.size:,} calls<extra></extra>")
     if durations.size:
         p95 = float(np.quantile(durations, 0.95))
         figure.add_vline(x=p95 / div, line=dict(color=colors.P95, dash="dash"),
@@ -276,9 +283,16 @@ def step_utilisation(steps: pd.DataFrame) -> go.Figure:
     for column, color in (("p50", colors.PERCENTILE_COLORS["p50"]), ("p95", colors.P95),
                           ("p99", colors.PERCENTILE_COLORS["p99"])):
         figure.add_scatter(x=rows[column], y=names, mode="markers", name=column,
-                           marker=dict(color=color, size=10, symbol="diamond"))
+                           marker=dict(color=color, size=10, symbol="diamond"),
+                           customdata=rows["steps"],
+                           hovertemplate=f"step key %{{y}}<br>{column} %{{x:.1%}} of the "
+                                         "allocation over %{customdata:,} steps"
+                                         "<extra></extra>")
     figure.add_scatter(x=rows["max"], y=names, mode="markers", name="max",
-                       marker=dict(color=colors.CAP, size=7, symbol="x"))
+                       marker=dict(color=colors.CAP, size=7, symbol="x"),
+                       customdata=rows["steps"],
+                       hovertemplate="step key %{y}<br>max %{x:.1%} of the allocation over "
+                                     "%{customdata:,} steps<extra></extra>")
     figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
                      annotation_text="allocation")
     return figure
@@ -295,11 +309,19 @@ def reconciliation_over_time(by_period: pd.DataFrame, threshold: float) -> go.Fi
                                                                title="reconciled / writes",
                                                                rangemode="tozero"))
     figure.add_scatter(x=weekly["week"], y=weekly["rate"], mode="lines+markers",
-                       name="all write steps", line=dict(color="#000000", width=3))
+                       name="all write steps", line=dict(color="#000000", width=3),
+                       customdata=weekly[["reconciled_writes", "write_steps"]].to_numpy(),
+                       hovertemplate="%{x}, all write steps<br>reconciliation rate %{y:.1%}: "
+                                     "%{customdata[0]:,} of %{customdata[1]:,} writes"
+                                     "<extra></extra>")
     for i, (key, rows) in enumerate(by_period.groupby("step_key", sort=True)):
         figure.add_scatter(x=rows["week"], y=rows["reconciliation_rate"], mode="lines+markers",
                            name=fmt.plot_text(key),
-                           line=dict(color=colors.SERIES[i % len(colors.SERIES)], width=1.5))
+                           line=dict(color=colors.SERIES[i % len(colors.SERIES)], width=1.5),
+                           customdata=rows[["reconciled_writes", "write_steps"]].to_numpy(),
+                           hovertemplate=f"%{{x}}, step key {fmt.plot_text(key)}<br>"
+                                         "reconciliation rate %{y:.1%}: %{customdata[0]:,} of "
+                                         "%{customdata[1]:,} writes<extra></extra>")
     figure.add_hline(y=threshold, line=dict(color=colors.THRESHOLD, dash="dash"),
                      annotation_text=f"threshold {threshold:.0%}")
     return figure
@@ -314,8 +336,14 @@ def reconciliation_by_tool(report: pd.DataFrame) -> go.Figure:
     for column in ("landed", "not_landed", "unknown"):
         figure.add_bar(y=labels(rows["step_key"]), x=rows[column], orientation="h",
                        name=column.replace("_", " "),
-                       marker_color=colors.RECONCILE_COLORS[column])
+                       marker_color=colors.RECONCILE_COLORS[column],
+                       customdata=rows["write_steps"],
+                       hovertemplate=f"step key %{{y}}<br>read back, {column.replace('_', ' ')}"
+                                     ": %{x:,} of %{customdata:,} write steps<extra></extra>")
     figure.add_bar(y=labels(rows["step_key"]), x=rows["orphan_writes"], orientation="h",
                    name="orphan (uncertain, never read back)",
-                   marker_color=colors.RECONCILE_COLORS["orphan"])
+                   marker_color=colors.RECONCILE_COLORS["orphan"],
+                   customdata=rows["write_steps"],
+                   hovertemplate="step key %{y}<br>orphans (uncertain, never read back): "
+                                 "%{x:,} of %{customdata:,} write steps<extra></extra>")
     return figure

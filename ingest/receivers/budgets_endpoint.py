@@ -19,7 +19,6 @@ The logic is one function of the request, `handle(method, path, headers, body)` 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from ingest.declared_budgets import Change, DeclarationError
@@ -83,5 +82,3 @@ class BudgetsEndpoint:
             return _error(500, f"could not store the change: {str(error).splitlines()[0]}")
         return _answer(200, outcome.to_json())
 
-
-Handler = Callable[[str, str, Headers, bytes], Response]

@@ -14,6 +14,7 @@ Rules:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -87,3 +88,22 @@ def duration_axis_unit(max_ms: float) -> tuple[str, float]:
     if max_ms >= 2_000:
         return "s", 1_000.0
     return "ms", 1.0
+
+
+# The utilisation report's percentile columns: fractions of the budget.
+_UTILISATION_PERCENTILES = ("p50", "p90", "p95", "p99", "max")
+
+
+def table_formats(columns: Iterable[object]) -> dict[str, Callable[[Any], str]]:
+    """How a terminal table shows each report column to a person: durations for *_ms,
+    percentages for fractions (rates, shares, utilisations and the utilisation report's
+    percentiles). CSV and JSON keep the raw numbers (docs/metrics.md §7)."""
+    formats: dict[str, Callable[[Any], str]] = {}
+    for column in columns:
+        name = str(column)
+        if name.endswith("_ms"):
+            formats[name] = duration
+        elif (name.endswith(("_rate", "_share")) or name == "utilisation"
+              or name.startswith("utilisation_") or name in _UTILISATION_PERCENTILES):
+            formats[name] = percent
+    return formats

@@ -11,6 +11,7 @@ from budgetscope.commands.common import Fail, open_database
 from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from ingest.file_loader import load_files
+from queries import readable
 from queries.derive import refresh_touched
 from queries.render import to_text_table
 from queries.reports import attribution
@@ -77,7 +78,7 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
         click.echo(line)
     click.echo("\nWho spent the budget of exhausted runs (top step keys; "
                f"`budgetscope --db {path} report attribution --format table` for all):")
-    click.echo(to_text_table(headline), nl=False)
+    click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)
     if not no_ui:
         click.echo("")
         serve_dashboard(str(path), "127.0.0.1", port)

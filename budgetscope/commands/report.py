@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -68,26 +67,9 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     elif output_format == "json":
         data = to_json_text(frame).encode("utf-8")
     else:
-        data = (to_text_table(frame, readable_columns(frame)) + footer).encode("utf-8")
+        table = to_text_table(frame, readable.table_formats(frame.columns))
+        data = (table + footer).encode("utf-8")
     write_output(data, out, context)
-
-
-def readable_columns(frame: object) -> dict[str, Callable[[object], str]]:
-    """How a table shows each report column to a person: durations for *_ms, percentages for
-    fractions (rates, shares, utilisations and the utilisation report's percentiles); CSV and
-    JSON keep the raw numbers (docs/metrics.md §7)."""
-    kinds: dict[str, Callable[[object], str]] = {}
-    for column in getattr(frame, "columns", []):
-        name = str(column)
-        if name.endswith("_ms"):
-            kinds[name] = readable.duration
-        elif (name.endswith(("_rate", "_share")) or name == "utilisation"
-              or name.startswith("utilisation_") or name in _UTILISATION_PERCENTILES):
-            kinds[name] = readable.percent
-    return kinds
-
-
-_UTILISATION_PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 
 
 def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],

@@ -22,6 +22,7 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     duration_axis_unit,
     missing,
     percent,
+    table_formats,
     text,
     timestamp_ns,
 )
@@ -49,3 +50,10 @@ def plot_text(value: Any) -> str:
     tag can open, so nothing from a span becomes markup."""
     escaped = html.escape("" if missing(value) else str(value), quote=True)
     return escaped.replace("&quot;", "&#34;")
+
+
+def readable_table(frame: Any) -> Any:
+    """`frame` styled as people read it (the same formats as `report --format table`:
+    queries.readable.table_formats), the raw values kept underneath for sorting and copying."""
+    formats = table_formats(frame.columns)
+    return frame.style.format(formats) if formats else frame

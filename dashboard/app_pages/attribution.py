@@ -70,6 +70,5 @@ st.subheader("Attribution table")
 st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_csv",
                    file_name=csv_file_name("attribution", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(attribution, hide_index=True, key="attribution_table",
-             height=layout.table_height(len(attribution)),
-             column_config={"budget_share": st.column_config.NumberColumn(format="percent")})
+st.dataframe(fmt.readable_table(attribution), hide_index=True, key="attribution_table",
+             height=layout.table_height(len(attribution)))

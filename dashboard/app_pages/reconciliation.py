@@ -53,7 +53,5 @@ st.subheader("By tool")
 st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv",
                    file_name=csv_file_name("reconciliation", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(report, hide_index=True, key="reconciliation_table",
-             height=layout.table_height(len(report)),
-             column_config={"reconciliation_rate": st.column_config.NumberColumn(
-                 format="percent")})
+st.dataframe(fmt.readable_table(report), hide_index=True, key="reconciliation_table",
+             height=layout.table_height(len(report)))

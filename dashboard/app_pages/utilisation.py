@@ -16,10 +16,8 @@ if layout.no_runs_in_range(ctx):
 
 percentiles = data.report("utilisation", ctx.filters)
 histogram = data.report("utilisation_histogram", ctx.filters)
-st.dataframe(percentiles, hide_index=True, key="utilisation_table",
-             height=layout.table_height(len(percentiles)),
-             column_config={p: st.column_config.NumberColumn(format="percent")
-                            for p in ("p50", "p90", "p95", "p99", "max")})
+st.dataframe(fmt.readable_table(percentiles), hide_index=True, key="utilisation_table",
+             height=layout.table_height(len(percentiles)))
 if histogram.empty:
     st.info("No runs with a known budget in this range.")
 else:
@@ -39,7 +37,5 @@ if steps.empty:
     st.info("No steps carry budget.allocated_ms in this range.")
 else:
     st.plotly_chart(figures.step_utilisation(steps), key="step_utilisation")
-    st.dataframe(steps, hide_index=True, key="step_utilisation_table",
-                 height=layout.table_height(len(steps)),
-                 column_config={p: st.column_config.NumberColumn(format="percent")
-                                for p in ("p50", "p90", "p95", "p99", "max")})
+    st.dataframe(fmt.readable_table(steps), hide_index=True, key="step_utilisation_table",
+                 height=layout.table_height(len(steps)))

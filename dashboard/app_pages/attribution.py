@@ -57,10 +57,9 @@ st.plotly_chart(figures.share_side_by_side(sides.head(15)), key="side_by_side")
 st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
 blamed = summaries.exhausted_runs_of(runs, key)
-st.dataframe(blamed, hide_index=True, key="culprit_runs_table",
-             height=layout.table_height(len(blamed)),
-             column_config={"utilisation": st.column_config.NumberColumn(format="percent"),
-                            "culprit_share": st.column_config.NumberColumn(format="percent")})
+# Text with the one "no value" mark (Streamlit shows a missing value as "None")
+st.dataframe(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text))),
+             hide_index=True, key="culprit_runs_table", height=layout.table_height(len(blamed)))
 if not blamed.empty:
     pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
                         format_func=summaries.describe_run(blamed))

@@ -71,20 +71,22 @@ class Accepted:
         counters.answered(transport, peer, self.spans, self.rejected_by_reason)
 
 
-def summarise(rejections: list[Rejection]) -> str:
-    """'2 spans refused: bad_id ×2 (resource 0, scope 0, span 3: span 'x' refused: …)'."""
+def summarise(rejections: list[Rejection], *, logs: bool = False) -> str:
+    """'2 span(s) refused: bad_id ×2 (resource 0, scope 0, span 3: span 'x' refused: …)';
+    with `logs`, the same for log records ('2 log record(s) refused: …')."""
     if not rejections:
         return ""
     counts = Counter(r.reason for r in rejections)
     examples: dict[str, Rejection] = {}
     for rejection in rejections:
         examples.setdefault(rejection.reason, rejection)
-    refused = sum(r.spans for r in rejections)
+    refused = sum(r.log_records if logs else r.spans for r in rejections)
     parts = [f"{reason} ×{count} ({examples[reason]})"
              for reason, count in counts.most_common(_REASONS_SHOWN)]
     if len(counts) > _REASONS_SHOWN:
         parts.append(f"and {len(counts) - _REASONS_SHOWN} more reasons")
-    head = f"{refused} span(s) refused" if refused else "warnings"
+    noun = "log record(s)" if logs else "span(s)"
+    head = f"{refused} {noun} refused" if refused else "warnings"
     return f"{head}: " + "; ".join(parts)
 
 

@@ -23,27 +23,7 @@ from ingest.log_json import flatten_json_logs
 from ingest.otlp_json import NotOtlpJson
 from ingest.proto_decode import UndecodableMessage
 from ingest.receivers.counters import ReceiverCounters
-from ingest.receivers.export import Exporter, Undecodable
-from ingest.rejections import Rejection
-
-_REASONS_SHOWN = 3
-
-
-def summarise_logs(rejections: list[Rejection]) -> str:
-    """'2 log record(s) refused: bad_log_record ×2 (resource 0, scope 0, log record 3: …)'."""
-    if not rejections:
-        return ""
-    counts = Counter(r.reason for r in rejections)
-    examples: dict[str, Rejection] = {}
-    for rejection in rejections:
-        examples.setdefault(rejection.reason, rejection)
-    refused = sum(r.log_records for r in rejections)
-    parts = [f"{reason} ×{count} ({examples[reason]})"
-             for reason, count in counts.most_common(_REASONS_SHOWN)]
-    if len(counts) > _REASONS_SHOWN:
-        parts.append(f"and {len(counts) - _REASONS_SHOWN} more reasons")
-    head = f"{refused} log record(s) refused" if refused else "warnings"
-    return f"{head}: " + "; ".join(parts)
+from ingest.receivers.export import Exporter, Undecodable, summarise
 
 
 @dataclass(frozen=True)
@@ -89,7 +69,7 @@ class LogsExporter:
         for rejection in batch.rejections:
             by_reason[rejection.reason] += rejection.log_records
         return AcceptedLogs(batch.log_count, batch.logs_without_span, sum(by_reason.values()),
-                            summarise_logs(batch.rejections), dict(by_reason))
+                            summarise(batch.rejections, logs=True), dict(by_reason))
 
 
 def _decode_protobuf(body: bytes, where: str) -> FlatBatch:

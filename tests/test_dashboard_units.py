@@ -142,3 +142,21 @@ def test_class_colours_are_reserved_for_classes() -> None:
               *colors.RECONCILE_COLORS.values(), colors.DEADLINE, colors.RESERVE,
               colors.REMAINING, colors.P95, colors.THRESHOLD, colors.NEUTRAL, colors.COMPARE]
     assert not reserved & {c.upper() for c in others}
+
+
+def test_utilisation_panels_mark_their_own_percentiles_and_the_budget() -> None:
+    # Each agent's lines sit on that agent's panel (its x axis, its y domain), spanning it.
+    histogram = pd.DataFrame({"agent": ["a", "a", "b"], "bin_start": [0.0, 0.5, 0.9],
+                              "bin_end": [0.05, 0.55, 0.95], "runs": [3, 2, 4]})
+    percentiles = pd.DataFrame({"agent": ["a", "b"], "p50": [0.2, 0.9], "p90": [0.5, 0.92],
+                                "p99": [0.54, None]})
+    for cumulative in (False, True):
+        figure = figures.utilisation_distribution(histogram, percentiles, cumulative)
+        lines = {(s.xref, s.yref, s.x0, s.x1, s.y0, s.y1) for s in figure.layout.shapes}
+        assert lines == {
+            ("x", "y domain", 0.2, 0.2, 0, 1), ("x", "y domain", 0.5, 0.5, 0, 1),
+            ("x", "y domain", 0.54, 0.54, 0, 1), ("x", "y domain", 1.0, 1.0, 0, 1),
+            ("x2", "y2 domain", 0.9, 0.9, 0, 1), ("x2", "y2 domain", 0.92, 0.92, 0, 1),
+            ("x2", "y2 domain", 1.0, 1.0, 0, 1)}
+        deadline = [s for s in figure.layout.shapes if s.x0 == 1.0]
+        assert {s.line.color for s in deadline} == {colors.DEADLINE}

@@ -1,5 +1,5 @@
 """What a /metrics scrape (after its cache expires) and `budgetscope check` cost: the
-recent_signals query on a database, for a few window lengths.
+headline query (queries/sql/headline.sql) on a database, for a few window lengths.
 
     .venv/bin/python bench/bench_signals.py --db bench/out/bench-1000000.duckdb
 
@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ingest.database import connect  # noqa: E402
-from queries.signals import Window, recent_signals  # noqa: E402
+from queries.filters import Filters  # noqa: E402
+from queries.signals import recent_signals  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +44,7 @@ def main() -> None:
               f"({until:%Y-%m-%d %H:%M}Z)")
         for label, length in (("1h", dt.timedelta(hours=1)), ("7d", dt.timedelta(days=7)),
                               ("10y", dt.timedelta(days=3650))):
-            window = Window.ending(until, length)
+            window = Filters.ending(until, length)
             signals = recent_signals(con, window)
             times = []
             for _ in range(args.repeat):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -40,27 +40,6 @@ from queries.simulation_policy import SimulationPolicy
 # the TTL only bounds how long unused results stay in memory.
 TTL_SECONDS = 30
 MAX_ENTRIES = 256
-
-Report = Callable[[duckdb.DuckDBPyConnection, Filters], pd.DataFrame]
-REPORTS: dict[str, Report] = {
-    "runs": reports.runs,
-    "attribution": reports.attribution,
-    "attribution_summary": reports.attribution_summary,
-    "failures": reports.failures,
-    "utilisation": reports.utilisation,
-    "utilisation_histogram": reports.utilisation_histogram,
-    "step_utilisation": reports.step_utilisation,
-    "reconciliation": reports.reconciliation,
-    "reconciliation_by_period": reports.reconciliation_by_period,
-    "weekly": reports.weekly,
-    "database_status": reports.database_status,
-    "runs_by_agent": reports.runs_by_agent,
-    "failures_daily": reports.failures_daily,
-    "tool_latency": reports.tool_latency,
-    "attribution_completed": reports.attribution_completed,
-    "orphan_writes": reports.orphan_writes,
-}
-
 
 class NoDatabase(LookupError):
     """No database file at the configured path (and no server owning one)."""
@@ -194,12 +173,12 @@ def _cached_report(name: str, since: str | None, until: str | None, agent: str |
     # `source` is only part of the key: a new file state or another server misses the cache.
     del source
     with connection() as con:
-        return REPORTS[name](con, _filters(since, until, agent))
+        return reports.ALL[name](con, _filters(since, until, agent))
 
 
 def report(name: str, filters: Filters) -> pd.DataFrame:
-    """Report `name` of `queries` for these filters (a cached copy: do not mutate it in place;
-    st.cache_data hands each caller its own copy anyway)."""
+    """Report `name` of queries.reports.ALL for these filters (a cached copy: do not mutate it
+    in place; st.cache_data hands each caller its own copy anyway)."""
     return _cached_report(name, _iso(filters.since), _iso(filters.until), filters.agent,
                           source_token())
 

@@ -44,33 +44,31 @@ class PeriodTotals:
     orphan_writes_per_100_writes: float = float("nan")
 
 
-def period_totals(runs: pd.DataFrame, failures: pd.DataFrame,
-                  reconciliation: pd.DataFrame) -> PeriodTotals:
-    """Overview numbers for one period from the runs, failures and reconciliation reports.
-    Exhaustion rate and utilisation cover runs with a known budget (SPEC §1)."""
-    budgeted = runs[runs["budget_ms"].notna()]
-    exhausted = int(budgeted["exhausted"].fillna(False).astype(bool).sum())
-    writes = int(reconciliation["write_steps"].sum())
-    reconciled = int(reconciliation["reconciled_writes"].sum())
-    steps = int(failures["steps"].sum())
-    client_timeouts = int(failures["client_timeouts"].sum())
-    upstream_errors = int(failures["upstream_errors"].sum())
-    orphans = int(reconciliation["orphan_writes"].sum())
+def period_totals(headline: pd.DataFrame) -> PeriodTotals:
+    """Overview numbers for one period from its headline row (queries.reports.headline, the
+    query /metrics and `check` read too); only the per-100 figures are worked out here."""
+    row = headline.iloc[0]
+
+    def number(name: str) -> float:
+        return float("nan") if pd.isna(row[name]) else float(row[name])
 
     def per_100(part: int, whole: int) -> float:
         return 100 * part / whole if whole else float("nan")
 
+    steps, writes = int(row["steps"]), int(row["write_steps"])
+    client_timeouts, upstream_errors = int(row["client_timeouts"]), int(row["upstream_errors"])
+    orphans = int(row["orphan_writes"])
     return PeriodTotals(
-        runs=len(runs),
-        exhausted_runs=exhausted,
-        exhaustion_rate=exhausted / len(budgeted) if len(budgeted) else float("nan"),
-        utilisation_p50=quantile(budgeted["utilisation"], 0.50),
-        utilisation_p99=quantile(budgeted["utilisation"], 0.99),
+        runs=int(row["runs"]),
+        exhausted_runs=int(row["exhausted_runs"]),
+        exhaustion_rate=number("exhaustion_rate"),
+        utilisation_p50=number("utilisation_p50"),
+        utilisation_p99=number("utilisation_p99"),
         client_timeouts=client_timeouts,
         upstream_errors=upstream_errors,
         write_steps=writes,
-        reconciled_writes=reconciled,
-        reconciliation_rate=reconciled / writes if writes else float("nan"),
+        reconciled_writes=int(row["reconciled_writes"]),
+        reconciliation_rate=number("reconciliation_rate"),
         orphan_writes=orphans,
         steps=steps,
         client_timeouts_per_100_steps=per_100(client_timeouts, steps),

@@ -37,9 +37,18 @@ def epoch_ns(value: dt.datetime | None) -> int | None:
 
 @dataclass(frozen=True)
 class Filters:
+    """Runs that started in [since, until), UTC, either bound open when None; optionally one
+    agent. Reports, the headline numbers and `check`'s window all take this."""
+
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     agent: str | None = None
+
+    @classmethod
+    def ending(cls, until: dt.datetime, length: dt.timedelta, agent: str | None = None
+               ) -> Filters:
+        """The `length` before `until`: `check`'s and /metrics' recent window."""
+        return cls(until - length, until, agent)
 
     @classmethod
     def parse(cls, since: str | None = None, until: str | None = None,

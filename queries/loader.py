@@ -35,7 +35,7 @@ QUERY_NAMES = frozenset({
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes", "recent_signals",
+    "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
 })
 
@@ -48,7 +48,7 @@ CLICKHOUSE_QUERY_NAMES = frozenset({
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes", "runs_by_agent", "recent_signals", "simulation_runs", "simulation_steps",
+    "orphan_writes", "runs_by_agent", "headline", "simulation_runs", "simulation_steps",
     "runs_with_steps",
     "otel_traces_table", "otel_logs_table", "derive_build",
     "derive_log_exceptions", "derive_log_exceptions_none", "derive_scratch_drop", "derive_state",

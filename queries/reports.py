@@ -81,6 +81,14 @@ def weekly(con: Connection, filters: Filters = NO_FILTERS,
     return _frame(con, "weekly_report", filters, now_ns=epoch_ns(moment))
 
 
+def headline(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row: the headline counts, rates and utilisation percentiles (sql/headline.sql), the
+    one definition the Overview, /metrics and `check` (queries.signals) read."""
+    rows = _frame(con, "headline", filters)
+    assert len(rows) == 1  # an aggregate without GROUP BY always returns one row
+    return rows
+
+
 def database_status(con: Connection,
                     filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row: spans, runs, newest_received, traces_pending_derivation, traces_failed_derivation
@@ -118,12 +126,13 @@ def orphan_writes(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFram
 
 Report = Callable[[Connection, Filters], pd.DataFrame]
 
+# Every report by name: what the dashboard's data.report(name) caches and draws.
+ALL: dict[str, Report] = {report.__name__: report for report in (
+    runs, attribution, attribution_summary, failures, utilisation, utilisation_histogram,
+    step_utilisation, reconciliation, reconciliation_by_period, weekly, headline,
+    database_status, runs_by_agent, failures_daily, tool_latency, attribution_completed,
+    orphan_writes)}
+
 # The reports `budgetscope report NAME` knows, in the order its help lists them.
-REPORTS: dict[str, Report] = {
-    "weekly": weekly,
-    "runs": runs,
-    "attribution": attribution,
-    "failures": failures,
-    "utilisation": utilisation,
-    "reconciliation": reconciliation,
-}
+REPORTS: dict[str, Report] = {name: ALL[name] for name in (
+    "weekly", "runs", "attribution", "failures", "utilisation", "reconciliation")}

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from ingest.database import connect
-from queries.signals import Window, recent_signals
+from queries.filters import Filters
+from queries.signals import recent_signals
 from tests.ops_traces import EXPECTED, old_run, ops_runs
 from tests.trace_builder import MS, T0_NS, store
 
@@ -42,9 +43,9 @@ def test_signals_match_the_hand_worked_runs(db: Path) -> None:
     con = connect(db)
     try:
         until = dt.datetime(2026, 11, 23, 11, tzinfo=dt.UTC)
-        inside = recent_signals(con, Window.ending(until, dt.timedelta(hours=1)))
-        wider = recent_signals(con, Window.ending(until, dt.timedelta(days=3)))
-        other_agent = recent_signals(con, Window.ending(until, dt.timedelta(days=3), "nobody"))
+        inside = recent_signals(con, Filters.ending(until, dt.timedelta(hours=1)))
+        wider = recent_signals(con, Filters.ending(until, dt.timedelta(days=3)))
+        other_agent = recent_signals(con, Filters.ending(until, dt.timedelta(days=3), "nobody"))
     finally:
         con.close()
     for name, expected in EXPECTED.items():

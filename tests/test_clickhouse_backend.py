@@ -46,7 +46,7 @@ from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
 CLI_REPORTS = list(reports.REPORTS)
 DASHBOARD_ONLY = ["attribution_summary", "utilisation_histogram", "step_utilisation",
                   "reconciliation_by_period", "failures_daily", "attribution_completed",
-                  "orphan_writes"]
+                  "orphan_writes", "headline"]
 FILTER_ARGS = {
     "all": [],
     "window": ["--since", "2026-11-02", "--until", "2026-11-16"],

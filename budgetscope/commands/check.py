@@ -23,8 +23,8 @@ from budgetscope.commands.common import (
     served_reader,
 )
 from budgetscope.commands.durations import Duration
-from queries.filters import FilterError, parse_instant
-from queries.signals import Signals, Window, recent_signals
+from queries.filters import FilterError, Filters, parse_instant
+from queries.signals import Signals, recent_signals
 
 
 class CheckError(Fail):
@@ -124,7 +124,7 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
     if (served_reader(context) is None and backend_option(context) is None
             and not Path(db_option(context)).exists()):
         raise CheckError(f"no database at {db_option(context)}")
-    span = Window.ending(end, window, agent)
+    span = Filters.ending(end, window, agent)
     try:
         with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
             signals = recent_signals(con, span)

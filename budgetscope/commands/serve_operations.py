@@ -10,7 +10,8 @@ from collections.abc import Callable
 from ingest.owner import DatabaseOwner
 from ingest.prometheus_text import Family, Sample
 from ingest.retention import RetentionSchedule
-from queries.signals import Window, recent_signals
+from queries.filters import Filters
+from queries.signals import recent_signals
 
 # (field of queries.signals.Signals, metric name, help)
 _SIGNALS = (
@@ -52,7 +53,7 @@ def signal_families(owner: DatabaseOwner, length: dt.timedelta,
     def families() -> list[Family]:
         cursor = owner.cursor()
         try:
-            signals = recent_signals(cursor, Window.ending(clock(), length))
+            signals = recent_signals(cursor, Filters.ending(clock(), length))
         finally:
             cursor.close()
         out = []

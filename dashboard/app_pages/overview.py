@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, drill, figures, fmt, layout, summaries
+from queries.filters import Filters
 
 ctx = layout.context()
 st.title("Overview")
@@ -14,10 +15,8 @@ if layout.no_runs_in_range(ctx):
     st.stop()
 
 
-def totals(filters: object) -> summaries.PeriodTotals:
-    return summaries.period_totals(data.report("runs", filters),  # type: ignore[arg-type]
-                                   data.report("failures", filters),  # type: ignore[arg-type]
-                                   data.report("reconciliation", filters))  # type: ignore[arg-type]
+def totals(filters: Filters) -> summaries.PeriodTotals:
+    return summaries.period_totals(data.report("headline", filters))
 
 
 now = totals(ctx.filters)
@@ -121,10 +120,9 @@ st.subheader("Runs worth reviewing")
 st.caption("Exhausted, overrun or failed runs, worst first. Select a row, or pick one below, "
            "to open its run view.")
 review = summaries.runs_worth_reviewing(runs)
-exhausted_total = int(runs["exhausted"].fillna(False).astype(bool).sum())
 st.page_link("app_pages/runs.py", icon=":material/list:",
              label=f"All {fmt.count(len(runs))} runs of this period, searchable, on the Runs page"
-                   f" ({fmt.count(exhausted_total)} exhausted)",
+                   f" ({fmt.count(now.exhausted_runs)} exhausted)",
              query_params=ctx.state.query_params())
 if review.empty:
     st.info("No exhausted, overrun or failed runs in this period.")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+from prometheus_client.metrics_core import Metric
+
 from ingest.owner import DatabaseOwner
-from ingest.prometheus_text import Family, Sample
+from ingest.receivers.operations import counter, gauge
 from ingest.retention import RetentionSchedule
 from queries.filters import Filters
 from queries.signals import recent_signals
@@ -46,39 +48,35 @@ def window_label(length: dt.timedelta) -> str:
 
 def signal_families(owner: DatabaseOwner, length: dt.timedelta,
                     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
-                    ) -> Callable[[], list[Family]]:
+                    ) -> Callable[[], list[Metric]]:
     """A /metrics source: the signals over the runs that started in the last `length`."""
     label = {"window": window_label(length)}
 
-    def families() -> list[Family]:
+    def families() -> list[Metric]:
         cursor = owner.cursor()
         try:
             signals = recent_signals(cursor, Filters.ending(clock(), length))
         finally:
             cursor.close()
-        out = []
-        for field, name, text in _SIGNALS:
-            value = signals.value(field)
-            out.append(Family(name, "gauge", text, (
-                Sample(float("nan") if value is None else float(value), label),)))
-        return out
+        return [gauge(name, text, float("nan") if signals.value(field) is None
+                      else float(signals.value(field)), label)  # type: ignore[arg-type]
+                for field, name, text in _SIGNALS]
 
     return families
 
 
-def retention_families(schedule: RetentionSchedule) -> Callable[[], list[Family]]:
-    def families() -> list[Family]:
+def retention_families(schedule: RetentionSchedule) -> Callable[[], list[Metric]]:
+    def families() -> list[Metric]:
         last = schedule.last
         return [
-            Family("budgetscope_retention_passes_total", "counter", "Retention passes finished.",
-                   (Sample(schedule.passes),)),
-            Family("budgetscope_retention_traces_removed_total", "counter",
-                   "Traces removed whole by retention.", (Sample(schedule.traces_removed),)),
-            Family("budgetscope_retention_spans_removed_total", "counter",
-                   "Spans removed by retention.", (Sample(schedule.spans_removed),)),
-            Family("budgetscope_retention_last_seconds", "gauge",
-                   "Duration of the last retention pass.",
-                   (Sample(last.seconds if last else 0.0),)),
+            counter("budgetscope_retention_passes_total", "Retention passes finished.",
+                    schedule.passes),
+            counter("budgetscope_retention_traces_removed_total",
+                    "Traces removed whole by retention.", schedule.traces_removed),
+            counter("budgetscope_retention_spans_removed_total", "Spans removed by retention.",
+                    schedule.spans_removed),
+            gauge("budgetscope_retention_last_seconds", "Duration of the last retention pass.",
+                  last.seconds if last else 0.0),
         ]
 
     return families

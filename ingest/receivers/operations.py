@@ -8,10 +8,11 @@
   exporters elsewhere before they start getting 503s from /v1/traces. Traces whose derivation
   failed (ingest/derivation.py) leave it ready, with the count in the body: they are confined
   to themselves, and another replica or a restart would not derive them either.
-- /metrics: Prometheus text format: the receivers' counters, the writer's queue and commit
-  latency, and families added by the caller (the product's signals over a recent window,
-  retention), those cached for `cache_seconds` so that scrapes do not query the database each
-  time.
+- /metrics: Prometheus text format (prometheus_client's exposition, with OperatorPages as the
+  collector asked at each scrape: no process-global registry, so two servers in one process
+  never share a metric): the receivers' counters, the writer's queue and commit latency, and
+  families added by the caller (the product's signals over a recent window, retention), those
+  cached for `cache_seconds` so that scrapes do not query the database each time.
 
 Health and readiness need no bearer token: Kubernetes probes and load balancers send none, and
 the pages say nothing about the data. /metrics does require it when one is configured (a
@@ -22,12 +23,22 @@ product's figures.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from ingest.group_commit import GroupCommitter
-from ingest.prometheus_text import CONTENT_TYPE, Family, Sample, histogram_samples, render
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
 
@@ -35,7 +46,27 @@ _LOG = logging.getLogger("budgetscope.operations")
 TEXT = "text/plain; charset=utf-8"
 TRANSPORTS = ("http", "grpc")
 Answer = tuple[int, str, bytes, dict[str, str]]
-FamilySource = Callable[[], Iterable[Family]]
+FamilySource = Callable[[], Iterable[Metric]]
+
+
+def counter(name: str, text: str, value: float | None = None,
+            labelled: Mapping[tuple[str, ...], float] | None = None,
+            labels: tuple[str, ...] = ()) -> CounterMetricFamily:
+    """A counter family: one `value`, or one sample per label-value tuple of `labelled`."""
+    family = CounterMetricFamily(name, text, value=value, labels=labels if labelled is not None
+                                 else None)
+    for label_values, count in (labelled or {}).items():
+        family.add_metric(list(label_values), count)
+    return family
+
+
+def gauge(name: str, text: str, value: float,
+          labels: Mapping[str, str] | None = None) -> GaugeMetricFamily:
+    if not labels:
+        return GaugeMetricFamily(name, text, value=value)
+    family = GaugeMetricFamily(name, text, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
 
 
 class Readiness:
@@ -77,7 +108,10 @@ class Readiness:
         return None
 
 
-class OperatorPages:
+class OperatorPages(Collector):
+    """The three pages; also the /metrics collector, whose collect() builds the families anew
+    at each scrape from the counters and the writer (and the cached sources)."""
+
     def __init__(self, committer: GroupCommitter, counters: ReceiverCounters,
                  token: BearerToken, *, readiness: Readiness | None = None,
                  sources: Iterable[FamilySource] = (), cache_seconds: float = 5.0) -> None:
@@ -87,7 +121,7 @@ class OperatorPages:
         self.readiness = readiness or Readiness(committer)
         self.sources = list(sources)
         self.cache_seconds = cache_seconds
-        self._cache: tuple[float, list[Family]] | None = None
+        self._cache: tuple[float, list[Metric]] | None = None
         self._cache_lock = threading.Lock()
 
     def pages(self) -> dict[str, Callable[[str | None], Answer]]:
@@ -116,15 +150,18 @@ class OperatorPages:
         if not self.token.allows(authorization):
             return (401, TEXT, b"missing or wrong bearer token\n",
                     {"WWW-Authenticate": "Bearer"})
-        families = self.writer_families() + self._cached_sources()
-        return 200, CONTENT_TYPE, render(families).encode("utf-8"), {}
+        return 200, CONTENT_TYPE_PLAIN_0_0_4, generate_latest(self), {}
 
-    def _cached_sources(self) -> list[Family]:
+    def collect(self) -> Iterator[Metric]:
+        yield from self.writer_families()
+        yield from self._cached_sources()
+
+    def _cached_sources(self) -> list[Metric]:
         with self._cache_lock:  # one scrape computes, concurrent ones wait for its result
             now = time.monotonic()
             if self._cache is not None and now - self._cache[0] < self.cache_seconds:
                 return self._cache[1]
-            families: list[Family] = []
+            families: list[Metric] = []
             for source in self.sources:
                 try:
                     families.extend(source())
@@ -134,95 +171,94 @@ class OperatorPages:
             self._cache = (now, families)
             return families
 
-    def _log_families(self, counts: dict[str, dict]) -> list[Family]:
+    def _log_families(self, counts: dict[str, dict]) -> list[Metric]:
         """OTLP log records, counted as spans are; records without a span context, or whose
         span is not stored when they are, are kept and counted (never an error)."""
         accepted, rejected = counts["logs_accepted"], counts["logs_rejected"]
         received = {t: accepted.get(t, 0) + sum(v for (tr, _), v in rejected.items() if tr == t)
                     for t in TRANSPORTS}
         stats = self.committer.stats
+        by_transport = ("transport",)
         return [
-            Family("budgetscope_log_records_received_total", "counter",
-                   "OTLP log records in requests decoded and answered with success "
-                   "(accepted + rejected).",
-                   tuple(Sample(received[t], {"transport": t}) for t in TRANSPORTS)),
-            Family("budgetscope_log_records_accepted_total", "counter",
-                   "Log records acknowledged: committed before the answer (resent duplicates "
-                   "included).",
-                   tuple(Sample(accepted.get(t, 0), {"transport": t}) for t in TRANSPORTS)),
-            Family("budgetscope_log_records_rejected_total", "counter",
-                   "Log records refused inside an acknowledged request, by reason.",
-                   tuple(Sample(v, {"transport": t, "reason": r})
-                         for (t, r), v in sorted(rejected.items()))),
-            Family("budgetscope_log_records_without_span_total", "counter",
-                   "Accepted log records with no span context (kept; they are no span's "
-                   "evidence).",
-                   tuple(Sample(counts["logs_without_span"].get(t, 0), {"transport": t})
-                         for t in TRANSPORTS)),
-            Family("budgetscope_log_records_stored_total", "counter",
-                   "Log records newly stored (not already present).",
-                   (Sample(stats.logs_inserted),)),
-            Family("budgetscope_log_records_span_missing_total", "counter",
-                   "Newly stored log records whose span was not stored at that moment (kept: "
-                   "the span may still come).",
-                   (Sample(stats.logs_span_missing),)),
+            counter("budgetscope_log_records_received_total",
+                    "OTLP log records in requests decoded and answered with success "
+                    "(accepted + rejected).",
+                    labelled={(t,): received[t] for t in TRANSPORTS}, labels=by_transport),
+            counter("budgetscope_log_records_accepted_total",
+                    "Log records acknowledged: committed before the answer (resent duplicates "
+                    "included).",
+                    labelled={(t,): accepted.get(t, 0) for t in TRANSPORTS},
+                    labels=by_transport),
+            counter("budgetscope_log_records_rejected_total",
+                    "Log records refused inside an acknowledged request, by reason.",
+                    labelled=dict(sorted(rejected.items())), labels=("transport", "reason")),
+            counter("budgetscope_log_records_without_span_total",
+                    "Accepted log records with no span context (kept; they are no span's "
+                    "evidence).",
+                    labelled={(t,): counts["logs_without_span"].get(t, 0) for t in TRANSPORTS},
+                    labels=by_transport),
+            counter("budgetscope_log_records_stored_total",
+                    "Log records newly stored (not already present).", stats.logs_inserted),
+            counter("budgetscope_log_records_span_missing_total",
+                    "Newly stored log records whose span was not stored at that moment (kept: "
+                    "the span may still come).", stats.logs_span_missing),
         ]
 
-    def writer_families(self) -> list[Family]:
+    def writer_families(self) -> list[Metric]:
         counts = self.counters.snapshot()
         stats = self.committer.stats
         accepted, rejected = counts["spans_accepted"], counts["spans_rejected"]
         received = {t: accepted.get(t, 0) + sum(v for (tr, _), v in rejected.items() if tr == t)
                     for t in TRANSPORTS}
         histogram = stats.commit_seconds.snapshot()
+        by_transport = ("transport",)
         return [
-            Family("budgetscope_spans_received_total", "counter",
-                   "Spans in requests decoded and answered with success (accepted + rejected).",
-                   tuple(Sample(received[t], {"transport": t}) for t in TRANSPORTS)),
-            Family("budgetscope_spans_accepted_total", "counter",
-                   "Spans acknowledged: committed before the answer (resent duplicates "
-                   "included).",
-                   tuple(Sample(accepted.get(t, 0), {"transport": t}) for t in TRANSPORTS)),
-            Family("budgetscope_spans_rejected_total", "counter",
-                   "Spans refused inside an acknowledged request (partial_success), by reason.",
-                   tuple(Sample(v, {"transport": t, "reason": r})
-                         for (t, r), v in sorted(rejected.items()))),
-            Family("budgetscope_values_refused_total", "counter",
-                   "Values left out of, or replaced in, spans that were stored (a budget.* "
-                   "number out of range or not a number; a resource's invalid UTF-8), by "
-                   "reason.",
-                   tuple(Sample(v, {"reason": r})
-                         for r, v in sorted(counts["values_refused"].items()))),
-            Family("budgetscope_requests_refused_total", "counter",
-                   "Requests refused whole (their spans were not decoded or not acknowledged),"
-                   " by reason.",
-                   tuple(Sample(v, {"transport": t, "reason": r})
-                         for (t, r), v in sorted(counts["requests_refused"].items()))),
-            Family("budgetscope_spans_stored_total", "counter",
-                   "Spans newly stored (acknowledged spans that were not already stored).",
-                   (Sample(stats.spans_inserted),)),
+            counter("budgetscope_spans_received_total",
+                    "Spans in requests decoded and answered with success (accepted + rejected).",
+                    labelled={(t,): received[t] for t in TRANSPORTS}, labels=by_transport),
+            counter("budgetscope_spans_accepted_total",
+                    "Spans acknowledged: committed before the answer (resent duplicates "
+                    "included).",
+                    labelled={(t,): accepted.get(t, 0) for t in TRANSPORTS},
+                    labels=by_transport),
+            counter("budgetscope_spans_rejected_total",
+                    "Spans refused inside an acknowledged request (partial_success), by reason.",
+                    labelled=dict(sorted(rejected.items())), labels=("transport", "reason")),
+            counter("budgetscope_values_refused_total",
+                    "Values left out of, or replaced in, spans that were stored (a budget.* "
+                    "number out of range or not a number; a resource's invalid UTF-8), by "
+                    "reason.",
+                    labelled={(r,): v for r, v in sorted(counts["values_refused"].items())},
+                    labels=("reason",)),
+            counter("budgetscope_requests_refused_total",
+                    "Requests refused whole (their spans were not decoded or not acknowledged),"
+                    " by reason.",
+                    labelled=dict(sorted(counts["requests_refused"].items())),
+                    labels=("transport", "reason")),
+            counter("budgetscope_spans_stored_total",
+                    "Spans newly stored (acknowledged spans that were not already stored).",
+                    stats.spans_inserted),
             *self._log_families(counts),
-            Family("budgetscope_writer_queue_spans", "gauge",
-                   "Spans decoded and waiting for the writer.",
-                   (Sample(self.committer.queued_spans),)),
-            Family("budgetscope_writer_oldest_wait_seconds", "gauge",
-                   "How long the oldest queued batch has waited (0 when none).",
-                   (Sample(round(self.committer.oldest_queued_seconds, 6)),)),
-            Family("budgetscope_derivation_lag_seconds", "gauge",
-                   "How long the oldest commit whose runs and steps are not derived yet has "
-                   "waited (0 when all are).",
-                   (Sample(round(self.committer.derivation_lag_seconds, 6)),)),
-            Family("budgetscope_derivation_failed_traces", "gauge",
-                   "Traces whose runs and steps could not be derived (each alone; every other "
-                   "trace is derived; /readyz stays ready and names them).",
-                   (Sample(self.committer.derivation_failed_traces),)),
-            Family("budgetscope_writer_commit_seconds", "histogram",
-                   "Duration of each group-commit transaction.",
-                   histogram_samples(histogram.bounds, histogram.cumulative, histogram.total,
-                                     histogram.count)),
-            Family("budgetscope_writer_failed_transactions_total", "counter",
-                   "Transactions that failed (their requests were answered 503).",
-                   (Sample(stats.failed_transactions),)),
-            Family("budgetscope_ready", "gauge", "1 when /readyz answers ready, else 0.",
-                   (Sample(0 if self.readiness.reason() else 1),)),
+            gauge("budgetscope_writer_queue_spans", "Spans decoded and waiting for the writer.",
+                  self.committer.queued_spans),
+            gauge("budgetscope_writer_oldest_wait_seconds",
+                  "How long the oldest queued batch has waited (0 when none).",
+                  round(self.committer.oldest_queued_seconds, 6)),
+            gauge("budgetscope_derivation_lag_seconds",
+                  "How long the oldest commit whose runs and steps are not derived yet has "
+                  "waited (0 when all are).", round(self.committer.derivation_lag_seconds, 6)),
+            gauge("budgetscope_derivation_failed_traces",
+                  "Traces whose runs and steps could not be derived (each alone; every other "
+                  "trace is derived; /readyz stays ready and names them).",
+                  self.committer.derivation_failed_traces),
+            HistogramMetricFamily(
+                "budgetscope_writer_commit_seconds", "Duration of each group-commit transaction.",
+                buckets=[(floatToGoString(bound), count) for bound, count in
+                         zip([*histogram.bounds, math.inf], histogram.cumulative, strict=True)],
+                sum_value=histogram.total),
+            counter("budgetscope_writer_failed_transactions_total",
+                    "Transactions that failed (their requests were answered 503).",
+                    stats.failed_transactions),
+            gauge("budgetscope_ready", "1 when /readyz answers ready, else 0.",
+                  0 if self.readiness.reason() else 1),
         ]

@@ -1,0 +1,164 @@
+"""Every option of every `budgetscope` command and every environment variable the code reads
+is named in README.md or docs/ (as datasette's suite checks its own), so that the README cannot
+drift from the CLI: a new option or variable without a line of documentation fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+
+from budgetscope.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The code that runs for a user: the CLI, the receivers and store, the queries, the dashboard,
+# the SDK. Tests and benchmarks set their own variables and are documented where they are.
+CODE = [ROOT / name for name in ("budgetscope", "ingest", "queries", "dashboard",
+                                 "sdk/budgetscope_sdk", "sample_traces")]
+
+
+def _documentation() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in DOCS)
+
+
+def _commands(command: click.Command, path: tuple[str, ...] = ()
+              ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in sorted(command.commands.items()):
+            yield from _commands(sub, (*path, name))
+
+
+def _options() -> list[tuple[str, str]]:
+    """(command path, --option) for every long option of every command, --help aside."""
+    found = []
+    for path, command in _commands(cli):
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            for name in (*param.opts, *param.secondary_opts):
+                if name.startswith("--") and name != "--help":
+                    found.append((" ".join(("budgetscope", *path)), name))
+    return found
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+OPTIONS = _options()
+
+
+def test_the_walk_finds_the_commands_and_their_options() -> None:
+    commands = {path for path, _ in OPTIONS}
+    assert {"budgetscope", "budgetscope check", "budgetscope serve",
+            "budgetscope budgets set"} <= commands
+    assert ("budgetscope check", "--max-exhaustion-rate") in OPTIONS
+    assert len(OPTIONS) > 60
+
+
+def _passages() -> list[str]:
+    """The documentation cut into what can describe one command: each section (from one heading
+    to the next), each of its paragraphs, each table row."""
+    passages = []
+    for path in DOCS:
+        for section in re.split(r"(?m)^(?=#{1,4} )", path.read_text(encoding="utf-8")):
+            passages.append(section)
+            passages.extend(re.split(r"\n\s*\n|\n(?=\|)", section))
+    return passages
+
+
+@pytest.mark.parametrize("command, option", OPTIONS, ids=[f"{c} {o}" for c, o in OPTIONS])
+def test_every_option_is_documented(command: str, option: str) -> None:
+    """A subcommand's option is named in a passage that names the subcommand too (so that
+    `simulate --since` is not taken as documented by `report --since`); the group's own
+    options (--db, --backend, ...) anywhere."""
+    words = command.split()[1:2]
+    assert any(_mentions(passage, option) and all(_mentions(passage, w) for w in words)
+               for passage in _passages()), (
+        f"{command} {option} is not named in README.md or docs/ beside {command}: say what "
+        "it does and its default there")
+
+
+# ---- environment variables ----------------------------------------------------------------
+
+def _string_constants(trees: list[ast.Module]) -> dict[str, set[str]]:
+    """Module-level NAME = "text" of every module: how a variable name held in a constant
+    (DB_ENV, clickhouse.BACKEND_ENV) is resolved."""
+    constants: dict[str, set[str]] = {}
+    for tree in trees:
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        constants.setdefault(target.id, set()).add(node.value.value)
+    return constants
+
+
+def _is_environ(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def _read_names(tree: ast.Module) -> Iterator[tuple[ast.expr, int]]:
+    """The expressions naming a variable: os.environ[X], os.environ.get(X), os.getenv(X),
+    click's envvar=X."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_environ(node.value):
+            yield node.slice, node.lineno
+        elif isinstance(node, ast.Call):
+            function = node.func
+            environ_call = (isinstance(function, ast.Attribute) and _is_environ(function.value)
+                            and function.attr in ("get", "pop", "setdefault"))
+            getenv = isinstance(function, ast.Attribute) and function.attr == "getenv"
+            if (environ_call or getenv) and node.args:
+                yield node.args[0], node.lineno
+            for keyword in node.keywords:
+                if keyword.arg == "envvar":
+                    yield keyword.value, node.lineno
+
+
+def environment_variables() -> dict[str, str]:
+    """Every variable the code reads or sets → where (file:line)."""
+    files = [path for folder in CODE for path in sorted(folder.rglob("*.py"))]
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in files}
+    constants = _string_constants(list(trees.values()))
+    found: dict[str, str] = {}
+    for path, tree in trees.items():
+        for expression, line in _read_names(tree):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if isinstance(expression, ast.Constant) and isinstance(expression.value, str):
+                names = {expression.value}
+            elif isinstance(expression, ast.Name | ast.Attribute):
+                key = expression.id if isinstance(expression, ast.Name) else expression.attr
+                names = constants.get(key, set())
+            else:
+                names = set()
+            assert names, f"{where}: cannot tell which environment variable is read"
+            for name in names:
+                found.setdefault(name, where)
+    # A name spelled anywhere in the code counts too (a variable passed on to a child process).
+    for path in files:
+        for name in re.findall(r"\bBUDGETSCOPE_[A-Z0-9_]+\b", path.read_text(encoding="utf-8")):
+            found.setdefault(name, str(path.relative_to(ROOT)))
+    return found
+
+
+VARIABLES = environment_variables()
+
+
+def test_the_scan_finds_the_variables() -> None:
+    assert {"BUDGETSCOPE_DB", "BUDGETSCOPE_TOKEN", "BUDGETSCOPE_BACKEND",
+            "BUDGETSCOPE_CLICKHOUSE_PASSWORD"} <= set(VARIABLES)
+
+
+@pytest.mark.parametrize("name", sorted(VARIABLES))
+def test_every_environment_variable_is_documented(name: str) -> None:
+    assert _mentions(_documentation(), name), (
+        f"{name} (read at {VARIABLES[name]}) is not named in README.md or docs/: say what it "
+        "does and its default there")

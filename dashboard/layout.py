@@ -15,14 +15,13 @@ import streamlit as st
 
 from dashboard import data, fmt, run_search_params
 from dashboard.filters import PRESETS, FilterState, from_params, now_utc
+from dashboard.page_list import PAGE_PATHS
 from dashboard.settings import refresh_seconds
 from ingest.database import serve_sidecar_path
 from ingest.owner import current_owner
 from queries.filters import FilterError, Filters
 
 RUN_PAGE = "app_pages/run.py"
-PAGE_PATHS = {"overview", "attribution", "failures", "utilisation", "reconciliation", "run",
-              "compare", "runs", "weekly", "simulate", "budgets"}
 COMPARE_PAGE = "app_pages/compare.py"
 _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"

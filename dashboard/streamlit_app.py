@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import chart_code, data, layout
+from dashboard import chart_code, data, layout, page_list
 from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
@@ -27,19 +27,10 @@ def _page(name: str, title: str, icon: str, default: bool = False,
 # (typed by hand, or written like every other page's link) is a hidden page that forwards there.
 OVERVIEW_ALIAS = st.Page("app_pages/overview.py", title="Overview", url_path="overview",
                          visibility="hidden")
-PAGES = {
-    "overview": _page("overview", "Overview", "dashboard", default=True, url_path="home"),
-    "attribution": _page("attribution", "Attribution", "pie_chart"),
-    "failures": _page("failures", "Failures", "error"),
-    "utilisation": _page("utilisation", "Utilisation", "speed"),
-    "reconciliation": _page("reconciliation", "Reconciliation", "sync"),
-    "runs": _page("runs", "Runs", "list"),
-    "run": _page("run", "Run view", "search"),
-    "compare": _page("compare", "Compare runs", "compare_arrows"),
-    "weekly": _page("weekly", "Weekly report", "calendar_month"),
-    "simulate": _page("simulate", "What if", "tune"),
-    "budgets": _page("budgets", "Budgets", "hourglass_top"),
-}
+PAGES = {entry.name: _page(entry.name, entry.title, entry.icon,
+                          default=entry.name == page_list.DEFAULT_PAGE,
+                          url_path="home" if entry.name == page_list.DEFAULT_PAGE else None)
+         for entry in page_list.PAGES}
 
 # Every page draws Plotly charts except the weekly table, the budgets and the runs list.
 PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path, PAGES["budgets"].url_path,

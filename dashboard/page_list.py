@@ -1,0 +1,33 @@
+"""The dashboard's pages, listed once: streamlit_app.py builds its navigation from this, and
+layout.py knows from it which last path segment of an address is a page (to find the app's base
+path). Kept apart from both because streamlit_app runs the app when imported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    name: str  # app_pages/<name>.py, and the address it answers at
+    title: str
+    icon: str  # a Material icon name
+
+
+# In the sidebar's order; the first is the default page (served at `/`).
+PAGES = (
+    PageEntry("overview", "Overview", "dashboard"),
+    PageEntry("attribution", "Attribution", "pie_chart"),
+    PageEntry("failures", "Failures", "error"),
+    PageEntry("utilisation", "Utilisation", "speed"),
+    PageEntry("reconciliation", "Reconciliation", "sync"),
+    PageEntry("runs", "Runs", "list"),
+    PageEntry("run", "Run view", "search"),
+    PageEntry("compare", "Compare runs", "compare_arrows"),
+    PageEntry("weekly", "Weekly report", "calendar_month"),
+    PageEntry("simulate", "What if", "tune"),
+    PageEntry("budgets", "Budgets", "hourglass_top"),
+)
+DEFAULT_PAGE = PAGES[0].name
+# The addresses the pages answer at (`/overview` too: a hidden alias of the default page).
+PAGE_PATHS = frozenset(page.name for page in PAGES)

@@ -23,6 +23,20 @@ class RunStory:
     ending: str  # one sentence: how the run ended against its deadline
     holder_role: str  # what "holder" means for this run ("" without a budget)
     exhausted_reason: str  # why the run is, or is not, exhausted ("" without a budget)
+    # NOT_THE_HOLDER when the culprit is another span than the holder, else ""
+    culprit_note: str = ""
+
+
+# SPEC §4: said when the step that spent the most is not the step that held the deadline.
+NOT_THE_HOLDER = ("culprit is not the holder: the step that held the deadline is not the one "
+                  "that spent the budget")
+
+
+def _culprit_note(run: Mapping[str, Any]) -> str:
+    culprit = run.get("culprit_span_id")
+    if missing(culprit) or culprit == run.get("holder_span_id"):
+        return ""
+    return NOT_THE_HOLDER
 
 
 def _offset(run: Mapping[str, Any], ns: Any) -> str:
@@ -51,7 +65,8 @@ def tell(run: Mapping[str, Any]) -> RunStory:
         ending = (f"{verb} at {_offset(run, latest)}, {early} before its deadline at "
                   f"{at_deadline}: the deadline never fired.")
         holder_role = "the last step to start before the run ended (the deadline never fired)"
-    return RunStory(ending, holder_role, _exhausted_reason(run, stated, fired))
+    return RunStory(ending, holder_role, _exhausted_reason(run, stated, fired),
+                    _culprit_note(run))
 
 
 def _exhausted_reason(run: Mapping[str, Any], stated: str | None, fired: bool) -> str:

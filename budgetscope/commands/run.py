@@ -70,12 +70,11 @@ def render_run(view: RunView, width: int) -> str:
         f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])}")
     lines.append(" ".join(part for part in (story.ending, story.exhausted_reason) if part))
     if not pd.isna(run["budget_ms"]):
-        same = run["culprit_span_id"] == run["holder_span_id"]
         lines.append(
             f"culprit {_text(run['culprit_key'])} "
             f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])})  "
             f"holder {_text(run['holder_key'])} ({story.holder_role})"
-            + ("" if same or pd.isna(run["culprit_span_id"]) else "  <- culprit is not the holder"))
+            + (f"  <- {story.culprit_note}" if story.culprit_note else ""))
         lines.append(f"unattributed {_ms(run['unattributed_ms'])} (time with no step running)")
     lines.append("")
     lines.extend(_waterfall(view, width))

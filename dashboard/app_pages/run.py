@@ -80,15 +80,12 @@ else:
     st.caption("Budget source: " + ("**declared** (its agent's declared budget, or the "
                                     "default; not the run's own)" if source == "declared"
                                     else "**span** (the run's own budget.total_ms)"))
-    same = run["culprit_span_id"] == run["holder_span_id"]
     st.markdown(
         f"{story.ending} {story.exhausted_reason}  \n"
         f"**Culprit** (spent the most): {fmt.escape_md(run['culprit_key'])} — "
         f"{fmt.percent(run['culprit_share'])} of the budget, {fmt.duration(run['culprit_ms'])}  \n"
         f"**Holder** ({story.holder_role}): {fmt.escape_md(run['holder_key'])}"
-        + ("" if same or fmt.missing(run["culprit_span_id"])
-           else "  \n⚠️ The culprit is **not** the holder: the step that held the deadline "
-                "is not the one that spent the budget.")
+        + (f"  \n⚠️ The {story.culprit_note}." if story.culprit_note else "")
         + f"  \n**Unattributed**: {fmt.duration(run['unattributed_ms'])} "
           "(time with no step running)")
 

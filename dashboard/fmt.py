@@ -20,6 +20,7 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     count,
     duration,
     duration_axis_unit,
+    instant,
     missing,
     percent,
     table_formats,
@@ -56,4 +57,4 @@ def readable_table(frame: Any) -> Any:
     """`frame` styled as people read it (the same formats as `report --format table`:
     queries.readable.table_formats), the raw values kept underneath for sorting and copying."""
     formats = table_formats(frame.columns)
-    return frame.style.format(formats) if formats else frame
+    return frame.style.format(formats, na_rep=NO_VALUE) if formats else frame

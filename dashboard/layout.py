@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -276,6 +277,14 @@ def no_runs_in_range(ctx: PageContext) -> bool:
 
 def run_params(run_id: str, state: FilterState) -> dict[str, str]:
     return {**state.query_params(), "run": run_id}
+
+
+def table(data: Any, **options: Any) -> Any:
+    """st.dataframe as every page shows a table: without the index, and a missing value as the
+    one no-value mark (Streamlit shows "None" for it, whatever a Styler says)."""
+    options.setdefault("hide_index", True)
+    options.setdefault("placeholder", fmt.NO_VALUE)
+    return st.dataframe(data, **options)
 
 
 def table_height(rows: int, most: int = 30) -> int:

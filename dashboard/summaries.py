@@ -229,5 +229,5 @@ def run_log_table(log_records: pd.DataFrame, summary: pd.Series) -> pd.DataFrame
         "span": [key if isinstance(key, str) else (span if isinstance(span, str) else "–")
                  for key, span in zip(shown["step_key"], shown["span_id"], strict=True)],
         "body": shown["body"].map(short_body),
-        "exception": shown["exception_type"],
+        "exception": shown["exception_type"].map(fmt.text),
     })

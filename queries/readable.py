@@ -79,6 +79,15 @@ def timestamp_ns(ns: Any) -> str:
     return pd.Timestamp(int(ns), unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def instant(iso: Any) -> str:
+    """An ISO 8601 UTC instant as a person reads it in a list of runs: `2026-11-23 08:15` (the
+    column says UTC; seconds, milliseconds and the `T`/`Z` only make it wider: the run view
+    and the CSV keep the whole instant)."""
+    if missing(iso):
+        return NO_VALUE
+    return str(iso)[:16].replace("T", " ")
+
+
 def duration_axis_unit(max_ms: float) -> tuple[str, float]:
     """A unit for a chart axis whose values go up to `max_ms`: (label, divisor from ms)."""
     if max_ms >= 2 * 3_600_000:

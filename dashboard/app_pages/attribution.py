@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, drill, figures, fmt, layout, summaries
+from dashboard import columns, data, drill, figures, fmt, layout, summaries
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
@@ -58,8 +58,18 @@ st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
 blamed = summaries.exhausted_runs_of(runs, key)
 # Text with the one "no value" mark (Streamlit shows a missing value as "None")
-st.dataframe(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text))),
-             hide_index=True, key="culprit_runs_table", height=layout.table_height(len(blamed)))
+layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text),
+                                            start=blamed["start"].map(fmt.instant))),
+             hide_index=True, key="culprit_runs_table", height=layout.table_height(len(blamed)),
+             column_config={"run_id": st.column_config.TextColumn("run id"),
+                            "start": st.column_config.TextColumn("start (UTC)"),
+                            "culprit_share": st.column_config.TextColumn(
+                                "culprit share", help="the culprit's consumption / the budget"),
+                            "holder": st.column_config.TextColumn(
+                                "holder", help="held the deadline"),
+                            "budget_source": st.column_config.TextColumn(
+                                "budget from", help="span: the run's own budget.total_ms; "
+                                "declared: its agent's declared budget, or the default")})
 if not blamed.empty:
     pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
                         format_func=summaries.describe_run(blamed))
@@ -69,5 +79,6 @@ st.subheader("Attribution table")
 st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_csv",
                    file_name=csv_file_name("attribution", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(fmt.readable_table(attribution), hide_index=True, key="attribution_table",
-             height=layout.table_height(len(attribution)))
+layout.table(fmt.readable_table(attribution), hide_index=True, key="attribution_table",
+             height=layout.table_height(len(attribution)),
+             column_config=columns.config("attribution", attribution.columns))

@@ -68,7 +68,7 @@ st.subheader("Declared budgets")
 if budgets.empty:
     st.caption("None declared.")
 else:
-    st.dataframe(pd.DataFrame({
+    layout.table(pd.DataFrame({
         "agent": [DEFAULT if fmt.missing(t) else t for t in budgets["target"]],
         "budget": [fmt.duration(ms) for ms in budgets["duration_ms"]],
         "budget_ms": budgets["duration_ms"].astype("int64"),
@@ -79,7 +79,7 @@ st.subheader("Declared step caps")
 if caps.empty:
     st.caption("None declared.")
 else:
-    st.dataframe(pd.DataFrame({
+    layout.table(pd.DataFrame({
         "step_key": caps["target"],
         "cap": [fmt.duration(ms) for ms in caps["duration_ms"]],
         "cap_ms": caps["duration_ms"].astype("int64"),

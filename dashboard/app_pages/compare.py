@@ -111,7 +111,7 @@ def _headline(summary: pd.Series, steps: pd.DataFrame) -> list[str]:
 
 
 st.subheader("The two runs")
-st.dataframe(pd.DataFrame({
+layout.table(pd.DataFrame({
     "": ["outcome", "exhausted", "budget", "elapsed", "utilisation", "steps", "unattributed"],
     "this run": _headline(run, view.steps),
     other_name: _headline(other, other_view.steps),
@@ -136,7 +136,17 @@ st.caption("Per step key, summed over its steps; differences are this run − th
            "first. Consumption is a step's share of the run's active time (docs/metrics.md §4).")
 st.plotly_chart(compare_figures.consumption_by_key(by_key, "this run", other_name),
                 key="compare_chart")
-st.dataframe(pd.DataFrame({
+other_short = "typical" if is_typical else "chosen"
+
+
+def _labels(names: dict[str, str]) -> dict[str, object]:
+    """Short headers (the frame keeps its long column names): at 1400 px the two tables must
+    fit without a horizontal scroll, and "consumption (typical run)" three times does not."""
+    return {column: st.column_config.Column(shown, help=column)
+            for column, shown in names.items()}
+
+
+key_table = pd.DataFrame({
     "step key": by_key["step_key"],
     "in": by_key["present"],
     "steps (this run)": by_key["steps_run"].map(fmt.count),
@@ -147,8 +157,18 @@ st.dataframe(pd.DataFrame({
     "duration (this run)": by_key["duration_ms_run"].map(fmt.duration),
     f"duration ({other_name})": by_key["duration_ms_other"].map(fmt.duration),
     "duration difference": by_key["duration_ms_diff"].map(_signed),
-}), hide_index=True, key="compare_by_key")
-
+})
+key_labels = _labels({
+    "step key": "step key", "in": "in",
+    "steps (this run)": "steps: this", f"steps ({other_name})": f"steps: {other_short}",
+    "consumption (this run)": "consumption: this",
+    f"consumption ({other_name})": f"consumption: {other_short}",
+    "consumption difference": "Δ consumption",
+    "duration (this run)": "duration: this", f"duration ({other_name})": f"duration: {other_short}",
+    "duration difference": "Δ duration"})
+layout.table(key_table, hide_index=True, key="compare_by_key", column_config=key_labels,
+             column_order=list(key_table.columns[:7]),
+             height=layout.table_height(len(key_table)))
 only_run = by_key[by_key["present"] == run_compare.ONLY_RUN]["step_key"]
 only_other = by_key[by_key["present"] == run_compare.ONLY_OTHER]["step_key"]
 st.markdown(
@@ -161,7 +181,7 @@ st.subheader("Step by step")
 st.caption("Steps matched by step key and order of occurrence (the 2nd model call of one run "
            "beside the 2nd of the other), in this run's order; steps of the other run without "
            "a match come last.")
-st.dataframe(pd.DataFrame({
+step_table = pd.DataFrame({
     "step key": aligned["step_key"],
     "#": aligned["occurrence"].map(fmt.count),
     "class (this run)": aligned["step_class_run"].map(fmt.text),
@@ -177,4 +197,31 @@ st.dataframe(pd.DataFrame({
     "consumption (this run)": aligned["consumption_ms_run"].map(fmt.duration),
     f"consumption ({other_name})": aligned["consumption_ms_other"].map(fmt.duration),
     "consumption difference": aligned["consumption_ms_diff"].map(_signed),
-}), hide_index=True, key="compare_steps", height=min(38 + 35 * len(aligned), 740))
+})
+step_labels = _labels({
+    "step key": "step key", "#": "#", "in": "in",
+    "class (this run)": "class: this", f"class ({other_name})": f"class: {other_short}",
+    "start (this run)": "start: this", f"start ({other_name})": f"start: {other_short}",
+    "duration (this run)": "duration: this", f"duration ({other_name})": f"duration: {other_short}",
+    "duration difference": "Δ duration",
+    "consumption (this run)": "consumption: this",
+    f"consumption ({other_name})": f"consumption: {other_short}",
+    "consumption difference": "Δ consumption"})
+step_height = layout.table_height(len(step_table), most=60)
+layout.table(step_table, hide_index=True, key="compare_steps", column_config=step_labels,
+             column_order=["step key", "#", "in", "class (this run)", f"class ({other_name})",
+                           "duration (this run)", f"duration ({other_name})",
+                           "duration difference"], height=step_height)
+with st.expander("When each step started, and its consumption (its share of the run's active "
+                 "time)"):
+    layout.table(step_table, hide_index=True, key="compare_steps_more",
+                 column_config=step_labels,
+                 column_order=["step key", "#", "start (this run)", f"start ({other_name})",
+                               "consumption (this run)", f"consumption ({other_name})",
+                               "consumption difference"], height=step_height)
+with st.expander("Wall-clock duration per step key (parallel steps overlap, so these need not "
+                 "add up to the run's elapsed time)"):
+    layout.table(key_table, hide_index=True, key="compare_by_key_durations",
+                 column_config=key_labels,
+                 column_order=["step key", "in", *key_table.columns[7:]],
+                 height=layout.table_height(len(key_table)))

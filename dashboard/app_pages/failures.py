@@ -54,5 +54,5 @@ st.subheader("Failures table")
 st.download_button("Download CSV", to_csv_bytes(failures), key="failures_csv",
                    file_name=csv_file_name("failures", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(failures, hide_index=True, key="failures_table",
+layout.table(failures, hide_index=True, key="failures_table",
              height=layout.table_height(len(failures)))

@@ -134,17 +134,20 @@ else:
         if rows:
             st.session_state["_open_run"] = str(review.iloc[rows[0]]["run_id"])
 
-    st.dataframe(
-        review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms", "culprit",
-                "holder", "culprit_is_holder", "budget_source"]],
+    # The columns a reviewer picks a run by, fitting the page at 1400 px; the holder, the
+    # budget's source and the rest are on the run view and the Runs page.
+    shown = review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms",
+                    "culprit"]]
+    layout.table(
+        fmt.readable_table(shown).format(fmt.instant, subset=["start"]),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
-        key="review_table",
+        key="review_table", height=layout.table_height(len(review)),
         column_config={
-            "utilisation": st.column_config.NumberColumn(format="percent"),
-            "overrun_ms": st.column_config.NumberColumn("overrun (ms)", format="%.0f"),
-            "budget_source": st.column_config.TextColumn(
-                "budget from", help="span: the run's own budget.total_ms; declared: its "
-                "agent's declared budget, or the default (Budgets page)"),
+            "run_id": st.column_config.TextColumn("run id"),
+            "start": st.column_config.TextColumn("start (UTC)"),
+            "overrun_ms": st.column_config.TextColumn(
+                "overrun", help="how far the run went past its deadline"),
+            "culprit": st.column_config.TextColumn("culprit", help="spent the most"),
         })
     run_to_open = st.session_state.pop("_open_run", None)
     if run_to_open:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, figures, fmt, layout
+from dashboard import columns, data, figures, fmt, layout
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
@@ -41,8 +41,16 @@ orphans = data.report("orphan_writes", ctx.filters)
 st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
                    file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(orphans, hide_index=True, key="orphans_table",
-             height=layout.table_height(len(orphans)))
+layout.table(orphans.assign(start=orphans["start"].map(fmt.instant)), hide_index=True,
+             key="orphans_table", height=layout.table_height(len(orphans)),
+             column_config={"run_id": st.column_config.TextColumn("run id"),
+                            "step_key": st.column_config.TextColumn("step key"),
+                            "idempotency_key": st.column_config.TextColumn("idempotency key"),
+                            "start": st.column_config.TextColumn("start (UTC)"),
+                            "effect_status": st.column_config.TextColumn("effect status")},
+             # the agent is on the run view: without it the table fits the page at 1400 px
+             column_order=["run_id", "step_key", "idempotency_key", "start", "class",
+                           "effect_status"])
 if not orphans.empty:
     pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
                         key="orphan_pick")
@@ -53,5 +61,6 @@ st.subheader("By tool")
 st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv",
                    file_name=csv_file_name("reconciliation", ctx.filters), mime="text/csv",
                    on_click="ignore")
-st.dataframe(fmt.readable_table(report), hide_index=True, key="reconciliation_table",
-             height=layout.table_height(len(report)))
+layout.table(fmt.readable_table(report), hide_index=True, key="reconciliation_table",
+             height=layout.table_height(len(report)),
+             column_config=columns.config("reconciliation", report.columns))

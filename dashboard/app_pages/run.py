@@ -107,15 +107,26 @@ else:
         f"{colors.CLASS_LABELS[name]} {int(counts.get(name, 0))}"
         for name in colors.STEP_CLASSES if counts.get(name, 0))))
     st.subheader("Steps")
-    st.dataframe(summaries.run_steps_table(view.steps, run), hide_index=True, key="steps_table",
-                 height=min(38 + 35 * len(view.steps), 740),
+    table = summaries.run_steps_table(view.steps, run)
+    # What on-call reads first fits the page at 1400 px without a horizontal scroll; what
+    # recognised each step, the write fields and the span ids are one click away, below.
+    height = min(38 + 35 * len(view.steps), 740)
+    layout.table(table, hide_index=True, key="steps_table", height=height,
+                 column_order=["#", "step", "class", "role", "start", "duration", "share",
+                               "allocated", "utilisation"],
                  column_config={
-                     "class": st.column_config.TextColumn("class", width="medium"),
                      "share": st.column_config.ProgressColumn(
                          "share", help="consumption / budget (docs/metrics.md §4)",
                          format="%.1f%%", min_value=0.0, max_value=100.0),
                      "utilisation": st.column_config.TextColumn(
                          "utilisation", help="duration / allocated (docs/metrics.md §5)")})
+    with st.expander("Step details: what recognised each step, write fields, span ids"):
+        layout.table(table, hide_index=True, key="steps_details_table", height=height,
+                     column_order=["#", "step", "from", "effect status", "idempotency key",
+                                   "attempt", "span id"],
+                     column_config={"from": st.column_config.TextColumn(
+                         "recognised from", help="the convention that made it a step "
+                         "(docs/conventions.md)")})
 
 st.subheader("Writes")
 if view.writes.empty:
@@ -127,11 +138,13 @@ else:
     c2.metric("Uncertain", int(writes["is_uncertain"].sum()))
     c3.metric("Reconciled", int(writes["reconciled"].sum()))
     c4.metric("Orphans", int(writes["orphan"].sum()))
-    st.dataframe(pd.DataFrame({
+    layout.table(pd.DataFrame({
         "step": writes["step_key"], "class": writes["step_class"],
-        "effect status": writes["effect_status"], "idempotency key": writes["idempotency_key"],
+        "effect status": writes["effect_status"].map(fmt.text),
+        "idempotency key": writes["idempotency_key"].map(fmt.text),
         "attempt": writes["attempt"], "uncertain": writes["is_uncertain"],
-        "reconciliations": writes["reconciliations"], "last result": writes["last_result"],
+        "reconciliations": writes["reconciliations"],
+        "last result": writes["last_result"].map(fmt.text),
         "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
     }), hide_index=True, key="writes_table")
 
@@ -144,5 +157,5 @@ else:
         f"The first {summaries.LOG_RECORDS_SHOWN} log records of this run's trace, by time"
         if more else f"{len(view.log_records)} log record(s) of this run's trace, by time")
         + " (a record with exception.type counts as its span's exception, SPEC §9).")
-    st.dataframe(summaries.run_log_table(view.log_records, run), hide_index=True,
+    layout.table(summaries.run_log_table(view.log_records, run), hide_index=True,
                  key="log_records_table")

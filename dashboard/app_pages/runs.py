@@ -118,11 +118,30 @@ table = found.runs.assign(
     budget_source=found.runs["budget_source"].map(fmt.text),
 )[["run_id", "agent", "start", "outcome", "exhausted", "budget", "elapsed", "utilisation",
    "culprit", "culprit_share", "holder", "overrun", "budget_source"]]
-event = st.dataframe(table, hide_index=True, key="runs_table", on_select="rerun",
-                     selection_mode="single-row", height=min(38 + 35 * len(table), 1790),
-                     column_config={"run_id": st.column_config.TextColumn("run id",
-                                                                          width="medium")})
+table["start"] = table["start"].map(fmt.instant)
+labels = {"run_id": st.column_config.TextColumn("run id"),
+          "start": st.column_config.TextColumn("start (UTC)"),
+          "culprit": st.column_config.TextColumn("culprit", help="spent the most"),
+          "culprit_share": st.column_config.TextColumn(
+              "culprit share", help="the culprit's consumption / the budget"),
+          "holder": st.column_config.TextColumn("holder", help="held the deadline"),
+          "overrun": st.column_config.TextColumn(
+              "overrun", help="how far the run went past its deadline"),
+          "budget_source": st.column_config.TextColumn(
+              "budget from", help="span: the run's own budget.total_ms; declared: its agent's "
+              "declared budget, or the default (Budgets page)")}
+height = min(38 + 35 * len(table), 1790)
+# The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.
+event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
+                     selection_mode="single-row", height=height, column_config=labels,
+                     column_order=["run_id", "agent", "start", "outcome", "exhausted", "elapsed",
+                                   "utilisation", "culprit"])
 st.caption("Select a row to open that run.")
+with st.expander("More columns: budget, culprit share, holder, overrun, budget source"):
+    layout.table(table, hide_index=True, key="runs_more_table", height=height,
+                 column_config=labels,
+                 column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",
+                               "holder", "overrun", "budget_source"])
 chosen = event.selection.rows if event is not None else []
 if chosen:
     run_id = str(table.iloc[chosen[0]]["run_id"])

@@ -22,6 +22,28 @@ TOOLS_SHOWN = ["step_key", "cap_ms", "calls_actual", "timeouts_actual", "timeout
                "calls", "timeouts", "timeout_rate", "refused_actual", "refused",
                "calls_per_run", "run_timeout_rate_formula", "run_timeout_rate", "fit_calls"]
 
+# The per-step table as it fits the page at 1400 px: the rates first (what the policy changes),
+# the counts behind them in an expander; short headers, the report's name in each tooltip.
+TOOLS_FIRST = ["step_key", "cap_ms", "timeout_rate_actual", "timeout_rate", "calls_per_run",
+               "run_timeout_rate_formula", "run_timeout_rate"]
+TOOLS_LABELS = {column: st.column_config.Column(shown, help=f"{meaning} ({column})")
+                for column, shown, meaning in (
+    ("step_key", "step key", "kind:name of the step"),
+    ("cap_ms", "cap", "the cap this policy sets for the step"),
+    ("calls_actual", "calls (recorded)", "calls in the recorded runs"),
+    ("timeouts_actual", "timeouts (recorded)", "client timeouts in the recorded runs"),
+    ("timeout_rate_actual", "timeout rate (recorded)", "timeouts / calls, as recorded"),
+    ("calls", "calls (policy)", "calls under this policy"),
+    ("timeouts", "timeouts (policy)", "client timeouts under this policy"),
+    ("timeout_rate", "timeout rate (policy)", "p = timeouts / calls under this policy"),
+    ("refused_actual", "refused (recorded)", "calls refused in the recorded runs"),
+    ("refused", "refused (policy)", "calls refused under this policy"),
+    ("calls_per_run", "calls / run", "n = calls / runs that call the step"),
+    ("run_timeout_rate_formula", "1 − (1 − p)ⁿ", "the run timeout rate if calls were "
+     "independent"),
+    ("run_timeout_rate", "run timeout rate", "the replayed share of runs with a timeout"),
+    ("fit_calls", "calls on the fit", "calls whose latency comes from the fitted model"))}
+
 
 def cap_key(step_key: str) -> str:
     return f"sim_cap:{step_key}"
@@ -164,7 +186,7 @@ st.subheader("Actual and predicted")
 # Every figure in the one format of the page (3.5%, never 0.0347): rates as percentages,
 # counts as counts; the table keeps the raw values underneath for sorting and copying.
 rate_rows = result.summary["metric"].str.contains("rate|utilisation", regex=True)
-st.dataframe(result.summary.style
+layout.table(result.summary.style
              .format(fmt.percent, subset=pd.IndexSlice[rate_rows, ["actual", "predicted"]])
              .format(fmt.count, subset=pd.IndexSlice[~rate_rows, ["actual", "predicted"]])
              .format(fmt.percent, subset=["fit_share"]),
@@ -180,8 +202,13 @@ tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN].assign(
     # as text: Streamlit shows a missing number as "None" whatever the Styler says
     **{column: result.tools[column].map(fmt.percent) for column in (
         "timeout_rate_actual", "timeout_rate", "run_timeout_rate")})
-st.dataframe(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
+layout.table(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
              .format(lambda v: fmt.NO_VALUE if fmt.missing(v) else f"{v:.2f}",
                      subset=["calls_per_run"]), hide_index=True, key="sim_tools",
-             column_config={"cap_ms": st.column_config.TextColumn(
-                 "cap_ms", help="the cap this policy sets for the step")})
+             column_config=TOOLS_LABELS, column_order=TOOLS_FIRST)
+st.caption("Rates per step, recorded and under this policy. The calls and timeouts they divide, "
+           "and the refused calls, are one click away:")
+with st.expander("Calls, timeouts and refused calls behind each rate"):
+    layout.table(tools_shown, key="sim_tools_counts", column_config=TOOLS_LABELS,
+                 column_order=["step_key", "calls_actual", "timeouts_actual", "calls",
+                               "timeouts", "refused_actual", "refused", "fit_calls"])

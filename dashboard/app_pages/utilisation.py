@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, drill, figures, fmt, layout
+from dashboard import columns, data, drill, figures, fmt, layout
 
 ctx = layout.context()
 st.title("Utilisation")
@@ -16,8 +16,9 @@ if layout.no_runs_in_range(ctx):
 
 percentiles = data.report("utilisation", ctx.filters)
 histogram = data.report("utilisation_histogram", ctx.filters)
-st.dataframe(fmt.readable_table(percentiles), hide_index=True, key="utilisation_table",
-             height=layout.table_height(len(percentiles)))
+layout.table(fmt.readable_table(percentiles), hide_index=True, key="utilisation_table",
+             height=layout.table_height(len(percentiles)),
+             column_config=columns.config("utilisation", percentiles.columns))
 if histogram.empty:
     st.info("No runs with a known budget in this range.")
 else:
@@ -37,5 +38,5 @@ if steps.empty:
     st.info("No steps carry budget.allocated_ms in this range.")
 else:
     st.plotly_chart(figures.step_utilisation(steps), key="step_utilisation")
-    st.dataframe(fmt.readable_table(steps), hide_index=True, key="step_utilisation_table",
+    layout.table(fmt.readable_table(steps), hide_index=True, key="step_utilisation_table",
                  height=layout.table_height(len(steps)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, fmt, layout
+from dashboard import columns, data, fmt, layout
 from dashboard.exports import cli_command, csv_file_name
 from dashboard.filters import FULL_WEEKS
 from queries.render import to_csv_bytes
@@ -14,7 +14,10 @@ ctx = layout.context()
 st.title("Weekly report")
 st.caption("One row per ISO week (UTC, weeks start Monday) × agent, for runs that started in "
            + fmt.escape_md(ctx.state.label(ctx.now))
-           + ". Rates are fractions in [0, 1]; empty cells where a value is undefined.")
+           + ". Percentages here; the CSV keeps rates as fractions in [0, 1], with empty "
+           "cells where a value is undefined (nothing to divide by). Hover a column's name "
+           "for what it counts: “runs (all)” is every run, the exhaustion rate divides by "
+           "the runs with a known budget only.")
 
 weekly = data.report("weekly", ctx.filters)
 st.download_button("Download CSV", data=to_csv_bytes(weekly),
@@ -39,9 +42,22 @@ if len(partial):
 if weekly.empty:
     st.info("No runs in this range.")
 else:
-    rates = ["exhaustion_rate", "utilisation_p50", "utilisation_p90", "utilisation_p99",
-             "reconciliation_rate", "top_culprit_share"]
-    st.dataframe(weekly, hide_index=True, key="weekly_table",
-                 height=layout.table_height(len(weekly), most=60),
-                 column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                for c in rates})
+    # Two tables of about ten columns each, so that neither is cut on the right at 1400 px:
+    # who reads the runs side (exhaustion, utilisation, the largest share) is often not who
+    # reads the steps and writes side. Both show the report's own rows (column_order picks the
+    # columns), formatted as the CLI's table (percentages, the no-value mark); the CSV above
+    # keeps the raw values.
+    height = layout.table_height(len(weekly), most=60)
+    labels = columns.config("weekly", weekly.columns)
+    st.subheader("Runs")
+    layout.table(fmt.readable_table(weekly), hide_index=True, key="weekly_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "partial_week", "agent", "runs", "exhausted_runs",
+                               "exhaustion_rate", "utilisation_p50", "utilisation_p90",
+                               "utilisation_p99", "top_culprit", "top_culprit_share"])
+    st.subheader("Steps and writes")
+    layout.table(fmt.readable_table(weekly), hide_index=True, key="weekly_steps_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "partial_week", "agent", "steps", "client_timeouts",
+                               "upstream_errors", "refused", "write_steps", "reconciled_writes",
+                               "reconciliation_rate", "orphan_writes"])

@@ -67,6 +67,20 @@ LABELS: dict[str, dict[str, tuple[str, str]]] = {
         "exhausted_runs": ("in exhausted runs", "exhausted runs with a step of this key "
                            "(exhausted_runs)"),
     },
+    "failures": {
+        "step_key": ("step key", "kind:name of the step"),
+        "steps": ("steps (all)", "every step of this key, nested ones included (steps)"),
+        "ok": ("ok", "steps that succeeded (ok)"),
+        "client_timeouts": ("client give-ups", "client_timeout: our deadline fired "
+                            "(client_timeouts)"),
+        "upstream_errors": ("upstream failures", "upstream_error: 5xx, 429, UNAVAILABLE… "
+                            "(upstream_errors)"),
+        "refused": ("refused", "not started: the budget left was too small (refused)"),
+        "cancelled": ("cancelled", "cancelled (cancelled)"),
+        "client_errors": ("client errors", "client_error: 4xx, invalid requests "
+                          "(client_errors)"),
+        "errors": ("other errors", "any other error (errors)"),
+    },
     "reconciliation": {
         "step_key": ("step key", "kind:name of the write step"),
         "write_steps": ("write steps", "steps with budget.side_effect=write"),

@@ -112,7 +112,13 @@ def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
     return figure
 
 
-def culprits(attribution: pd.DataFrame, top: int = 10, title: str = "Top culprits") -> go.Figure:
+# Named for what it ranks by: the budget share, not how many runs a step was the culprit of
+# (issue 15: "Top culprits" over a ranking by share); that count is in each bar's tooltip.
+TOP_SHARE_TITLE = "Largest budget shares of exhausted runs (by step key)"
+
+
+def culprits(attribution: pd.DataFrame, top: int = 10,
+             title: str = TOP_SHARE_TITLE) -> go.Figure:
     """Budget share of exhausted runs per step key, largest first."""
     rows = attribution.head(top).iloc[::-1]
     figure = _figure(title, xaxis=dict(title="share of exhausted runs' budget",

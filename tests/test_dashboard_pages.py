@@ -134,7 +134,7 @@ def test_overview_numbers_equal_the_queries(db: str) -> None:
     figures = charts(at)
     daily = figures["Daily runs, exhaustion rate and utilisation"]
     assert _array(trace(daily, "runs")["y"]).sum() == len(runs)
-    top = trace(figures["Top culprits"], "budget share")
+    top = trace(figures["Largest budget shares of exhausted runs (by step key)"], "budget share")
     attribution = query(db, "attribution").head(10)
     assert list(reversed(top["y"])) == list(attribution["step_key"])
     np.testing.assert_allclose(_array(top["x"])[::-1], attribution["budget_share"])

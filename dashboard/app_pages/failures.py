@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import colors, data, drill, figures, fmt, layout
+from dashboard import colors, columns, data, drill, figures, fmt, layout
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
@@ -18,9 +18,9 @@ if layout.no_runs_in_range(ctx):
 
 failures = data.report("failures", ctx.filters)
 totals = failures[list(colors.FAILURE_COLUMNS)].sum()
-columns = st.columns(6)
-for column, name in zip(columns, ["client_timeouts", "upstream_errors", "refused", "cancelled",
-                                  "client_errors", "errors"], strict=True):
+tiles = st.columns(6)
+for column, name in zip(tiles, ["client_timeouts", "upstream_errors", "refused", "cancelled",
+                                "client_errors", "errors"], strict=True):
     cls = colors.FAILURE_COLUMNS[name]
     column.metric(colors.CLASS_LABELS[cls].split(" (")[0].capitalize() + "s"
                   if cls in ("client_timeout", "upstream_error") else
@@ -55,4 +55,5 @@ st.download_button("Download CSV", to_csv_bytes(failures), key="failures_csv",
                    file_name=csv_file_name("failures", ctx.filters), mime="text/csv",
                    on_click="ignore")
 layout.table(failures, hide_index=True, key="failures_table",
-             height=layout.table_height(len(failures)))
+             height=layout.table_height(len(failures)),
+             column_config=columns.config("failures", failures.columns))

@@ -86,11 +86,17 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
                                                       "★ culprit" if label == "culprit"
                                                       else "⚑ holder"),
                               showarrow=False, xanchor="left", xshift=6, row=1, col=1)
-    for x, text, color, dash in _marks(summary, deadline_ms, end_ms):
+    marks = sorted(_marks(summary, deadline_ms, end_ms))
+    lowered = False
+    for i, (x, text, color, dash) in enumerate(marks):
         # The reserve sits just before the deadline: label it on the left, the rest on the
-        # right, so the two labels do not print over each other.
+        # right. A mark close to the one before it (a run that ended just after its reserve
+        # began printed "reserverun end") has its label a line lower, the next one up again.
+        lowered = (i > 0 and not lowered
+                   and x - marks[i - 1][0] < 0.12 * max(end_ms, 1e-3))
         figure.add_vline(x=x / div, line=dict(color=color, dash=dash, width=2),
                          annotation_text=text, row="all", col=1,
+                         annotation=dict(yshift=-16 if lowered else 0),
                          annotation_position="top left" if text == "reserve" else "top right")
 
     if not fmt.missing(budget) and deadline_ms is not None:

@@ -26,8 +26,7 @@ TOOLS_SHOWN = ["step_key", "cap_ms", "calls_actual", "timeouts_actual", "timeout
 # the counts behind them in an expander; short headers, the report's name in each tooltip.
 TOOLS_FIRST = ["step_key", "cap_ms", "timeout_rate_actual", "timeout_rate", "calls_per_run",
                "run_timeout_rate_formula", "run_timeout_rate"]
-TOOLS_LABELS = {column: st.column_config.Column(shown, help=f"{meaning} ({column})")
-                for column, shown, meaning in (
+_TOOLS_HEADERS = (
     ("step_key", "step key", "kind:name of the step"),
     ("cap_ms", "cap", "the cap this policy sets for the step"),
     ("calls_actual", "calls (recorded)", "calls in the recorded runs"),
@@ -42,7 +41,13 @@ TOOLS_LABELS = {column: st.column_config.Column(shown, help=f"{meaning} ({column
     ("run_timeout_rate_formula", "1 − (1 − p)ⁿ", "the run timeout rate if calls were "
      "independent"),
     ("run_timeout_rate", "run timeout rate", "the replayed share of runs with a timeout"),
-    ("fit_calls", "calls on the fit", "calls whose latency comes from the fitted model"))}
+    ("fit_calls", "calls on the fit", "calls whose latency comes from the fitted model"))
+# Numbers shown as text (a percentage, "–") sit right-aligned like the numbers beside them.
+TOOLS_LABELS = {
+    column: st.column_config.Column(
+        shown, help=f"{meaning} ({column})",
+        alignment=None if column in ("step_key", "cap_ms") else "right")
+    for column, shown, meaning in _TOOLS_HEADERS}
 
 
 def cap_key(step_key: str) -> str:
@@ -190,12 +195,15 @@ layout.table(result.summary.style
              .format(fmt.percent, subset=pd.IndexSlice[rate_rows, ["actual", "predicted"]])
              .format(fmt.count, subset=pd.IndexSlice[~rate_rows, ["actual", "predicted"]])
              .format(fmt.percent, subset=["fit_share"]),
-             hide_index=True, key="sim_summary")
+             hide_index=True, key="sim_summary", height=layout.table_height(len(result.summary)),
+             column_config={"fit_share": st.column_config.Column(
+                 "rests on the fit", help="the share of runs whose figure uses a latency drawn "
+                 "from the fitted model (fit_share)")})
 st.subheader("Per step: the arithmetic")
-st.caption("timeout_rate p = timeouts / calls; calls_per_run n = calls / runs that call it; "
-           "run_timeout_rate_formula = 1 − (1 − p)^n as if calls were independent; "
-           "run_timeout_rate = the replayed share of those runs with a timeout (calls in one "
-           "run share a deadline and a slow upstream, so the two differ).")
+st.caption("timeout rate p = timeouts / calls; calls / run n = calls / runs that call it; "
+           "1 − (1 − p)ⁿ is the run timeout rate if calls were independent; run timeout rate "
+           "= the replayed share of those runs with a timeout (calls in one run share a "
+           "deadline and a slow upstream, so the two differ).")
 tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN].assign(
     cap_ms=result.tools["cap_ms"].map(
         lambda v: "as recorded" if fmt.missing(v) else fmt.duration(v)),

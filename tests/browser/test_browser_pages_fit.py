@@ -1,0 +1,202 @@
+"""Every page as a demanding user meets it at a 1400 px window (issue 15): headless Debian
+Chromium, each page waited for until Streamlit's script run is over and no skeleton is left,
+then shot whole into test-artifacts/screenshots/. On each page no table scrolls sideways (a
+column cut on the right), no table cell reads Python's None or NaN, and the headers that used
+to say `runs` for two different counts say what they count."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from tests.browser import support
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = support.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+WIDTH = 1400
+TIMEOUT_MS = 120_000
+# name -> (path, Plotly charts the page draws once it has finished)
+PAGES = {"overview": ("", 3), "runs": ("runs", 0), "attribution": ("attribution", 2),
+         "failures": ("failures", 3), "utilisation": ("utilisation", 2),
+         "reconciliation": ("reconciliation", 2), "weekly": ("weekly", 0),
+         "simulate": ("simulate", 2), "budgets": ("budgets", 0)}
+# Cell texts that are a program's words for "no value", never a person's.
+NOT_A_VALUE = {"None", "nan", "NaN", "NaT", "null", "<NA>"}
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def sample_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+    db = support.sample_db(tmp_path_factory)
+    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "dashboard.log")
+    app.db = db  # type: ignore[attr-defined]
+    yield app
+    app.stop()
+
+
+@pytest.fixture()
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": WIDTH, "height": 1600})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def finished(tab: object, charts: int = 0) -> None:
+    """Wait until the page has finished: the script run is over, no skeleton or spinner is
+    left, and `charts` Plotly charts are drawn; then once more for a rerun the page asked for
+    (a URL it rewrote)."""
+    for _ in range(2):
+        tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+        tab.wait_for_function(  # type: ignore[attr-defined]
+            "!document.querySelector('[data-testid=stSkeleton], [data-testid=stSpinner]')",
+            timeout=TIMEOUT_MS)
+        if charts:
+            tab.wait_for_function(  # type: ignore[attr-defined]
+                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+                timeout=TIMEOUT_MS)
+        tab.wait_for_timeout(1_000)  # type: ignore[attr-defined]
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
+
+
+def shoot_whole(tab: object, name: str) -> None:
+    """The whole page: Streamlit scrolls an inner container, so the window is made as tall as
+    the page before the shot (a full-page shot only holds what fits the window)."""
+    height = tab.evaluate(  # type: ignore[attr-defined]
+        "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
+        "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
+        ".map(e => e.scrollHeight))")
+    tab.set_viewport_size({"width": WIDTH, "height": min(max(int(height) + 120, 1600), 16_000)})  # type: ignore[attr-defined]
+    tab.wait_for_timeout(800)  # type: ignore[attr-defined]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def tables(tab: object) -> list[dict[str, object]]:
+    """Each visible table: its key, how wide its content is against its box, its headers and
+    the cells it drew (the grid keeps an accessible copy of the cells it renders)."""
+    return tab.evaluate("""() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
+        .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+        .map(t => {
+            const s = t.querySelector('.dvn-scroller');
+            return {
+                key: [...t.closest('[class*=st-key-]')?.classList || []]
+                    .find(c => c.startsWith('st-key-')) || '',
+                scroll: s ? s.scrollWidth : 0, box: s ? s.clientWidth : 0,
+                headers: [...t.querySelectorAll('[role=columnheader]')].map(e => e.textContent),
+                cells: [...t.querySelectorAll('[role=gridcell]')].map(e => e.textContent),
+            };
+        })""")  # type: ignore[attr-defined]
+
+
+def check_tables(tab: object, name: str) -> list[dict[str, object]]:
+    shown = tables(tab)
+    for table in shown:
+        assert table["scroll"] <= table["box"] + 1, (  # type: ignore[operator]
+            f"{name}: table {table['key']} is {table['scroll']} px wide in a {table['box']} px "
+            f"box: its right columns are cut ({table['headers']})")
+        bad = sorted(set(table["cells"]) & NOT_A_VALUE)  # type: ignore[arg-type]
+        assert not bad, f"{name}: table {table['key']} shows {bad}"
+    return shown
+
+
+def runs_of(db: str) -> list[dict[str, object]]:
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
+                                      "--until", support.UNTIL, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
+        sample_app: support.Dashboard, page: object, name: str) -> None:
+    path, charts = PAGES[name]
+    page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
+    finished(page, charts)
+    shown = check_tables(page, name)
+    if name not in ("budgets",):
+        assert shown, f"{name}: no table drawn"
+    shoot_whole(page, f"page-{name}")
+
+
+@pytest.mark.parametrize("kind", ["failed", "exhausted"])
+def test_the_run_view_and_its_comparison_fit(sample_app: support.Dashboard, page: object,
+                                             kind: str) -> None:
+    runs = runs_of(sample_app.db)  # type: ignore[attr-defined]
+    run = next(r for r in runs if (r["outcome"] == "failed" if kind == "failed"
+                                   else r["exhausted"] is True))
+    page.goto(f"{sample_app.url}/run?{QUERY}&run={run['run_id']}")  # type: ignore[attr-defined]
+    finished(page, 1)
+    steps = next(t for t in check_tables(page, f"run-{kind}") if "steps_table" in str(t["key"]))
+    # The columns on-call reads first are all there, none behind a horizontal scroll.
+    assert {"step", "class", "role", "duration", "share", "utilisation"} <= set(steps["headers"])  # type: ignore[arg-type]
+    shoot_whole(page, f"page-run-{kind}")
+    page.goto(f"{sample_app.url}/compare?{QUERY}&run={run['run_id']}")  # type: ignore[attr-defined]
+    finished(page, 1)
+    check_tables(page, f"compare-{kind}")
+    shoot_whole(page, f"page-compare-{kind}")
+
+
+def test_headers_say_what_they_count(sample_app: support.Dashboard, page: object) -> None:
+    """Issue 15: `runs` in the weekly report counts every run while its exhaustion rate divides
+    by the budgeted ones, and the utilisation report's `runs` counts budgeted runs only."""
+    page.goto(f"{sample_app.url}/weekly?{QUERY}")  # type: ignore[attr-defined]
+    finished(page)
+    headers = [h for t in tables(page) for h in t["headers"]]  # type: ignore[attr-defined]
+    assert "runs (all)" in headers and "exhausted ÷ budgeted" in headers, headers
+    assert "runs" not in headers and "exhaustion_rate" not in headers
+    cells = [c for t in tables(page) for c in t["cells"]]  # type: ignore[attr-defined]
+    # Percentages with one decimal, never a raw fraction; the one no-value mark where a week
+    # has no exhausted run (no culprit).
+    assert any(c.endswith("%") for c in cells) and not any(c.startswith("0.") for c in cells)
+    assert "–" in cells
+    page.goto(f"{sample_app.url}/utilisation?{QUERY}")  # type: ignore[attr-defined]
+    finished(page, PAGES["utilisation"][1])
+    first = tables(page)[0]
+    assert "budgeted runs" in first["headers"] and "runs" not in first["headers"]  # type: ignore[operator]
+
+
+def test_run_lists_show_the_start_to_the_minute(sample_app: support.Dashboard,
+                                                page: object) -> None:
+    """The start of a run in a list reads `2026-11-24 20:04` (UTC in the header), not the
+    CSV's `2026-11-24T20:04:32.394Z`, which took a column's width."""
+    page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
+    finished(page)
+    table = tables(page)[0]
+    assert "start (UTC)" in table["headers"]  # type: ignore[operator]
+    starts = {r["start"] for r in runs_of(sample_app.db)}  # type: ignore[attr-defined]
+    minutes = {str(s)[:16].replace("T", " ") for s in starts}
+    shown = [c for c in table["cells"] if c in minutes]  # type: ignore[attr-defined]
+    assert shown and not [c for c in table["cells"] if c in starts]  # type: ignore[attr-defined]
+
+
+def test_the_empty_database_page(tmp_path: Path, page: object) -> None:
+    app = support.Dashboard(str(tmp_path / "empty.duckdb"), tmp_path / "dashboard.log")
+    try:
+        page.goto(app.url)  # type: ignore[attr-defined]
+        finished(page)
+        body = page.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
+        assert "No agent runs here yet" in body
+        assert "\\/" not in body and "noqa" not in body
+        shoot_whole(page, "page-empty-database")
+    finally:
+        app.stop()

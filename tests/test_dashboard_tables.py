@@ -1,0 +1,132 @@
+"""The dashboard's tables under AppTest, on the bundled sample (issue 15): each shows the report's
+own numbers (those of `queries`), its headers say what each column counts, its columns are
+chosen so that it fits a 1400 px window (the rest one click away, not lost), and a missing value
+is the one no-value mark. The browser test (tests/browser/test_browser_pages_fit.py) checks
+the same pages drawn in Chromium."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import fmt
+from ingest.database import connect
+from queries import reports
+from queries.filters import Filters
+from tests.browser import support
+
+FILTERS = Filters.parse(support.SINCE, support.UNTIL)
+PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return support.sample_db(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def _database(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUDGETSCOPE_DB", db)
+
+
+def query(db: str, name: str) -> pd.DataFrame:
+    con = connect(db, read_only=True)
+    try:
+        return getattr(reports, name)(con, FILTERS)
+    finally:
+        con.close()
+
+
+def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at.query_params.update(PARAMS if params is None else params)
+    at.switch_page(f"app_pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def labels(table: object) -> dict[str, str]:
+    """Column name -> the header the table shows for it."""
+    config = json.loads(table.proto.columns or "{}")  # type: ignore[attr-defined]
+    return {name: spec.get("label", name) for name, spec in config.items()}
+
+
+def shown(table: object) -> list[str]:
+    return list(table.proto.column_order) or list(table.value.columns)  # type: ignore[attr-defined]
+
+
+def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: str) -> None:
+    at = open_page("weekly")
+    weekly = query(db, "weekly")
+    runs_side, steps_side = at.dataframe[0], at.dataframe[1]
+    for table in (runs_side, steps_side):
+        pd.testing.assert_frame_equal(table.value.reset_index(drop=True), weekly)
+        assert table.proto.placeholder == fmt.NO_VALUE
+    # Between them the two tables show every column of the CSV.
+    assert set(shown(runs_side)) | set(shown(steps_side)) == set(weekly.columns)
+    heads = labels(runs_side)
+    assert heads["runs"] == "runs (all)"
+    assert heads["exhaustion_rate"] == "exhausted ÷ budgeted"
+    assert heads["top_culprit"] == "largest share"
+    assert heads["partial_week"] == "partial"
+    # ... and each header's tooltip names the CSV column it shows.
+    config = json.loads(runs_side.proto.columns)
+    assert "(exhaustion_rate in the CSV)" in config["exhaustion_rate"]["help"]
+    assert labels(steps_side)["reconciliation_rate"] == "reconciled ÷ writes"
+    # The sample's weekly runs add up to the period's runs, budgeted or not.
+    assert weekly["runs"].sum() == len(query(db, "runs"))
+
+
+def test_utilisation_runs_say_budgeted(db: str) -> None:
+    at = open_page("utilisation")
+    table = at.dataframe[0]
+    pd.testing.assert_frame_equal(table.value.reset_index(drop=True), query(db, "utilisation"))
+    assert labels(table)["runs"] == "budgeted runs"
+    runs = query(db, "runs")
+    assert table.value["runs"].sum() == runs["budget_ms"].notna().sum()
+
+
+def test_every_table_of_every_page_shows_the_no_value_mark() -> None:
+    for page in ("overview", "runs", "attribution", "failures", "utilisation",
+                 "reconciliation", "weekly", "simulate", "budgets"):
+        at = open_page(page)
+        for table in at.dataframe:
+            assert table.proto.placeholder == fmt.NO_VALUE, (page, table.key)
+
+
+def test_run_view_steps_table_shows_on_call_columns_and_keeps_the_rest(db: str) -> None:
+    runs = query(db, "runs")
+    run_id = str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
+    at = open_page("run", {**PARAMS, "run": run_id})
+    steps, details = at.dataframe[0], at.dataframe[1]
+    assert shown(steps) == ["#", "step", "class", "role", "start", "duration", "share",
+                            "allocated", "utilisation"]
+    assert {"from", "effect status", "idempotency key", "attempt", "span id"} <= set(
+        shown(details))
+    pd.testing.assert_frame_equal(steps.value, details.value)
+
+
+def test_run_lists_show_the_start_to_the_minute(db: str) -> None:
+    runs = query(db, "runs")
+    at = open_page("runs")
+    table = at.dataframe[0].value
+    by_id = runs.set_index("run_id")["start"]
+    assert list(table["start"]) == [by_id[r][:16].replace("T", " ") for r in table["run_id"]]
+    assert labels(at.dataframe[0])["start"] == "start (UTC)"
+    # the columns left out of the first table are in the second, none lost
+    assert set(shown(at.dataframe[0])) | set(shown(at.dataframe[1])) == set(table.columns)
+
+
+def test_compare_tables_keep_every_column_one_click_away(db: str) -> None:
+    runs = query(db, "runs")
+    run_id = str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
+    at = open_page("compare", {**PARAMS, "run": run_id})
+    by_key, steps = at.dataframe[1], at.dataframe[2]
+    more_steps, key_durations = at.dataframe[3], at.dataframe[4]
+    assert set(shown(steps)) | set(shown(more_steps)) == set(steps.value.columns)
+    assert set(shown(by_key)) | set(shown(key_durations)) == set(by_key.value.columns)
+    assert labels(steps)["duration difference"] == "Δ duration"

@@ -157,9 +157,9 @@ def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
         if run_id not in by_id.index:
             return run_id
         row = by_id.loc[run_id]
-        return (f"{run_id[:16]}…  {row['agent']}  {row['start'][:16]}  "
-                f"{row['outcome'] if not fmt.missing(row['outcome']) else '-'}  "
-                f"util {fmt.percent(row['utilisation'], 0)}"
+        return (f"{run_id[:16]}…  {fmt.text(row['agent'])}  {fmt.instant(row['start'])}  "
+                f"{fmt.text(row['outcome'])}  "
+                f"utilisation {fmt.percent(row['utilisation'])}"
                 + (f"  culprit {row['culprit']}" if "culprit" in row else ""))
 
     return label

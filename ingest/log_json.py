@@ -14,7 +14,6 @@ from google.protobuf.json_format import ParseError
 from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, latest_acceptable_start_ns, locate
 from ingest.log_flatten import SEVERITY_NAMES, BadLogRecord, append_log_record, refuse_log
 from ingest.otlp_json import (
-    NotOtlpJson,
     _count,
     _enum,
     _get,
@@ -24,6 +23,8 @@ from ingest.otlp_json import (
     _message_row,
     any_value,
     attributes,
+    count_entries,
+    export_entries,
     has_surrogate,
 )
 
@@ -36,17 +37,7 @@ def is_logs_document(document: Any) -> bool:
 
 def check_logs_shape(document: Any) -> list[Any]:
     """The resourceLogs list; NotOtlpJson when the document is not a logs export."""
-    if not isinstance(document, dict):
-        raise NotOtlpJson(f"expected a JSON object with resourceLogs, got "
-                          f"{type(document).__name__}")
-    resource_logs = _get(document, "resourceLogs", "resource_logs")
-    if resource_logs is None:
-        if document:
-            raise NotOtlpJson("JSON object has no resourceLogs: not an OTLP logs export")
-        return []
-    if not isinstance(resource_logs, list):
-        raise NotOtlpJson("resourceLogs is not a list")
-    return resource_logs
+    return export_entries(document, "resourceLogs", "resource_logs", "logs")
 
 
 def _record(document: Any, batch: FlatBatch, resource_id: str, scope_id: str,
@@ -101,7 +92,8 @@ def flatten_json_logs(
             scopes = _list(resource_document, "scopeLogs", "scope_logs", "scopeLogs")
         except (ParseError, ValueError, TypeError, RecursionError) as error:
             refuse_log(batch, "bad_resource", f"resource and its log records refused: {error}",
-                       here, _count_records(resource_document))
+                       here, count_entries(resource_document, ("scopeLogs", "scope_logs"),
+                                         ("logRecords", "log_records")))
             continue
         used = False
         for scope_index, scope_document in enumerate(scopes):
@@ -140,11 +132,3 @@ def flatten_json_logs(
         if used:
             batch.resources[resource_id] = resource_values
     return batch
-
-
-def _count_records(resource_document: Any) -> int:
-    try:
-        return sum(len(_get(scope, "logRecords", "log_records") or [])
-                   for scope in _get(resource_document, "scopeLogs", "scope_logs") or [])
-    except (AttributeError, TypeError, ValueError):
-        return 0

@@ -401,19 +401,37 @@ def _list(document: dict[str, Any], camel: str, snake: str, what: str) -> list[A
     return value
 
 
-def check_request_shape(document: Any) -> list[Any]:
-    """The resourceSpans list; NotOtlpJson when the document is not a trace export."""
+def export_entries(document: Any, camel: str, snake: str, export: str) -> list[Any]:
+    """The top-level list of an export request (`resourceSpans`, `resourceLogs`, either
+    spelling); NotOtlpJson when the document is not such an export (`export`: "trace",
+    "logs"). An empty object is an empty export."""
     if not isinstance(document, dict):
         kind = type(document).__name__
-        raise NotOtlpJson(f"expected a JSON object with resourceSpans, got {kind}")
-    resource_spans = _get(document, "resourceSpans", "resource_spans")
-    if resource_spans is None:
+        raise NotOtlpJson(f"expected a JSON object with {camel}, got {kind}")
+    entries = _get(document, camel, snake)
+    if entries is None:
         if document:
-            raise NotOtlpJson("JSON object has no resourceSpans: not an OTLP trace export")
+            raise NotOtlpJson(f"JSON object has no {camel}: not an OTLP {export} export")
         return []
-    if not isinstance(resource_spans, list):
-        raise NotOtlpJson("resourceSpans is not a list")
-    return resource_spans
+    if not isinstance(entries, list):
+        raise NotOtlpJson(f"{camel} is not a list")
+    return entries
+
+
+def count_entries(resource_document: Any, scopes: tuple[str, str],
+                  entries: tuple[str, str]) -> int:
+    """How many spans (records) a resource holds, for the message that refuses them all: 0
+    when its shape is too broken to count."""
+    try:
+        return sum(len(_get(scope, *entries) or [])
+                   for scope in _get(resource_document, *scopes) or [])
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
+def check_request_shape(document: Any) -> list[Any]:
+    """The resourceSpans list; NotOtlpJson when the document is not a trace export."""
+    return export_entries(document, "resourceSpans", "resource_spans", "trace")
 
 
 def flatten_json_request(
@@ -443,7 +461,8 @@ def flatten_json_request(
                 _list(resource_document, "instrumentationLibrarySpans",
                       "instrumentation_library_spans", "instrumentationLibrarySpans")
         except (_BadSpan, ParseError, ValueError, TypeError, RecursionError) as error:
-            spans = _count_spans(resource_document)
+            spans = count_entries(resource_document, ("scopeSpans", "scope_spans"),
+                                  ("spans", "spans"))
             batch.rejections.append(Rejection(
                 "bad_resource", f"resource and its {spans} spans refused: {error}", here, spans))
             continue
@@ -480,11 +499,3 @@ def flatten_json_request(
         if used:
             batch.resources[resource_id] = resource_values
     return batch
-
-
-def _count_spans(resource_document: Any) -> int:
-    try:
-        return sum(len(scope.get("spans") or [])
-                   for scope in _get(resource_document, "scopeSpans", "scope_spans") or [])
-    except (AttributeError, TypeError, ValueError):
-        return 0

@@ -56,6 +56,15 @@ LABELS: dict[str, dict[str, tuple[str, str]]] = {
            for p in ("p50", "p90", "p95", "p99")},
         "max": ("max", "the highest run utilisation"),
     },
+    "step_utilisation": {
+        "step_key": ("step key", "kind:name of the step"),
+        "steps": ("steps", "steps of this key that carry budget.allocated_ms"),
+        **{p: (p, f"{p} of step utilisation: duration ÷ budget.allocated_ms")
+           for p in ("p50", "p90", "p95", "p99")},
+        "max": ("max", "the highest step utilisation"),
+        "mean_allocated_ms": ("mean allocated", "mean budget.allocated_ms of these steps"),
+        "mean_duration_ms": ("mean duration", "mean duration of these steps"),
+    },
     "attribution": {
         "step_key": ("step key", "kind:name of the step"),
         "budget_share": ("budget share", "Σ this key's consumption ÷ Σ budget, over the "

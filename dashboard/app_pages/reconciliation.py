@@ -29,8 +29,10 @@ c[2].metric("Reconciled writes", fmt.count(reconciled))
 c[3].metric("Reconciliation rate", fmt.percent(reconciled / writes if writes else None))
 c[4].metric("Orphan writes", fmt.count(report["orphan_writes"].sum()))
 
-threshold = st.slider("Threshold", 0.0, 1.0, 0.10, 0.01, key="reconcile_threshold",
-                      format="%.2f", help="Drawn on the rate chart; weeks under it need a look.")
+# In percent, as the chart and the tiles say the rate (a slider at 0.10 beside "10%" read as
+# two different numbers).
+threshold = st.slider("Threshold", 0, 100, 10, 1, key="reconcile_threshold", format="%d%%",
+                      help="Drawn on the rate chart; weeks under it need a look.") / 100
 by_period = data.report("reconciliation_by_period", ctx.filters)
 st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
                 key="reconciliation_over_time")

@@ -39,4 +39,5 @@ if steps.empty:
 else:
     st.plotly_chart(figures.step_utilisation(steps), key="step_utilisation")
     layout.table(fmt.readable_table(steps), hide_index=True, key="step_utilisation_table",
-                 height=layout.table_height(len(steps)))
+                 height=layout.table_height(len(steps)),
+                 column_config=columns.config("step_utilisation", steps.columns))

@@ -1,7 +1,9 @@
 """What a page costs in the browser before budgetscope adds anything: Streamlit (the installed
-version) serving floor_app.py, a title and 0, 1 or 3 trivial Plotly bar charts, timed in headless
-Chromium exactly as bench_dashboard.py times the real pages (navigation to the script finished
-and every chart drawn; first visit in a fresh browser context, then a revisit in the same one).
+version) serving floor_app.py, a title and 0, 1, 2 or 3 trivial Plotly bar charts, timed in
+headless Chromium exactly as bench_dashboard.py times the real pages (bench_dashboard.time_visit:
+navigation to the script finished and every chart drawn; first visit in a fresh browser context,
+then a revisit in the same one). bench_dashboard.py also measures this floor beside each page, in
+the same run, and prints each page's first visit as a ratio of it.
 
     .venv/bin/python bench/bench_browser_floor.py [--repeat 5]
 
@@ -22,27 +24,44 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_dashboard import ARGS  # noqa: E402
+from bench.bench_dashboard import ARGS, first_visit  # noqa: E402
 from tests.browser.support import free_port  # noqa: E402
 
 APP = Path(__file__).with_name("floor_app.py")
+FLOOR_SAMPLES = 3  # first visits of the floor per dashboard page in bench_dashboard.py
 
 
-def start(port: int) -> subprocess.Popen[bytes]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+class FloorApp:
+    """`streamlit run floor_app.py` on a free port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port",
+             str(self.port), "--server.address", "127.0.0.1", "--server.headless", "true",
+             "--browser.gatherUsageStats", "false"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_stcore/health",
+                                            timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("streamlit did not start")
+
+    def url(self, charts: int) -> str:
+        return f"http://127.0.0.1:{self.port}/?n={charts}"
+
+    def stop(self) -> None:
+        self.server.terminate()
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return server
-        except OSError:
-            time.sleep(0.3)
-    server.kill()
-    raise RuntimeError("streamlit did not start")
+            self.server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
 
 
 def main() -> None:
@@ -51,37 +70,23 @@ def main() -> None:
     options = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    server = start(port)
+    floor = FloorApp()
     print("Streamlit floor page in headless Chromium, seconds from navigation to the charts "
           "drawn: first visit (fresh context) / revisit, median [min-max]")
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            for charts in (0, 1, 3):
-                first: list[float] = []
-                again: list[float] = []
-                for _ in range(options.repeat):
-                    context = browser.new_context(viewport={"width": 1400, "height": 2400})
-                    tab = context.new_page()
-                    for times in (first, again):
-                        started = time.perf_counter()
-                        tab.goto(f"http://127.0.0.1:{port}/?n={charts}")
-                        tab.wait_for_selector('[data-test-script-state="notRunning"]',
-                                              timeout=60_000)
-                        tab.wait_for_function(
-                            "(n) => document.querySelectorAll('.js-plotly-plot .main-svg')"
-                            ".length >= 3 * n", arg=charts, timeout=60_000)
-                        times.append(time.perf_counter() - started)
-                    context.close()
+            for charts in (0, 1, 2, 3):
+                visits = [first_visit(browser, floor.url(charts), charts)
+                          for _ in range(options.repeat)]
+                first, again = [v[0] for v in visits], [v[1] for v in visits]
                 print(f"  {charts} charts: first {statistics.median(first):.2f} "
                       f"[{min(first):.2f}-{max(first):.2f}]  revisit "
                       f"{statistics.median(again):.2f} [{min(again):.2f}-{max(again):.2f}]",
                       flush=True)
             browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        floor.stop()
 
 
 if __name__ == "__main__":

@@ -134,50 +134,93 @@ def url_for(page: str, filters: Filters, run_id: str) -> str:
     return f"/{'' if page == 'overview' else page}?{query}"
 
 
+# A chart counts as drawn once Plotly has put its SVG in its own container (each chart has
+# several `.main-svg`, so counting those would call a page drawn a chart or two early).
+CHARTS_DRAWN = ("(n) => [...document.querySelectorAll('.js-plotly-plot')]"
+                ".filter(p => p.querySelector('.main-svg')).length >= n")
+
+
+def time_visit(tab: object, url: str, charts: int) -> float:
+    """Seconds from navigating `tab` to `url` to its script finished and `charts` charts drawn:
+    the same measure for the dashboard's pages and for the floor page (bench_browser_floor)."""
+    started = time.perf_counter()
+    tab.goto(url)  # type: ignore[attr-defined]
+    tab.wait_for_selector('[data-test-script-state="notRunning"]',  # type: ignore[attr-defined]
+                          timeout=120_000)
+    if charts:
+        tab.wait_for_function(CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
+                              timeout=120_000)
+    return time.perf_counter() - started
+
+
+def first_visit(browser: object, url: str, charts: int) -> tuple[float, float]:
+    """A first visit in a fresh browser context (no cached JavaScript, like a first-time
+    visitor) and one revisit in the same context (cached, like someone using the dashboard)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore
+    tab = context.new_page()
+    try:
+        return time_visit(tab, url, charts), time_visit(tab, url, charts)
+    finally:
+        context.close()
+
+
 def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
     from playwright.sync_api import sync_playwright
 
+    from bench.bench_browser_floor import FLOOR_SAMPLES, FloorApp
+
     log = Path("/tmp") / f"bench-dashboard-{db.stem}.log"
     app = Dashboard(str(db), log)
+    floor = FloorApp()
     print(f"\nbrowser: {app.url}, headless Chromium; seconds from navigation to all charts drawn:"
-          " first visit / revisit median")
+          " first visit / revisit median; then the page's first visit against the floor's (a "
+          "bare Streamlit page with as many Plotly charts, bench_browser_floor.py, median of "
+          f"{FLOOR_SAMPLES} first visits measured just before the page's)")
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for label, filters in (("last 7 days", week), ("all time", Filters())):
-                cells = []
+                cells, ratios = [], []
                 for page in PAGE_QUERIES:
-                    # A fresh browser context per page: its first visit downloads Streamlit's
-                    # and Plotly's JavaScript like a first-time visitor; the revisits (same
-                    # context) have them cached, like someone using the dashboard.
+                    charts = PAGE_CHARTS[page]
+                    base = statistics.median(first_visit(browser, floor.url(charts), charts)[0]
+                                             for _ in range(FLOOR_SAMPLES))
+                    # The page's first visit is one sample: after it the Streamlit cache holds
+                    # this filter's results, and later visits would be revisits on the server.
                     context = browser.new_context(viewport={"width": 1400, "height": 2400})
                     tab = context.new_page()
-
-                    def visit(page: str = page, filters: Filters = filters, tab=tab) -> float:
-                        started = time.perf_counter()
-                        tab.goto(app.url + url_for(page, filters, run_id))
-                        tab.wait_for_selector('[data-test-script-state="notRunning"]',
-                                              timeout=120_000)
-                        n = PAGE_CHARTS[page]
-                        if n:
-                            tab.wait_for_function(
-                                "document.querySelectorAll('.js-plotly-plot .main-svg')"
-                                f".length >= {n}", timeout=120_000)
-                        return time.perf_counter() - started
-
-                    first, again = timed(visit, repeat)
+                    url = app.url + url_for(page, filters, run_id)
+                    first = time_visit(tab, url, charts)
+                    again = statistics.median(time_visit(tab, url, charts)
+                                              for _ in range(repeat))
                     context.close()
                     cells.append(f"{page} {first:.2f}/{again:.2f}")
+                    ratios.append(f"{page} {first / base:.2f}× ({first:.2f}/{base:.2f})")
                 print(f"  {label:<12} " + "  ".join(cells), flush=True)
+                print(f"  {'':<12} first visit / floor: " + "  ".join(ratios), flush=True)
             bench_navigation(browser, app.url, week, run_id, repeat)
             browser.close()
     finally:
         app.stop()
+        floor.stop()
 
 
 TITLES = {"overview": "Overview", "attribution": "Attribution", "failures": "Failures",
           "utilisation": "Utilisation", "reconciliation": "Reconciliation", "run": "Run view",
           "weekly": "Weekly report"}
+
+
+# What a tab shows, said when a wait times out: which page, how far its script got, what it drew.
+_WHAT_IS_SHOWN = """() => ({
+  titles: [...document.querySelectorAll('[data-testid=stMain] h1')].map(h => h.innerText),
+  script: document.querySelector('[data-test-script-state]')?.getAttribute(
+    'data-test-script-state'),
+  chartElements: document.querySelectorAll('[data-testid=stPlotlyChart]').length,
+  plotlyPlots: document.querySelectorAll('.js-plotly-plot').length,
+  mainSvgs: document.querySelectorAll('.js-plotly-plot .main-svg').length,
+  messages: [...document.querySelectorAll('[data-testid=stAlert], [data-testid=stException]')]
+    .map(a => a.innerText.slice(0, 300)),
+})"""
 
 
 def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
@@ -189,18 +232,27 @@ def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
     tab.goto(base + url_for("run", week, run_id))  # the run view then remembers its run
     tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
     times: dict[str, list[float]] = {page: [] for page in TITLES}
-    for _ in range(repeat + 1):
+    for round_ in range(repeat + 1):
         for page, title in TITLES.items():
             started = time.perf_counter()
             tab.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
-            tab.wait_for_function(
-                "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
-                " return h && h.innerText.trim() === t; }", arg=title, timeout=120_000)
-            tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
-            if PAGE_CHARTS[page]:
+            waiting_for = "its title"
+            try:
                 tab.wait_for_function(
-                    "(n) => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
-                    arg=PAGE_CHARTS[page], timeout=120_000)
+                    "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
+                    " return h && h.innerText.trim() === t; }", arg=title, timeout=120_000)
+                waiting_for = "its script to finish"
+                tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
+                waiting_for = f"{PAGE_CHARTS[page]} charts"
+                if PAGE_CHARTS[page]:
+                    tab.wait_for_function(CHARTS_DRAWN, arg=PAGE_CHARTS[page],
+                                          timeout=120_000)
+            except Exception as error:
+                shot = Path("/tmp") / f"bench-dashboard-navigation-{page}.png"
+                tab.screenshot(path=str(shot), full_page=True)
+                raise RuntimeError(f"round {round_}, {title}: waited for {waiting_for}; the "
+                                   f"tab shows {tab.evaluate(_WHAT_IS_SHOWN)} at {tab.url} "
+                                   f"({shot})") from error
             times[page].append(time.perf_counter() - started)
     context.close()
     print("  sidebar navigation (last 7 days), first / median of the rest: " + "  ".join(

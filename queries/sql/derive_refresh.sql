@@ -117,12 +117,14 @@ FROM classed;
 CREATE OR REPLACE TEMP TABLE derive_walk AS
 WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_ctx,
                     plain_step_above, agent_above, parent_agent_above, path, own, nested,
-                    depth) AS (
+                    depth, start_ns, end_ns, is_agent, step_kind, step_name, specific,
+                    has_evidence) AS (
     -- A run span that matches a row other than an agent's counts as a step above its spans
     -- for row 12: it is either a step of an outer run or its own single step (the HTTP call
     -- inside an auto-instrumented model call is no step of its own).
     SELECT trace_id, span_id, span_id, false, NULL::VARCHAR, NULL::VARCHAR,
-           matches_row AND NOT is_agent, false, false, [span_id], false, false, 0
+           matches_row AND NOT is_agent, false, false, [span_id], false, false, 0,
+           start_ns, end_ns, is_agent, step_kind, step_name, specific, has_evidence
     FROM derive_spans WHERE is_run
     UNION ALL
     -- "c is a step of this run" is spelled out in each column: a recursive member cannot
@@ -144,7 +146,11 @@ WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_c
                 THEN list_append(w.path, c.span_id) ELSE w.path END,
            NOT w.nested,
            w.nested OR c.is_run,
-           w.depth + 1
+           w.depth + 1,
+           -- what the steps below read of each walked span, carried along rather than
+           -- joined back to derive_spans four times
+           c.start_ns, c.end_ns, c.is_agent, c.step_kind, c.step_name, c.specific,
+           c.has_evidence
     FROM walk w
     JOIN derive_spans c ON c.trace_id = w.trace_id AND c.parent_span_id = w.span_id
     -- A span has one parent, so the walk of a run reaches a span twice only through the run
@@ -160,10 +166,9 @@ CREATE OR REPLACE TEMP TABLE derive_runs AS
 WITH first_agent AS (
     -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
     -- the run span: an agent run span without gen_ai.agent.name is often a workflow's)
-    SELECT w.trace_id, w.run_span_id, arg_min(s.step_name, (s.start_ns, s.span_id)) AS name
-    FROM derive_walk w
-    JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    WHERE s.is_agent AND w.own AND w.is_step AND NOT w.parent_agent_above
+    SELECT trace_id, run_span_id, arg_min(step_name, (start_ns, span_id)) AS name
+    FROM derive_walk
+    WHERE is_agent AND own AND is_step AND NOT parent_agent_above
     GROUP BY ALL
 ), runs_raw AS (
     SELECT r.*,
@@ -196,9 +201,8 @@ WITH first_agent AS (
                AS deadline_ns
     FROM declared
 ), latest AS (
-    SELECT w.trace_id, w.run_span_id, max(s.end_ns) AS latest_end_ns
-    FROM derive_walk w
-    JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    SELECT trace_id, run_span_id, max(end_ns) AS latest_end_ns
+    FROM derive_walk
     GROUP BY ALL
 )
 SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_id
@@ -234,10 +238,11 @@ JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 -- its place as a group of exactly the same members.
 CREATE OR REPLACE TEMP TABLE derive_step_tree AS
 WITH walked AS (
-    SELECT trace_id, run_span_id, span_id, step_parent
+    SELECT trace_id, run_span_id, span_id, step_parent, step_kind, is_agent
     FROM derive_walk WHERE own AND is_step
 ), self_steps AS (
-    SELECT r.trace_id, r.span_id AS run_span_id, r.span_id, NULL::VARCHAR AS step_parent
+    SELECT r.trace_id, r.span_id AS run_span_id, r.span_id, NULL::VARCHAR AS step_parent,
+           r.step_kind, r.is_agent
     FROM derive_spans r
     WHERE r.is_run AND r.matches_row
       AND NOT EXISTS (SELECT 1 FROM walked w
@@ -250,11 +255,10 @@ WITH walked AS (
     SELECT trace_id, run_span_id, step_parent AS span_id, count(*) AS steps_below
     FROM found WHERE step_parent IS NOT NULL GROUP BY ALL
 )
-SELECT f.*, s.step_kind,
-       s.is_agent AND count(*) OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
+SELECT f.trace_id, f.run_span_id, f.span_id, f.step_parent, f.step_kind,
+       f.is_agent AND count(*) OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
            AND coalesce(c.steps_below, 0) > 0 AS transparent
 FROM found f
-JOIN derive_spans s ON s.trace_id = f.trace_id AND s.span_id = f.span_id
 LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
                     AND c.span_id = f.span_id;
 
@@ -299,11 +303,9 @@ SELECT * FROM tree WHERE NOT transparent;
 CREATE OR REPLACE TEMP TABLE derive_rolled AS
 SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
 FROM (
-    SELECT w.trace_id, w.run_span_id, w.span_id, unnest(w.path) AS above, s.specific,
-           s.end_ns, s.start_ns
-    FROM derive_walk w
-    JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    WHERE s.has_evidence AND w.depth > 0
+    SELECT trace_id, run_span_id, span_id, unnest(path) AS above, specific, end_ns, start_ns
+    FROM derive_walk
+    WHERE has_evidence AND depth > 0
 )
 WHERE above <> span_id
 QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above

@@ -1,13 +1,12 @@
 """The only place the dashboard touches the database: it gets a connection and calls `queries`
 functions (no SQL here), with results cached by report name and filter values.
 
-Where the connection comes from:
-- inside `budgetscope serve`, the process owns the file: read through a cursor of
-  `ingest.owner.current_owner()` (a second `duckdb.connect` in that process would fail);
-- standalone (`budgetscope demo`, `budgetscope dashboard`, `streamlit run`), open the file named
-  by env BUDGETSCOPE_DB read-only for one page run (see `one_open_per_run`) and close it when
-  the page is drawn, so that the dashboard never keeps the file locked against
-  `budgetscope ingest` or a server between page loads.
+Where the connection comes from is the configuration the command gave (dashboard.config) and
+store.reader: inside `budgetscope serve`, a cursor of the process's owner; on a ClickHouse
+backend, the process's connection to it; standalone (`budgetscope demo`, `budgetscope
+dashboard`, `streamlit run`), the file opened read-only for one page run (see
+`one_open_per_run`) and closed when the page is drawn, so that the dashboard never keeps the
+file locked against `budgetscope ingest` or a server between page loads.
 """
 
 from __future__ import annotations
@@ -18,16 +17,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 import streamlit as st
 
+from dashboard import config
 from ingest import declared_budgets, declared_service
-from ingest.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect
+from ingest.database import DatabaseBusy
 from ingest.declared_service import DeclaredBudgets
-from ingest.owner import current_owner
 from queries import clickhouse, reports
 from queries.filters import Filters
 from queries.run_search import Found, RunSearch, search_runs
@@ -35,65 +33,35 @@ from queries.run_view import RunView, load_run
 from queries.simulation import Prepared, SimulationResult, prepare, replay
 from queries.simulation_data import simulation_runs, simulation_steps
 from queries.simulation_policy import SimulationPolicy
+from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
 # the TTL only bounds how long unused results stay in memory.
 TTL_SECONDS = 30
 MAX_ENTRIES = 256
 
-class NoDatabase(LookupError):
-    """No database file at the configured path (and no server owning one)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"no database at {path}")
-        self.path = path
+def _source() -> Source:
+    return config.current().source
 
 
 def database_path() -> str:
-    return os.environ.get(DB_ENV) or DEFAULT_DB
+    return _source().path
 
 
 def backend_url() -> str | None:
-    """The ClickHouse backend the dashboard reads (env BUDGETSCOPE_BACKEND), if any."""
-    return os.environ.get(clickhouse.BACKEND_ENV) or None
+    """The ClickHouse backend the dashboard reads, if any."""
+    return _source().backend
 
 
-@contextmanager
-def _clickhouse_connection(url: str) -> Iterator[clickhouse.ClickHouseConnection]:
-    """The process's connection to the backend (kept open: chdb holds one session per folder,
-    a server client is reusable), its derived tables brought up to date first."""
-    con = clickhouse.connect(url)
-    clickhouse.ensure_derived(con)
-    yield con
-
-
-class _RunConnection:
-    """The read-only connection of one page run, opened on its first cache miss."""
-
-    def __init__(self) -> None:
-        self.con: duckdb.DuckDBPyConnection | None = None
-
-    def get(self, path: str) -> duckdb.DuckDBPyConnection:
-        if self.con is None:
-            self.con = connect(path, read_only=True)  # DatabaseBusy when a server holds it
-        return self.con
-
-    def close(self) -> None:
-        if self.con is not None:
-            self.con.close()
-            self.con = None
-
-
-_run_connection: ContextVar[_RunConnection | None] = ContextVar("_run_connection", default=None)
+_run_connection: ContextVar[SharedFile | None] = ContextVar("_run_connection", default=None)
 
 
 @contextmanager
 def one_open_per_run() -> Iterator[None]:
     """Within this block (a page run), standalone queries share one read-only open of the file,
-    closed when the block ends. A page's first view misses the cache for all its reports, and
-    opening the file for each of them cost ~0.1-0.2 s more per page on 1.4M spans (each open
-    also starts with DuckDB's buffer pool empty); a page drawn from the cache opens nothing."""
-    holder = _RunConnection()
+    closed when the block ends (store.reader.SharedFile); a page drawn from the cache opens
+    nothing."""
+    holder = SharedFile()
     token = _run_connection.set(holder)
     try:
         yield
@@ -104,33 +72,10 @@ def one_open_per_run() -> Iterator[None]:
 
 @contextmanager
 def connection() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection for one batch of queries (the provider): the page run's shared one when
+    """A connection for one batch of queries (store.reader): the page run's shared one when
     inside `one_open_per_run`, else one closed right after."""
-    backend = backend_url()
-    if backend is not None:
-        with _clickhouse_connection(backend) as con:
-            yield con  # type: ignore[misc]
-        return
-    owner = current_owner()
-    if owner is not None:
-        cursor = owner.cursor()
-        try:
-            yield cursor
-        finally:
-            cursor.close()
-        return
-    path = database_path()
-    if not Path(path).exists():
-        raise NoDatabase(path)
-    shared = _run_connection.get()
-    if shared is not None:
-        yield shared.get(path)
-        return
-    con = connect(path, read_only=True)  # raises DatabaseBusy when a server holds it
-    try:
+    with reader(_source(), shared=_run_connection.get()) as con:
         yield con
-    finally:
-        con.close()
 
 
 def source_token() -> tuple[object, ...]:
@@ -139,15 +84,14 @@ def source_token() -> tuple[object, ...]:
     the WAL, so a page drawn after new spans arrive misses the cache and shows them: within
     the second the writer takes to derive them, instead of after the TTL. On the ClickHouse
     backend: its URL and otel_traces' row count and newest span (two cheap queries)."""
-    backend = backend_url()
-    if backend is not None:
-        con = clickhouse.connect(backend)
+    source = _source()
+    if source.backend is not None:
+        con = clickhouse.connect(source.backend)
         state = clickhouse.derived_state(con) or {}
         return ("clickhouse", con.url.describe(), state.get("spans"),
                 str(state.get("newest_span")))
-    owner = current_owner()
-    path = owner.path if owner is not None else database_path()
-    stamps: list[object] = ["serve" if owner is not None else "file", os.path.abspath(path)]
+    path = source.path
+    stamps: list[object] = ["serve" if source.serving else "file", os.path.abspath(path)]
     for candidate in (path, f"{path}.wal"):
         try:
             stat = os.stat(candidate)
@@ -259,10 +203,8 @@ class DatabaseStatus:
 
 def status() -> DatabaseStatus:
     """Counts for the sidebar and the empty state. Raises NoDatabase or DatabaseBusy."""
-    serving = current_owner() is not None
-    path = current_owner().path if serving else database_path()  # type: ignore[union-attr]
-    if backend_url() is not None:
-        path = clickhouse.parse_backend_url(str(backend_url())).describe()
+    source = _source()
+    serving, path = source.serving, source.describe()
     everything = Filters()
     by_agent = report("runs_by_agent", everything)
     agents = tuple(sorted(str(a) for a in by_agent["agent"].dropna()))
@@ -291,9 +233,10 @@ def budget_editor() -> DeclaredBudgets | None:
     """Who may change declarations from the dashboard: inside `budgetscope serve`, the
     server's writer (its Streamlit process owns the file); standalone, nobody (the file is
     only opened read-only here, and changes are made with `budgetscope budgets`)."""
-    if backend_url() is not None or current_owner() is None:
+    configured = config.current()
+    if configured.source.backend is not None or not configured.source.serving:
         return None
-    return declared_service.current()
+    return configured.editor
 
 
 def change_declaration(change: declared_budgets.Change) -> declared_service.Outcome:

@@ -8,18 +8,14 @@ st.dataframe / st.text / st.code, which never interpret it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
-from dashboard import data, fmt, run_search_params
+from dashboard import config, data, fmt, run_search_params
 from dashboard.filters import PRESETS, FilterState, from_params, now_utc
 from dashboard.page_list import PAGE_PATHS
-from dashboard.settings import refresh_seconds
-from ingest.database import serve_sidecar_path
-from ingest.owner import current_owner
 from queries.filters import FilterError, Filters
 
 RUN_PAGE = "app_pages/run.py"
@@ -166,7 +162,7 @@ def sidebar_status(status: data.DatabaseStatus) -> None:
         box.warning(f"{status.traces_failed_derivation:,} trace(s) could not be derived: their "
                     "spans are stored, but their runs and steps stay as last derived (or are "
                     "missing). New spans of a trace retry it; the errors are in the log.")
-    seconds = refresh_seconds()
+    seconds = config.current().refresh_seconds
     if seconds:
         box.toggle("Follow new spans", value=True, key=_FOLLOW,
                    help=f"Checks the database every {seconds:g} s and redraws the page when "
@@ -182,7 +178,7 @@ def follow_new_data() -> None:
     failed because `budgetscope ingest` held the file) brings another redraw. A fragment on a
     timer only stats the database file and its WAL (data.source_token, no query), so an idle
     dashboard costs nothing; the page's queries rerun only when that token moved."""
-    seconds = refresh_seconds()
+    seconds = config.current().refresh_seconds
     if not seconds or not st.session_state.get(_FOLLOW, True):
         return
     st.session_state[_DRAWN_FROM] = data.source_token()
@@ -196,14 +192,8 @@ def follow_new_data() -> None:
 
 
 def _endpoints() -> tuple[str, str]:
-    owner = current_owner()
-    if owner is not None:
-        try:
-            announced = json.loads(serve_sidecar_path(owner.path).read_text(encoding="utf-8"))
-            return announced["otlp_http"], announced["otlp_grpc"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    return "http://127.0.0.1:4318/v1/traces", "127.0.0.1:4317"
+    """Where to send OTLP: the serving command's own endpoints, else the default ports."""
+    return config.current().endpoints
 
 
 # Shown to people as code: every line short enough to need no lint exception.

@@ -3,13 +3,12 @@ answer waits for the derivation turn that re-measures the affected runs.
 
 While serve holds the file nobody else can open it, so the server carries out `budgetscope
 budgets` for the CLI (ingest/receivers/budgets_endpoint.py) and for the dashboard it runs (which
-finds this service with `current()`, as it finds the database with ingest.owner.current_owner).
+is handed this service in its configuration: dashboard.config's `editor`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import threading
 import time
 from dataclasses import dataclass
 
@@ -22,8 +21,6 @@ from ingest.owner import DatabaseOwner
 DERIVE_WAIT_SECONDS = 60.0
 # How long a change waits for the writer to store it (a retention slice or a commit first).
 WRITER_WAIT_SECONDS = 60.0
-_installed: DeclaredBudgets | None = None
-_installed_lock = threading.Lock()
 
 
 class WriterBusy(RuntimeError):
@@ -79,14 +76,3 @@ class DeclaredBudgets:
             return declared_budgets.declarations(cursor)
         finally:
             cursor.close()
-
-
-def install(service: DeclaredBudgets | None) -> None:
-    global _installed
-    with _installed_lock:
-        _installed = service
-
-
-def current() -> DeclaredBudgets | None:
-    """The service of this process (inside `budgetscope serve`), else None."""
-    return _installed

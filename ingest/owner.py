@@ -6,10 +6,10 @@ one `DatabaseOwner`. Each user takes its own `cursor()`: a DuckDB cursor is a se
 to the same database instance, safe to use from its own thread, and reads see committed snapshots
 while the writer works.
 
-The owner is installed process-wide so that the dashboard, which Streamlit runs as a script in a
-thread of this process, finds it with `current_owner()` instead of opening the file (which would
-fail: the lock is per process, but a second `duckdb.connect` would create a second database
-instance with its own cache and WAL handling).
+The dashboard, which Streamlit runs as a script in threads of this process, is handed the owner
+in its configuration (dashboard.config, read through store.reader) instead of opening the file
+(a second `duckdb.connect` would create a second database instance with its own cache and WAL
+handling).
 
 While it holds the file the owner also announces itself in a sidecar file next to it (see
 `ingest.database.serve_sidecar_path`), so that a command that finds the file locked can name the
@@ -27,9 +27,6 @@ from typing import Any
 import duckdb
 
 from ingest.database import connect, serve_sidecar_path
-
-_installed: DatabaseOwner | None = None
-_installed_lock = threading.Lock()
 
 
 class MemoryLimitError(ValueError):
@@ -102,16 +99,3 @@ class DatabaseOwner:
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-def install(owner: DatabaseOwner | None) -> None:
-    """Make `owner` the process's database for current_owner() (None to uninstall)."""
-    global _installed
-    with _installed_lock:
-        _installed = owner
-
-
-def current_owner() -> DatabaseOwner | None:
-    """The database owner of this process (inside `budgetscope serve`), else None."""
-    owner = _installed
-    return owner if owner is not None and not owner.closed else None

@@ -15,12 +15,13 @@ from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
 from dashboard import fmt
-from ingest import declared_service
+from dashboard.config import DashboardConfig, configure, current
 from ingest.declared_budgets import Change
 from ingest.declared_service import DeclaredBudgets
 from ingest.group_commit import GroupCommitter
-from ingest.owner import DatabaseOwner, install
+from ingest.owner import DatabaseOwner
 from queries.derive import refresh_touched
+from store.reader import Source
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, open_db, store
 
@@ -79,13 +80,12 @@ def served(tmp_path: Path) -> Iterator[tuple[DatabaseOwner, str]]:
     db, declared_run, _ = _db(tmp_path)
     owner = DatabaseOwner(db)
     committer = GroupCommitter(owner.cursor(), derive=refresh_touched)
-    install(owner)
-    declared_service.install(DeclaredBudgets(owner, committer))
+    configure(DashboardConfig(Source(owner.path, owner=owner),  # as serve does
+                              editor=DeclaredBudgets(owner, committer)))
     try:
         yield owner, declared_run
     finally:
-        declared_service.install(None)
-        install(None)
+        configure(None)
         committer.close(30)
         owner.close()
 
@@ -149,7 +149,7 @@ def test_the_run_view_names_the_budget_source(served) -> None:
     _, declared_run = served
     at = page("run", {"run": declared_run})
     assert any("no declared budget" in w.value for w in at.warning)
-    service = declared_service.current()
+    service = current().editor
     assert service is not None
     service.apply(Change("set", "billing", 8_000))
     at = page("run", {"run": declared_run})

@@ -21,12 +21,15 @@ from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
 from dashboard import data, fmt, layout
+from dashboard.config import DashboardConfig, configure
 from ingest.database import connect
-from ingest.owner import DatabaseOwner, install
+from ingest.owner import DatabaseOwner
 from queries import reports
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
+from store import reader as store_reader
+from store.reader import Source
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 
@@ -349,14 +352,14 @@ def test_a_page_run_opens_the_file_once(db: str, monkeypatch: pytest.MonkeyPatch
     """Every report of a page's first view misses the cache; they share one read-only open of
     the file for the run (not one each), closed when the page is drawn."""
     opened: list[object] = []
-    real_connect = data.connect
+    real_connect = store_reader.connect  # the dashboard opens through store.reader
 
     def counting_connect(*args: object, **kwargs: object) -> object:
         con = real_connect(*args, **kwargs)  # type: ignore[arg-type]
         opened.append(con)
         return con
 
-    monkeypatch.setattr(data, "connect", counting_connect)
+    monkeypatch.setattr(store_reader, "connect", counting_connect)
     data.clear_cache()
     open_page("overview")
     assert len(opened) == 1
@@ -387,13 +390,13 @@ def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPa
     shutil.copy(source, copy)
     monkeypatch.setenv("BUDGETSCOPE_DB", str(tmp_path / "not-this-one.duckdb"))
     owner = DatabaseOwner(copy)
-    install(owner)
+    configure(DashboardConfig(Source(owner.path, owner=owner)))  # as serve does
     try:
         at = open_page("overview", {"range": "all"})
         assert metrics(at)["Runs"] == "1"
         assert "served by this process" in "\n".join(t.value for t in at.sidebar.text)
     finally:
-        install(None)
+        configure(None)
         owner.close()
 
 
@@ -474,7 +477,7 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
     copy = tmp_path / "growing.duckdb"
     shutil.copy(support.hostile_db(tmp_path_factory), copy)
     owner = DatabaseOwner(copy)
-    install(owner)
+    configure(DashboardConfig(Source(owner.path, owner=owner)))  # as serve does
     try:
         at = open_page("overview", {"range": "all"})
         assert metrics(at)["Runs"] == "1"
@@ -488,7 +491,7 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
         at.sidebar.button(key="reload").click().run()  # Reload still works, and changes nothing
         assert metrics(at)["Runs"] == "2"
     finally:
-        install(None)
+        configure(None)
         owner.close()
 
 

@@ -12,10 +12,11 @@ import duckdb
 
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
-from ingest.derivation import PendingDerivations, describe
 from queries import clickhouse
-from queries.derive import refresh_touched
 from queries.loader import Connection
+from store.reader import NoDatabase, Source
+from store.reader import open_reader as open_reader_of
+from store.scheduling import CatchUp, catch_up
 
 
 class Fail(click.ClickException):
@@ -27,23 +28,22 @@ class Fail(click.ClickException):
         return self.message
 
 
-def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
-    """Derive what a stopped or crashed writer left marked, so reports see every stored span.
-    A derivation failure never stops the command: a trace that fails alone is recorded by
-    PendingDerivations; anything else is said on standard error, and the command goes on with
-    the runs derived so far (the traces stay marked for the next try)."""
-    if not PendingDerivations.count(con):
-        return
-    derivations = PendingDerivations(refresh_touched)
-    try:
-        derivations.run(con)
-    except duckdb.Error as error:
-        click.echo(f"warning: {PendingDerivations.count(con):,} trace(s) are not derived yet "
-                   f"({describe(error)}); runs and steps leave them out", err=True)
-    if derivations.traces_failed:
-        click.echo(f"warning: {derivations.traces_failed:,} trace(s) could not be derived "
+def say_caught_up(caught: CatchUp) -> None:
+    """What deriving at open (store.scheduling.catch_up) could not do, on standard error: the
+    command goes on with the runs derived so far."""
+    if caught.error is not None:
+        click.echo(f"warning: {caught.left_marked:,} trace(s) are not derived yet "
+                   f"({caught.error}); runs and steps leave them out", err=True)
+    if caught.traces_failed:
+        click.echo(f"warning: {caught.traces_failed:,} trace(s) could not be derived "
                    "(recorded in the database status); their runs and steps stay as last "
                    "derived", err=True)
+
+
+def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
+    """Derive what a stopped or crashed writer left marked, so reports see every stored span
+    (store.scheduling.catch_up); what could not be derived is said on standard error."""
+    say_caught_up(catch_up(con))
 
 
 @contextmanager
@@ -88,31 +88,43 @@ def error_stream(context: click.Context) -> IO[str] | None:
     return context.find_root().obj.get("stderr")
 
 
+def source(context: click.Context) -> Source:
+    """Where --db and --backend say the data is."""
+    return Source(db=db_option(context), backend=backend_option(context))
+
+
 @contextmanager
 def open_reader(context: click.Context) -> Iterator[Connection]:
     """What `report`, `run` and `check` read: the server's own reader when `serve` runs the
-    command for a client; the ClickHouse backend when --backend names one (its derived tables
-    brought up to date first); else the DuckDB file of --db."""
+    command for a client; else store.reader's (the ClickHouse backend when --backend names
+    one, its derived tables brought up to date first; else the DuckDB file of --db, what a
+    stopped writer left marked derived first)."""
     served = served_reader(context)
     if served is not None:
         yield served
         return
-    backend = backend_option(context)
-    if backend is None:
-        db = db_option(context)
-        if not Path(db).exists():
-            raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`")
-        with open_database(db) as con:
-            yield con
-        return
+    where = source(context)
     try:
-        con = clickhouse.connect(backend)
-        clickhouse.ensure_derived(con)
-    except (clickhouse.BackendError, clickhouse.NoTraces) as error:
+        opened = open_reader_of(where, caught_up=say_caught_up)
+    except NoDatabase:
+        raise Fail(f"no database at {where.db}; load traces first with `budgetscope ingest`"
+                   ) from None
+    except (DatabaseBusy, SchemaError, clickhouse.BackendError, clickhouse.NoTraces) as error:
         raise Fail(str(error)) from None
+    except duckdb.Error as error:
+        if where.backend is not None:
+            raise Fail(f"cannot read backend {where.backend}: {str(error).splitlines()[0]}"
+                       ) from None
+        raise Fail(f"cannot open database {where.db}: {error}") from None
     except Exception as error:  # the engine's own errors: connection refused, bad credentials
-        raise Fail(f"cannot read backend {backend}: {str(error).splitlines()[0]}") from None
-    yield con
+        if where.backend is None:
+            raise
+        raise Fail(f"cannot read backend {where.backend}: {str(error).splitlines()[0]}"
+                   ) from None
+    try:
+        yield opened.connection
+    finally:
+        opened.close()
 
 
 def write_output(data: bytes, out: Path | None, context: click.Context | None = None) -> None:

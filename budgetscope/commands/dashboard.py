@@ -8,22 +8,25 @@ file, its own dashboard is the one to open; this command says where it is.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from budgetscope.commands.common import Fail, backend_option, db_option, open_database
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
-from budgetscope.config import DB_ENV
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
-from dashboard.settings import DEFAULT_REFRESH_SECONDS, REFRESH_ENV
+from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from queries import clickhouse
+from store.reader import Source
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
 # Set by the command before it serves (`set_access`), read by `run_streamlit`: the dashboard
 # is never served without a policy, so a caller that forgot one gets the loopback-only default.
 _access: AccessPolicy | None = None
+# Set by `--refresh-seconds` (`set_refresh`), put into the dashboard's configuration.
+_refresh_seconds = DEFAULT_REFRESH_SECONDS
 
 
 def check_readable(db: str) -> None:
@@ -137,7 +140,14 @@ def refresh_option(function):  # type: ignore[no-untyped-def]
 
 
 def set_refresh(seconds: float) -> None:
-    os.environ[REFRESH_ENV] = repr(seconds)  # read by dashboard.data.refresh_seconds
+    global _refresh_seconds
+    _refresh_seconds = seconds
+
+
+def configure_dashboard(config: DashboardConfig) -> None:
+    """Hand the dashboard this process will run its configuration (dashboard.config), with
+    the refresh `--refresh-seconds` asked for."""
+    configure(replace(config, refresh_seconds=_refresh_seconds))
 
 
 def _say_access() -> None:
@@ -148,7 +158,7 @@ def _say_access() -> None:
 
 def serve_dashboard(db: str, host: str, port: int) -> None:
     """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM."""
-    os.environ[DB_ENV] = os.path.abspath(db)  # the dashboard's data provider reads this
+    configure_dashboard(DashboardConfig(Source(db=os.path.abspath(db))))
     url_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")
     _say_access()
@@ -162,7 +172,7 @@ def serve_backend_dashboard(backend: str, host: str, port: int) -> None:
         clickhouse.ensure_derived(clickhouse.connect(backend))
     except (clickhouse.BackendError, clickhouse.NoTraces) as error:
         raise Fail(str(error)) from None
-    os.environ[clickhouse.BACKEND_ENV] = backend  # the dashboard's data provider reads this
+    configure_dashboard(DashboardConfig(Source(backend=backend)))
     url_host = f"[{host}]" if ":" in host else host
     shown = clickhouse.parse_backend_url(backend).describe()
     click.echo(f"dashboard on {shown}: http://{url_host}:{port}  (Ctrl-C to stop)")

@@ -27,6 +27,7 @@ from budgetscope.commands.dashboard import (
     DASHBOARD_APP,
     access_options,
     access_policy,
+    configure_dashboard,
     refresh_option,
     refuse_open_exposure,
     run_streamlit,
@@ -42,11 +43,11 @@ from budgetscope.commands.serve_operations import (
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
+from dashboard.config import DashboardConfig, configure
 from ingest.database import DatabaseBusy
 from ingest.ddl import SchemaError
 from ingest.declared_service import DeclaredBudgets
-from ingest.declared_service import install as install_budgets
-from ingest.owner import DatabaseOwner, MemoryLimitError, install
+from ingest.owner import DatabaseOwner, MemoryLimitError
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -56,6 +57,7 @@ from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from ingest.retention import RetentionSchedule
 from queries.derive import refresh_touched
+from store.reader import Source
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
@@ -168,7 +170,6 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     except OSError as error:
         owner.close()
         raise Fail(str(error)) from None
-    install(owner)
     retention = None
     if retention_days is not None:
         retention = RetentionSchedule(receivers.committer.run_in_writer, retention_days, db,
@@ -182,7 +183,6 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     receivers.http.pages.update(pages.pages())
     # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
     budgets = DeclaredBudgets(owner, receivers.committer)
-    install_budgets(budgets)
     receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
     # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
     # the owner's reader, for the CLI (its read API).
@@ -205,6 +205,11 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "budgets": f"http://{local}:{receivers.http.port}{BUDGETS_PATH}",
         "cli": f"http://{local}:{receivers.http.port}{CLI_PATH}",
     })
+    # The dashboard this process runs reads through the owner and edits through the writer.
+    configure_dashboard(DashboardConfig(
+        Source(db=db, owner=owner), editor=budgets,
+        endpoints=(f"http://{local}:{receivers.http.port}/v1/traces",
+                   f"{local}:{receivers.grpc.port}")))
     _say_where(db, host, local, receivers, dashboard, token is not None)
     _LOG.info("serving %s", db, extra={
         "event": "start", "pid": os.getpid(), "db": db, "host": host,
@@ -229,8 +234,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if retention is not None:
             retention.stop()  # between two slices; a slice is one transaction
         drained = receivers.stop(DRAIN_SECONDS)
-        install_budgets(None)
-        install(None)
+        configure(None)
         owner.close()
         _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "
                   "%s closed%s", f"{stats.spans_inserted:,}", f"{stats.transactions:,}",

@@ -1,0 +1,68 @@
+"""When runs and steps are derived: every trigger of the derivation, and its pace, in one place.
+
+What is derived is the same whatever starts it (the derivation SQL, store/derive.py), and so is
+how: the marked traces in slices, a failing trace confined to itself (PendingDerivations).
+What starts it:
+
+1. `budgetscope serve`, after commits: the group-commit writer's derive thread, at most every
+   DERIVE_EVERY_SECONDS, and once when it starts, for marks a previous process left;
+2. serve, when a writer task marked traces (retention, a declared budget): request_derivation;
+3. serve, when it stops: one last turn once the writer has drained;
+4. bulk loads (`ingest`, `demo`): every DERIVE_EVERY_SPANS stored spans, and once at the end;
+5. a command that opens the file read-write (`report`, `run`, `check`, `simulate`,
+   `budgets`, `retain`, `dashboard`): `catch_up`, for what a stopped or crashed writer left;
+6. `budgetscope budgets` on the file: right after the change it stored (`derive_now`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from ingest.derivation import Derive, PendingDerivations, describe
+from queries.derive import refresh_touched
+
+# The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).
+DERIVE: Derive = refresh_touched
+# serve: a turn gathers the commits of this long, so the dashboard sees a new run within about
+# a second while a burst of commits pays the derivation's fixed cost (~150 ms) once.
+DERIVE_EVERY_SECONDS = 1.0
+# Bulk loads: often enough that a load's pending marks stay few, rarely enough that the
+# derivation's fixed cost per run (~150 ms of statement set-up here) is spread over many batches.
+DERIVE_EVERY_SPANS = 100_000
+
+
+def pending_derivations() -> PendingDerivations:
+    """The derivation of the marked traces, as every trigger runs it."""
+    return PendingDerivations(DERIVE)
+
+
+def derive_now(con: duckdb.DuckDBPyConnection) -> int:
+    """Derive every marked trace now (trigger 6); returns how many were derived."""
+    return pending_derivations().run(con)
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What `catch_up` could not do: traces left marked by an error of the environment (with
+    that error), and traces recorded as failing to derive on their own."""
+
+    left_marked: int = 0
+    error: str | None = None
+    traces_failed: int = 0
+
+
+def catch_up(con: duckdb.DuckDBPyConnection) -> CatchUp:
+    """Derive what a stopped or crashed writer left marked (trigger 5), so reports see every
+    stored span. Never raises a derivation error: a trace that fails alone is recorded by
+    PendingDerivations; an error of the environment leaves the traces marked for the next try,
+    and both are returned for the caller to say."""
+    if not PendingDerivations.count(con):
+        return CatchUp()
+    derivations = pending_derivations()
+    try:
+        derivations.run(con)
+    except duckdb.Error as error:
+        return CatchUp(PendingDerivations.count(con), describe(error), derivations.traces_failed)
+    return CatchUp(traces_failed=derivations.traces_failed)

@@ -111,7 +111,7 @@ def child(tree: Path, payload_file: Path) -> None:
     from ingest.owner import CHECKPOINT_THRESHOLD
     from ingest.proto_flatten import flatten_protobuf
     from ingest.writer import SpanWriter
-    from queries.derive import refresh_touched
+    from store.derive import refresh_touched
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())

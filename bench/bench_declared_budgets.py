@@ -42,7 +42,7 @@ from ingest.derivation import PendingDerivations  # noqa: E402
 from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from queries.derive import rebuild_all, refresh_touched  # noqa: E402
+from store.derive import rebuild_all, refresh_touched  # noqa: E402
 
 
 def strip_budgets(con, agent: str) -> int:  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ from ingest.derivation import PendingDerivations  # noqa: E402
 from ingest.flatten import FlatBatch  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.writer import SpanWriter  # noqa: E402
-from queries.derive import refresh_touched  # noqa: E402
+from store.derive import refresh_touched  # noqa: E402
 from tests.fuzz_harness import budget_run  # noqa: E402
 from tests.otlp_files import request  # noqa: E402
 

@@ -42,7 +42,7 @@ from ingest.owner import CHECKPOINT_THRESHOLD  # noqa: E402
 from ingest.proto_decode import decode_request  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.writer import SpanWriter, to_arrow  # noqa: E402
-from queries.derive import refresh_touched  # noqa: E402
+from store.derive import refresh_touched  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4

@@ -26,7 +26,7 @@ import pyarrow as pa  # noqa: E402
 
 from ingest.database import connect  # noqa: E402
 from ingest.file_loader import load_files  # noqa: E402
-from queries.derive import refresh_touched  # noqa: E402
+from store.derive import refresh_touched  # noqa: E402
 
 SAMPLE = ROOT / "sample_traces" / "sample.jsonl.gz"
 

@@ -51,7 +51,7 @@ from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.receivers import service  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from queries.derive import refresh_touched  # noqa: E402
+from store.derive import refresh_touched  # noqa: E402
 
 SPANS_PER_TRACE = 32
 TOOLS = ("fetch_report", "search_docs", "write_ticket", "run_sql", "send_email")

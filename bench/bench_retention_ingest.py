@@ -32,7 +32,7 @@ from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
 from ingest.retention import DAY_NS, RetentionSchedule  # noqa: E402
 from ingest.writer import SpanWriter  # noqa: E402
-from queries.derive import refresh_touched  # noqa: E402
+from store.derive import refresh_touched  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:

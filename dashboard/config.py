@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.database import DB_ENV, DEFAULT_DB
-from queries.clickhouse import BACKEND_ENV
+from store.clickhouse import BACKEND_ENV
 from store.reader import Source
 
 # How often an open page checks for new data (`--refresh-seconds`; 0: never). Ten seconds: a

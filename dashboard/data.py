@@ -26,13 +26,14 @@ from dashboard import config
 from ingest import declared_budgets, declared_service
 from ingest.database import DatabaseBusy
 from ingest.declared_service import DeclaredBudgets
-from queries import clickhouse, reports
+from queries import reports
 from queries.filters import Filters
 from queries.run_search import Found, RunSearch, search_runs
 from queries.run_view import RunView, load_run
 from queries.simulation import Prepared, SimulationResult, prepare, replay
 from queries.simulation_data import simulation_runs, simulation_steps
 from queries.simulation_policy import SimulationPolicy
+from store import clickhouse
 from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;

@@ -2,7 +2,7 @@
 
 The writer marks every trace it stores spans of in `pending_derivations`, in the spans'
 transaction. `PendingDerivations.run` takes the marked traces in slices and, for each slice,
-calls the derivation (queries.derive.refresh_touched, injected so that ingest does not depend
+calls the derivation (store.derive.refresh_touched, injected so that ingest does not depend
 on queries) with the temp table `touched_traces(trace_id, since)`, and removes the marks, in one
 transaction. A crash at any point leaves the marks of whatever was not derived, and the next
 run derives it: nothing acknowledged is ever left underived.

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
 from ingest.sources import expand_paths, read_pieces
-from queries.clickhouse import ClickHouseConnection
 from queries.otel_traces_load import as_string
+from store.clickhouse import ClickHouseConnection
 
 TABLE = "otel_logs"
 _TIME = pa.timestamp("ns", tz="UTC")
@@ -65,7 +65,7 @@ def log_rows(batch: FlatBatch) -> dict[str, list[Any]]:
 
 
 def create_otel_logs(con: ClickHouseConnection) -> None:
-    """The exporter's table (queries/sql/clickhouse/otel_logs_table.sql), if missing."""
+    """The exporter's table (store/sql_clickhouse/otel_logs_table.sql), if missing."""
     con.run_script("otel_logs_table")
 
 

@@ -1,7 +1,7 @@
 """The aggregate reports of SPEC §4-§8 as typed functions: connection and filters in, DataFrame
 out, columns in the order SPEC §7/§8 lists them. The CLI and the dashboard both call these.
 
-`con` is a DuckDB connection or a ClickHouse backend (queries.clickhouse): loader.frame runs the
+`con` is a DuckDB connection or a ClickHouse backend (store.clickhouse): loader.frame runs the
 query of the same name in the connection's dialect, with the same output columns."""
 
 from __future__ import annotations

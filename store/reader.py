@@ -24,7 +24,7 @@ import duckdb
 
 from ingest.database import DEFAULT_DB, connect
 from ingest.owner import DatabaseOwner
-from queries import clickhouse
+from store import clickhouse
 from store.scheduling import CatchUp, catch_up
 
 # A DuckDB connection, or another dialect's (store.clickhouse.ClickHouseConnection).

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ingest.derivation import Derive, PendingDerivations, describe
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 
 # The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).
 DERIVE: Derive = refresh_touched

@@ -326,7 +326,7 @@ def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int)
     and deriving the run never fails (it overflowed on 2^62 ms before)."""
     from ingest.derivation import PendingDerivations
     from ingest.writer import SpanWriter
-    from queries.derive import refresh_touched
+    from store.derive import refresh_touched
 
     batch = budget_body(budget_run(key, value, start_ns), as_json)
     assert batch.span_count == 2, batch.rejections

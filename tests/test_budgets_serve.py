@@ -25,7 +25,7 @@ from ingest.declared_service import DeclaredBudgets
 from ingest.owner import DatabaseOwner
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 

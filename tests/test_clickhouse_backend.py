@@ -33,13 +33,14 @@ from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
 from ingest.database import connect as duckdb_connect
-from queries import clickhouse, reports
-from queries.clickhouse import BACKEND_ENV
+from queries import reports
 from queries.filters import Filters
 from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
 from queries.otel_traces_load import load_files, load_requests
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run
+from store import clickhouse
+from store.clickhouse import BACKEND_ENV
 from tests.browser import support
 from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
 

@@ -39,7 +39,7 @@ from ingest.receivers.operations import OperatorPages
 from ingest.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
 from ingest.writer import SpanWriter
 from queries import reports
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json, request

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind
 
-from queries import conventions
 from queries.filters import Filters
-from queries.loader import CLICKHOUSE_QUERIES, QUERIES
 from queries.reports import failures
+from store import conventions
+from store.clickhouse import BACKEND_QUERIES as CLICKHOUSE_QUERIES  # the derivations: the store's
+from store.derive import QUERIES
 from tests.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
 
 CLIENT = SpanKind.CLIENT

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from queries import clickhouse
 from queries.otel_traces_load import load_requests
+from store import clickhouse
 from tests import test_conventions, test_conventions_classes
 from tests.trace_builder import TraceBuilder, open_db, store
 

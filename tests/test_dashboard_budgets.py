@@ -20,7 +20,7 @@ from ingest.declared_budgets import Change
 from ingest.declared_service import DeclaredBudgets
 from ingest.group_commit import GroupCommitter
 from ingest.owner import DatabaseOwner
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from store.reader import Source
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, open_db, store

@@ -18,7 +18,7 @@ from ingest.declared_budgets import (
     parse_duration_ms,
 )
 from ingest.derivation import PendingDerivations
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 

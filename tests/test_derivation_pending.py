@@ -19,7 +19,7 @@ from ingest.file_loader import load_files
 from ingest.flatten import flatten_request
 from ingest.group_commit import GroupCommitter
 from ingest.writer import SpanWriter
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.otlp_files import otlp_json, request, sdk_spans
 
 

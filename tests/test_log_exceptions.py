@@ -25,7 +25,7 @@ from ingest.file_loader import load_files
 from ingest.owner import DatabaseOwner
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
 

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from budgetscope.commands.serve_operations import signal_families
 from ingest.receivers.operations import OperatorPages, Readiness
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.ops_traces import EXPECTED, old_run, ops_runs
 from tests.prometheus_parser import ExpositionError, parse
 from tests.test_receivers_common import Running, raw_request, running_receivers

@@ -265,7 +265,7 @@ def test_cli_ingest_of_a_logs_only_file(tmp_path: Path) -> None:
 
 def _run_db(tmp_path: Path, hostile_body: str | None = None) -> tuple[str, object]:
     """A database holding one run's spans and log records, derived."""
-    from queries.derive import refresh_touched
+    from store.derive import refresh_touched
 
     run = run_with_logs()
     logs = logs_request(run.logs)

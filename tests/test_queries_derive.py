@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from queries.derive import rebuild_all
 from queries.run_view import load_run
+from store.derive import rebuild_all
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 

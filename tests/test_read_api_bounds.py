@@ -23,7 +23,7 @@ from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.test_receivers_common import raw_request
 
 TOKEN = "bounds-token"

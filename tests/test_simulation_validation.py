@@ -36,12 +36,12 @@ import pytest
 
 from ingest.database import connect
 from ingest.file_loader import load_files
-from queries.derive import refresh_touched
 from queries.filters import Filters
 from queries.simulation_data import simulate
 from queries.simulation_policy import SimulationPolicy
 from sample_traces.generate import write
 from sample_traces.policy import BASELINE, AgentBudget, Policy
+from store.derive import refresh_touched
 
 RUNS = 500  # ~7 s to generate and ingest per policy on 2 busy cores
 SEED = 11

@@ -26,7 +26,7 @@ from ingest.database import connect
 from ingest.derivation import PendingDerivations
 from ingest.flatten import flatten_request
 from ingest.writer import SpanWriter
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 
 T0_NS = 1_795_428_000 * 10**9  # 2026-11-23T10:00:00Z, a Monday
 MS = 10**6

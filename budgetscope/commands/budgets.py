@@ -36,8 +36,8 @@ from ingest.declared_budgets import (
     parse_duration_ms,
 )
 from ingest.derivation import PendingDerivations
-from queries import clickhouse, clickhouse_declared
-from queries.derive import refresh_touched
+from store import clickhouse, clickhouse_declared
+from store.derive import refresh_touched
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 

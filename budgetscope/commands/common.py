@@ -12,8 +12,8 @@ import duckdb
 
 from ingest.database import DatabaseBusy, connect
 from ingest.ddl import SchemaError
-from queries import clickhouse
 from queries.loader import Connection
+from store import clickhouse
 from store.reader import NoDatabase, Source
 from store.reader import open_reader as open_reader_of
 from store.scheduling import CatchUp, catch_up

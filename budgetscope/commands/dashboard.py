@@ -17,7 +17,7 @@ from budgetscope.commands.common import Fail, backend_option, db_option, open_da
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
-from queries import clickhouse
+from store import clickhouse
 from store.reader import Source
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"

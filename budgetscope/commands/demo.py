@@ -12,9 +12,9 @@ from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from ingest.file_loader import load_files
 from queries import readable
-from queries.derive import refresh_touched
 from queries.render import to_text_table
 from queries.reports import attribution
+from store.derive import refresh_touched
 
 DEMO_MARKER = "demo_database"
 

@@ -11,8 +11,8 @@ import duckdb
 from budgetscope.commands.common import Fail, open_database
 from budgetscope.log_format import configure_logging
 from ingest.file_loader import LoadSummary, load_files
-from queries.derive import refresh_touched
 from queries.terminal import terminal_safe
+from store.derive import refresh_touched
 
 _LOG = logging.getLogger("budgetscope.ingest")
 

@@ -56,7 +56,7 @@ from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from ingest.retention import RetentionSchedule
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from store.reader import Source
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.

@@ -1,6 +1,6 @@
 -- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
 -- the on-call run view read a few columns instead of walking span trees on every query.
--- Maintained only by queries/sql/derive_refresh.sql, which deletes and recomputes the rows of
+-- Maintained only by store/sql_derive/derive_refresh.sql, which deletes and recomputes the rows of
 -- the traces a write touched, inside that write's transaction; never edit these rows by hand.
 -- No primary keys: a malformed trace (two roots, a parent cycle) must not make a whole ingest
 -- batch fail on a constraint; the refresh de-duplicates instead.
@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS steps (
     kind                 VARCHAR NOT NULL,
     name                 VARCHAR NOT NULL,
     step_key             VARCHAR NOT NULL,  -- kind:name
-    -- what recognised it (queries/conventions.py): budget, otel_genai, openinference, ...
+    -- what recognised it (store/conventions.py): budget, otel_genai, openinference, ...
     convention           VARCHAR,
     class                VARCHAR NOT NULL,  -- SPEC §3
     start_ns             BIGINT NOT NULL,

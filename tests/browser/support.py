@@ -18,7 +18,7 @@ import pytest
 from budgetscope.config import SAMPLE_TRACES
 from ingest.database import connect
 from ingest.file_loader import load_files
-from queries.derive import refresh_touched
+from store.derive import refresh_touched
 from tests.trace_builder import TraceBuilder, store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -42,7 +42,7 @@ WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
 GROUP BY trace_id, span_id;
 
 -- 1. The touched traces' spans, recognised as steps by SPEC §9's table and classed by §3
--- rules 1-5 (the marked fragments are filled from queries/conventions.py, the one place those
+-- rules 1-5 (the marked fragments are filled from store/conventions.py, the one place those
 -- rules are written). `specific` is the class rules 1-4 give other than the fallback `error`:
 -- a step without one may take a descendant's (rule 6, derive_rolled below).
 CREATE OR REPLACE TEMP TABLE derive_spans AS

@@ -1,14 +1,14 @@
 -- name: derive_build
 -- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6).
 --
--- The ClickHouse dialect of queries/sql/derive_refresh.sql: the same steps in the same order,
+-- The ClickHouse dialect of store/sql_derive/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
 -- dialect only: spans come from the Collector exporter's otel_traces (attribute values arrive as
 -- strings and are cast here the way ingest/typed_attributes.py casts them at ingest); the whole
 -- table is derived at once into *_next tables that then replace the live ones, instead of a
 -- refresh of the traces one write touched (ClickHouse has no transactions to make a
 -- delete-and-insert atomic; an exchange of tables is).
--- Statements end with ';' at the end of a line (queries.clickhouse.split_statements).
+-- Statements end with ';' at the end of a line (store.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
 
@@ -76,7 +76,7 @@ WITH raw AS (
                        mapContains(SpanAttributes, 'http.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.status_code']), NULL)
                    AS t_http,
-               -- SPEC §9's attributes, typed as ingest types them (queries/conventions.py)
+               -- SPEC §9's attributes, typed as ingest types them (store/conventions.py)
                /*@clickhouse_reads*/,
                toInt8(multiIf(SpanKind IN ('Client', 'SPAN_KIND_CLIENT'), 3,
                               SpanKind IN ('Server', 'SPAN_KIND_SERVER'), 2,

@@ -8,7 +8,9 @@ A backend URL picks the engine:
   instead come from env BUDGETSCOPE_CLICKHOUSE_PASSWORD. NOT exercised by the tests (no server
   in CI): the SQL is the one the chdb tests run, the transport is clickhouse-connect's.
 
-Queries come from queries/sql/clickhouse/ (loader.CLICKHOUSE_QUERIES); values are always bound as
+Report queries come from queries/sql/clickhouse/ (queries.loader.CLICKHOUSE_QUERIES); the
+backend's own tables and derivation from store/sql_clickhouse/ (BACKEND_QUERIES); values are
+always bound as
 ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
 Only results travel: report rows (aggregates; for `runs`, one row per run; for the run view,
 one run's steps), never spans. chdb allows one data folder per process at a time.
@@ -28,7 +30,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pandas as pd
 import pyarrow as pa
 
-from queries.loader import CLICKHOUSE_QUERIES, Query, bound_parameters
+from store.derive import with_conventions
+from store.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
@@ -41,6 +44,15 @@ SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1}
 # they come from this list, never from a caller's string).
 INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+# The backend's own files: the Collector exporter's tables, and the derivation that builds runs
+# and steps there (rebuilt whole: derive_state says when).
+BACKEND_FOLDER = Path(__file__).with_name("sql_clickhouse")
+BACKEND_NAMES = frozenset({
+    "otel_traces_table", "otel_logs_table", "derive_build", "derive_log_exceptions",
+    "derive_log_exceptions_none", "derive_scratch_drop", "derive_state",
+})
+BACKEND_QUERIES = with_conventions(
+    load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
 
 
 class BackendError(ValueError):
@@ -172,7 +184,7 @@ class ClickHouseConnection:
 
     def run_script(self, name: str) -> None:
         """Run every statement of a ClickHouse-only multi-statement file (DDL, derive)."""
-        for number, statement in enumerate(split_statements(CLICKHOUSE_QUERIES[name].text), 1):
+        for number, statement in enumerate(split_statements(BACKEND_QUERIES[name].text), 1):
             try:
                 self.command(statement)
             except Exception as error:
@@ -226,7 +238,7 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
                        "AND table = 'budgetscope_derive_state' AND name = 'log_rows'") != 1:
         # never derived, or derived before declared budgets (SPEC §10) or log records existed
         return None
-    rows = con.frame(CLICKHOUSE_QUERIES["derive_state"], {})
+    rows = con.frame(BACKEND_QUERIES["derive_state"], {})
     if rows.empty:
         return None
     state = rows.iloc[0].to_dict()

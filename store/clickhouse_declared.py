@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ingest.declared_budgets import Change, Declaration
-from queries.clickhouse import ClickHouseConnection, split_statements
-from queries.loader import CLICKHOUSE_PARAMETER, SQL_FOLDER, load_queries
+from store.clickhouse import BACKEND_FOLDER, ClickHouseConnection, split_statements
+from store.sql_files import CLICKHOUSE_PARAMETER, load_queries
 
-QUERIES = load_queries(SQL_FOLDER / "clickhouse_declared", frozenset({
+QUERIES = load_queries(BACKEND_FOLDER / "declared", frozenset({
     "declared_tables", "declared_budget_delete", "declared_budget_insert",
     "declared_cap_delete", "declared_cap_insert", "declared_list"}), CLICKHOUSE_PARAMETER)
 

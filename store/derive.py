@@ -1,0 +1,51 @@
+"""Keeps the derived runs and steps tables in step with spans (SPEC §1-§6).
+
+`refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
+stored spans (PendingDerivations in store/derivation.py calls it; store/scheduling.py says
+when). The derivation's SQL is in store/sql_derive/, its `/*@name*/` markers filled from
+store/conventions.py (SPEC §9, §3) once, at import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+
+from store import conventions
+from store.sql_files import Query, load_queries
+
+DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
+DERIVE_NAMES = frozenset({"derive_refresh", "derive_rebuild_prepare"})
+
+
+def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
+    """The derivations' `/*@name*/` markers filled from store/conventions.py (SPEC §9, §3)."""
+    return {name: replace(query, text=conventions.render(query.text, dialect))
+            if "/*@" in query.text else query for name, query in queries.items()}
+
+
+QUERIES = with_conventions(load_queries(DERIVE_FOLDER, DERIVE_NAMES), "duckdb")
+
+
+def _execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    con.execute(QUERIES[name].text)
+
+
+def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute runs and steps of the traces listed in the temp table touched_traces."""
+    _execute(con, "derive_refresh")
+
+
+def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute every trace's runs and steps, in one transaction (after an upgrade that
+    changes a derivation, or on a database written without the hook)."""
+    con.begin()
+    try:
+        _execute(con, "derive_rebuild_prepare")
+        _execute(con, "derive_refresh")
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise

@@ -45,7 +45,7 @@ from queries.otel_traces_load import load_files as clickhouse_load  # noqa: E402
 from queries.render import to_csv_bytes  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store import clickhouse  # noqa: E402
-from store.derive import rebuild_all, refresh_touched  # noqa: E402
+from store.derive import rebuild_all  # noqa: E402
 
 SAMPLE_SPANS = 52_198
 BENCH_SQL = load_queries(Path(__file__).with_name("sql_clickhouse"),
@@ -61,7 +61,7 @@ def seconds(started: float) -> str:
 def build_duckdb(path: Path, copies: int) -> None:
     started = time.perf_counter()
     con = duckdb_connect(path)
-    summary = duckdb_load(con, [SAMPLE_TRACES], derive=refresh_touched)
+    summary = duckdb_load(con, [SAMPLE_TRACES], derive=True)
     assert not summary.rejections
     con.execute("CREATE TEMP TABLE bench_sample AS SELECT * FROM spans")
     for first in range(1, copies, COPIES_PER_STATEMENT):

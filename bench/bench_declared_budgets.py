@@ -66,7 +66,7 @@ def timed_change(con, change: Change) -> tuple[int, int, float, float]:  # type:
 def served_change(db: Path, change: Change) -> tuple[int, float, bool]:
     owner = DatabaseOwner(db)
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                          derive=refresh_touched)
+                          derive=True)
     endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
     receivers.http.handlers[PATH] = endpoint.handle
     receivers.start()

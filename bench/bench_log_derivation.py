@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         con = connect(Path(folder) / "bench.duckdb")
-        load_files(con, [SAMPLE], progress=False, derive=refresh_touched)
+        load_files(con, [SAMPLE], progress=False, derive=True)
         traces = pa.table({"trace_id": [row[0] for row in con.execute(
             "SELECT DISTINCT trace_id FROM spans ORDER BY trace_id LIMIT ?",
             [args.traces]).fetchall()]})

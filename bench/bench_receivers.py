@@ -51,7 +51,6 @@ from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.receivers import service  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
 
 SPANS_PER_TRACE = 32
 TOOLS = ("fetch_report", "search_docs", "write_ticket", "run_sql", "send_email")
@@ -264,7 +263,7 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float,
         # acknowledged write, unless measuring the receivers and writer without it).
         with http_receiver_class(scenario.receiver):
             receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                                  derive=refresh_touched if scenario.derive else None)
+                                  derive=scenario.derive)
         receivers.start()
         stop_queries = threading.Event()
         timings: dict[str, list[float]] = {}

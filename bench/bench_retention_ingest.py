@@ -32,7 +32,6 @@ from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
 from ingest.retention import DAY_NS, RetentionSchedule  # noqa: E402
 from ingest.writer import SpanWriter  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -54,7 +53,7 @@ def main() -> None:
     for start in range(0, args.old_traces, 1_000):
         writer.write(flatten_request(request(min(1_000, args.old_traces - start), old_end)))
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                          derive=refresh_touched)
+                          derive=True)
     receivers.start()
     url = urlsplit(receivers.http.endpoint)
     samples: list[tuple[float, float, int]] = []  # (answered at, seconds, status)

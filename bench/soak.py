@@ -39,7 +39,6 @@ from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
 
 DASHBOARD_REPORTS = ("database_status", "runs", "attribution", "failures", "utilisation",
                      "weekly")
@@ -255,7 +254,7 @@ def soak(seconds: float, rate: float, exporters: int = 4, spans: int = 256,
             limiter.execute("SET memory_limit = ?", [memory_limit])
             limiter.close()
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                              derive=refresh_touched)
+                              derive=True)
         receivers.start()
         stop = threading.Event()
         timings: list[float] = []

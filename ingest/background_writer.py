@@ -14,14 +14,9 @@ import threading
 from ingest.derivation import PendingDerivations
 from ingest.flatten import FlatBatch
 from ingest.writer import SpanWriter
+from store.scheduling import DERIVE_EVERY_SPANS
 
 _STOP = None
-
-
-# Derive every this many stored spans during a long load (and once at the end): often enough
-# that a load's pending marks stay few, rarely enough that the derivation's fixed cost per run
-# (~150 ms of statement set-up here) is spread over many batches.
-DERIVE_EVERY_SPANS = 100_000
 
 
 class BackgroundWriter:

@@ -11,12 +11,12 @@ import duckdb
 import pyarrow as pa
 
 from ingest.background_writer import BackgroundWriter
-from ingest.derivation import Derive, PendingDerivations
 from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
 from ingest.progress import Progress
 from ingest.rejections import Rejection, RejectionLog
 from ingest.sources import OpenedFile, expand_paths, read_pieces
 from ingest.writer import SpanWriter
+from store.scheduling import pending_derivations
 
 # Spans per transaction. Measured on a 1M-span protobuf file (2 cores): 5k-span transactions
 # spent 84 s inserting, 20k-span ones 53-56 s; the two 20k batches in flight (one committing,
@@ -114,13 +114,14 @@ def load_files(
     chunk_spans: int = CHUNK_SPANS,
     max_future_ns: int = DEFAULT_MAX_FUTURE_NS,
     writer: SpanWriter | None = None,
-    derive: Derive | None = None,
+    derive: bool = False,
 ) -> LoadSummary:
     """Load every file; rejects what is bad, keeps what is good, never stores a span twice.
-    With `derive`, the derived tables are brought up to date as the load goes and at its end."""
+    With `derive`, the derived tables are brought up to date as the load goes and at its end
+    (store/scheduling.py, trigger 4)."""
     summary = LoadSummary()
     writer = writer or SpanWriter(con)
-    derivations = PendingDerivations(derive) if derive is not None else None
+    derivations = pending_derivations() if derive else None
     files = list(expand_paths(list(paths)))
     total_bytes = sum(path.stat().st_size for path in files if path.is_file())
     bar = Progress(total_bytes, force=progress)

@@ -49,7 +49,8 @@ import duckdb
 from ingest.derivation import Derive, PendingDerivations
 from ingest.flatten import FlatBatch
 from ingest.histogram import Histogram
-from ingest.writer import AfterWrite, SpanWriter, WriteResult, to_arrow
+from ingest.writer import SpanWriter, WriteResult, to_arrow
+from store.scheduling import DERIVE_EVERY_SECONDS
 
 _LOG = logging.getLogger(__name__)
 
@@ -104,16 +105,16 @@ class GroupCommitter:
         self,
         con: duckdb.DuckDBPyConnection,
         *,
-        after_write: AfterWrite | None = None,
         derive: Derive | None = None,
-        derive_every_seconds: float = 1.0,
+        derive_every_seconds: float = DERIVE_EVERY_SECONDS,
         max_queued_spans: int = 200_000,
         max_transaction_spans: int = 50_000,
         max_lag_seconds: float = 5.0,
         retry_after_seconds: int = 2,
         linger_seconds: float = 0.05,
     ) -> None:
-        self._writer = SpanWriter(con, after_write=after_write)
+        # Public for tests, which set its after_write hook (ingest/writer.py).
+        self.writer = SpanWriter(con)
         self.derivations = PendingDerivations(derive) if derive is not None else None
         self.derive_every_seconds = derive_every_seconds
         # Set after each commit; set at start too, since marks may be left by a previous process.
@@ -281,7 +282,7 @@ class GroupCommitter:
                 return [] if self._tasks and not self._closing else None
             # Linger while other requests are still being decoded, so that one commit serves
             # them too (PostgreSQL's commit_delay/commit_siblings). A transaction costs a
-            # mostly fixed ~100 ms here (~230 ms with the derivation hook) whatever its size,
+            # mostly fixed ~100 ms here (~230 ms when derivation ran inside it) whatever its size,
             # and a 512-span request decodes in ~35 ms: without this, 4 exporters split into
             # two cohorts of 2 requests that alternate, paying two transactions per round.
             deadline = time.monotonic() + self.linger_seconds
@@ -384,7 +385,7 @@ class GroupCommitter:
         started = time.monotonic()
         waited = sum(started - pending.queued_at for pending in taken)
         try:
-            result = self._writer.write(merged)
+            result = self.writer.write(merged)
         except Exception as error:  # noqa: BLE001 - any failure must fail the requests, not the thread
             self.stats.failed_transactions += 1
             if len(taken) > 1:

@@ -40,7 +40,7 @@ def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
 
 def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute every trace's runs and steps, in one transaction (after an upgrade that
-    changes a derivation, or on a database written without the hook)."""
+    changes a derivation, or on a database whose spans were stored without deriving)."""
     con.begin()
     try:
         _execute(con, "derive_rebuild_prepare")

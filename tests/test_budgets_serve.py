@@ -25,7 +25,6 @@ from ingest.declared_service import DeclaredBudgets
 from ingest.owner import DatabaseOwner
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.derive import refresh_touched
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 
@@ -76,7 +75,7 @@ class Served:
 def served(tmp_path: Path) -> Iterator[Served]:
     owner = DatabaseOwner(tmp_path / "served.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
-                          derive=refresh_touched)
+                          derive=True)
     endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
     receivers.http.handlers[PATH] = endpoint.handle
     receivers.start()

@@ -14,7 +14,6 @@ from ingest.file_loader import load_files as duckdb_load
 from queries.otel_logs_load import load_log_files
 from queries.otel_traces_load import load_files
 from store import clickhouse
-from store.derive import refresh_touched
 from tests.otlp_files import length_prefixed
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
@@ -29,7 +28,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory):
     path.write_bytes(length_prefixed([spans_request(list(run.spans)), logs_request(run.logs)]))
     db = folder / "run.duckdb"
     with duckdb_connect(db) as con:
-        duckdb_load(con, [path], progress=False, derive=refresh_touched)
+        duckdb_load(con, [path], progress=False, derive=True)
     data = folder / "data"
     url = f"chdb://{data}"
     con = clickhouse.connect(url)

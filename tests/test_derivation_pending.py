@@ -93,7 +93,7 @@ def test_a_file_load_ends_with_everything_derived(tmp_path: Path,
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(otlp_json(request(sdk_spans(runs=4)))))
-    summary = load_files(con, [path], derive=refresh_touched)
+    summary = load_files(con, [path], derive=True)
     assert summary.spans_loaded == 16
     assert (_runs(con), _pending(con)) == (4, 0)
 

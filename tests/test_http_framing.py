@@ -54,11 +54,11 @@ def serving(folder: Path, limits: Limits, name: str = "framing", after_write=Non
     owner = DatabaseOwner(folder / f"{name}.duckdb")
     try:
         receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=http_port,
-                                                    grpc_port=grpc_port, limits=limits),
-                              after_write=after_write)
+                                                    grpc_port=grpc_port, limits=limits))
     except BaseException:
         owner.close()
         raise
+    receivers.committer.writer.after_write = after_write  # before any batch is written
     pages = OperatorPages(receivers.committer, receivers.exporter.counters,
                           receivers.http.token, cache_seconds=0.0)
     receivers.http.pages.update(pages.pages())

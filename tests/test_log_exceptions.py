@@ -25,7 +25,6 @@ from ingest.file_loader import load_files
 from ingest.owner import DatabaseOwner
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.derive import refresh_touched
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
 
@@ -52,16 +51,16 @@ def test_exception_log_records_class_their_spans_in_files(tmp_path: Path) -> Non
     spans = _write(tmp_path / "spans.pb", spans_request(list(run.spans)))
     logs = _write(tmp_path / "logs.pb", logs_request(run.logs))
     with connect(tmp_path / "spans-only.duckdb") as con:
-        load_files(con, [spans], progress=False, derive=refresh_touched)
+        load_files(con, [spans], progress=False, derive=True)
         assert classes(con, run) == WITHOUT_LOGS
         # the records come later, in another load: the trace is derived again
-        summary = load_files(con, [logs], progress=False, derive=refresh_touched)
+        summary = load_files(con, [logs], progress=False, derive=True)
         assert summary.logs_loaded == 4 and summary.logs_span_missing == 0
         assert classes(con, run) == EXPECTED
     with connect(tmp_path / "logs-first.duckdb") as con:
-        summary = load_files(con, [logs], progress=False, derive=refresh_touched)
+        summary = load_files(con, [logs], progress=False, derive=True)
         assert summary.logs_span_missing == 3  # kept: their spans come next
-        load_files(con, [spans], progress=False, derive=refresh_touched)
+        load_files(con, [spans], progress=False, derive=True)
         assert classes(con, run) == EXPECTED
 
 
@@ -76,7 +75,7 @@ def test_a_record_pointing_at_a_span_never_received_changes_nothing(tmp_path: Pa
     spans = _write(tmp_path / "spans.pb", spans_request(list(run.spans)))
     logs = _write(tmp_path / "logs.pb", request)
     with connect(tmp_path / "db.duckdb") as con:
-        summary = load_files(con, [spans, logs], progress=False, derive=refresh_touched)
+        summary = load_files(con, [spans, logs], progress=False, derive=True)
         assert not summary.rejections
         assert summary.logs_loaded == 4 and summary.logs_span_missing == 3
         assert classes(con, run) == WITHOUT_LOGS
@@ -88,7 +87,7 @@ def deriving_receivers(folder: Path) -> Iterator[tuple[Receivers, DatabaseOwner]
     owner = DatabaseOwner(folder / "serve.duckdb")
     config = ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
                             limits=Limits(max_body_bytes=1 << 20))
-    receivers = Receivers(owner, config, derive=refresh_touched)
+    receivers = Receivers(owner, config, derive=True)
     receivers.start()
     try:
         yield receivers, owner

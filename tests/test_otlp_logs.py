@@ -265,7 +265,6 @@ def test_cli_ingest_of_a_logs_only_file(tmp_path: Path) -> None:
 
 def _run_db(tmp_path: Path, hostile_body: str | None = None) -> tuple[str, object]:
     """A database holding one run's spans and log records, derived."""
-    from store.derive import refresh_touched
 
     run = run_with_logs()
     logs = logs_request(run.logs)
@@ -275,7 +274,7 @@ def _run_db(tmp_path: Path, hostile_body: str | None = None) -> tuple[str, objec
     path.write_bytes(length_prefixed([spans_request(list(run.spans)), logs]))
     db = tmp_path / "run.duckdb"
     with connect(db) as con:
-        summary = load_files(con, [path], progress=False, derive=refresh_touched)
+        summary = load_files(con, [path], progress=False, derive=True)
         assert not summary.rejections and summary.logs_loaded == 4
     return str(db), run
 

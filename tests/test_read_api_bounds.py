@@ -23,7 +23,6 @@ from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.derive import refresh_touched
 from tests.test_receivers_common import raw_request
 
 TOKEN = "bounds-token"
@@ -49,7 +48,7 @@ def test_a_full_pool_refuses_and_frees_its_slots() -> None:
 def receivers(tmp_path: Path) -> Iterator[tuple[Receivers, CliEndpoint]]:
     owner = DatabaseOwner(tmp_path / "bounds.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
-                          derive=refresh_touched)
+                          derive=True)
     endpoint = CliEndpoint(ServedCommands(owner, seconds=60).run, RefusedCommand,
                            receivers.http.token)
     receivers.http.add_route(PATH, endpoint)

@@ -59,7 +59,8 @@ def running_receivers(
                     body_timeout=body_timeout, socket_timeout=socket_timeout)
     config = ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0, token=token,
                             limits=limits, max_lag_seconds=max_lag_seconds)
-    receivers = Receivers(owner, config, after_write=after_write)
+    receivers = Receivers(owner, config)
+    receivers.committer.writer.after_write = after_write  # before any batch is written
     receivers.start()
     try:
         yield Running(owner, receivers)

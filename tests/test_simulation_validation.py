@@ -41,7 +41,6 @@ from queries.simulation_data import simulate
 from queries.simulation_policy import SimulationPolicy
 from sample_traces.generate import write
 from sample_traces.policy import BASELINE, AgentBudget, Policy
-from store.derive import refresh_touched
 
 RUNS = 500  # ~7 s to generate and ingest per policy on 2 busy cores
 SEED = 11
@@ -80,7 +79,7 @@ def build(tmp: Path, policy: Policy) -> str:
     write(traces, runs=RUNS, seed=SEED, policy=policy)
     con = connect(db)
     try:
-        summary = load_files(con, [traces], derive=refresh_touched)
+        summary = load_files(con, [traces], derive=True)
         assert not summary.rejections
     finally:
         con.close()

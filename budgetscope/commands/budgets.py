@@ -35,9 +35,8 @@ from ingest.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
-from ingest.derivation import PendingDerivations
 from store import clickhouse, clickhouse_declared
-from store.derive import refresh_touched
+from store.scheduling import derive_now
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 
@@ -160,7 +159,7 @@ def _change(context: click.Context, change: Change) -> None:
         catch_up_derivations(con)
         started = time.monotonic()
         applied = apply(con, change)
-        PendingDerivations(refresh_touched).run(con)
+        derive_now(con)
         _report(change, {**applied.to_json(), "seconds": time.monotonic() - started}, "")
 
     def remote(url: str, token: str | None) -> None:

@@ -14,7 +14,6 @@ from ingest.file_loader import load_files
 from queries import readable
 from queries.render import to_text_table
 from queries.reports import attribution
-from store.derive import refresh_touched
 
 DEMO_MARKER = "demo_database"
 
@@ -70,8 +69,7 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
         _check_port_free(port)
     _reset_demo_database(path)
     with open_database(str(path)) as con:
-        summary = load_files(con, [SAMPLE_TRACES],
-                             derive=refresh_touched)
+        summary = load_files(con, [SAMPLE_TRACES], derive=True)
         con.execute("INSERT INTO budgetscope_meta VALUES (?, 'true')", [DEMO_MARKER])
         headline = attribution(con).head(8)
     for line in summary.lines():

@@ -12,7 +12,6 @@ from budgetscope.commands.common import Fail, open_database
 from budgetscope.log_format import configure_logging
 from ingest.file_loader import LoadSummary, load_files
 from queries.terminal import terminal_safe
-from store.derive import refresh_touched
 
 _LOG = logging.getLogger("budgetscope.ingest")
 
@@ -48,8 +47,7 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             con.execute("SET memory_limit = ?", [memory_limit])
         except duckdb.Error as error:
             raise Fail(f"--memory-limit {memory_limit!r}: {error}") from None
-        summary = load_files(con, paths, progress=progress,
-                             derive=refresh_touched)
+        summary = load_files(con, paths, progress=progress, derive=True)
     nothing = (summary.spans_loaded + summary.spans_present + summary.spans_rejected == 0
                and not summary.logs_seen)
     if nothing and not summary.rejections:

@@ -56,7 +56,6 @@ from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from ingest.retention import RetentionSchedule
-from store.derive import refresh_touched
 from store.reader import Source
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
@@ -165,8 +164,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                             token=token, limits=Limits(max_body_bytes=max_body_bytes))
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
-        # thread right after, when idle or every second (ingest/derivation.py).
-        receivers = Receivers(owner, config, derive=refresh_touched)
+        # thread right after, when idle or every second (store/scheduling.py).
+        receivers = Receivers(owner, config, derive=True)
     except OSError as error:
         owner.close()
         raise Fail(str(error)) from None

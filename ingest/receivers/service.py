@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ingest.derivation import Derive
 from ingest.group_commit import GroupCommitter
 from ingest.owner import DatabaseOwner
 from ingest.receivers.auth import BearerToken
@@ -13,7 +12,7 @@ from ingest.receivers.export import Exporter
 from ingest.receivers.grpc_receiver import GrpcReceiver
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
-from ingest.writer import AfterWrite
+from store.scheduling import DERIVE
 
 
 @dataclass(frozen=True)
@@ -31,11 +30,13 @@ class ReceiverConfig:
 class Receivers:
     """OTLP/HTTP and OTLP/gRPC in front of one group-commit writer on the owner's database."""
 
-    def __init__(self, owner: DatabaseOwner, config: ReceiverConfig,
-                 after_write: AfterWrite | None = None, derive: Derive | None = None) -> None:
+    def __init__(self, owner: DatabaseOwner, config: ReceiverConfig, *,
+                 derive: bool = False) -> None:
+        """With `derive`, the writer derives runs and steps after its commits (as serve does:
+        store/scheduling.py, triggers 1-3)."""
         self.config = config
         self.committer = GroupCommitter(
-            owner.cursor(), after_write=after_write, derive=derive,
+            owner.cursor(), derive=DERIVE if derive else None,
             max_queued_spans=config.max_queued_spans,
             max_lag_seconds=config.max_lag_seconds)
         self.exporter = exporter = Exporter(self.committer, config.limits.commit_timeout)

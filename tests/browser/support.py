@@ -18,7 +18,6 @@ import pytest
 from budgetscope.config import SAMPLE_TRACES
 from ingest.database import connect
 from ingest.file_loader import load_files
-from store.derive import refresh_touched
 from tests.trace_builder import TraceBuilder, store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +52,7 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     def build(con):  # type: ignore[no-untyped-def]
         summary = load_files(con, [SAMPLE_TRACES],
-                             derive=refresh_touched)
+                             derive=True)
         assert not summary.rejections
 
     return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "sample.duckdb", build)

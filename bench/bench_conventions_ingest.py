@@ -106,12 +106,12 @@ def child(tree: Path, payload_file: Path) -> None:
     sys.path.insert(0, str(tree))
     from ingest.database import connect
     from ingest.derivation import PendingDerivations
-    from ingest.flatten import FlatBatch
     from ingest.gc_tuning import relax_gc_for_ingest
     from ingest.owner import CHECKPOINT_THRESHOLD
     from ingest.proto_flatten import flatten_protobuf
     from ingest.writer import SpanWriter
     from store.derive import refresh_touched
+    from store.rows import FlatBatch
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())

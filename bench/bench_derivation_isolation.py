@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingest.database import connect  # noqa: E402
 from ingest.derivation import PendingDerivations  # noqa: E402
-from ingest.flatten import FlatBatch  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.writer import SpanWriter  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
+from store.rows import FlatBatch  # noqa: E402
 from tests.fuzz_harness import budget_run  # noqa: E402
 from tests.otlp_files import request  # noqa: E402
 

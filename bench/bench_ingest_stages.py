@@ -36,13 +36,14 @@ from bench_receivers import make_payloads  # noqa: E402
 
 from ingest.database import connect  # noqa: E402
 from ingest.derivation import PendingDerivations  # noqa: E402
-from ingest.flatten import FlatBatch, flatten_request  # noqa: E402
+from ingest.flatten import flatten_request  # noqa: E402
 from ingest.gc_tuning import relax_gc_for_ingest  # noqa: E402
 from ingest.owner import CHECKPOINT_THRESHOLD  # noqa: E402
 from ingest.proto_decode import decode_request  # noqa: E402
 from ingest.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.writer import SpanWriter, to_arrow  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
+from store.rows import FlatBatch  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4

@@ -34,13 +34,13 @@ import duckdb  # noqa: E402
 from ingest.database import connect  # noqa: E402
 from ingest.derivation import PendingDerivations  # noqa: E402
 from ingest.file_loader import load_files  # noqa: E402
-from ingest.flatten import FlatBatch  # noqa: E402
 from ingest.writer import SpanWriter, WriteResult  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
+from store.rows import FlatBatch  # noqa: E402
 
 PYTHON = sys.executable
 # Bench-only SQL lives beside this script, loaded the same way as the product's queries.

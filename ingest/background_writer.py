@@ -12,8 +12,8 @@ import queue
 import threading
 
 from ingest.derivation import PendingDerivations
-from ingest.flatten import FlatBatch
 from ingest.writer import SpanWriter
+from store.rows import FlatBatch
 from store.scheduling import DERIVE_EVERY_SPANS
 
 _STOP = None

@@ -11,11 +11,12 @@ import duckdb
 import pyarrow as pa
 
 from ingest.background_writer import BackgroundWriter
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.progress import Progress
 from ingest.rejections import Rejection, RejectionLog
 from ingest.sources import OpenedFile, expand_paths, read_pieces
 from ingest.writer import SpanWriter
+from store.rows import FlatBatch
 from store.scheduling import pending_derivations
 
 # Spans per transaction. Measured on a 1M-span protobuf file (2 cores): 5k-span transactions

@@ -47,9 +47,9 @@ from typing import Any
 import duckdb
 
 from ingest.derivation import Derive, PendingDerivations
-from ingest.flatten import FlatBatch
 from ingest.histogram import Histogram
 from ingest.writer import SpanWriter, WriteResult, to_arrow
+from store.rows import FlatBatch
 from store.scheduling import DERIVE_EVERY_SECONDS
 
 _LOG = logging.getLogger(__name__)

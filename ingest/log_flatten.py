@@ -25,7 +25,6 @@ from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
     UINT32_MAX,
-    FlatBatch,
     dumps,
     latest_acceptable_start_ns,
     locate,
@@ -33,6 +32,7 @@ from ingest.flatten import (
     scope_row,
 )
 from ingest.rejections import Rejection
+from store.rows import FlatBatch
 
 # Severity numbers OTLP defines (logs.proto SeverityNumber): 0 unspecified, 1-24.
 MAX_SEVERITY = 24

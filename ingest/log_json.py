@@ -11,7 +11,7 @@ from typing import Any
 
 from google.protobuf.json_format import ParseError
 
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, latest_acceptable_start_ns, locate
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS, latest_acceptable_start_ns, locate
 from ingest.log_flatten import SEVERITY_NAMES, BadLogRecord, append_log_record, refuse_log
 from ingest.otlp_json import (
     _count,
@@ -27,6 +27,7 @@ from ingest.otlp_json import (
     export_entries,
     has_surrogate,
 )
+from store.rows import FlatBatch
 
 
 def is_logs_document(document: Any) -> bool:

@@ -41,7 +41,6 @@ from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
     UINT32_MAX,
-    FlatBatch,
     append_span,
     dumps,
     field_problem,
@@ -55,6 +54,7 @@ from ingest.flatten import (
 )
 from ingest.rejections import Rejection
 from ingest.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
+from store.rows import FlatBatch
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")

@@ -38,7 +38,6 @@ from ingest.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
     UINT32_MAX,
-    FlatBatch,
     dumps,
     flatten_request,
     resource_row,
@@ -47,6 +46,7 @@ from ingest.flatten import (
 from ingest.proto_decode import decode_request
 from ingest.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
 from ingest.wire_messages import WireEvent, WireLink, WireRequest
+from store.rows import FlatBatch
 
 # Attributes longer than this (prompts, payloads) are converted every time rather than cached:
 # they rarely repeat and would crowd out the short ones that do.

@@ -24,7 +24,6 @@ from typing import Any, BinaryIO
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.flatten import FlatBatch
 from ingest.log_decode import decode_logs_request, iter_streamed_logs_request, looks_like_logs
 from ingest.log_flatten import flatten_logs_request
 from ingest.log_json import flatten_json_logs, is_logs_document
@@ -33,6 +32,7 @@ from ingest.proto_decode import UndecodableMessage, decode_request, iter_streame
 from ingest.proto_flatten import flatten_parsed
 from ingest.protowire import WireError
 from ingest.rejections import Rejection
+from store.rows import FlatBatch
 
 GZIP_MAGIC = b"\x1f\x8b"
 # A single JSON line or document larger than this is refused rather than held in memory.

@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ingest.flatten import (
+from store.rows import (
     CONVENTIONS,
     LOG_COLUMNS,
     RESOURCE_COLUMNS,

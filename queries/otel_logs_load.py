@@ -17,10 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.sources import expand_paths, read_pieces
 from queries.otel_traces_load import as_string
 from store.clickhouse import ClickHouseConnection
+from store.rows import FlatBatch
 
 TABLE = "otel_logs"
 _TIME = pa.timestamp("ns", tz="UTC")

@@ -26,9 +26,10 @@ import numpy as np
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.flatten import DEFAULT_MAX_FUTURE_NS, FlatBatch, flatten_request
+from ingest.flatten import DEFAULT_MAX_FUTURE_NS, flatten_request
 from ingest.sources import expand_paths, read_pieces
 from store.clickhouse import ClickHouseConnection
+from store.rows import FlatBatch
 
 TABLE = "otel_traces"
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")

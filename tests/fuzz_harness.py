@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ingest.file_loader import load_files
-from ingest.flatten import FlatBatch, flatten_request
+from ingest.flatten import flatten_request
 from ingest.proto_decode import UndecodableMessage, decode_request
 from ingest.receivers.export import Exporter, Undecodable
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
@@ -39,6 +39,7 @@ from ingest.rejections import Rejection
 from ingest.sources import read_pieces
 from ingest.typed_attributes import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES
 from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
+from store.rows import FlatBatch
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.

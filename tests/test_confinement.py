@@ -28,7 +28,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from budgetscope.cli import cli
 from ingest.database import connect
 from ingest.derivation import PendingDerivations
-from ingest.flatten import FlatBatch
 from ingest.group_commit import GroupCommitter
 from ingest.otlp_json import flatten_json_request
 from ingest.proto_flatten import flatten_protobuf
@@ -40,6 +39,7 @@ from ingest.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATT
 from ingest.writer import SpanWriter
 from queries import reports
 from store.derive import refresh_touched
+from store.rows import FlatBatch
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json, request

@@ -11,9 +11,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
-from ingest.flatten import FlatBatch, flatten_request
+from ingest.flatten import flatten_request
 from ingest.proto_decode import decode_request
 from ingest.proto_flatten import flatten_parsed, flatten_protobuf
+from store.rows import FlatBatch
 
 NOW = 1_795_428_000 * 10**9
 

@@ -11,10 +11,10 @@ import duckdb
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.database import connect
-from ingest.flatten import FlatBatch
 from ingest.proto_flatten import flatten_protobuf
 from ingest.retention import retain
 from ingest.writer import SpanWriter
+from store.rows import FlatBatch
 
 DAY_NS = 86_400 * 10**9
 

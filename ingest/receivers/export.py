@@ -19,13 +19,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ingest.flatten import FlatBatch
 from ingest.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
 from ingest.otlp_json import NotOtlpJson, flatten_json_request
 from ingest.proto_decode import UndecodableMessage
 from ingest.proto_flatten import flatten_protobuf
 from ingest.receivers.counters import ReceiverCounters
 from ingest.rejections import Rejection
+from store.rows import FlatBatch
 
 # partial_success.error_message lists this many reasons, with one example each.
 _REASONS_SHOWN = 3

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
-from ingest.flatten import FlatBatch
 from ingest.log_decode import decode_logs_request, export_kind
 from ingest.log_flatten import flatten_logs_request
 from ingest.log_json import flatten_json_logs
@@ -24,6 +23,7 @@ from ingest.otlp_json import NotOtlpJson
 from ingest.proto_decode import UndecodableMessage
 from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.export import Exporter, Undecodable, summarise
+from store.rows import FlatBatch
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,12 @@ every scenario runs twice in the same run, on the same payloads: first with that
 OTLP/HTTP receiver (ingest/receivers/http_receiver.py and the modules it alone imported, loaded
 from DIR), then with this tree's; everything else (exporter, writer, derivation) is this tree's.
 
+With --whole-baseline-tree DIR, the whole bench runs twice in one invocation, each in a process
+of its own: first DIR's own bench/bench_receivers.py on DIR's packages (receivers, decoders,
+writer, derivation: all of DIR), then this tree's, with the same options; both outputs are
+printed and then their spans/s and p99 side by side. For a change that moves code between
+packages, where the receiver alone cannot be swapped in.
+
 One process plays `budgetscope serve` (receivers, group-commit writer, and a dashboard reader
 on its own cursor, exactly as serve wires them); a forked process plays the exporters: N threads,
 each with a keep-alive connection, POSTing pre-serialized protobuf requests of `--spans` spans
@@ -29,7 +35,9 @@ import importlib.util
 import multiprocessing
 import os
 import random
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -319,6 +327,48 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float,
     return acknowledged / wall, _percentile(every, 0.99)
 
 
+_SCENARIO_LINE = re.compile(r"^OTLP/HTTP protobuf, (?P<exporters>\d+) exporters .*?, "
+                            r"(?P<label>with|WITHOUT) the runs/steps", re.MULTILINE)
+_RATE_LINE = re.compile(r"^  (?P<rate>[\d,]+) spans/s committed", re.MULTILINE)
+_P99_LINE = re.compile(r"^  request latency: .*?p99 (?P<p99>\d+) ms", re.MULTILINE)
+
+
+def _figures(output: str) -> list[tuple[str, float, float]]:
+    """(scenario, spans/s, p99 ms) of each scenario a bench_receivers output reports."""
+    figures = []
+    for block in output.split("\nOTLP/HTTP protobuf, ")[1:]:
+        block = "OTLP/HTTP protobuf, " + block
+        scenario, rate, p99 = (_SCENARIO_LINE.search(block), _RATE_LINE.search(block),
+                               _P99_LINE.search(block))
+        if scenario and rate:
+            figures.append((f"{scenario['exporters']} exporters, "
+                            f"{scenario['label'].lower()} derivation",
+                            float(rate["rate"].replace(",", "")),
+                            float(p99["p99"]) if p99 else float("nan")))
+    return figures
+
+
+def compare_whole_trees(baseline: Path, options: argparse.Namespace) -> None:
+    arguments = ["--seconds", str(options.seconds), "--spans", str(options.spans),
+                 "--exporters", *map(str, options.exporters)]
+    if options.skip_without_derivation:
+        arguments.append("--skip-without-derivation")
+    this_tree = Path(__file__).resolve().parent.parent
+    outputs = {}
+    for name, tree in (("baseline", baseline), ("this tree", this_tree)):
+        print(f"== {name}: {tree}", flush=True)
+        done = subprocess.run([sys.executable, str(tree / "bench" / "bench_receivers.py"),
+                               *arguments], cwd=tree, capture_output=True, text=True)
+        print(done.stdout + done.stderr[-2000:], flush=True)
+        outputs[name] = _figures(done.stdout)
+    print(f"this tree against {baseline}, same options, one run "
+          f"(load average {os.getloadavg()[0]:.1f}):")
+    for (scenario, old_rate, old_p99), (_, new_rate, new_p99) in zip(
+            outputs["baseline"], outputs["this tree"], strict=False):
+        print(f"  {scenario}: {old_rate:,.0f} -> {new_rate:,.0f} spans/s "
+              f"(x{new_rate / max(old_rate, 1):.2f}), p99 {old_p99:.0f} -> {new_p99:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="per scenario")
@@ -329,7 +379,13 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path, default=None,
                         help="also run each scenario with the OTLP/HTTP receiver of this "
                              "checkout (before this tree's), on the same payloads")
+    parser.add_argument("--whole-baseline-tree", type=Path, default=None,
+                        help="run this whole bench in that checkout, then in this tree, in "
+                             "processes of their own, and compare")
     options = parser.parse_args()
+    if options.whole_baseline_tree is not None:
+        compare_whole_trees(options.whole_baseline_tree.resolve(), options)
+        return
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr] # lines show as made
     relax_gc_for_ingest()  # as `budgetscope serve` runs (budgetscope.cli.main)
 

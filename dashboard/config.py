@@ -3,8 +3,9 @@
 `budgetscope dashboard`, `demo` and `serve` build it and `configure` it before Streamlit runs
 the app, which it does as a script in threads of the same process: the pages read `current()`.
 Started any other way (`streamlit run dashboard/streamlit_app.py`, Streamlit's AppTest), the
-app has no command in front of it and reads its source from the environment the CLI also
-reads: BUDGETSCOPE_DB (default budgetscope.duckdb) and BUDGETSCOPE_BACKEND.
+app has no command in front of it and reads its configuration from the environment:
+BUDGETSCOPE_DB (default budgetscope.duckdb) and BUDGETSCOPE_BACKEND, as the CLI reads them, and
+BUDGETSCOPE_REFRESH_SECONDS (as `--refresh-seconds`).
 
 Kept apart from dashboard.data so that the CLI can build it without importing Streamlit.
 """
@@ -23,6 +24,7 @@ from store.reader import Source
 # How often an open page checks for new data (`--refresh-seconds`; 0: never). Ten seconds: a
 # check only stats the database file, and a chart that moves every second helps nobody read it.
 DEFAULT_REFRESH_SECONDS = 10.0
+REFRESH_ENV = "BUDGETSCOPE_REFRESH_SECONDS"
 # Where the empty state tells senders to send, when no server announced its own endpoints.
 DEFAULT_ENDPOINTS = ("http://127.0.0.1:4318/v1/traces", "127.0.0.1:4317")
 
@@ -44,7 +46,15 @@ class DashboardConfig:
     @classmethod
     def from_environment(cls) -> DashboardConfig:
         return cls(Source(db=os.environ.get(DB_ENV) or DEFAULT_DB,
-                          backend=os.environ.get(BACKEND_ENV) or None))
+                          backend=os.environ.get(BACKEND_ENV) or None),
+                   refresh_seconds=_seconds(os.environ.get(REFRESH_ENV, "")))
+
+
+def _seconds(raw: str) -> float:
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_REFRESH_SECONDS
+    except ValueError:
+        return DEFAULT_REFRESH_SECONDS
 
 
 _configured: DashboardConfig | None = None

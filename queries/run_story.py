@@ -64,7 +64,7 @@ def tell(run: Mapping[str, Any]) -> RunStory:
         verb = {"cancelled": "Cancelled", "failed": "Failed"}.get(stated or "", "Ended")
         ending = (f"{verb} at {_offset(run, latest)}, {early} before its deadline at "
                   f"{at_deadline}: the deadline never fired.")
-        holder_role = "the last step to start before the run ended (the deadline never fired)"
+        holder_role = "the last step to start before the run ended; the deadline never fired"
     return RunStory(ending, holder_role, _exhausted_reason(run, stated, fired),
                     _culprit_note(run))
 

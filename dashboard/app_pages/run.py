@@ -115,6 +115,10 @@ else:
                  column_order=["#", "step", "class", "role", "start", "duration", "share",
                                "allocated", "utilisation"],
                  column_config={
+                     # Fixed widths: the grid sizes a column by its first rows, so a class or
+                     # role further down ("upstream_error", "culprit + holder") was cut.
+                     "class": st.column_config.TextColumn("class", width=120),
+                     "role": st.column_config.TextColumn("role", width=120),
                      "share": st.column_config.ProgressColumn(
                          "share", help="consumption / budget (docs/metrics.md §4)",
                          format="%.1f%%", min_value=0.0, max_value=100.0),

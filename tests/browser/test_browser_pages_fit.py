@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
+from ingest.database import connect
 from tests.browser import support
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -188,7 +189,9 @@ def test_run_lists_show_the_start_to_the_minute(sample_app: support.Dashboard,
 
 
 def test_the_empty_database_page(tmp_path: Path, page: object) -> None:
-    app = support.Dashboard(str(tmp_path / "empty.duckdb"), tmp_path / "dashboard.log")
+    db = tmp_path / "empty.duckdb"
+    connect(db).close()  # a database with its schema and no run in it
+    app = support.Dashboard(str(db), tmp_path / "dashboard.log")
     try:
         page.goto(app.url)  # type: ignore[attr-defined]
         finished(page)

@@ -142,8 +142,15 @@ other_short = "typical" if is_typical else "chosen"
 def _labels(names: dict[str, str]) -> dict[str, object]:
     """Short headers (the frame keeps its long column names): at 1400 px the two tables must
     fit without a horizontal scroll, and "consumption (typical run)" three times does not."""
-    return {column: st.column_config.Column(shown, help=column)
-            for column, shown in names.items()}
+    return {column: st.column_config.Column(
+        shown, help=column,
+        # Fixed widths for the texts the grid would size by its first rows only (a later
+        # "upstream_error" or "only in the other run" was cut); numbers shown as text
+        # (durations, counts) right-aligned like numbers.
+        width=120 if column.startswith("class") else 160 if column == "in" else None,
+        alignment=None if column in ("step key", "in") or column.startswith("class")
+        else "right")
+        for column, shown in names.items()}
 
 
 key_table = pd.DataFrame({

@@ -274,7 +274,37 @@ def table(data: Any, **options: Any) -> Any:
     one no-value mark (Streamlit shows "None" for it, whatever a Styler says)."""
     options.setdefault("hide_index", True)
     options.setdefault("placeholder", fmt.NO_VALUE)
+    options["column_config"] = _text_widths(data, options.get("column_config") or {},
+                                            options.get("column_order"))
     return st.dataframe(data, **options)
+
+
+# Source Sans at the grid's 14 px: about 7 px a character (hex ids are wide), plus padding.
+_PX_PER_CHAR, _PADDING, _WIDEST = 7.0, 20, 300
+
+
+def _text_widths(data: Any, config: dict[str, Any], order: Any) -> dict[str, Any]:
+    """A width for each text column from its longest value over every row: the grid sizes a
+    column by its first rows only, so a longer value further down ("queue:handoff_queue" under
+    "model:gpt-4o") was cut with an ellipsis. A width the page set wins."""
+    frame = getattr(data, "data", data)  # a Styler's frame
+    if not hasattr(frame, "columns") or frame.empty:
+        return config
+    out = dict(config)
+    for column in (list(order) if order else list(frame.columns)):
+        if column not in frame.columns or str(frame[column].dtype) not in ("object", "str",
+                                                                         "string"):
+            continue
+        given = out.get(column)
+        if isinstance(given, dict) and given.get("width") is not None:
+            continue
+        label = given.get("label") if isinstance(given, dict) else given
+        longest = max(len(str(label or column)),
+                      int(frame[column].map(lambda v: len(str(v)) if v is not None else 1).max()))
+        width = min(_WIDEST, round(longest * _PX_PER_CHAR + _PADDING))
+        out[column] = ({**given, "width": width} if isinstance(given, dict)
+                       else st.column_config.Column(label, width=width))
+    return out
 
 
 def table_height(rows: int, most: int = 30) -> int:

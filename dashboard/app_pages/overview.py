@@ -137,9 +137,9 @@ else:
     # The columns a reviewer picks a run by, fitting the page at 1400 px; the holder, the
     # budget's source and the rest are on the run view and the Runs page.
     shown = review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms",
-                    "culprit"]]
+                    "culprit"]].assign(start=review["start"].map(fmt.instant))
     layout.table(
-        fmt.readable_table(shown).format(fmt.instant, subset=["start"]),
+        fmt.readable_table(shown),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
         key="review_table", height=layout.table_height(len(review)),
         column_config={

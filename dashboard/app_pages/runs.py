@@ -134,10 +134,10 @@ height = min(38 + 35 * len(table), 1790)
 # The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.
 event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
-                     column_order=["run_id", "agent", "start", "outcome", "exhausted", "elapsed",
+                     column_order=["run_id", "agent", "start", "outcome", "exhausted",
                                    "utilisation", "culprit"])
 st.caption("Select a row to open that run.")
-with st.expander("More columns: budget, culprit share, holder, overrun, budget source"):
+with st.expander("More columns: budget, elapsed, culprit share, holder, overrun, budget source"):
     layout.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
                  column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",

@@ -281,6 +281,7 @@ def table(data: Any, **options: Any) -> Any:
 
 # Source Sans at the grid's 14 px: about 7 px a character (hex ids are wide), plus padding.
 _PX_PER_CHAR, _PADDING, _WIDEST = 7.0, 20, 300
+_MEASURED_ROWS = 10  # about the rows the grid measures before the page is drawn
 
 
 def _text_widths(data: Any, config: dict[str, Any], order: Any) -> dict[str, Any]:
@@ -299,8 +300,12 @@ def _text_widths(data: Any, config: dict[str, Any], order: Any) -> dict[str, Any
         if isinstance(given, dict) and given.get("width") is not None:
             continue
         label = given.get("label") if isinstance(given, dict) else given
-        longest = max(len(str(label or column)),
-                      int(frame[column].map(lambda v: len(str(v)) if v is not None else 1).max()))
+        lengths = frame[column].map(lambda v: len(str(v)) if v is not None else 1)
+        longest = int(lengths.max())
+        # Only where a value beyond the first rows is longer than those the grid measures:
+        # elsewhere its own measure (of the real font) is the better one.
+        if longest <= max(len(str(label or column)), int(lengths.head(_MEASURED_ROWS).max())):
+            continue
         width = min(_WIDEST, round(longest * _PX_PER_CHAR + _PADDING))
         out[column] = ({**given, "width": width} if isinstance(given, dict)
                        else st.column_config.Column(label, width=width))

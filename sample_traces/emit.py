@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from .runs import Attempt, RunSim
 
 NS = 1_000_000
-_GRPC_NAMES = {0: "OK", 1: "CANCELLED", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
+GRPC_NAMES = {0: "OK", 1: "CANCELLED", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
                8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 10: "ABORTED", 13: "INTERNAL",
                14: "UNAVAILABLE"}
-_MODEL_ERRORS = {429: "RateLimitError", 500: "InternalServerError", 503: "APIStatusError"}
-_RESPONSE_MODEL = {"gpt-4o": "gpt-4o-2024-08-06", "gpt-4o-mini": "gpt-4o-mini-2024-07-18"}
+MODEL_ERRORS = {429: "RateLimitError", 500: "InternalServerError", 503: "APIStatusError"}
+RESPONSE_MODEL = {"gpt-4o": "gpt-4o-2024-08-06", "gpt-4o-mini": "gpt-4o-mini-2024-07-18"}
 
 
 @cache
@@ -92,7 +92,7 @@ def _budget_attrs(a: Attempt, attrs: dict[str, AttrValue], hedge: bool) -> None:
 def _grpc_status(sim: RunSim, attrs: dict[str, AttrValue], code: int) -> None:
     # Newer gRPC instrumentation reports the status by name (SPEC §3 rule 3).
     if not sim.instrumented and sim.new_rpc_semconv:
-        attrs["rpc.response.status_code"] = _GRPC_NAMES[code]
+        attrs["rpc.response.status_code"] = GRPC_NAMES[code]
     else:
         attrs["rpc.grpc.status_code"] = code
 
@@ -121,7 +121,7 @@ def _failure_attrs(sim: RunSim, a: Attempt, span: Span) -> None:
         span.status, span.message = STATUS_ERROR, failure.message
         if failure.http_status is not None:
             attrs["http.response.status_code"] = failure.http_status
-            attrs["error.type"] = (_MODEL_ERRORS.get(failure.http_status, failure.error_type)
+            attrs["error.type"] = (MODEL_ERRORS.get(failure.http_status, failure.error_type)
                                    if a.kind == "model" else failure.error_type)
         elif failure.grpc_code is not None:
             _grpc_status(sim, attrs, failure.grpc_code)
@@ -156,7 +156,7 @@ def step_span(sim: RunSim, a: Attempt, span_id: bytes, parent_id: bytes, *, hedg
     if link_to is not None:
         span.links.append(Link(sim.trace_id, link_to))
     if a.kind == "model" and a.outcome == "ok":
-        attrs["gen_ai.response.model"] = _RESPONSE_MODEL[a.call.name]
+        attrs["gen_ai.response.model"] = RESPONSE_MODEL[a.call.name]
         attrs["gen_ai.usage.input_tokens"] = a.call.input_tokens
         attrs["gen_ai.usage.output_tokens"] = a.nat.output_tokens
     _failure_attrs(sim, a, span)
@@ -201,7 +201,7 @@ def transport_span(sim: RunSim, a: Attempt, parent_id: bytes) -> Span | None:
         code = 4 if a.outcome == "client_timeout" else 1
     _grpc_status(sim, attrs, code)
     if code:
-        span.status, span.message = STATUS_ERROR, _GRPC_NAMES[code]
+        span.status, span.message = STATUS_ERROR, GRPC_NAMES[code]
     return span
 
 

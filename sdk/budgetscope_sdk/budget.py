@@ -15,10 +15,11 @@ from typing import Any, Union
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk import ladder
+from budgetscope_sdk.classify import qualified_type
 from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 from budgetscope_sdk.propagation import deadline_headers, grpc_timeout_header
@@ -76,7 +77,8 @@ class RunBudget:
                  decorate_current: bool = False,
                  latencies: ladder.LatencyBook | None = None,
                  attributes: Mapping[str, Any] | None = None,
-                 intent_namespace: str | None = None) -> None:
+                 intent_namespace: str | None = None,
+                 arrived_unix_ns: int | None = None) -> None:
         self.total_s = seconds(total, "total")
         if self.total_s <= 0:
             raise ValueError("a run budget must be more than 0 seconds")
@@ -108,6 +110,10 @@ class RunBudget:
         self._started = False
         self._start_mono = 0.0
         self._start_ns = 0
+        # When the caller's clock started (the request's arrival), if before the run: the
+        # deadline counts from it, so time spent queueing is already spent.
+        self._arrived_unix_ns = arrived_unix_ns
+        self._spent_before_s = 0.0
         self._end_ns: int | None = None
         self._parent_step: Step | None = None
         self._span_context: Context | None = None
@@ -123,11 +129,15 @@ class RunBudget:
     @property
     def deadline_unix_ms(self) -> int:
         self._require_started()
-        return self._start_ns // 1_000_000 + _ms(self.total_s)
+        return self._origin_ns() // 1_000_000 + _ms(self.total_s)
+
+    def _origin_ns(self) -> int:
+        """Where the budget's clock started: the caller's arrival, else the run's start."""
+        return self._start_ns - int(round(self._spent_before_s * 1e9))
 
     def elapsed(self) -> float:
         self._require_started()
-        return self.clock.monotonic() - self._start_mono
+        return self.clock.monotonic() - self._start_mono + self._spent_before_s
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -185,7 +195,7 @@ class RunBudget:
             self.span.add_event(attr.PHASE_EVENT, {
                 attr.PHASE: phase, attr.CONSUMED_RATIO: round(offset / self.total_s, 4),
                 attr.REMAINING_MS: _ms(self.total_s - offset)},
-                timestamp=self._start_ns + int(round(offset * 1e9)))
+                timestamp=self._origin_ns() + int(round(offset * 1e9)))
         return now
 
     # -- allocation ------------------------------------------------------------------------
@@ -239,8 +249,9 @@ class RunBudget:
                        cap_s=cap_s, side_effect=extra.pop("side_effect", None),
                        idempotency_key=extra.pop("idempotency_key", None),
                        attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
-                       extra=extra)
+                       links=extra.pop("links", ()), extra=extra)
         refused.set_outcome("refused")
+        refused.admitted = False
         refused._open()
         refused._close(None)
 
@@ -249,9 +260,11 @@ class RunBudget:
              idempotency_key: str | None = None, cap: Duration | None = None,
              minimum: Duration = 0.0, attempt: int | None = None, hedge: bool | None = None,
              landing: bool = False, widening: bool = False,
-             attributes: Mapping[str, Any] | None = None) -> Step:
+             attributes: Mapping[str, Any] | None = None,
+             links: Sequence[trace.Link] = ()) -> Step:
         """Admit a call and give it its slice; use the result with `with` or `async with`.
-        Refusal (BudgetExhausted) happens here, before anything starts."""
+        Refusal (BudgetExhausted) happens here, before anything starts. `links` point the
+        step's span at related spans (a reconcile read at the write it settles)."""
         if side_effect is not None and side_effect not in attr.SIDE_EFFECTS:
             raise ValueError(f"side_effect must be 'read' or 'write', got {side_effect!r}")
         if attempt is not None and attempt < 1:
@@ -261,12 +274,13 @@ class RunBudget:
         attempt = 1 if attempt is None else attempt
         hedge = False if hedge is None else hedge
         refusal = {"side_effect": side_effect, "idempotency_key": idempotency_key,
-                   "attempt": attempt, "hedge": hedge, **dict(attributes or {})}
+                   "attempt": attempt, "hedge": hedge, "links": tuple(links),
+                   **dict(attributes or {})}
         allocated, remaining, cap_s = self._admit(kind, name, cap, minimum, landing, widening,
                                                   refusal)
         return Step(self, kind, name, allocated_s=allocated, remaining_s=remaining, cap_s=cap_s,
                     side_effect=side_effect, idempotency_key=idempotency_key, attempt=attempt,
-                    hedge=hedge, extra=dict(attributes or {}))
+                    hedge=hedge, extra=dict(attributes or {}), links=links)
 
     def step_finished(self, step: Step, record: StepRecord, duration: float) -> None:
         self.records.append(record)
@@ -280,7 +294,7 @@ class RunBudget:
     @property
     def deadline_monotonic(self) -> float:
         self._require_started()
-        return self._start_mono + self.total_s
+        return self._start_mono + self.total_s - self._spent_before_s
 
     def context_for_steps(self, parent_step: Step | None) -> Context:
         """Steps open under the innermost step of this budget, else under the run span."""
@@ -292,11 +306,13 @@ class RunBudget:
     # -- children --------------------------------------------------------------------------
     def child(self, share: float | None = None, duration: Duration | None = None, *,
               name: str = "subagent", reserve: Duration | None = None,
-              minimum: Duration = 0.0) -> RunBudget:
+              minimum: Duration = 0.0, kind: str = "subagent",
+              side_effect: str | None = None) -> RunBudget:
         """A subagent's budget, carved from this one: `share` of what may be spent now, or
         `duration` seconds, never past this run's spendable time (so the child's deadline is
         no later than ours, and our reserve stays ours). Its `with` opens a `subagent` step;
-        refused like any call when nothing is left."""
+        refused like any call when nothing is left. `kind="tool"` makes the slice a tool step
+        whose own attempts (an HTTP client retrying inside it) spend from it."""
         if (share is None) == (duration is None):
             raise ValueError("give a child either share= (0..1] or duration=")
         spendable = self.spendable()
@@ -306,9 +322,10 @@ class RunBudget:
             wanted = share * spendable
         else:
             wanted = seconds(duration, "duration")  # type: ignore[arg-type]
-        step = self.step("subagent", name, cap=wanted, minimum=minimum)
+        step = self.step(kind, name, cap=wanted, minimum=minimum, side_effect=side_effect)
         return ChildBudget(step, reserve=0.0 if reserve is None else reserve,
-                           per_step_caps=self.per_step_caps, name=name, agent=name,
+                           per_step_caps=self.per_step_caps, name=name,
+                           agent=name if kind == "subagent" else None,
                            tracer=self.tracer, clock=self.clock, latencies=self.latencies,
                            intent_namespace=self.intent_namespace)
 
@@ -436,6 +453,8 @@ class RunBudget:
             raise RuntimeError("a RunBudget is entered once, for one run")
         self._start_mono = self.clock.monotonic()
         self._start_ns = self.clock.wall_ns()
+        if self._arrived_unix_ns is not None:
+            self._spent_before_s = max(0.0, (self._start_ns - self._arrived_unix_ns) / 1e9)
         self._started = True
         current = trace.get_current_span()
         if self.decorate_current and current.is_recording():
@@ -476,6 +495,11 @@ class RunBudget:
         self._observe_phase()
         self.outcome = self._outcome_for(error)
         self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
+        if error is not None and self._owns_span:
+            # A run that ended in an error is an error span (what every trace viewer colours),
+            # with the error's type as OpenTelemetry's error.type.
+            self.span.set_attribute(attr.ERROR_TYPE, qualified_type(error))
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         if self.partial_reason is not None:
             self.span.set_attribute(attr.PARTIAL_REASON, self.partial_reason)
         for kind, token in reversed(self._tokens):

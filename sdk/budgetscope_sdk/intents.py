@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from opentelemetry import trace
+
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.results import TimedOut
@@ -84,7 +86,12 @@ class Intent:
 
     # -- reconciliation --------------------------------------------------------------------
     def _reconcile_step(self, name: str | None, cap: Duration | None,
-                        minimum: Duration) -> Step:
+                        minimum: Duration, link_to_write: bool) -> Step:
+        if link_to_write and self.last_step is not None:
+            # The read names the write by a span link to its last attempt instead of the key.
+            write = self.last_step.span.get_span_context()
+            return self.budget.step("reconcile", name or self.operation, side_effect="read",
+                                    cap=cap, minimum=minimum, links=(trace.Link(write),))
         return self.budget.step("reconcile", name or self.operation, side_effect="read",
                                 idempotency_key=self.key, cap=cap, minimum=minimum)
 
@@ -96,11 +103,14 @@ class Intent:
         return Reconciled(result, found)
 
     def reconcile(self, read: Callable[[Step], Any], *, name: str | None = None,
-                  cap: Duration | None = None, minimum: Duration = 0.0) -> Reconciled:
+                  cap: Duration | None = None, minimum: Duration = 0.0,
+                  link_to_write: bool = False) -> Reconciled:
         """Read the write back by its key: `read(step)` returns True/False (landed or not),
         None (unknown), or one of those words. Recorded as a `reconcile` step with
-        budget.reconcile.result; a read that raises is `unknown` and its error is recorded."""
-        step = self._reconcile_step(name, cap, minimum)
+        budget.reconcile.result; a read that raises is `unknown` and its error is recorded.
+        `link_to_write=True` links the step to the write's last attempt instead of carrying
+        the key (budgetscope matches either)."""
+        step = self._reconcile_step(name, cap, minimum, link_to_write)
         try:
             with step:
                 return self._settle(step, read(step))
@@ -111,8 +121,8 @@ class Intent:
 
     async def areconcile(self, read: Callable[[Step], Awaitable[Any]], *,
                          name: str | None = None, cap: Duration | None = None,
-                         minimum: Duration = 0.0) -> Reconciled:
-        step = self._reconcile_step(name, cap, minimum)
+                         minimum: Duration = 0.0, link_to_write: bool = False) -> Reconciled:
+        step = self._reconcile_step(name, cap, minimum, link_to_write)
         try:
             async with step:
                 return self._settle(step, await read(step))

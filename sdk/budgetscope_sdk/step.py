@@ -4,7 +4,7 @@ what the step raised. Used as `with budget.step(...) as call:` or `async with`."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -75,7 +75,7 @@ class Step:
     def __init__(self, budget: RunBudget, kind: str, name: str, *, allocated_s: float,
                  remaining_s: float, cap_s: float | None, side_effect: str | None,
                  idempotency_key: str | None, attempt: int | None, hedge: bool | None,
-                 extra: dict[str, Any] | None) -> None:
+                 extra: dict[str, Any] | None, links: Sequence[trace.Link] = ()) -> None:
         self.budget = budget
         self.kind = kind
         self.name = name
@@ -87,6 +87,7 @@ class Step:
         self.attempt = attempt
         self.hedge = hedge
         self.extra = dict(extra or {})
+        self.links = tuple(links)
         self.effect_status: str | None = None
         self.reconcile_result: str | None = None
         self.cleanup_ms: int | None = None
@@ -94,6 +95,8 @@ class Step:
         self.error: BaseException | None = None
         self._explicit_outcome: str | None = None
         self._not_sent = False
+        # False for the span of a call refused at admission: it never got a slice.
+        self.admitted = True
         self.span: Span = trace.INVALID_SPAN
         self._started_mono = 0.0
         self._deadline_mono = 0.0
@@ -214,7 +217,8 @@ class Step:
         parent_context = budget.context_for_steps(parent_step)
         self.span = budget.tracer.start_span(f"{self.kind} {self.name}", context=parent_context,
                                              start_time=self._start_ns,
-                                             attributes=self._start_attributes())
+                                             attributes=self._start_attributes(),
+                                             links=self.links or None)
         self._otel_token = otel_context.attach(trace.set_span_in_context(self.span,
                                                                           parent_context))
         self._step_token = CURRENT_STEP.set(self)
@@ -223,8 +227,11 @@ class Step:
         values: dict[str, Any] = {
             attr.STEP_KIND: self.kind, attr.STEP_NAME: self.name,
             attr.REMAINING_MS: _ms(self.remaining_at_start_s),
-            attr.ALLOCATED_MS: self.allocated_ms,
         }
+        # A refused call got no deadline (SPEC §2: the deadline this call got), so it has no
+        # allocation for budgetscope to measure its utilisation against.
+        if self.admitted:
+            values[attr.ALLOCATED_MS] = self.allocated_ms
         if self.cap_s is not None:
             values[attr.CAP_MS] = _ms(self.cap_s)
         if self.side_effect is not None:
@@ -301,7 +308,8 @@ class Step:
         budget.step_finished(self, StepRecord(
             kind=self.kind, name=self.name, start_unix_ns=self._start_ns, end_unix_ns=end_ns,
             outcome=outcome, top_level=self._top_level,
-            remaining_ms=_ms(self.remaining_at_start_s), allocated_ms=self.allocated_ms,
+            remaining_ms=_ms(self.remaining_at_start_s),
+            allocated_ms=self.allocated_ms if self.admitted else None,
             cap_ms=None if self.cap_s is None else _ms(self.cap_s),
             side_effect=self.side_effect, effect_status=self.effect_status,
             idempotency_key=self.idempotency_key, attempt=self.attempt,

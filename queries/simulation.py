@@ -179,6 +179,9 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     reserve = runs["reserve_ms"].to_numpy(dtype=float, na_value=0.0)
     step_deadline = deadline[prep.run]
     call = prep.is_call
+    # A budget-aware call is allocated what is left beyond the run's reserve (budgetscope_sdk's
+    # min(cap, remaining - reserve)); only the landing may wait into the reserve.
+    kept_ms = np.where(prep.budget_aware[prep.run] & ~prep.landing, reserve[prep.run], 0.0)
 
     def fates(start: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, ...]:
         remaining_ns = step_deadline - start
@@ -191,7 +194,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
             refused |= live & call & prep.recorded_refused
         # A call is allocated whole milliseconds (budget.allocated_ms): the deadline's wait
         # fires at start + floor(remaining), not at the deadline's own nanosecond.
-        waiting = live & call & ~refused & (wait_ms > np.floor(remaining_ns / MS))
+        waiting = live & call & ~refused & (wait_ms > np.floor(remaining_ns / MS) - kept_ms)
         sleeping = live & ~call & (start + dur_ns > step_deadline)
         return remaining_ns, refused, waiting, sleeping
 
@@ -211,7 +214,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
                                  prep.stage <= last_stage[prep.run])
     start = _stage_starts(prep, happened, dur_ns)
     remaining_ns, refused, waiting, sleeping = fates(start, happened)
-    end = np.where(waiting, start + np.floor(remaining_ns / MS) * MS + prep.cleanup_ns,
+    end = np.where(waiting, start + (np.floor(remaining_ns / MS) - kept_ms) * MS + prep.cleanup_ns,
                    start + dur_ns)
     end = np.where(refused, start + np.minimum(prep.recorded_ns, 100_000.0), end)
 
@@ -222,7 +225,7 @@ def replay(prep: Prepared, policy: SimulationPolicy) -> SimulationResult:
     calls = np.where(started, 1 + extra_calls, 0)
     uses_fit = started & (
         (prep.recorded_timeout & ~prep.given_up_early
-         & (np.minimum(cap, np.floor(np.maximum(remaining_ns, 0) / MS)) > prep.cut_ms))
+         & (np.minimum(cap, np.floor(np.maximum(remaining_ns, 0) / MS) - kept_ms) > prep.cut_ms))
         | prep.recorded_refused | (extra_calls > 0))
 
     run_end = per_run_max(prep.run, np.where(happened, end, 0.0), prep.n_runs)

@@ -201,7 +201,9 @@ class RunSim:
                 return Attempt(call, kind, attempt, 0, t, t, t, remaining, cap_ms, None,
                                "refused", nat)
             allocated = step.allocated_ms
-            limit = t + int(round(step.timeout * 1e9))
+            # The simulated clients take their timeout in the whole milliseconds the SDK
+            # records as the allocation.
+            limit = t + allocated * NS
             by_cap = step.cap_s is not None and step.timeout >= step.cap_s
         else:
             need = 1 if not self.instrumented else (

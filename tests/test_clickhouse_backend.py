@@ -72,7 +72,7 @@ def sample_duckdb(tmp_path_factory: pytest.TempPathFactory) -> str:
 def sample_backend(folder: Path) -> str:
     url = f"chdb://{folder}"
     con = clickhouse.connect(url)
-    assert load_files(con, [support.SAMPLE_TRACES]) == 52_198
+    assert load_files(con, [support.SAMPLE_TRACES]) == 52_169
     return url
 
 
@@ -182,7 +182,7 @@ def test_tool_latency_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -
 def test_database_status(sample_backend: str) -> None:
     row = reports.database_status(clickhouse.connect(sample_backend)).iloc[0]
     assert (int(row["spans"]), int(row["runs"]), int(row["traces_pending_derivation"])) == \
-        (52_198, 1_800, 0)
+        (52_169, 1_800, 0)
 
 
 def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:

@@ -453,8 +453,12 @@ class RunBudget:
             raise RuntimeError("a RunBudget is entered once, for one run")
         self._start_mono = self.clock.monotonic()
         self._start_ns = self.clock.wall_ns()
-        if self._arrived_unix_ns is not None:
-            self._spent_before_s = max(0.0, (self._start_ns - self._arrived_unix_ns) / 1e9)
+        # The deadline is whole milliseconds (budget.deadline_unix_ms, Deadline-Epoch-Ms), so
+        # the budget counts from the start of the millisecond it began in: the deadline it
+        # enforces is then exactly the one it records and propagates.
+        origin = self._start_ns if self._arrived_unix_ns is None else self._arrived_unix_ns
+        origin -= origin % 1_000_000
+        self._spent_before_s = max(0.0, (self._start_ns - origin) / 1e9)
         self._started = True
         current = trace.get_current_span()
         if self.decorate_current and current.is_recording():

@@ -4,6 +4,7 @@ what the step raised. Used as `with budget.step(...) as call:` or `async with`."
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -112,7 +113,9 @@ class Step:
 
     @property
     def allocated_ms(self) -> int:
-        return _ms(self.timeout)
+        """The slice in whole milliseconds, rounded down: never more than the call has (1e-6 ms
+        absorbs the float error of a slice like 3.0 s computed as 2.9999999…)."""
+        return math.floor(self.timeout * 1000 + 1e-6)
 
     @property
     def deadline_unix_ms(self) -> int:

@@ -1,8 +1,9 @@
-"""Turn simulated attempts into spans with the attributes of SPEC.md §2-§3.
+"""The spans that stock OpenTelemetry instrumentation records for a simulated call.
 
-Instrumented agents set the `budget.*` attributes; plain agents (triage-agent) only carry what
-stock OpenTelemetry instrumentation records (gen_ai.*, http.*, rpc.*, error.type, exception
-events, span status), so the ingest has to infer everything else.
+The instrumented agents' budget spans are budgetscope_sdk's own (`runs.py`). What is built here
+is what other libraries record: every agent's HTTP/gRPC client spans, and the whole trace of the
+plain agent (triage-agent), which carries only gen_ai.*, http.*, rpc.*, error.type, exception
+events and span status, so the ingest has to infer everything else.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from .agents import TOOLSPECS
 from .spans import (
     KIND_CLIENT,
     KIND_INTERNAL,
-    SCOPE_AGENT,
     SCOPE_GRPC,
     SCOPE_HTTP,
     SCOPE_MODEL,
@@ -22,7 +22,6 @@ from .spans import (
     STATUS_ERROR,
     AttrValue,
     Event,
-    Link,
     Resource,
     Span,
 )
@@ -52,10 +51,6 @@ def resource(service: str, version: str, instance: int) -> Resource:
     ))
 
 
-def _agent_scope(sim: RunSim) -> tuple[str, str]:
-    return SCOPE_AGENT if sim.instrumented else SCOPE_PLAIN
-
-
 def _identity(a: Attempt) -> tuple[str, int, dict[str, AttrValue]]:
     """Span name, kind and the gen_ai attributes of the step."""
     name = a.call.name
@@ -70,23 +65,6 @@ def _identity(a: Attempt) -> tuple[str, int, dict[str, AttrValue]]:
         return f"queue {name}", KIND_INTERNAL, {}
     return f"execute_tool {name}", KIND_INTERNAL, {"gen_ai.operation.name": "execute_tool",
                                                     "gen_ai.tool.name": name}
-
-
-def _budget_attrs(a: Attempt, attrs: dict[str, AttrValue], hedge: bool) -> None:
-    attrs["budget.step.kind"] = a.kind
-    attrs["budget.step.name"] = a.call.name
-    attrs["budget.remaining_ms"] = a.remaining_ms
-    if a.cap_ms is not None:
-        attrs["budget.cap_ms"] = a.cap_ms
-    if a.allocated_ms is not None:
-        attrs["budget.allocated_ms"] = a.allocated_ms
-    attrs["budget.outcome"] = a.outcome
-    if a.kind in ("tool", "reconcile") or a.attempt > 1:
-        attrs["budget.attempt"] = max(a.attempt, 1)
-    if hedge:
-        attrs["budget.hedge"] = True
-    if a.outcome in ("client_timeout", "cancelled"):
-        attrs["budget.cleanup_ms"] = round((a.end_ns - a.resp_ns) / NS)
 
 
 def _grpc_status(sim: RunSim, attrs: dict[str, AttrValue], code: int) -> None:
@@ -133,28 +111,14 @@ def _exception(t_ns: int, error: str, message: str) -> Event:
     return Event(t_ns, "exception", {"exception.type": error, "exception.message": message})
 
 
-def step_span(sim: RunSim, a: Attempt, span_id: bytes, parent_id: bytes, *, hedge: bool,
-              write_key: str | None, effect: str | None,
-              reconcile: tuple[str, str | None] | None, link_to: bytes | None) -> Span | None:
+def step_span(sim: RunSim, a: Attempt, span_id: bytes, parent_id: bytes) -> Span | None:
+    """The plain agent's step, as its framework's instrumentation records it."""
     # Plain instrumentation has no notion of refusals, queue waits or backoff sleeps.
-    if not sim.instrumented and (a.kind == "queue" or a.outcome == "refused"):
+    if a.kind == "queue" or a.outcome == "refused":
         return None
     name, kind, attrs = _identity(a)
-    scope = SCOPE_MODEL if a.kind == "model" else _agent_scope(sim)
+    scope = SCOPE_MODEL if a.kind == "model" else SCOPE_PLAIN
     span = Span(span_id, parent_id, name, kind, a.start_ns, a.end_ns, scope, attrs)
-    if sim.instrumented:
-        _budget_attrs(a, attrs, hedge)
-        if a.kind in ("tool", "reconcile"):
-            attrs["budget.side_effect"] = "write" if write_key else "read"
-        if write_key:
-            attrs["budget.idempotency_key"] = write_key
-            attrs["budget.effect_status"] = effect or "none"
-        if reconcile:
-            attrs["budget.reconcile.result"] = reconcile[0]
-            if reconcile[1]:
-                attrs["budget.idempotency_key"] = reconcile[1]
-    if link_to is not None:
-        span.links.append(Link(sim.trace_id, link_to))
     if a.kind == "model" and a.outcome == "ok":
         attrs["gen_ai.response.model"] = RESPONSE_MODEL[a.call.name]
         attrs["gen_ai.usage.input_tokens"] = a.call.input_tokens
@@ -205,32 +169,16 @@ def transport_span(sim: RunSim, a: Attempt, parent_id: bytes) -> Span | None:
     return span
 
 
-def backoff_span(a: Attempt, span_id: bytes, parent_id: bytes, wake: int,
-                 remaining_ms: int) -> Span:
-    attrs: dict[str, AttrValue] = {
-        "budget.step.kind": "backoff",
-        "budget.step.name": a.call.name,
-        "budget.remaining_ms": remaining_ms,
-        "budget.attempt": a.attempt + 1,
-        "budget.outcome": "ok",
-    }
-    return Span(span_id, parent_id, f"backoff {a.call.name}", KIND_INTERNAL, a.end_ns, wake,
-                SCOPE_AGENT, attrs)
-
-
 def root_span(sim: RunSim, span_id: bytes, end_ns: int, outcome: str) -> Span:
     attrs: dict[str, AttrValue] = {"gen_ai.operation.name": "invoke_agent",
                                    "gen_ai.agent.name": sim.agent.name}
+    # The framework declares the run's budget; nothing records how the run ended.
     if sim.total_ms is not None:
         attrs["budget.total_ms"] = sim.total_ms
         if sim.deadline_ms is not None:
             attrs["budget.deadline_unix_ms"] = sim.deadline_ms
-        if sim.instrumented:
-            attrs["budget.reserve_ms"] = sim.reserve_ms
-    if sim.instrumented:
-        attrs["budget.run.outcome"] = outcome
     span = Span(span_id, b"", f"invoke_agent {sim.agent.name}", KIND_INTERNAL, sim.start_ns,
-                end_ns, _agent_scope(sim), attrs)
+                end_ns, SCOPE_PLAIN, attrs)
     if outcome in ("failed", "exhausted", "cancelled"):
         span.status = STATUS_ERROR
         span.message = {"failed": "agent failed", "exhausted": "run deadline exceeded",

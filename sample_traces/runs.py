@@ -206,9 +206,8 @@ class RunSim:
             limit = t + allocated * NS
             by_cap = step.cap_s is not None and step.timeout >= step.cap_s
         else:
-            need = 1 if not self.instrumented else (
-                self.minimum_ms(landing) + (0 if landing else frame.reserve_ms))
-            if remaining < need:
+            # The plain agent is budget-unaware: it starts anything until its deadline passed.
+            if remaining < 1:
                 # A refusal is a budget check, not a call: it takes microseconds.
                 end = t + 15_000 + int(nat.u * 70_000)
                 return Attempt(call, kind, attempt, 0, t, end, end, remaining, cap_ms, None,
@@ -349,7 +348,7 @@ class RunSim:
                                   hedge=True)
             if h.outcome != "refused":
                 winner = self.settle_hedge(a, h)
-                self.emit(h, parent_id, hedge=True)
+                self.emit(h, parent_id)
                 self.note(h, frame)
         self.emit(a, parent_id)
         self.note(a, frame)
@@ -374,28 +373,9 @@ class RunSim:
         return a
 
     def exec_nested(self, call: Call, t: int, frame: Frame) -> int:
-        """A tool whose HTTP client retries inside the tool step: attempts are child steps."""
+        """A tool whose HTTP client retries inside the tool step: the step is a ChildBudget
+        (kind tool) and its attempts, child steps, spend from its slice."""
         outer_id = self.sid(call.idx, "outer")
-        if frame.budget is not None:
-            return self.exec_nested_sdk(call, t, frame, outer_id)
-        outer = self.resolve(call, "tool", t, frame, 0, "outer", self.cap_for(call.name))
-        if outer.outcome == "refused":
-            self.emit(outer, frame.parent_id, span_id=outer_id, transport=False)
-            self.note(outer, frame)
-            return outer.end_ns
-        assert outer.allocated_ms is not None
-        inner = Frame(min(frame.deadline_ns, t + outer.allocated_ms * NS), 0, outer_id, False)
-        attempt_cap = self.policy.attempt_caps_ms.get(call.name, outer.cap_ms)
-        last = self.with_retries(call, t + 200_000, inner, outer_id, attempt_cap)
-        outer.end_ns = outer.resp_ns = last.end_ns + 150_000
-        outer.outcome, outer.reason = _outer_ending(last)
-        outer.nat, outer.user_cancel = last.nat, last.user_cancel
-        self.emit(outer, frame.parent_id, span_id=outer_id, transport=False)
-        self.note(outer, frame)
-        return outer.end_ns
-
-    def exec_nested_sdk(self, call: Call, t: int, frame: Frame, outer_id: bytes) -> int:
-        """The tool step is a ChildBudget (kind tool): its attempts spend from its slice."""
         cap_ms = self.cap_for(call.name)
         child = self.scope_budget(frame, "tool", call.name, t, outer_id, cap_ms, "read")
         if child is None:
@@ -413,29 +393,6 @@ class RunSim:
         return end
 
     def exec_subagent(self, sub: Subagent, t: int, frame: Frame) -> int:
-        if frame.budget is not None:
-            return self.exec_subagent_sdk(sub, t, frame)
-        call = Call(sub.idx, "subagent", sub.name, 0.0)
-        a = self.resolve(call, "subagent", t, frame, 0, "sub", self.cap_for(sub.name))
-        span_id = self.sid(sub.idx, "sub")
-        if a.outcome != "refused":
-            assert a.allocated_ms is not None
-            sub_deadline = min(frame.deadline_ns, t + a.allocated_ms * NS)
-            inner = Frame(sub_deadline, 0, span_id, False)
-            end = self.exec_items(sub.items, t + 300_000, inner) + 400_000
-            a.resp_ns = a.end_ns = end
-            a.outcome, a.user_cancel = "ok", self.stop == "cancelled"
-            if a.user_cancel:
-                a.outcome = "cancelled"
-            elif end >= sub_deadline:
-                a.outcome = "client_timeout"
-                a.reason = "run" if sub_deadline == self.deadline_ns else "cap"
-        self.emit(a, frame.parent_id, span_id=span_id, transport=False)
-        if a.outcome != "cancelled":
-            self.note(a, frame)
-        return a.end_ns
-
-    def exec_subagent_sdk(self, sub: Subagent, t: int, frame: Frame) -> int:
         """The subagent spends a ChildBudget carved from this scope (`budget.child`)."""
         call = Call(sub.idx, "subagent", sub.name, 0.0)
         cap_ms = self.cap_for(sub.name)
@@ -503,37 +460,6 @@ class RunSim:
     # ---- writes and reconciliation ----------------------------------------------------------
 
     def exec_write(self, call: Call, t: int, frame: Frame) -> int:
-        if frame.budget is not None:
-            return self.exec_write_sdk(call, t, frame)
-        key = f"{call.name.split('_')[-1]}-{self.sid(call.idx, 'key').hex()}"
-        attempt = 1
-        while True:
-            a = self.resolve(call, "tool", t, frame, attempt, 0, self.cap_for(call.name))
-            effect, landed = _effect(a)
-            span = self.emit(a, frame.parent_id, write_key=key, effect=effect)
-            self.note(a, frame)
-            if a.outcome in ("ok", "refused") or self.stop:
-                return a.end_ns
-            if a.outcome == "client_error":
-                self.fail_type = a.nat.failure.error_type if a.nat.failure else "error"
-                self.set_stop("failed")
-                return a.end_ns
-            t = a.end_ns
-            if effect == "possible":
-                if not self.can_reconcile(a, frame):
-                    return t  # an orphan write: it may have happened, nobody reads it back
-                t, result = self.reconcile(call, attempt, key, span, t + 2 * NS, frame, landed)
-                if result == "landed" or self.stop:
-                    return t
-            a.end_ns = t
-            if not self.retry_allowed_write(a, frame):
-                return t
-            wake = self.backoff(a, frame, frame.parent_id)
-            if wake is None:
-                return t
-            t, attempt = wake, attempt + 1
-
-    def exec_write_sdk(self, call: Call, t: int, frame: Frame) -> int:
         """A write as an SDK intent: one idempotency key, numbered attempts, a reconcile read."""
         assert frame.budget is not None
         intent = frame.budget.intent(call.name, call.idx)
@@ -558,7 +484,7 @@ class RunSim:
             if effect == "possible":
                 if not self.can_reconcile(a, frame):
                     return t  # an orphan write: it may have happened, nobody reads it back
-                t, result = self.reconcile_sdk(call, attempt, intent, t + 2 * NS, frame, landed)
+                t, result = self.reconcile(call, attempt, intent, t + 2 * NS, frame, landed)
                 if result == "landed" or self.stop:
                     return t
             a.end_ns = t
@@ -581,28 +507,11 @@ class RunSim:
         left_ms = (frame.deadline_ns - a.end_ns) // NS
         return left_ms >= self.policy.reconcile_min_ms + frame.reserve_ms
 
-    def reconcile(self, write: Call, attempt: int, key: str, write_span: Span | None, t: int,
-                  frame: Frame, landed: bool) -> tuple[int, str]:
-        name = TOOLSPECS[write.name].reconcile_with
-        assert name is not None
-        call = Call(write.idx, "tool", name, 0.0)
-        a = self.resolve(call, "reconcile", t, frame, attempt, "reconcile", self.cap_for(name))
-        result = "unknown"  # the read failed or timed out: we still do not know
-        if a.outcome == "ok":
-            # Replication lag: now and then the read cannot tell yet.
-            pending = a.nat.u < 0.1
-            result = "unknown" if pending else ("landed" if landed else "not_landed")
-        by_link = self.reconcile_by_link()
-        self.emit(a, frame.parent_id, reconcile=(result, None if by_link else key),
-                  link_to=write_span.span_id if by_link and write_span else None)
-        self.note(a, frame)
-        return a.end_ns, result
-
     def reconcile_by_link(self) -> bool:
         since = self.agent.link_reconcile_from
         return since is not None and _version(self.version) >= _version(since)
 
-    def reconcile_sdk(self, write: Call, attempt: int, intent: Intent, t: int, frame: Frame,
+    def reconcile(self, write: Call, attempt: int, intent: Intent, t: int, frame: Frame,
                       landed: bool) -> tuple[int, str]:
         """`intent.reconcile`: the read is played inside the SDK's reconcile step."""
         name = TOOLSPECS[write.name].reconcile_with
@@ -617,8 +526,10 @@ class RunSim:
             played.append(a)
             self.play(a)
             if a.outcome != "ok":
-                step.reconcile_result = "unknown"  # the read failed: we still do not know
-                raise self.error_for(a) or RuntimeError(a.outcome)
+                # The read failed: we still do not know (None). Handed over, not raised, so no
+                # traceback of this file ends up in the sample.
+                step.set_error(self.error_for(a) or RuntimeError(a.outcome))
+                return None
             # Replication lag: now and then the read cannot tell yet (None: unknown).
             return None if a.nat.u < 0.1 else landed
 
@@ -714,13 +625,10 @@ class RunSim:
 
     # ---- recording ----------------------------------------------------------------------------
 
-    def emit(self, a: Attempt, parent_id: bytes, *, span_id: bytes | None = None,
-             hedge: bool = False, transport: bool = True, write_key: str | None = None,
-             effect: str | None = None, reconcile: tuple[str, str | None] | None = None,
-             link_to: bytes | None = None) -> Span | None:
-        """Record a step span (and its HTTP/gRPC client span); None when the agent's plain
-        instrumentation would not have recorded it, or when the SDK recorded it."""
-        span_id = span_id or self.sid(a.call.idx, a.attempt, a.branch, a.kind)
+    def emit(self, a: Attempt, parent_id: bytes) -> None:
+        """Record a step and its HTTP/gRPC client span: through the SDK step the call was
+        admitted with, or as the plain agent's stock instrumentation records it."""
+        span_id = self.sid(a.call.idx, a.attempt, a.branch, a.kind)
         if self.instrumented:
             if a.step is not None:  # a refusal's span is already the SDK's
                 self.clock.set_ns(a.start_ns)
@@ -728,17 +636,15 @@ class RunSim:
                 a.step.__enter__()
                 self.play(a, span_id)
                 self.close(a)
-            return None
-        span = emit.step_span(self, a, span_id, parent_id, hedge=hedge, write_key=write_key,
-                              effect=effect, reconcile=reconcile, link_to=link_to)
+            return
+        span = emit.step_span(self, a, span_id, parent_id)
         if span is None:
-            return None
+            return
         self.spans.append(span)
-        if transport and a.outcome != "refused":
+        if a.outcome != "refused":
             child = emit.transport_span(self, a, span_id)
             if child is not None:
                 self.spans.append(child)
-        return span
 
     def play(self, a: Attempt, span_id: bytes | None = None) -> None:
         """What happens inside an open SDK step until it ends: the client library's transport
@@ -791,10 +697,7 @@ class RunSim:
             step.set_outcome("ok")
             step.__exit__(None, None, None)
             self.last_end = max(self.last_end, wake)
-        elif self.instrumented:
-            span_id = self.sid(a.call.idx, a.attempt, "backoff")
-            remaining = (frame.deadline_ns - a.end_ns) // NS
-            self.spans.append(emit.backoff_span(a, span_id, parent_id, wake, remaining))
+        # Plain instrumentation does not see a sleep between attempts.
 
     def resource(self) -> Resource:
         return emit.resource(self.agent.service, self.version, self.instance)

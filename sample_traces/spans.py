@@ -11,7 +11,6 @@ KIND_CLIENT = 3
 STATUS_UNSET = 0
 STATUS_ERROR = 2
 
-SCOPE_AGENT = ("agentkit.budget", "1.4.2")
 SCOPE_PLAIN = ("opentelemetry.instrumentation.langchain", "0.33.5")
 SCOPE_MODEL = ("opentelemetry.instrumentation.openai_v2", "2.1b0")
 SCOPE_HTTP = ("opentelemetry.instrumentation.httpx", "0.49b2")

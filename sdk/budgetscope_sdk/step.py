@@ -98,6 +98,7 @@ class Step:
         self._not_sent = False
         # False for the span of a call refused at admission: it never got a slice.
         self.admitted = True
+        self._returned_error: BaseException | None = None
         self.span: Span = trace.INVALID_SPAN
         self._started_mono = 0.0
         self._deadline_mono = 0.0
@@ -158,6 +159,11 @@ class Step:
             raise ValueError(f"unknown step outcome {outcome!r}; one of "
                              f"{sorted(attr.STEP_OUTCOMES)}")
         self._explicit_outcome = outcome
+
+    def set_error(self, error: BaseException) -> None:
+        """The call failed with `error` though nothing was raised (a framework or a read-back
+        handed it over as a value): the step records and classifies it as if raised."""
+        self._returned_error = error
 
     def set_effect_status(self, status: str) -> None:
         if status not in attr.EFFECT_STATUSES:
@@ -270,6 +276,8 @@ class Step:
         budget = self.budget
         end_ns = budget.clock.wall_ns()
         duration = budget.clock.monotonic() - self._started_mono
+        if error is None:
+            error = self._returned_error
         self.error = error
         outcome = self._explicit_outcome or classify(error)
         self.outcome = outcome

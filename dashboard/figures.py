@@ -100,9 +100,11 @@ def daily_trends(daily: pd.DataFrame, bucket: str = "day") -> go.Figure:
 
 def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
                            classes: Sequence[str] = colors.STEP_CLASSES[1:]) -> go.Figure:
-    """Stacked bars per period, one colour per SPEC §3 class (`frame` has one column per
-    class name). Client give-ups and upstream failures are separate series, never summed."""
-    figure = _figure(title, barmode="stack", yaxis=dict(title="steps"))
+    """Bars per period, one colour per SPEC §3 class (`frame` has one column per class name),
+    side by side: stacked, a day's client give-ups and upstream failures were segments of one bar,
+    which the README promises they never are (issue 15)."""
+    figure = _figure(title, barmode="group", bargap=0.15, bargroupgap=0.05,
+                     yaxis=dict(title="steps"))
     for name in classes:
         if name in frame:
             figure.add_bar(x=frame[x], y=frame[name], name=colors.CLASS_LABELS[name],

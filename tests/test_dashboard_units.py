@@ -78,6 +78,18 @@ def test_failures_chart_keeps_give_ups_and_upstream_failures_apart() -> None:
     assert "tool:&lt;b&gt;" in list(by_name["error"].y)
 
 
+def test_failures_over_time_never_puts_two_classes_in_one_bar() -> None:
+    days = pd.to_datetime(["2026-11-23", "2026-11-24"])
+    frame = pd.DataFrame({"day": days, "client_timeout": [3, 0], "upstream_error": [2, 4],
+                          "refused": [1, 0], "cancelled": [0, 0], "client_error": [0, 1],
+                          "error": [0, 0]})
+    figure = figures.class_counts_over_time(frame, "day", "Failed steps per day")
+    assert figure.layout.barmode == "group"
+    by_name = {t.name: t for t in figure.data}
+    assert list(by_name["client give-up (client_timeout)"].y) == [3, 0]
+    assert list(by_name["upstream failure (upstream_error)"].y) == [2, 4]
+
+
 def test_waterfall_keeps_step_order_and_marks_the_deadline() -> None:
     start = 1_000 * 10**9
     summary = pd.Series({"start_ns": start, "end_ns": start + 12 * 10**9,

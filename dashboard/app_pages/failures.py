@@ -39,6 +39,7 @@ st.caption("One bar per class, side by side: client give-ups and upstream failur
 daily = data.report("failures_daily", ctx.filters)
 st.plotly_chart(figures.class_counts_over_time(daily, "day", "Failed steps per day"),
                 key="failures_over_time")
+st.caption("Per day, each class is a bar of its own beside the others, never a segment of one.")
 
 st.subheader("Tool latency against its cap")
 latency = data.report("tool_latency", ctx.filters)

@@ -231,7 +231,7 @@ def empty_state(path: str, serving: bool) -> None:
                 "`budget.total_ms`; steps carry `budget.step.kind`, or are recognised from the "
                 "usual instrumentations, docs/conventions.md), or with budgetscope-sdk (README, "
                 "\"Instrument an agent in five lines\"):")
-    st.code(SDK_SNIPPET.replace("{http}", http), language="python")
+    st.code(SDK_SNIPPET.replace("{http}", http), language="python", wrap_lines=True)
     st.markdown("Or load files (OTLP JSON, JSON lines, protobuf, gzipped or not), or try the "
                 "bundled sample:")
     st.code(f"budgetscope --db {path} ingest traces/\nbudgetscope demo", language="bash")

@@ -14,11 +14,12 @@ DEFAULT = "(default: every agent without its own)"
 MESSAGE = "_budgets_message"
 
 st.title("Budgets")
-st.caption("Most agents send no `budget.total_ms`. A budget declared for an agent, or a default "
+st.caption("The usual instrumentations send no `budget.total_ms`. A budget declared for an agent, or a default "
            "for every agent, measures that agent's runs without one (d = s + B); a run's own "
            "`budget.total_ms` always wins. A cap declared for a step key gives its steps "
            "without `budget.allocated_ms` the allocation min(cap, budget left when the step "
-           "starts), for step utilisation. A change re-measures past runs too, within seconds.")
+           "starts), for step utilisation. A change re-measures past runs too; on a large file that "
+           "takes a while, and the tables follow once it is done.")
 
 
 def _apply(change_of: object) -> None:
@@ -37,7 +38,7 @@ def _apply(change_of: object) -> None:
         text = "Nothing changed: that is already what is declared."
     else:
         derived = (f"re-derived in {outcome.seconds:.2f} s" if outcome.derived
-                   else "being re-derived (they follow within seconds)")
+                   else "being re-derived (the tables follow once it is done)")
         text = f"Stored. {applied.runs:,} runs {derived}."
     st.session_state[MESSAGE] = ("success", text)
 

@@ -1,9 +1,12 @@
 """The reports' .sql files of queries/sql/, loaded once at import (store.sql_files: a header
 per file, the folder's set equal to the registered names, parameters always bound).
 
-A second dialect lives in sql/clickhouse/ (CLICKHOUSE_QUERY_NAMES, checked the same way): a file
-there carries the same name and the same output columns as the DuckDB file it translates, so
-each analysis keeps one definition in at most two dialects. Its parameters are ClickHouse query
+A query may compose a named fragment of sql/fragments/ (queries/fragments.py), such as the run
+filter, written once for every query that filters runs.
+
+The ClickHouse dialect (CLICKHOUSE_QUERIES) of a report query is translated from its DuckDB file
+(queries/translate.py); sql/clickhouse/ holds only the few overrides listed in
+translate.OVERRIDES, checked the same way as this folder. Their parameters are ClickHouse query
 parameters (`{since_ns:Nullable(Int64)}`). `frame` runs a named query in the dialect of the
 connection it is given. The derivation's files, and the ClickHouse backend's own tables and
 derivation, are the store's (store/derive.py, store/clickhouse.py).
@@ -12,13 +15,15 @@ derivation, are the store's (store/derive.py, store/clickhouse.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
 import pandas as pd
 
+from queries import fragments, translate
 from store import sql_files as store_sql
 from store.sql_files import Query, QueryFileError, bound_parameters
 
@@ -35,16 +40,10 @@ QUERY_NAMES = frozenset({
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"
-# The DuckDB queries the ClickHouse backend translates (same names, same columns).
-CLICKHOUSE_QUERY_NAMES = frozenset({
-    "runs_report", "attribution_report", "attribution_summary", "failures_report",
-    "utilisation_report", "utilisation_histogram", "step_utilisation",
-    "reconciliation_report", "reconciliation_by_period", "weekly_report",
-    "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
-    "database_status", "failures_daily", "tool_latency", "attribution_completed",
-    "orphan_writes", "runs_by_agent", "headline", "simulation_runs", "simulation_steps",
-    "runs_with_steps",
-})
+# The queries the ClickHouse backend runs (same names, same columns): translated from the DuckDB
+# file (queries/translate.py), or, for the few in translate.OVERRIDES, hand-written here.
+CLICKHOUSE_QUERY_NAMES = QUERY_NAMES
+CLICKHOUSE_FILE_NAMES = frozenset(translate.OVERRIDES)
 
 CLICKHOUSE_PARAMETER = _CLICKHOUSE_PARAMETER = store_sql.CLICKHOUSE_PARAMETER
 
@@ -54,9 +53,57 @@ def load_queries(folder: Path = SQL_FOLDER, expected: frozenset[str] = QUERY_NAM
     return store_sql.load_queries(folder, expected, parameter)
 
 
-QUERIES = load_queries()
-CLICKHOUSE_QUERIES = load_queries(CLICKHOUSE_FOLDER, CLICKHOUSE_QUERY_NAMES,
-                                  _CLICKHOUSE_PARAMETER)
+def _parameters(text: str, parameter: re.Pattern[str]) -> frozenset[str]:
+    code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())  # not comments
+    return frozenset(m["name"] for m in parameter.finditer(code))
+
+
+def _composed(queries: dict[str, Query]) -> dict[str, Query]:
+    """Each query with its fragments composed in; a fragment brings its own parameters."""
+    out = {}
+    for name, query in queries.items():
+        text = fragments.compose(query.text)
+        out[name] = replace(query, text=text, parameters=_parameters(
+            text, store_sql.DUCKDB_PARAMETER)) if text != query.text else query
+    return out
+
+
+QUERIES = _composed(load_queries())
+
+
+class _ClickHouseQueries(Mapping[str, Query]):
+    """Every ClickHouse report query by name: the overrides of sql/clickhouse/ as read at
+    import, and the translations of the DuckDB files, each made on its first use and kept for
+    the process (DuckDB-only processes never import sqlglot)."""
+
+    def __init__(self, files: dict[str, Query], duckdb: dict[str, Query]) -> None:
+        self._files = files
+        self._duckdb = duckdb
+        self._translated: dict[str, Query] = {}
+
+    def __getitem__(self, name: str) -> Query:
+        if name in self._files:
+            return self._files[name]
+        query = self._translated.get(name)
+        if query is None:
+            source = self._duckdb[name]
+            text = translate.translate(source.text)
+            parameters = _parameters(text, _CLICKHOUSE_PARAMETER)
+            if parameters != source.parameters:  # a parameter lost or made up on the way
+                raise QueryFileError(f"{name}: translation binds {sorted(parameters)}, the "
+                                     f"DuckDB file {sorted(source.parameters)}")
+            query = self._translated[name] = Query(name, source.doc, text, parameters)
+        return query
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(CLICKHOUSE_QUERY_NAMES))
+
+    def __len__(self) -> int:
+        return len(CLICKHOUSE_QUERY_NAMES)
+
+
+CLICKHOUSE_QUERIES: Mapping[str, Query] = _ClickHouseQueries(
+    load_queries(CLICKHOUSE_FOLDER, CLICKHOUSE_FILE_NAMES, _CLICKHOUSE_PARAMETER), QUERIES)
 
 
 class DialectConnection(Protocol):

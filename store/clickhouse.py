@@ -38,8 +38,11 @@ PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
 BACKEND_SCHEMES = ("chdb", "clickhouse")
 
 # Every query runs with these: ClickHouse's JOIN otherwise fills a missing side with default
-# values (0, '') where DuckDB, and so every definition here, gives NULL.
-SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1}
+# values (0, '') where DuckDB, and so every definition here, gives NULL; and formatDateTime's
+# %f prints as many digits as the value's scale (3: milliseconds, DuckDB strftime's %g, as
+# queries/translate.py maps it) instead of always 6.
+SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1,
+                                    "formatdatetime_f_prints_scale_number_of_digits": 1}
 # The only tables rows are inserted into (their names are shaped into the INSERT's text, so
 # they come from this list, never from a caller's string).
 INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})

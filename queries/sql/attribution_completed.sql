@@ -5,9 +5,7 @@ WITH survived AS (
     SELECT run_id, budget_ms
     FROM runs
     WHERE budget_ms IS NOT NULL AND NOT exhausted
-      AND ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+      AND /*@run_filter(start_ns)*/
 ), total AS (
     SELECT sum(budget_ms) AS budget_ms, count(*) AS runs FROM survived
 )

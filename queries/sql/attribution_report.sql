@@ -7,18 +7,14 @@ WITH exhausted AS (
     SELECT run_id, budget_ms, culprit_key, holder_key
     FROM runs
     WHERE exhausted
-      AND ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+      AND /*@run_filter(start_ns)*/
 ), total AS (
     SELECT sum(budget_ms) AS budget_ms FROM exhausted
 ), consumed AS (
     SELECT step_key, sum(consumption_ms) AS consumption_ms, count(DISTINCT run_id) AS runs
     FROM steps
     WHERE is_top_level AND run_exhausted
-      AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+      AND /*@run_filter(run_start_ns)*/
     GROUP BY step_key
 ), culprits AS (
     SELECT culprit_key AS step_key, count(*) AS runs FROM exhausted GROUP BY ALL

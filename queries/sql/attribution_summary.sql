@@ -14,6 +14,4 @@ SELECT count(*) AS exhausted_runs,
        sum(unattributed_ms) / nullif(sum(budget_ms), 0) AS unattributed_share
 FROM runs
 WHERE exhausted
-  AND ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR);
+  AND /*@run_filter(start_ns)*/;

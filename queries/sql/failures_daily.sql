@@ -10,8 +10,6 @@ SELECT strftime(make_timestamp(run_start_ns // 1000), '%Y-%m-%d') AS day,
        count(*) FILTER (WHERE class = 'client_error') AS client_error,
        count(*) FILTER (WHERE class = 'error') AS error
 FROM steps
-WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(run_start_ns)*/
 GROUP BY day
 ORDER BY day;

@@ -11,8 +11,6 @@ SELECT step_key,
        count(*) FILTER (WHERE class = 'client_error') AS client_errors,
        count(*) FILTER (WHERE class = 'error') AS errors
 FROM steps
-WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(run_start_ns)*/
 GROUP BY step_key
 ORDER BY steps DESC, step_key;

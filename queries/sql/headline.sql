@@ -17,25 +17,19 @@ WITH r AS (
            quantile_cont(utilisation, 0.99) FILTER (WHERE budget_ms IS NOT NULL)
                AS utilisation_p99
     FROM runs
-    WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(start_ns)*/
 ), s AS (
     SELECT count(*) AS steps,
            count(*) FILTER (WHERE class = 'client_timeout') AS client_timeouts,
            count(*) FILTER (WHERE class = 'upstream_error') AS upstream_errors
     FROM steps
-    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(run_start_ns)*/
 ), w AS (
     SELECT count(*) AS write_steps,
            count(*) FILTER (WHERE reconciled) AS reconciled_writes,
            count(*) FILTER (WHERE orphan) AS orphan_writes
     FROM write_steps
-    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(run_start_ns)*/
 )
 SELECT r.runs,
        r.budgeted_runs,

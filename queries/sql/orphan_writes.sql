@@ -5,7 +5,5 @@ SELECT run_id, step_key, idempotency_key,
        agent, class, effect_status
 FROM write_steps
 WHERE orphan
-  AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+  AND /*@run_filter(run_start_ns)*/
 ORDER BY start_ns DESC, run_id, step_key;

@@ -8,8 +8,6 @@ SELECT printf('%d-W%02d', isoyear(make_timestamp(run_start_ns // 1000)),
        count(*) FILTER (WHERE orphan) AS orphan_writes,
        count(*) FILTER (WHERE reconciled) / count(*) AS reconciliation_rate
 FROM write_steps
-WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(run_start_ns)*/
 GROUP BY ALL
 ORDER BY week, step_key;

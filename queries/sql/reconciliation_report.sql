@@ -13,8 +13,6 @@ SELECT step_key,
        count(*) FILTER (WHERE reconciled AND last_result NOT IN ('landed', 'not_landed'))
            AS unknown
 FROM write_steps
-WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(run_start_ns)*/
 GROUP BY step_key
 ORDER BY write_steps DESC, step_key;

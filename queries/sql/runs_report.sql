@@ -15,7 +15,5 @@ SELECT run_id,
        overrun_ms,
        budget_source
 FROM runs
-WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(start_ns)*/
 ORDER BY start_ns, run_id;

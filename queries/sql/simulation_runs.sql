@@ -13,7 +13,5 @@ SELECT row_number() OVER (ORDER BY run_id) - 1 AS run_index,
        utilisation,
        exhausted
 FROM runs
-WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+WHERE /*@run_filter(start_ns)*/
 ORDER BY run_index;

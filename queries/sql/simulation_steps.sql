@@ -10,9 +10,7 @@ WITH picked AS (
     SELECT run_id, start_ns AS run_start_ns,
            row_number() OVER (ORDER BY run_id) - 1 AS run_index
     FROM runs
-    WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(start_ns)*/
 )
 SELECT p.run_index,
        s.step_key,
@@ -28,6 +26,4 @@ SELECT p.run_index,
 FROM steps s
 JOIN picked p ON p.run_id = s.run_id
 WHERE s.is_top_level
-  AND ($since_ns::BIGINT IS NULL OR s.run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR s.run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR s.agent = $agent::VARCHAR);
+  AND /*@run_filter(s.run_start_ns)*/;

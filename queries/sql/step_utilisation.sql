@@ -11,8 +11,6 @@ SELECT step_key,
        avg(duration_ms) AS mean_duration_ms
 FROM steps
 WHERE utilisation IS NOT NULL
-  AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+  AND /*@run_filter(run_start_ns)*/
 GROUP BY step_key
 ORDER BY step_key;

@@ -4,7 +4,5 @@
 SELECT step_key, duration_ms, cap_ms, class
 FROM steps
 WHERE kind = 'tool' AND class <> 'refused'
-  AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+  AND /*@run_filter(run_start_ns)*/
 ORDER BY step_key, duration_ms;

@@ -9,8 +9,6 @@ SELECT agent,
        max(utilisation) AS max
 FROM runs
 WHERE budget_ms IS NOT NULL AND utilisation IS NOT NULL
-  AND ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-  AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-  AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+  AND /*@run_filter(start_ns)*/
 GROUP BY agent
 ORDER BY agent NULLS LAST;

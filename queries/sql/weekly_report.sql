@@ -10,9 +10,7 @@
 -- without joining a million steps to their runs (800 ms → see bench/bench_queries.py).
 WITH r AS (
     SELECT * FROM runs
-    WHERE ($since_ns::BIGINT IS NULL OR start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(start_ns)*/
 ), run_week AS (
     SELECT week, agent,
            min(start_ns) AS first_start_ns,
@@ -32,9 +30,7 @@ WITH r AS (
            count(*) FILTER (WHERE class = 'upstream_error') AS upstream_errors,
            count(*) FILTER (WHERE class = 'refused') AS refused
     FROM steps
-    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(run_start_ns)*/
     GROUP BY ALL
 ), write_start AS (
     SELECT run_start_ns, agent,
@@ -42,17 +38,13 @@ WITH r AS (
            count(*) FILTER (WHERE reconciled) AS reconciled_writes,
            count(*) FILTER (WHERE orphan) AS orphan_writes
     FROM write_steps
-    WHERE ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+    WHERE /*@run_filter(run_start_ns)*/
     GROUP BY ALL
 ), key_start AS (
     SELECT run_start_ns, agent, step_key, sum(consumption_ms) AS consumption_ms
     FROM steps
     WHERE is_top_level AND run_exhausted
-      AND ($since_ns::BIGINT IS NULL OR run_start_ns >= $since_ns::BIGINT)
-      AND ($until_ns::BIGINT IS NULL OR run_start_ns < $until_ns::BIGINT)
-      AND ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)
+      AND /*@run_filter(run_start_ns)*/
     GROUP BY ALL
 ), weeks AS (
     -- the ISO week of each distinct run start, computed once per start, not once per step

@@ -8,9 +8,10 @@ for the common colour-vision deficiencies.
 
 from __future__ import annotations
 
+from store import vocabulary
+
 # SPEC §3 step classes, in the order charts stack them: healthy first, then ours, then theirs.
-STEP_CLASSES: tuple[str, ...] = (
-    "ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error", "error")
+STEP_CLASSES: tuple[str, ...] = vocabulary.CLASSES
 
 CLASS_COLORS: dict[str, str] = {
     "ok": "#009E73",              # bluish green

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from queries.run_search import SORTABLE, RunSearch, SearchError
+from store import vocabulary
 
 KEYS = ("outcome", "exhausted", "culprit", "holder", "step", "class", "umin", "umax", "id", "sort",
         "order", "page")
-OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled", "none")
+OUTCOMES = (*vocabulary.RUN_OUTCOMES, "none")  # "none": runs that stated no outcome
 PAGE_SIZE = 50
 
 

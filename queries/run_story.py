@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from queries.readable import duration, missing
+from store import vocabulary
 
-STATED_OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled")
+STATED_OUTCOMES = vocabulary.RUN_OUTCOMES
 
 
 @dataclass(frozen=True)

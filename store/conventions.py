@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest.typed_attributes import TYPED_ATTRIBUTES, as_label
+from store import vocabulary
 
 CLIENT_SPAN_KIND = 3  # OTLP SpanKind CLIENT
 STATUS_OK, STATUS_ERROR = 1, 2
@@ -116,8 +117,7 @@ STEP_RULES: tuple[StepRule, ...] = (
 
 # ---- SPEC §3: classes --------------------------------------------------------------------
 
-OUTCOMES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
-            "error")
+OUTCOMES = vocabulary.CLASSES  # the values budget.outcome may state (rule 1)
 FALLBACK_CLASS = "error"
 # (class, inclusive code ranges), first match wins; 1xx-3xx give nothing (rule 2).
 HTTP_CLASSES: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (
@@ -369,6 +369,11 @@ def roll_up_classes_sql() -> str:
     return ", ".join(map(_literal, ROLL_UP_CLASSES))
 
 
+def run_outcomes_sql() -> str:
+    """SPEC §2's stated run outcomes (a value outside them counts as absent, SPEC §4)."""
+    return ", ".join(map(_literal, vocabulary.RUN_OUTCOMES))
+
+
 _CLICKHOUSE_TRIM = "trim(BOTH ' \\t\\n\\r' FROM {x})"  # as Python's str.strip, for labels
 
 
@@ -417,6 +422,7 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         else text_class_sql("n", "c"),
         "tool_timeout_result": tool_timeout_result_sql(dialect),
         "roll_up_classes": roll_up_classes_sql(),
+        "run_outcomes": run_outcomes_sql(),
     }
 
 

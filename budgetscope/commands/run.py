@@ -17,6 +17,7 @@ from queries.run_view import (
     short_body,
 )
 from queries.terminal import terminal_safe
+from store import vocabulary
 
 
 @click.command("run")
@@ -39,8 +40,7 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
                file=output_stream(context))
 
 
-CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
-           "error")
+CLASSES = vocabulary.CLASSES
 
 
 # Durations and percentages as the dashboard shows them (queries/readable.py).

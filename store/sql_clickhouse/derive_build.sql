@@ -575,7 +575,7 @@ SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent
        -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
        -- otherwise running to the deadline, or a refused step.
        CAST(multiIf(r.budget_ms IS NULL, NULL,
-               r.known_outcome IN ('completed', 'partial', 'exhausted', 'failed', 'cancelled'),
+               r.known_outcome IN (/*@run_outcomes*/),
                    r.known_outcome IN ('exhausted', 'partial'),
                r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0),
             'Nullable(Bool)') AS exhausted,

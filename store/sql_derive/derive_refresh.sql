@@ -468,7 +468,7 @@ SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_
        -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
        -- otherwise running to the deadline, or a refused step.
        CASE WHEN r.budget_ms IS NULL THEN NULL
-            WHEN r.known_outcome IN ('completed', 'partial', 'exhausted', 'failed', 'cancelled')
+            WHEN r.known_outcome IN (/*@run_outcomes*/)
                 THEN r.known_outcome IN ('exhausted', 'partial')
             ELSE r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0
        END AS exhausted,

@@ -17,15 +17,22 @@ whether the two outputs are the same CSV bytes. Figures only; the target in the 
 report under 2 s on ClickHouse at 10M spans. Also printed: the derivation time, which is what
 every report would pay on top if the derived data were views computed at query time instead of
 tables built by a derive step.
+
+With `--baseline-tree DIR` (another checkout), the ClickHouse report and run-view timings are
+instead taken by bench/clickhouse_timings.py in child processes that import the product from DIR
+and from this tree in turn (--rounds times, alternating, on the same chdb folder, one process at
+a time as chdb needs), printed side by side with their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -104,8 +111,35 @@ def timed(call, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped
     return statistics.median(times), result
 
 
+def compare_with_baseline(url: str, baseline: Path, rounds: int, repeat: int) -> None:
+    trees = {"baseline": baseline.resolve(), "this tree": ROOT}
+    script = str(Path(__file__).with_name("clickhouse_timings.py"))
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+    for _ in range(rounds):
+        for label, tree in trees.items():  # alternating, so both see the same load
+            out = subprocess.run([sys.executable, script, "--tree", str(tree), "--url", url,
+                                  "--repeat", str(repeat)],
+                                 cwd=tree, check=True, capture_output=True, text=True).stdout
+            runs[label].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"ClickHouse, baseline {trees['baseline']} against this tree {ROOT}: median over "
+          f"{rounds} alternating rounds of each round's median of {repeat} warm calls")
+    print(f"{'':<16}{'baseline ms':>12}{'this tree ms':>14}{'ratio':>8}")
+    ratios = []
+    for name in runs["this tree"][0]:
+        base = statistics.median(r[name] for r in runs["baseline"])
+        mine = statistics.median(r[name] for r in runs["this tree"])
+        ratios.append(mine / base)
+        print(f"{name:<16}{base:>12.1f}{mine:>14.1f}{mine / base:>8.2f}", flush=True)
+    print(f"{'geometric mean of the ratios':<42}{statistics.geometric_mean(ratios):>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="time the ClickHouse reports and run view with this checkout's "
+                             "product and with this tree's, in one run, and print the ratios")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --baseline-tree: alternating child runs per tree")
     parser.add_argument("--spans", type=int, default=10_000_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_clickhouse"))
     parser.add_argument("--repeat", type=int, default=3)
@@ -136,6 +170,11 @@ def main() -> None:
         print(f"clickhouse: derivation (derive_build.sql) {seconds(started)}", flush=True)
     spans = int(ch.scalar("SELECT count() FROM otel_traces"))
     runs = int(ch.scalar("SELECT count() FROM budgetscope_runs"))
+    if args.baseline_tree:
+        print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample)")
+        clickhouse.close_all()  # one chdb process at a time: the children's turn
+        compare_with_baseline(url, args.baseline_tree, args.rounds, args.repeat)
+        return
     print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample); "
           f"median of {args.repeat} warm calls, DuckDB and ClickHouse interleaved")
     duck = duckdb_connect(duck_path, read_only=True)

@@ -13,11 +13,18 @@ skipped when the files exist), then prints, on that database:
   batch (decode + flatten + write).
 Figures, never assertions: targets are in the issue (reports < 300 ms warm on ~1M spans,
 `run` < 100 ms on 10M spans, derivation < 20% of ingest time per 512-span batch).
+
+With `--baseline-tree DIR` (another checkout, e.g. `git worktree add /tmp/base main`), the
+report and run-view timings are instead taken by bench/report_timings.py in child processes
+that import the product from DIR and from this tree in turn (--rounds times, alternating, on
+the same database file), printed side by side with their ratio, so a change is measured
+against its baseline in one run under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import statistics
@@ -30,13 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
+from report_timings import report_calls, timed_ms  # noqa: E402
 
 from ingest.database import connect  # noqa: E402
 from ingest.derivation import PendingDerivations  # noqa: E402
 from ingest.file_loader import load_files  # noqa: E402
 from ingest.writer import SpanWriter, WriteResult  # noqa: E402
-from queries import reports  # noqa: E402
-from queries.filters import Filters  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
@@ -75,28 +81,8 @@ def ingest(db: Path, trace_file: Path) -> None:
     print(f"ingest with derivation: {time.monotonic() - started:.1f} s", flush=True)
 
 
-def timed_ms(call, repeat: int) -> tuple[float, float]:
-    call()  # warm
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times), max(times)
-
-
 def bench_reports(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
-    week = Filters.parse("2026-11-16", "2026-11-23")
-    calls = {f"report {name}": (lambda f=fn: f(con, Filters()))
-             for name, fn in reports.REPORTS.items()}
-    calls["report weekly --agent support-agent"] = lambda: reports.weekly(
-        con, Filters(agent="support-agent"))
-    calls["report attribution (one week)"] = lambda: reports.attribution(con, week)
-    calls["attribution_summary"] = lambda: reports.attribution_summary(con, Filters())
-    calls["utilisation_histogram"] = lambda: reports.utilisation_histogram(con, Filters())
-    calls["step_utilisation"] = lambda: reports.step_utilisation(con, Filters())
-    calls["reconciliation_by_period"] = lambda: reports.reconciliation_by_period(con, Filters())
-    for name, call in calls.items():
+    for name, call in report_calls(con).items():
         median, worst = timed_ms(call, repeat)
         print(f"{name:<40} median {median:7.1f} ms   max {worst:7.1f} ms", flush=True)
 
@@ -182,8 +168,36 @@ def bench_run_lookup_replicated(db: Path, copies: int, lookups: int) -> None:
         Path(f"{copy}.wal").unlink(missing_ok=True)
 
 
+def compare_with_baseline(db: Path, baseline: Path, args: argparse.Namespace) -> None:
+    trees = {"baseline": baseline.resolve(), "this tree": ROOT}
+    script = str(Path(__file__).with_name("report_timings.py"))
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+    for _ in range(args.rounds):
+        for label, tree in trees.items():  # alternating, so both see the same load
+            out = subprocess.run([PYTHON, script, "--tree", str(tree), "--db", str(db),
+                                  "--repeat", str(args.repeat), "--lookups", str(args.lookups)],
+                                 cwd=tree, check=True, capture_output=True, text=True).stdout
+            runs[label].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"baseline {trees['baseline']} against this tree {ROOT}: median over {args.rounds} "
+          f"alternating rounds of each round's median of {args.repeat} warm calls")
+    print(f"{'':<40}{'baseline ms':>12}{'this tree ms':>14}{'ratio':>8}")
+    ratios = []
+    for name in runs["this tree"][0]:
+        base = statistics.median(r[name] for r in runs["baseline"])
+        mine = statistics.median(r[name] for r in runs["this tree"])
+        ratios.append(mine / base)
+        print(f"{name:<40}{base:>12.1f}{mine:>14.1f}{mine / base:>8.2f}", flush=True)
+    geo = statistics.geometric_mean(ratios)
+    print(f"{'geometric mean of the ratios':<66}{geo:>8.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="time the reports and the run view with this checkout's product "
+                             "and with this tree's, in one run, and print the ratios")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --baseline-tree: alternating child runs per tree")
     parser.add_argument("--runs", type=int, default=50_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/budgetscope-bench"))
     parser.add_argument("--repeat", type=int, default=5)
@@ -205,6 +219,10 @@ def main() -> None:
     spans, runs = (con.execute("SELECT count(*) FROM spans").fetchone()[0],
                    con.execute("SELECT count(*) FROM runs").fetchone()[0])
     print(f"database {db}: {spans:,} spans, {runs:,} runs", flush=True)
+    if args.baseline_tree:
+        con.close()
+        compare_with_baseline(db, args.baseline_tree, args)
+        return
     bench_reports(con, args.repeat)
     bench_run_lookup(con, args.lookups)
     con.close()

@@ -14,12 +14,12 @@ DEFAULT = "(default: every agent without its own)"
 MESSAGE = "_budgets_message"
 
 st.title("Budgets")
-st.caption("The usual instrumentations send no `budget.total_ms`. A budget declared for an agent, or a default "
-           "for every agent, measures that agent's runs without one (d = s + B); a run's own "
-           "`budget.total_ms` always wins. A cap declared for a step key gives its steps "
-           "without `budget.allocated_ms` the allocation min(cap, budget left when the step "
-           "starts), for step utilisation. A change re-measures past runs too; on a large file that "
-           "takes a while, and the tables follow once it is done.")
+st.caption("The usual instrumentations send no `budget.total_ms`. A budget declared for an "
+           "agent, or a default for every agent, measures that agent's runs without one "
+           "(d = s + B); a run's own `budget.total_ms` always wins. A cap declared for a step "
+           "key gives its steps without `budget.allocated_ms` the allocation min(cap, budget "
+           "left when the step starts), for step utilisation. A change re-measures past runs "
+           "too; on a large file that takes a while, and the tables follow once it is done.")
 
 
 def _apply(change_of: object) -> None:

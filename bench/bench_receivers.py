@@ -354,19 +354,27 @@ def compare_whole_trees(baseline: Path, options: argparse.Namespace) -> None:
     if options.skip_without_derivation:
         arguments.append("--skip-without-derivation")
     this_tree = Path(__file__).resolve().parent.parent
-    outputs = {}
-    for name, tree in (("baseline", baseline), ("this tree", this_tree)):
-        print(f"== {name}: {tree}", flush=True)
-        done = subprocess.run([sys.executable, str(tree / "bench" / "bench_receivers.py"),
-                               *arguments], cwd=tree, capture_output=True, text=True)
-        print(done.stdout + done.stderr[-2000:], flush=True)
-        outputs[name] = _figures(done.stdout)
-    print(f"this tree against {baseline}, same options, one run "
-          f"(load average {os.getloadavg()[0]:.1f}):")
-    for (scenario, old_rate, old_p99), (_, new_rate, new_p99) in zip(
-            outputs["baseline"], outputs["this tree"], strict=False):
-        print(f"  {scenario}: {old_rate:,.0f} -> {new_rate:,.0f} spans/s "
-              f"(x{new_rate / max(old_rate, 1):.2f}), p99 {old_p99:.0f} -> {new_p99:.0f} ms")
+    outputs: dict[str, list[list[tuple[str, float, float]]]] = {"baseline": [], "this tree": []}
+    # Alternated, so that a change of the machine's load mid-run falls on both trees.
+    for round_number in range(options.rounds):
+        for name, tree in (("baseline", baseline), ("this tree", this_tree)):
+            print(f"== round {round_number + 1}, {name}: {tree}", flush=True)
+            done = subprocess.run([sys.executable, str(tree / "bench" / "bench_receivers.py"),
+                                   *arguments], cwd=tree, capture_output=True, text=True)
+            print(done.stdout + done.stderr[-2000:], flush=True)
+            outputs[name].append(_figures(done.stdout))
+    print(f"this tree against {baseline}, same options, one run, {options.rounds} round(s) "
+          f"alternated (load average {os.getloadavg()[0]:.1f}):")
+    for index, (scenario, *_) in enumerate(outputs["baseline"][0]):
+        old = [figures[index] for figures in outputs["baseline"] if index < len(figures)]
+        new = [figures[index] for figures in outputs["this tree"] if index < len(figures)]
+        old_rate = statistics.median(f[1] for f in old)
+        new_rate = statistics.median(f[1] for f in new)
+        print(f"  {scenario}: median {old_rate:,.0f} -> {new_rate:,.0f} spans/s "
+              f"(x{new_rate / max(old_rate, 1):.2f}); per round "
+              + ", ".join(f"{o[1]:,.0f}->{n[1]:,.0f}" for o, n in zip(old, new, strict=False))
+              + "; p99 ms per round "
+              + ", ".join(f"{o[2]:.0f}->{n[2]:.0f}" for o, n in zip(old, new, strict=False)))
 
 
 def main() -> None:
@@ -382,6 +390,8 @@ def main() -> None:
     parser.add_argument("--whole-baseline-tree", type=Path, default=None,
                         help="run this whole bench in that checkout, then in this tree, in "
                              "processes of their own, and compare")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --whole-baseline-tree: alternate the two trees this often")
     options = parser.parse_args()
     if options.whole_baseline_tree is not None:
         compare_whole_trees(options.whole_baseline_tree.resolve(), options)

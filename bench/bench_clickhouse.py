@@ -4,7 +4,7 @@
 
 How the data is made: the bundled sample (52,198 spans, 1,800 runs) is loaded into both
 engines (DuckDB through `budgetscope ingest`'s loader, ClickHouse through
-queries.otel_traces_load, as the Collector's exporter writes otel_traces), then replicated
+tests.clickhouse_load.traces, as the Collector's exporter writes otel_traces), then replicated
 inside each engine with new ids until --spans is reached: copy k of a span gets the ids
 md5(id || '/' || k) (bench/sql_clickhouse/), the same function in both engines, so both hold
 the very same spans (same times, so every copy lands in the sample's weeks). DuckDB then
@@ -43,16 +43,16 @@ sys.path.insert(0, str(ROOT))
 import re  # noqa: E402
 
 from budgetscope.config import SAMPLE_TRACES  # noqa: E402
-from ingest.database import connect as duckdb_connect  # noqa: E402
-from ingest.file_loader import load_files as duckdb_load  # noqa: E402
+from ingest.files.loader import load_files as duckdb_load  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
-from queries.otel_traces_load import load_files as clickhouse_load  # noqa: E402
 from queries.render import to_csv_bytes  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store import clickhouse  # noqa: E402
+from store.database import connect as duckdb_connect  # noqa: E402
 from store.derive import rebuild_all  # noqa: E402
+from tests.clickhouse_load.traces import load_files as clickhouse_load  # noqa: E402
 
 SAMPLE_SPANS = 52_198
 BENCH_SQL = load_queries(Path(__file__).with_name("sql_clickhouse"),

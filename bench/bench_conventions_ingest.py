@@ -104,14 +104,14 @@ def make_genai_payloads(count: int) -> list[bytes]:
 def child(tree: Path, payload_file: Path) -> None:
     """One measurement, with the ingest and queries packages of `tree`."""
     sys.path.insert(0, str(tree))
-    from ingest.database import connect
-    from ingest.derivation import PendingDerivations
-    from ingest.gc_tuning import relax_gc_for_ingest
-    from ingest.owner import CHECKPOINT_THRESHOLD
-    from ingest.proto_flatten import flatten_protobuf
-    from ingest.writer import SpanWriter
+    from budgetscope.gc_tuning import relax_gc_for_ingest
+    from ingest.decode.proto_flatten import flatten_protobuf
+    from store.database import connect
+    from store.derivation import PendingDerivations
     from store.derive import refresh_touched
+    from store.owner import CHECKPOINT_THRESHOLD
     from store.rows import FlatBatch
+    from store.writer import SpanWriter
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())

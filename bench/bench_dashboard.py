@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ingest.database import connect  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
+from store.database import connect  # noqa: E402
 from tests.browser.support import Dashboard  # noqa: E402
 
 PYTHON = sys.executable

@@ -35,14 +35,14 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ingest.database import connect  # noqa: E402
-from ingest.declared_budgets import Change, apply  # noqa: E402
-from ingest.declared_service import DeclaredBudgets  # noqa: E402
-from ingest.derivation import PendingDerivations  # noqa: E402
-from ingest.owner import DatabaseOwner  # noqa: E402
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
+from store.database import connect  # noqa: E402
+from store.declared_budgets import Change, apply  # noqa: E402
+from store.declared_service import DeclaredBudgets  # noqa: E402
+from store.derivation import PendingDerivations  # noqa: E402
 from store.derive import rebuild_all, refresh_touched  # noqa: E402
+from store.owner import DatabaseOwner  # noqa: E402
 
 
 def strip_budgets(con, agent: str) -> int:  # type: ignore[no-untyped-def]

@@ -3,14 +3,14 @@
     .venv/bin/python bench/bench_gzip_shapes.py [--limit-mib 64] [--baseline-tree DIR]
 
 A request body's server-side work before its commit is: inflate (gzip) under the body limit,
-then decode and flatten to rows (the decode slot, ingest/receivers/export.py). Each shape below
+then decode and flatten to rows (the decode slot, ingest/receivers/span_intake.py). Each shape below
 goes through exactly that (gunzip_limited + flatten_protobuf, as POST /v1/traces runs them),
 timed in CPU seconds of this thread; the commit is left out (it costs per stored span, the same
 for every shape). Printed per shape: wire bytes, inflated bytes, the outcome, CPU, and the CPU
 per wire byte and per inflated byte as ratios against the normal gzip body (a 512-span request,
 as bench_receivers sends). With --baseline-tree, the old gunzip_limited (loaded from that
 checkout) inflates the same bodies too. Then `budgetscope ingest`'s reader of gzip files
-(ingest/sources.py GunzipReader, unchanged: each member costs it at most one 64 KiB copy) on a
+(ingest/files/sources.py GunzipReader, unchanged: each member costs it at most one 64 KiB copy) on a
 file of many members, against a one-member file.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_receivers import make_payloads  # noqa: E402
-from ingest.proto_flatten import flatten_protobuf  # noqa: E402
+from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
+from ingest.files.sources import GunzipReader  # noqa: E402
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited  # noqa: E402
-from ingest.sources import GunzipReader  # noqa: E402
 
 Inflate = Callable[[bytes, int], bytes]
 

@@ -37,9 +37,9 @@ def generate(spans: int) -> Path:
 
 
 def _decode_only(path: Path) -> dict[str, float]:
-    from ingest.file_loader import CHUNK_SPANS
-    from ingest.flatten import DEFAULT_MAX_FUTURE_NS
-    from ingest.sources import read_pieces
+    from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
+    from ingest.files.loader import CHUNK_SPANS
+    from ingest.files.sources import read_pieces
     from store.rows import FlatBatch
 
     started = time.perf_counter()

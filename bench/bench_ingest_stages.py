@@ -10,7 +10,7 @@ requests of 32-span runs with the SPEC attributes, every id distinct). Stages:
   decode   decode_request: protobuf bytes → message objects (upb, in C)
   flatten  flatten_request: message → column lists (Python, the per-span loop)
   fast decode+flatten  flatten_protobuf, what the receivers run: wire classes with raw-bytes
-           attributes and a cache of converted attributes (ingest/proto_flatten.py)
+           attributes and a cache of converted attributes (ingest/decode/proto_flatten.py)
   arrow    the batch as the Arrow tables the writer registers
   insert   SpanWriter.write (resources, scopes, spans INSERT OR IGNORE, pending marks, commit)
            into a file database, in 4-request (2,048-span) transactions as the group commit
@@ -34,16 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_receivers import make_payloads  # noqa: E402
 
-from ingest.database import connect  # noqa: E402
-from ingest.derivation import PendingDerivations  # noqa: E402
-from ingest.flatten import flatten_request  # noqa: E402
-from ingest.gc_tuning import relax_gc_for_ingest  # noqa: E402
-from ingest.owner import CHECKPOINT_THRESHOLD  # noqa: E402
-from ingest.proto_decode import decode_request  # noqa: E402
-from ingest.proto_flatten import flatten_protobuf  # noqa: E402
-from ingest.writer import SpanWriter, to_arrow  # noqa: E402
+from budgetscope.gc_tuning import relax_gc_for_ingest  # noqa: E402
+from ingest.decode.flatten import flatten_request  # noqa: E402
+from ingest.decode.proto_decode import decode_request  # noqa: E402
+from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
+from store.database import connect  # noqa: E402
+from store.derivation import PendingDerivations  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
+from store.owner import CHECKPOINT_THRESHOLD  # noqa: E402
 from store.rows import FlatBatch  # noqa: E402
+from store.writer import SpanWriter, to_arrow  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4

@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ingest.database import connect  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.signals import recent_signals  # noqa: E402
+from store.database import connect  # noqa: E402
 
 
 def main() -> None:

@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from ingest.database import connect  # noqa: E402
 from queries.filters import Filters  # noqa: E402
-from queries.simulation import prepare, replay  # noqa: E402
-from queries.simulation_data import simulate, simulation_runs, simulation_steps  # noqa: E402
-from queries.simulation_policy import SimulationPolicy  # noqa: E402
+from simulation.data import simulate, simulation_runs, simulation_steps  # noqa: E402
+from simulation.policy import SimulationPolicy  # noqa: E402
+from simulation.replay import prepare, replay  # noqa: E402
+from store.database import connect  # noqa: E402
 
 PYTHON = sys.executable
 POLICIES = {

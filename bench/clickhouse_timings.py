@@ -44,7 +44,7 @@ def main() -> None:
     try:
         from store import clickhouse
     except ImportError:  # a checkout from before the store package
-        from queries import clickhouse  # type: ignore[no-redef]
+        from store import clickhouse  # type: ignore[no-redef]
 
     assert Path(reports.__file__).resolve().is_relative_to(tree), reports.__file__
     ch = clickhouse.connect(args.url)

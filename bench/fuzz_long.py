@@ -38,9 +38,9 @@ class FramingServer:
         self.owner: object | None = None
 
     def start(self) -> None:
-        from ingest.owner import DatabaseOwner
         from ingest.receivers.limits import Limits
         from ingest.receivers.service import ReceiverConfig, Receivers
+        from store.owner import DatabaseOwner
 
         self.owner = DatabaseOwner(self.folder / "framing.duckdb")
         self.receivers = Receivers(self.owner, ReceiverConfig(
@@ -66,8 +66,8 @@ class BudgetDatabase:
         self.runs = 0
 
     def example(self, rng: random.Random) -> tuple[str, bytes]:
-        from ingest.database import connect
-        from ingest.typed_attributes import BUDGET_NUMBER_KEYS
+        from store.database import connect
+        from store.typed_attributes import BUDGET_NUMBER_KEYS
 
         if self.con is None:
             self.con = connect(self.folder / "budget.duckdb")

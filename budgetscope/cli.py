@@ -22,7 +22,7 @@ from budgetscope.commands.serve import serve_command
 from budgetscope.commands.simulate import simulate_command
 from budgetscope.commands.tokens import TOKEN_ENV
 from budgetscope.config import DB_ENV, DEFAULT_DB, SERVER_ENV
-from ingest.gc_tuning import relax_gc_for_ingest
+from budgetscope.gc_tuning import relax_gc_for_ingest
 from store.clickhouse import BACKEND_ENV
 
 _ARGUMENTS = "budgetscope.subcommand_arguments"

@@ -23,17 +23,16 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import config
-from ingest import declared_budgets, declared_service
-from ingest.database import DatabaseBusy
-from ingest.declared_service import DeclaredBudgets
 from queries import reports
 from queries.filters import Filters
 from queries.run_search import Found, RunSearch, search_runs
 from queries.run_view import RunView, load_run
-from queries.simulation import Prepared, SimulationResult, prepare, replay
-from queries.simulation_data import simulation_runs, simulation_steps
-from queries.simulation_policy import SimulationPolicy
-from store import clickhouse
+from simulation.data import simulation_runs, simulation_steps
+from simulation.policy import SimulationPolicy
+from simulation.replay import Prepared, SimulationResult, prepare, replay
+from store import clickhouse, declared_budgets, declared_service
+from store.database import DatabaseBusy
+from store.declared_service import DeclaredBudgets
 from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
@@ -162,13 +161,13 @@ def _cached_simulation_inputs(since: str | None, until: str | None, agent: str |
 
 
 def simulation_inputs(filters: Filters) -> Prepared:
-    """The stored runs in `filters` made ready for replay (queries.simulation.prepare)."""
+    """The stored runs in `filters` made ready for replay (simulation.replay.prepare)."""
     return _cached_simulation_inputs(_iso(filters.since), _iso(filters.until), filters.agent,
                                      source_token())
 
 
 def simulation(filters: Filters, policy: SimulationPolicy) -> SimulationResult:
-    """The runs in `filters` replayed under `policy` (queries.simulation.replay)."""
+    """The runs in `filters` replayed under `policy` (simulation.replay.replay)."""
     return replay(simulation_inputs(filters), policy)
 
 
@@ -195,7 +194,7 @@ class DatabaseStatus:
     spans: int
     newest_received: pd.Timestamp | None
     newest_run_start: str | None = None  # ISO UTC, as the runs report writes a start
-    traces_failed_derivation: int = 0  # recorded by ingest/derivation.py, left out of runs
+    traces_failed_derivation: int = 0  # recorded by store/derivation.py, left out of runs
 
     @property
     def empty(self) -> bool:

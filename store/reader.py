@@ -22,9 +22,9 @@ from typing import Any
 
 import duckdb
 
-from ingest.database import DEFAULT_DB, connect
-from ingest.owner import DatabaseOwner
 from store import clickhouse
+from store.database import DEFAULT_DB, connect
+from store.owner import DatabaseOwner
 from store.scheduling import CatchUp, catch_up
 
 # A DuckDB connection, or another dialect's (store.clickhouse.ClickHouseConnection).

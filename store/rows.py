@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.rejections import Rejection
-from ingest.typed_attributes import CONVENTION_COLUMNS, TYPED_COLUMNS
+from store.rejections import Rejection
+from store.typed_attributes import CONVENTION_COLUMNS, TYPED_COLUMNS
 
 DENSE_TYPED_COLUMNS = tuple(c for c in TYPED_COLUMNS if c not in CONVENTION_COLUMNS)
 CONVENTIONS = "conventions"
@@ -29,7 +29,7 @@ RESOURCE_COLUMNS = ("resource_id", "service_name", "attributes", "dropped_attrib
                     "schema_url")
 SCOPE_COLUMNS = ("scope_id", "name", "version", "attributes", "dropped_attributes_count",
                  "schema_url")
-# Rows of log_records (ingest/log_flatten.py fills them); the record key is its identity.
+# Rows of log_records (ingest/decode/log_flatten.py fills them); the record key is its identity.
 LOG_COLUMNS: tuple[str, ...] = (
     "record_key_hi", "record_key_lo", "trace_id", "span_id", "time_ns", "observed_time_ns",
     "severity_number", "severity_text", "body", "attributes", "dropped_attributes_count",

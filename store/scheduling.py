@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ingest.derivation import Derive, PendingDerivations, describe
+from store.derivation import Derive, PendingDerivations, describe
 from store.derive import refresh_touched
 
 # The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).

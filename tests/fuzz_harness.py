@@ -30,16 +30,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ingest.file_loader import load_files
-from ingest.flatten import flatten_request
-from ingest.proto_decode import UndecodableMessage, decode_request
-from ingest.receivers.export import Exporter, Undecodable
+from ingest.decode.flatten import flatten_request
+from ingest.decode.proto_decode import UndecodableMessage, decode_request
+from ingest.files.loader import load_files
+from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
-from ingest.rejections import Rejection
-from ingest.sources import read_pieces
-from ingest.typed_attributes import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES
-from ingest.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
+from ingest.receivers.span_intake import SpanIntake, Undecodable
+from store.rejections import Rejection
 from store.rows import FlatBatch
+from store.typed_attributes import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES
+from store.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
@@ -161,12 +161,12 @@ def _receiver_body(decode: Callable[[bytes, str], FlatBatch], body: bytes) -> st
 
 def receiver_protobuf_body(body: bytes) -> str:
     """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
-    return _receiver_body(Exporter._decode_protobuf, body)
+    return _receiver_body(SpanIntake._decode_protobuf, body)
 
 
 def json_body(body: bytes) -> str:
     """An OTLP/HTTP JSON body, through the receivers' own JSON decoder."""
-    return _receiver_body(Exporter._decode_json, body)
+    return _receiver_body(SpanIntake._decode_json, body)
 
 
 def gzip_body(body: bytes, decode: Callable[[bytes], str], limit: int = 1 << 20) -> str:
@@ -252,7 +252,7 @@ def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
 
 def logs_body(body: bytes, json_body: bool = False) -> str:
     """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
-    from ingest.receivers import logs_export
+    from ingest.receivers import log_intake as logs_export
 
     decode = logs_export._decode_json if json_body else logs_export._decode_protobuf
     try:
@@ -317,17 +317,17 @@ def budget_body(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:
     """The run through the receivers' own decoder: protobuf, or OTLP JSON."""
     message = request(spans)
     if as_json:
-        return Exporter._decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
-    return Exporter._decode_protobuf(message.SerializeToString(), "fuzz")
+        return SpanIntake._decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
+    return SpanIntake._decode_protobuf(message.SerializeToString(), "fuzz")
 
 
 def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int) -> str:
     """The promise for budget.* numbers: the span is stored whatever the value; the typed
     column holds it within its bounds, or nothing with a counted reason naming the attribute;
     and deriving the run never fails (it overflowed on 2^62 ms before)."""
-    from ingest.derivation import PendingDerivations
-    from ingest.writer import SpanWriter
+    from store.derivation import PendingDerivations
     from store.derive import refresh_touched
+    from store.writer import SpanWriter
 
     batch = budget_body(budget_run(key, value, start_ns), as_json)
     assert batch.span_count == 2, batch.rejections

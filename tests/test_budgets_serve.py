@@ -21,10 +21,10 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.declared_service import DeclaredBudgets
-from ingest.owner import DatabaseOwner
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.declared_service import DeclaredBudgets
+from store.owner import DatabaseOwner
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 

@@ -4,7 +4,7 @@ run view and dashboard number the DuckDB backend gives.
 
 Two data sets, each stored both ways:
 - the bundled sample traces (52k spans), through `budgetscope ingest`'s decoders into DuckDB
-  and through queries.otel_traces_load (the same decoders, written as the exporter writes)
+  and through tests.clickhouse_load.traces (the same decoders, written as the exporter writes)
   into otel_traces;
 - EDGE: hand-made traces (real OpenTelemetry SDK spans) for what the sample lacks: a run
   nested below a root (run id trace/span), a subagent with steps inside it, parallel steps, a
@@ -32,16 +32,16 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from ingest.database import connect as duckdb_connect
 from queries import reports
 from queries.filters import Filters
 from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
-from queries.otel_traces_load import load_files, load_requests
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run
 from store import clickhouse
 from store.clickhouse import BACKEND_ENV
+from store.database import connect as duckdb_connect
 from tests.browser import support
+from tests.clickhouse_load.traces import load_files, load_requests
 from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 CLI_REPORTS = list(reports.REPORTS)

@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from ingest.database import connect as duckdb_connect
-from ingest.file_loader import load_files as duckdb_load
-from queries.otel_logs_load import load_log_files
-from queries.otel_traces_load import load_files
+from ingest.files.loader import load_files as duckdb_load
 from store import clickhouse
+from store.database import connect as duckdb_connect
+from tests.clickhouse_load.logs import load_log_files
+from tests.clickhouse_load.traces import load_files
 from tests.otlp_files import length_prefixed
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs

@@ -2,9 +2,9 @@
 
 A budget.* number out of range (a deadline in microseconds, a budget of 2^62 ms) overflowed the
 derivation's BIGINT arithmetic; from then on no trace was derived and every command failed on the
-file. Now such values are refused at ingest with a counted reason (ingest/typed_attributes.py),
+file. Now such values are refused at ingest with a counted reason (store/typed_attributes.py),
 and a derivation failure of any other cause is confined to the traces that caused it
-(ingest/derivation.py): they are recorded, every other trace is derived, and every command keeps
+(store/derivation.py): they are recorded, every other trace is derived, and every command keeps
 working. Both tests below failed on main before the change (checked: the fuzzer's first
 example with budget.total_ms 2^62 raised "Overflow in multiplication of INT64").
 """
@@ -26,20 +26,20 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from budgetscope.cli import cli
-from ingest.database import connect
-from ingest.derivation import PendingDerivations
-from ingest.group_commit import GroupCommitter
-from ingest.otlp_json import flatten_json_request
-from ingest.proto_flatten import flatten_protobuf
+from ingest.decode.otlp_json import flatten_json_request
+from ingest.decode.proto_flatten import flatten_protobuf
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
-from ingest.receivers.export import Exporter
 from ingest.receivers.operations import OperatorPages
-from ingest.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
-from ingest.writer import SpanWriter
+from ingest.receivers.span_intake import SpanIntake
 from queries import reports
+from store.database import connect
+from store.derivation import PendingDerivations
 from store.derive import refresh_touched
+from store.group_commit import GroupCommitter
 from store.rows import FlatBatch
+from store.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
+from store.writer import SpanWriter
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json, request
@@ -244,7 +244,7 @@ def test_the_server_stays_ready_and_counts_traces_that_fail_derivation(tmp_path:
         assert status == 200
         assert b"1 trace(s) could not be derived" in body
         # A value refused at ingest is counted by reason, through the receivers' exporter.
-        exporter = Exporter(committer, commit_timeout=30)
+        exporter = SpanIntake(committer, commit_timeout=30)
         accepted = exporter.export_protobuf(request(_trace(
             "budget.deadline_unix_ms", time.time_ns() // 1000, start + 2 * 10**9))
             .SerializeToString(), "test")

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from queries.otel_traces_load import load_requests
 from store import clickhouse
 from tests import test_conventions, test_conventions_classes
+from tests.clickhouse_load.traces import load_requests
 from tests.trace_builder import TraceBuilder, open_db, store
 
 STEP_COLUMNS = ["run_id", "trace_id", "span_id", "parent_span_id", "top_step_id",

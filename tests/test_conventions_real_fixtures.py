@@ -16,8 +16,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from queries.otel_traces_load import load_files
 from store import clickhouse
+from tests.clickhouse_load.traces import load_files
 from tests.real_fixture_compare import (
     FIXTURES,
     differences,

@@ -22,13 +22,13 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import data, fmt, layout
 from dashboard.config import DashboardConfig, configure
-from ingest.database import connect
-from ingest.owner import DatabaseOwner
 from queries import reports
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
 from store import reader as store_reader
+from store.database import connect
+from store.owner import DatabaseOwner
 from store.reader import Source
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store

@@ -1,5 +1,5 @@
 """The What-if page (dashboard/app_pages/simulate.py, issue #7) under Streamlit's AppTest on the
-bundled sample traces: the numbers it shows equal queries.simulation_data.simulate for the same
+bundled sample traces: the numbers it shows equal simulation.data.simulate for the same
 filters and policy, before and after moving sliders."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import fmt
-from ingest.database import connect
 from queries.filters import Filters
-from queries.simulation import SimulationResult
-from queries.simulation_data import simulate
-from queries.simulation_policy import SimulationPolicy
+from simulation.data import simulate
+from simulation.policy import SimulationPolicy
+from simulation.replay import SimulationResult
+from store.database import connect
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 

@@ -13,9 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import fmt
-from ingest.database import connect
 from queries import reports
 from queries.filters import Filters
+from store.database import connect
 from tests.browser import support
 
 FILTERS = Filters.parse(support.SINCE, support.UNTIL)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.declared_budgets import (
+from store.declared_budgets import (
     Change,
     DeclarationError,
     apply,
@@ -17,7 +17,7 @@ from ingest.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
-from ingest.derivation import PendingDerivations
+from store.derivation import PendingDerivations
 from store.derive import refresh_touched
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
@@ -220,7 +220,7 @@ def test_a_refused_change_stores_nothing(con):
 
 
 def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path):
-    """Schema 3 → 4 (ingest/schema_migrations/3_to_4.sql): runs gain budget_source, 'span'
+    """Schema 3 → 4 (store/schema_migrations/3_to_4.sql): runs gain budget_source, 'span'
     wherever a budget is known (nothing could be declared before), and a declaration then
     re-measures the old runs."""
     con = open_db(tmp_path, "v3.duckdb")

@@ -19,7 +19,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The code that runs for a user: the CLI, the receivers and store, the queries, the dashboard,
 # the SDK. Tests and benchmarks set their own variables and are documented where they are.
 CODE = [ROOT / name for name in ("budgetscope", "ingest", "store", "queries", "dashboard",
-                                 "sdk/budgetscope_sdk", "sample_traces")]
+                                 "simulation", "sdk/budgetscope_sdk", "sample_traces")]
 
 
 def _documentation() -> str:

@@ -1,6 +1,6 @@
 """A database file from a schema version with no migration path, or from no budgetscope at all,
 is refused with a clear message by every command that opens it, and left as it was (issue 6).
-Written relative to ingest.ddl.SCHEMA_VERSION so that a version bump keeps the test meaningful;
+Written relative to store.ddl.SCHEMA_VERSION so that a version bump keeps the test meaningful;
 files that can be migrated are tests/test_schema_migration.py's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest.database import connect
-from ingest.ddl import SCHEMA_VERSION, SchemaError
+from store.database import connect
+from store.ddl import SCHEMA_VERSION, SchemaError
 from tests.test_receivers_common import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
@@ -25,8 +25,8 @@ def _older_file(folder: Path, version: int) -> Path:
     db = folder / f"v{version}.duckdb"
     con = connect(db)
     try:
-        from ingest.flatten import flatten_request
-        from ingest.writer import SpanWriter
+        from ingest.decode.flatten import flatten_request
+        from store.writer import SpanWriter
 
         SpanWriter(con).write(flatten_request(raw_request(3)))
         con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",

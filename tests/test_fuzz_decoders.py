@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ingest.sources import GunzipReader
+from ingest.files.sources import GunzipReader
 from tests import fuzz_harness as fuzz
 from tests.otlp_files import request, sdk_spans
 from tests.test_receivers_common import running_receivers

@@ -43,7 +43,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from ingest.any_value import (
+from ingest.decode.any_value import (
     DROPPED_ELEMENTS_KEY,
     MAX_ATTRIBUTES,
     MAX_EVENTS,
@@ -54,11 +54,11 @@ from ingest.any_value import (
     TRUNCATED_DEPTH_MARKER,
     dropped_elements_marker,
 )
-from ingest.database import connect
-from ingest.file_loader import load_files
-from ingest.owner import DatabaseOwner
+from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.database import connect
+from store.owner import DatabaseOwner
 from tests.otlp_files import otlp_json
 
 PROTOBUF = "application/x-protobuf"
@@ -403,7 +403,7 @@ CASES = [
     Case("kvlist nested 200 deep as JSON", _js(_nested(25, "kvlist"), _deepen_json(200)),
          content_type=JSON, check=_nesting_marked),
     # Past that limit the span was refused (issue 14 item 10); now it keeps the marker too
-    # (ingest/any_value_wire.py reads the value from the wire, as deep as it is kept).
+    # (ingest/decode/any_value_wire.py reads the value from the wire, as deep as it is kept).
     Case("array nested past protobuf's recursion limit", _pb(_nested(120, "array")),
          check=_nesting_marked),
     Case("kvlist nested 500 deep", _pb(_nested(500, "kvlist")), check=_nesting_marked),

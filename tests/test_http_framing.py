@@ -20,10 +20,10 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from ingest.owner import DatabaseOwner
 from ingest.receivers.limits import Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.owner import DatabaseOwner
 from tests.test_receivers_common import raw_request
 
 PROTOBUF = "application/x-protobuf"

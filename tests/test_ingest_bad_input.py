@@ -15,9 +15,9 @@ import duckdb
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.database import connect
-from ingest.file_loader import LoadSummary, load_files
-from ingest.proto_decode import iter_streamed_request
+from ingest.decode.proto_decode import iter_streamed_request
+from ingest.files.loader import LoadSummary, load_files
+from store.database import connect
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ingest.database import connect
-from ingest.file_loader import load_files
+from ingest.files.loader import load_files
+from store.database import connect
 from tests.otlp_files import sdk_spans, write_every_form
 
 FORMS = ["json", "jsonl", "pb", "pb-stream"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from ingest.any_value import (
+from ingest.decode.any_value import (
     DROPPED_ELEMENTS_KEY,
     MAX_DEPTH,
     MAX_EVENTS,
@@ -29,9 +29,9 @@ from ingest.any_value import (
     any_value_to_json,
     dropped_elements_marker,
 )
-from ingest.any_value_wire import key_value_from_wire
-from ingest.otlp_json import flatten_json_request
-from ingest.proto_flatten import flatten_protobuf
+from ingest.decode.any_value_wire import key_value_from_wire
+from ingest.decode.otlp_json import flatten_json_request
+from ingest.decode.proto_flatten import flatten_protobuf
 from tests.otlp_files import otlp_json
 from tests.test_proto_flatten import assert_same, careful
 

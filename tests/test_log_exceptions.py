@@ -20,11 +20,11 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.database import connect
-from ingest.file_loader import load_files
-from ingest.owner import DatabaseOwner
+from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.database import connect
+from store.owner import DatabaseOwner
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
 

@@ -89,7 +89,7 @@ def export_sdk(running: Running, spans) -> None:
 @pytest.fixture
 def running(tmp_path: Path):
     # Derived synchronously in each write, so the signals are exact as soon as a request is
-    # answered (serve derives just after; see ingest/derivation.py).
+    # answered (serve derives just after; see store/derivation.py).
     with running_receivers(tmp_path, token=TOKEN, after_write=refresh_touched) as running:
         yield running
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from ingest.progress import Progress
+from ingest.files.progress import Progress
 
 
 class _Terminal(io.StringIO):

@@ -1,4 +1,5 @@
-"""The receivers' fast protobuf flattener (ingest/proto_flatten.py) makes exactly the rows, ids and
+"""The receivers' fast protobuf flattener (ingest/decode/proto_flatten.py) makes exactly the rows,
+ids and
 refusals of the careful path (decode_request + flatten_request) it replaces (issue 3)."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ingest.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
-from ingest.flatten import flatten_request
-from ingest.proto_decode import decode_request
-from ingest.proto_flatten import flatten_parsed, flatten_protobuf
+from ingest.decode.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
+from ingest.decode.flatten import flatten_request
+from ingest.decode.proto_decode import decode_request
+from ingest.decode.proto_flatten import flatten_parsed, flatten_protobuf
 from store.rows import FlatBatch
 
 NOW = 1_795_428_000 * 10**9

@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
-from ingest.owner import DatabaseOwner
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.owner import DatabaseOwner
 from tests.test_receivers_common import raw_request
 
 TOKEN = "bounds-token"

@@ -110,8 +110,8 @@ CLICKHOUSE_SIDE = """
 import json, sys
 from click.testing import CliRunner
 from budgetscope.cli import cli
-from queries import clickhouse
-from queries.otel_traces_load import load_files
+from store import clickhouse
+from tests.clickhouse_load.traces import load_files
 out = {"spans": load_files(clickhouse.connect(sys.argv[1]), sys.argv[2:])}
 for report in ("runs", "failures"):
     result = CliRunner().invoke(cli, ["--backend", sys.argv[1], "report", report])

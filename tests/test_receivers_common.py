@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ingest.owner import DatabaseOwner
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from ingest.writer import AfterWrite
+from store.owner import DatabaseOwner
+from store.writer import AfterWrite
 
 SMALL_LIMIT = 1024 * 1024  # bodies over 1 MiB are refused in these tests
 

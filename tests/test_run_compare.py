@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from dashboard import fmt
-from ingest.database import connect
 from queries import reports, run_compare
 from queries.run_view import load_run
+from store.database import connect
 from tests.test_dashboard_pages import FILTERS, PARAMS, charts, open_page, sample  # noqa: F401
 
 

@@ -13,10 +13,10 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from budgetscope.cli import cli
-from ingest.database import connect
-from ingest.ddl import SCHEMA_VERSION, SchemaError, migration_steps
-from ingest.flatten import flatten_request
-from ingest.writer import SpanWriter
+from ingest.decode.flatten import flatten_request
+from store.database import connect
+from store.ddl import SCHEMA_VERSION, SchemaError, migration_steps
+from store.writer import SpanWriter
 from tests.test_receivers_common import raw_request
 
 
@@ -115,7 +115,7 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
     """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
-    from ingest.typed_attributes import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
+    from store.typed_attributes import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
     from tests.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=3)

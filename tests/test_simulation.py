@@ -25,16 +25,16 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from queries.filters import Filters
 from queries.render import to_csv_bytes
-from queries.simulation import prepare, replay
-from queries.simulation_data import simulate, simulation_runs, simulation_steps
-from queries.simulation_fit import (
+from simulation.data import simulate, simulation_runs, simulation_steps
+from simulation.fit import (
     LognormalFit,
     fit_lognormal,
     inverse_cdf,
     normal_sf,
     run_level_probability,
 )
-from queries.simulation_policy import PolicyError, SimulationPolicy, parse_duration_ms
+from simulation.policy import PolicyError, SimulationPolicy, parse_duration_ms
+from simulation.replay import prepare, replay
 from tests.trace_builder import TraceBuilder, open_db, store
 
 

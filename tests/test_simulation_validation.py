@@ -34,13 +34,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ingest.database import connect
-from ingest.file_loader import load_files
+from ingest.files.loader import load_files
 from queries.filters import Filters
-from queries.simulation_data import simulate
-from queries.simulation_policy import SimulationPolicy
 from sample_traces.generate import write
 from sample_traces.policy import BASELINE, AgentBudget, Policy
+from simulation.data import simulate
+from simulation.policy import SimulationPolicy
+from store.database import connect
 
 RUNS = 500  # ~7 s to generate and ingest per policy on 2 busy cores
 SEED = 11

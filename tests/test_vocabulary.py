@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.typed_attributes import MERGED_COLUMNS, TYPED_ATTRIBUTES
 from store import conventions, vocabulary
 from store.clickhouse import BACKEND_QUERIES
 from store.derive import QUERIES as DERIVE_QUERIES
+from store.typed_attributes import MERGED_COLUMNS, TYPED_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DERIVATIONS = {"derive_refresh": DERIVE_QUERIES["derive_refresh"].text,

@@ -22,11 +22,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from ingest.database import connect
-from ingest.derivation import PendingDerivations
-from ingest.flatten import flatten_request
-from ingest.writer import SpanWriter
+from ingest.decode.flatten import flatten_request
+from store.database import connect
+from store.derivation import PendingDerivations
 from store.derive import refresh_touched
+from store.writer import SpanWriter
 
 T0_NS = 1_795_428_000 * 10**9  # 2026-11-23T10:00:00Z, a Monday
 MS = 10**6

@@ -24,9 +24,10 @@ from budgetscope.commands.budgets_remote import (
     send_change,
 )
 from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
-from ingest.database import DatabaseBusy, connect
-from ingest.ddl import SchemaError
-from ingest.declared_budgets import (
+from store import clickhouse, clickhouse_declared
+from store.database import DatabaseBusy, connect
+from store.ddl import SchemaError
+from store.declared_budgets import (
     Change,
     DeclarationError,
     apply,
@@ -35,7 +36,6 @@ from ingest.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
-from store import clickhouse, clickhouse_declared
 from store.scheduling import derive_now
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"

@@ -10,10 +10,10 @@ from typing import IO
 import click
 import duckdb
 
-from ingest.database import DatabaseBusy, connect
-from ingest.ddl import SchemaError
 from queries.loader import Connection
 from store import clickhouse
+from store.database import DatabaseBusy, connect
+from store.ddl import SchemaError
 from store.reader import NoDatabase, Source
 from store.reader import open_reader as open_reader_of
 from store.scheduling import CatchUp, catch_up

@@ -10,7 +10,7 @@ import click
 from budgetscope.commands.common import Fail, open_database
 from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
-from ingest.file_loader import load_files
+from ingest.files.loader import load_files
 from queries import readable
 from queries.render import to_text_table
 from queries.reports import attribution

@@ -10,7 +10,7 @@ import duckdb
 
 from budgetscope.commands.common import Fail, open_database
 from budgetscope.log_format import configure_logging
-from ingest.file_loader import LoadSummary, load_files
+from ingest.files.loader import LoadSummary, load_files
 from queries.terminal import terminal_safe
 
 _LOG = logging.getLogger("budgetscope.ingest")

@@ -1,6 +1,6 @@
 """`report`, `run`, `check` and `simulate` sent to a running `budgetscope serve` (its read API,
 POST /cli: ingest/receivers/cli_endpoint.py): with `--server URL`, or on their own when the file
-of --db is held by a serve that announced the API in its sidecar (ingest/owner.py).
+of --db is held by a serve that announced the API in its sidecar (store/owner.py).
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
 reads as on the file without asking the server; --out is written here, never on the server.
@@ -23,8 +23,8 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail, write_output
-from ingest.database import DatabaseBusy, connect, serve_sidecar_path
-from ingest.ddl import SchemaError
+from store.database import DatabaseBusy, connect, serve_sidecar_path
+from store.ddl import SchemaError
 
 REMOTE_COMMANDS = ("report", "run", "check", "simulate")
 PATH = "/cli"

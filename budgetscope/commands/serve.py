@@ -44,10 +44,6 @@ from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from dashboard.config import DashboardConfig, configure
-from ingest.database import DatabaseBusy
-from ingest.ddl import SchemaError
-from ingest.declared_service import DeclaredBudgets
-from ingest.owner import DatabaseOwner, MemoryLimitError
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -55,8 +51,12 @@ from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from ingest.retention import RetentionSchedule
+from store.database import DatabaseBusy
+from store.ddl import SchemaError
+from store.declared_service import DeclaredBudgets
+from store.owner import DatabaseOwner, MemoryLimitError
 from store.reader import Source
+from store.retention import RetentionSchedule
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0

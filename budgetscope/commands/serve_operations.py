@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from prometheus_client.metrics_core import Metric
 
-from ingest.owner import DatabaseOwner
 from ingest.receivers.operations import counter, gauge
-from ingest.retention import RetentionSchedule
 from queries.filters import Filters
 from queries.signals import recent_signals
+from store.owner import DatabaseOwner
+from store.retention import RetentionSchedule
 
 # (field of queries.signals.Signals, metric name, help)
 _SIGNALS = (

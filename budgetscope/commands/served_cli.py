@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import click
 import duckdb
 
-from ingest.owner import DatabaseOwner
+from store.owner import DatabaseOwner
 
 ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
 # Options that would make the server touch its own file system, or read another database.

@@ -11,9 +11,9 @@ import pandas as pd
 from budgetscope.commands.common import Fail, open_reader, write_output
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
-from queries.simulation import SimulationResult, check_caps, prepare, replay
-from queries.simulation_data import simulation_runs, simulation_steps
-from queries.simulation_policy import PolicyError, SimulationPolicy
+from simulation.data import simulation_runs, simulation_steps
+from simulation.policy import PolicyError, SimulationPolicy
+from simulation.replay import SimulationResult, check_caps, prepare, replay
 
 VIEWS = ("summary", "tools", "fits")
 # The tools table in a terminal: predicted beside actual and the arithmetic (CSV/JSON have all).

@@ -1,6 +1,6 @@
 """What if: the stored runs replayed under other per-tool caps, another run deadline, a
 minimum budget to start a call, retries on or off; predicted beside actual. The numbers come
-from queries.simulation through dashboard/data.py (the same function as `budgetscope
+from simulation.replay through dashboard/data.py (the same function as `budgetscope
 simulate`); this page only turns widgets into a policy and draws the result."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, fmt, layout, simulation_figures
-from queries.simulation import recorded_caps, typical_budget_ms
-from queries.simulation_policy import SimulationPolicy
+from simulation.policy import SimulationPolicy
+from simulation.replay import recorded_caps, typical_budget_ms
 
 DEADLINE_KEY = "sim_deadline_s"
 DEADLINE_ON_KEY = "sim_deadline_on"

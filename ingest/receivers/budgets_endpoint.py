@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from ingest.declared_budgets import Change, DeclarationError
-from ingest.declared_service import DeclaredBudgets, WriterBusy
-from ingest.group_commit import Closed
 from ingest.receivers.auth import BearerToken
+from store.declared_budgets import Change, DeclarationError
+from store.declared_service import DeclaredBudgets, WriterBusy
+from store.group_commit import Closed
 
 PATH = "/budgets"
 JSON = "application/json"

@@ -27,11 +27,10 @@ import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.export import Accepted, Exporter, Undecodable, retry_after_seconds
 from ingest.receivers.limits import Limits
-from ingest.receivers.logs_export import AcceptedLogs, LogsExporter
+from ingest.receivers.log_intake import AcceptedLogs, LogIntake
+from ingest.receivers.span_intake import Accepted, SpanIntake, Undecodable, retry_after_seconds
 from ingest.receivers.status import (
     RETRY_INFO_KEY,
     STATUS_DETAILS_KEY,
@@ -39,6 +38,7 @@ from ingest.receivers.status import (
     retry_info,
     status_protobuf,
 )
+from store.group_commit import Closed, Overloaded, WriteFailed
 
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -71,7 +71,7 @@ def _bind_address(host: str, port: int) -> str:
 class GrpcReceiver:
     """A grpc server with the TraceService; `stop()` lets in-flight calls finish."""
 
-    def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
+    def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits) -> None:
         self.exporter = exporter
         self.token = token
@@ -97,7 +97,7 @@ class GrpcReceiver:
                 response_serializer=ExportTraceServiceResponse.SerializeToString,
             ),
         })
-        self.logs_exporter = LogsExporter(exporter)
+        self.logs_exporter = LogIntake(exporter)
         logs_handler = grpc.method_handlers_generic_handler(LOGS_SERVICE, {
             "Export": grpc.unary_unary_rpc_method_handler(
                 self._export_logs,

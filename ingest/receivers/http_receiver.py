@@ -44,7 +44,6 @@ from ingest.receivers.connection_guards import (
     ReceivingBytes,
 )
 from ingest.receivers.counters import HTTP_REASONS
-from ingest.receivers.export import RETRY_AFTER_UNAVAILABLE, Exporter
 from ingest.receivers.http_routes import (
     Endpoint,
     Handler,
@@ -57,8 +56,9 @@ from ingest.receivers.http_routes import (
     status_reply,
 )
 from ingest.receivers.limits import BodyTooLarge, Limits
-from ingest.receivers.logs_export import LogsExporter
+from ingest.receivers.log_intake import LogIntake
 from ingest.receivers.otlp_endpoint import LOGS_PATH, TRACES_PATH, OtlpExportEndpoint
+from ingest.receivers.span_intake import RETRY_AFTER_UNAVAILABLE, SpanIntake
 from ingest.receivers.status import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE
 
 _LOG = logging.getLogger(__name__)
@@ -108,13 +108,13 @@ class _Handlers:
 class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
-    def __init__(self, exporter: Exporter, host: str, port: int, *, token: BearerToken,
+    def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits) -> None:
         self.exporter = exporter
         self.token = token
         self.limits = limits
         self.stopping = False
-        logs = LogsExporter(exporter)
+        logs = LogIntake(exporter)
         self.routes: dict[str, Endpoint] = {
             TRACES_PATH: OtlpExportEndpoint(exporter.export_protobuf, exporter.export_json,
                                             token, exporter.counters, limits.max_body_bytes),

@@ -18,24 +18,24 @@ from http import HTTPStatus
 
 from google.protobuf import json_format
 
-from ingest.group_commit import Closed, Overloaded, WriteFailed
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
-from ingest.receivers.export import Accepted, Undecodable, retry_after_seconds
 from ingest.receivers.http_routes import JSON, PROTOBUF, Head, Reply, Request, status_reply
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
-from ingest.receivers.logs_export import AcceptedLogs
+from ingest.receivers.log_intake import AcceptedLogs
+from ingest.receivers.span_intake import Accepted, Undecodable, retry_after_seconds
 from ingest.receivers.status import (
     INVALID_ARGUMENT,
     RESOURCE_EXHAUSTED,
     UNAUTHENTICATED,
     UNAVAILABLE,
 )
+from store.group_commit import Closed, Overloaded, WriteFailed
 
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
-# body, where, inflate → Accepted (Exporter.export_protobuf / export_json; AcceptedLogs for
-# LogsExporter's)
+# body, where, inflate → Accepted (SpanIntake.export_protobuf / export_json; AcceptedLogs for
+# LogIntake's)
 ExportFunction = Callable[[bytes, str, Callable[[bytes], bytes] | None], Accepted | AcceptedLogs]
 
 

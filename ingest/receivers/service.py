@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ingest.group_commit import GroupCommitter
-from ingest.owner import DatabaseOwner
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.export import Exporter
 from ingest.receivers.grpc_receiver import GrpcReceiver
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
+from ingest.receivers.span_intake import SpanIntake
+from store.group_commit import GroupCommitter
+from store.owner import DatabaseOwner
 from store.scheduling import DERIVE
 
 
@@ -22,7 +22,7 @@ class ReceiverConfig:
     grpc_port: int = 4317
     token: str | None = None
     limits: Limits = field(default_factory=Limits)
-    # Back-pressure of the group-commit writer (see ingest.group_commit).
+    # Back-pressure of the group-commit writer (see store.group_commit).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
 
@@ -39,7 +39,7 @@ class Receivers:
             owner.cursor(), derive=DERIVE if derive else None,
             max_queued_spans=config.max_queued_spans,
             max_lag_seconds=config.max_lag_seconds)
-        self.exporter = exporter = Exporter(self.committer, config.limits.commit_timeout)
+        self.exporter = exporter = SpanIntake(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
         try:
             self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,

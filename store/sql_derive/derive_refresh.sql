@@ -1,7 +1,7 @@
 -- name: derive_refresh
 -- Recompute the runs and steps rows of every trace in the temp table touched_traces (SPEC §1-§6).
 --
--- Runs inside the writer's transaction, after the batch's spans are stored. It reads all stored
+-- Runs in a derivation turn's transaction (store/derivation.py), after the spans' own commit. It reads all stored
 -- spans of the touched traces (not only the batch), so the result is the same whatever order
 -- and in however many batches a trace's spans arrived, and a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs.
@@ -12,7 +12,7 @@
 -- yet, so step 8 deletes only for traces seen before (most of a stream's batches are new
 -- traces, and each delete is a scan of its whole table).
 -- touched_traces(trace_id, since) says since when each trace has spans not yet derived: the
--- derivation may run long after the write that stored them (see ingest/derivation.py).
+-- derivation may run long after the write that stored them (see store/derivation.py).
 CREATE OR REPLACE TEMP TABLE derive_touched AS
 SELECT t.trace_id, a.first_received_at, t.since
 FROM (SELECT trace_id, min(since) AS since FROM touched_traces GROUP BY trace_id) t
@@ -32,7 +32,7 @@ SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 -- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
 -- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
--- span; a late one marks its trace, ingest/sql/mark_pending_log_exceptions.sql), in time order.
+-- span; a late one marks its trace, store/sql/mark_pending_log_exceptions.sql), in time order.
 CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
 SELECT trace_id, span_id,
        list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types
@@ -184,7 +184,7 @@ WITH first_agent AS (
 ), declared AS (
     -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
     -- agent, else the declared default. A change of declarations marks the runs it affects
-    -- pending (ingest/declared_budgets.py), so past runs follow it.
+    -- pending (store/declared_budgets.py), so past runs follow it.
     SELECT r.*,
            coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
            CASE WHEN r.budget_total_ms IS NOT NULL THEN 'span'

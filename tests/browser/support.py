@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from budgetscope.config import SAMPLE_TRACES
-from ingest.database import connect
-from ingest.file_loader import load_files
+from ingest.files.loader import load_files
+from store.database import connect
 from tests.trace_builder import TraceBuilder, store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from ingest.database import connect
+from store.database import connect
 from tests.browser import support
 
 playwright_api = pytest.importorskip("playwright.sync_api")

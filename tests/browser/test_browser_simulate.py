@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from dashboard import fmt
-from ingest.database import connect
 from queries.filters import Filters
-from queries.simulation_data import simulate
-from queries.simulation_policy import SimulationPolicy
+from simulation.data import simulate
+from simulation.policy import SimulationPolicy
+from store.database import connect
 from tests.browser import support
 
 playwright_api = pytest.importorskip("playwright.sync_api")

@@ -1,0 +1,1 @@
+"""OTLP bytes (protobuf, JSON) -> the store's rows (store.rows.FlatBatch)."""

@@ -1,0 +1,1 @@
+"""OTLP files (.pb, .json, .jsonl, gzip, folders) -> rows -> the store."""

@@ -1,0 +1,234 @@
+"""Derived tables (runs, steps) catching up with stored spans, outside the acknowledged write.
+
+The writer marks every trace it stores spans of in `pending_derivations`, in the spans'
+transaction. `PendingDerivations.run` takes the marked traces in slices and, for each slice,
+calls the derivation (store.derive.refresh_touched; store/scheduling.py says when; tests
+hand GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, and removes the
+marks, in one
+transaction. A crash at any point leaves the marks of whatever was not derived, and the next
+run derives it: nothing acknowledged is ever left underived.
+
+A derivation failure is confined to the traces that caused it (issue 14: one span with a
+deadline in microseconds overflowed the derivation's arithmetic, and from then on no trace of
+the file was derived and every command failed on it). When a slice fails because of what it
+holds (a DuckDB data or query error), it is bisected: each half is derived in its own
+transaction, the half that fails is split again, and a single trace that still fails alone is
+recorded in `derivation_failures` with its error and its marks removed. Every other trace of the
+slice is derived. New spans of a failed trace mark it again, and it is retried then. Errors of
+the environment (I/O, out of memory, a write conflict, an interrupt) say nothing about the
+traces: they are raised, the slice stays marked, and the caller retries it later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+_LOG = logging.getLogger(__name__)
+Derive = Callable[[duckdb.DuckDBPyConnection], None]
+_SQL = Path(__file__).with_name("sql")
+
+
+def _sql(name: str) -> str:
+    return (_SQL / f"{name}.sql").read_text(encoding="utf-8")
+
+
+_TAKE_SLICE = _sql("take_pending_derivations")
+_ISOLATE = _sql("isolate_pending_derivations")
+_CLEAR_SLICE = _sql("clear_pending_derivations")
+_CLEAR_FAILURES = _sql("clear_derivation_failures")
+_RECORD_FAILURE = _sql("record_derivation_failure")
+_COUNT_FAILURES = "SELECT count(*) FROM derivation_failures"
+
+# Errors that come from the environment, not from the traces being derived: bisecting would
+# blame healthy traces for a full disk.
+ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (
+    duckdb.OperationalError,  # I/O, out of memory, connection, transaction conflict
+    duckdb.FatalException, duckdb.InterruptException, duckdb.PermissionException,
+)
+_ERROR_CHARS = 500
+
+
+def _caused_by_the_traces(error: BaseException) -> bool:
+    return isinstance(error, duckdb.Error) and not isinstance(error, ENVIRONMENT_ERRORS)
+
+
+def describe(error: BaseException) -> str:
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return lines[0][:_ERROR_CHARS]
+
+
+class PendingDerivations:
+    """Runs the derivation over the marked traces, `slice_traces` at a time.
+
+    `max_isolation_attempts` bounds the derivations one failing slice may cost in a run (each
+    costs the derivation's fixed ~150 ms): a slice of 20,000 traces with one bad trace takes
+    about 2 × 15; past the bound the error is raised and the rest of the slice, still marked,
+    is isolated on the next run."""
+
+    def __init__(self, derive: Derive, slice_traces: int = 20_000,
+                 max_isolation_attempts: int = 200) -> None:
+        self.derive = derive
+        self.slice_traces = slice_traces
+        self.max_isolation_attempts = max_isolation_attempts
+        self.traces_derived = 0
+        self.traces_failed = 0  # recorded in derivation_failures by this object
+        self.seconds = 0.0
+
+    @staticmethod
+    def count(con: duckdb.DuckDBPyConnection) -> int:
+        """How many traces are marked (a trace marked by several writes counts once)."""
+        row = con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations").fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def failed(con: duckdb.DuckDBPyConnection) -> int:
+        """How many traces are recorded as failing to derive."""
+        row = con.execute(_COUNT_FAILURES).fetchone()
+        return int(row[0]) if row else 0
+
+    def run(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Derive every marked trace; returns how many were derived. A trace that fails alone
+        is recorded (module docstring); raises an error of the environment, or one that the
+        bounded isolation could not pin down (what is not derived stays marked)."""
+        started = time.perf_counter()
+        derived = 0
+        try:
+            while True:
+                taken, error = self._derive_slice(con)
+                if error is not None:
+                    traces = self._slice_traces(con)
+                    derived += self._isolate(con, traces, error)
+                    taken = len(traces)
+                else:
+                    derived += taken
+                if taken < self.slice_traces:
+                    break
+        finally:
+            self.traces_derived += derived
+            self.seconds += time.perf_counter() - started
+        return derived
+
+    def _derive_slice(self, con: duckdb.DuckDBPyConnection) -> tuple[int, BaseException | None]:
+        """Derive the next slice; (traces taken, None), or (0, the error) when it failed
+        because of the traces in it (rolled back; an error of the environment is raised)."""
+        con.begin()
+        try:
+            con.execute(_TAKE_SLICE, [self.slice_traces])
+            taken = self._touched(con)
+            if taken:
+                self._derive_touched(con)
+            con.commit()
+        except BaseException as error:
+            con.rollback()
+            if not _caused_by_the_traces(error):
+                raise
+            return 0, error
+        return taken, None
+
+    def _derive_touched(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.derive(con)
+        con.execute(_CLEAR_SLICE)
+        con.execute(_CLEAR_FAILURES)
+
+    @staticmethod
+    def _touched(con: duckdb.DuckDBPyConnection) -> int:
+        row = con.execute("SELECT count(*) FROM touched_traces").fetchone()
+        return int(row[0]) if row else 0
+
+    def _slice_traces(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, Any]]:
+        """The slice that just failed, taken again (the marks are unchanged by the rollback)."""
+        con.begin()
+        try:
+            con.execute(_TAKE_SLICE, [self.slice_traces])
+            rows = con.execute("SELECT trace_id, since FROM touched_traces").fetchall()
+        finally:
+            con.rollback()
+        return [(str(trace_id), since) for trace_id, since in rows]
+
+    def _derive_part(self, con: duckdb.DuckDBPyConnection, part: list[tuple[str, Any]]
+                     ) -> BaseException | None:
+        con.begin()
+        try:
+            con.execute(_ISOLATE, [[t for t, _ in part], [since for _, since in part]])
+            self._derive_touched(con)
+            con.commit()
+        except BaseException as error:
+            con.rollback()
+            if not _caused_by_the_traces(error):
+                raise
+            return error
+        return None
+
+    def _record_failure(self, con: duckdb.DuckDBPyConnection, trace: tuple[str, Any],
+                        error: BaseException) -> None:
+        message = describe(error)
+        con.begin()
+        try:
+            con.execute(_ISOLATE, [[trace[0]], [trace[1]]])
+            con.execute(_RECORD_FAILURE, [trace[0], message])
+            con.execute(_CLEAR_SLICE)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        self.traces_failed += 1
+        _LOG.error("trace %s cannot be derived (its runs and steps stay as last derived): %s",
+                   trace[0], message, extra={"event": "derivation_failed", "trace_id": trace[0],
+                                   "error": message})
+
+    def _isolate(self, con: duckdb.DuckDBPyConnection, traces: list[tuple[str, Any]],
+                 error: BaseException) -> int:
+        """Bisect a failing slice: derive what derives, record the traces that fail alone.
+        Returns how many traces were derived.
+
+        A failing part is split and its left half derived. When the left half derives, the
+        failure is in the right half, which is split in turn without being derived whole; when
+        the left half fails too, the right half is set aside, and everything set aside is
+        derived together once the failing halves are resolved (and bisected again if that
+        fails). A single trace is recorded only once it has failed on its own. One bad trace
+        among 20,000 costs ~16 derivations this way (a plain bisection derives both halves of
+        every split: ~30; each derivation has a fixed cost of ~0.5 s here)."""
+        derived = 0
+        attempts = 0
+
+        def attempt(part: list[tuple[str, Any]]) -> BaseException | None:
+            nonlocal attempts, derived
+            attempts += 1
+            if attempts > self.max_isolation_attempts:
+                raise error
+            failure = self._derive_part(con, part)
+            if failure is None:
+                derived += len(part)
+            return failure
+
+        # (traces, the error they are known to fail with, whether it was seen on them alone)
+        failing: list[tuple[list[tuple[str, Any]], BaseException, bool]] = [(traces, error, True)]
+        set_aside: list[tuple[str, Any]] = []
+        while failing:
+            while failing:
+                part, part_error, seen = failing.pop()
+                if len(part) == 1:
+                    failure = part_error if seen else attempt(part)
+                    if failure is not None:
+                        self._record_failure(con, part[0], failure)
+                    continue
+                middle = len(part) // 2
+                left, right = part[:middle], part[middle:]
+                left_error = attempt(left)
+                if left_error is None:
+                    failing.append((right, part_error, False))
+                else:
+                    set_aside.extend(right)
+                    failing.append((left, left_error, True))
+            if set_aside:
+                rest, set_aside = set_aside, []
+                rest_error = attempt(rest)
+                if rest_error is not None:
+                    failing.append((rest, rest_error, True))
+        return derived

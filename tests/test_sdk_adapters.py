@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
+import duckdb
 import httpx
 from budgetscope_sdk import REMAINING_HEADER, RunBudget, current_step
 from budgetscope_sdk.adapters.common import ToolPolicy
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport
 from openai import AsyncOpenAI
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests.sdk_servers import (
     FakeModel,
@@ -24,6 +30,7 @@ from tests.sdk_servers import (
     serve,
 )
 from tests.sdk_support import capture
+from tests.test_serve import start_serve, stop
 
 
 def tool_results(model: ModelState) -> list[dict]:
@@ -161,3 +168,103 @@ def test_pydantic_ai_tool_refused_when_its_minimum_does_not_fit() -> None:
     outcomes = [s["budget.outcome"] for s in spans.steps()]
     assert outcomes == ["ok", "refused", "ok"]
     assert spans.run().attributes["budget.run.outcome"] == "partial"
+
+
+def test_openai_agents_spans_are_annotated_and_each_call_is_one_step_in_budgetscope(
+        tmp_path: Path) -> None:
+    """With the Agents SDK's tracing on and BudgetTracingProcessor registered, each Agents SDK
+    function/model span is joined to the one budget step of its call; the spans go through the
+    real OTLP exporter to `budgetscope serve`, and each call is one step there, with its slice,
+    the timed-out tool a client_timeout with its allocated deadline."""
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Span,
+        TracingProcessor,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
+    from budgetscope_sdk.adapters.openai_agents import (
+        BudgetTracingProcessor,
+        budgeted_agent,
+        run,
+    )
+
+    class Recorder(TracingProcessor):
+        """What the Agents SDK's own tracing produced, to check the join against."""
+
+        def __init__(self) -> None:
+            self.ended: list[Span] = []
+
+        def on_trace_start(self, trace: object) -> None: ...
+        def on_trace_end(self, trace: object) -> None: ...
+        def on_span_start(self, span: Span) -> None: ...
+        def on_span_end(self, span: Span) -> None:
+            self.ended.append(span)
+        def shutdown(self) -> None: ...
+        def force_flush(self) -> None: ...
+
+    recorder = Recorder()
+    # Only ours: the default processor would export to api.openai.com.
+    set_trace_processors([BudgetTracingProcessor(), recorder])
+    set_tracing_disabled(False)
+    db = tmp_path / "agents.duckdb"
+    process, announced = start_serve(db, "--no-ui")
+    try:
+        provider = TracerProvider(resource=Resource.create({"service.name": "billing"}))
+        provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=announced["otlp_http"], timeout=30)))
+        tracer = provider.get_tracer("billing-agent")
+        with serve(HangingTool, HangState()) as (hang_url, _), \
+                serve(FakeModel, ModelState("cancel_subscription", {"sub_id": "sub_7"})) as (
+                    model_url, _):
+
+            @function_tool
+            async def cancel_subscription(sub_id: str) -> str:
+                """Cancel a subscription."""
+                async with httpx.AsyncClient(transport=AsyncBudgetTransport()) as client:
+                    response = await client.post(f"{hang_url}/subscriptions/{sub_id}/cancel")
+                return response.text
+
+            agent = budgeted_agent(Agent(
+                name="billing-agent", instructions="Cancel what you are asked to.",
+                model=OpenAIChatCompletionsModel("fake-gpt", openai_client(model_url)),
+                tools=[cancel_subscription]),
+                {"cancel_subscription": ToolPolicy("write", cap=0.3)}, model_cap=15)
+
+            async def main() -> str:
+                async with RunBudget(40, reserve=2, tracer=tracer) as budget:
+                    await run(budget, agent, "cancel sub_7")
+                return budget.trace_id
+
+            run_id = asyncio.run(main())
+        assert provider.force_flush(30_000)
+        provider.shutdown()
+    finally:
+        set_trace_processors([])
+        set_tracing_disabled(True)
+        code, _, err = stop(process)
+    assert code == 0, err
+
+    joined = {span.span_id: span.span_data.type for span in recorder.ended
+              if span.span_data.type in ("function", "generation")}
+    assert sorted(joined.values()) == ["function", "generation", "generation"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT s.step_key, s.class, s.allocated_ms, s.cap_ms, s.remaining_ms,"
+            " s.convention, p.attributes FROM steps s JOIN spans p"
+            " ON p.trace_id = s.trace_id AND p.span_id = s.span_id"
+            " WHERE s.run_id = ? ORDER BY s.start_ns", [run_id]).fetchall()
+    steps = [(key, cls) for key, cls, *_ in rows]
+    assert steps == [("model:fake-gpt", "ok"), ("tool:cancel_subscription", "client_timeout"),
+                     ("model:fake-gpt", "ok")], [row[-1] for row in rows]
+    model, tool, _ = rows
+    assert tool[2] == 300 and tool[3] == 300 and 0 < tool[4] <= 40_000
+    assert model[2] == 15_000 and model[3] == 15_000
+    annotated = {}
+    for *_, attributes in rows:
+        attributes = json.loads(attributes) if isinstance(attributes, str) else attributes
+        annotated[attributes["openai_agents.span_id"]] = attributes["openai_agents.span_type"]
+    # Each Agents SDK call span is annotated by exactly one budget step, and vice versa.
+    assert annotated == joined

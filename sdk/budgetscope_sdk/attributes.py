@@ -33,6 +33,13 @@ GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+# The OpenAI Agents SDK span a step annotates (adapters/openai_agents.py): its own tracing ids.
+AGENTS_TRACE_ID = "openai_agents.trace_id"
+AGENTS_SPAN_ID = "openai_agents.span_id"
+AGENTS_SPAN_TYPE = "openai_agents.span_type"
 
 STEP_KINDS = frozenset({"model", "tool", "subagent", "backoff", "queue", "reconcile", "other"})
 STEP_OUTCOMES = frozenset({"ok", "client_timeout", "upstream_error", "refused", "cancelled",

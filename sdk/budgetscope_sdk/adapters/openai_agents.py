@@ -11,8 +11,16 @@
   an httpx client with AsyncBudgetTransport, and max_retries=0, and its requests carry the
   slice as timeout and deadline headers too);
 - the whole Runner.run is bounded by the run's deadline.
-The steps and the run are OpenTelemetry spans annotated with budget.* and gen_ai.* attributes
-(the Agents SDK's own tracing is separate and untouched)."""
+The steps and the run are OpenTelemetry spans annotated with budget.* and gen_ai.* attributes.
+
+The Agents SDK's own tracing spans (`agents.tracing`) and the budget steps are the same calls:
+each budget step IS the annotated span of its call, so budgetscope counts it once. Register
+`BudgetTracingProcessor` (`add_trace_processor(BudgetTracingProcessor())`) and each step of a
+function tool or a model call carries the ids of the Agents SDK span it covers
+(`openai_agents.trace_id`, `openai_agents.span_id`, `openai_agents.span_type`) and what that
+span learnt (a generation's token usage), beside its SPEC §2 budget attributes. The Agents SDK's
+span data types are slotted and export a fixed dict, so the budget attributes cannot be written
+into them; the join goes the other way. No second step span is opened for the call."""
 
 from __future__ import annotations
 
@@ -22,7 +30,17 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agents import Agent, FunctionTool, Model, Runner
+from agents.tracing import (
+    GenerationSpanData,
+    ResponseSpanData,
+    Span,
+    Trace,
+    TracingProcessor,
+    get_current_span,
+)
+from agents.tracing.spans import NoOpSpan
 
+from budgetscope_sdk import attributes as attr
 from budgetscope_sdk.adapters.common import (
     ToolPolicy,
     invoke_tool,
@@ -30,6 +48,60 @@ from budgetscope_sdk.adapters.common import (
     require_budget,
 )
 from budgetscope_sdk.budget import Duration, RunBudget
+from budgetscope_sdk.step import Step, current_step
+
+_MODEL_SPAN_DATA = (GenerationSpanData, ResponseSpanData)
+
+
+def link_agents_span(step: Step, span: Span[Any] | None) -> None:
+    """Mark `step` as the budget annotation of the Agents SDK span `span` (the same call)."""
+    if span is None or isinstance(span, NoOpSpan):
+        return  # tracing disabled: NoOpSpan has no identity to join on
+    step.span.set_attributes({attr.AGENTS_TRACE_ID: span.trace_id,
+                              attr.AGENTS_SPAN_ID: span.span_id,
+                              attr.AGENTS_SPAN_TYPE: span.span_data.type})
+
+
+class BudgetTracingProcessor(TracingProcessor):
+    """Joins the Agents SDK's model spans (generation/response) to the `model` step open around
+    them, and copies a generation's token usage onto that step when it ends. Function spans are
+    joined by the budgeted tool itself: they start before the tool's step does."""
+
+    def __init__(self) -> None:
+        self._steps: dict[str, Step] = {}
+
+    def on_trace_start(self, trace: Trace) -> None:
+        return None
+
+    def on_trace_end(self, trace: Trace) -> None:
+        return None
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        if not isinstance(span.span_data, _MODEL_SPAN_DATA):
+            return
+        step = current_step()
+        # Only a model call's own step: an Agents SDK model span outside the adapter (an
+        # unbudgeted model) stays unjoined rather than annotated with someone else's budget.
+        if step is None or step.kind != "model" or step.outcome is not None:
+            return
+        link_agents_span(step, span)
+        self._steps[span.span_id] = step
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        step = self._steps.pop(span.span_id, None)
+        if step is None or step.outcome is not None:
+            return  # the step already ended (our timeout): its span is closed
+        usage = getattr(span.span_data, "usage", None) or {}
+        for key, name in (("input_tokens", attr.GEN_AI_INPUT_TOKENS),
+                          ("output_tokens", attr.GEN_AI_OUTPUT_TOKENS)):
+            if isinstance(usage.get(key), int):
+                step.set_attribute(name, usage[key])
+
+    def shutdown(self) -> None:
+        self._steps.clear()
+
+    def force_flush(self) -> None:
+        return None
 
 
 def budgeted_tool(tool: FunctionTool, policy: ToolPolicy | None = None) -> FunctionTool:
@@ -39,8 +111,18 @@ def budgeted_tool(tool: FunctionTool, policy: ToolPolicy | None = None) -> Funct
 
     async def on_invoke_tool(context: Any, arguments: str) -> Any:
         budget = require_budget("OpenAI Agents SDK")
-        result = await invoke_tool(budget, tool.name, arguments, chosen,
-                                   lambda step: original(context, arguments))
+        function_span = get_current_span()  # the Agents SDK's span of this very call
+
+        async def call(step: Step) -> Any:
+            link_agents_span(step, function_span)
+            result = await original(context, arguments)
+            # function_tool turns what the tool raised into text for the model, so our
+            # transport's timeout (set to the slice) can come back as a plain result: a result
+            # that arrives after the slice is late, whatever it says.
+            step.check()
+            return result
+
+        result = await invoke_tool(budget, tool.name, arguments, chosen, call)
         return json.dumps(result, sort_keys=True) if isinstance(result, dict) else result
 
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)

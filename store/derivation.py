@@ -3,10 +3,9 @@
 The writer marks every trace it stores spans of in `pending_derivations`, in the spans'
 transaction. `PendingDerivations.run` takes the marked traces in slices and, for each slice,
 calls the derivation (store.derive.refresh_touched; store/scheduling.py says when; tests
-hand GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, and removes the
-marks, in one
-transaction. A crash at any point leaves the marks of whatever was not derived, and the next
-run derives it: nothing acknowledged is ever left underived.
+hand GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, and
+removes the marks, in one transaction. A crash at any point leaves the marks of whatever was
+not derived, and the next run derives it: nothing acknowledged is ever left underived.
 
 A derivation failure is confined to the traces that caused it (issue 14: one span with a
 deadline in microseconds overflowed the derivation's arithmetic, and from then on no trace of

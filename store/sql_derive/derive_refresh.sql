@@ -1,9 +1,10 @@
 -- name: derive_refresh
 -- Recompute the runs and steps rows of every trace in the temp table touched_traces (SPEC §1-§6).
 --
--- Runs in a derivation turn's transaction (store/derivation.py), after the spans' own commit. It reads all stored
--- spans of the touched traces (not only the batch), so the result is the same whatever order
--- and in however many batches a trace's spans arrived, and a duplicate delivery changes nothing.
+-- Runs in a derivation turn's transaction (store/derivation.py), after the spans' own
+-- commit. It reads all stored spans of the touched traces (not only the last batch), so the
+-- result is the same whatever order and in however many batches a trace's spans arrived, and
+-- a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs.
 
 -- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin

@@ -14,7 +14,9 @@ import duckdb
 #    log_records (schema/log_records.sql: OTLP log records).
 #    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
 #    spans gain the typed columns SPEC §9's conventions read (issue 13).
-SCHEMA_VERSION = 4
+# 5: step_lifts (tools lifted out of model steps) and pending_measurements (traces a change of
+#    a declared budget marked for measuring again), schema/derived.sql and schema/pending.sql.
+SCHEMA_VERSION = 5
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by
 # schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the

@@ -16,6 +16,13 @@ recorded in `derivation_failures` with its error and its marks removed. Every ot
 slice is derived. New spans of a failed trace mark it again, and it is retried then. Errors of
 the environment (I/O, out of memory, a write conflict, an interrupt) say nothing about the
 traces: they are raised, the slice stays marked, and the caller retries it later.
+
+A change of a declared budget (SPEC §10) marks the traces it affects in `pending_measurements`
+instead: only B changed, so `remeasure` (store.derive.remeasure_touched, which
+store/scheduling.py pairs with the derivation for every trigger) measures their stored runs and
+steps again without recognising their spans, after the full derivations of the turn.
+A trace marked both ways is derived in full, which clears both marks. Without `remeasure`, or
+when a slice of them fails, those traces are derived in full.
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ def _sql(name: str) -> str:
 _TAKE_SLICE = _sql("take_pending_derivations")
 _ISOLATE = _sql("isolate_pending_derivations")
 _CLEAR_SLICE = _sql("clear_pending_derivations")
+_TAKE_MEASUREMENTS = _sql("take_pending_measurements")
+_CLEAR_MEASUREMENTS = ("DELETE FROM pending_measurements "
+                       "WHERE trace_id IN (SELECT trace_id FROM touched_traces)")
+_MEASURE_IN_FULL = _sql("measure_in_full")
 _CLEAR_FAILURES = _sql("clear_derivation_failures")
 _RECORD_FAILURE = _sql("record_derivation_failure")
 _COUNT_FAILURES = "SELECT count(*) FROM derivation_failures"
@@ -71,8 +82,9 @@ class PendingDerivations:
     is isolated on the next run."""
 
     def __init__(self, derive: Derive, slice_traces: int = 20_000,
-                 max_isolation_attempts: int = 200) -> None:
+                 max_isolation_attempts: int = 200, remeasure: Derive | None = None) -> None:
         self.derive = derive
+        self.remeasure = remeasure
         self.slice_traces = slice_traces
         self.max_isolation_attempts = max_isolation_attempts
         self.traces_derived = 0
@@ -82,7 +94,9 @@ class PendingDerivations:
     @staticmethod
     def count(con: duckdb.DuckDBPyConnection) -> int:
         """How many traces are marked (a trace marked by several writes counts once)."""
-        row = con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations").fetchone()
+        row = con.execute("SELECT count(DISTINCT trace_id) FROM (SELECT trace_id FROM "
+                          "pending_derivations UNION ALL SELECT trace_id FROM "
+                          "pending_measurements)").fetchone()
         return int(row[0]) if row else 0
 
     @staticmethod
@@ -99,14 +113,19 @@ class PendingDerivations:
         derived = 0
         try:
             while True:
-                taken, error = self._derive_slice(con)
-                if error is not None:
-                    traces = self._slice_traces(con)
-                    derived += self._isolate(con, traces, error)
-                    taken = len(traces)
-                else:
-                    derived += taken
-                if taken < self.slice_traces:
+                while True:
+                    taken, error = self._derive_slice(con)
+                    if error is not None:
+                        traces = self._slice_traces(con)
+                        derived += self._isolate(con, traces, error)
+                        taken = len(traces)
+                    else:
+                        derived += taken
+                    if taken < self.slice_traces:
+                        break
+                measured, in_full = self._measure(con)
+                derived += measured
+                if not in_full:
                     break
         finally:
             self.traces_derived += derived
@@ -129,6 +148,37 @@ class PendingDerivations:
                 raise
             return 0, error
         return taken, None
+
+    def _measure(self, con: duckdb.DuckDBPyConnection) -> tuple[int, bool]:
+        """Measure the traces marked in pending_measurements again, a slice at a time;
+        (traces measured, whether some were marked for the full derivation instead)."""
+        measured = 0
+        while True:
+            con.begin()
+            try:
+                con.execute(_TAKE_MEASUREMENTS, [self.slice_traces])
+                taken = self._touched(con)
+                if taken:
+                    (self.remeasure or self.derive)(con)
+                    con.execute(_CLEAR_SLICE if self.remeasure is None else _CLEAR_MEASUREMENTS)
+                con.commit()
+            except BaseException as error:
+                con.rollback()
+                if not _caused_by_the_traces(error):
+                    raise
+                # the full derivation confines the trace that fails (module docstring)
+                con.begin()
+                try:
+                    con.execute(_TAKE_MEASUREMENTS, [self.slice_traces])
+                    con.execute(_MEASURE_IN_FULL)
+                    con.commit()
+                except BaseException:
+                    con.rollback()
+                    raise
+                return measured, True
+            measured += taken
+            if taken < self.slice_traces:
+                return measured, False
 
     def _derive_touched(self, con: duckdb.DuckDBPyConnection) -> None:
         self.derive(con)

@@ -1,9 +1,13 @@
-"""Keeps the derived runs and steps tables in step with spans (SPEC §1-§6).
+"""Keeps the derived runs and steps tables in step with spans (SPEC §1-§6) and with the declared
+budgets (SPEC §10).
 
 `refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
-stored spans (PendingDerivations in store/derivation.py calls it; store/scheduling.py says
-when). The derivation's SQL is in store/sql_derive/, its `/*@name*/` markers filled from
-store/conventions.py (SPEC §9, §3) once, at import.
+stored spans: derive_refresh.sql recognises the steps and classes, derive_measure.sql applies
+B. `remeasure_touched` runs only the second half, over the stored runs and steps
+(derive_budgets.sql): what a change of a declared budget or cap moves. PendingDerivations in
+store/derivation.py calls them; store/scheduling.py says when. The derivation's SQL is in
+store/sql_derive/, its `/*@name*/` markers filled from store/conventions.py (SPEC §9, §3)
+once, at import.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from store import conventions
 from store.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
-DERIVE_NAMES = frozenset({"derive_refresh", "derive_rebuild_prepare"})
+DERIVE_NAMES = frozenset({"derive_refresh", "derive_measure", "derive_budgets",
+                          "derive_rebuild_prepare"})
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
@@ -36,6 +41,14 @@ def _execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
     _execute(con, "derive_refresh")
+    _execute(con, "derive_measure")
+
+
+def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:
+    """Measure the stored runs and steps of the traces in touched_traces against the declared
+    budgets again (their spans unchanged since they were derived)."""
+    _execute(con, "derive_budgets")
+    _execute(con, "derive_measure")
 
 
 def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
@@ -44,7 +57,7 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
     con.begin()
     try:
         _execute(con, "derive_rebuild_prepare")
-        _execute(con, "derive_refresh")
+        refresh_touched(con)
         con.commit()
     except BaseException:
         con.rollback()

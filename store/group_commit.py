@@ -46,10 +46,10 @@ from typing import Any
 
 import duckdb
 
-from store.derivation import Derive, PendingDerivations
+from store.derivation import Derive
 from store.histogram import Histogram
 from store.rows import FlatBatch
-from store.scheduling import DERIVE_EVERY_SECONDS
+from store.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
 from store.writer import SpanWriter, WriteResult, to_arrow
 
 _LOG = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class GroupCommitter:
     ) -> None:
         # Public for tests, which set its after_write hook (store/writer.py).
         self.writer = SpanWriter(con)
-        self.derivations = PendingDerivations(derive) if derive is not None else None
+        self.derivations = pending_derivations(derive) if derive is not None else None
         self.derive_every_seconds = derive_every_seconds
         # Set after each commit; set at start too, since marks may be left by a previous process.
         self._derive_wanted = threading.Event()

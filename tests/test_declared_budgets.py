@@ -240,7 +240,7 @@ def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path
     con = open_db(tmp_path, "v3.duckdb")
     try:
         assert con.execute("SELECT value FROM budgetscope_meta WHERE key = 'schema_version'"
-                           ).fetchone()[0] == "4"
+                           ).fetchone()[0] == "5"
         assert sorted(con.execute("SELECT budget_ms, budget_source FROM runs").fetchall(),
                       key=str) == [(10_000, "span"), (None, None)]
         declare(con, Change("set", "billing", 5_000))

@@ -155,3 +155,15 @@ LEFT JOIN (
     FROM reconciliations GROUP BY ALL
 ) r ON r.write_trace_id = w.trace_id AND r.write_span_id = w.span_id
 WHERE w.is_write;
+
+-- step_lifts: the tools lifted out of a model step (SPEC §9: a tool whose parent step is a
+-- model step stands at the model's level, and the model is not active while it runs), which
+-- the consumption share reads. Kept so that a change of a declared budget re-measures stored
+-- runs and steps (store/sql_derive/derive_budgets.sql) without recognising their spans
+-- again.
+CREATE TABLE IF NOT EXISTS step_lifts (
+    trace_id             VARCHAR NOT NULL,
+    run_span_id          VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,  -- the tool step
+    lifted_from          VARCHAR NOT NULL   -- the model step it is lifted out of
+);

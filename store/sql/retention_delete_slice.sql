@@ -9,8 +9,11 @@ DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE 
 -- (the reconciliations view joins them to steps, so they simply stop matching)
 DELETE FROM reconcile_links
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM trace_arrivals WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM pending_derivations
+WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM pending_measurements
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM derivation_failures
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);

@@ -162,8 +162,8 @@ WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_c
 )
 SELECT * FROM walk;
 
--- 3. Run-level facts that do not depend on steps.
-CREATE OR REPLACE TEMP TABLE derive_runs AS
+-- 3. Run-level facts that depend neither on steps nor on B (derive_measure.sql applies B).
+CREATE OR REPLACE TEMP TABLE derive_run_facts AS
 WITH first_agent AS (
     -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
     -- the run span: an agent run span without gen_ai.agent.name is often a workflow's)
@@ -182,25 +182,6 @@ WITH first_agent AS (
     FROM derive_spans r
     LEFT JOIN first_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
     WHERE r.is_run
-), declared AS (
-    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
-    -- agent, else the declared default. A change of declarations marks the runs it affects
-    -- pending (store/declared_budgets.py), so past runs follow it.
-    SELECT r.*,
-           coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
-           CASE WHEN r.budget_total_ms IS NOT NULL THEN 'span'
-                WHEN coalesce(a.budget_ms, dflt.budget_ms) IS NOT NULL THEN 'declared'
-                END AS budget_source
-    FROM runs_raw r
-    LEFT JOIN declared_budgets a ON a.scope = 'agent' AND a.agent = r.agent
-    LEFT JOIN declared_budgets dflt ON dflt.scope = 'default'
-), budgeted AS (
-    -- d = budget.deadline_unix_ms when present, else s + B
-    SELECT *,
-           CASE WHEN budget_ms IS NOT NULL THEN coalesce(
-               budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000) END
-               AS deadline_ns
-    FROM declared
 ), latest AS (
     SELECT trace_id, run_span_id, max(end_ns) AS latest_end_ns
     FROM derive_walk
@@ -211,23 +192,13 @@ SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_
        r.trace_id, r.span_id,
        r.agent,
        r.start_ns, r.end_ns,
-       r.budget_ms,
-       r.budget_source,
-       r.deadline_ns,
-       -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
-       CASE WHEN r.deadline_ns IS NOT NULL
-            THEN greatest(r.start_ns, least(r.end_ns, r.deadline_ns)) END AS window_end_ns,
+       r.budget_total_ms, r.budget_deadline_unix_ms,
        r.budget_reserve_ms AS reserve_ms,
        r.budget_run_outcome AS outcome,
-       (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
-       ((r.end_ns - r.start_ns) / 1e6) / nullif(r.budget_ms, 0) AS utilisation,
        l.latest_end_ns,
-       CASE WHEN r.deadline_ns IS NOT NULL
-            THEN greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6 END AS overrun_ms,
-       lower(trim(r.budget_run_outcome)) AS known_outcome,
        printf('%d-W%02d', isoyear(make_timestamp(r.start_ns // 1000)),
               week(make_timestamp(r.start_ns // 1000))) AS week
-FROM budgeted r
+FROM runs_raw r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
 -- 4. Steps (SPEC §9). First the steps of each run as the walk found them, each with its
@@ -312,7 +283,7 @@ WHERE above <> span_id
 QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
                            ORDER BY end_ns DESC, start_ns DESC, span_id DESC) = 1;
 
-CREATE OR REPLACE TEMP TABLE derive_steps AS
+CREATE OR REPLACE TEMP TABLE derive_step_facts AS
 WITH classed AS (
     SELECT t.*, s.*,
            -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5), not OK
@@ -332,9 +303,7 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
        s.convention,
        s.class, s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       coalesce(s.budget_allocated_ms, a.allocated_ns // 1000000) AS allocated_ms,
-       ((s.end_ns - s.start_ns) / 1e6)
-           / nullif(coalesce(s.budget_allocated_ms, a.allocated_ns / 1e6), 0) AS utilisation,
+       s.budget_allocated_ms AS own_allocated_ms,
        s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
        s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
@@ -344,182 +313,22 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
        coalesce(s.budget_side_effect = 'write', false) AND CASE
            WHEN s.budget_effect_status IS NOT NULL THEN s.budget_effect_status = 'possible'
            ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
-       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets,
-       r.agent, r.start_ns AS run_start_ns, r.budget_ms IS NOT NULL AS run_has_budget
+       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets
 FROM classed s
-JOIN derive_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
--- SPEC §10: a declared cap for the step's key gives a step without budget.allocated_ms the
--- allocation min(cap, B - (step start - s)), in ns (stored as whole ms, rounded down; the
--- utilisation uses it exactly), never below 0; in a run of unknown budget, the cap alone.
-LEFT JOIN declared_step_caps c ON c.step_key = s.step_kind || ':' || s.step_name,
-LATERAL (SELECT CASE
-    WHEN c.cap_ms IS NULL THEN NULL
-    WHEN r.budget_ms IS NULL THEN c.cap_ms * 1000000
-    ELSE least(c.cap_ms * 1000000,
-               greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns))) END
-    AS allocated_ns) a;
+JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
 
--- 5. Consumption share (SPEC §4). Top-level steps clipped to [s, e]; the distinct start/end
--- points cut [s, e] into elementary intervals; an interval of length dt with n active steps
--- gives dt/n to each. Rather than joining every step with every interval (quadratic in the
--- steps of a run), W(p) = sum of dt/n over the intervals before point p is a running sum, and a
--- step's consumption is W(its clipped end) - W(its clipped start).
-CREATE OR REPLACE TEMP TABLE derive_consumption AS
-WITH clipped AS (
-    SELECT st.trace_id, st.span_id, st.run_id, t.lifted_from,
-           greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
-    FROM derive_steps st JOIN derive_runs r USING (run_id)
-    JOIN derive_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_id
-                      AND t.run_span_id = r.span_id
-    WHERE st.is_top_level AND r.budget_ms IS NOT NULL
-), holes AS (
-    -- SPEC §9: a model step is not active while a tool lifted out of it runs. The union of
-    -- its tools' intervals (clipped to it), as islands of overlapping intervals.
-    SELECT m.run_id, m.span_id, greatest(t.cs, m.cs) AS hs, least(t.ce, m.ce) AS he
-    FROM clipped t JOIN clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
-    WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
-), hole_starts AS (
-    SELECT *, coalesce(hs > max(he) OVER (PARTITION BY run_id, span_id ORDER BY hs, he
-                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                       true) AS starts_island
-    FROM holes
-), islands AS (
-    SELECT run_id, span_id, min(hs) AS hs, max(he) AS he
-    FROM (SELECT *, sum(starts_island::INTEGER) OVER (PARTITION BY run_id, span_id
-                                                     ORDER BY hs, he) AS island
-          FROM hole_starts)
-    GROUP BY run_id, span_id, island
-), segments AS (
-    -- each top-level step's active time: its clipped interval, less its islands
-    SELECT c.trace_id, c.span_id, c.run_id, c.cs, c.ce FROM clipped c
-    WHERE NOT EXISTS (SELECT 1 FROM islands i WHERE i.run_id = c.run_id AND i.span_id = c.span_id)
-    UNION ALL
-    SELECT c.trace_id, c.span_id, c.run_id,
-           coalesce(lag(i.he) OVER (PARTITION BY i.run_id, i.span_id ORDER BY i.hs), c.cs),
-           i.hs
-    FROM islands i JOIN clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
-    UNION ALL
-    SELECT c.trace_id, c.span_id, c.run_id, max(i.he), c.ce
-    FROM islands i JOIN clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
-    GROUP BY c.trace_id, c.span_id, c.run_id, c.ce
-), edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM segments WHERE cs < ce
-    UNION ALL SELECT run_id, ce, -1 FROM segments WHERE cs < ce
-    UNION ALL SELECT run_id, start_ns, 0 FROM derive_runs WHERE budget_ms IS NOT NULL
-    UNION ALL SELECT run_id, window_end_ns, 0 FROM derive_runs WHERE budget_ms IS NOT NULL
-), points AS (
-    SELECT run_id, p, sum(delta) AS delta FROM edges GROUP BY ALL
-), intervals AS (
-    SELECT run_id, p,
-           sum(delta) OVER (PARTITION BY run_id ORDER BY p) AS active,
-           lead(p) OVER (PARTITION BY run_id ORDER BY p) - p AS dt
-    FROM points
-), weighted AS (
-    SELECT run_id, p, active, dt,
-           coalesce(sum(CASE WHEN active > 0 THEN dt::DOUBLE / active END) OVER (
-               PARTITION BY run_id ORDER BY p
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
-    FROM intervals
-), unattributed AS (
-    SELECT run_id, coalesce(sum(dt) FILTER (WHERE active = 0), 0) / 1e6 AS unattributed_ms
-    FROM weighted GROUP BY ALL
-)
-SELECT c.trace_id, c.span_id, c.run_id,
-       coalesce(sum(CASE WHEN c.cs < c.ce THEN (we.w_before - ws.w_before) / 1e6 END), 0)
-           AS consumption_ms,
-       any_value(u.unattributed_ms) AS unattributed_ms
-FROM segments c
-JOIN unattributed u USING (run_id)
-LEFT JOIN weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN weighted we ON we.run_id = c.run_id AND we.p = c.ce
-GROUP BY c.trace_id, c.span_id, c.run_id;
+-- The tools lifted out of a model step (SPEC §9), kept for derive_budgets.sql: what the
+-- consumption share needs of the step tree when only B changed.
+DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+INSERT INTO step_lifts BY NAME
+SELECT trace_id, run_span_id, span_id, lifted_from FROM derive_tree WHERE lifted_from IS NOT NULL;
 
--- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
--- top-level step active at d, i.e. started before d and not ended before d; several: the
--- latest started; none: the last one to start before the run span ended).
-CREATE OR REPLACE TEMP TABLE derive_blame AS
-WITH top AS (
-    SELECT st.run_id, st.span_id, st.step_key, st.start_ns, st.end_ns, c.consumption_ms,
-           r.deadline_ns, r.end_ns AS run_end_ns, r.budget_ms
-    FROM derive_steps st
-    JOIN derive_runs r USING (run_id)
-    JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
-    WHERE st.is_top_level
-), culprit AS (
-    SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
-           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share
-    FROM top
-    QUALIFY row_number() OVER (PARTITION BY run_id
-                               ORDER BY consumption_ms DESC, start_ns, span_id) = 1
-), holder AS (
-    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key
-    FROM top
-    WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
-        (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
-)
-SELECT * FROM culprit FULL JOIN holder USING (run_id);
-
--- 7. The finished run rows, kept apart so that the steps can copy `exhausted` without reading
--- the whole runs table back.
-CREATE OR REPLACE TEMP TABLE derive_final_runs AS
-SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_ms,
-       r.budget_source, r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
-       r.latest_end_ns, r.overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
-       -- otherwise running to the deadline, or a refused step.
-       CASE WHEN r.budget_ms IS NULL THEN NULL
-            WHEN r.known_outcome IN (/*@run_outcomes*/)
-                THEN r.known_outcome IN ('exhausted', 'partial')
-            ELSE r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0
-       END AS exhausted,
-       coalesce(n.refused_steps, 0) AS refused_steps,
-       coalesce(n.steps, 0) AS steps,
-       coalesce(n.top_level_steps, 0) AS top_level_steps,
-       CASE WHEN r.budget_ms IS NOT NULL
-            THEN coalesce(u.unattributed_ms, (r.window_end_ns - r.start_ns) / 1e6) END
-           AS unattributed_ms,
-       b.culprit_span_id, b.culprit_key, b.culprit_ms, b.culprit_share,
-       b.holder_span_id, b.holder_key, r.week
-FROM derive_runs r
-LEFT JOIN (SELECT run_id, count(*) AS steps, count(*) FILTER (WHERE is_top_level)
-                      AS top_level_steps,
-                  count(*) FILTER (WHERE class = 'refused') AS refused_steps
-           FROM derive_steps GROUP BY ALL) n USING (run_id)
-LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM derive_consumption) u USING (run_id)
-LEFT JOIN derive_blame b USING (run_id);
-
--- 8. Replace the touched traces' rows.
-DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
-DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
-
-INSERT INTO runs BY NAME SELECT * FROM derive_final_runs;
-
-DELETE FROM reconcile_links WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
-INSERT INTO reconcile_links BY NAME
-SELECT trace_id, span_id, run_id, target.trace_id AS target_trace_id,
-       target.span_id AS target_span_id, idempotency_key,
-       coalesce(reconcile_result, 'unknown') AS result, start_ns, end_ns
-FROM (SELECT *, unnest(link_targets) AS target FROM derive_steps
-      WHERE kind = 'reconcile' AND len(link_targets) > 0);
-
-INSERT INTO steps BY NAME
-SELECT st.*, c.consumption_ms, r.exhausted AS run_exhausted
-FROM derive_steps st
-JOIN derive_final_runs r USING (run_id)
-LEFT JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
-
-DROP TABLE derive_final_runs;
-DROP TABLE derive_blame;
-DROP TABLE derive_consumption;
-DROP TABLE derive_steps;
+-- The rest (B, deadlines, allocations, consumption, blame, the stored rows) is
+-- derive_measure.sql, run next in the same transaction.
 DROP TABLE derive_rolled;
-DROP TABLE derive_tree;
 DROP TABLE derive_step_tree;
-DROP TABLE derive_runs;
 DROP TABLE derive_walk;
 DROP TABLE derive_spans;
 DROP TABLE derive_log_exceptions;
 DROP TABLE derive_floor;
-DROP TABLE derive_seen_before;
 DROP TABLE derive_touched;

@@ -14,7 +14,10 @@ from store.derive import QUERIES as DERIVE_QUERIES
 from store.typed_attributes import MERGED_COLUMNS, TYPED_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
-DERIVATIONS = {"derive_refresh": DERIVE_QUERIES["derive_refresh"].text,
+# DuckDB's derivation is two files, run one after the other (store.derive.refresh_touched):
+# recognition, then what depends on B.
+DERIVATIONS = {"derive_refresh+derive_measure": DERIVE_QUERIES["derive_refresh"].text + "\n"
+               + DERIVE_QUERIES["derive_measure"].text,
                "derive_build": BACKEND_QUERIES["derive_build"].text}
 _PROVISIONAL = {column: merged for merged, columns in MERGED_COLUMNS.items()
                 for column in columns}

@@ -104,14 +104,26 @@ def make_genai_payloads(count: int) -> list[bytes]:
 def child(tree: Path, payload_file: Path) -> None:
     """One measurement, with the ingest and queries packages of `tree`."""
     sys.path.insert(0, str(tree))
-    from budgetscope.gc_tuning import relax_gc_for_ingest
-    from ingest.decode.proto_flatten import flatten_protobuf
-    from store.database import connect
-    from store.derivation import PendingDerivations
-    from store.derive import refresh_touched
-    from store.owner import CHECKPOINT_THRESHOLD
-    from store.rows import FlatBatch
-    from store.writer import SpanWriter
+    if (tree / "store").is_dir():  # the layout since issue 17's store/ package
+        from budgetscope.gc_tuning import relax_gc_for_ingest
+        from ingest.decode.proto_flatten import flatten_protobuf
+        from store.database import connect
+        from store.derivation import PendingDerivations
+        from store.derive import refresh_touched
+        from store.owner import CHECKPOINT_THRESHOLD
+        from store.rows import FlatBatch
+        from store.writer import SpanWriter
+    else:
+        # The baseline's own layout. Importing the new paths here took `store` from the installed
+        # current tree, so the "baseline" measured the current code (same step counts on both).
+        from ingest.database import connect  # type: ignore[no-redef]
+        from ingest.derivation import PendingDerivations  # type: ignore[no-redef]
+        from ingest.flatten import FlatBatch  # type: ignore[no-redef]
+        from ingest.gc_tuning import relax_gc_for_ingest  # type: ignore[no-redef]
+        from ingest.owner import CHECKPOINT_THRESHOLD  # type: ignore[no-redef]
+        from ingest.proto_flatten import flatten_protobuf  # type: ignore[no-redef]
+        from ingest.writer import SpanWriter  # type: ignore[no-redef]
+        from queries.derive import refresh_touched  # type: ignore[no-redef]
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())
@@ -147,7 +159,12 @@ def child(tree: Path, payload_file: Path) -> None:
 
 
 def export_baseline(revision: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "ingest", "queries"],
+    # The packages the child imports, as that revision has them (store/ exists only since
+    # issue 17; without it a baseline would take `store` from the installed current tree).
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", revision],
+                            check=True, capture_output=True, text=True).stdout.split()
+    packages = [name for name in ("budgetscope", "ingest", "queries", "store") if name in listed]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, *packages],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into

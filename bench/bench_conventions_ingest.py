@@ -101,35 +101,64 @@ def make_genai_payloads(count: int) -> list[bytes]:
     return payloads
 
 
+def _from_tree(tree: Path, name: str, *modules: str) -> object:
+    """`name` from the first of `modules` that is a file of `tree` and defines it."""
+    import importlib
+    import importlib.util
+
+    for module in modules:
+        if not (tree / module.split(".")[0]).is_dir():
+            continue  # finding it would import the installed current tree's package
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            continue
+        if spec is None or not spec.origin or not Path(spec.origin).is_relative_to(tree):
+            continue
+        loaded = importlib.import_module(module)
+        if hasattr(loaded, name):
+            return getattr(loaded, name)
+    raise ImportError(f"{name} is in none of {modules} under {tree}")
+
+
 def child(tree: Path, payload_file: Path) -> None:
     """One measurement, with the ingest and queries packages of `tree`."""
     sys.path.insert(0, str(tree))
-    if (tree / "store").is_dir():  # the layout since issue 17's store/ package
-        from budgetscope.gc_tuning import relax_gc_for_ingest
-        from ingest.decode.proto_flatten import flatten_protobuf
-        from store.database import connect
-        from store.derivation import PendingDerivations
-        from store.derive import refresh_touched
-        from store.owner import CHECKPOINT_THRESHOLD
-        from store.rows import FlatBatch
-        from store.writer import SpanWriter
-    else:
-        # The baseline's own layout. Importing the new paths here took `store` from the installed
-        # current tree, so the "baseline" measured the current code (same step counts on both).
-        from ingest.database import connect  # type: ignore[no-redef]
-        from ingest.derivation import PendingDerivations  # type: ignore[no-redef]
-        from ingest.flatten import FlatBatch  # type: ignore[no-redef]
-        from ingest.gc_tuning import relax_gc_for_ingest  # type: ignore[no-redef]
-        from ingest.owner import CHECKPOINT_THRESHOLD  # type: ignore[no-redef]
-        from ingest.proto_flatten import flatten_protobuf  # type: ignore[no-redef]
-        from ingest.writer import SpanWriter  # type: ignore[no-redef]
-        from queries.derive import refresh_touched  # type: ignore[no-redef]
+    # Each name from the first module of `tree` that defines it: the layout since issue 17's
+    # store/ package first, then the older homes. Revisions in the middle of that move have some
+    # of each; a name missing from `tree` must never come from the installed current tree (the
+    # "baseline" would then measure the current code), so each candidate is checked to be a file
+    # of `tree`.
+    relax_gc_for_ingest = _from_tree(tree, "relax_gc_for_ingest",
+                                     "budgetscope.gc_tuning", "ingest.gc_tuning")
+    flatten_protobuf = _from_tree(tree, "flatten_protobuf",
+                                  "ingest.decode.proto_flatten", "ingest.proto_flatten")
+    connect = _from_tree(tree, "connect", "store.database", "ingest.database")
+    PendingDerivations = _from_tree(tree, "PendingDerivations",  # noqa: N806
+                                    "store.derivation", "ingest.derivation")
+    refresh_touched = _from_tree(tree, "refresh_touched", "store.derive", "queries.derive")
+    CHECKPOINT_THRESHOLD = _from_tree(tree, "CHECKPOINT_THRESHOLD",  # noqa: N806
+                                      "store.owner", "ingest.owner")
+    FlatBatch = _from_tree(tree, "FlatBatch", "store.rows", "ingest.flatten")  # noqa: N806
+    SpanWriter = _from_tree(tree, "SpanWriter", "store.writer", "ingest.writer")  # noqa: N806
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())
     write_wall = derive_wall = write_cpu = derive_cpu = flatten_cpu = 0.0
     spans = 0
     with tempfile.TemporaryDirectory() as folder:
+        # One untimed write and derivation into a scratch file first. What a process pays once
+        # (importing pandas, which pyarrow and DuckDB load lazily at the first Arrow insert;
+        # DuckDB's first-statement setup) is not ingest throughput, and it moved with the layout:
+        # a revision whose imports happened to load pandas at start did not count it, one that
+        # loads it at the first write counted ~1.5-2.5 s of it (issue 17's "write path x0.61").
+        warm = connect(Path(folder) / "warm-up.duckdb")
+        warm_batch = FlatBatch()
+        for body in payloads[:REQUESTS_PER_TRANSACTION]:
+            warm_batch.extend(flatten_protobuf(body))
+        SpanWriter(warm).write(warm_batch)
+        PendingDerivations(refresh_touched).run(warm)
+        warm.close()
         con = connect(Path(folder) / "bench.duckdb")
         con.execute("SET checkpoint_threshold = ?", [CHECKPOINT_THRESHOLD])
         writer, pending = SpanWriter(con), PendingDerivations(refresh_touched)

@@ -303,6 +303,8 @@ TYPED_COLUMNS: tuple[str, ...] = tuple(
 
 def merge_named_columns(typed: dict[str, Any]) -> None:
     """Replace the provisional columns of each merged one by the one trusted most."""
+    if _PROVISIONAL.isdisjoint(typed):
+        return  # most spans: no HTTP or gRPC status at all
     for merged, provisional in MERGED_COLUMNS.items():
         value = None
         for column in provisional:

@@ -35,6 +35,8 @@ from typing import Any
 
 import duckdb
 
+from store.writer import rows_deleted
+
 _LOG = logging.getLogger("budgetscope.retention")
 _SQL = Path(__file__).with_name("sql")
 _EXPIRED = (_SQL / "retention_expired.sql").read_text(encoding="utf-8")
@@ -128,6 +130,9 @@ class RetentionPass:
                 con.execute(_ORPHANS)
                 after = _counts(con)
                 con.commit()
+                # After the commit: a write that begins from here on inserts its resources and
+                # scopes again; one that began earlier forgets at its next write.
+                rows_deleted()
             except BaseException:
                 con.rollback()
                 raise

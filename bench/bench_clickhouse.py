@@ -54,7 +54,20 @@ from store.database import connect as duckdb_connect  # noqa: E402
 from store.derive import rebuild_all  # noqa: E402
 from tests.clickhouse_load.traces import load_files as clickhouse_load  # noqa: E402
 
-SAMPLE_SPANS = 52_198
+
+def count_sample_spans() -> int:
+    """Spans in the bundled sample (OTLP JSON, one request a line); regenerating the sample
+    changes it, so it is counted rather than written down."""
+    import gzip
+    import json as json_module
+
+    with gzip.open(SAMPLE_TRACES, "rt", encoding="utf-8") as lines:
+        return sum(len(scope.get("spans", ())) for line in lines if line.strip()
+                   for resource in json_module.loads(line).get("resourceSpans", ())
+                   for scope in resource.get("scopeSpans", ()))
+
+
+SAMPLE_SPANS = count_sample_spans()
 BENCH_SQL = load_queries(Path(__file__).with_name("sql_clickhouse"),
                          frozenset({"bench_replicate_otel_traces", "bench_replicate_spans"}),
                          re.compile(r"\{(?P<name>[a-z_][a-z0-9_]*):"))

@@ -24,6 +24,7 @@ from budgetscope.commands.budgets_remote import (
     send_change,
 )
 from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
+from budgetscope.commands.tokens import TOKEN_ENV
 from store import clickhouse, clickhouse_declared
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -37,8 +38,6 @@ from store.declared_budgets import (
     parse_duration_ms,
 )
 from store.scheduling import derive_now
-
-TOKEN_ENV = "BUDGETSCOPE_TOKEN"
 
 
 def format_ms(ms: int) -> str:

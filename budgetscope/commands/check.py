@@ -21,6 +21,7 @@ from budgetscope.commands.common import (
     open_reader,
     output_stream,
     served_reader,
+    window_label,
 )
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, Filters, parse_instant
@@ -143,7 +144,7 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
 def _window_line(signals: Signals, length: dt.timedelta) -> str:
     w = signals.window
     agent = f", agent {w.agent}" if w.agent else ""
-    return (f"window {_iso(w.since)} to {_iso(w.until)} ({_length(length)}{agent}): "
+    return (f"window {_iso(w.since)} to {_iso(w.until)} ({window_label(length)}{agent}): "
             f"{signals.runs} runs, {signals.steps} steps, {signals.write_steps} write steps")
 
 
@@ -179,7 +180,7 @@ def _closing_line(breaches: int, total: int) -> str:
 def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> dict:
     w = signals.window
     return {
-        "window": {"since": _iso(w.since), "until": _iso(w.until), "length": _length(length),
+        "window": {"since": _iso(w.since), "until": _iso(w.until), "length": window_label(length),
                    "agent": w.agent},
         "signals": {name: getattr(signals, name) for name in signals.__dataclass_fields__
                     if name != "window"},
@@ -198,9 +199,3 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _length(length: dt.timedelta) -> str:
-    seconds = int(length.total_seconds())
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,3 +137,12 @@ def write_output(data: bytes, out: Path | None, context: click.Context | None = 
         out.write_bytes(data)
     except OSError as error:
         raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def window_label(length: dt.timedelta) -> str:
+    """A window's length as the CLI and /metrics name it: `7d`, `24h`, `90m`, `45s`."""
+    seconds = int(length.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

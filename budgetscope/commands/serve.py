@@ -22,7 +22,7 @@ from types import FrameType
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail
+from budgetscope.commands.common import Fail, window_label
 from budgetscope.commands.dashboard import (
     DASHBOARD_APP,
     access_options,
@@ -38,7 +38,6 @@ from budgetscope.commands.durations import Duration
 from budgetscope.commands.serve_operations import (
     retention_families,
     signal_families,
-    window_label,
 )
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option

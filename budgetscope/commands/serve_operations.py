@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from prometheus_client.metrics_core import Metric
 
+from budgetscope.commands.common import window_label
 from ingest.receivers.operations import counter, gauge
 from queries.filters import Filters
 from queries.signals import recent_signals
@@ -36,14 +37,6 @@ _SIGNALS = (
     ("orphan_writes", "budgetscope_recent_orphan_writes",
      "Uncertain writes nobody read back (SPEC §6)."),
 )
-
-
-def window_label(length: dt.timedelta) -> str:
-    seconds = int(length.total_seconds())
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def signal_families(owner: DatabaseOwner, length: dt.timedelta,

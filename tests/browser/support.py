@@ -27,6 +27,12 @@ SINCE, UNTIL = "2026-11-16", "2026-11-30"
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_LINK = "[click](javascript:alert(1))"
 HOSTILE_AGENT = "<script>alert(2)</script>"
+# Debian's Chromium, never a downloaded build, and the flags every browser test launches it with
+# (headless, and nothing that would call out of the machine).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync")
 
 
 def _build_once(path: Path, build) -> str:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ chart label shows a name with quotes and ampersands as typed."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,9 +16,7 @@ from tests.browser import support
 from tests.test_dashboard_access import TOKEN, tiny_db
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM = support.CHROMIUM
 TIMEOUT_MS = 90_000
 LABEL = 'say "hi" & <b>bold</b>'
 
@@ -31,7 +28,7 @@ def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         # Every name resolves to 127.0.0.1 in this browser: what DNS rebinding achieves.
         instance = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            *ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
+            *support.CHROMIUM_ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
         yield instance
         instance.close()
 

@@ -15,12 +15,10 @@ from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
     CHROMIUM,
     QUERY,
     TIMEOUT_MS,
-    browser,
     exhausted_run,
     heading,
     page,
     pytestmark,
-    sample_app,
     settle,
     shoot,
 )

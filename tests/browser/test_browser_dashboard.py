@@ -20,10 +20,8 @@ from store.database import connect
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+CHROMIUM = support.CHROMIUM
 SHOTS = support.REPO / "test-artifacts" / "screenshots"
 QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
 # page path -> Plotly charts drawn on it (the utilisation CDF sits in a hidden tab)
@@ -32,23 +30,6 @@ PAGES = {"": 3, "attribution": 2, "failures": 3, "utilisation": 2, "reconciliati
 TIMEOUT_MS = 90_000
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield instance
-        instance.close()
-
-
-@pytest.fixture(scope="module")
-def sample_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
-    db = support.sample_db(tmp_path_factory)
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "dashboard.log")
-    app.db = db  # type: ignore[attr-defined]
-    yield app
-    app.stop()
 
 
 @pytest.fixture()

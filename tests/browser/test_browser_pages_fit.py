@@ -17,10 +17,8 @@ from budgetscope.cli import cli
 from store.database import connect
 from tests.browser import support
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+CHROMIUM = support.CHROMIUM
 SHOTS = support.REPO / "test-artifacts" / "screenshots"
 QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
 WIDTH = 1400
@@ -34,23 +32,6 @@ PAGES = {"overview": ("", 3), "runs": ("runs", 0), "attribution": ("attribution"
 NOT_A_VALUE = {"None", "nan", "NaN", "NaT", "null", "<NA>"}
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield instance
-        instance.close()
-
-
-@pytest.fixture(scope="module")
-def sample_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
-    db = support.sample_db(tmp_path_factory)
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "dashboard.log")
-    app.db = db  # type: ignore[attr-defined]
-    yield app
-    app.stop()
 
 
 @pytest.fixture()

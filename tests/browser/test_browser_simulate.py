@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,7 @@ from store.database import connect
 from tests.browser import support
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM = support.CHROMIUM
 SHOTS = support.REPO / "test-artifacts" / "screenshots"
 QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
 TIMEOUT_MS = 90_000
@@ -41,7 +38,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]
 @pytest.fixture()
 def tab(app: support.Dashboard) -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM),
+                                    args=list(support.CHROMIUM_ARGS))
         context = browser.new_context(viewport={"width": 1400, "height": 3200})
         yield context.new_page()
         context.close()

@@ -24,6 +24,7 @@ from ingest.decode.any_value import (
     attributes_to_json,
     span_attributes_to_json,
 )
+from ingest.decode.bounded_cache import BoundedCache
 from store.rejections import Rejection
 from store.rows import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
 from store.typed_attributes import CONVENTION_COLUMNS, RefusedValue
@@ -49,18 +50,18 @@ def _digest(*parts: bytes) -> str:
 
 # Every request repeats its resource and scope; SDK exporters send a few spans per request, so
 # converting them once per distinct value (keyed by their serialized bytes) saves real time.
-# Bounded: cleared when it grows past _ROW_CACHE_LIMIT distinct entries.
+# Bounded: cleared when it grows past _ROW_CACHE_LIMIT distinct entries. Receiver threads share
+# it (ingest/decode/bounded_cache.py says why reads take no lock).
 _ROW_CACHE_LIMIT = 4096
-_row_cache: dict[tuple[str, bytes, str], tuple[str, tuple[Any, ...]]] = {}
+_row_cache: BoundedCache[tuple[str, bytes, str], tuple[str, tuple[Any, ...]]] = BoundedCache(
+    _ROW_CACHE_LIMIT)
 
 
 def _cached(kind: str, serialized: bytes, schema_url: str, build: Any) -> tuple[str, Any]:
     key = (kind, serialized, schema_url)
     row = _row_cache.get(key)
     if row is None:
-        if len(_row_cache) >= _ROW_CACHE_LIMIT:
-            _row_cache.clear()
-        row = _row_cache[key] = build(_digest(serialized, schema_url.encode()))
+        row = _row_cache.put(key, build(_digest(serialized, schema_url.encode())))
     return row
 
 

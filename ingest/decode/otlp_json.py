@@ -37,6 +37,7 @@ from ingest.decode.any_value import (
     ElementBudget,
     dropped_elements_marker,
 )
+from ingest.decode.bounded_cache import BoundedCache
 from ingest.decode.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
@@ -309,7 +310,8 @@ def replace_surrogates(value: Any) -> Any:
     return value
 
 
-_message_rows: dict[str, tuple[str, tuple[Any, ...]]] = {}
+# Shared by the receiver threads (ingest/decode/bounded_cache.py says why reads take no lock).
+_message_rows: BoundedCache[str, tuple[str, tuple[Any, ...]]] = BoundedCache(_ROW_CACHE_LIMIT)
 
 
 def _message_row(kind: str, document: Any, schema_url: str) -> tuple[str, tuple[Any, ...]]:
@@ -321,10 +323,7 @@ def _message_row(kind: str, document: Any, schema_url: str) -> tuple[str, tuple[
         if document is not None:
             ParseDict(document, message, ignore_unknown_fields=True)
         build = resource_row if kind == "resource" else scope_row
-        row = build(message, schema_url)
-        if len(_message_rows) >= _ROW_CACHE_LIMIT:
-            _message_rows.clear()
-        _message_rows[key] = row
+        row = _message_rows.put(key, build(message, schema_url))
     return row
 
 

@@ -35,6 +35,7 @@ from ingest.decode.any_value import (
     any_value_to_json,
 )
 from ingest.decode.any_value_wire import key_from_wire, key_value_from_wire
+from ingest.decode.bounded_cache import BoundedCache
 from ingest.decode.flatten import (
     DEFAULT_MAX_FUTURE_NS,
     INT64_MAX,
@@ -59,10 +60,13 @@ _CACHE_LIMIT = 65_536  # entries; the cache is cleared when it reaches this
 # serialized KeyValue → (key, '"key":value' JSON fragment, typed column or None, typed value,
 # the value itself)
 _Entry = tuple[str, str, str | None, Any, Any]
-_attribute_cache: dict[bytes, _Entry] = {}
+# The caches are shared by the receiver threads (ingest/decode/bounded_cache.py says why reads
+# take no lock).
+_attribute_cache: BoundedCache[bytes, _Entry] = BoundedCache(_CACHE_LIMIT)
 # (raw bytes, schema_url) → (id, row), for resources and scopes
-_resource_cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]] = {}
-_scope_cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]] = {}
+_RowCache = BoundedCache[tuple[bytes, str], tuple[str, tuple[Any, ...]]]
+_resource_cache: _RowCache = BoundedCache(4096)
+_scope_cache: _RowCache = BoundedCache(4096)
 
 
 def _attribute_entry(raw: bytes) -> _Entry:
@@ -91,9 +95,7 @@ def _attribute_entry(raw: bytes) -> _Entry:
     entry = (key, f"{dumps(key)}:{dumps(converted)}",
              spec[0] if spec else None, spec[1](converted) if spec else None, converted)
     if len(raw) <= _CACHED_ATTRIBUTE_BYTES:
-        if len(_attribute_cache) >= _CACHE_LIMIT:
-            _attribute_cache.clear()
-        _attribute_cache[raw] = entry
+        _attribute_cache.put(raw, entry)
     return entry
 
 
@@ -130,14 +132,12 @@ def _attributes(raw_attributes: Any) -> tuple[str, int, dict[str, Any]]:
     return _json(entries), dropped, typed
 
 
-def _cached_row(cache: dict[tuple[bytes, str], tuple[str, tuple[Any, ...]]], raw: bytes,
-                schema_url: str, build: Any) -> tuple[str, tuple[Any, ...]]:
+def _cached_row(cache: _RowCache, raw: bytes, schema_url: str, build: Any
+                ) -> tuple[str, tuple[Any, ...]]:
     key = (raw, schema_url)
     row = cache.get(key)
     if row is None:
-        if len(cache) >= 4096:
-            cache.clear()
-        row = cache[key] = build(raw, schema_url)
+        row = cache.put(key, build(raw, schema_url))
     return row
 
 

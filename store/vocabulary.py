@@ -41,9 +41,9 @@ DECLARED_SCOPES = ("agent", "default")
 # What `budgetscope budgets list` shows: a declared budget, or a declared per-step cap (scope step).
 DECLARATIONS = ("budget", "cap")
 DECLARATION_SCOPES = (*DECLARED_SCOPES, "step")
-# SPEC §3/§9: the OpenTelemetry span event (and log record) that carries an exception. Only
-# derive_build.sql spells it: on DuckDB the events are picked at ingest (the flatteners of
-# ingest/, which do not import the store), so it is not in VOCABULARY's both-ways check.
+# SPEC §3/§9: the OpenTelemetry span event (and log record) that carries an exception. Of the
+# SQL only derive_build.sql spells it: on DuckDB the events are picked at ingest (the flatteners
+# of ingest/decode/ import it from here), so it is not in VOCABULARY's both-ways check.
 EXCEPTION_EVENT = "exception"
 
 VOCABULARY: dict[str, tuple[str, ...]] = {

@@ -28,6 +28,7 @@ from ingest.decode.bounded_cache import BoundedCache
 from store.rejections import Rejection
 from store.rows import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
 from store.typed_attributes import CONVENTION_COLUMNS, RefusedValue
+from store.vocabulary import EXCEPTION_EVENT
 
 INT64_MAX = 2**63 - 1
 UINT32_MAX = 2**32 - 1
@@ -208,7 +209,7 @@ def events_rows(span_events: Iterable[Span.Event]) -> tuple[list[dict[str, Any]]
             "dropped_attributes_count": min(event.dropped_attributes_count + dropped,
                                             UINT32_MAX),
         })
-        if event.name[:MAX_NAME_CHARS] == "exception":
+        if event.name[:MAX_NAME_CHARS] == EXCEPTION_EVENT:
             exception_type = attributes.get("exception.type")
             if isinstance(exception_type, str) and exception_type:
                 exception_types.append(exception_type)

@@ -56,6 +56,7 @@ from ingest.decode.flatten import (
 from store.rejections import Rejection
 from store.rows import FlatBatch
 from store.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
+from store.vocabulary import EXCEPTION_EVENT
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -239,7 +240,7 @@ def _events(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
                 _get(event, "droppedAttributesCount", "dropped_attributes_count"),
                 "droppedAttributesCount"), UINT32_MAX),
         })
-        if name == "exception":
+        if name == EXCEPTION_EVENT:
             exception_type = values.get("exception.type")
             if isinstance(exception_type, str) and exception_type:
                 exception_types.append(exception_type)

@@ -49,6 +49,7 @@ from ingest.decode.proto_decode import decode_request
 from ingest.decode.wire_messages import WireEvent, WireLink, WireRequest
 from store.rows import FlatBatch
 from store.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
+from store.vocabulary import EXCEPTION_EVENT
 
 # Attributes longer than this (prompts, payloads) are converted every time rather than cached:
 # they rarely repeat and would crowd out the short ones that do.
@@ -168,7 +169,7 @@ def _events(raw_events: Any) -> tuple[list[dict[str, Any]], list[str]]:
             "dropped_attributes_count": min(event.dropped_attributes_count + dropped,
                                             UINT32_MAX),
         })
-        if name == "exception":
+        if name == EXCEPTION_EVENT:
             exception_type = entries.get("exception.type")
             if exception_type is not None and isinstance(exception_type[4], str) \
                     and exception_type[4]:

@@ -15,8 +15,12 @@ log = logging.getLogger(__name__)
 
 
 def warm() -> None:
-    """Import the app's modules and draw one figure of every kind the pages draw."""
+    """Import the app's modules and draw one figure of every kind the pages draw, from the
+    kinds of values they pass (pandas Series, numpy arrays, datetimes)."""
+    import numpy as np
+    import pandas as pd
     import plotly.io as pio
+    from plotly.subplots import make_subplots
 
     from dashboard import (  # noqa: F401 - imported for their import cost only
         data,
@@ -38,6 +42,24 @@ def warm() -> None:
     figure.add_hline(y=1)
     figure.add_vline(x=1)
     pio.to_json(figure, validate=False)
+    # Stacked panels, as the overview's trends, the run view's waterfall and the utilisation
+    # histograms are, fed pandas values: Plotly converts those through narwhals, whose pandas
+    # backend is imported at the first such value (~0.4 s of the overview's first visit of a
+    # fresh process, measured on 144k spans), and lays out each panel's axes at the first
+    # make_subplots.
+    when = pd.Series(pd.to_datetime(["2026-01-01", "2026-01-02"], utc=True))
+    values = pd.Series([1.0, 2.0])
+    panels = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                           row_heights=[0.4, 0.3, 0.3])
+    panels.add_bar(x=when, y=values, row=1, col=1)
+    panels.add_bar(y=["a", "b"], x=values.to_numpy(), base=values.to_numpy(),
+                   orientation="h", row=2, col=1)
+    panels.add_scatter(x=when, y=values, customdata=np.column_stack([values, values]),
+                       row=3, col=1)
+    panels.update_yaxes(title_text="warm-up", row=2, col=1)
+    panels.add_vline(x=1, row="all", col=1, annotation_text="warm-up")
+    panels.add_hline(y=0, row=2, col=1)
+    pio.to_json(panels, validate=False)
 
 
 def _warm_quietly() -> None:

@@ -107,21 +107,35 @@ def daily(runs: pd.DataFrame, since: dt.datetime | None = None,
     first, last = (t.tz_convert("UTC") if t.tzinfo else t.tz_localize("UTC")
                    for t in (first, last))
     edges = pd.date_range(first.floor(freq), last.floor(freq), freq=freq)
-    frame = runs.assign(bucket=starts.dt.floor(freq), budgeted=runs["budget_ms"].notna(),
-                        ex=runs["exhausted"].fillna(False).astype(bool))
-    groups = dict(tuple(frame.groupby("bucket", sort=True))) if not frame.empty else {}
-    rows = []
-    for edge in edges:
-        group = groups.get(edge, frame.head(0))
-        budgeted = group[group["budgeted"]]
-        rows.append({
-            "bucket": edge, "runs": len(group), "budgeted_runs": len(budgeted),
-            "exhausted_runs": int(budgeted["ex"].sum()),
-            "exhaustion_rate": (budgeted["ex"].sum() / len(budgeted)) if len(budgeted)
-            else float("nan"),
-            "utilisation_p50": quantile(budgeted["utilisation"], 0.5),
-            "utilisation_p99": quantile(budgeted["utilisation"], 0.99)})
-    return pd.DataFrame(rows, columns=TREND_COLUMNS)
+    if not len(edges):
+        return pd.DataFrame(columns=TREND_COLUMNS)
+    # Grouped once, not a filter of every run per bucket: that loop took ~0.17 s of the
+    # overview's 35 days on 5k runs (pandas work that holds the GIL the page's static files
+    # are served under).
+    buckets = starts.dt.floor(freq)
+    budgeted = runs["budget_ms"].notna().to_numpy()
+    exhausted = runs["exhausted"].fillna(False).astype(bool).to_numpy()
+    per_bucket = buckets.groupby(buckets).size()
+    with_budget = pd.DataFrame({"bucket": buckets[budgeted].reset_index(drop=True),
+                                "ex": exhausted[budgeted],
+                                "utilisation": runs["utilisation"].to_numpy()[budgeted]})
+    grouped = with_budget.groupby("bucket", sort=True)
+    counted = grouped.size()
+    exhausted_runs = grouped["ex"].sum()
+    # The same quantile as the period totals (numpy's, per bucket), not pandas' own.
+    p50 = grouped["utilisation"].agg(lambda values: quantile(values, 0.5))
+    p99 = grouped["utilisation"].agg(lambda values: quantile(values, 0.99))
+    runs_in = per_bucket.reindex(edges, fill_value=0).to_numpy()
+    budgeted_in = counted.reindex(edges, fill_value=0).to_numpy()
+    exhausted_in = exhausted_runs.reindex(edges, fill_value=0).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(budgeted_in > 0, exhausted_in / np.maximum(budgeted_in, 1), np.nan)
+    return pd.DataFrame({
+        "bucket": edges, "runs": runs_in.astype("int64"),
+        "budgeted_runs": budgeted_in.astype("int64"),
+        "exhausted_runs": exhausted_in.astype("int64"), "exhaustion_rate": rate,
+        "utilisation_p50": p50.reindex(edges).to_numpy(dtype=float),
+        "utilisation_p99": p99.reindex(edges).to_numpy(dtype=float)}, columns=TREND_COLUMNS)
 
 
 def runs_worth_reviewing(runs: pd.DataFrame, limit: int = 25) -> pd.DataFrame:

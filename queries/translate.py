@@ -68,6 +68,10 @@ OVERRIDES = {
     "run_log_records": "reads the Collector's otel_logs (Timestamp, Body, LogAttributes) "
                        "instead of the DuckDB log_records table, and collapses records the "
                        "Collector delivered twice",
+    "reconciliation_by_period": "a different plan: budgetscope_write_steps is a table there, "
+                                "with each write's reconciled and orphan flags, while the "
+                                "DuckDB file avoids its write_steps view (which ranks every "
+                                "reconciliation on each read); same rule, same counts",
     "weekly_report": "a different plan: budgetscope_steps carries its run's ISO week "
                      "(derive_build.sql), so steps group by week directly instead of per "
                      "run start joined to weeks; same groups, same sums",

@@ -8,6 +8,8 @@ background thread at start-up keeps the server's own start as fast as before.
 
 from __future__ import annotations
 
+import inspect
+import io
 import logging
 import threading
 
@@ -19,18 +21,41 @@ def warm() -> None:
     kinds of values they pass (pandas Series, numpy arrays, datetimes)."""
     import numpy as np
     import pandas as pd
+    import plotly.colors  # noqa: F401 - the heatmaps' named colour scales
     import plotly.io as pio
+    import streamlit.material_icon_names  # noqa: F401 - checks the pages' :material/…: icons
     from plotly.subplots import make_subplots
 
+    # Every module a page imports (dashboard/app_pages/*.py): each page's first visit would
+    # otherwise import its own, from source when no bytecode is cached.
     from dashboard import (  # noqa: F401 - imported for their import cost only
+        chart_code,
+        colors,
+        columns,
+        compare_figures,
         data,
+        drill,
         exports,
+        favicon,
         figures,
+        filters,
+        fmt,
         layout,
         run_figures,
+        run_search_params,
         simulation_figures,
         summaries,
     )
+    from queries import (  # noqa: F401
+        render,
+        run_compare,
+        run_search,
+        run_story,
+        run_view,
+        terminal,
+    )
+    from simulation import policy, replay  # noqa: F401
+    from store import declared_budgets  # noqa: F401
 
     # One figure with every trace and shape kind the pages draw (dashboard/*figures.py),
     # serialized as st.plotly_chart does.
@@ -60,6 +85,17 @@ def warm() -> None:
     panels.add_vline(x=1, row="all", col=1, annotation_text="warm-up")
     panels.add_hline(y=0, row=2, col=1)
     pio.to_json(panels, validate=False)
+    # Tables shown as people read them are pandas Stylers (fmt.readable_table): pandas imports
+    # its Styler and jinja2 and compiles the templates at the first one (~0.4 s of the
+    # overview's first visit when Python reads sources without cached bytecode, as here).
+    fmt.readable_table(pd.DataFrame({"exhaustion_rate": [0.5, None]})).to_html()
+    # The tab's icon: Streamlit encodes it as PNG on every page run, Pillow loads its image
+    # plugins at the first encoding.
+    favicon.favicon().save(io.BytesIO(), format="PNG")
+    # Streamlit's first element of the process asks inspect.stack() (env_util.is_repl), whose
+    # first call resolves the file of every module loaded (~0.28 s of the first visit); later
+    # calls only look at modules loaded since.
+    inspect.stack()
 
 
 def _warm_quietly() -> None:

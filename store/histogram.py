@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Seconds. A commit costs ~0.1 s here with spikes to seconds under load (group_commit.py notes);
+# Seconds. A commit costs ~0.1 s here with spikes to seconds under load (commit_queue.py notes);
 # the buckets resolve that range and say when it goes past the 5 s back-pressure lag.
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 

@@ -22,7 +22,7 @@ class ReceiverConfig:
     grpc_port: int = 4317
     token: str | None = None
     limits: Limits = field(default_factory=Limits)
-    # Back-pressure of the group-commit writer (see store.group_commit).
+    # Back-pressure of the group-commit writer (see store/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
 

@@ -50,8 +50,12 @@ def settle(tab: object, charts: int = 0) -> None:
     """Wait until the script run is over and `charts` Plotly charts are drawn."""
     tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
     if charts:
+        # Each chart holds two .main-svg (Plotly's paper and top paper), so counting those alone
+        # let a page with half its charts drawn through: on a loaded machine [failures] then
+        # counted 2 charts of 3 and [simulate] 1 of 2. Wait for the charts themselves too.
         tab.wait_for_function(  # type: ignore[attr-defined]
-            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+            f"document.querySelectorAll('.js-plotly-plot').length >= {charts}"
+            f" && document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
             timeout=TIMEOUT_MS)
     tab.wait_for_timeout(500)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]

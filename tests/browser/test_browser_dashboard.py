@@ -52,10 +52,10 @@ def settle(tab: object, charts: int = 0) -> None:
     if charts:
         # Each chart holds two .main-svg (Plotly's paper and top paper), so counting those alone
         # let a page with half its charts drawn through: on a loaded machine [failures] then
-        # counted 2 charts of 3 and [simulate] 1 of 2. Wait for the charts themselves too.
+        # counted 2 charts of 3 and [simulate] 1 of 2. Count the charts that have drawn.
         tab.wait_for_function(  # type: ignore[attr-defined]
-            f"document.querySelectorAll('.js-plotly-plot').length >= {charts}"
-            f" && document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+            "[...document.querySelectorAll('.js-plotly-plot')]"
+            f".filter(chart => chart.querySelector('.main-svg')).length >= {charts}",
             timeout=TIMEOUT_MS)
     tab.wait_for_timeout(500)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]

@@ -61,30 +61,15 @@ class GroupCommitter:
         if self._derivation is not None:
             self._derivation.start()
 
-    # The queue's limits, settable here as before (tests set retry_after_seconds).
+    # The queue's limits that receivers read (their health checks and Retry-After); a test
+    # sets retry_after_seconds. The others stay the queue's own.
     @property
     def max_queued_spans(self) -> int:
         return self._queue.max_queued_spans
 
-    @max_queued_spans.setter
-    def max_queued_spans(self, value: int) -> None:
-        self._queue.max_queued_spans = value
-
-    @property
-    def max_transaction_spans(self) -> int:
-        return self._queue.max_transaction_spans
-
-    @max_transaction_spans.setter
-    def max_transaction_spans(self, value: int) -> None:
-        self._queue.max_transaction_spans = value
-
     @property
     def max_lag_seconds(self) -> float:
         return self._queue.max_lag_seconds
-
-    @max_lag_seconds.setter
-    def max_lag_seconds(self, value: float) -> None:
-        self._queue.max_lag_seconds = value
 
     @property
     def retry_after_seconds(self) -> int:
@@ -93,14 +78,6 @@ class GroupCommitter:
     @retry_after_seconds.setter
     def retry_after_seconds(self, value: int) -> None:
         self._queue.retry_after_seconds = value
-
-    @property
-    def linger_seconds(self) -> float:
-        return self._queue.linger_seconds
-
-    @linger_seconds.setter
-    def linger_seconds(self, value: float) -> None:
-        self._queue.linger_seconds = value
 
     @property
     def writer(self) -> SpanWriter:

@@ -241,7 +241,7 @@ class AccessGuard:
                 return
             await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=True)
             return
-        if method == "GET" and _is_page(scope.get("path", "/")):
+        if method == "GET" and is_page(scope.get("path", "/")):
             await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=False)
             return
         await self._plain(send, 401, "token required: open the dashboard with ?token=TOKEN "
@@ -302,7 +302,7 @@ class AccessGuard:
         await self._plain(send, status, text)
 
 
-def _is_page(path: str) -> bool:
+def is_page(path: str) -> bool:
     """A path a person opens (the app's pages), not one of Streamlit's own endpoints."""
     return not path.startswith(("/_stcore/", "/static/", "/media/", "/component/",
                                 "/_budgetscope/"))

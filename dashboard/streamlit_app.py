@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import chart_code, data, layout, page_list
+from dashboard import data, layout, page_list
 from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
@@ -32,10 +32,6 @@ PAGES = {entry.name: _page(entry.name, entry.title, entry.icon,
                           url_path="home" if entry.name == page_list.DEFAULT_PAGE else None)
          for entry in page_list.PAGES}
 
-# Every page draws Plotly charts except the weekly table, the budgets and the runs list.
-PAGES_WITHOUT_CHARTS = {PAGES["weekly"].url_path, PAGES["budgets"].url_path,
-                        PAGES["runs"].url_path}
-
 
 def main() -> None:
     page = st.navigation([*PAGES.values(), OVERVIEW_ALIAS])
@@ -47,9 +43,6 @@ def main() -> None:
     if "run" in st.query_params and page.url_path not in ("run", "compare"):
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
     st.sidebar.title("budgetscope")
-    if page.url_path not in PAGES_WITHOUT_CHARTS:
-        with st.sidebar:
-            chart_code.preload_plotly()
     layout.follow_new_data()
     try:
         status = data.status()

@@ -29,7 +29,6 @@ def warm() -> None:
     # Every module a page imports (dashboard/app_pages/*.py): each page's first visit would
     # otherwise import its own, from source when no bytecode is cached.
     from dashboard import (  # noqa: F401 - imported for their import cost only
-        chart_code,
         colors,
         columns,
         compare_figures,

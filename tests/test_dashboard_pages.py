@@ -368,20 +368,6 @@ def test_a_page_run_opens_the_file_once(db: str, monkeypatch: pytest.MonkeyPatch
     data.clear_cache()
 
 
-def test_chart_pages_hint_the_browser_to_fetch_the_chart_code(db: str) -> None:
-    """A page with charts starts with a modulepreload of the installed Streamlit's Plotly
-    chunk (dashboard/chart_code.py); the weekly table, which has none, does not."""
-    from dashboard import chart_code
-
-    chunk = chart_code.plotly_chunk()
-    assert chunk is not None, "Streamlit's Plotly chunk was not found: the hint is silently off"
-    hint = f'<link rel="modulepreload" href="./static/js/{chunk}">'
-    for page, expected in (("overview", True), ("failures", True), ("weekly", False),
-                           ("runs", False)):
-        at = open_page(page)
-        assert any(hint in m.value for m in at.sidebar.markdown) is expected, page
-
-
 def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPathFactory,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

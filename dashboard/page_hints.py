@@ -1,0 +1,115 @@
+"""Tell a first-time visitor's browser, in the page's own HTML, to fetch the chart code at once.
+
+Streamlit's frontend loads the JavaScript behind `st.plotly_chart` (one 4.7 MB chunk in 1.67) and
+`st.dataframe` (486 KB) only when the first such element arrives over the websocket, that is
+after the page's queries are done; a first visit then waits for the download and compile before
+anything is drawn. A `<link rel="modulepreload">` in `<head>` starts both as the page loads, in
+parallel with the websocket handshake and the script. Sent from the app's script instead (the
+earlier way, `st.markdown` with raw HTML), the hint only took effect after the frontend had
+itself loaded the chunk that renders raw HTML, half a second into the visit.
+
+`PreloadChartCode` is ASGI middleware around Streamlit's app: it rewrites only the HTML page
+Streamlit answers a page address with (GET, 200, `text/html`); everything else passes untouched.
+The chunks' names are read from the installed Streamlit; when an upgrade renames them the
+middleware finds the new names, or adds nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from pathlib import Path
+
+from dashboard.access import ASGIApp, Message, Receive, Scope, Send, is_page
+
+# The frontend's lazily loaded chunks worth fetching before the page asks for them.
+_CHUNK_PATTERNS = ("PlotlyChart.*.js", "DataFrame.*.js")
+# Headers of Streamlit's file answer that describe the file, not the rewritten page: a
+# validator of the file would let a browser keep a page with other hints.
+_DROPPED_HEADERS = frozenset({b"content-length", b"etag", b"last-modified"})
+
+
+@functools.cache
+def lazy_chunks() -> tuple[str, ...]:
+    """The file names of the chunks named in _CHUNK_PATTERNS that this Streamlit build has."""
+    import streamlit  # here, not at import: the CLI imports this module for every command
+
+    static_js = Path(streamlit.__file__).resolve().parent / "static" / "static" / "js"
+    names = []
+    for pattern in _CHUNK_PATTERNS:
+        found = sorted(static_js.glob(pattern))
+        if len(found) == 1:
+            names.append(found[0].name)
+    return tuple(names)
+
+
+@functools.cache
+def preload_links() -> bytes:
+    """`<link>` elements for lazy_chunks(), relative to the page as Streamlit's own are (so they
+    work under `server.baseUrlPath` and on any page address)."""
+    return "".join(f'<link rel="modulepreload" crossorigin href="./static/js/'
+                   f'{html.escape(name)}">' for name in lazy_chunks()).encode()
+
+
+def with_preload_links(page: bytes, links: bytes) -> bytes:
+    """`page` with `links` just before `</head>` (unchanged when it has no `</head>`)."""
+    head_end = page.find(b"</head>")
+    if head_end < 0 or not links:
+        return page
+    return page[:head_end] + links + page[head_end:]
+
+
+class PreloadChartCode:
+    """ASGI middleware: adds preload_links() to the HTML Streamlit serves for a page address."""
+
+    def __init__(self, app: ASGIApp, links: bytes | None = None) -> None:
+        self.app = app
+        self.links = preload_links() if links is None else links
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or scope.get("method") != "GET" or not self.links
+                or not is_page(scope.get("path", "/"))):
+            await self.app(scope, receive, send)
+            return
+        # The page is ~10 KB; asking for it uncompressed keeps the rewrite a byte splice.
+        scope = dict(scope)
+        scope["headers"] = [(name, value) for name, value in scope.get("headers", [])
+                            if name.lower() != b"accept-encoding"]
+        await self.app(scope, receive, _Rewriter(send, self.links).send)
+
+
+class _Rewriter:
+    """Holds back a 200 `text/html` answer until its body is complete, then sends it with the
+    links; any other answer (a 304, a redirect, a 404, a file) goes through as it comes."""
+
+    def __init__(self, send: Send, links: bytes) -> None:
+        self._send = send
+        self._links = links
+        self._start: Message | None = None
+        self._body: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            if message.get("status") == 200 and _is_plain_html(message.get("headers", [])):
+                self._start = message
+                return
+        elif message["type"] == "http.response.body" and self._start is not None:
+            self._body.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            page = with_preload_links(b"".join(self._body), self._links)
+            headers = [(name, value) for name, value in self._start.get("headers", [])
+                       if name.lower() not in _DROPPED_HEADERS]
+            headers.append((b"content-length", str(len(page)).encode()))
+            await self._send({**self._start, "headers": headers})
+            await self._send({"type": "http.response.body", "body": page})
+            self._start = None
+            return
+        await self._send(message)
+
+
+def _is_plain_html(headers: list[tuple[bytes, bytes]]) -> bool:
+    """HTML, and not compressed (a compressed body is passed on as it is, without links)."""
+    named = {name.lower(): value.lower() for name, value in headers}
+    return (named.get(b"content-type", b"").startswith(b"text/html")
+            and named.get(b"content-encoding", b"identity") == b"identity")

@@ -36,7 +36,7 @@ from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store.database import connect  # noqa: E402
-from tests.browser.support import Dashboard  # noqa: E402
+from tests.browser.support import CHARTS_DRAWN, Dashboard  # noqa: E402
 
 PYTHON = sys.executable
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -135,12 +135,6 @@ def url_for(page: str, filters: Filters, run_id: str) -> str:
     if page in ("run", "compare"):  # the comparison view opens beside the typical run
         return f"/{page}?{query}&run={run_id}"
     return f"/{'' if page == 'overview' else page}?{query}"
-
-
-# A chart counts as drawn once Plotly has put its SVG in its own container (each chart has
-# several `.main-svg`, so counting those would call a page drawn a chart or two early).
-CHARTS_DRAWN = ("(n) => [...document.querySelectorAll('.js-plotly-plot')]"
-                ".filter(p => p.querySelector('.main-svg')).length >= n")
 
 
 def time_visit(tab: object, url: str, charts: int) -> float:

@@ -20,6 +20,13 @@ from ingest.files.loader import load_files
 from store.database import connect
 from tests.trace_builder import TraceBuilder, store
 
+# A JavaScript function of n for `wait_for_function(CHARTS_DRAWN, arg=n)`: true once n charts are
+# drawn. A chart counts once Plotly has put its SVG in its own container; each chart holds two
+# `.main-svg` (Plotly's paper and top paper), so counting those let a page through with half its
+# charts drawn (on a loaded machine [failures] counted 2 of 3 and [simulate] 1 of 2).
+CHARTS_DRAWN = ("(n) => [...document.querySelectorAll('.js-plotly-plot')]"
+                ".filter(chart => chart.querySelector('.main-svg')).length >= n")
+
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dashboard" / "streamlit_app.py"
 # Two ISO weeks of the sample (W47 and W48), so that the overview has a previous period too.

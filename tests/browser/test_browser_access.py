@@ -57,9 +57,8 @@ def page(browser: object) -> Iterator[object]:
 def settle(tab: object, charts: int = 0) -> None:
     tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
     if charts:
-        tab.wait_for_function(  # type: ignore[attr-defined]
-            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
-            timeout=TIMEOUT_MS)
+        tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
+                              timeout=TIMEOUT_MS)
     tab.wait_for_timeout(500)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
     assert exception.count() == 0, exception.first.inner_text()

@@ -52,9 +52,8 @@ def finished(tab: object, charts: int = 0) -> None:
             "!document.querySelector('[data-testid=stSkeleton], [data-testid=stSpinner]')",
             timeout=TIMEOUT_MS)
         if charts:
-            tab.wait_for_function(  # type: ignore[attr-defined]
-                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
-                timeout=TIMEOUT_MS)
+            tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
+                                  timeout=TIMEOUT_MS)
         tab.wait_for_timeout(1_000)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
     assert exception.count() == 0, exception.first.inner_text()

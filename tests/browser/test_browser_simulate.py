@@ -48,9 +48,8 @@ def tab(app: support.Dashboard) -> Iterator[object]:
 
 def settle(tab: object) -> None:
     tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    tab.wait_for_function(  # type: ignore[attr-defined]
-        "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
-        timeout=TIMEOUT_MS)
+    tab.wait_for_function(support.CHARTS_DRAWN, arg=2,  # type: ignore[attr-defined]
+                          timeout=TIMEOUT_MS)
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
     assert exception.count() == 0, exception.first.inner_text()
 

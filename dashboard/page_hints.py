@@ -10,6 +10,8 @@ itself loaded the chunk that renders raw HTML, half a second into the visit.
 
 `PreloadChartCode` is ASGI middleware around Streamlit's app: it rewrites only the HTML page
 Streamlit answers a page address with (GET, 200, `text/html`); everything else passes untouched.
+A page that draws no charts (page_list.PAGES_WITHOUT_CHARTS) is not sent the chart chunk's hint:
+on Runs that download held DOMContentLoaded back by about 100 ms for nothing.
 The chunks' names are read from the installed Streamlit; when an upgrade renames them the
 middleware finds the new names, or adds nothing.
 """
@@ -18,25 +20,28 @@ from __future__ import annotations
 
 import functools
 import html
+from collections.abc import Callable
 from pathlib import Path
 
 from dashboard.access import ASGIApp, Message, Receive, Scope, Send, is_page
+from dashboard.page_list import PAGES_WITHOUT_CHARTS
 
 # The frontend's lazily loaded chunks worth fetching before the page asks for them.
-_CHUNK_PATTERNS = ("PlotlyChart.*.js", "DataFrame.*.js")
+_CHART_CHUNK = "PlotlyChart.*.js"
+_CHUNK_PATTERNS = (_CHART_CHUNK, "DataFrame.*.js")
 # Headers of Streamlit's file answer that describe the file, not the rewritten page: a
 # validator of the file would let a browser keep a page with other hints.
 _DROPPED_HEADERS = frozenset({b"content-length", b"etag", b"last-modified"})
 
 
 @functools.cache
-def lazy_chunks() -> tuple[str, ...]:
-    """The file names of the chunks named in _CHUNK_PATTERNS that this Streamlit build has."""
+def lazy_chunks(patterns: tuple[str, ...] = _CHUNK_PATTERNS) -> tuple[str, ...]:
+    """The file names of the chunks named by `patterns` that this Streamlit build has."""
     import streamlit  # here, not at import: the CLI imports this module for every command
 
     static_js = Path(streamlit.__file__).resolve().parent / "static" / "static" / "js"
     names = []
-    for pattern in _CHUNK_PATTERNS:
+    for pattern in patterns:
         found = sorted(static_js.glob(pattern))
         if len(found) == 1:
             names.append(found[0].name)
@@ -44,11 +49,22 @@ def lazy_chunks() -> tuple[str, ...]:
 
 
 @functools.cache
-def preload_links() -> bytes:
-    """`<link>` elements for lazy_chunks(), relative to the page as Streamlit's own are (so they
-    work under `server.baseUrlPath` and on any page address)."""
+def preload_links(patterns: tuple[str, ...] = _CHUNK_PATTERNS) -> bytes:
+    """`<link>` elements for lazy_chunks(patterns), relative to the page as Streamlit's own are
+    (so they work under `server.baseUrlPath` and on any page address)."""
     return "".join(f'<link rel="modulepreload" crossorigin href="./static/js/'
-                   f'{html.escape(name)}">' for name in lazy_chunks()).encode()
+                   f'{html.escape(name)}">' for name in lazy_chunks(patterns)).encode()
+
+
+def page_links(path: str) -> bytes:
+    """The links for the page at `path`: without the chart chunk's on a page that draws no
+    charts. The page is the address's last segment (the app may live under a base path); any
+    other address (`/`, an unknown page, which Streamlit answers with the default page) gets
+    them all."""
+    page = path.rstrip("/").rsplit("/", 1)[-1]
+    if page in PAGES_WITHOUT_CHARTS:
+        return preload_links(tuple(p for p in _CHUNK_PATTERNS if p != _CHART_CHUNK))
+    return preload_links()
 
 
 def with_preload_links(page: bytes, links: bytes) -> bytes:
@@ -60,22 +76,26 @@ def with_preload_links(page: bytes, links: bytes) -> bytes:
 
 
 class PreloadChartCode:
-    """ASGI middleware: adds preload_links() to the HTML Streamlit serves for a page address."""
+    """ASGI middleware: adds `links_for(path)` (page_links) to the HTML Streamlit serves for a
+    page address."""
 
-    def __init__(self, app: ASGIApp, links: bytes | None = None) -> None:
+    def __init__(self, app: ASGIApp,
+                 links_for: Callable[[str], bytes] = page_links) -> None:
         self.app = app
-        self.links = preload_links() if links is None else links
+        self.links_for = links_for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] != "http" or scope.get("method") != "GET" or not self.links
-                or not is_page(scope.get("path", "/"))):
+        path = scope.get("path", "/")
+        links = (self.links_for(path) if scope["type"] == "http" and scope.get("method") == "GET"
+                 and is_page(path) else b"")
+        if not links:
             await self.app(scope, receive, send)
             return
         # The page is ~10 KB; asking for it uncompressed keeps the rewrite a byte splice.
         scope = dict(scope)
         scope["headers"] = [(name, value) for name, value in scope.get("headers", [])
                             if name.lower() != b"accept-encoding"]
-        await self.app(scope, receive, _Rewriter(send, self.links).send)
+        await self.app(scope, receive, _Rewriter(send, links).send)
 
 
 class _Rewriter:

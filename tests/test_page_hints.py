@@ -10,10 +10,15 @@ from pathlib import Path
 import streamlit
 
 from dashboard.access import Message, Receive, Scope, Send
-from dashboard.page_hints import PreloadChartCode, lazy_chunks, preload_links
+from dashboard.page_hints import PreloadChartCode, lazy_chunks, page_links, preload_links
 
 PAGE = b"<!doctype html><html><head><title>Streamlit</title></head><body></body></html>"
 LINKS = b'<link rel="modulepreload" crossorigin href="./static/js/PlotlyChart.x.js">'
+
+
+def hinting(app: object) -> PreloadChartCode:
+    """The middleware around `app`, with LINKS for every page."""
+    return PreloadChartCode(app, lambda path: LINKS)  # type: ignore[arg-type]
 
 
 class Answer:
@@ -64,7 +69,7 @@ def headers(sent: list[Message]) -> dict[bytes, bytes]:
 
 def test_a_page_gets_the_links_before_its_head_ends_with_a_length_that_fits() -> None:
     downstream = html_answer(PAGE[:20], PAGE[20:])  # in two pieces, as a file is streamed
-    sent = call(PreloadChartCode(downstream, LINKS), "/failures")
+    sent = call(hinting(downstream), "/failures")
     page = body(sent)
     assert page == PAGE.replace(b"</head>", LINKS + b"</head>")
     assert int(headers(sent)[b"content-length"]) == len(page)
@@ -85,14 +90,14 @@ def test_what_is_not_a_page_answer_passes_as_it_came() -> None:
             ("/", "GET", Answer(200, [(b"content-type", b"text/html"),
                                       (b"content-encoding", b"gzip")], [gzip.compress(PAGE)])),
     ):
-        sent = call(PreloadChartCode(downstream, LINKS), path, method)
+        sent = call(hinting(downstream), path, method)
         assert sent[0]["status"] == downstream.status, path
         assert sent[0]["headers"] == downstream.headers, path
         assert body(sent) == b"".join(downstream.bodies), path
 
 
 def test_a_page_without_a_head_end_is_sent_unchanged() -> None:
-    sent = call(PreloadChartCode(html_answer(b"<p>no head</p>"), LINKS))
+    sent = call(hinting(html_answer(b"<p>no head</p>")))
     assert body(sent) == b"<p>no head</p>"
     assert headers(sent)[b"content-length"] == b"14"
 
@@ -106,3 +111,12 @@ def test_the_links_name_the_installed_streamlits_lazy_chunks() -> None:
     for name in chunks:
         assert (static_js / name).is_file()
         assert f'href="./static/js/{name}"'.encode() in preload_links()
+
+
+def test_a_page_that_draws_no_charts_is_not_sent_the_chart_chunk() -> None:
+    chart, table = lazy_chunks()
+    for path in ("/", "/failures", "/run", "/app/under/a/base/overview", "/nosuch"):
+        assert chart.encode() in page_links(path) and table.encode() in page_links(path), path
+    for path in ("/runs", "/weekly/", "/app/budgets"):
+        assert chart.encode() not in page_links(path), path
+        assert table.encode() in page_links(path), path

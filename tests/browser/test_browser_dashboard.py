@@ -50,13 +50,8 @@ def settle(tab: object, charts: int = 0) -> None:
     """Wait until the script run is over and `charts` Plotly charts are drawn."""
     tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
     if charts:
-        # Each chart holds two .main-svg (Plotly's paper and top paper), so counting those alone
-        # let a page with half its charts drawn through: on a loaded machine [failures] then
-        # counted 2 charts of 3 and [simulate] 1 of 2. Count the charts that have drawn.
-        tab.wait_for_function(  # type: ignore[attr-defined]
-            "[...document.querySelectorAll('.js-plotly-plot')]"
-            f".filter(chart => chart.querySelector('.main-svg')).length >= {charts}",
-            timeout=TIMEOUT_MS)
+        tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
+                              timeout=TIMEOUT_MS)
     tab.wait_for_timeout(500)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
     assert exception.count() == 0, exception.first.inner_text()
@@ -106,6 +101,23 @@ def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: support.Da
         "performance.getEntriesByType('resource').map(r => r.name)"
         ".filter(name => /\\/js\\/(PlotlyChart|DataFrame)\\./.test(name))")
     assert sorted(fetched) == sorted(hints)  # each fetched once, by the name in the hint
+
+
+def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: support.Dashboard,
+                                                             page: object) -> None:
+    """Runs draws tables only: its HTML hints the table code, not the 4.7 MB chart code, and a
+    first visit fetches no chart code at all."""
+    page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, 0)
+    assert heading(page) == "Runs"
+    hints = page.evaluate(  # type: ignore[attr-defined]
+        "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
+        ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
+    assert [href.rsplit("/", 1)[1].split(".")[0] for href in hints] == ["DataFrame"]
+    fetched = page.evaluate(  # type: ignore[attr-defined]
+        "performance.getEntriesByType('resource').map(r => r.name)"
+        ".filter(name => /\\/js\\/PlotlyChart\\./.test(name))")
+    assert fetched == []
 
 
 def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:

@@ -25,7 +25,7 @@ CHROMIUM = support.CHROMIUM
 SHOTS = support.REPO / "test-artifacts" / "screenshots"
 QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
 # page path -> Plotly charts drawn on it (the utilisation CDF sits in a hidden tab)
-PAGES = {"": 3, "attribution": 2, "failures": 3, "utilisation": 2, "reconciliation": 2,
+PAGES = {"": 3, "attribution": 3, "failures": 3, "utilisation": 3, "reconciliation": 2,
          "weekly": 0, "simulate": 2}
 TIMEOUT_MS = 90_000
 

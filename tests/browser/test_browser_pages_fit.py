@@ -24,8 +24,8 @@ QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
 WIDTH = 1400
 TIMEOUT_MS = 120_000
 # name -> (path, Plotly charts the page draws once it has finished)
-PAGES = {"overview": ("", 3), "runs": ("runs", 0), "attribution": ("attribution", 2),
-         "failures": ("failures", 3), "utilisation": ("utilisation", 2),
+PAGES = {"overview": ("", 3), "runs": ("runs", 0), "attribution": ("attribution", 3),
+         "failures": ("failures", 3), "utilisation": ("utilisation", 3),
          "reconciliation": ("reconciliation", 2), "weekly": ("weekly", 0),
          "simulate": ("simulate", 2), "budgets": ("budgets", 0)}
 # Cell texts that are a program's words for "no value", never a person's.

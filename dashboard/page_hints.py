@@ -27,8 +27,8 @@ from dashboard.access import ASGIApp, Message, Receive, Scope, Send, is_page
 from dashboard.page_list import PAGES_WITHOUT_CHARTS
 
 # The frontend's lazily loaded chunks worth fetching before the page asks for them.
-_CHART_CHUNK = "PlotlyChart.*.js"
-_CHUNK_PATTERNS = (_CHART_CHUNK, "DataFrame.*.js")
+_CHART_CHUNK, _TABLE_CHUNK = "PlotlyChart.*.js", "DataFrame.*.js"
+_CHUNK_PATTERNS = (_CHART_CHUNK, _TABLE_CHUNK)
 # Headers of Streamlit's file answer that describe the file, not the rewritten page: a
 # validator of the file would let a browser keep a page with other hints.
 _DROPPED_HEADERS = frozenset({b"content-length", b"etag", b"last-modified"})
@@ -63,7 +63,7 @@ def page_links(path: str) -> bytes:
     them all."""
     page = path.rstrip("/").rsplit("/", 1)[-1]
     if page in PAGES_WITHOUT_CHARTS:
-        return preload_links(tuple(p for p in _CHUNK_PATTERNS if p != _CHART_CHUNK))
+        return preload_links((_TABLE_CHUNK,))
     return preload_links()
 
 

@@ -1,4 +1,5 @@
-"""Tell a first-time visitor's browser, in the page's own HTML, to fetch the chart code at once.
+"""Tell a first-time visitor's browser, in the page's own HTML, to fetch the chart code at once
+and where Streamlit's server is.
 
 Streamlit's frontend loads the JavaScript behind `st.plotly_chart` (one 4.7 MB chunk in 1.67) and
 `st.dataframe` (486 KB) only when the first such element arrives over the websocket, that is
@@ -8,12 +9,16 @@ parallel with the websocket handshake and the script. Sent from the app's script
 earlier way, `st.markdown` with raw HTML), the hint only took effect after the frontend had
 itself loaded the chunk that renders raw HTML, half a second into the visit.
 
-`PreloadChartCode` is ASGI middleware around Streamlit's app: it rewrites only the HTML page
+`PageHints` is ASGI middleware around Streamlit's app: it rewrites only the HTML page
 Streamlit answers a page address with (GET, 200, `text/html`); everything else passes untouched.
 A page that draws no charts (page_list.PAGES_WITHOUT_CHARTS) is not sent the chart chunk's hint:
 on Runs that download held DOMContentLoaded back by about 100 ms for nothing.
 The chunks' names are read from the installed Streamlit; when an upgrade renames them the
 middleware finds the new names, or adds nothing.
+
+A page's address also gets a one-line script saying the server is at the page's parent
+(`window.__streamlit.BACKEND_BASE_URL`, the client's setting for where its server is): without
+it the client tries `<page>/_stcore/health` first and connects about 130 ms later.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashboard.access import ASGIApp, Message, Receive, Scope, Send, is_page
-from dashboard.page_list import PAGES_WITHOUT_CHARTS
+from dashboard.page_list import PAGE_PATHS, PAGES_WITHOUT_CHARTS
 
 # The frontend's lazily loaded chunks worth fetching before the page asks for them.
 _CHART_CHUNK, _TABLE_CHUNK = "PlotlyChart.*.js", "DataFrame.*.js"
@@ -56,15 +61,40 @@ def preload_links(patterns: tuple[str, ...] = _CHUNK_PATTERNS) -> bytes:
                    f'{html.escape(name)}">' for name in lazy_chunks(patterns)).encode()
 
 
+# Where Streamlit's client finds its server, said before the client's code runs (it reads
+# `window.__streamlit` once, as it loads). Unsaid, on any address but the app's root the client
+# first asks `<page>/_stcore/health`, gets a 404 and tries the parent about 130 ms later. The
+# page's parent, relative to the page, is the app's base wherever it is mounted; the two forms
+# differ only in a trailing slash. Constants: nothing from the request goes into the page.
+_SERVER_IS_THE_PARENT = {
+    False: b'<script>window.__streamlit={BACKEND_BASE_URL:new URL(".",location.href).href}'
+           b'</script>',
+    True: b'<script>window.__streamlit={BACKEND_BASE_URL:new URL("..",location.href).href}'
+          b'</script>',
+}
+
+
 def page_links(path: str) -> bytes:
-    """The links for the page at `path`: without the chart chunk's on a page that draws no
-    charts. The page is the address's last segment (the app may live under a base path); any
-    other address (`/`, an unknown page, which Streamlit answers with the default page) gets
-    them all."""
+    """What goes into the head of the page at `path`: where the server is, on a page's address
+    (not on the app's root, where the client looks there first anyway), and the preload links,
+    without the chart chunk's on a page that draws no charts. The page is the address's last
+    segment (the app may live under a base path); any other address (an unknown page, which
+    Streamlit answers with the default page) gets the links only, all of them."""
     page = path.rstrip("/").rsplit("/", 1)[-1]
+    server = (_SERVER_IS_THE_PARENT[path.endswith("/")]
+              if page in PAGE_PATHS and not _is_the_base(path) else b"")
     if page in PAGES_WITHOUT_CHARTS:
-        return preload_links((_TABLE_CHUNK,))
-    return preload_links()
+        return server + preload_links((_TABLE_CHUNK,))
+    return server + preload_links()
+
+
+def _is_the_base(path: str) -> bool:
+    """Whether `path` is Streamlit's own `server.baseUrlPath` (the root of an app mounted at,
+    say, `/runs`), whose last segment only looks like a page."""
+    from streamlit import config
+
+    base = str(config.get_option("server.baseUrlPath") or "").strip("/")
+    return bool(base) and path.strip("/") == base
 
 
 def with_preload_links(page: bytes, links: bytes) -> bytes:
@@ -75,7 +105,7 @@ def with_preload_links(page: bytes, links: bytes) -> bytes:
     return page[:head_end] + links + page[head_end:]
 
 
-class PreloadChartCode:
+class PageHints:
     """ASGI middleware: adds `links_for(path)` (page_links) to the HTML Streamlit serves for a
     page address."""
 

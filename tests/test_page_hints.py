@@ -1,5 +1,6 @@
-"""PreloadChartCode (dashboard/page_hints.py): the chart code's preload hints go into the HTML of
-a page address and nowhere else, and whatever it does not rewrite reaches the browser as sent."""
+"""PageHints (dashboard/page_hints.py): the chart code's preload hints and where the server is go
+into the HTML of a page address and nowhere else, and whatever it does not rewrite reaches the
+browser as sent."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from pathlib import Path
 import streamlit
 
 from dashboard.access import Message, Receive, Scope, Send
-from dashboard.page_hints import PreloadChartCode, lazy_chunks, page_links, preload_links
+from dashboard.page_hints import PageHints, lazy_chunks, page_links, preload_links
 
 PAGE = b"<!doctype html><html><head><title>Streamlit</title></head><body></body></html>"
 LINKS = b'<link rel="modulepreload" crossorigin href="./static/js/PlotlyChart.x.js">'
 
 
-def hinting(app: object) -> PreloadChartCode:
+def hinting(app: object) -> PageHints:
     """The middleware around `app`, with LINKS for every page."""
-    return PreloadChartCode(app, lambda path: LINKS)  # type: ignore[arg-type]
+    return PageHints(app, lambda path: LINKS)  # type: ignore[arg-type]
 
 
 class Answer:
@@ -120,3 +121,27 @@ def test_a_page_that_draws_no_charts_is_not_sent_the_chart_chunk() -> None:
     for path in ("/runs", "/weekly/", "/app/budgets"):
         assert chart.encode() not in page_links(path), path
         assert table.encode() in page_links(path), path
+
+
+def test_a_page_address_says_its_server_is_at_its_parent() -> None:
+    """On `/attribution` Streamlit's client would first look for its server at
+    `/attribution/_stcore/…`; the page says, before the client runs, that it is at the page's
+    parent, relative to the page so that it holds under any mount point."""
+    here = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL(".",location.href).href}'
+    above = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL("..",location.href).href}'
+    for path in ("/attribution", "/runs", "/overview", "/app/under/a/base/budgets"):
+        assert page_links(path).startswith(here), path
+    assert page_links("/weekly/").startswith(above)
+    for path in ("/", "/nosuch", "/app/"):  # the root, or not a page: nothing said
+        assert b"<script" not in page_links(path), path
+
+
+def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
+    from streamlit import config
+
+    config.set_option("server.baseUrlPath", "runs")
+    try:
+        assert b"<script" not in page_links("/runs") and b"<script" not in page_links("/runs/")
+        assert page_links("/runs/attribution").startswith(b"<script")
+    finally:
+        config.set_option("server.baseUrlPath", "")

@@ -64,10 +64,10 @@ def _install_guard(policy: AccessPolicy) -> None:
     module-level `create_starlette_app(runtime)` and hands it to uvicorn, so wrapping that one
     function covers every route, present and future. If a Streamlit version builds its app
     some other way, the dashboard refuses to start rather than serve unguarded. Inside the
-    guard, `PreloadChartCode` adds the chart code's preload hints to the pages' HTML."""
+    guard, `PageHints` adds the preload hints and the server's place to the pages' HTML."""
     from streamlit.web.server.starlette import starlette_server
 
-    from dashboard.page_hints import PreloadChartCode
+    from dashboard.page_hints import PageHints
 
     build = getattr(starlette_server, "create_starlette_app", None)
     start = getattr(getattr(starlette_server, "UvicornServer", None), "start", None)
@@ -78,7 +78,7 @@ def _install_guard(policy: AccessPolicy) -> None:
     original = getattr(build, "__wrapped__", build)
 
     def guarded(runtime):  # type: ignore[no-untyped-def]
-        return AccessGuard(PreloadChartCode(original(runtime)), policy)
+        return AccessGuard(PageHints(original(runtime)), policy)
 
     guarded.__wrapped__ = original  # type: ignore[attr-defined]
     starlette_server.create_starlette_app = guarded

@@ -120,6 +120,28 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: support
     assert fetched == []
 
 
+@pytest.mark.parametrize("path", ["attribution", "runs/"])
+def test_a_page_address_connects_at_once_and_navigates_from_there(
+        sample_app: support.Dashboard, page: object, path: str) -> None:
+    """Told where its server is (dashboard/page_hints.py), the client never asks the page's
+    address for Streamlit's endpoints (`/attribution/_stcore/health`, a 404 and a retry), and
+    the sidebar's links from there lead to the pages at the root, not under the page."""
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
+    page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
+    settle(page, 3 if path == "attribution" else 0)
+    assert heading(page) == ("Attribution" if path == "attribution" else "Runs")
+    assert "/_stcore/health" in asked and "/_stcore/host-config" in asked
+    assert [p for p in asked if "/_stcore/" in p and not p.startswith("/_stcore/")] == []
+    nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
+    nav.get_by_text("Failures", exact=True).click()
+    page.wait_for_url(re.compile(r"/failures\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    settle(page, PAGES["failures"])
+    assert heading(page) == "Failures"
+    assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
+    assert parse_qs(urlsplit(page.url).query)["since"] == [support.SINCE]  # type: ignore[attr-defined]
+
+
 def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:
     run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]

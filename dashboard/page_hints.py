@@ -16,6 +16,10 @@ on Runs that download held DOMContentLoaded back by about 100 ms for nothing.
 The chunks' names are read from the installed Streamlit; when an upgrade renames them the
 middleware finds the new names, or adds nothing.
 
+A page that draws charts also imports the chart chunk as soon as the browser is idle
+(evaluate_when_idle), so that evaluating plotly.js overlaps the server's queries instead of
+following them.
+
 A page's address also gets a one-line script saying the server is at the page's parent
 (`window.__streamlit.BACKEND_BASE_URL`, the client's setting for where its server is): without
 it the client tries `<page>/_stcore/health` first and connects about 130 ms later.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,6 +79,23 @@ _SERVER_IS_THE_PARENT = {
 }
 
 
+@functools.cache
+def evaluate_when_idle(pattern: str = _CHART_CHUNK) -> bytes:
+    """A module script that imports the chunk named by `pattern` once the browser is idle.
+
+    The preload hint only fetches and parses the chart chunk: evaluating it (plotly.js, ~0.8 s
+    of main-thread work here) waits until the first chart arrives, which is after the page's
+    queries. While the server runs them the browser has nothing to do; importing the chunk
+    then leaves only the drawing for when the charts arrive. Same address as Streamlit's own
+    import, so the module is evaluated once; a failure here is left for that import to
+    report."""
+    script = "".join(
+        f"const go=()=>import({json.dumps('./static/js/' + name)}).catch(()=>{{}});"
+        "if(window.requestIdleCallback)requestIdleCallback(go);else setTimeout(go,0);"
+        for name in lazy_chunks((pattern,)))
+    return f'<script type="module">{script}</script>'.encode() if script else b""
+
+
 def page_links(path: str) -> bytes:
     """What goes into the head of the page at `path`: where the server is, on a page's address
     (not on the app's root, where the client looks there first anyway), and the preload links,
@@ -85,7 +107,7 @@ def page_links(path: str) -> bytes:
               if page in PAGE_PATHS and not _is_the_base(path) else b"")
     if page in PAGES_WITHOUT_CHARTS:
         return server + preload_links((_TABLE_CHUNK,))
-    return server + preload_links()
+    return server + preload_links() + evaluate_when_idle()
 
 
 def _is_the_base(path: str) -> bool:

@@ -11,7 +11,13 @@ from pathlib import Path
 import streamlit
 
 from dashboard.access import Message, Receive, Scope, Send
-from dashboard.page_hints import PageHints, lazy_chunks, page_links, preload_links
+from dashboard.page_hints import (
+    PageHints,
+    evaluate_when_idle,
+    lazy_chunks,
+    page_links,
+    preload_links,
+)
 
 PAGE = b"<!doctype html><html><head><title>Streamlit</title></head><body></body></html>"
 LINKS = b'<link rel="modulepreload" crossorigin href="./static/js/PlotlyChart.x.js">'
@@ -133,7 +139,7 @@ def test_a_page_address_says_its_server_is_at_its_parent() -> None:
         assert page_links(path).startswith(here), path
     assert page_links("/weekly/").startswith(above)
     for path in ("/", "/nosuch", "/app/"):  # the root, or not a page: nothing said
-        assert b"<script" not in page_links(path), path
+        assert b"window.__streamlit" not in page_links(path), path
 
 
 def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
@@ -141,7 +147,23 @@ def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
 
     config.set_option("server.baseUrlPath", "runs")
     try:
-        assert b"<script" not in page_links("/runs") and b"<script" not in page_links("/runs/")
-        assert page_links("/runs/attribution").startswith(b"<script")
+        for path in ("/runs", "/runs/"):
+            assert b"window.__streamlit" not in page_links(path), path
+        assert b"window.__streamlit" in page_links("/runs/attribution")
     finally:
         config.set_option("server.baseUrlPath", "")
+
+
+def test_a_page_that_draws_charts_evaluates_the_chart_code_when_the_browser_is_idle() -> None:
+    """The chart chunk is imported, by the address Streamlit itself imports it from, once the
+    browser is idle (while the server runs the page's queries); pages without charts never
+    import it."""
+    chart, _ = lazy_chunks()
+    script = evaluate_when_idle()
+    assert script.startswith(b'<script type="module">') and script.endswith(b"</script>")
+    assert f'import("./static/js/{chart}")'.encode() in script
+    assert b"requestIdleCallback(go)" in script and b"setTimeout(go,0)" in script
+    for path in ("/", "/attribution", "/run", "/nosuch"):
+        assert page_links(path).endswith(script), path
+    for path in ("/runs", "/weekly", "/budgets"):
+        assert b"import(" not in page_links(path), path

@@ -162,7 +162,7 @@ def test_a_page_that_draws_charts_evaluates_the_chart_code_when_the_browser_is_i
     script = evaluate_when_idle()
     assert script.startswith(b'<script type="module">') and script.endswith(b"</script>")
     assert f'import("./static/js/{chart}")'.encode() in script
-    assert b"requestIdleCallback(go)" in script and b"setTimeout(go,0)" in script
+    assert b"requestIdleCallback(load)" in script and b"setTimeout(load,0)" in script
     for path in ("/", "/attribution", "/run", "/nosuch"):
         assert page_links(path).endswith(script), path
     for path in ("/runs", "/weekly", "/budgets"):

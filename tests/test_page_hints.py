@@ -145,13 +145,14 @@ def test_a_page_address_says_its_server_is_at_its_parent() -> None:
 def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
     from streamlit import config
 
+    before = config.get_option("server.baseUrlPath")
     config.set_option("server.baseUrlPath", "runs")
     try:
         for path in ("/runs", "/runs/"):
             assert b"window.__streamlit" not in page_links(path), path
         assert b"window.__streamlit" in page_links("/runs/attribution")
     finally:
-        config.set_option("server.baseUrlPath", "")
+        config.set_option("server.baseUrlPath", before)
 
 
 def test_a_page_that_draws_charts_evaluates_the_chart_code_when_the_browser_is_idle() -> None:

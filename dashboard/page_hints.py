@@ -98,7 +98,7 @@ def evaluate_when_idle(pattern: str = _CHART_CHUNK) -> bytes:
             "</script>").encode()
 
 
-def page_links(path: str) -> bytes:
+def head_additions(path: str) -> bytes:
     """What goes into the head of the page at `path`: where the server is, on a page's address
     (not on the app's root, where the client looks there first anyway), and the preload links,
     without the chart chunk's on a page that draws no charts. The page is the address's last
@@ -121,44 +121,45 @@ def _is_the_base(path: str) -> bool:
     return bool(base) and path.strip("/") == base
 
 
-def with_preload_links(page: bytes, links: bytes) -> bytes:
-    """`page` with `links` just before `</head>` (unchanged when it has no `</head>`)."""
+def with_head_additions(page: bytes, additions: bytes) -> bytes:
+    """`page` with `additions` just before `</head>` (unchanged when it has no `</head>`)."""
     head_end = page.find(b"</head>")
-    if head_end < 0 or not links:
+    if head_end < 0 or not additions:
         return page
-    return page[:head_end] + links + page[head_end:]
+    return page[:head_end] + additions + page[head_end:]
 
 
 class PageHints:
-    """ASGI middleware: adds `links_for(path)` (page_links) to the HTML Streamlit serves for a
-    page address."""
+    """ASGI middleware: adds `additions_for(path)` (head_additions) to the HTML Streamlit serves
+    for a page address."""
 
     def __init__(self, app: ASGIApp,
-                 links_for: Callable[[str], bytes] = page_links) -> None:
+                 additions_for: Callable[[str], bytes] = head_additions) -> None:
         self.app = app
-        self.links_for = links_for
+        self.additions_for = additions_for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "/")
-        links = (self.links_for(path) if scope["type"] == "http" and scope.get("method") == "GET"
-                 and is_page(path) else b"")
-        if not links:
+        additions = (self.additions_for(path)
+                     if scope["type"] == "http" and scope.get("method") == "GET" and is_page(path)
+                     else b"")
+        if not additions:
             await self.app(scope, receive, send)
             return
         # The page is ~10 KB; asking for it uncompressed keeps the rewrite a byte splice.
         scope = dict(scope)
         scope["headers"] = [(name, value) for name, value in scope.get("headers", [])
                             if name.lower() != b"accept-encoding"]
-        await self.app(scope, receive, _Rewriter(send, links).send)
+        await self.app(scope, receive, _Rewriter(send, additions).send)
 
 
 class _Rewriter:
     """Holds back a 200 `text/html` answer until its body is complete, then sends it with the
-    links; any other answer (a 304, a redirect, a 404, a file) goes through as it comes."""
+    additions; any other answer (a 304, a redirect, a 404, a file) goes through as it comes."""
 
-    def __init__(self, send: Send, links: bytes) -> None:
+    def __init__(self, send: Send, additions: bytes) -> None:
         self._send = send
-        self._links = links
+        self._additions = additions
         self._start: Message | None = None
         self._body: list[bytes] = []
 
@@ -171,7 +172,7 @@ class _Rewriter:
             self._body.append(message.get("body", b""))
             if message.get("more_body", False):
                 return
-            page = with_preload_links(b"".join(self._body), self._links)
+            page = with_head_additions(b"".join(self._body), self._additions)
             headers = [(name, value) for name, value in self._start.get("headers", [])
                        if name.lower() not in _DROPPED_HEADERS]
             headers.append((b"content-length", str(len(page)).encode()))

@@ -14,8 +14,8 @@ from dashboard.access import Message, Receive, Scope, Send
 from dashboard.page_hints import (
     PageHints,
     evaluate_when_idle,
+    head_additions,
     lazy_chunks,
-    page_links,
     preload_links,
 )
 
@@ -123,10 +123,11 @@ def test_the_links_name_the_installed_streamlits_lazy_chunks() -> None:
 def test_a_page_that_draws_no_charts_is_not_sent_the_chart_chunk() -> None:
     chart, table = lazy_chunks()
     for path in ("/", "/failures", "/run", "/app/under/a/base/overview", "/nosuch"):
-        assert chart.encode() in page_links(path) and table.encode() in page_links(path), path
+        additions = head_additions(path)
+        assert chart.encode() in additions and table.encode() in additions, path
     for path in ("/runs", "/weekly/", "/app/budgets"):
-        assert chart.encode() not in page_links(path), path
-        assert table.encode() in page_links(path), path
+        assert chart.encode() not in head_additions(path), path
+        assert table.encode() in head_additions(path), path
 
 
 def test_a_page_address_says_its_server_is_at_its_parent() -> None:
@@ -136,10 +137,10 @@ def test_a_page_address_says_its_server_is_at_its_parent() -> None:
     here = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL(".",location.href).href}'
     above = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL("..",location.href).href}'
     for path in ("/attribution", "/runs", "/overview", "/app/under/a/base/budgets"):
-        assert page_links(path).startswith(here), path
-    assert page_links("/weekly/").startswith(above)
+        assert head_additions(path).startswith(here), path
+    assert head_additions("/weekly/").startswith(above)
     for path in ("/", "/nosuch", "/app/"):  # the root, or not a page: nothing said
-        assert b"window.__streamlit" not in page_links(path), path
+        assert b"window.__streamlit" not in head_additions(path), path
 
 
 def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
@@ -149,8 +150,8 @@ def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
     config.set_option("server.baseUrlPath", "runs")
     try:
         for path in ("/runs", "/runs/"):
-            assert b"window.__streamlit" not in page_links(path), path
-        assert b"window.__streamlit" in page_links("/runs/attribution")
+            assert b"window.__streamlit" not in head_additions(path), path
+        assert b"window.__streamlit" in head_additions("/runs/attribution")
     finally:
         config.set_option("server.baseUrlPath", before)
 
@@ -165,6 +166,6 @@ def test_a_page_that_draws_charts_evaluates_the_chart_code_when_the_browser_is_i
     assert f'import("./static/js/{chart}")'.encode() in script
     assert b"requestIdleCallback(load)" in script and b"setTimeout(load,0)" in script
     for path in ("/", "/attribution", "/run", "/nosuch"):
-        assert page_links(path).endswith(script), path
+        assert head_additions(path).endswith(script), path
     for path in ("/runs", "/weekly", "/budgets"):
-        assert b"import(" not in page_links(path), path
+        assert b"import(" not in head_additions(path), path

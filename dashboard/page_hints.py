@@ -83,10 +83,12 @@ _SERVER_IS_THE_PARENT = {
 def evaluate_when_idle(pattern: str = _CHART_CHUNK) -> bytes:
     """A module script that imports the chunk named by `pattern` once the browser is idle.
 
-    The preload hint only fetches and parses the chart chunk: evaluating it (plotly.js, 0.5 to
-    0.8 s of main-thread work on this project's test machines) waits until the first chart
-    arrives, which is after the page's queries. While the server runs them the browser has
+    The preload hint only fetches and parses the chart chunk: evaluating it (plotly.js, one
+    main-thread task of 0.5 to 1.1 s on this project's test machines) waits until the first
+    chart arrives, which is after the page's queries. While the server runs them the browser has
     nothing to do; importing the chunk then leaves only the drawing for when the charts arrive.
+    Being one task, it also holds back the server's messages that arrive meanwhile, which is why
+    it waits for idle rather than running at once (at once it slowed the client's start-up).
     Same address as Streamlit's own import, so the module is evaluated once; a failure here is
     left for that import to report."""
     names = lazy_chunks((pattern,))
@@ -100,8 +102,9 @@ def evaluate_when_idle(pattern: str = _CHART_CHUNK) -> bytes:
 
 def head_additions(path: str) -> bytes:
     """What goes into the head of the page at `path`: where the server is, on a page's address
-    (not on the app's root, where the client looks there first anyway), and the preload links,
-    without the chart chunk's on a page that draws no charts. The page is the address's last
+    (not on the app's root, where the client looks there first anyway), the preload links, and
+    the chart chunk's import when idle (evaluate_when_idle); a page that draws no charts gets
+    neither the chart chunk's link nor its import. The page is the address's last
     segment (the app may live under a base path); any other address (an unknown page, which
     Streamlit answers with the default page) gets the links only, all of them."""
     page = path.rstrip("/").rsplit("/", 1)[-1]

@@ -24,6 +24,8 @@ _ALL_AGENTS = ""  # the agent selectbox's "all agents" option
 _LAST = "_filters_last_synced"
 _FOLLOW = "follow_new_spans"  # the sidebar toggle
 _DRAWN_FROM = "_drawn_from_source"  # data.source_token() when the page was last drawn
+_LAST_PAGE = "_page_last_run"  # the page of the previous full run
+_OPENING_LINK = "_filters_of_opening_link"  # what the link that opened the session said
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class PageContext:
     previous: Filters | None
     now: dt.datetime
     status: data.DatabaseStatus
+    # This run is the first of its page since another page ran (a sidebar click, a click-through,
+    # or the first visit): widgets whose values the page sets itself set them again, see
+    # arrived_on_page.
+    arrived: bool = False
 
 
 def set_context(context: PageContext) -> None:
@@ -44,6 +50,34 @@ def context() -> PageContext:
 
 
 # ---- filters <-> URL ---------------------------------------------------------------------
+
+def note_opening_link() -> None:
+    """Keep the filters of the link that opened the session, before the run sends anything.
+
+    A sidebar click interrupts the run at its next message and clears the URL; when that run
+    had not reached sidebar_filters, the link's filters would be lost."""
+    ss = st.session_state
+    if _LAST not in ss and _OPENING_LINK not in ss:
+        state, _ = from_params(st.query_params.to_dict())
+        if state is not None:
+            ss[_OPENING_LINK] = state
+
+
+def arrived_on_page(page: str) -> bool:
+    """Whether this run is the first of `page` since another page ran, and note that it ran.
+
+    On such a run every widget whose value the app sets sets it again, even to the value it
+    already holds. Measured: when a sidebar click interrupted the run that had set the filters,
+    the next page drew them right, but the timer runs of follow_new_data's watcher read the
+    selectboxes back at their first options, and the redraw the watcher asked for showed "Last
+    24 hours" and all agents. Setting the values in the run that draws the widgets keeps them
+    (tests/browser, test_new_spans_after_a_quick_page_switch_keep_the_filters).
+    """
+    ss = st.session_state
+    arrived = ss.get(_LAST_PAGE) != page
+    ss[_LAST_PAGE] = page
+    return arrived
+
 
 def _push_to_widgets(state: FilterState) -> None:
     ss = st.session_state
@@ -89,17 +123,21 @@ def default_preset(status: data.DatabaseStatus, now: dt.datetime, page: str = ""
     return "all"
 
 
-def sidebar_filters(agents: tuple[str, ...], default: str = "7d") -> FilterState:
-    """Render the filters in the sidebar; URL in, URL out."""
+def sidebar_filters(agents: tuple[str, ...], default: str = "7d",
+                    arrived: bool = False) -> FilterState:
+    """Render the filters in the sidebar; URL in, URL out. `arrived`: this run is the first of
+    its page (arrived_on_page), so the widgets are set again whatever they hold."""
     ss = st.session_state
     url_state, problems = from_params(st.query_params.to_dict())
-    if url_state is not None and (url_state != ss.get(_LAST) or "f_range" not in ss):
+    if url_state is not None and (url_state != ss.get(_LAST) or arrived or "f_range" not in ss):
         # A pasted link or the back button: the URL wins. So does it when the widgets' state
         # is gone: Streamlit drops it when a page switch interrupts a run (a chart's click
         # through to the Runs page), and the URL still says the filters.
         _push_to_widgets(url_state)
-    elif "f_range" not in ss:
-        _push_to_widgets(FilterState(default))
+    elif arrived or "f_range" not in ss:
+        # The sidebar switched pages, which clears the URL, or the widgets' state is gone: the
+        # filters carry over. Without a run that got this far, the opening link's filters do.
+        _push_to_widgets(ss.get(_LAST) or ss.get(_OPENING_LINK) or FilterState(default))
     for problem in problems:
         st.sidebar.warning(fmt.escape_md(problem))
 

@@ -14,6 +14,7 @@ from dashboard import data, layout, page_list
 from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
+layout.note_opening_link()  # first: any message sent lets a sidebar click interrupt the run
 # Our own image, not a Material icon: that one is fetched from fonts.gstatic.com (favicon.py).
 st.set_page_config(page_title="budgetscope", page_icon=favicon(), layout="wide")
 
@@ -42,6 +43,7 @@ def main() -> None:
     # The comparison view also takes `run` (with `with`): it stays where it is.
     if "run" in st.query_params and page.url_path not in ("run", "compare"):
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
+    arrived = layout.arrived_on_page(page.url_path)
     st.sidebar.title("budgetscope")
     layout.follow_new_data()
     try:
@@ -53,7 +55,7 @@ def main() -> None:
         layout.show_error(error, "read the database")
         return
     state = layout.sidebar_filters(
-        status.agents, layout.default_preset(status, now_utc(), page.url_path))
+        status.agents, layout.default_preset(status, now_utc(), page.url_path), arrived)
     layout.sidebar_status(status)
     if status.empty:
         layout.empty_state(status.path, status.serving)
@@ -64,7 +66,7 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001
         layout.show_error(error, "apply the filters")
         return
-    layout.set_context(layout.PageContext(state, filters, previous, now, status))
+    layout.set_context(layout.PageContext(state, filters, previous, now, status, arrived))
     try:
         page.run()
     except Exception as error:  # noqa: BLE001 - any page failure is shown as a message

@@ -17,8 +17,9 @@ _ANY = ""
 
 url_search, url_page, problems = run_search_params.from_params(st.query_params.to_dict())
 url_params = run_search_params.to_params(url_search, url_page)
-if url_params != ss.get(_LAST):
-    # A link from a chart, or the back button: the URL wins over the widgets.
+if url_params != ss.get(_LAST) or ctx.arrived:
+    # A link from a chart, or the back button: the URL wins over the widgets. On the page's
+    # first run the widgets are set even to the values they hold (layout.arrived_on_page).
     ss["rs_outcome"] = list(url_search.outcomes)
     ss["rs_exhausted"] = {None: _ANY, True: "yes", False: "no"}[url_search.exhausted]
     ss["rs_culprit"] = url_search.culprit or _ANY

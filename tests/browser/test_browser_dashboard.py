@@ -7,6 +7,7 @@ hostile span names show as text."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -191,6 +192,47 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
             "() => document.querySelector('[data-testid=stSidebar]').innerText"
             ".includes('runs   3')", timeout=30_000)
         settle(page)
+    finally:
+        app.stop()
+
+
+def test_new_spans_after_a_quick_page_switch_keep_the_filters(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, browser: object) -> None:
+    """A link opened and left through the sidebar at once (its page still drawing, as a quick
+    reader or a benchmark does): the next page keeps the link's filters, and so does the redraw
+    that new spans bring there. Streamlit's timer runs of the watcher used to see the sidebar's
+    selectboxes back at their first option, and the redraw then showed "Last 24 hours" and all
+    agents (found by bench_dashboard's navigation). The timing varies, so three tabs try it."""
+    db = tmp_path / "growing.duckdb"
+    shutil.copyfile(support.sample_db(tmp_path_factory), db)
+    app = support.Dashboard(str(db), tmp_path / "growing.log", refresh_seconds=1)
+    query = f"{QUERY}&agent=support-agent"
+    try:
+        for attempt in range(3):
+            context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore[attr-defined]
+            tab = context.new_page()
+            tab.goto(f"{app.url}/attribution?{query}")
+            tab.locator('[data-testid="stSidebarNav"]').get_by_text(
+                "Overview", exact=True).click()
+            tab.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)
+            settle(tab, PAGES[""])
+            sidebar_before = tab.locator('[data-testid="stSidebar"]').inner_text()
+            tab.wait_for_timeout(2_500)  # the watcher's timer runs
+            more = TraceBuilder(seed=8 + attempt, service="support-agent")
+            more.span(f"one more run {attempt}", 0, 1_000, attributes={"budget.total_ms": 5_000})
+            with closing(connect(str(db))) as con:
+                store(con, more.finished())
+            tab.wait_for_function(
+                "(before) => document.querySelector('[data-testid=stSidebar]').innerText"
+                " !== before", arg=sidebar_before, timeout=30_000)
+            settle(tab)
+            assert parse_qsl(urlsplit(tab.url).query) == parse_qsl(query), attempt
+            shown = {label: tab.locator(
+                f'[data-testid="stSidebar"] input[aria-label="{label}"]').input_value()
+                for label in ("Time range", "Agent")}
+            assert shown == {"Time range": "Custom (UTC)", "Agent": "support-agent"}, attempt
+            assert heading(tab) == "Overview"
+            context.close()
     finally:
         app.stop()
 

@@ -277,3 +277,36 @@ def test_one_huge_message_is_walked_span_by_span(message: ExportTraceServiceRequ
         assert not rejections
         assert piece.resource_spans[0].resource == message.resource_spans[0].resource
         assert piece.resource_spans[0].scope_spans[0].scope.name == "budgetscope.tests"
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+# A ResourceSpans claiming nearly 2**64 bytes, holding a Resource that claims nearly as many;
+# an unknown top-level field claiming 2**64 - 1 bytes.
+HUGE_FIELDS = {"resource_spans": b"\x0a" + _varint(2**64 - 1) + b"\x0a" + _varint(2**64 - 100),
+               "unknown_field": b"\x7a" + _varint(2**64 - 1) + b"\x0a\x00"}
+
+
+@pytest.mark.parametrize("field", list(HUGE_FIELDS))
+def test_a_length_prefix_past_any_file_is_refused_by_name(
+    tmp_path: Path, con: duckdb.DuckDBPyConnection, message: ExportTraceServiceRequest,
+    field: str,
+) -> None:
+    """A field claiming about 2**64 bytes (found by test_fuzz_logs' mutations): asking the file
+    for that many bytes at once raised OverflowError out of the loader; it is a truncated
+    message, refused with the file's name and offset."""
+    path = tmp_path / "traces.pb"
+    path.write_bytes(message.SerializeToString() + HUGE_FIELDS[field])
+    summary = _load(con, path)
+    assert dict(summary.rejections.counts) == {"undecodable_protobuf": 1}
+    end = path.stat().st_size  # where the claimed bytes ran out
+    assert _messages(summary) == [
+        f"{path} byte offset {end}: not a protobuf ExportTraceServiceRequest "
+        f"(message truncated at byte offset {end})"]

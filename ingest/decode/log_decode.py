@@ -31,6 +31,7 @@ from ingest.decode.protowire import (
     WireError,
     iter_fields,
     iter_stream_fields,
+    read_exactly,
     read_varint,
 )
 from store.rejections import Rejection
@@ -204,9 +205,7 @@ def iter_streamed_logs_request(stream: BinaryIO, where: str
         if length > MAX_RESOURCE_BYTES:
             raise WireError(f"a ResourceLogs of {length} bytes (more than "
                             f"{MAX_RESOURCE_BYTES}) is not read", offset)
-        chunk = stream.read(length)
-        if len(chunk) != length:
-            raise WireError("message truncated", offset + len(chunk))
+        chunk = read_exactly(stream, length, offset)
         if field != REQUEST_RESOURCE_LOGS:
             continue
         add_resource_logs(request, chunk, offset, locate(where, f"byte offset {offset}"),

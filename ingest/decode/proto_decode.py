@@ -17,7 +17,14 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from ingest.decode.deep_values import repair_resource, repair_span
 from ingest.decode.flatten import locate
-from ingest.decode.protowire import LENGTH_DELIMITED, WireError, iter_fields, iter_stream_fields
+from ingest.decode.protowire import (
+    LENGTH_DELIMITED,
+    WireError,
+    iter_fields,
+    iter_stream_fields,
+    read_exactly,
+    skip_exactly,
+)
 from store.rejections import Rejection
 
 # Field numbers from opentelemetry/proto/trace/v1/trace.proto and trace_service.proto.
@@ -174,10 +181,7 @@ class _StreamedRequests:
         return taken
 
     def _read(self, length: int, offset: int) -> bytes:
-        data = self.stream.read(length)
-        if len(data) != length:
-            raise WireError("message truncated", offset + len(data))
-        return data
+        return read_exactly(self.stream, length, offset)
 
     def _here(self, offset: int) -> str:
         return locate(self.where, f"byte offset {offset}")
@@ -187,7 +191,7 @@ class _StreamedRequests:
             if wire_type != LENGTH_DELIMITED:
                 continue
             if field != REQUEST_RESOURCE_SPANS:
-                self._read(length, offset)
+                skip_exactly(self.stream, length, offset)
             elif length <= self.read_whole_limit:
                 chunk = self._read(length, offset)
                 add_resource_spans(self.request, chunk, offset, self._here(offset),

@@ -82,6 +82,37 @@ def read_stream_varint(stream: BinaryIO, offset: int) -> tuple[int, int] | None:
             raise WireError("varint longer than 10 bytes", offset)
 
 
+# Bytes asked of a stream at a time. A length prefix is only the input's claim (up to 2**64 - 1);
+# asked for in one call, Python refuses a length past the index range (OverflowError) and may
+# try to allocate a large one before reading anything.
+_READ_PIECE = 1 << 20
+
+
+def read_exactly(stream: BinaryIO, length: int, offset: int) -> bytes:
+    """The next `length` bytes of `stream`, which start at `offset`; WireError when it ends
+    first."""
+    pieces: list[bytes] = []
+    left = length
+    while left:
+        piece = stream.read(min(left, _READ_PIECE))
+        if not piece:
+            raise WireError("message truncated", offset + length - left)
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)
+
+
+def skip_exactly(stream: BinaryIO, length: int, offset: int) -> None:
+    """Consume the next `length` bytes of `stream` without keeping them (a field we do not
+    read); WireError when it ends first."""
+    left = length
+    while left:
+        piece = stream.read(min(left, _READ_PIECE))
+        if not piece:
+            raise WireError("message truncated", offset + length - left)
+        left -= len(piece)
+
+
 def iter_stream_fields(
     stream: BinaryIO, length: int | None, base_offset: int
 ) -> Iterator[tuple[int, int, int, int]]:

@@ -97,6 +97,16 @@ def otlp_json(message: ExportTraceServiceRequest) -> dict[str, Any]:
     return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
 
 
+def varint(value: int) -> bytes:
+    """`value` as a protobuf varint, for writing wire bytes by hand in tests."""
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
 def length_prefixed(messages: list[ExportTraceServiceRequest]) -> bytes:
     out = bytearray()
     for message in messages:

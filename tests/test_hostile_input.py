@@ -59,7 +59,7 @@ from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store.database import connect
 from store.owner import DatabaseOwner
-from tests.otlp_files import otlp_json
+from tests.otlp_files import otlp_json, varint
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -111,20 +111,11 @@ def _many_int_attributes(count: int) -> Callable[[Any], None]:
         parts = []
         for index in range(count):
             key = f"attr.{index}".encode()
-            value = b"\x18" + _varint(index)  # AnyValue.int_value = 3
-            entry = b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(len(value)) + value
-            parts.append(b"\x4a" + _varint(len(entry)) + entry)  # Span.attributes = 9
+            value = b"\x18" + varint(index)  # AnyValue.int_value = 3
+            entry = b"\x0a" + varint(len(key)) + key + b"\x12" + varint(len(value)) + value
+            parts.append(b"\x4a" + varint(len(entry)) + entry)  # Span.attributes = 9
         span.MergeFromString(b"".join(parts))
     return apply
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def _json_many_attributes(count: int) -> Callable[[dict[str, Any]], None]:
@@ -151,16 +142,16 @@ def _nested(depth: int, kind: str) -> Callable[[Any], None]:
 
 
 def _wire_attribute(key: bytes, value: bytes) -> bytes:
-    entry = b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(len(value)) + value
-    return b"\x4a" + _varint(len(entry)) + entry  # Span.attributes = 9
+    entry = b"\x0a" + varint(len(key)) + key + b"\x12" + varint(len(value)) + value
+    return b"\x4a" + varint(len(entry)) + entry  # Span.attributes = 9
 
 
 def _big_array(count: int) -> Callable[[Any], None]:
     """An array attribute of `count` 8-character strings, from wire bytes (issue 14 item 9)."""
     def apply(span: Any) -> None:
         element = b"\x0a\x08abcdefgh"  # AnyValue.string_value = 1
-        items = (b"\x0a" + _varint(len(element)) + element) * count  # ArrayValue.values = 1
-        span.MergeFromString(_wire_attribute(b"big", b"\x2a" + _varint(len(items)) + items))
+        items = (b"\x0a" + varint(len(element)) + element) * count  # ArrayValue.values = 1
+        span.MergeFromString(_wire_attribute(b"big", b"\x2a" + varint(len(items)) + items))
     return apply
 
 
@@ -169,17 +160,17 @@ def _big_kvlist(count: int) -> Callable[[Any], None]:
         parts = []
         for index in range(count):
             key = f"k{index}".encode()
-            entry = b"\x0a" + _varint(len(key)) + key + b"\x12\x02\x18\x01"  # int_value 1
-            parts.append(b"\x0a" + _varint(len(entry)) + entry)  # KeyValueList.values = 1
+            entry = b"\x0a" + varint(len(key)) + key + b"\x12\x02\x18\x01"  # int_value 1
+            parts.append(b"\x0a" + varint(len(entry)) + entry)  # KeyValueList.values = 1
         items = b"".join(parts)
-        span.MergeFromString(_wire_attribute(b"big", b"\x32" + _varint(len(items)) + items))
+        span.MergeFromString(_wire_attribute(b"big", b"\x32" + varint(len(items)) + items))
     return apply
 
 
 def _many_events(count: int) -> Callable[[Any], None]:
     def apply(span: Any) -> None:
         event = b"\x09" + NOW_NS.to_bytes(8, "little") + b"\x12\x04tick"
-        span.MergeFromString((b"\x5a" + _varint(len(event)) + event) * count)  # events = 11
+        span.MergeFromString((b"\x5a" + varint(len(event)) + event) * count)  # events = 11
         span.dropped_events_count = 7
     return apply
 
@@ -187,7 +178,7 @@ def _many_events(count: int) -> Callable[[Any], None]:
 def _many_links(count: int) -> Callable[[Any], None]:
     def apply(span: Any) -> None:
         link = b"\x0a\x10" + b"\x05" * 16 + b"\x12\x08" + b"\x06" * 8
-        span.MergeFromString((b"\x6a" + _varint(len(link)) + link) * count)  # links = 13
+        span.MergeFromString((b"\x6a" + varint(len(link)) + link) * count)  # links = 13
     return apply
 
 

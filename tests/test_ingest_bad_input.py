@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.decode.proto_decode import iter_streamed_request
 from ingest.files.loader import LoadSummary, load_files
 from store.database import connect
-from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
+from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans, varint
 
 
 @pytest.fixture(scope="module")
@@ -279,19 +279,10 @@ def test_one_huge_message_is_walked_span_by_span(message: ExportTraceServiceRequ
         assert piece.resource_spans[0].scope_spans[0].scope.name == "budgetscope.tests"
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 # A ResourceSpans claiming nearly 2**64 bytes, holding a Resource that claims nearly as many;
 # an unknown top-level field claiming 2**64 - 1 bytes.
-HUGE_FIELDS = {"resource_spans": b"\x0a" + _varint(2**64 - 1) + b"\x0a" + _varint(2**64 - 100),
-               "unknown_field": b"\x7a" + _varint(2**64 - 1) + b"\x0a\x00"}
+HUGE_FIELDS = {"resource_spans": b"\x0a" + varint(2**64 - 1) + b"\x0a" + varint(2**64 - 100),
+               "unknown_field": b"\x7a" + varint(2**64 - 1) + b"\x0a\x00"}
 
 
 @pytest.mark.parametrize("field", list(HUGE_FIELDS))

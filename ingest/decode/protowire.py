@@ -88,29 +88,29 @@ def read_stream_varint(stream: BinaryIO, offset: int) -> tuple[int, int] | None:
 _READ_PIECE = 1 << 20
 
 
-def read_exactly(stream: BinaryIO, length: int, offset: int) -> bytes:
-    """The next `length` bytes of `stream`, which start at `offset`; WireError when it ends
-    first."""
-    pieces: list[bytes] = []
+def _pieces(stream: BinaryIO, length: int, offset: int) -> Iterator[bytes]:
+    """The next `length` bytes of `stream`, which start at `offset`, a bounded piece at a time;
+    WireError when it ends first."""
     left = length
     while left:
         piece = stream.read(min(left, _READ_PIECE))
         if not piece:
             raise WireError("message truncated", offset + length - left)
-        pieces.append(piece)
         left -= len(piece)
-    return b"".join(pieces)
+        yield piece
+
+
+def read_exactly(stream: BinaryIO, length: int, offset: int) -> bytes:
+    """The next `length` bytes of `stream`, which start at `offset`; WireError when it ends
+    first."""
+    return b"".join(_pieces(stream, length, offset))
 
 
 def skip_exactly(stream: BinaryIO, length: int, offset: int) -> None:
     """Consume the next `length` bytes of `stream` without keeping them (a field we do not
     read); WireError when it ends first."""
-    left = length
-    while left:
-        piece = stream.read(min(left, _READ_PIECE))
-        if not piece:
-            raise WireError("message truncated", offset + length - left)
-        left -= len(piece)
+    for _ in _pieces(stream, length, offset):
+        pass
 
 
 def iter_stream_fields(

@@ -129,12 +129,14 @@ def sidebar_filters(agents: tuple[str, ...], default: str = "7d",
     its page (arrived_on_page), so the widgets are set again whatever they hold."""
     ss = st.session_state
     url_state, problems = from_params(st.query_params.to_dict())
-    if url_state is not None and (url_state != ss.get(_LAST) or arrived or "f_range" not in ss):
-        # A pasted link or the back button: the URL wins. So does it when the widgets' state
-        # is gone: Streamlit drops it when a page switch interrupts a run (a chart's click
-        # through to the Runs page), and the URL still says the filters.
+    # The widgets must be set this run: the page's first, or their state is gone (Streamlit
+    # drops it when a page switch interrupts a run, e.g. a chart's click through to Runs).
+    must_set = arrived or "f_range" not in ss
+    if url_state is not None and (url_state != ss.get(_LAST) or must_set):
+        # A pasted link or the back button: the URL wins, and so it does whenever the widgets
+        # must be set and the URL says the filters.
         _push_to_widgets(url_state)
-    elif arrived or "f_range" not in ss:
+    elif must_set:
         # The sidebar switched pages, which clears the URL, or the widgets' state is gone: the
         # filters carry over. Without a run that got this far, the opening link's filters do.
         _push_to_widgets(ss.get(_LAST) or ss.get(_OPENING_LINK) or FilterState(default))

@@ -549,3 +549,16 @@ def test_runs_page_finds_what_the_cli_finds(db: str) -> None:
     if every.total > 50:
         at = open_page("runs", {**PARAMS, "page": "2"})
         assert list(at.dataframe[0].value["run_id"]) == list(every.runs["run_id"])[50:100]
+
+
+def test_runs_page_offers_each_culprit_once_and_keeps_a_linked_one(db: str) -> None:
+    """The Culprit choices are the filters' culprits, each once, runs without one left out; a
+    culprit a link names that the filters hold no run of stays chosen (the search is shown,
+    not silently dropped)."""
+    runs = query(db, "runs")
+    at = open_page("runs", {**PARAMS, "culprit": "tool:nosuch"})
+    culprit = next(box for box in at.selectbox if box.label == "Culprit")
+    present = sorted({str(value) for value in runs["culprit"] if value is not None
+                      and not pd.isna(value)})
+    assert present and culprit.options == ["any culprit", *present, "tool:nosuch"]
+    assert culprit.value == "tool:nosuch"

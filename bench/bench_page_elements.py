@@ -68,7 +68,12 @@ def main() -> None:
     parser.add_argument("--pages", default=",".join(PAGE_CHARTS),
                         help="comma-separated, of: " + ", ".join(PAGE_CHARTS))
     parser.add_argument("--repeat", type=int, default=6)
+    parser.add_argument("--mute", action="append", metavar="KINDS",
+                        help="instead of the default variants, these (repeatable): kinds "
+                             "joined by '+', of: tables, metrics, text, widgets, nav")
     options = parser.parse_args()
+    variants = ({"": VARIANTS[""], **{mute: f"no {mute}" for mute in options.mute}}
+                if options.mute else VARIANTS)
     pages = [page for page in options.pages.split(",") if page]
     unknown = set(pages) - PAGE_CHARTS.keys()
     if unknown:
@@ -80,11 +85,11 @@ def main() -> None:
     week, run_id = describe(options.db)
     servers = {mute: Dashboard(str(options.db), Path("/tmp") / f"bench-elements-{index}.log",
                                app=MUTED_APP if mute else None, env={"BENCH_MUTE": mute})
-               for index, mute in enumerate(VARIANTS)}
+               for index, mute in enumerate(variants)}
     floor = FloorApp()
     print(f"first visit (s, median of {options.repeat}) / the floor's in the same rounds, "
           "with kinds of element left out; headless Chromium 1400x2400")
-    print(f"  {'page':<15}{'floor':>8}" + "".join(f"{label:>24}" for label in VARIANTS.values()))
+    print(f"  {'page':<15}{'floor':>8}" + "".join(f"{label:>24}" for label in variants.values()))
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -102,7 +107,7 @@ def main() -> None:
                         times[name].append(visit(browser, urls[name], charts))
                 base = statistics.median(times["floor"])
                 cells = [f"{statistics.median(times[mute]) / base:.2f}x "
-                         f"({statistics.median(times[mute]):.2f} s)" for mute in VARIANTS]
+                         f"({statistics.median(times[mute]):.2f} s)" for mute in variants]
                 print(f"  {page:<15}{base:>6.2f} s" + "".join(f"{cell:>24}" for cell in cells),
                       flush=True)
             browser.close()

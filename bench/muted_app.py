@@ -92,13 +92,25 @@ UNKNOWN = MUTE - KINDS.keys() - {"nav"}
 if UNKNOWN:
     raise SystemExit(f"BENCH_MUTE: unknown kinds {sorted(UNKNOWN)}")
 
-for kind in MUTE & KINDS.keys():
-    for name, replacement in KINDS[kind].items():
-        setattr(DeltaGenerator, name, replacement)  # st.sidebar.x, column.x, container.x
-        setattr(st, name, functools.partial(replacement, st._main))  # st.x
 
-# The app names its pages relative to its own file (app_pages/run.py); this one sits in bench/,
-# so every call that takes a page by its path is given the path from dashboard/.
+
+def _mute() -> None:
+    for kind in MUTE & KINDS.keys():
+        for name, replacement in KINDS[kind].items():
+            setattr(DeltaGenerator, name, replacement)  # st.sidebar.x, column.x, container.x
+            setattr(st, name, functools.partial(replacement, st._main))  # st.x
+    # The app names its pages relative to its own file (app_pages/run.py); this one sits in
+    # bench/, so every call that takes a page by its path is given the path from dashboard/.
+    st.Page = _from_dashboard(st.Page, method=False)  # type: ignore[misc]
+    st.switch_page = _from_dashboard(st.switch_page, method=False)
+    if "widgets" not in MUTE:
+        DeltaGenerator.page_link = _from_dashboard(DeltaGenerator.page_link,  # type: ignore
+                                                   method=True)
+        st.page_link = functools.partial(DeltaGenerator.page_link, st._main)
+    if "nav" in MUTE:
+        navigation = st.navigation
+        st.navigation = lambda pages, **kwargs: navigation(  # type: ignore[misc]
+            pages, **{**kwargs, "position": "hidden"})
 
 
 def _from_dashboard(call: Callable[..., Any], method: bool) -> Callable[..., Any]:
@@ -114,15 +126,8 @@ def _from_dashboard(call: Callable[..., Any], method: bool) -> Callable[..., Any
     return with_page
 
 
-st.Page = _from_dashboard(st.Page, method=False)  # type: ignore[misc]
-st.switch_page = _from_dashboard(st.switch_page, method=False)
-if "widgets" not in MUTE:
-    DeltaGenerator.page_link = _from_dashboard(DeltaGenerator.page_link,  # type: ignore
-                                               method=True)
-    st.page_link = functools.partial(DeltaGenerator.page_link, st._main)
-if "nav" in MUTE:
-    _navigation = st.navigation
-    st.navigation = lambda pages, **kwargs: _navigation(  # type: ignore[misc]
-        pages, **{**kwargs, "position": "hidden"})
-
+# Streamlit runs this file again for every page run, in the same process: patch once.
+if not getattr(st, "_bench_muted", False):
+    _mute()
+    st._bench_muted = True  # type: ignore[attr-defined]
 runpy.run_path(str(DASHBOARD / "streamlit_app.py"), run_name="__main__")

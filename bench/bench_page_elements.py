@@ -83,14 +83,16 @@ def main() -> None:
     from bench.bench_browser_floor import FloorApp
 
     week, run_id = describe(options.db)
-    servers = {mute: Dashboard(str(options.db), Path("/tmp") / f"bench-elements-{index}.log",
-                               app=MUTED_APP if mute else None, env={"BENCH_MUTE": mute})
-               for index, mute in enumerate(variants)}
+    servers: dict[str, Dashboard] = {}
     floor = FloorApp()
-    print(f"first visit (s, median of {options.repeat}) / the floor's in the same rounds, "
-          "with kinds of element left out; headless Chromium 1400x2400")
-    print(f"  {'page':<15}{'floor':>8}" + "".join(f"{label:>24}" for label in variants.values()))
     try:
+        for index, mute in enumerate(variants):
+            servers[mute] = Dashboard(str(options.db), Path("/tmp") / f"bench-elements-{index}.log",
+                                      app=MUTED_APP if mute else None, env={"BENCH_MUTE": mute})
+        print(f"first visit (s, median of {options.repeat}) / the floor's in the same rounds, "
+              "with kinds of element left out; headless Chromium 1400x2400")
+        print(f"  {'page':<15}{'floor':>8}"
+              + "".join(f"{label:>24}" for label in variants.values()))
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for page in pages:

@@ -1,9 +1,13 @@
 """What a page costs in the browser before budgetscope adds anything: Streamlit (the installed
 version) serving floor_app.py, a title and 0, 1, 2 or 3 trivial Plotly bar charts, timed in
 headless Chromium exactly as bench_dashboard.py times the real pages (bench_dashboard.time_visit:
-navigation to the script finished and every chart drawn; first visit in a fresh browser context,
-then a revisit in the same one). bench_dashboard.py also measures this floor beside each page, in
-the same run, and prints each page's first visit as a ratio of it.
+navigation to the page drawn with every chart; first visit in a fresh browser context, then a
+revisit in the same one). bench_dashboard.py also measures this floor beside each page, in the
+same run, and prints each page's first visit as a ratio of it.
+
+Each count of charts is also served furnished (floor_app.py's `furnish=1`: the sidebar, widgets,
+metrics, captions and tables of a dashboard page, with constant data and no query), so the
+furnished / bare ratio is what those elements alone cost on this stack.
 
     .venv/bin/python bench/bench_browser_floor.py [--repeat 5]
 
@@ -52,8 +56,8 @@ class FloorApp:
         self.stop()
         raise RuntimeError("streamlit did not start")
 
-    def url(self, charts: int) -> str:
-        return f"http://127.0.0.1:{self.port}/?n={charts}"
+    def url(self, charts: int, furnished: bool = False) -> str:
+        return f"http://127.0.0.1:{self.port}/?n={charts}" + ("&furnish=1" if furnished else "")
 
     def stop(self) -> None:
         self.server.terminate()
@@ -71,19 +75,31 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     floor = FloorApp()
-    print("Streamlit floor page in headless Chromium, seconds from navigation to the charts "
-          "drawn: first visit (fresh context) / revisit, median [min-max]")
+    print("Streamlit floor page in headless Chromium, seconds from navigation to the page drawn "
+          "(bench_dashboard.time_visit): first visit (fresh context) / revisit, median "
+          "[min-max]; bare, then furnished with a dashboard page's elements (floor_app.py), "
+          "visited in turn")
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for charts in (0, 1, 2, 3):
-                visits = [first_visit(browser, floor.url(charts), charts)
-                          for _ in range(options.repeat)]
-                first, again = [v[0] for v in visits], [v[1] for v in visits]
-                print(f"  {charts} charts: first {statistics.median(first):.2f} "
-                      f"[{min(first):.2f}-{max(first):.2f}]  revisit "
-                      f"{statistics.median(again):.2f} [{min(again):.2f}-{max(again):.2f}]",
-                      flush=True)
+                visits: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+                for round_ in range(options.repeat):
+                    for furnished in ((False, True) if round_ % 2 == 0 else (True, False)):
+                        visits[furnished].append(
+                            first_visit(browser, floor.url(charts, furnished), charts))
+                cells = []
+                for furnished, label in ((False, "bare"), (True, "furnished")):
+                    first = [v[0] for v in visits[furnished]]
+                    again = [v[1] for v in visits[furnished]]
+                    cells.append(f"{label} first {statistics.median(first):.2f} "
+                                 f"[{min(first):.2f}-{max(first):.2f}] revisit "
+                                 f"{statistics.median(again):.2f} "
+                                 f"[{min(again):.2f}-{max(again):.2f}]")
+                ratio = (statistics.median(v[0] for v in visits[True])
+                         / statistics.median(v[0] for v in visits[False]))
+                print(f"  {charts} charts: " + "; ".join(cells)
+                      + f"; furnished / bare first visit {ratio:.2f}x", flush=True)
             browser.close()
     finally:
         floor.stop()

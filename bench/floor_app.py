@@ -1,10 +1,74 @@
 """The least a Streamlit page with Plotly charts can be: a title and `?n=` eight-bar charts.
-bench_browser_floor.py times it to show what any dashboard page on this stack starts from."""
+bench_browser_floor.py times it to show what any dashboard page on this stack starts from.
 
+With `?furnish=1` the same charts come with the elements a dashboard page carries (Attribution's
+count of each: a sidebar of page links, two selectboxes, two date inputs, a toggle and a button;
+four metrics, captions, subheaders, a selectbox, two 30-row tables, a download button and a page
+link), filled with constant data: what drawing those elements costs on this stack, with no query
+and no figure of budgetscope's behind them.
+"""
+
+import datetime
+
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-st.set_page_config(layout="wide")
-st.title("floor")
-for index in range(int(st.query_params.get("n", "1"))):
-    st.plotly_chart(go.Figure(go.Bar(x=list("abcdefgh"), y=list(range(8)))), key=f"c{index}")
+CHARTS = int(st.query_params.get("n", "1"))
+FURNISHED = st.query_params.get("furnish") == "1"
+TABLE = pd.DataFrame({"step key": [f"tool:lookup_{i:02d}" for i in range(30)],
+                      "runs": range(30), "share": [i / 30 for i in range(30)],
+                      "p50 ms": [1000.0 + i for i in range(30)],
+                      "p95 ms": [2000.0 + i for i in range(30)],
+                      "class": ["client_timeout"] * 30})
+
+
+def charts() -> None:
+    for index in range(CHARTS):
+        st.plotly_chart(go.Figure(go.Bar(x=list("abcdefgh"), y=list(range(8)))),
+                        key=f"c{index}")
+
+
+def furnished_page() -> None:
+    st.title("floor")
+    st.caption("Runs started in 2026-11-23 → 2026-11-30 (UTC), all agents.")
+    metrics = [("Runs", "7,517"), ("Exhausted", "4.1%"), ("Top culprit", "model:gpt-4o"),
+               ("Its share", "38.2%")]
+    for column, (label, value) in zip(st.columns(len(metrics)), metrics, strict=True):
+        column.metric(label, value, "+0.4 pp")
+    st.subheader("Who spent the budget")
+    charts()
+    st.caption("Share of the budget each step key spent in exhausted runs.")
+    st.subheader("Step keys")
+    st.selectbox("Order by", ["share", "runs", "p95"], key="order")
+    st.dataframe(TABLE, hide_index=True)
+    st.caption("Runs behind each share.")
+    st.dataframe(TABLE.head(10), hide_index=True)
+    st.download_button("Download CSV", TABLE.to_csv(index=False), "floor.csv")
+    st.page_link(OTHER_PAGES[0], label="Open these runs")
+
+
+def other_page() -> None:
+    st.title("other")
+
+
+OTHER_PAGES = [st.Page(other_page, title=f"Page {index}", url_path=f"page{index}")
+               for index in range(10)]
+
+if FURNISHED:
+    navigation = st.navigation([st.Page(furnished_page, title="Overview", default=True),
+                                *OTHER_PAGES])
+    st.set_page_config(layout="wide")
+    sidebar = st.sidebar
+    sidebar.selectbox("Time range", ["Last 7 days", "Last 24 hours", "Custom (UTC)"], index=2)
+    sidebar.date_input("From (UTC)", datetime.date(2026, 11, 23))
+    sidebar.date_input("Before (UTC)", datetime.date(2026, 11, 30))
+    sidebar.selectbox("Agent", ["All agents", "support-agent", "research-agent"])
+    sidebar.caption("budgetscope.duckdb · 1,002,397 spans")
+    sidebar.toggle("Follow new spans", value=True)
+    sidebar.button("Reload data")
+    navigation.run()
+else:
+    st.set_page_config(layout="wide")
+    st.title("floor")
+    charts()

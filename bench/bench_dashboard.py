@@ -11,9 +11,11 @@ Then, for two filters (the data's last 7 days, and all time):
   its cache), including the read-only open and close of the file per batch; cold (first call
   of that batch) and warm (median of --repeat);
 - browser: `budgetscope dashboard` as a subprocess, each page opened by URL in headless
-  Chromium, timed from navigation to the script finished and all its Plotly charts drawn;
-  first visit in a fresh browser context (no cached JavaScript, Streamlit cache cold for that
-  filter) and revisits in the same context (median of --repeat).
+  Chromium, timed from navigation to the page drawn (script finished, no skeleton left) with
+  all its Plotly charts; first visit in a fresh browser context (no cached JavaScript,
+  Streamlit cache cold for that filter) and revisits in the same context (median of --repeat).
+  Each first visit is also given against two floors measured beside it (bench_browser_floor.py):
+  the bare floor, and the floor furnished with a dashboard page's elements.
 Figures, never assertions: the target is every page's queries < 1 s and drawn < 3 s on ~1M
 spans.
 """
@@ -36,7 +38,7 @@ from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store.database import connect  # noqa: E402
-from tests.browser.support import CHARTS_DRAWN, Dashboard  # noqa: E402
+from tests.browser.support import PAGE_DRAWN, Dashboard  # noqa: E402
 
 PYTHON = sys.executable
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -138,15 +140,12 @@ def url_for(page: str, filters: Filters, run_id: str) -> str:
 
 
 def time_visit(tab: object, url: str, charts: int) -> float:
-    """Seconds from navigating `tab` to `url` to its script finished and `charts` charts drawn:
-    the same measure for the dashboard's pages and for the floor page (bench_browser_floor)."""
+    """Seconds from navigating `tab` to `url` to the page drawn with `charts` charts (its script
+    over, no skeleton left: tests/browser/support.PAGE_DRAWN): the same measure for the
+    dashboard's pages and for the floor page (bench_browser_floor)."""
     started = time.perf_counter()
     tab.goto(url)  # type: ignore[attr-defined]
-    tab.wait_for_selector('[data-test-script-state="notRunning"]',  # type: ignore[attr-defined]
-                          timeout=120_000)
-    if charts:
-        tab.wait_for_function(CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
-                              timeout=120_000)
+    tab.wait_for_function(PAGE_DRAWN, arg=charts, timeout=120_000)  # type: ignore[attr-defined]
     return time.perf_counter() - started
 
 
@@ -169,18 +168,23 @@ def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
     log = Path("/tmp") / f"bench-dashboard-{db.stem}.log"
     app = Dashboard(str(db), log)
     floor = FloorApp()
-    print(f"\nbrowser: {app.url}, headless Chromium; seconds from navigation to all charts drawn:"
-          " first visit / revisit median; then the page's first visit against the floor's (a "
-          "bare Streamlit page with as many Plotly charts, bench_browser_floor.py, median of "
-          f"{FLOOR_SAMPLES} first visits measured just before the page's)")
+    print(f"\nbrowser: {app.url}, headless Chromium; seconds from navigation to the page drawn"
+          " with its Plotly charts: first visit / revisit median; then the page's first visit "
+          "against two floors with as many charts (bench_browser_floor.py, median of "
+          f"{FLOOR_SAMPLES} first visits each, measured just before the page's): the bare floor "
+          "(a title and the charts) and the furnished floor (the charts among a dashboard "
+          "page's sidebar, widgets, metrics and tables, with constant data)")
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for label, filters in (("last 7 days", week), ("all time", Filters())):
                 cells, ratios = [], []
                 for page, charts in PAGE_CHARTS.items():
-                    base = statistics.median(first_visit(browser, floor.url(charts), charts)[0]
-                                             for _ in range(FLOOR_SAMPLES))
+                    bare, furnished = (
+                        statistics.median(first_visit(browser, floor.url(charts, furnish),
+                                                      charts)[0]
+                                          for _ in range(FLOOR_SAMPLES))
+                        for furnish in (False, True))
                     # The page's first visit is one sample: after it the Streamlit cache holds
                     # this filter's results, and later visits would be revisits on the server.
                     context = browser.new_context(viewport={"width": 1400, "height": 2400})
@@ -191,9 +195,11 @@ def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
                                               for _ in range(repeat))
                     context.close()
                     cells.append(f"{page} {first:.2f}/{again:.2f}")
-                    ratios.append(f"{page} {first / base:.2f}× ({first:.2f}/{base:.2f})")
+                    ratios.append(f"{page} {first / bare:.2f}× / {first / furnished:.2f}× "
+                                  f"({first:.2f}/{bare:.2f}/{furnished:.2f})")
                 print(f"  {label:<12} " + "  ".join(cells), flush=True)
-                print(f"  {'':<12} first visit / floor: " + "  ".join(ratios), flush=True)
+                print(f"  {'':<12} first visit / bare floor / furnished floor: "
+                      + "  ".join(ratios), flush=True)
             bench_navigation(browser, app.url, week, run_id, repeat)
             browser.close()
     finally:
@@ -222,7 +228,7 @@ _WHAT_IS_SHOWN = """() => ({
 def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
                      repeat: int) -> None:
     """How someone moves around: one tab, pages switched with the sidebar (Streamlit keeps the
-    connection and the JavaScript), timed from the click to the page's charts drawn."""
+    connection and the JavaScript), timed from the click to the page drawn with its charts."""
     context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore
     tab = context.new_page()
     # The run view then remembers its run. Timed from a page that has finished drawing: the
@@ -238,12 +244,8 @@ def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
                 tab.wait_for_function(
                     "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
                     " return h && h.innerText.trim() === t; }", arg=title, timeout=120_000)
-                waiting_for = "its script to finish"
-                tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=120_000)
-                waiting_for = f"{PAGE_CHARTS[page]} charts"
-                if PAGE_CHARTS[page]:
-                    tab.wait_for_function(CHARTS_DRAWN, arg=PAGE_CHARTS[page],
-                                          timeout=120_000)
+                waiting_for = f"it to be drawn with {PAGE_CHARTS[page]} charts"
+                tab.wait_for_function(PAGE_DRAWN, arg=PAGE_CHARTS[page], timeout=120_000)
             except Exception as error:
                 shot = Path("/tmp") / f"bench-dashboard-navigation-{page}.png"
                 tab.screenshot(path=str(shot), full_page=True)

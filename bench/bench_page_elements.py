@@ -9,14 +9,16 @@ the sidebar's navigation; all of these, which leaves the title and the charts). 
 widget returns what it would have held, so every variant runs the same queries and draws the
 same charts from the same data; what a variant saves is what drawing those elements costs.
 
-Each page is timed as bench_dashboard.py times it (navigation to the script finished and every
-chart drawn, a fresh browser context), on the data's last week (its dates in the URL, as
+Each page is timed as bench_dashboard.py times it (navigation to the page drawn with every
+chart, a fresh browser context), on the data's last week (its dates in the URL, as
 bench_dashboard's "last 7 days"). Before every timed visit the database file's mtime is moved so
 that the dashboard's cache misses (it keys on the file's state): each visit is a first visit on
 the server too. One untimed visit per server and page first, so that no variant pays for
 importing the page's Python. The variants and the floor are visited in turn, the order reversed
 every round, --repeat rounds; the figure is the median, the ratio against the floor's median
-in the same rounds. Figures, never assertions.
+in the same rounds. The floor furnished with a dashboard page's elements (bench_browser_floor.py)
+is visited in the same rounds and given the same way: what those elements cost with no
+budgetscope code behind them. Figures, never assertions.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def main() -> None:
         print(f"first visit (s, median of {options.repeat}) / the floor's in the same rounds, "
               "with kinds of element left out; headless Chromium 1400x2400")
         print(f"  {'page':<15}{'floor':>8}"
-              + "".join(f"{label:>24}" for label in variants.values()))
+              + "".join(f"{label:>24}" for label in ["furnished floor", *variants.values()]))
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for page in pages:
@@ -100,6 +102,7 @@ def main() -> None:
                 urls = {mute: server.url + url_for(page, week, run_id)
                         for mute, server in servers.items()}
                 urls["floor"] = floor.url(charts)
+                urls["furnished floor"] = floor.url(charts, furnished=True)
                 for url in urls.values():
                     visit(browser, url, charts, check=True)
                 times: dict[str, list[float]] = {name: [] for name in urls}
@@ -108,8 +111,9 @@ def main() -> None:
                         os.utime(options.db)
                         times[name].append(visit(browser, urls[name], charts))
                 base = statistics.median(times["floor"])
-                cells = [f"{statistics.median(times[mute]) / base:.2f}x "
-                         f"({statistics.median(times[mute]):.2f} s)" for mute in variants]
+                cells = [f"{statistics.median(times[name]) / base:.2f}x "
+                         f"({statistics.median(times[name]):.2f} s)"
+                         for name in ["furnished floor", *variants]]
                 print(f"  {page:<15}{base:>6.2f} s" + "".join(f"{cell:>24}" for cell in cells),
                       flush=True)
             browser.close()

@@ -26,6 +26,14 @@ from tests.trace_builder import TraceBuilder, store
 # charts drawn (on a loaded machine [failures] counted 2 of 3 and [simulate] 1 of 2).
 CHARTS_DRAWN = ("(n) => [...document.querySelectorAll('.js-plotly-plot')]"
                 ".filter(chart => chart.querySelector('.main-svg')).length >= n")
+# The same for the whole page: its script run is over, no element still shows the skeleton that
+# Streamlit draws while the element's code loads (or a spinner), and n charts are drawn. The
+# script state alone reads "notRunning" before the page has drawn: a first visit of Runs showed
+# it at 1.2 s with 20 skeletons and none of its widgets, drawn at 1.7 s.
+PAGE_DRAWN = ("(n) => !!document.querySelector('[data-test-script-state=notRunning]')"
+              " && !document.querySelector('[data-testid=stSkeleton], [data-testid=stSpinner]')"
+              f" && ({CHARTS_DRAWN})(n)")
+SETTLE_TIMEOUT_MS = 90_000
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dashboard" / "streamlit_app.py"
@@ -86,6 +94,18 @@ def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
         store(con, b.finished())
 
     return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "hostile.duckdb", build)
+
+
+def settle(tab: object, charts: int = 0, pause_ms: int = 500,
+           timeout_ms: int = SETTLE_TIMEOUT_MS) -> None:
+    """Wait until the page in `tab` has drawn (PAGE_DRAWN) with `charts` charts, then `pause_ms`
+    more (a rerun the page asked for, such as a URL it rewrote, starts within it), and fail if
+    the page shows an exception."""
+    tab.wait_for_function(PAGE_DRAWN, arg=charts, timeout=timeout_ms)  # type: ignore[attr-defined]
+    if pause_ms:
+        tab.wait_for_timeout(pause_ms)  # type: ignore[attr-defined]
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
 
 
 def free_port() -> int:

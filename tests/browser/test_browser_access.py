@@ -54,16 +54,6 @@ def page(browser: object) -> Iterator[object]:
     context.close()
 
 
-def settle(tab: object, charts: int = 0) -> None:
-    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    if charts:
-        tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
-                              timeout=TIMEOUT_MS)
-    tab.wait_for_timeout(500)  # type: ignore[attr-defined]
-    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
-    assert exception.count() == 0, exception.first.inner_text()
-
-
 def test_no_token_shows_only_the_login_page(app: support.Dashboard, page: object) -> None:
     response = page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
     assert response.status == 401
@@ -75,17 +65,17 @@ def test_no_token_shows_only_the_login_page(app: support.Dashboard, page: object
 def test_token_once_then_the_cookie_opens_every_page(app: support.Dashboard,
                                                       page: object) -> None:
     page.goto(f"{app.url}/attribution?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    settle(page, 2)
+    support.settle(page, 2)
     assert "token" not in urlsplit(page.url).query  # type: ignore[attr-defined]
     assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "Attribution"  # type: ignore[attr-defined]
     # A fresh page load in the same browser: no token in the URL, the cookie does it.
     page.goto(f"{app.url}/failures?range=all")  # type: ignore[attr-defined]
-    settle(page, 2)
+    support.settle(page, 2)
     assert page.sockets and all(  # type: ignore[attr-defined]
         not socket.is_closed() for socket in page.sockets[-1:])  # type: ignore[attr-defined]
     # Chart labels show the name as typed: no `&quot;`, no bold markup.
     page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
-    settle(page, 2)
+    support.settle(page, 2)
     texts = page.evaluate(  # type: ignore[attr-defined]
         "Array.from(document.querySelectorAll('.js-plotly-plot text'))"
         ".map(t => t.textContent)")
@@ -101,7 +91,7 @@ def test_the_login_form_opens_the_dashboard(app: support.Dashboard, page: object
     assert "That token is not this dashboard's" in page.locator("body").inner_text()  # type: ignore[attr-defined]
     page.fill("#token", TOKEN)  # type: ignore[attr-defined]
     page.click("button[type=submit]")  # type: ignore[attr-defined]
-    settle(page, 2)
+    support.settle(page, 2)
     assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
 
 
@@ -114,10 +104,10 @@ def test_a_rebound_name_is_refused(app: support.Dashboard, page: object) -> None
 
 def test_the_pages_ask_nothing_of_the_outside(app: support.Dashboard, page: object) -> None:
     page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     for path in ("attribution?range=all", "failures?range=all", "weekly?range=all"):
         page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
-        settle(page)
+        support.settle(page)
     page.wait_for_timeout(2000)  # type: ignore[attr-defined]  # late fetches (favicon, metrics)
     outside = [url for url in page.requests  # type: ignore[attr-defined]
                if not url.startswith((app.url + "/", "data:", "blob:"))]
@@ -166,7 +156,7 @@ def test_another_origin_cannot_open_the_websocket(app: support.Dashboard, page: 
     origin still cannot drive the dashboard: its Origin is not the dashboard's."""
     stream = f"ws://127.0.0.1:{app.port}/_stcore/stream"
     page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     assert page.evaluate(_OPEN_SOCKET, stream) == "open"  # type: ignore[attr-defined]
     page.goto(other_site)  # type: ignore[attr-defined]
     assert page.evaluate(_OPEN_SOCKET, stream) == "refused"  # type: ignore[attr-defined]

@@ -19,7 +19,6 @@ from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
     heading,
     page,
     pytestmark,
-    settle,
     shoot,
 )
 
@@ -40,10 +39,10 @@ def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # no
     run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     typical, another = _typical_and_another(sample_app.db, run_id)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
-    settle(page, charts=1)
+    support.settle(page, charts=1)
     page.get_by_role("link", name="Compare with a typical run of this agent").click()  # type: ignore[attr-defined]
     page.wait_for_url("**/compare?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, charts=1)
+    support.settle(page, charts=1)
     assert heading(page) == "Compare runs"
     query = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
     assert query["run"] == [run_id] and "with" not in query
@@ -68,7 +67,7 @@ def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # no
 
     # A deep link naming the other run compares with that one.
     page.goto(f"{sample_app.url}/compare?{QUERY}&run={run_id}&with={another}")  # type: ignore[attr-defined]
-    settle(page, charts=1)
+    support.settle(page, charts=1)
     text = page.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
     assert f"against the chosen run {another}" in text
     assert parse_qs(urlsplit(page.url).query)["with"] == [another]  # type: ignore[attr-defined]

@@ -47,17 +47,6 @@ def page(browser: object) -> Iterator[object]:
     context.close()
 
 
-def settle(tab: object, charts: int = 0) -> None:
-    """Wait until the script run is over and `charts` Plotly charts are drawn."""
-    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    if charts:
-        tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
-                              timeout=TIMEOUT_MS)
-    tab.wait_for_timeout(500)  # type: ignore[attr-defined]
-    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
-    assert exception.count() == 0, exception.first.inner_text()
-
-
 def shoot(tab: object, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
@@ -81,7 +70,7 @@ def exhausted_run(db: str) -> str:
 def test_every_page_renders_its_charts(sample_app: support.Dashboard, page: object,
                                        path: str) -> None:
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, PAGES[path])
+    support.settle(page, PAGES[path])
     assert page.locator(".js-plotly-plot").count() >= PAGES[path]  # type: ignore[attr-defined]
     shoot(page, path or "overview")
     assert not page.dialogs  # type: ignore[attr-defined]
@@ -92,7 +81,7 @@ def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: support.Da
     """The page's HTML carries modulepreload hints (dashboard/page_hints.py) for the very files
     the charts and tables then import, so one download serves both, at the start of the visit."""
     page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, PAGES[""])
+    support.settle(page, PAGES[""])
     hints = page.evaluate(  # type: ignore[attr-defined]
         "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
         ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
@@ -109,7 +98,7 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: support
     """Runs draws tables only: its HTML hints the table code, not the 4.7 MB chart code, and a
     first visit fetches no chart code at all."""
     page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, 0)
+    support.settle(page, 0)
     assert heading(page) == "Runs"
     hints = page.evaluate(  # type: ignore[attr-defined]
         "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
@@ -130,14 +119,14 @@ def test_a_page_address_connects_at_once_and_navigates_from_there(
     asked: list[str] = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, 3 if path == "attribution" else 0)
+    support.settle(page, 3 if path == "attribution" else 0)
     assert heading(page) == ("Attribution" if path == "attribution" else "Runs")
     assert "/_stcore/health" in asked and "/_stcore/host-config" in asked
     assert [p for p in asked if "/_stcore/" in p and not p.startswith("/_stcore/")] == []
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     nav.get_by_text("Failures", exact=True).click()
     page.wait_for_url(re.compile(r"/failures\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, PAGES["failures"])
+    support.settle(page, PAGES["failures"])
     assert heading(page) == "Failures"
     assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
     assert parse_qs(urlsplit(page.url).query)["since"] == [support.SINCE]  # type: ignore[attr-defined]
@@ -146,13 +135,13 @@ def test_a_page_address_connects_at_once_and_navigates_from_there(
 def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:
     run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     assert heading(page) == "Run view"
     assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
     shoot(page, "run")
     # A link to the root with ?run= (pasted into a chat) opens the same view.
     page.goto(f"{sample_app.url}/?run={run_id}")  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     assert heading(page) == "Run view"
     assert urlsplit(page.url).path.endswith("/run")  # type: ignore[attr-defined]
 
@@ -161,7 +150,7 @@ def test_overview_typed_by_hand_forwards_to_the_root(sample_app: support.Dashboa
                                                     page: object) -> None:
     page.goto(f"{sample_app.url}/overview?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, 3)
+    support.settle(page, 3)
     assert heading(page) == "Overview"
     params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
     assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
@@ -177,7 +166,7 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
     app = support.Dashboard(db, tmp_path / "growing.log", refresh_seconds=1)
     try:
         page.goto(f"{app.url}/?range=all")  # type: ignore[attr-defined]
-        settle(page)
+        support.settle(page)
         sidebar = page.locator('[data-testid="stSidebar"]')  # type: ignore[attr-defined]
         assert "runs   1" in sidebar.inner_text()
         more = TraceBuilder(seed=8)
@@ -191,7 +180,7 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
         page.wait_for_function(  # type: ignore[attr-defined]
             "() => document.querySelector('[data-testid=stSidebar]').innerText"
             ".includes('runs   3')", timeout=30_000)
-        settle(page)
+        support.settle(page)
     finally:
         app.stop()
 
@@ -215,7 +204,7 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
             tab.locator('[data-testid="stSidebarNav"]').get_by_text(
                 "Overview", exact=True).click()
             tab.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)
-            settle(tab, PAGES[""])
+            support.settle(tab, PAGES[""])
             sidebar_before = tab.locator('[data-testid="stSidebar"]').inner_text()
             tab.wait_for_timeout(2_500)  # the watcher's timer runs
             more = TraceBuilder(seed=8 + attempt, service="support-agent")
@@ -225,7 +214,7 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
             tab.wait_for_function(
                 "(before) => document.querySelector('[data-testid=stSidebar]').innerText"
                 " !== before", arg=sidebar_before, timeout=30_000)
-            settle(tab)
+            support.settle(tab)
             assert parse_qsl(urlsplit(tab.url).query) == parse_qsl(query), attempt
             shown = {label: tab.locator(
                 f'[data-testid="stSidebar"] input[aria-label="{label}"]').input_value()
@@ -239,13 +228,13 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
 
 def test_navigation_keeps_the_filters(sample_app: support.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
-    settle(page, 3)
+    support.settle(page, 3)
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     for title, path in (("Attribution", "attribution"), ("Failures", "failures"),
                         ("Weekly report", "weekly"), ("Overview", "")):
         nav.get_by_text(title, exact=True).click()
         page.wait_for_url(re.compile(rf"/{path}\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-        settle(page)
+        support.settle(page)
         assert heading(page) == title
         params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
         assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
@@ -253,10 +242,10 @@ def test_navigation_keeps_the_filters(sample_app: support.Dashboard, page: objec
 
 def test_run_opens_from_the_overview_list(sample_app: support.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, 3)
+    support.settle(page, 3)
     page.get_by_text("Open this run").click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     assert heading(page) == "Run view"
     run_id = parse_qs(urlsplit(page.url).query)["run"][0]  # type: ignore[attr-defined]
     assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
@@ -264,23 +253,23 @@ def test_run_opens_from_the_overview_list(sample_app: support.Dashboard, page: o
     # that run too, once: back on the overview, it stays there.
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, 3)
+    support.settle(page, 3)
     grid = page.locator('[data-testid="stDataFrame"]').first  # type: ignore[attr-defined]
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, 1)
+    support.settle(page, 1)
     assert heading(page) == "Run view"
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page, 3)
+    support.settle(page, 3)
     assert heading(page) == "Overview"
 
 
 def test_weekly_csv_download_equals_the_cli(sample_app: support.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/weekly?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
-    settle(page)
+    support.settle(page)
     with page.expect_download(timeout=TIMEOUT_MS) as download:  # type: ignore[attr-defined]
         page.get_by_text("Download CSV").click()  # type: ignore[attr-defined]
     downloaded = Path(download.value.path()).read_bytes()
@@ -303,7 +292,7 @@ def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactor
         for path, charts in ((f"run?range=all&run={run_id}", 1), ("attribution?range=all", 2),
                              ("failures?range=all", 2), ("?range=all", 2)):
             page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
-            settle(page, charts)
+            support.settle(page, charts)
             body = page.locator("body").inner_text()  # type: ignore[attr-defined]
             if path.startswith("run"):
                 assert support.HOSTILE_IMG in body and support.HOSTILE_LINK in body
@@ -338,7 +327,7 @@ def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -
     try:
         for name, run_id in runs.items():
             page.goto(f"{app.url}/run?range=all&run={run_id}")  # type: ignore[attr-defined]
-            settle(page, 1)
+            support.settle(page, 1)
             tiles = page.locator('[data-testid="stMetricValue"]')  # type: ignore[attr-defined]
             shown = {t.inner_text().strip() for t in tiles.all()}
             assert "…" not in "".join(shown)
@@ -357,11 +346,11 @@ def test_a_click_on_a_culprit_bar_opens_its_runs(sample_app: support.Dashboard,
                                                  page: object) -> None:
     """Issue 15: clicking a bar opens the Runs page filtered to the runs behind it."""
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
-    settle(page, PAGES["attribution"])
+    support.settle(page, PAGES["attribution"])
     chart = page.locator(".stPlotlyChart").first  # type: ignore[attr-defined]
     chart.locator(".barlayer .point path").last.click(force=True)
     page.wait_for_url("**/runs?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    settle(page)
+    support.settle(page)
     assert heading(page) == "Runs"
     params = dict(parse_qsl(urlsplit(page.url).query))  # type: ignore[attr-defined]
     assert params["exhausted"] == "yes" and params["culprit"]

@@ -43,20 +43,10 @@ def page(browser: object) -> Iterator[object]:
 
 
 def finished(tab: object, charts: int = 0) -> None:
-    """Wait until the page has finished: the script run is over, no skeleton or spinner is
-    left, and `charts` Plotly charts are drawn; then once more for a rerun the page asked for
-    (a URL it rewrote)."""
+    """Wait until the page has drawn (support.settle), then once more for a rerun the page asked
+    for (a URL it rewrote)."""
     for _ in range(2):
-        tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-        tab.wait_for_function(  # type: ignore[attr-defined]
-            "!document.querySelector('[data-testid=stSkeleton], [data-testid=stSpinner]')",
-            timeout=TIMEOUT_MS)
-        if charts:
-            tab.wait_for_function(support.CHARTS_DRAWN, arg=charts,  # type: ignore[attr-defined]
-                                  timeout=TIMEOUT_MS)
-        tab.wait_for_timeout(1_000)  # type: ignore[attr-defined]
-    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
-    assert exception.count() == 0, exception.first.inner_text()
+        support.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
 
 
 def shoot_whole(tab: object, name: str) -> None:

@@ -46,14 +46,6 @@ def tab(app: support.Dashboard) -> Iterator[object]:
         browser.close()
 
 
-def settle(tab: object) -> None:
-    tab.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    tab.wait_for_function(support.CHARTS_DRAWN, arg=2,  # type: ignore[attr-defined]
-                          timeout=TIMEOUT_MS)
-    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
-    assert exception.count() == 0, exception.first.inner_text()
-
-
 def metric(tab: object, label: str) -> str:
     box = tab.locator('[data-testid="stMetric"]').filter(has_text=label)  # type: ignore[attr-defined]
     return box.locator('[data-testid="stMetricValue"]').first.inner_text().strip()
@@ -74,7 +66,7 @@ def predicted(db: str, deadline: str | None) -> dict[str, str]:
 def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboard,
                                                            tab: object) -> None:
     tab.goto(f"{app.url}/simulate?{QUERY}")  # type: ignore[attr-defined]
-    settle(tab)
+    support.settle(tab, charts=2, pause_ms=0)
     db = app.db  # type: ignore[attr-defined]
     assert {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")} == \
         predicted(db, None)
@@ -83,7 +75,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
         has_text="Set one run deadline").locator("label").first.click()
     tab.wait_for_selector('[data-testid="stSlider"]:has-text("Run deadline")',  # type: ignore[attr-defined]
                           timeout=TIMEOUT_MS)
-    settle(tab)
+    support.settle(tab, charts=2, pause_ms=0)
     slider = (tab.locator('[data-testid="stSlider"]')  # type: ignore[attr-defined]
               .filter(has_text="Run deadline").locator('input[type="range"]'))
     before = metric(tab, "Exhaustion rate")
@@ -96,7 +88,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
                      && !m.querySelector('[data-testid="stMetricValue"]').innerText
                           .includes(old))""",
         arg=["Exhaustion rate", before], timeout=TIMEOUT_MS)
-    settle(tab)
+    support.settle(tab, charts=2, pause_ms=0)
     print(f"slider to new figures in the browser: {time.perf_counter() - began:.2f} s")
     assert float(slider.input_value()) == 1.0
     after = {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")}

@@ -231,8 +231,8 @@ def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
     connection and the JavaScript), timed from the click to the page drawn with its charts."""
     context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore
     tab = context.new_page()
-    # The run view then remembers its run. Timed from a page that has finished drawing: the
-    # script state reads "notRunning" before the first run starts, too.
+    # The run view then remembers its run. Clicks start from a page that has drawn
+    # (time_visit): the script state alone reads "notRunning" while elements are still loading.
     time_visit(tab, base + url_for("run", week, run_id), PAGE_CHARTS["run"])
     times: dict[str, list[float]] = {page: [] for page in TITLES}
     for round_ in range(repeat + 1):

@@ -52,10 +52,9 @@ def other_page() -> None:
     st.title("other")
 
 
-OTHER_PAGES = [st.Page(other_page, title=f"Page {index}", url_path=f"page{index}")
-               for index in range(10)]
-
 if FURNISHED:
+    OTHER_PAGES = [st.Page(other_page, title=f"Page {index}", url_path=f"page{index}")
+                   for index in range(10)]
     navigation = st.navigation([st.Page(furnished_page, title="Overview", default=True),
                                 *OTHER_PAGES])
     st.set_page_config(layout="wide")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 
 from store.derive import with_conventions
+from store.scheduling import ROOT_GRACE_SECONDS
 from store.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
@@ -51,9 +53,13 @@ _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # and steps there (rebuilt whole: derive_state says when).
 BACKEND_FOLDER = Path(__file__).with_name("sql_clickhouse")
 BACKEND_NAMES = frozenset({
-    "otel_traces_table", "otel_logs_table", "derive_build", "derive_log_exceptions",
-    "derive_log_exceptions_none", "derive_scratch_drop", "derive_state",
+    "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
+    "derive_steps", "derive_log_exceptions", "derive_log_exceptions_none",
+    "derive_scratch_drop", "derive_state",
 })
+# The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
+# their traces, then everything else (derive_build.sql says why the walk runs twice).
+DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
 BACKEND_QUERIES = with_conventions(
     load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
 
@@ -185,11 +191,14 @@ class ClickHouseConnection:
         frame = self._frame_text(text, bound_parameters(query, parameters))
         return frame.reset_index(drop=True)
 
-    def run_script(self, name: str) -> None:
-        """Run every statement of a ClickHouse-only multi-statement file (DDL, derive)."""
+    def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
+        """Run every statement of a ClickHouse-only multi-statement file (DDL, derive), each
+        with the `parameters` it names."""
         for number, statement in enumerate(split_statements(BACKEND_QUERIES[name].text), 1):
+            named = {m["name"] for m in CLICKHOUSE_PARAMETER.finditer(statement)}
             try:
-                self.command(statement)
+                self.command(statement, {key: value for key, value in (parameters or {}).items()
+                                         if key in named})
             except Exception as error:
                 raise RuntimeError(f"{name}.sql statement {number} failed: {error}") from error
 
@@ -274,7 +283,11 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
         # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
         con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
                        else "derive_log_exceptions_none")
-        con.run_script("derive_build")
+        # SPEC §9: a trace without its root is measured once its last span ended longer ago than
+        # the grace period (otel_traces keeps no arrival time)
+        cutoff = {"root_cutoff_ns": time.time_ns() - int(ROOT_GRACE_SECONDS * 1e9)}
+        for name in DERIVE_BUILD:
+            con.run_script(name, cutoff)
     finally:
         con.run_script("derive_scratch_drop")
     return True

@@ -29,8 +29,9 @@ FROM_BUDGET_KIND = "<budget.step.kind>"  # row 1: the kind is the attribute's ow
 @dataclass(frozen=True)
 class Match:
     """`attribute` present; or equal to one of `values`; or ending in one of `suffixes`;
-    and never one of `excluded` (SPEC values as written: compared case-insensitively, the
-    attribute being typed as a label)."""
+    and never one of `excluded`. Values are compared as SPEC writes them: case-insensitively
+    when the attribute is typed as a label, exactly when it is typed as text (a name such as
+    ADK's "(merged tools)")."""
 
     attribute: str
     values: tuple[str, ...] = ()
@@ -50,6 +51,8 @@ class Joined:
     then_optional: bool
 
 
+# SPEC §9 row 3's last resort: the last word of the span name (`tools/call fetch_report`).
+SPAN_NAME_LAST_WORD = "<last word of the span name>"
 NameSource = str | Joined
 
 
@@ -61,8 +64,12 @@ class StepRule:
     kind: str
     names: tuple[NameSource, ...]  # default name sources in order (budget.step.name first)
     client_span: bool = False  # only on a CLIENT span
+    and_any_of: tuple[Match, ...] = ()  # also one of these (row 10: a name attribute)
+    unless: tuple[Match, ...] = ()  # never when one of these matches (bookkeeping, row 9)
     without_step_ancestor: bool = False  # row 12: only with no step above it in the run
     agent: bool = False  # row 10: transparent when it is alone with steps below (SPEC §9)
+    # row 11: a wrapper when a step of rows 1-10 lies below it (the walk finds out)
+    wrapper_over_steps: bool = False
 
 
 GEN_AI_OP = "gen_ai.operation.name"
@@ -70,8 +77,15 @@ OPENINFERENCE = "openinference.span.kind"
 TRACELOOP = "traceloop.span.kind"
 VERCEL_OP = "ai.operationId"
 AGENT_NAMES = ("gen_ai.agent.name", "agent.name", "traceloop.entity.name", "graph.node.id")
-# gen_ai.operation.name values that are bookkeeping around steps, not steps (row 11).
-WRAPPER_OPERATIONS = ("invoke_workflow", "agent_step", "invoke_node")
+MODEL_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings")  # row 2
+TOOL_OPERATIONS = ("execute_tool", "retrieval")  # row 3
+AGENT_OPERATIONS = ("invoke_agent",)  # row 10
+# Building an agent is never a step, whatever the span's kind (SPEC §9 row 11).
+NEVER_STEP_OPERATIONS = ("create_agent",)
+# Framework bookkeeping that looks like a step: Google ADK's record of a batch of parallel
+# tool calls, each of which has an execute_tool span of its own.
+BOOKKEEPING_TOOL_NAMES = ("(merged tools)",)
+TOOL_NAMES = ("gen_ai.tool.name", "gen_ai.data_source.id", SPAN_NAME_LAST_WORD)
 PEER_HOSTS = ("server.address", "net.peer.name", "url.full", "http.url")
 PEER_ROUTES = ("url.template", "http.route")
 CALL_NAMES = (Joined(("rpc.service",), "/", ("rpc.method",), then_optional=False),
@@ -80,11 +94,12 @@ CALL_NAMES = (Joined(("rpc.service",), "/", ("rpc.method",), then_optional=False
 STEP_RULES: tuple[StepRule, ...] = (
     StepRule("1", "budget", (Match("budget.step.kind"),), FROM_BUDGET_KIND,
              ("budget.step.name",)),
-    StepRule("2", "otel_genai",
-             (Match(GEN_AI_OP, ("chat", "text_completion", "generate_content", "embeddings")),),
+    StepRule("2", "otel_genai", (Match(GEN_AI_OP, MODEL_OPERATIONS),),
              "model", ("gen_ai.request.model", "gen_ai.response.model")),
-    StepRule("3", "otel_genai", (Match(GEN_AI_OP, ("execute_tool", "retrieval")),),
-             "tool", ("gen_ai.tool.name", "gen_ai.data_source.id")),
+    StepRule("3", "otel_genai", (Match(GEN_AI_OP, TOOL_OPERATIONS),), "tool", TOOL_NAMES,
+             unless=(Match("gen_ai.tool.name", BOOKKEEPING_TOOL_NAMES),)),
+    StepRule("3b", "mcp", (Match("mcp.method.name", ("tools/call",)),), "tool", TOOL_NAMES,
+             client_span=True),
     StepRule("4", "openinference", (Match(OPENINFERENCE, ("LLM", "EMBEDDING", "RERANKER")),),
              "model", ("llm.model_name", "embedding.model_name", "reranker.model_name",
                        "llm.invocation_parameters")),
@@ -99,21 +114,35 @@ STEP_RULES: tuple[StepRule, ...] = (
     StepRule("8", "vercel_ai", (Match(VERCEL_OP, suffixes=(".doGenerate", ".doStream",
                                                          ".doEmbed")),),
              "model", ("ai.model.id",)),
+    # an agent span carrying gen_ai.system is no model call: only without an operation, or
+    # with a model operation
     StepRule("9", "otel_genai", (Match("gen_ai.request.model"), Match("gen_ai.provider.name"),
                                  Match("gen_ai.system")),
-             "model", ("gen_ai.request.model",), client_span=True),
-    StepRule("10a", "otel_genai", (Match(GEN_AI_OP, ("invoke_agent", "create_agent")),),
-             "subagent", AGENT_NAMES, agent=True),
+             "model", ("gen_ai.request.model",), client_span=True,
+             unless=(Match(GEN_AI_OP, excluded=MODEL_OPERATIONS),)),
+    # an agent span without a name attribute (OpenInference's "Agent workflow", LangGraph's
+    # per-turn `agent` node) is a wrapper
+    StepRule("10a", "otel_genai", (Match(GEN_AI_OP, AGENT_OPERATIONS),), "subagent",
+             AGENT_NAMES, and_any_of=tuple(Match(name) for name in AGENT_NAMES), agent=True),
     StepRule("10b", "openinference", (Match(OPENINFERENCE, ("AGENT",)),), "subagent",
-             AGENT_NAMES, agent=True),
+             AGENT_NAMES, and_any_of=tuple(Match(name) for name in AGENT_NAMES), agent=True),
     StepRule("10c", "openllmetry", (Match(TRACELOOP, ("agent",)),), "subagent", AGENT_NAMES,
-             agent=True),
-    StepRule("11", "otel_genai", (Match(GEN_AI_OP, excluded=WRAPPER_OPERATIONS),), "other", ()),
+             and_any_of=tuple(Match(name) for name in AGENT_NAMES), agent=True),
+    # any other operation, on a call that leaves the process; in-process operations (Strands'
+    # execute_event_loop_cycle, workflows, planners) are wrappers, and so is one with a step
+    # below it (wrapper_over_steps)
+    StepRule("11", "otel_genai",
+             (Match(GEN_AI_OP, excluded=MODEL_OPERATIONS + TOOL_OPERATIONS + AGENT_OPERATIONS
+                    + NEVER_STEP_OPERATIONS),),
+             "other", (), client_span=True, wrapper_over_steps=True),
     StepRule("12a", "rpc", (Match("rpc.system"),), "other", CALL_NAMES, client_span=True,
              without_step_ancestor=True),
     StepRule("12b", "http", (Match("http.request.method"), Match("http.method")), "other",
              CALL_NAMES, client_span=True, without_step_ancestor=True),
 )
+# The rows before row 11: a step of one of them below a row-11 span makes that span a wrapper.
+ROWS_BEFORE_11 = tuple(rule.row for rule in STEP_RULES[:STEP_RULES.index(
+    next(rule for rule in STEP_RULES if rule.wrapper_over_steps))])
 
 # ---- SPEC §3: classes --------------------------------------------------------------------
 
@@ -163,7 +192,7 @@ ROLL_UP_CLASSES = ("client_timeout", "upstream_error", "cancelled", "client_erro
 
 # ---- rendering --------------------------------------------------------------------------
 
-_SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>-]*$")
+_SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>()-]*$")
 
 
 def _literal(value: str) -> str:
@@ -189,29 +218,40 @@ def column(attribute: str) -> str:
     return name
 
 
-def _label_values(values: tuple[str, ...]) -> str:
-    return ", ".join(_literal(as_label(value) or "") for value in values)
+def _values(attribute: str, values: tuple[str, ...]) -> str:
+    """SPEC's values as the column holds them: lower-cased for a label, as written for text."""
+    if TYPED_ATTRIBUTES[attribute][1] is as_label:
+        values = tuple(as_label(value) or "" for value in values)
+    return ", ".join(_literal(value) for value in values)
 
 
 def _match_sql(match: Match) -> str:
     col = column(match.attribute)
-    compared = match.values or match.suffixes or match.excluded
-    if compared and TYPED_ATTRIBUTES[match.attribute][1] is not as_label:
-        raise ValueError(f"{match.attribute} is compared by value: type it with as_label")
+    if match.suffixes and TYPED_ATTRIBUTES[match.attribute][1] is not as_label:
+        raise ValueError(f"{match.attribute} is compared by suffix: type it with as_label")
     if match.values:
-        return f"{col} IN ({_label_values(match.values)})"
+        return f"{col} IN ({_values(match.attribute, match.values)})"
     if match.suffixes:
         return "(" + " OR ".join(f"{col} LIKE {_literal('%' + (as_label(s) or ''))}"
                                  for s in match.suffixes) + ")"
     if match.excluded:
-        return f"({col} IS NOT NULL AND {col} NOT IN ({_label_values(match.excluded)}))"
+        return f"({col} IS NOT NULL AND {col} NOT IN ({_values(match.attribute, match.excluded)}))"
     return f"{col} IS NOT NULL"
 
 
+def _any_sql(matches: tuple[Match, ...]) -> str:
+    return "(" + " OR ".join(_match_sql(match) for match in matches) + ")"
+
+
 def _rule_sql(rule: StepRule) -> str:
-    condition = " OR ".join(_match_sql(match) for match in rule.any_of)
+    condition = _any_sql(rule.any_of)
+    if rule.and_any_of:
+        condition += f" AND {_any_sql(rule.and_any_of)}"
+    if rule.unless:
+        # a NULL test is false here: an absent attribute never excludes
+        condition += f" AND NOT coalesce({_any_sql(rule.unless)}, false)"
     if rule.client_span:
-        condition = f"kind = {CLIENT_SPAN_KIND} AND ({condition})"
+        condition = f"kind = {CLIENT_SPAN_KIND} AND {condition}"
     return condition
 
 
@@ -224,7 +264,13 @@ def _first_present(attributes: tuple[str, ...]) -> str:
     return parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
 
 
-def _name_sql(source: NameSource) -> str:
+# The last run of non-space characters, as the row 3 name of last resort.
+_LAST_WORD = "([^[:space:]]+)[[:space:]]*$"
+
+
+def _name_sql(source: NameSource, dialect: Dialect) -> str:
+    if source == SPAN_NAME_LAST_WORD:
+        return f"nullif({dialect.extract_group('name', _pattern(_LAST_WORD))}, '')"
     if isinstance(source, str):
         return _present(source)
     first, then = _first_present(source.first), _first_present(source.then)
@@ -253,18 +299,18 @@ def step_kind_sql() -> str:
                    else _literal(r.kind))
 
 
-def default_name_sql() -> str:
+def default_name_sql(dialect: Dialect) -> str:
     def names(rule: StepRule) -> str | None:
         if not rule.names:
             return None
-        parts = [_name_sql(source) for source in rule.names]
+        parts = [_name_sql(source, dialect) for source in rule.names]
         return parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
     return _by_row(names)
 
 
-def step_name_sql() -> str:
+def step_name_sql(dialect: Dialect) -> str:
     """budget.step.name first, then the matched row's default name, then the span name."""
-    return f"coalesce({_present('budget.step.name')}, {default_name_sql()}, name)"
+    return f"coalesce({_present('budget.step.name')}, {default_name_sql(dialect)}, name)"
 
 
 def convention_sql() -> str:
@@ -278,6 +324,11 @@ def _rows_where(flag: Callable[[StepRule], bool]) -> str:
 
 def is_agent_sql() -> str:
     return _rows_where(lambda r: r.agent)
+
+
+def rows_before_11_sql() -> str:
+    """The rows before 11: a step of one of them below a row-11 span makes that a wrapper."""
+    return ", ".join(map(_literal, ROWS_BEFORE_11))
 
 
 def needs_no_step_ancestor_sql() -> str:
@@ -314,7 +365,7 @@ class Dialect:
     name: str
     normalise: Callable[[str], str]  # lower-case, drop what is not [a-z0-9]
     digits_only: Callable[[str], str]
-    code_after: Callable[[str, str], str]  # the 3 digits after a prefix, as text or ''/NULL
+    extract_group: Callable[[str, str], str]  # a pattern's first group, as text or ''/NULL
     to_int: Callable[[str], str]
     regex_search: Callable[[str, str], str]
 
@@ -323,7 +374,7 @@ DUCKDB = Dialect(
     "duckdb",
     normalise=lambda x: f"regexp_replace(lower({x}), '[^a-z0-9]', '', 'g')",
     digits_only=lambda n: f"regexp_full_match({n}, '[0-9]+')",
-    code_after=lambda n, p: f"regexp_extract({n}, {p}, 1)",
+    extract_group=lambda n, p: f"regexp_extract({n}, {p}, 1)",
     to_int=lambda x: f"TRY_CAST(nullif({x}, '') AS BIGINT)",
     regex_search=lambda x, p: f"regexp_matches({x}, {p})",
 )
@@ -331,7 +382,7 @@ CLICKHOUSE = Dialect(
     "clickhouse",
     normalise=lambda x: f"replaceRegexpAll(lowerUTF8({x}), '[^a-z0-9]', '')",
     digits_only=lambda n: f"match({n}, '^[0-9]+$')",
-    code_after=lambda n, p: f"extract({n}, {p})",
+    extract_group=lambda n, p: f"extract({n}, {p})",
     to_int=lambda x: f"toInt64OrNull(nullIf({x}, ''))",
     regex_search=lambda x, p: f"match({x}, {p})",
 )
@@ -342,7 +393,7 @@ def code_sql(dialect: Dialect, n: str) -> str:
     """Rule 4: the code of a normalised text `n`: the text when only digits, else the three
     digits right after `code` or `status`, else NULL."""
     prefixes = "|".join(CODE_PREFIXES)
-    after = dialect.code_after(n, _pattern(f"(?:{prefixes})([0-9]{{3}})"))
+    after = dialect.extract_group(n, _pattern(f"(?:{prefixes})([0-9]{{3}})"))
     return f"CASE WHEN {dialect.digits_only(n)} THEN {dialect.to_int(n)} " \
            f"ELSE {dialect.to_int(after)} END"
 
@@ -408,9 +459,10 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "clickhouse_reads": clickhouse_reads_sql() if dialect is CLICKHOUSE else "",
         "step_row": step_row_sql(),
         "step_kind": step_kind_sql(),
-        "step_name": step_name_sql(),
+        "step_name": step_name_sql(dialect),
         "convention": convention_sql(),
         "is_agent": is_agent_sql(),
+        "rows_before_11": rows_before_11_sql(),
         "needs_no_step_ancestor": needs_no_step_ancestor_sql(),
         "outcome_class": outcome_sql(),
         "http_class": http_class_sql(),
@@ -426,7 +478,7 @@ def fragments(dialect: Dialect) -> dict[str, str]:
     }
 
 
-_MARKER = re.compile(r"/\*@([a-z_]+)\*/")
+_MARKER = re.compile(r"/\*@([a-z0-9_]+)\*/")
 
 
 def render(text: str, dialect: str) -> str:
@@ -444,9 +496,12 @@ def convention_attributes() -> set[str]:
     """Every attribute the step rules and class rules read."""
     names: set[str] = set()
     for rule in STEP_RULES:
-        names.update(match.attribute for match in rule.any_of)
+        names.update(match.attribute for match in (*rule.any_of, *rule.and_any_of,
+                                                   *rule.unless))
         for source in rule.names:
-            names.update([source] if isinstance(source, str) else (*source.first,
-                                                                   *source.then))
+            if isinstance(source, Joined):
+                names.update((*source.first, *source.then))
+            elif source != SPAN_NAME_LAST_WORD:
+                names.add(source)
     names.update(RESULT_ATTRIBUTES)
     return names

@@ -13,6 +13,7 @@ once, at import.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -21,7 +22,9 @@ from store import conventions
 from store.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
-DERIVE_NAMES = frozenset({"derive_refresh", "derive_measure", "derive_budgets",
+# The recognition, in order (derive_refresh.sql says why the walk runs twice).
+RECOGNISE = ("derive_refresh", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
+DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
                           "derive_rebuild_prepare"})
 
 
@@ -40,8 +43,24 @@ def _execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
-    _execute(con, "derive_refresh")
+    for name in RECOGNISE:
+        _execute(con, name)
     _execute(con, "derive_measure")
+    _execute(con, "derive_drop")
+
+
+# SPEC §9, "A trace without its root": the derivation measures a trace whose root never arrived
+# once none of its spans was stored after this instant (a connection's setting; unset, none).
+ROOT_CUTOFF_VARIABLE = "budgetscope_root_cutoff"
+
+
+def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
+    """Traces without a root whose spans were all stored before `cutoff` are measured from
+    their earliest span by this connection's derivations from now on; None: no such trace."""
+    if cutoff is None:
+        con.execute("RESET VARIABLE budgetscope_root_cutoff")
+    else:
+        con.execute("SET VARIABLE budgetscope_root_cutoff = ?::TIMESTAMPTZ", [cutoff])
 
 
 def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:

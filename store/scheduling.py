@@ -36,6 +36,11 @@ REMEASURE: Derive = remeasure_touched
 # serve: a turn gathers the commits of this long, so the dashboard sees a new run within about
 # a second while a burst of commits pays the derivation's fixed cost (~150 ms) once.
 DERIVE_EVERY_SECONDS = 1.0
+# SPEC §9, "A trace without its root": how long after its last span a trace whose root has not
+# arrived is measured from its earliest span (serve's and ingest's --root-grace; ingest decides
+# once its files are read). Five minutes: an agent's run ends its root last, within seconds of
+# its last step; an exporter's batch and retries add seconds more, not minutes.
+ROOT_GRACE_SECONDS = 300.0
 # Bulk loads: often enough that a load's pending marks stay few, rarely enough that the
 # derivation's fixed cost per run (~150 ms of statement set-up here) is spread over many batches.
 DERIVE_EVERY_SPANS = 100_000

@@ -263,6 +263,8 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "http.url": ("http_url_host", as_url_host),
     "url.template": ("url_template", as_text),
     "http.route": ("http_route", as_text),
+    # an MCP client's call (SPEC §9 row 3: `tools/call`)
+    "mcp.method.name": ("mcp_method_name", as_label),
     "output.value": ("output_value_head", as_text_head),
     "gen_ai.tool.call.result": ("gen_ai_tool_call_result_head", as_text_head),
 }

@@ -48,10 +48,10 @@ def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
         ("r8", {"ai.operationId": "ai.streamText.doStream", "ai.model.id": "gpt-v"}, {}),
         ("r9", {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-c"},
          {"kind": CLIENT}),
-        ("r10", {OP: "create_agent", "gen_ai.agent.name": "maker"}, {}),
+        ("r10", {OP: "invoke_agent", "gen_ai.agent.name": "maker"}, {}),
         ("r10 oi", {OI: "AGENT", "agent.name": "crew-a"}, {}),
         ("r10 traceloop", {"traceloop.span.kind": "agent", "traceloop.entity.name": "tl"}, {}),
-        ("r11", {OP: "some_new_op"}, {}),
+        ("r11", {OP: "some_new_op"}, {"kind": CLIENT}),
         ("r12 grpc", {"rpc.system": "grpc", "rpc.service": "pay.Ledger", "rpc.method": "Post"},
          {"kind": CLIENT}),
         ("r12 http", {"http.request.method": "GET", "server.address": "api.example.com",
@@ -64,6 +64,12 @@ def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
         ("chain", {OI: "CHAIN"}, {}),
         ("internal http", {"http.request.method": "GET"}, {}),
         ("internal model", {"gen_ai.request.model": "x"}, {}),
+        # SPEC §9 row 11: only a leaf call that leaves the process; building an agent never
+        ("internal op", {OP: "execute_event_loop_cycle"}, {}),
+        ("create agent", {OP: "create_agent", "gen_ai.agent.name": "maker"}, {"kind": CLIENT}),
+        # row 10 only with a name attribute; row 9 only for model operations
+        ("unnamed agent", {OI: "AGENT"}, {}),
+        ("agent with system", {OP: "invoke_agent", "gen_ai.system": "openai"}, {"kind": CLIENT}),
         # SPEC: conflicting conventions follow the table's order
         ("conflict", {OP: "chat", "gen_ai.request.model": "gpt-first", OI: "TOOL",
                       "tool.name": "never"}, {}),
@@ -202,7 +208,8 @@ def test_two_agents_are_two_steps_and_a_lone_empty_agent_is_one(derived) -> None
         "agent alice": ("subagent:alice", 0), "chat alice": ("model:m", 1),
         "agent bob": ("subagent:bob", 0), "chat bob": ("model:m", 1)}
     con, b, runs = derived
-    assert run_row(con, b.trace_id(runs["crew"]))["agent"] == "alice"  # earliest agent
+    # two agents side by side: the run belongs to the service (SPEC §9, the run's agent)
+    assert run_row(con, b.trace_id(runs["crew"]))["agent"] == "conv-svc"
     empty = steps_of(derived, "empty agent")
     assert {n: (r["step_key"], r["class"]) for n, r in empty.items()} == {
         "failed agent": ("subagent:early", "error")}

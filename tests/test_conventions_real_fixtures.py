@@ -3,9 +3,9 @@ instrumentation packages against fake servers on 127.0.0.1) through SPEC §9's r
 runs, steps, classes, culprit and holder as the harness logged them, and the same steps on the
 ClickHouse derivation as on DuckDB's.
 
-Two fixtures differ from the harness's truth where SPEC's rules, applied as written, give
-another answer; they are strict xfails that name the spans, so a SPEC change that fixes them
-shows up here (see the issue 13 note)."""
+A fixture that differed from the harness's truth where SPEC's rules, applied as written, give
+another answer would be a strict xfail in KNOWN naming the spans, so that a SPEC change that
+fixes it shows up here."""
 
 from __future__ import annotations
 
@@ -28,20 +28,9 @@ from tests.real_fixture_compare import (
 )
 
 NAMES = sorted(path.name.split(".")[0] for path in (FIXTURES / "otlp").glob("*.otlp.pb"))
-KNOWN = {
-    # OpenInference's openai-agents instrumentation marks the SDK's "Agent workflow" span
-    # (no agent name attribute) as an AGENT above the real agent: SPEC §9 names the run's
-    # agent after the earliest agent span without an agent above it, i.e. "Agent workflow".
-    "openai_agents": "the run's agent is the workflow span's name, not support-agent",
-    # pydantic-ai reports its own tool timeout as ToolRetryError("Timed out after 0.3
-    # seconds.") and the nested httpx span carries no evidence: rule 4 reads the type, not the
-    # message, so the tool is `error`, not client_timeout.
-    "pydantic_ai": "fetch_report's timeout shows only in exception.message",
-    # LangGraph's model node is an OpenInference AGENT span named "agent" with no agent name;
-    # the tools' httpx spans are not children of the TOOL spans (tests/test_real_fixtures.py
-    # lists each difference).
-    "langgraph": "LangGraph node spans taken for agents; tool HTTP spans beside the tools",
-}
+# Fixtures where SPEC's rules, applied as written, give another answer than the harness logged:
+# strict xfails naming the spans. Empty: none.
+KNOWN: dict[str, str] = {}
 STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level", "kind",
                 "name", "step_key", "convention", "class", "consumption_ms", "agent"]
 

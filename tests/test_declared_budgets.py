@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from store.ddl import SCHEMA_VERSION
 from store.declared_budgets import (
     Change,
     DeclarationError,
@@ -240,7 +241,7 @@ def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path
     con = open_db(tmp_path, "v3.duckdb")
     try:
         assert con.execute("SELECT value FROM budgetscope_meta WHERE key = 'schema_version'"
-                           ).fetchone()[0] == "5"
+                           ).fetchone()[0] == str(SCHEMA_VERSION)
         assert sorted(con.execute("SELECT budget_ms, budget_source FROM runs").fetchall(),
                       key=str) == [(10_000, "span"), (None, None)]
         declare(con, Change("set", "billing", 5_000))

@@ -33,33 +33,9 @@ from tests.real_fixture_compare import (
 NAMES = sorted(path.stem for path in (FIXTURES / "truth").glob("*.json"))
 
 # (fixture, run number in start order, field) → why SPEC §9/§3 as written differs from the
-# ground truth there. Proposed rules: see the note of issue 13.
-SPEC_GAPS: dict[tuple[str, int, str], str] = {
-    **{("openai_agents", run, "agent"): (
-        "under a root span of the app's own, the first agent span below the run is "
-        "OpenInference's trace-level 'Agent workflow' (openinference.span.kind=AGENT, no "
-        "agent.name/graph.node.id), so the run's agent is named by that span name; the agent "
-        "is its descendant with agent.name=support-agent (run 0, where 'Agent workflow' is "
-        "the run span itself, gets support-agent)") for run in (1, 2, 3)},
-    **{("langgraph", run, "agent"): (
-        "OpenInference's langchain instrumentor marks LangGraph's node named 'agent' "
-        "(create_react_agent's model node) openinference.span.kind=AGENT, with no agent.name/"
-        "graph.node.id (only metadata.langgraph_node): §9 names the run's agent 'agent' "
-        "instead of the resource's service.name") for run in (0, 1, 2)},
-    ("langgraph", 1, "steps"): (
-        "three 'agent' node spans side by side (one per ReAct turn) are three subagent steps "
-        "with the model calls nested in them; the tools' httpx CLIENT spans are children of the "
-        "app's root, not of the OpenInference TOOL spans (the langchain tracer does not make "
-        "its spans current), so they are extra top-level other:127.0.0.1 steps running beside "
-        "the tools; lookup_customer caught its own ReadTimeout and its TOOL span is OK, so "
-        "rule 6 does not roll the timeout up: ok instead of client_timeout"),
-    ("pydantic_ai", 1, "steps"): (
-        "pydantic-ai's own tool timeout: 'execute_tool fetch_report' is ERROR with an exception "
-        "event pydantic_ai.exceptions.ToolRetryError (exception.message and "
-        "gen_ai.tool.call.result 'Timed out after 0.3 seconds.'), no status message; its "
-        "cancelled httpx child carries no evidence. §3 reads exception.type only (no specific "
-        "class) → error, not client_timeout"),
-}
+# ground truth there, with the spans that cause it. Empty: every fixture reads as its harness
+# logged it.
+SPEC_GAPS: dict[tuple[str, int, str], str] = {}
 
 
 def test_every_library_has_a_fixture() -> None:

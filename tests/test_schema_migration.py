@@ -163,3 +163,49 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
                     if row[0].startswith("_")]
     finally:
         con.close()
+
+
+def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> None:
+    """Schema 5 → 6 (SPEC §4, §9 revised): runs gain culprit_step, holder_step,
+    holder_at_deadline and root_missing, spans gain mcp_method_name (filled from the stored
+    attributes as ingest types it), the two new tables exist, and every trace is marked for
+    derivation again, after which the numbers are there."""
+    from opentelemetry.trace import SpanKind
+
+    from store.derivation import PendingDerivations
+    from store.derive import refresh_touched
+    from tests.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=5)
+    run = b.run(0, 1_000, 1_000)
+    b.span("tools/call fetch", 0, 500, parent=run, kind=SpanKind.CLIENT,
+           attributes={"mcp.method.name": " Tools/Call "})
+    db = tmp_path / "v5.duckdb"
+    con = connect(db)
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        PendingDerivations(refresh_touched).run(con)
+        con.execute("DROP INDEX runs_by_run_id")
+        for column in ("culprit_step", "holder_step", "holder_at_deadline", "root_missing"):
+            con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        con.execute("CREATE INDEX runs_by_run_id ON runs (run_id)")
+        con.execute("ALTER TABLE spans DROP COLUMN mcp_method_name")
+        con.execute("DROP TABLE traces_awaiting_root")
+        con.execute("DROP TABLE derivation_notes")
+        con.execute("UPDATE budgetscope_meta SET value = '5' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute("SELECT mcp_method_name FROM spans WHERE name = 'tools/call fetch'"
+                           ).fetchone() == ("tools/call",)
+        assert con.execute("SELECT culprit_step, root_missing FROM runs").fetchone() == (
+            None, False)
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
+                           ).fetchone()[0] == 1
+        PendingDerivations(refresh_touched).run(con)
+        assert con.execute("SELECT culprit_step, culprit_key, root_missing FROM runs"
+                           ).fetchone() == (1, "tool:fetch", False)
+        assert con.execute("SELECT count(*) FROM traces_awaiting_root").fetchone() == (0,)
+    finally:
+        con.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from ingest.decode.flatten import flatten_request
 from store.database import connect
 from store.derivation import PendingDerivations
-from store.derive import refresh_touched
+from store.derive import refresh_touched, set_root_cutoff
 from store.writer import SpanWriter
 
 T0_NS = 1_795_428_000 * 10**9  # 2026-11-23T10:00:00Z, a Monday
@@ -52,13 +53,13 @@ class TraceBuilder:
         self.ids = SeededIds(seed)
         self.default_service = service
 
-    def _tracer(self, service: str) -> trace.Tracer:
+    def _tracer(self, service: str, scope: str) -> trace.Tracer:
         if service not in self.providers:
             provider = TracerProvider(resource=Resource.create({"service.name": service}),
                                       id_generator=self.ids)
             provider.add_span_processor(SimpleSpanProcessor(self.exporter))
             self.providers[service] = provider
-        return self.providers[service].get_tracer("budgetscope-tests")
+        return self.providers[service].get_tracer(scope)
 
     def span(self, name: str, start_ms: float, end_ms: float, *,
              parent: ReadableSpan | trace.Span | None = None,
@@ -66,17 +67,19 @@ class TraceBuilder:
              exceptions: Sequence[str] = (), links: Sequence[trace.Span] = (),
              service: str | None = None, t0_ns: int = T0_NS,
              kind: SpanKind = SpanKind.INTERNAL, status_message: str = "failed",
-             ok: bool = False) -> trace.Span:
+             ok: bool = False, scope: str = "budgetscope-tests",
+             messages: Sequence[str] = ()) -> trace.Span:
         context = trace.set_span_in_context(parent) if parent is not None else None
         if parent is None:
             context = trace.set_span_in_context(trace.INVALID_SPAN)
-        span = self._tracer(service or self.default_service).start_span(
+        span = self._tracer(service or self.default_service, scope).start_span(
             name, context=context, attributes=attributes or {}, kind=kind,
             links=[Link(other.get_span_context()) for other in links],
             start_time=t0_ns + int(start_ms * MS))
         for index, exception_type in enumerate(exceptions):
+            message = messages[index] if index < len(messages) else f"test {index}"
             span.add_event("exception", {"exception.type": exception_type,
-                                         "exception.message": f"test {index}"},
+                                         "exception.message": message},
                            timestamp=t0_ns + int(start_ms * MS))
         if error:
             span.set_status(Status(StatusCode.ERROR, status_message))
@@ -116,14 +119,19 @@ def open_db(tmp_path: Path, name: str = "test.duckdb") -> duckdb.DuckDBPyConnect
 
 
 def store(con: duckdb.DuckDBPyConnection, spans: Iterable[ReadableSpan],
-          expected_refusals: frozenset[str] = frozenset()) -> int:
+          expected_refusals: frozenset[str] = frozenset(), *,
+          roots_overdue: bool = False) -> int:
     """One OTLP request → one write, then the derivation of what it marked pending, as the
-    receivers' writer thread does. Any refusal is an error, except the reasons a test names."""
+    receivers' writer thread does. Any refusal is an error, except the reasons a test names.
+    `roots_overdue`: a trace whose root has not arrived is measured from its earliest span at
+    once, as `ingest` does once its files are read (SPEC §9); else it waits, as in serve."""
     batch = flatten_request(encode_spans(list(spans)))
     unexpected = [r for r in batch.rejections if r.reason not in expected_refusals]
     assert not unexpected, unexpected
     inserted = SpanWriter(con).write(batch).inserted
+    set_root_cutoff(con, datetime.now(UTC) + timedelta(seconds=1) if roots_overdue else None)
     PendingDerivations(refresh_touched).run(con)
+    set_root_cutoff(con, None)
     return inserted
 
 

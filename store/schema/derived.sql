@@ -46,7 +46,15 @@ CREATE TABLE IF NOT EXISTS runs (
     week                 VARCHAR NOT NULL,  -- ISO week of s in UTC, e.g. 2026-W48
     -- where B came from (SPEC §8, §10): 'span' (budget.total_ms), 'declared' (the agent's or
     -- the default declared budget), NULL when the budget is unknown. Last: schema 4 added it.
-    budget_source        VARCHAR
+    budget_source        VARCHAR,
+    -- Schema 6 (SPEC §4, §9): the culprit's and the holder's numbers (the rank of their start
+    -- among the run's top-level steps, from 1), whether the holder was running when the
+    -- deadline fired (else it is the last step started and none was running at d), and
+    -- whether the run's root span never arrived (measured from its earliest span).
+    culprit_step         INTEGER,
+    holder_step          INTEGER,
+    holder_at_deadline   BOOLEAN,
+    root_missing         BOOLEAN NOT NULL DEFAULT false
 );
 -- The on-call view looks one run up by id. No index on trace_id: the refresh's deletes by
 -- trace are hash joins that would not use it, and every index costs on each refresh's
@@ -166,4 +174,21 @@ CREATE TABLE IF NOT EXISTS step_lifts (
     run_span_id          VARCHAR NOT NULL,
     span_id              VARCHAR NOT NULL,  -- the tool step
     lifted_from          VARCHAR NOT NULL   -- the model step it is lifted out of
+);
+
+-- traces_awaiting_root: traces with spans stored but no run yet, because their root span has not
+-- arrived (SPEC §9, "A trace without its root"), and when their last span was stored. Kept by the
+-- derivation; serve marks a trace for derivation again once nothing of it has arrived for the
+-- grace period, and it is then measured from its earliest span (runs.root_missing).
+CREATE TABLE IF NOT EXISTS traces_awaiting_root (
+    trace_id             VARCHAR NOT NULL,
+    last_received_at     TIMESTAMPTZ NOT NULL
+);
+
+-- derivation_notes: what the derivation could not do in full for a trace, said rather than
+-- hidden (a bound it met), shown with the trace's runs. Rewritten each time the trace is derived.
+CREATE TABLE IF NOT EXISTS derivation_notes (
+    trace_id             VARCHAR NOT NULL,
+    note                 VARCHAR NOT NULL,  -- a stable name, e.g. http_beside_tool_skipped
+    detail               VARCHAR NOT NULL   -- one sentence for the user
 );

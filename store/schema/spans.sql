@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS spans (
     -- the first 256 characters of a tool's result (SPEC §3 rule 4's timeout result)
     output_value_head        VARCHAR,
     gen_ai_tool_call_result_head VARCHAR,
+    mcp_method_name          VARCHAR,            -- schema 6: an MCP client's call (row 3)
 
     received_at              TIMESTAMPTZ NOT NULL  -- when this row was committed
     -- No primary key here: (trace_id, span_id) is unique through span_keys (span_keys.sql),

@@ -1,5 +1,5 @@
 -- name: derive_build
--- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6).
+-- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6): the spans.
 --
 -- The ClickHouse dialect of store/sql_derive/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
@@ -8,6 +8,8 @@
 -- table is derived at once into *_next tables that then replace the live ones, instead of a
 -- refresh of the traces one write touched (ClickHouse has no transactions to make a
 -- delete-and-insert atomic; an exchange of tables is).
+-- The build is this file (the spans), derive_walk.sql, derive_recognise.sql, derive_walk.sql again
+-- (the traces where one call left two spans), then derive_steps.sql (store.clickhouse runs them).
 -- Statements end with ';' at the end of a line (store.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
@@ -44,10 +46,13 @@ FROM otel_traces;
 -- `typed` are one statement: a table between them cost a write and a read of every span),
 -- as store/typed_attributes.py types them at ingest (an integer is any number without a
 -- fraction, written as an integer or not); then step kind, name and class (SPEC §2, §3).
-CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_spans_read ENGINE = MergeTree ORDER BY tuple() AS
 WITH raw AS (
         SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
                toString(SpanName) AS name,
+               -- the instrumentation scope (SPEC §9, one call, two spans): as the DuckDB store
+               -- tells scopes apart, by name and version
+               concat(ScopeName, '@', ScopeVersion) AS scope_id,
                toUnixTimestamp64Nano(Timestamp) AS start_ns,
                toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
                -- the exporter writes pdata's names (Unset/Ok/Error); older versions wrote the proto's
@@ -115,6 +120,10 @@ WITH raw AS (
                -- exception.type of each `exception` event, in event order, non-empty ones only
                arrayFilter(x -> x != '', arrayMap((n, a) -> if(n = 'exception', a['exception.type'], ''),
                                                   Events.Name, Events.Attributes)) AS exception_types,
+               -- and their exception.message, in the same order
+               arrayFilter(x -> trimBoth(x) != '',
+                           arrayMap((n, a) -> if(n = 'exception', a['exception.message'], ''),
+                                    Events.Name, Events.Attributes)) AS event_messages,
                arrayZip(Links.TraceId, Links.SpanId) AS links
         FROM otel_traces
         LIMIT 1 BY TraceId, SpanId
@@ -122,6 +131,7 @@ WITH raw AS (
     SELECT raw.*,
            -- exception log records carrying the span's context (derive_log_exceptions.sql)
            le.log_exception_types AS log_exception_types,
+           le.log_exception_messages AS log_exception_messages,
            coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
            coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
            coalesce(toInt64OrNull(t_reserve), if(toFloat64OrNull(t_reserve) = floor(toFloat64OrNull(t_reserve)) AND abs(toFloat64OrNull(t_reserve)) < 9.2e18, toInt64(toFloat64OrNull(t_reserve)), NULL)) AS budget_reserve_ms,
@@ -139,7 +149,7 @@ WITH raw AS (
                         false, NULL), 'Nullable(Bool)') AS budget_hedge
     FROM raw
     LEFT JOIN (SELECT trace_id AS log_trace_id, span_id AS log_span_id,
-                      types AS log_exception_types
+                      types AS log_exception_types, messages AS log_exception_messages
                FROM budgetscope_tmp_log_exceptions) le
            ON le.log_trace_id = raw.trace_id AND le.log_span_id = raw.span_id
 ), recognised AS (
@@ -157,14 +167,16 @@ WITH raw AS (
            -- its `exception` events, then the exception log records carrying its context.
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(exception_types, log_exception_types))
                AS exception_texts,
+           arrayFilter(x -> trimBoth(x) != '', arrayConcat(event_messages, log_exception_messages))
+               AS exception_messages,
            coalesce(trimBoth(error_type) != '', false) OR length(exception_texts) > 0
                AS has_error_type,
-           -- rule 4's texts in order (error.type, exception types, an ERROR span's status
-           -- message), normalised, and their codes
+           -- rule 4's texts in order (error.type, exception types, exception messages, an ERROR
+           -- span's status message), normalised, and their codes
            arrayMap(x -> /*@normalise_x*/,
                     arrayConcat(if(trimBoth(coalesce(error_type, '')) != '',
                                    [assumeNotNull(error_type)], []),
-                                exception_texts,
+                                exception_texts, exception_messages,
                                 if(status_code = 2, [status_message], []))) AS error_norms,
            arrayMap(n -> /*@code_n*/, error_norms) AS error_codes
     FROM recognised
@@ -176,504 +188,116 @@ WITH raw AS (
                     if(/*@tool_timeout_result*/, 'client_timeout', NULL)) AS specific
     FROM named
 )
-SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
-       gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
-       budget_run_outcome, budget_remaining_ms, budget_cap_ms, budget_allocated_ms,
-       budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
-       budget_hedge, budget_reconcile_result, budget_cleanup_ms,
+SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, status_code,
+       service_name, gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms,
+       budget_reserve_ms, budget_run_outcome, budget_remaining_ms, budget_cap_ms,
+       budget_allocated_ms, budget_side_effect, budget_effect_status, budget_idempotency_key,
+       budget_attempt, budget_hedge, budget_reconcile_result, budget_cleanup_ms,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
-       step_row IS NOT NULL AS matches_row,
-       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       step_row,
        needs_no_step_ancestor, is_agent,
        step_kind, step_name, convention,
        specific,
        coalesce(specific, if(has_error_type OR status_code = 2, 'error', 'ok')) AS own_class,
        budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
-           OR grpc_status_code IS NOT NULL OR has_error_type AS has_evidence,
+           OR grpc_status_code IS NOT NULL OR has_error_type OR length(exception_messages) > 0
+           AS has_evidence,
        links AS link_targets
 FROM classed;
 
--- 2. Walk down from every run span (as derive_refresh.sql step 2): per span, whether it is a
--- step of this run (row 12 only with no step above it other than an agent), its nearest step
--- above, whether an agent lies above it, and the steps above it and itself (`path`, rule 6).
--- A nested run is still a step of the outer run when it is one (`own`), but what is below it
--- belongs to it (`nested`). The depth cap stops a malformed parent cycle from recursing
--- forever; a span reached twice (only in a cyclic trace) keeps its shallowest path.
-CREATE TABLE budgetscope_tmp_walk ENGINE = MergeTree ORDER BY tuple() AS
-WITH RECURSIVE walk AS (
-    SELECT trace_id, span_id AS run_span_id, span_id, false AS is_step,
-           CAST(NULL, 'Nullable(String)') AS step_parent,
-           CAST(NULL, 'Nullable(String)') AS step_ctx,
-           -- a run span matching a row other than an agent's is a step above, for row 12
-           matches_row AND NOT is_agent AS plain_step_above, false AS agent_above,
-           false AS parent_agent_above,
-           [span_id] AS path, false AS own, false AS nested, toUInt32(0) AS depth
-    FROM budgetscope_tmp_spans WHERE is_run
-    UNION ALL
-    SELECT c.trace_id, w.run_span_id, c.span_id,
-           (NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))),
-           w.step_ctx,
-           if(NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)),
-              toNullable(c.span_id), w.step_ctx),
-           w.plain_step_above OR ((NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND NOT c.is_agent),
-           w.agent_above OR ((NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND c.is_agent),
-           w.agent_above,
-           if(NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)),
-              arrayPushBack(w.path, c.span_id), w.path),
-           NOT w.nested,
-           w.nested OR c.is_run,
-           toUInt32(w.depth + 1)
-    FROM budgetscope_tmp_spans c
-    JOIN walk w ON c.trace_id = w.trace_id AND c.parent_span_id = w.span_id
-    WHERE w.depth < 200
+-- 1b. One call, two sibling spans (as derive_refresh.sql step 1b): one parent, one step key,
+-- nested intervals, two instrumentation scopes, paired one to one with the nearest; the outer is
+-- a wrapper. Budget steps never.
+CREATE TABLE budgetscope_tmp_sibling_twins ENGINE = MergeTree ORDER BY tuple() AS
+WITH grouped AS (
+    SELECT trace_id, parent_span_id, step_kind, step_name
+    FROM budgetscope_tmp_spans_read
+    WHERE step_row IS NOT NULL AND step_row != '1' AND parent_span_id IS NOT NULL
+    GROUP BY trace_id, parent_span_id, step_kind, step_name
+    HAVING min(scope_id) != max(scope_id)
+), candidates AS (
+    SELECT trace_id, parent_span_id, span_id, scope_id, step_kind, step_name, start_ns, end_ns
+    FROM budgetscope_tmp_spans_read
+    WHERE step_row IS NOT NULL AND step_row != '1'
+      AND (trace_id, parent_span_id, step_kind, step_name) IN (SELECT * FROM grouped)
+), pairs AS (
+    SELECT a.trace_id AS trace_id, a.span_id AS a_id, b.span_id AS b_id,
+           abs(a.start_ns - b.start_ns) + abs(a.end_ns - b.end_ns) AS distance,
+           a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns
+               AND (a.start_ns < b.start_ns OR a.end_ns > b.end_ns OR a.span_id < b.span_id)
+               AS a_outer
+    FROM candidates a
+    JOIN candidates b ON b.trace_id = a.trace_id AND b.parent_span_id = a.parent_span_id
+                     AND b.step_kind = a.step_kind AND b.step_name = a.step_name
+    WHERE b.scope_id != a.scope_id
+      AND ((a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns)
+           OR (b.start_ns <= a.start_ns AND b.end_ns >= a.end_ns))
+), nearest AS (
+    SELECT trace_id, a_id, b_id, a_outer FROM pairs
+    QUALIFY row_number() OVER (PARTITION BY trace_id, a_id ORDER BY distance, b_id) = 1
 )
-SELECT * FROM walk
-ORDER BY depth
-LIMIT 1 BY trace_id, run_span_id, span_id;
+SELECT x.trace_id AS trace_id, x.a_id AS span_id, x.b_id AS twin_id
+FROM nearest x
+JOIN (SELECT trace_id AS y_trace_id, a_id AS y_a_id, b_id AS y_b_id FROM nearest) y
+  ON y.y_trace_id = x.trace_id AND y.y_a_id = x.b_id AND y.y_b_id = x.a_id
+WHERE x.a_outer;
 
--- 3. Run-level facts that do not depend on steps.
-CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
-WITH first_agent AS (
-    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
-    -- the run span, as derive_refresh.sql step 3)
-    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id,
-           argMin(s.step_name, tuple(s.start_ns, s.span_id)) AS name
-    FROM budgetscope_tmp_walk w
-    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    WHERE s.is_agent AND w.own AND w.is_step AND NOT w.parent_agent_above
-    GROUP BY w.trace_id, w.run_span_id
-), runs_raw AS (
-    SELECT r.*,
-           -- the root is the run "trace_id" only when the trace has exactly one root
-           countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           -- the run's agent (SPEC §9, as derive_refresh.sql step 3)
-           coalesce(r.gen_ai_agent_name, a.name, r.service_name) AS agent
-    FROM budgetscope_tmp_spans r
-    LEFT JOIN first_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
-    WHERE r.is_run
-), declared AS (
-    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
-    -- agent, else the declared default (as derive_refresh.sql step 3).
-    SELECT r.*,
-           coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
-           multiIf(r.budget_total_ms IS NOT NULL, 'span',
-                   coalesce(a.budget_ms, dflt.budget_ms) IS NOT NULL, 'declared',
-                   NULL) AS budget_source
-    FROM runs_raw r
-    LEFT JOIN (SELECT agent, budget_ms FROM budgetscope_declared_budgets
-               WHERE scope = 'agent') a ON a.agent = r.agent
-    LEFT JOIN (SELECT budget_ms FROM budgetscope_declared_budgets
-               WHERE scope = 'default' LIMIT 1) dflt ON true
-), budgeted AS (
-    -- d = budget.deadline_unix_ms when present, else s + B
-    SELECT *,
-           if(budget_ms IS NOT NULL, coalesce(
-               budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000), NULL)
-               AS deadline_ns
-    FROM declared
-), latest AS (
-    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS latest_end_ns
-    FROM budgetscope_tmp_walk w
-    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    GROUP BY w.trace_id, w.run_span_id
+-- 1c. Parents that never arrived, and runs whose root never arrived (as derive_refresh.sql step
+-- 1c). otel_traces has no arrival time: a trace qualifies once its last span ended before
+-- {root_cutoff_ns} (now less the grace period, set by store.clickhouse).
+CREATE TABLE budgetscope_tmp_parents ENGINE = MergeTree ORDER BY tuple() AS
+SELECT r.trace_id AS trace_id, r.span_id AS span_id, r.parent_span_id AS parent_span_id,
+       r.start_ns AS start_ns, r.end_ns AS end_ns, r.is_run AS is_run,
+       r.parent_span_id IS NOT NULL AND (p.span_id IS NULL OR r.parent_span_id = r.span_id)
+           AS parent_missing
+FROM budgetscope_tmp_spans_read r
+LEFT JOIN (SELECT trace_id, span_id FROM budgetscope_tmp_spans_read) p
+       ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id;
+
+CREATE TABLE budgetscope_tmp_anchors ENGINE = MergeTree ORDER BY tuple() AS
+WITH traces AS (
+    SELECT trace_id,
+           max(is_run) AS has_run,
+           argMinIf(span_id, tuple(parent_span_id IS NOT NULL, start_ns, span_id),
+                    is_run AND (parent_span_id IS NULL OR parent_missing)) AS top_run_any,
+           countIf(is_run AND (parent_span_id IS NULL OR parent_missing)) > 0 AS has_top_run,
+           argMin(span_id, tuple(NOT parent_missing, start_ns, span_id)) AS earliest_orphan,
+           max(end_ns) AS last_end_ns
+    FROM budgetscope_tmp_parents
+    GROUP BY trace_id
 )
-SELECT if(r.parent_span_id IS NULL AND r.roots_in_trace = 1, r.trace_id,
-          concat(r.trace_id, '/', r.span_id)) AS run_id,
-       r.trace_id AS trace_id, r.span_id AS span_id,
-       toLowCardinality(r.agent) AS agent,
-       r.start_ns AS start_ns, r.end_ns AS end_ns,
-       r.budget_ms AS budget_ms,
-       r.budget_source AS budget_source,
-       r.deadline_ns AS deadline_ns,
-       -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
-       if(r.deadline_ns IS NOT NULL, greatest(r.start_ns, least(r.end_ns, r.deadline_ns)), NULL)
-           AS window_end_ns,
-       r.budget_reserve_ms AS reserve_ms,
-       r.budget_run_outcome AS outcome,
-       (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
-       ((r.end_ns - r.start_ns) / 1e6) / nullIf(r.budget_ms, 0) AS utilisation,
-       l.latest_end_ns AS latest_end_ns,
-       if(r.deadline_ns IS NOT NULL, greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6, NULL)
-           AS overrun_ms,
-       lowerUTF8(trimBoth(r.budget_run_outcome)) AS known_outcome,
-       toLowCardinality(concat(
-           toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
-           leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
-                   2, '0'))) AS week
-FROM budgeted r
-JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
+SELECT trace_id,
+       if(NOT has_run AND last_end_ns < {root_cutoff_ns:Int64}, toNullable(earliest_orphan),
+          NULL) AS root_missing_run,
+       coalesce(if(has_top_run, toNullable(top_run_any), NULL),
+                if(NOT has_run AND last_end_ns < {root_cutoff_ns:Int64},
+                   toNullable(earliest_orphan), NULL)) AS anchor
+FROM traces;
 
--- 4. Steps (SPEC §9), as derive_refresh.sql step 4: the walk's steps and the runs that are
--- their own single step, with the lone-agent test; then their levels (a transparent agent adds
--- none, a tool inside a model step stands beside it); then rule 6's evidence per step.
-CREATE TABLE budgetscope_tmp_found ENGINE = MergeTree ORDER BY tuple() AS
-SELECT trace_id, run_span_id, span_id, step_parent
-FROM budgetscope_tmp_walk WHERE own AND is_step;
+CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
+SELECT s.* EXCEPT (is_run),
+       s.is_run OR coalesce(s.span_id = a.root_missing_run, false) AS is_run,
+       coalesce(s.span_id = a.root_missing_run, false) AS root_missing,
+       if(p.parent_missing AND NOT (a.anchor IS NOT NULL AND s.span_id = a.anchor), a.anchor,
+          s.parent_span_id) AS walk_parent,
+       s.step_row IS NOT NULL AND t.t_span_id IS NULL AS candidate,
+       s.step_row IS NOT NULL AND t.t_span_id IS NULL AND NOT s.needs_no_step_ancestor
+           AS is_step
+-- (the joined tables' columns are named apart: ClickHouse would prefix the span's own
+-- trace_id and span_id with `s.` in the result otherwise)
+FROM budgetscope_tmp_spans_read s
+JOIN (SELECT trace_id AS p_trace_id, span_id AS p_span_id, parent_missing
+      FROM budgetscope_tmp_parents) p ON p.p_trace_id = s.trace_id AND p.p_span_id = s.span_id
+JOIN (SELECT trace_id AS a_trace_id, root_missing_run, anchor FROM budgetscope_tmp_anchors) a
+     ON a.a_trace_id = s.trace_id
+LEFT JOIN (SELECT trace_id AS t_trace_id, span_id AS t_span_id
+           FROM budgetscope_tmp_sibling_twins) t
+       ON t.t_trace_id = s.trace_id AND t.t_span_id = s.span_id;
 
-INSERT INTO budgetscope_tmp_found
-SELECT trace_id, span_id AS run_span_id, span_id, CAST(NULL, 'Nullable(String)') AS step_parent
-FROM budgetscope_tmp_spans
-WHERE is_run AND matches_row
-  AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_found)
-  AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_found);
-
-CREATE TABLE budgetscope_tmp_step_tree ENGINE = MergeTree ORDER BY tuple() AS
-WITH children AS (
-    SELECT trace_id, run_span_id, assumeNotNull(step_parent) AS span_id, count() AS steps_below
-    FROM budgetscope_tmp_found WHERE step_parent IS NOT NULL
-    GROUP BY trace_id, run_span_id, span_id
-)
-SELECT f.trace_id AS trace_id, f.run_span_id AS run_span_id, f.span_id AS span_id,
-       f.step_parent AS step_parent, s.step_kind AS step_kind,
-       s.is_agent AND count() OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
-           AND coalesce(c.steps_below, 0) > 0 AS transparent
-FROM budgetscope_tmp_found f
-JOIN budgetscope_tmp_spans s ON s.trace_id = f.trace_id AND s.span_id = f.span_id
-LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
-                    AND c.span_id = f.span_id;
-
-CREATE TABLE budgetscope_tmp_tree ENGINE = MergeTree ORDER BY tuple() AS
-WITH RECURSIVE tree AS (
-    SELECT trace_id, run_span_id, span_id, transparent,
-           toInt32(if(transparent, -1, 0)) AS step_level,
-           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(span_id)) AS top_step_id,
-           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(span_id)) AS ctx_id,
-           if(transparent, CAST(NULL, 'Nullable(String)'), toNullable(step_kind)) AS ctx_kind,
-           CAST(NULL, 'Nullable(String)') AS lifted_from, toUInt32(0) AS depth
-    FROM budgetscope_tmp_step_tree WHERE step_parent IS NULL
-    UNION ALL
-    SELECT n.trace_id, n.run_span_id, n.span_id, n.transparent,
-           toInt32(if(n.transparent OR (n.step_kind = 'tool' AND t.ctx_kind = 'model'),
-                      t.step_level, t.step_level + 1)),
-           multiIf(n.transparent, t.top_step_id,
-                   if(n.step_kind = 'tool' AND t.ctx_kind = 'model', t.step_level,
-                      t.step_level + 1) = 0, toNullable(n.span_id),
-                   t.top_step_id),
-           if(n.transparent, t.ctx_id, toNullable(n.span_id)),
-           if(n.transparent, t.ctx_kind, toNullable(n.step_kind)),
-           if(NOT n.transparent AND n.step_kind = 'tool' AND t.ctx_kind = 'model', t.ctx_id,
-              CAST(NULL, 'Nullable(String)')),
-           toUInt32(t.depth + 1)
-    FROM budgetscope_tmp_step_tree n
-    JOIN tree t ON n.trace_id = t.trace_id AND n.run_span_id = t.run_span_id
-               AND n.step_parent = t.span_id
-    WHERE t.depth < 200
-)
-SELECT * FROM tree WHERE NOT transparent
-ORDER BY depth
-LIMIT 1 BY trace_id, run_span_id, span_id;
-
-CREATE TABLE budgetscope_tmp_rolled ENGINE = MergeTree ORDER BY tuple() AS
--- (the evidence span's id is named apart: ClickHouse would read `span_id` below as the alias)
-SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
-FROM (
-    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS evidence_id,
-           above, s.specific AS specific, s.end_ns AS end_ns, s.start_ns AS start_ns
-    FROM budgetscope_tmp_walk w
-    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
-    ARRAY JOIN w.path AS above
-    WHERE s.has_evidence AND w.depth > 0
-)
-WHERE above != evidence_id
-QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
-                           ORDER BY end_ns DESC, start_ns DESC, evidence_id DESC) = 1;
-
-CREATE TABLE budgetscope_tmp_steps ENGINE = MergeTree ORDER BY tuple() AS
-WITH classed AS (
-    SELECT s.*, t.run_span_id AS run_span_id, t.step_level AS step_level,
-           t.top_step_id AS top_step_id,
-           -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5), not OK
-           if(s.specific IS NULL AND s.status_code != 1
-                  AND g.rolled_class IN (/*@roll_up_classes*/),
-              g.rolled_class, s.own_class) AS class
-    FROM budgetscope_tmp_tree t
-    JOIN budgetscope_tmp_spans s ON s.trace_id = t.trace_id AND s.span_id = t.span_id
-    LEFT JOIN budgetscope_tmp_rolled g ON g.trace_id = t.trace_id
-        AND g.run_span_id = t.run_span_id AND g.span_id = t.span_id
-)
-SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
-       s.parent_span_id AS parent_span_id, assumeNotNull(s.top_step_id) AS top_step_id,
-       CAST(s.step_level = 0, 'Bool') AS is_top_level,
-       s.step_level AS step_level,
-       -- the columns reports group and filter by are LowCardinality: the weekly report's step
-       -- groups on 2M steps took 366 ms with plain strings, 206 ms with these
-       s.name AS span_name, toLowCardinality(s.step_kind) AS kind, s.step_name AS name,
-       toLowCardinality(concat(s.step_kind, ':', s.step_name)) AS step_key,
-       toLowCardinality(s.convention) AS convention,
-       toLowCardinality(s.class) AS class, s.start_ns AS start_ns, s.end_ns AS end_ns,
-       (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
-       s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       -- a declared cap gives a step without budget.allocated_ms the allocation
-       -- min(cap, B - (step start - s)), in ns, never below 0; the cap alone when B is unknown
-       CAST(multiIf(c.cap_ms IS NULL, NULL,
-                    r.budget_ms IS NULL, c.cap_ms * 1000000,
-                    least(c.cap_ms * 1000000,
-                          greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns)))),
-            'Nullable(Int64)') AS declared_allocation_ns,
-       coalesce(s.budget_allocated_ms, intDiv(declared_allocation_ns, 1000000)) AS allocated_ms,
-       ((s.end_ns - s.start_ns) / 1e6)
-           / nullIf(coalesce(toFloat64(s.budget_allocated_ms), declared_allocation_ns / 1e6), 0)
-           AS utilisation,
-       s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
-       s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
-       s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
-       s.budget_cleanup_ms AS cleanup_ms,
-       CAST(coalesce(s.budget_side_effect = 'write', false), 'Bool') AS is_write,
-       -- SPEC §6: effect_status decides when present; absent that, the class does
-       CAST(coalesce(s.budget_side_effect = 'write', false) AND if(
-           s.budget_effect_status IS NOT NULL, s.budget_effect_status = 'possible',
-           s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
-       if(s.step_kind = 'reconcile', s.link_targets, []) AS link_targets,
-       toLowCardinality(r.agent) AS agent, r.start_ns AS run_start_ns,
-       CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget,
-       -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report
-       -- groups steps by it directly instead of joining them to their runs' weeks
-       toLowCardinality(r.week) AS week
-FROM classed s
-JOIN budgetscope_tmp_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
--- SPEC §10: a declared cap for the step's key (as derive_refresh.sql step 4)
-LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name);
-
--- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
--- elementary intervals before point p, and a step's consumption is W(end) - W(start).
--- The clipped intervals and the weighted points are tables, not CTEs: ClickHouse evaluates a
--- CTE again at each reference, and each is read three times (1,043,960 spans of
--- bench/bench_clickhouse.py, busy 2-core machine: this step 23.0 s as CTEs, 14.3 s as tables).
-CREATE TABLE budgetscope_tmp_clipped ENGINE = MergeTree ORDER BY tuple() AS
-SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
-       t.lifted_from AS lifted_from,
-       greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
-FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-JOIN budgetscope_tmp_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_id
-                           AND t.run_span_id = r.span_id
-WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
-
--- Each top-level step's active time: its clipped interval less the union of the intervals of
--- the tools lifted out of it (SPEC §9: a model step is not active while its tool runs).
-CREATE TABLE budgetscope_tmp_segments ENGINE = MergeTree ORDER BY tuple() AS
-WITH holes AS (
-    SELECT m.run_id AS run_id, m.span_id AS span_id, greatest(t.cs, m.cs) AS hs,
-           least(t.ce, m.ce) AS he
-    FROM budgetscope_tmp_clipped t
-    JOIN budgetscope_tmp_clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
-    WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
-), hole_starts AS (
-    SELECT *, row_number() OVER (PARTITION BY run_id, span_id ORDER BY hs, he) = 1
-              OR hs > max(he) OVER (PARTITION BY run_id, span_id ORDER BY hs, he
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-              AS starts_island
-    FROM holes
-), islands AS (
-    SELECT run_id, span_id, min(hs) AS hs, max(he) AS he
-    FROM (SELECT *, sum(toInt64(starts_island)) OVER (PARTITION BY run_id, span_id
-                                                     ORDER BY hs, he) AS island
-          FROM hole_starts)
-    GROUP BY run_id, span_id, island
-), islanded AS (
-    SELECT i.run_id AS run_id, i.span_id AS span_id, i.hs AS hs, i.he AS he,
-           c.trace_id AS trace_id, c.cs AS cs, c.ce AS ce
-    FROM islands i JOIN budgetscope_tmp_clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
-)
-SELECT trace_id, span_id, run_id, cs, ce FROM budgetscope_tmp_clipped
-WHERE (run_id, span_id) NOT IN (SELECT run_id, span_id FROM islands)
-UNION ALL
-SELECT trace_id, span_id, run_id,
-       coalesce(lagInFrame(toNullable(he), 1, NULL) OVER (
-           PARTITION BY run_id, span_id ORDER BY hs
-           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), cs) AS cs,
-       hs AS ce
-FROM islanded
-UNION ALL
-SELECT trace_id, span_id, run_id, max(he) AS cs, any(ce) AS ce
-FROM islanded GROUP BY trace_id, span_id, run_id;
-
-CREATE TABLE budgetscope_tmp_weighted ENGINE = MergeTree ORDER BY tuple() AS
-WITH edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
-    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
-    UNION ALL SELECT run_id, start_ns AS p, 0 AS delta FROM budgetscope_tmp_runs
-              WHERE budget_ms IS NOT NULL
-    UNION ALL SELECT run_id, assumeNotNull(window_end_ns) AS p, 0 AS delta
-              FROM budgetscope_tmp_runs WHERE budget_ms IS NOT NULL
-), points AS (
-    SELECT run_id, p, sum(delta) AS delta FROM edges GROUP BY run_id, p
-), intervals AS (
-    SELECT run_id, p,
-           sum(delta) OVER (PARTITION BY run_id ORDER BY p) AS active,
-           leadInFrame(toNullable(p), 1, NULL) OVER (
-               PARTITION BY run_id ORDER BY p
-               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) - p AS dt
-    FROM points
-)
-SELECT run_id, p, active, dt,
-       coalesce(sum(if(active > 0, toFloat64(dt) / active, NULL)) OVER (
-           PARTITION BY run_id ORDER BY p
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
-FROM intervals;
-
-CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
-WITH unattributed AS (
-    SELECT run_id, coalesce(sumIf(dt, active = 0), 0) / 1e6 AS unattributed_ms
-    FROM budgetscope_tmp_weighted GROUP BY run_id
-)
-SELECT c.trace_id AS trace_id, c.span_id AS span_id, c.run_id AS run_id,
-       coalesce(sum(if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, NULL)), 0)
-           AS consumption_ms,
-       any(u.unattributed_ms) AS unattributed_ms
-FROM budgetscope_tmp_segments c
-JOIN unattributed u ON u.run_id = c.run_id
-LEFT JOIN budgetscope_tmp_weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN budgetscope_tmp_weighted we ON we.run_id = c.run_id AND we.p = c.ce
-GROUP BY c.trace_id, c.span_id, c.run_id;
-
--- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
--- top-level step active at d; several: the latest started; none: the last one to start before
--- the run span ended).
-CREATE TABLE budgetscope_tmp_top ENGINE = MergeTree ORDER BY tuple() AS
-SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
-       st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
-       r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms
-FROM budgetscope_tmp_steps st
-JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
-WHERE st.is_top_level;
-
-CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
-WITH culprit AS (
-    SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
-           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share
-    FROM budgetscope_tmp_top
-    QUALIFY row_number() OVER (PARTITION BY run_id
-                               ORDER BY consumption_ms DESC, start_ns, span_id) = 1
-), holder AS (
-    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key
-    FROM budgetscope_tmp_top
-    WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
-        (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
-)
-SELECT coalesce(c.run_id, h.run_id) AS run_id, c.culprit_span_id AS culprit_span_id,
-       c.culprit_key AS culprit_key, c.culprit_ms AS culprit_ms,
-       c.culprit_share AS culprit_share, h.holder_span_id AS holder_span_id,
-       h.holder_key AS holder_key
-FROM culprit c FULL JOIN holder h ON h.run_id = c.run_id;
-
--- 7. The finished run rows.
-CREATE TABLE budgetscope_runs_next ENGINE = MergeTree ORDER BY run_id AS
-SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent AS agent,
-       r.start_ns AS start_ns, r.end_ns AS end_ns, r.budget_ms AS budget_ms,
-       r.budget_source AS budget_source,
-       r.deadline_ns AS deadline_ns, r.window_end_ns AS window_end_ns,
-       r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
-       r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
-       r.overrun_ms AS overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
-       -- otherwise running to the deadline, or a refused step.
-       CAST(multiIf(r.budget_ms IS NULL, NULL,
-               r.known_outcome IN (/*@run_outcomes*/),
-                   r.known_outcome IN ('exhausted', 'partial'),
-               r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0),
-            'Nullable(Bool)') AS exhausted,
-       toInt64(coalesce(n.refused_steps, 0)) AS refused_steps,
-       toInt64(coalesce(n.steps, 0)) AS steps,
-       toInt64(coalesce(n.top_level_steps, 0)) AS top_level_steps,
-       if(r.budget_ms IS NOT NULL,
-          coalesce(u.unattributed_ms, (r.window_end_ns - r.start_ns) / 1e6), NULL)
-           AS unattributed_ms,
-       b.culprit_span_id AS culprit_span_id, b.culprit_key AS culprit_key,
-       b.culprit_ms AS culprit_ms, b.culprit_share AS culprit_share,
-       b.holder_span_id AS holder_span_id, b.holder_key AS holder_key, r.week AS week
-FROM budgetscope_tmp_runs r
-LEFT JOIN (SELECT run_id, count() AS steps, countIf(is_top_level) AS top_level_steps,
-                  countIf(class = 'refused') AS refused_steps
-           FROM budgetscope_tmp_steps GROUP BY run_id) n ON n.run_id = r.run_id
-LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM budgetscope_tmp_consumption) u
-    ON u.run_id = r.run_id
-LEFT JOIN budgetscope_tmp_blame b ON b.run_id = r.run_id;
-
--- 8. The steps with their consumption and their run's exhaustion, and the links of reconcile
--- steps (one row per link).
-CREATE TABLE budgetscope_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
-SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
-       st.parent_span_id AS parent_span_id, st.top_step_id AS top_step_id,
-       st.is_top_level AS is_top_level, st.step_level AS step_level,
-       st.span_name AS span_name, st.kind AS kind, st.name AS name, st.step_key AS step_key,
-       st.convention AS convention,
-       st.class AS class, st.start_ns AS start_ns, st.end_ns AS end_ns,
-       st.duration_ms AS duration_ms, st.remaining_ms AS remaining_ms, st.cap_ms AS cap_ms,
-       st.allocated_ms AS allocated_ms, st.utilisation AS utilisation,
-       st.side_effect AS side_effect, st.effect_status AS effect_status,
-       st.idempotency_key AS idempotency_key, st.attempt AS attempt, st.hedge AS hedge,
-       st.reconcile_result AS reconcile_result, st.cleanup_ms AS cleanup_ms,
-       st.is_write AS is_write, st.is_uncertain AS is_uncertain,
-       st.link_targets AS link_targets, st.agent AS agent, st.run_start_ns AS run_start_ns,
-       st.run_has_budget AS run_has_budget, st.week AS week,
-       c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
-FROM budgetscope_tmp_steps st
-JOIN budgetscope_runs_next r ON r.run_id = st.run_id
-LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
-
-CREATE TABLE budgetscope_reconcile_links_next ENGINE = MergeTree
-ORDER BY (target_trace_id, target_span_id) AS
-SELECT trace_id, span_id, run_id, target.1 AS target_trace_id, target.2 AS target_span_id,
-       idempotency_key, coalesce(reconcile_result, 'unknown') AS result, start_ns, end_ns
-FROM budgetscope_tmp_steps
-ARRAY JOIN link_targets AS target
-WHERE kind = 'reconcile';
-
--- 9. Replace the live tables (each exchange is atomic; created empty the first time).
-CREATE TABLE IF NOT EXISTS budgetscope_runs AS budgetscope_runs_next;
-CREATE TABLE IF NOT EXISTS budgetscope_steps AS budgetscope_steps_next;
-CREATE TABLE IF NOT EXISTS budgetscope_reconcile_links AS budgetscope_reconcile_links_next;
-CREATE TABLE IF NOT EXISTS budgetscope_derive_state AS budgetscope_derive_state_next;
-EXCHANGE TABLES budgetscope_runs AND budgetscope_runs_next;
-EXCHANGE TABLES budgetscope_steps AND budgetscope_steps_next;
-EXCHANGE TABLES budgetscope_reconcile_links AND budgetscope_reconcile_links_next;
-EXCHANGE TABLES budgetscope_derive_state AND budgetscope_derive_state_next;
-
--- 10. Write steps with what is known about them having been read back: the DuckDB schema's
--- reconciliations and write_steps views. A table here, built with the others: a full build
--- sees every trace, so a link from another trace is resolved whatever order traces arrived in,
--- and the reconciliation and weekly reports read it instead of joining at every query.
-DROP TABLE IF EXISTS budgetscope_write_steps_next;
-CREATE TABLE budgetscope_write_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
-WITH reconcile_steps AS (
-    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns,
-           coalesce(reconcile_result, 'unknown') AS result
-    FROM budgetscope_steps WHERE kind = 'reconcile'
-), reconciliations AS (
-    SELECT DISTINCT * FROM (
-        SELECT w.trace_id AS write_trace_id, w.span_id AS write_span_id,
-               r.trace_id AS reconcile_trace_id, r.span_id AS reconcile_span_id,
-               r.result AS result, r.start_ns AS start_ns, r.end_ns AS end_ns,
-               r.idempotency_key AS idempotency_key
-        FROM budgetscope_steps w JOIN reconcile_steps r
-          ON r.run_id = w.run_id AND r.idempotency_key = w.idempotency_key
-        WHERE w.is_write
-        UNION ALL
-        SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
-               r.idempotency_key
-        FROM budgetscope_reconcile_links r
-        JOIN budgetscope_steps w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
-        WHERE w.is_write)
-), per_write AS (
-    SELECT write_trace_id, write_span_id, count() AS reconciliations,
-           argMax(result, tuple(start_ns, end_ns, reconcile_span_id)) AS last_result
-    FROM reconciliations GROUP BY write_trace_id, write_span_id
-)
-SELECT w.*,
-       coalesce(p.reconciliations, 0) AS reconciliations,
-       CAST(p.reconciliations IS NOT NULL, 'Bool') AS reconciled,
-       CAST(w.is_uncertain AND p.reconciliations IS NULL, 'Bool') AS orphan,
-       p.last_result AS last_result
-FROM budgetscope_steps w
-LEFT JOIN per_write p ON p.write_trace_id = w.trace_id AND p.write_span_id = w.span_id
-WHERE w.is_write;
-CREATE TABLE IF NOT EXISTS budgetscope_write_steps AS budgetscope_write_steps_next;
-EXCHANGE TABLES budgetscope_write_steps AND budgetscope_write_steps_next;
-DROP TABLE IF EXISTS budgetscope_write_steps_next;
+-- The walk (derive_walk.sql) reads budgetscope_tmp_walk_spans and appends to budgetscope_tmp_walk.
+CREATE VIEW budgetscope_tmp_walk_spans AS SELECT * FROM budgetscope_tmp_spans;
+CREATE TABLE budgetscope_tmp_walk (
+    trace_id String, run_span_id String, span_id String, is_step Bool,
+    step_parent Nullable(String), step_ctx Nullable(String), plain_step_above Bool,
+    path Array(String), own Bool, nested Bool, depth UInt32
+) ENGINE = MergeTree ORDER BY tuple();

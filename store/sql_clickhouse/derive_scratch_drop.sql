@@ -3,7 +3,17 @@
 DROP TABLE IF EXISTS budgetscope_tmp_log_exceptions;
 DROP TABLE IF EXISTS budgetscope_tmp_log_state;
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
+DROP TABLE IF EXISTS budgetscope_tmp_spans_read;
+DROP TABLE IF EXISTS budgetscope_tmp_sibling_twins;
+DROP TABLE IF EXISTS budgetscope_tmp_parents;
+DROP TABLE IF EXISTS budgetscope_tmp_anchors;
+DROP VIEW IF EXISTS budgetscope_tmp_walk_spans;
 DROP TABLE IF EXISTS budgetscope_tmp_walk;
+DROP TABLE IF EXISTS budgetscope_tmp_below_step;
+DROP TABLE IF EXISTS budgetscope_tmp_demoted;
+DROP TABLE IF EXISTS budgetscope_tmp_beside_steps;
+DROP TABLE IF EXISTS budgetscope_tmp_beside;
+DROP TABLE IF EXISTS budgetscope_tmp_walk_final;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
 DROP TABLE IF EXISTS budgetscope_tmp_found;
 DROP TABLE IF EXISTS budgetscope_tmp_step_tree;

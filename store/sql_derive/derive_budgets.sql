@@ -23,7 +23,7 @@ WHERE trace_id IN (SELECT trace_id FROM touched_traces)
 CREATE OR REPLACE TEMP TABLE derive_run_facts AS
 SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns,
        o.budget_total_ms, o.budget_deadline_unix_ms, r.reserve_ms, r.outcome,
-       r.latest_end_ns, r.week
+       r.latest_end_ns, r.root_missing, r.week
 FROM runs r
 LEFT JOIN derive_own_budgets o ON o.trace_id = r.trace_id AND o.span_id = r.span_id
 WHERE r.trace_id IN (SELECT trace_id FROM touched_traces);

@@ -46,6 +46,7 @@ SELECT r.run_id,
        CASE WHEN r.deadline_ns IS NOT NULL
             THEN greatest(0, r.latest_end_ns - r.deadline_ns) / 1e6 END AS overrun_ms,
        lower(trim(r.outcome)) AS known_outcome,
+       r.root_missing,
        r.week
 FROM budgeted r;
 
@@ -146,23 +147,31 @@ GROUP BY c.trace_id, c.span_id, c.run_id;
 
 -- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
 -- top-level step active at d, i.e. started before d and not ended before d; several: the
--- latest started; none: the last one to start before the run span ended).
+-- latest started; none: the last one to start before the run span ended). Both are steps,
+-- named with their number: the rank of their start among the run's top-level steps, from 1
+-- (SPEC §4; ties: the smaller span id). `holder_at_deadline` tells the two holder cases apart:
+-- only a holder active at d was running when the deadline fired.
 CREATE OR REPLACE TEMP TABLE derive_blame AS
-WITH top AS (
+WITH numbered AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, span_id) AS step_number
+    FROM derive_steps WHERE is_top_level
+), top AS (
     SELECT st.run_id, st.span_id, st.step_key, st.start_ns, st.end_ns, c.consumption_ms,
-           r.deadline_ns, r.end_ns AS run_end_ns, r.budget_ms
-    FROM derive_steps st
+           r.deadline_ns, r.end_ns AS run_end_ns, r.budget_ms, st.step_number
+    FROM numbered st
     JOIN derive_runs r USING (run_id)
     JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
-    WHERE st.is_top_level
 ), culprit AS (
     SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
-           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share
+           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share,
+           step_number AS culprit_step
     FROM top
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY consumption_ms DESC, start_ns, span_id) = 1
 ), holder AS (
-    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key
+    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key,
+           step_number AS holder_step,
+           start_ns < deadline_ns AND end_ns >= deadline_ns AS holder_at_deadline
     FROM top
     WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
@@ -190,7 +199,8 @@ SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_
             THEN coalesce(u.unattributed_ms, (r.window_end_ns - r.start_ns) / 1e6) END
            AS unattributed_ms,
        b.culprit_span_id, b.culprit_key, b.culprit_ms, b.culprit_share,
-       b.holder_span_id, b.holder_key, r.week
+       b.holder_span_id, b.holder_key, r.week,
+       b.culprit_step, b.holder_step, b.holder_at_deadline, r.root_missing
 FROM derive_runs r
 LEFT JOIN (SELECT run_id, count(*) AS steps, count(*) FILTER (WHERE is_top_level)
                       AS top_level_steps,

@@ -1,11 +1,14 @@
 -- name: derive_refresh
--- Recompute the runs and steps rows of every trace in the temp table touched_traces (SPEC §1-§6).
+-- Recognise the spans of every trace in the temp table touched_traces (SPEC §9, §3): the first of the derivation's files.
 --
 -- Runs in a derivation turn's transaction (store/derivation.py), after the spans' own
 -- commit. It reads all stored spans of the touched traces (not only the last batch), so the
 -- result is the same whatever order and in however many batches a trace's spans arrived, and
 -- a duplicate delivery changes nothing.
--- Set-based throughout: no loop over runs.
+-- Set-based throughout: no loop over runs. The derivation is this file, then derive_walk.sql,
+-- derive_recognise.sql, derive_walk.sql once more (for the traces where one call left two
+-- spans), derive_steps.sql, derive_measure.sql and derive_drop.sql, in one transaction
+-- (store/derive.py).
 
 -- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
 -- for a wall clock stepped back between two writes (received_at is now() of each write).
@@ -30,30 +33,46 @@ FROM derive_touched;
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 
+-- What the derivation has to say about a trace (a bound it met) is said again each time.
+DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+
 -- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
 -- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
 -- span; a late one marks its trace, store/sql/mark_pending_log_exceptions.sql), in time order.
 CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
 SELECT trace_id, span_id,
-       list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types
+       list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types,
+       list(json_extract_string(attributes, '$."exception.message"')
+            ORDER BY time_ns, record_key_hi, record_key_lo) AS messages
 FROM log_records
 WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
   AND trace_id IN (SELECT trace_id FROM touched_traces)
 GROUP BY trace_id, span_id;
 
--- 1. The touched traces' spans, recognised as steps by SPEC §9's table and classed by §3
--- rules 1-5 (the marked fragments are filled from store/conventions.py, the one place those
--- rules are written). `specific` is the class rules 1-4 give other than the fallback `error`:
--- a step without one may take a descendant's (rule 6, derive_rolled below).
-CREATE OR REPLACE TEMP TABLE derive_spans AS
+-- 1. The touched traces' spans, recognised as candidate steps by SPEC §9's table and classed
+-- by §3 rules 1-5 (the marked fragments are filled from store/conventions.py, the one place
+-- those rules are written). `specific` is the class rules 1-4 give other than the fallback
+-- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
+-- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
+-- no step above it, row 11 no step below it, and one call recorded twice is one step.
+CREATE OR REPLACE TEMP TABLE derive_spans_read AS
 WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
            -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- its `exception` events, then the exception log records carrying its context.
+           -- its `exception` events, then the exception log records carrying its context;
+           -- then their messages, in the same order (read only where there are events or
+           -- records: most spans have none).
            list_filter(list_concat(s.exception_types, coalesce(le.types, [])),
-                       lambda x: trim(x) <> '') AS exception_texts
+                       lambda x: trim(x) <> '') AS exception_texts,
+           CASE WHEN len(s.events) > 0 OR le.messages IS NOT NULL
+           THEN list_filter(list_concat(
+               list_transform(list_filter(s.events, lambda e: e.name = 'exception'),
+                              lambda e: json_extract_string(e.attributes,
+                                                            '$."exception.message"')),
+               coalesce(le.messages, [])), lambda x: coalesce(trim(x), '') <> '')
+           ELSE [] END AS exception_messages
     FROM spans s
     LEFT JOIN derive_log_exceptions le ON le.trace_id = s.trace_id AND le.span_id = s.span_id
     WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
@@ -66,13 +85,15 @@ WITH picked AS (
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
            coalesce(trim(error_type) <> '', false) OR len(exception_texts) > 0 AS has_error_type,
-           -- rule 4's texts in order: error.type, the exception types, the status message of
-           -- an ERROR span; each normalised, with its code (only where there is one: the
-           -- lambdas cost ~10 µs a span, and most spans have none)
-           CASE WHEN trim(error_type) <> '' OR len(exception_texts) > 0 OR status_code = 2
+           -- rule 4's texts in order: error.type, the exception types, the exception
+           -- messages, the status message of an ERROR span; each normalised, with its code
+           -- (only where there is one: the lambdas cost ~10 µs a span, and most spans have
+           -- none)
+           CASE WHEN trim(error_type) <> '' OR len(exception_texts) > 0
+                     OR len(exception_messages) > 0 OR status_code = 2
            THEN list_transform(list_transform(
                list_concat(CASE WHEN trim(error_type) <> '' THEN [error_type] ELSE [] END,
-                           exception_texts,
+                           exception_texts, exception_messages,
                            CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
                lambda x: /*@normalise_x*/),
                lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts
@@ -85,15 +106,15 @@ WITH picked AS (
                     CASE WHEN /*@tool_timeout_result*/ THEN 'client_timeout' END) AS specific
     FROM recognised
 )
-SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
-       gen_ai_agent_name, budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
+SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, status_code,
+       service_name, received_at,
+       gen_ai_agent_name,
+       budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
        budget_run_outcome, budget_remaining_ms, budget_cap_ms, budget_allocated_ms,
        budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
        budget_hedge, budget_reconcile_result, budget_cleanup_ms,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
-       step_row IS NOT NULL AS matches_row,
-       -- a step whatever its ancestors; row 12 waits for the walk (no step above it)
-       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       step_row,
        needs_no_step_ancestor, is_agent,
        step_kind, step_name, convention,
        specific,
@@ -102,233 +123,126 @@ SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code, s
            AS own_class,
        -- rule 6: what counts as outcome evidence on a descendant
        budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
-           OR grpc_status_code IS NOT NULL OR has_error_type AS has_evidence,
+           OR grpc_status_code IS NOT NULL OR has_error_type OR len(exception_messages) > 0
+           AS has_evidence,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
            AS link_targets
 FROM classed;
 
--- 2. Walk down from every run span. A nested run (a span with its own budget.total_ms) is still
--- a step of the outer run when it is one (`own`), but what is below it belongs to it
--- (`nested`). Its spans still count for the outer run's latest end (overrun, SPEC §4).
--- Per span: whether it is a step of this run (row 12 only with no step above it other than an
--- agent), its nearest step above (`step_parent`, NULL for the run), whether an agent lies above
--- it (the run's agent, step 3), and the steps above it and itself (`path`, for rule 6's
--- roll-up; it starts with the run span, which may be its own single step).
--- The depth cap stops a malformed parent cycle from recursing forever.
-CREATE OR REPLACE TEMP TABLE derive_walk AS
-WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_ctx,
-                    plain_step_above, agent_above, parent_agent_above, path, own, nested,
-                    depth, start_ns, end_ns, is_agent, step_kind, step_name, specific,
-                    has_evidence) AS (
-    -- A run span that matches a row other than an agent's counts as a step above its spans
-    -- for row 12: it is either a step of an outer run or its own single step (the HTTP call
-    -- inside an auto-instrumented model call is no step of its own).
-    SELECT trace_id, span_id, span_id, false, NULL::VARCHAR, NULL::VARCHAR,
-           matches_row AND NOT is_agent, false, false, [span_id], false, false, 0,
-           start_ns, end_ns, is_agent, step_kind, step_name, specific, has_evidence
-    FROM derive_spans WHERE is_run
-    UNION ALL
-    -- "c is a step of this run" is spelled out in each column: a recursive member cannot
-    -- name its own expressions
-    SELECT c.trace_id, w.run_span_id, c.span_id,
-           (NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))),
-           w.step_ctx,
-           CASE WHEN (NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)))
-                THEN c.span_id ELSE w.step_ctx END,
-           w.plain_step_above OR ((NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND NOT c.is_agent),
-           w.agent_above OR ((NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above))) AND c.is_agent),
-           w.agent_above,
-           CASE WHEN (NOT w.nested AND (c.is_step
-                OR (c.needs_no_step_ancestor AND NOT w.plain_step_above)))
-                THEN list_append(w.path, c.span_id) ELSE w.path END,
-           NOT w.nested,
-           w.nested OR c.is_run,
-           w.depth + 1,
-           -- what the steps below read of each walked span, carried along rather than
-           -- joined back to derive_spans four times
-           c.start_ns, c.end_ns, c.is_agent, c.step_kind, c.step_name, c.specific,
-           c.has_evidence
-    FROM walk w
-    JOIN derive_spans c ON c.trace_id = w.trace_id AND c.parent_span_id = w.span_id
-    -- A span has one parent, so the walk of a run reaches a span twice only through the run
-    -- span itself lying on a parent cycle: not walking back into it keeps every span at its
-    -- shallowest (only) path, without deduplicating every row afterwards (~10% of the
-    -- derivation). The depth cap stays as a backstop.
-    WHERE w.depth < 200 AND c.span_id <> w.run_span_id
-)
-SELECT * FROM walk;
-
--- 3. Run-level facts that depend neither on steps nor on B (derive_measure.sql applies B).
-CREATE OR REPLACE TEMP TABLE derive_run_facts AS
-WITH first_agent AS (
-    -- SPEC §9: the earliest-starting agent span with no agent above it inside the run (below
-    -- the run span: an agent run span without gen_ai.agent.name is often a workflow's)
-    SELECT trace_id, run_span_id, arg_min(step_name, (start_ns, span_id)) AS name
-    FROM derive_walk
-    WHERE is_agent AND own AND is_step AND NOT parent_agent_above
+-- 1b. One call, two sibling spans (SPEC §9): candidates with one parent and one step key whose
+-- intervals nest, recorded by two instrumentation scopes (an SDK's own span beside a library's).
+-- Only the inner one is a step (of equal intervals, the larger span id); the outer one is a
+-- wrapper, whose evidence still rolls up. Siblings from one scope are parallel calls. Spans pair
+-- one to one, each with the other scope's span nearest to it (starts and ends apart, summed),
+-- and only when each is the other's nearest: two parallel calls, the second inside the first,
+-- pair as the two calls they are, not the first call's outer span with the second's inner one.
+-- A budget step (row 1) is an agent's own record and never merged. Only groups with two scopes
+-- are paired, so the self-join sees almost nothing in a trace without twins.
+CREATE OR REPLACE TEMP TABLE derive_sibling_twins AS
+WITH grouped AS (
+    SELECT trace_id, parent_span_id, step_kind, step_name
+    FROM derive_spans_read
+    WHERE step_row IS NOT NULL AND step_row <> '1' AND parent_span_id IS NOT NULL
     GROUP BY ALL
-), runs_raw AS (
-    SELECT r.*,
-           -- the root is the run "trace_id" only when the trace has exactly one root
-           count(*) FILTER (WHERE r.parent_span_id IS NULL)
-               OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           -- the run's agent (SPEC §9): the run span's gen_ai.agent.name, else its first
-           -- agent's name, else the resource's service.name
-           coalesce(r.gen_ai_agent_name, a.name, r.service_name) AS agent
-    FROM derive_spans r
-    LEFT JOIN first_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
-    WHERE r.is_run
-), latest AS (
-    SELECT trace_id, run_span_id, max(end_ns) AS latest_end_ns
-    FROM derive_walk
-    GROUP BY ALL
+    HAVING min(scope_id) <> max(scope_id)
+), candidates AS (
+    SELECT s.trace_id, s.parent_span_id, s.span_id, s.scope_id, s.step_kind, s.step_name,
+           s.start_ns, s.end_ns
+    FROM derive_spans_read s
+    SEMI JOIN grouped g ON g.trace_id = s.trace_id AND g.parent_span_id = s.parent_span_id
+                       AND g.step_kind = s.step_kind AND g.step_name = s.step_name
+    WHERE s.step_row IS NOT NULL AND s.step_row <> '1'
+), pairs AS (
+    SELECT a.trace_id, a.span_id AS a_id, b.span_id AS b_id,
+           abs(a.start_ns - b.start_ns) + abs(a.end_ns - b.end_ns) AS distance,
+           a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns
+               AND (a.start_ns < b.start_ns OR a.end_ns > b.end_ns OR a.span_id < b.span_id)
+               AS a_outer
+    FROM candidates a
+    JOIN candidates b ON b.trace_id = a.trace_id AND b.parent_span_id = a.parent_span_id
+                     AND b.step_kind = a.step_kind AND b.step_name = a.step_name
+                     AND b.scope_id <> a.scope_id
+    WHERE (a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns)
+       OR (b.start_ns <= a.start_ns AND b.end_ns >= a.end_ns)
+), nearest AS (
+    SELECT * FROM pairs
+    QUALIFY row_number() OVER (PARTITION BY trace_id, a_id ORDER BY distance, b_id) = 1
 )
-SELECT CASE WHEN r.parent_span_id IS NULL AND r.roots_in_trace = 1 THEN r.trace_id
-            ELSE r.trace_id || '/' || r.span_id END AS run_id,
-       r.trace_id, r.span_id,
-       r.agent,
-       r.start_ns, r.end_ns,
-       r.budget_total_ms, r.budget_deadline_unix_ms,
-       r.budget_reserve_ms AS reserve_ms,
-       r.budget_run_outcome AS outcome,
-       l.latest_end_ns,
-       printf('%d-W%02d', isoyear(make_timestamp(r.start_ns // 1000)),
-              week(make_timestamp(r.start_ns // 1000))) AS week
-FROM runs_raw r
-JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
+SELECT x.trace_id, x.a_id AS span_id, x.b_id AS twin_id
+FROM nearest x
+JOIN nearest y ON y.trace_id = x.trace_id AND y.a_id = x.b_id AND y.b_id = x.a_id
+WHERE x.a_outer;
 
--- 4. Steps (SPEC §9). First the steps of each run as the walk found them, each with its
--- nearest step above (wrappers are transparent already: only steps were kept as step_parent).
--- A run span that matches a row, holds no step and is no step of another run is its own single
--- top-level step (a trace that is one auto-instrumented model call).
--- An agent is transparent when it is the only step under its parent step (or the run) and
--- has a step below it. That test is local: a transparent agent was alone, so its steps take
--- its place as a group of exactly the same members.
-CREATE OR REPLACE TEMP TABLE derive_step_tree AS
-WITH walked AS (
-    SELECT trace_id, run_span_id, span_id, step_parent, step_kind, is_agent
-    FROM derive_walk WHERE own AND is_step
-), self_steps AS (
-    SELECT r.trace_id, r.span_id AS run_span_id, r.span_id, NULL::VARCHAR AS step_parent,
-           r.step_kind, r.is_agent
-    FROM derive_spans r
-    WHERE r.is_run AND r.matches_row
-      AND NOT EXISTS (SELECT 1 FROM walked w
-                      WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id)
-      AND NOT EXISTS (SELECT 1 FROM walked w
-                      WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id)
-), found AS (
-    SELECT * FROM walked UNION ALL SELECT * FROM self_steps
-), children AS (
-    SELECT trace_id, run_span_id, step_parent AS span_id, count(*) AS steps_below
-    FROM found WHERE step_parent IS NOT NULL GROUP BY ALL
+-- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
+-- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
+-- trace's run span: the earliest-starting run among those with no parent or a missing one
+-- (`anchor`). A trace with no run at all is measured once none of its spans has arrived for the
+-- grace period (the derivation's caller sets the variable budgetscope_root_cutoff: spans
+-- received before it are old enough; unset, no trace qualifies), or when it was already
+-- measured so: it is a run rooted at its earliest-starting span among those whose parent is
+-- missing (in a trace that is all cycles, its earliest span).
+CREATE OR REPLACE TEMP TABLE derive_parents AS
+SELECT r.trace_id, r.span_id, r.parent_span_id, r.start_ns, r.is_run, r.received_at,
+       r.parent_span_id IS NOT NULL AND (p.span_id IS NULL OR r.parent_span_id = r.span_id)
+           AS parent_missing
+FROM derive_spans_read r
+LEFT JOIN derive_spans_read p ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id;
+
+CREATE OR REPLACE TEMP TABLE derive_anchors AS
+WITH traces AS (
+    SELECT trace_id,
+           bool_or(is_run) AS has_run,
+           arg_min(span_id, (parent_span_id IS NOT NULL, start_ns, span_id))
+               FILTER (WHERE is_run AND (parent_span_id IS NULL OR parent_missing))
+               AS top_run,
+           arg_min(span_id, (NOT parent_missing, start_ns, span_id)) AS earliest_orphan,
+           max(received_at) AS last_received_at
+    FROM derive_parents
+    GROUP BY trace_id
 )
-SELECT f.trace_id, f.run_span_id, f.span_id, f.step_parent, f.step_kind,
-       f.is_agent AND count(*) OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
-           AND coalesce(c.steps_below, 0) > 0 AS transparent
-FROM found f
-LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
-                    AND c.span_id = f.span_id;
+SELECT t.trace_id, t.has_run, t.last_received_at,
+       CASE WHEN NOT t.has_run AND (t.last_received_at < getvariable('budgetscope_root_cutoff')
+                                    OR m.trace_id IS NOT NULL)
+            THEN t.earliest_orphan END AS root_missing_run,
+       coalesce(t.top_run,
+                CASE WHEN NOT t.has_run AND (t.last_received_at
+                                             < getvariable('budgetscope_root_cutoff')
+                                             OR m.trace_id IS NOT NULL)
+                     THEN t.earliest_orphan END) AS anchor
+FROM traces t
+LEFT JOIN (SELECT DISTINCT trace_id FROM runs
+           WHERE root_missing AND trace_id IN (SELECT trace_id FROM derive_seen_before)) m
+       ON m.trace_id = t.trace_id;
 
--- Levels, walking the steps down: a transparent agent adds no level (it passes its parent's
--- level, top and kind on: `ctx_*`); a tool whose parent step is a model step stands at the
--- model's level (`lifted_from` names the model, which is not active while it runs, step 5).
-CREATE OR REPLACE TEMP TABLE derive_tree AS
-WITH RECURSIVE tree(trace_id, run_span_id, span_id, transparent, step_level, top_step_id,
-                    ctx_id, ctx_kind, lifted_from, depth) AS (
-    SELECT trace_id, run_span_id, span_id, transparent,
-           CASE WHEN transparent THEN -1 ELSE 0 END,
-           CASE WHEN transparent THEN NULL ELSE span_id END,
-           CASE WHEN transparent THEN NULL ELSE span_id END,
-           CASE WHEN transparent THEN NULL ELSE step_kind END,
-           NULL::VARCHAR, 0
-    FROM derive_step_tree WHERE step_parent IS NULL
-    UNION ALL
-    SELECT n.trace_id, n.run_span_id, n.span_id, n.transparent,
-           CASE WHEN n.transparent OR (n.step_kind = 'tool' AND t.ctx_kind = 'model')
-                THEN t.step_level ELSE t.step_level + 1 END,
-           CASE WHEN n.transparent THEN t.top_step_id
-                WHEN (CASE WHEN n.step_kind = 'tool' AND t.ctx_kind = 'model'
-                           THEN t.step_level ELSE t.step_level + 1 END) = 0 THEN n.span_id
-                ELSE t.top_step_id END,
-           CASE WHEN n.transparent THEN t.ctx_id ELSE n.span_id END,
-           CASE WHEN n.transparent THEN t.ctx_kind ELSE n.step_kind END,
-           CASE WHEN NOT n.transparent AND n.step_kind = 'tool' AND t.ctx_kind = 'model'
-                THEN t.ctx_id END,
-           t.depth + 1
-    FROM tree t
-    JOIN derive_step_tree n ON n.trace_id = t.trace_id AND n.run_span_id = t.run_span_id
-                           AND n.step_parent = t.span_id
-    WHERE t.depth < 200
-)
--- Each step is reached once: derive_step_tree holds a step once per run, and its step_parent
--- is a step above it in the (acyclic) walk.
-SELECT * FROM tree WHERE NOT transparent;
+-- Traces that still wait for their root, and since when nothing of them arrived: serve's
+-- derivation thread marks them again once the grace period has passed.
+DELETE FROM traces_awaiting_root WHERE trace_id IN (SELECT trace_id FROM derive_touched);
+INSERT INTO traces_awaiting_root BY NAME
+SELECT trace_id, last_received_at FROM derive_anchors WHERE NOT has_run AND anchor IS NULL;
 
--- Rule 6's evidence: for every step, the last-ending span below it (steps or not) that carries
--- outcome evidence (ties: the later start, then the larger span id), and the class rules 1-4
--- give that span.
-CREATE OR REPLACE TEMP TABLE derive_rolled AS
-SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
-FROM (
-    SELECT trace_id, run_span_id, span_id, unnest(path) AS above, specific, end_ns, start_ns
-    FROM derive_walk
-    WHERE has_evidence AND depth > 0
-)
-WHERE above <> span_id
-QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
-                           ORDER BY end_ns DESC, start_ns DESC, span_id DESC) = 1;
+-- The spans as the walk reads them: `walk_parent` is the parent, or the anchor for a span whose
+-- parent is missing; the root-missing run span is a run; a sibling twin's outer span and any
+-- candidate that is no step whatever lies around it are not candidates (`candidate`: a row
+-- matched; `is_step`: a step whatever its ancestors, as rows 1-11 are).
+CREATE OR REPLACE TEMP TABLE derive_spans AS
+SELECT s.* EXCLUDE (is_run, received_at),
+       s.is_run OR coalesce(s.span_id = a.root_missing_run, false) AS is_run,
+       coalesce(s.span_id = a.root_missing_run, false) AS root_missing,
+       CASE WHEN p.parent_missing AND s.span_id IS DISTINCT FROM a.anchor THEN a.anchor
+            ELSE s.parent_span_id END AS walk_parent,
+       s.step_row IS NOT NULL AND t.span_id IS NULL AS candidate,
+       s.step_row IS NOT NULL AND t.span_id IS NULL AND NOT s.needs_no_step_ancestor AS is_step,
+       t.twin_id AS sibling_twin_of
+FROM derive_spans_read s
+JOIN derive_parents p ON p.trace_id = s.trace_id AND p.span_id = s.span_id
+JOIN derive_anchors a ON a.trace_id = s.trace_id
+LEFT JOIN derive_sibling_twins t ON t.trace_id = s.trace_id AND t.span_id = s.span_id;
 
-CREATE OR REPLACE TEMP TABLE derive_step_facts AS
-WITH classed AS (
-    SELECT t.*, s.*,
-           -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5), not OK
-           CASE WHEN s.specific IS NULL AND s.status_code <> 1
-                     AND g.rolled_class IN (/*@roll_up_classes*/) THEN g.rolled_class
-                ELSE s.own_class END AS class
-    FROM derive_tree t
-    JOIN derive_spans s ON s.trace_id = t.trace_id AND s.span_id = t.span_id
-    LEFT JOIN derive_rolled g ON g.trace_id = t.trace_id AND g.run_span_id = t.run_span_id
-                             AND g.span_id = t.span_id
-)
-SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
-       s.step_level = 0 AS is_top_level,
-       s.step_level,
-       s.name AS span_name, s.step_kind AS kind, s.step_name AS name,
-       s.step_kind || ':' || s.step_name AS step_key,
-       s.convention,
-       s.class, s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
-       s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       s.budget_allocated_ms AS own_allocated_ms,
-       s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
-       s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
-       s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
-       s.budget_cleanup_ms AS cleanup_ms,
-       coalesce(s.budget_side_effect = 'write', false) AS is_write,
-       -- SPEC §6: effect_status decides when present; absent that, the class does
-       coalesce(s.budget_side_effect = 'write', false) AND CASE
-           WHEN s.budget_effect_status IS NOT NULL THEN s.budget_effect_status = 'possible'
-           ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
-       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets
-FROM classed s
-JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
-
--- The tools lifted out of a model step (SPEC §9), kept for derive_budgets.sql: what the
--- consumption share needs of the step tree when only B changed.
-DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
-INSERT INTO step_lifts BY NAME
-SELECT trace_id, run_span_id, span_id, lifted_from FROM derive_tree WHERE lifted_from IS NOT NULL;
-
--- The rest (B, deadlines, allocations, consumption, blame, the stored rows) is
--- derive_measure.sql, run next in the same transaction.
-DROP TABLE derive_rolled;
-DROP TABLE derive_step_tree;
-DROP TABLE derive_walk;
-DROP TABLE derive_spans;
-DROP TABLE derive_log_exceptions;
-DROP TABLE derive_floor;
-DROP TABLE derive_touched;
+-- The walk (derive_walk.sql) reads derive_walk_spans and appends to derive_walk.
+CREATE OR REPLACE TEMP VIEW derive_walk_spans AS SELECT * FROM derive_spans;
+CREATE OR REPLACE TEMP TABLE derive_walk (
+    trace_id VARCHAR, run_span_id VARCHAR, span_id VARCHAR, is_step BOOLEAN,
+    step_parent VARCHAR, step_ctx VARCHAR, plain_step_above BOOLEAN, path VARCHAR[], own BOOLEAN, nested BOOLEAN, depth INTEGER,
+    start_ns BIGINT, end_ns BIGINT, is_agent BOOLEAN, step_row VARCHAR, step_kind VARCHAR,
+    step_name VARCHAR, needs_no_step_ancestor BOOLEAN, specific VARCHAR, has_evidence BOOLEAN
+);

@@ -29,6 +29,7 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
 MODEL = "gpt-4o-mini"
 AGENT = "support-agent"
+SERVICE = "openai-agents-app"
 tool_calls: list[Step] = []  # what the tools themselves saw, timed by them
 
 
@@ -84,7 +85,7 @@ def model_steps(since: int, classes: list[str]) -> list[Step]:
 
 
 async def main() -> None:
-    provider = tracer_provider("openai-agents-app")
+    provider = tracer_provider(SERVICE)
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
     HTTPXClientInstrumentor().instrument()
     tracer = trace.get_tracer("support-app")
@@ -144,7 +145,9 @@ async def main() -> None:
     script_model({"do": "tool_call", "name": "transfer_to_billing_agent", "arguments": {}},
                  {"do": "tool_call", "name": "lookup_invoice", "arguments": {"invoice_id": 9}},
                  {"do": "ok", "text": "paid"})
-    with truth.run(AGENT, 10_000, note="handoff: two agents side by side") as run, \
+    # Neither agent stands alone among the run's top-level steps, so the run belongs to the
+    # service (SPEC §9, "The run's agent"), not to whichever agent started first.
+    with truth.run(SERVICE, 10_000, note="handoff: two agents side by side") as run, \
             root_span(tracer, run, "support request",
                                          attributes={"budget.total_ms": 10_000}) as root:
         run.trace_id = trace_id_of(root)

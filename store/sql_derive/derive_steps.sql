@@ -1,0 +1,223 @@
+-- name: derive_steps
+-- The steps, their levels and classes, and the runs' facts, from the walk (SPEC §9, §3 rule 6, §1).
+--
+-- Reads what derive_refresh.sql, derive_walk.sql and derive_recognise.sql built; what depends on
+-- B is derive_measure.sql, run next in the same transaction.
+
+-- 2b. HTTP client spans beside their tool (SPEC §9): some tracers do not make their tool span
+-- current, so the HTTP or gRPC client span a tool makes hangs from the run or a wrapper. A
+-- row-12 step with no step below it whose interval lies inside exactly one tool step of its run
+-- and inside no other step (agents, its own ancestors or not, do not count: they hold whatever
+-- runs during them) is that tool's descendant for every rule: no step, its evidence and that of
+-- the spans below it rolls up into the tool. Bounded: a run where the pairs to compare would
+-- pass PAIR_LIMIT keeps its HTTP spans where they are, and says so (derivation_notes).
+CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
+SELECT trace_id, run_span_id, span_id, step_kind, start_ns, end_ns, path,
+       needs_no_step_ancestor AND NOT EXISTS (
+           SELECT 1 FROM derive_walk b
+           WHERE b.trace_id = w.trace_id AND b.run_span_id = w.run_span_id
+             AND b.step_parent = w.span_id AND b.own AND b.is_step) AS lone_call
+FROM derive_walk w
+WHERE own AND is_step AND NOT is_agent;
+
+CREATE OR REPLACE TEMP TABLE derive_beside_runs AS
+SELECT trace_id, run_span_id, count(*) FILTER (WHERE lone_call) AS calls, count(*) AS steps,
+       count(*) FILTER (WHERE lone_call) * count(*) <= 4000000 AS within_bound
+FROM derive_beside_steps
+GROUP BY ALL
+HAVING count(*) FILTER (WHERE lone_call) > 0 AND count(*) FILTER (WHERE step_kind = 'tool') > 0;
+
+CREATE OR REPLACE TEMP TABLE derive_beside AS
+SELECT c.trace_id, c.run_span_id, c.span_id,
+       any_value(s.span_id) AS tool_span_id, any_value(s.path) AS tool_path
+FROM derive_beside_steps c
+JOIN derive_beside_runs r ON r.trace_id = c.trace_id AND r.run_span_id = c.run_span_id
+JOIN derive_beside_steps s ON s.trace_id = c.trace_id AND s.run_span_id = c.run_span_id
+                          AND s.span_id <> c.span_id
+                          AND s.start_ns <= c.start_ns AND s.end_ns >= c.end_ns
+WHERE c.lone_call AND r.within_bound
+GROUP BY ALL
+HAVING count(*) = 1 AND bool_and(s.step_kind = 'tool');
+
+INSERT INTO derivation_notes BY NAME
+SELECT DISTINCT trace_id, 'http_beside_tool_skipped' AS note,
+       'a run with ' || calls || ' HTTP or gRPC client steps among ' || steps
+       || ' steps: client spans hanging beside their tool were not matched to it' AS detail
+FROM derive_beside_runs WHERE NOT within_bound;
+
+-- Such a span, and every span whose nearest step it was, roll up into the tool instead.
+UPDATE derive_walk w
+SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
+FROM derive_beside b
+WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
+
+-- 3. Run-level facts that depend neither on steps nor on B (derive_measure.sql applies B).
+CREATE OR REPLACE TEMP TABLE derive_run_facts AS
+WITH lone_agent AS (
+    -- SPEC §9, the run's agent: the agent step that stands alone among the run's top-level
+    -- steps (wrappers are transparent already: the walk's step_parent skips them), whether or
+    -- not it is itself made transparent; when such agents nest, the outermost, which is this
+    -- one.
+    SELECT trace_id, run_span_id, any_value(step_name) AS name
+    FROM derive_walk
+    WHERE own AND is_step AND step_parent IS NULL
+    GROUP BY ALL
+    HAVING count(*) = 1 AND bool_and(is_agent)
+), runs_raw AS (
+    SELECT r.*,
+           -- the root is the run "trace_id" only when the trace has exactly one root
+           count(*) FILTER (WHERE r.parent_span_id IS NULL)
+               OVER (PARTITION BY r.trace_id) AS roots_in_trace,
+           -- the run's agent (SPEC §9): the run span's gen_ai.agent.name, or its name when it
+           -- is an agent span of row 10 (a workflow's traceloop.entity.name names no agent),
+           -- else the lone agent's name, else the resource's service.name
+           coalesce(nullif(r.gen_ai_agent_name, ''), CASE WHEN r.is_agent THEN r.step_name END,
+                    a.name, r.service_name) AS agent
+    FROM derive_spans r
+    LEFT JOIN lone_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
+    WHERE r.is_run
+), latest AS (
+    SELECT trace_id, run_span_id, max(end_ns) AS latest_end_ns
+    FROM derive_walk
+    GROUP BY ALL
+)
+-- a run whose root never arrived is its trace's only run: its id is the trace id, as the run
+-- of the root will be when the root comes after all
+SELECT CASE WHEN (r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing
+            THEN r.trace_id ELSE r.trace_id || '/' || r.span_id END AS run_id,
+       r.trace_id, r.span_id,
+       r.agent,
+       r.start_ns, r.end_ns,
+       r.budget_total_ms, r.budget_deadline_unix_ms,
+       r.budget_reserve_ms AS reserve_ms,
+       r.budget_run_outcome AS outcome,
+       l.latest_end_ns,
+       r.root_missing,
+       printf('%d-W%02d', isoyear(make_timestamp(r.start_ns // 1000)),
+              week(make_timestamp(r.start_ns // 1000))) AS week
+FROM runs_raw r
+JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
+
+-- 4. Steps (SPEC §9). First the steps of each run as the walk found them, each with its
+-- nearest step above (wrappers are transparent already: only steps were kept as step_parent).
+-- A run span that matches a row, holds no step and is no step of another run is its own single
+-- top-level step (a trace that is one auto-instrumented model call).
+-- An agent is transparent when it is the only step under its parent step (or the run) and
+-- has a step below it. That test is local: a transparent agent was alone, so its steps take
+-- its place as a group of exactly the same members.
+CREATE OR REPLACE TEMP TABLE derive_step_tree AS
+WITH walked AS (
+    SELECT trace_id, run_span_id, span_id, step_parent, step_kind, is_agent
+    FROM derive_walk WHERE own AND is_step
+), self_steps AS (
+    SELECT r.trace_id, r.span_id AS run_span_id, r.span_id, NULL::VARCHAR AS step_parent,
+           r.step_kind, r.is_agent
+    FROM derive_spans r
+    WHERE r.is_run AND r.candidate
+      AND NOT EXISTS (SELECT 1 FROM walked w
+                      WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id)
+      AND NOT EXISTS (SELECT 1 FROM walked w
+                      WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id)
+), found AS (
+    SELECT * FROM walked UNION ALL SELECT * FROM self_steps
+), children AS (
+    SELECT trace_id, run_span_id, step_parent AS span_id, count(*) AS steps_below
+    FROM found WHERE step_parent IS NOT NULL GROUP BY ALL
+)
+SELECT f.trace_id, f.run_span_id, f.span_id, f.step_parent, f.step_kind,
+       f.is_agent AND count(*) OVER (PARTITION BY f.trace_id, f.run_span_id, f.step_parent) = 1
+           AND coalesce(c.steps_below, 0) > 0 AS transparent
+FROM found f
+LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
+                    AND c.span_id = f.span_id;
+
+-- Levels, walking the steps down: a transparent agent adds no level (it passes its parent's
+-- level, top and kind on: `ctx_*`); a tool whose parent step is a model step stands at the
+-- model's level (`lifted_from` names the model, which is not active while it runs, step 5).
+CREATE OR REPLACE TEMP TABLE derive_tree AS
+WITH RECURSIVE tree(trace_id, run_span_id, span_id, transparent, step_level, top_step_id,
+                    ctx_id, ctx_kind, lifted_from, depth) AS (
+    SELECT trace_id, run_span_id, span_id, transparent,
+           CASE WHEN transparent THEN -1 ELSE 0 END,
+           CASE WHEN transparent THEN NULL ELSE span_id END,
+           CASE WHEN transparent THEN NULL ELSE span_id END,
+           CASE WHEN transparent THEN NULL ELSE step_kind END,
+           NULL::VARCHAR, 0
+    FROM derive_step_tree WHERE step_parent IS NULL
+    UNION ALL
+    SELECT n.trace_id, n.run_span_id, n.span_id, n.transparent,
+           CASE WHEN n.transparent OR (n.step_kind = 'tool' AND t.ctx_kind = 'model')
+                THEN t.step_level ELSE t.step_level + 1 END,
+           CASE WHEN n.transparent THEN t.top_step_id
+                WHEN (CASE WHEN n.step_kind = 'tool' AND t.ctx_kind = 'model'
+                           THEN t.step_level ELSE t.step_level + 1 END) = 0 THEN n.span_id
+                ELSE t.top_step_id END,
+           CASE WHEN n.transparent THEN t.ctx_id ELSE n.span_id END,
+           CASE WHEN n.transparent THEN t.ctx_kind ELSE n.step_kind END,
+           CASE WHEN NOT n.transparent AND n.step_kind = 'tool' AND t.ctx_kind = 'model'
+                THEN t.ctx_id END,
+           t.depth + 1
+    FROM tree t
+    JOIN derive_step_tree n ON n.trace_id = t.trace_id AND n.run_span_id = t.run_span_id
+                           AND n.step_parent = t.span_id
+    WHERE t.depth < 200
+)
+-- Each step is reached once: derive_step_tree holds a step once per run, and its step_parent
+-- is a step above it in the (acyclic) walk.
+SELECT * FROM tree WHERE NOT transparent;
+
+-- Rule 6's evidence: for every step, the last-ending span below it (steps or not) that carries
+-- outcome evidence (ties: the later start, then the larger span id), and the class rules 1-4
+-- give that span.
+CREATE OR REPLACE TEMP TABLE derive_rolled AS
+SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
+FROM (
+    SELECT trace_id, run_span_id, span_id, unnest(path) AS above, specific, end_ns, start_ns
+    FROM derive_walk
+    WHERE has_evidence AND depth > 0
+)
+WHERE above <> span_id
+QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
+                           ORDER BY end_ns DESC, start_ns DESC, span_id DESC) = 1;
+
+CREATE OR REPLACE TEMP TABLE derive_step_facts AS
+WITH classed AS (
+    SELECT t.*, s.*,
+           -- rule 6: a step without evidence of its own (rule 4's fallback or rule 5),
+           -- whatever its status (several instrumentations mark every call that returns OK)
+           CASE WHEN s.specific IS NULL
+                     AND g.rolled_class IN (/*@roll_up_classes*/) THEN g.rolled_class
+                ELSE s.own_class END AS class
+    FROM derive_tree t
+    JOIN derive_spans s ON s.trace_id = t.trace_id AND s.span_id = t.span_id
+    LEFT JOIN derive_rolled g ON g.trace_id = t.trace_id AND g.run_span_id = t.run_span_id
+                             AND g.span_id = t.span_id
+)
+SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
+       s.step_level = 0 AS is_top_level,
+       s.step_level,
+       s.name AS span_name, s.step_kind AS kind, s.step_name AS name,
+       s.step_kind || ':' || s.step_name AS step_key,
+       s.convention,
+       s.class, s.start_ns, s.end_ns, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
+       s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
+       s.budget_allocated_ms AS own_allocated_ms,
+       s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
+       s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
+       s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
+       s.budget_cleanup_ms AS cleanup_ms,
+       coalesce(s.budget_side_effect = 'write', false) AS is_write,
+       -- SPEC §6: effect_status decides when present; absent that, the class does
+       coalesce(s.budget_side_effect = 'write', false) AND CASE
+           WHEN s.budget_effect_status IS NOT NULL THEN s.budget_effect_status = 'possible'
+           ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
+       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets
+FROM classed s
+JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
+
+-- The tools lifted out of a model step (SPEC §9), kept for derive_budgets.sql: what the
+-- consumption share needs of the step tree when only B changed.
+DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+INSERT INTO step_lifts BY NAME
+SELECT trace_id, run_span_id, span_id, lifted_from FROM derive_tree WHERE lifted_from IS NOT NULL;
+

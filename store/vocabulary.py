@@ -33,8 +33,8 @@ SIDE_EFFECTS = ("read", "write")
 EFFECT_STATUSES = ("none", "possible", "completed")
 RECONCILE_RESULTS = ("landed", "not_landed", "unknown")
 # SPEC §9: what a step was recognised from (store/conventions.py StepRule.convention).
-CONVENTIONS = ("budget", "otel_genai", "openinference", "openllmetry", "vercel_ai", "rpc",
-               "http")
+CONVENTIONS = ("budget", "otel_genai", "mcp", "openinference", "openllmetry", "vercel_ai",
+               "rpc", "http")
 # SPEC §10: where a run's budget came from, and the scopes a budget is declared for.
 BUDGET_SOURCES = ("span", "declared")
 DECLARED_SCOPES = ("agent", "default")
@@ -45,6 +45,13 @@ DECLARATION_SCOPES = (*DECLARED_SCOPES, "step")
 # SQL only derive_build.sql spells it: on DuckDB the events are picked at ingest (the flatteners
 # of ingest/decode/ import it from here), so it is not in VOCABULARY's both-ways check.
 EXCEPTION_EVENT = "exception"
+# SPEC §9: why a candidate step is a wrapper after all (derive_recognise.sql: one call recorded
+# as two spans, a row-11 operation with a step below it), what the derivation notes on a trace
+# it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
+# span is (store/explain.py).
+WRAPPER_REASONS = ("twin", "over_steps")
+DERIVATION_NOTES = ("http_beside_tool_skipped",)
+SPAN_ROLES = ("run", "step", "transparent", "twin", "wrapper", "outside")
 
 VOCABULARY: dict[str, tuple[str, ...]] = {
     "STEP_KINDS": STEP_KINDS,
@@ -78,6 +85,8 @@ NOT_VOCABULARY: dict[str, str] = {
     "yes": "an attribute's boolean spelled as text (derive_build.sql, as ingest's as_bool)",
     "no": "an attribute's boolean spelled as text (derive_build.sql, as ingest's as_bool)",
     "week": "a date_trunc unit",
+    "budgetscope_root_cutoff": "the DuckDB variable the derivation's caller sets "
+                               "(store/derive.py's set_root_cutoff)",
 }
 
 
@@ -85,4 +94,5 @@ def known_words() -> frozenset[str]:
     """Every word literal a SQL file may spell."""
     words = {value for values in VOCABULARY.values() for value in values}
     return frozenset(words | set(DECLARATIONS) | set(DECLARATION_SCOPES) | {EXCEPTION_EVENT}
+                     | set(WRAPPER_REASONS) | set(DERIVATION_NOTES) | set(SPAN_ROLES)
                      | set(NOT_VOCABULARY))

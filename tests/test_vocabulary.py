@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 
 from store import conventions, vocabulary
-from store.clickhouse import BACKEND_QUERIES
+from store.clickhouse import BACKEND_QUERIES, DERIVE_BUILD
 from store.derive import QUERIES as DERIVE_QUERIES
+from store.derive import RECOGNISE
 from store.typed_attributes import MERGED_COLUMNS, TYPED_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parents[1]
-# DuckDB's derivation is two files, run one after the other (store.derive.refresh_touched):
-# recognition, then what depends on B.
-DERIVATIONS = {"derive_refresh+derive_measure": DERIVE_QUERIES["derive_refresh"].text + "\n"
-               + DERIVE_QUERIES["derive_measure"].text,
-               "derive_build": BACKEND_QUERIES["derive_build"].text}
+# Each derivation is several files, run one after the other (store.derive.refresh_touched:
+# recognition, then what depends on B; store.clickhouse.ensure_derived).
+DERIVATIONS = {"duckdb": "\n".join(DERIVE_QUERIES[name].text
+                                   for name in (*RECOGNISE, "derive_measure")),
+               "clickhouse": "\n".join(BACKEND_QUERIES[name].text for name in DERIVE_BUILD)}
 _PROVISIONAL = {column: merged for merged, columns in MERGED_COLUMNS.items()
                 for column in columns}
 

@@ -59,6 +59,30 @@ SPEC_GAPS: dict[tuple[str, int, str], str] = {
         "gen_ai.tool.call.result 'Timed out after 0.3 seconds.'), no status message; its "
         "cancelled httpx child carries no evidence. §3 reads exception.type only (no specific "
         "class) → error, not client_timeout"),
+    # Strands Agents' own spans: 'invoke_agent support-agent' (INTERNAL, scope
+    # strands.telemetry.tracer, gen_ai.operation.name=invoke_agent, gen_ai.agent.name), one
+    # 'execute_event_loop_cycle' per model turn below it, and below each cycle the turn's 'chat'
+    # (INTERNAL, gen_ai.operation.name=chat, gen_ai.request.model=gpt-4o-mini) and its
+    # 'execute_tool <name>' spans (INTERNAL, gen_ai.tool.name), each tool's httpx 'GET' below it.
+    **{("strands", run, "steps"): (
+        "Strands' 'execute_event_loop_cycle' (INTERNAL, scope strands.telemetry.tracer, "
+        "gen_ai.operation.name=execute_event_loop_cycle, child of 'invoke_agent support-agent', "
+        "parent of the turn's 'chat' and 'execute_tool' spans) is an other step by row 11, so "
+        "the cycles are the top-level steps and the model and tool calls nest in them (top_level "
+        "false). Closed by revised §9 row 11 (only leaf CLIENT spans; in-process spans and any "
+        "span with a step below are wrappers)"
+        + ("" if run == 0 else
+           "; and fetch_report's 'execute_tool fetch_report' is OK (gen_ai.tool.status=success: "
+           "the tool caught its httpx timeout and returned a text) over its child 'GET' (CLIENT, "
+           "scope opentelemetry.instrumentation.httpx, ERROR 'ReadTimeout: timed out', exception "
+           "httpx.ReadTimeout): ok instead of client_timeout, closed by revised §3 rule 6 (the "
+           "roll-up applies whatever the step's status)")) for run in (0, 1, 2)},
+    **{("strands", run, field): (
+        "the top-level steps are Strands' 'execute_event_loop_cycle' spans (row 11, other), so "
+        "the culprit and holder are cycles (other:execute_event_loop_cycle), not the slow 'chat' "
+        "and the timed-out 'execute_tool fetch_report' inside them; closed with the steps by "
+        "revised §9 row 11 (in-process spans with a step below are wrappers)")
+       for run in (1, 2) for field in ("culprit", "holder")},
     # The Anthropic SDK (≥ 2.17) traces each call itself: one CLIENT span
     # 'anthropic.messages.create', scope com.anthropic.sdk.python, gen_ai.operation.name=chat,
     # gen_ai.provider.name=anthropic, gen_ai.request.model, http.response.status_code and on

@@ -59,6 +59,7 @@ LIBRARIES = [
             {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false",
              "TRACELOOP_METRICS_ENABLED": "false"}),
     Library("vercel_ai", "vercel_ai", ("vercel_ai.mjs",), node=True),
+    Library("strands", "strands", ("strands_agent.py",)),
     # the SDK traces itself (ANTHROPIC_OPEN_TELEMETRY unset: on by default from 2.17)
     Library("anthropic", "anthropic", ("anthropic_agent.py", "alone")),
     Library("anthropic_openllmetry", "anthropic_openllmetry",

@@ -94,13 +94,32 @@ def differences(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> 
 
 def differences_by_place(found: list[dict[str, Any]],
                          expected: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
-    """The same, keyed by (run number, field). Runs are matched in start order; a run count
-    that differs is (-1, "runs")."""
-    if len(found) != len(expected):
-        return {(-1, "runs"): f"{len(found)} runs found, the harness made {len(expected)}: "
-                              f"{[run['trace_id'] for run in found]}"}
+    """The same, keyed by (run number, field). Runs are matched in start order. When the run
+    counts differ, the harness's runs with a root of its own are matched by trace id and the
+    others in start order with the runs left over: a run the derivation did not find is
+    (number, "run"), runs it found that the harness did not make are (-1, "runs")."""
+    if len(found) == len(expected):
+        pairs: list[tuple[int, dict[str, Any] | None, dict[str, Any]]] = [
+            (number, got, want)
+            for number, (got, want) in enumerate(zip(found, expected, strict=True))]
+        extra: list[dict[str, Any]] = []
+    else:
+        by_trace = {run["trace_id"]: run for run in found}
+        rooted = {want["trace_id"] for want in expected if want["trace_id"] is not None}
+        others = iter([run for run in found if run["trace_id"] not in rooted])
+        pairs = [(number, by_trace.get(want["trace_id"]) if want["trace_id"] is not None
+                  else next(others, None), want) for number, want in enumerate(expected)]
+        extra = list(others)
     problems = {}
-    for number, (got, want) in enumerate(zip(found, expected, strict=True)):
+    if extra:
+        problems[(-1, "runs")] = (f"{len(found)} runs found, the harness made {len(expected)}: "
+                                  f"not the harness's {[run['trace_id'] for run in extra]}")
+    for number, got, want in pairs:
+        if got is None:
+            problems[(number, "run")] = (
+                f"run {number} ({want['trace_id'] or 'no root'}): not found as a run "
+                f"({len(found)} runs found, the harness made {len(expected)})")
+            continue
         if want["trace_id"] is None:  # a run with no root of the harness's own
             got = {**got, "trace_id": None}
         for field, value in want.items():

@@ -44,6 +44,9 @@ KNOWN = {
     # Strands' execute_event_loop_cycle spans taken for steps (SPEC §9 row 11 as it stood), and
     # a tool that caught its own timeout is OK over its ReadTimeout GET (§3 rule 6).
     "strands": "event-loop cycles taken for top-level steps; an OK tool over its timeout",
+    # smolagents' AGENT span is never ended when agent.run raises: traces without their root
+    # are no run, orphaned steps are left out (SPEC §9 "a trace without its root").
+    "smolagents": "runs whose root never arrives; orphaned step spans; unnamed AGENT span",
     # The Anthropic SDK's own span 'anthropic.messages.create' beside OpenLLMetry's sibling
     # 'anthropic.chat' (another scope, not current) and inside OpenInference's LLM span
     # 'messages.create': one call, two model steps (SPEC §9 "one call, two spans").

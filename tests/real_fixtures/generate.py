@@ -67,6 +67,8 @@ LIBRARIES = [
             {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false"}),
     Library("anthropic_openinference", "anthropic_openinference",
             ("anthropic_agent.py", "openinference")),
+    Library("smolagents", "smolagents", ("smolagents_agent.py",),
+            {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

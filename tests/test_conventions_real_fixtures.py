@@ -47,6 +47,9 @@ KNOWN = {
     # smolagents' AGENT span is never ended when agent.run raises: traces without their root
     # are no run, orphaned steps are left out (SPEC §9 "a trace without its root").
     "smolagents": "runs whose root never arrives; orphaned step spans; unnamed AGENT span",
+    # ADK's "(merged tools)" execute_tool span after parallel tool calls is taken for a tool
+    # step (SPEC §9 "framework bookkeeping is not a step").
+    "adk": "the (merged tools) bookkeeping span taken for a tool step",
     # The Anthropic SDK's own span 'anthropic.messages.create' beside OpenLLMetry's sibling
     # 'anthropic.chat' (another scope, not current) and inside OpenInference's LLM span
     # 'messages.create': one call, two model steps (SPEC §9 "one call, two spans").

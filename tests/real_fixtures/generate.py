@@ -69,6 +69,9 @@ LIBRARIES = [
             ("anthropic_agent.py", "openinference")),
     Library("smolagents", "smolagents", ("smolagents_agent.py",),
             {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}),
+    # LITELLM_LOCAL_MODEL_COST_MAP: LiteLLM would fetch its model-cost map at import
+    Library("adk", "adk", ("adk_agent.py",),
+            {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

@@ -3,9 +3,9 @@ instrumentation packages against fake servers on 127.0.0.1) through SPEC §9's r
 runs, steps, classes, culprit and holder as the harness logged them, and the same steps on the
 ClickHouse derivation as on DuckDB's.
 
-Two fixtures differ from the harness's truth where SPEC's rules, applied as written, give
-another answer; they are strict xfails that name the spans, so a SPEC change that fixes them
-shows up here (see the issue 13 note)."""
+The fixtures in KNOWN differ from the harness's truth where the derivation's rules, applied as
+they stand, give another answer; they are strict xfails that name the spans, so a rule change
+that fixes them shows up here (tests/test_real_fixtures.py's SPEC_GAPS lists each difference)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,11 @@ def test_every_fixture_is_recognised_by_its_convention(databases: dict[str, Path
     assert "openllmetry" in conventions["openllmetry"]
     assert "vercel_ai" in conventions["vercel_ai"]
     assert "otel_genai" in conventions["openai_v2"] and "otel_genai" in conventions["pydantic_ai"]
+    # frameworks and SDKs that trace themselves with the GenAI conventions
+    for name in ("strands", "adk", "anthropic", "anthropic_openllmetry"):
+        assert conventions[name] == {"otel_genai"}, name
+    assert conventions["smolagents"] == {"openinference"}
+    assert conventions["anthropic_openinference"] == {"openinference", "otel_genai"}
 
 
 def test_clickhouse_finds_the_same_steps(databases: dict[str, Path],

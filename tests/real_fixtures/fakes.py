@@ -71,7 +71,8 @@ def _serve(handler: type[BaseHTTPRequestHandler]) -> _QuietServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# Model server: POST /_script with a list of actions; each /v1/chat/completions takes the next.
+# Model server: POST /_script with a list of actions; each /v1/chat/completions or /v1/messages
+# takes the next.
 
 def _tool_calls(action: dict[str, Any]) -> list[dict[str, Any]]:
     """The tools a "tool_call" action asks for: one (`name`, `arguments`), or several in one

@@ -123,8 +123,8 @@ def node_env(library: Library, workdir: Path) -> Path:
 
 def scenario_environment(world: FakeWorld, truth_path: Path, library: Library) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_",
-                                              "VIRTUAL_ENV", "PYTHON"))}
+           if not key.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "VIRTUAL_ENV",
+                                  "PYTHON"))}
     env.update(world.environment())
     env.update(library.extra_env)
     env.update({

@@ -21,11 +21,13 @@ runs and steps again (REMEASURE) after deriving the traces with new spans in ful
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 
 from store.derivation import Derive, PendingDerivations, describe
-from store.derive import refresh_touched, remeasure_touched
+from store.derive import refresh_touched, remeasure_touched, set_root_cutoff
 
 # The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).
 DERIVE: Derive = refresh_touched
@@ -50,6 +52,26 @@ def pending_derivations(derive: Derive = DERIVE) -> PendingDerivations:
     """The derivation of the marked traces, as every trigger runs it (`derive`: a test's
     stand-in for DERIVE; the re-measure stays REMEASURE)."""
     return PendingDerivations(derive, remeasure=REMEASURE)
+
+
+_MARK_ROOTLESS_DUE = (Path(__file__).with_name("sql") / "mark_rootless_due.sql").read_text(
+    encoding="utf-8")
+
+
+def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
+                     derivations: PendingDerivations | None = None) -> int:
+    """SPEC §9, a trace without its root: the traces waiting for their root whose last span
+    was stored more than `grace_seconds` ago are marked and derived now, each measured from its
+    earliest span (with whatever else is marked). Returns how many traces were marked.
+    serve's derivation thread calls it every turn; `ingest` once its files are read."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
+    marked = con.execute(_MARK_ROOTLESS_DUE, {"cutoff": cutoff}).fetchall()
+    set_root_cutoff(con, cutoff)
+    try:
+        (derivations or pending_derivations()).run(con)
+    finally:
+        set_root_cutoff(con, None)
+    return len(marked)
 
 
 def derive_now(con: duckdb.DuckDBPyConnection) -> int:

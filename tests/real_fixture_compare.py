@@ -35,12 +35,19 @@ def found_runs(db: Path) -> list[dict[str, Any]]:
     """Each run as the derivation stored it, in the shape of the ground truth's runs."""
     with duckdb.connect(str(db), read_only=True) as connection:
         runs = connection.execute(RUNS_SQL).fetchall()
+        # runs.root_missing (SPEC §8, §9 "a trace without its root") is read only where the
+        # derivation already has the column: a derivation without it is compared on the rest
+        has_root_missing = bool(connection.execute(
+            "SELECT count(*) FROM information_schema.columns "
+            "WHERE table_name = 'runs' AND column_name = 'root_missing'").fetchone()[0])
+        root_missing = dict(connection.execute(
+            "SELECT run_id, root_missing FROM runs").fetchall()) if has_root_missing else {}
         found = []
         for run_id, trace_id, agent, budget_ms, culprit_id, culprit_key, holder_id, holder_key \
                 in runs:
             steps = connection.execute(STEPS_SQL, [run_id]).fetchall()
             top = [row[0] for row in steps if row[4]]
-            found.append({
+            run = {
                 "trace_id": trace_id, "agent": agent, "budget_ms": budget_ms,
                 "steps": [{"kind": kind, "name": name, "class": cls, "top_level": is_top}
                           for _, kind, name, cls, is_top, _ in steps],
@@ -48,7 +55,10 @@ def found_runs(db: Path) -> list[dict[str, Any]]:
                 "holder": _pick(top, holder_id, holder_key),
                 "declared_writes": [f"{kind}:{name}" for _, kind, name, _, _, effect in steps
                                     if effect == "write"],
-            })
+            }
+            if has_root_missing:
+                run["root_missing"] = bool(root_missing[run_id])
+            found.append(run)
     return found
 
 
@@ -59,8 +69,11 @@ def _pick(top: list[str], span_id: str | None, key: str | None) -> dict[str, Any
 
 
 def expected_runs(truth: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ground truth in the same shape: what the derivation should find."""
+    """The ground truth in the same shape: what the derivation should find. root_missing only
+    where the truth has it (the fixtures made since SPEC §9 gave runs whose root never
+    arrives)."""
     return [{
+        **({"root_missing": run["root_missing"]} if "root_missing" in run else {}),
         "trace_id": run["trace_id"], "agent": run["agent"], "budget_ms": run["budget_ms"],
         "steps": [{"kind": step["kind"], "name": step["name"], "class": step["class"],
                    "top_level": step["top_level"]} for step in run["steps"]],
@@ -81,16 +94,37 @@ def differences(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> 
 
 def differences_by_place(found: list[dict[str, Any]],
                          expected: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
-    """The same, keyed by (run number, field). Runs are matched in start order; a run count
-    that differs is (-1, "runs")."""
-    if len(found) != len(expected):
-        return {(-1, "runs"): f"{len(found)} runs found, the harness made {len(expected)}: "
-                              f"{[run['trace_id'] for run in found]}"}
+    """The same, keyed by (run number, field). Runs are matched in start order. When the run
+    counts differ, the harness's runs with a root of its own are matched by trace id and the
+    others in start order with the runs left over: a run the derivation did not find is
+    (number, "run"), runs it found that the harness did not make are (-1, "runs")."""
+    if len(found) == len(expected):
+        pairs: list[tuple[int, dict[str, Any] | None, dict[str, Any]]] = [
+            (number, got, want)
+            for number, (got, want) in enumerate(zip(found, expected, strict=True))]
+        extra: list[dict[str, Any]] = []
+    else:
+        by_trace = {run["trace_id"]: run for run in found}
+        rooted = {want["trace_id"] for want in expected if want["trace_id"] is not None}
+        others = iter([run for run in found if run["trace_id"] not in rooted])
+        pairs = [(number, by_trace.get(want["trace_id"]) if want["trace_id"] is not None
+                  else next(others, None), want) for number, want in enumerate(expected)]
+        extra = list(others)
     problems = {}
-    for number, (got, want) in enumerate(zip(found, expected, strict=True)):
+    if extra:
+        problems[(-1, "runs")] = (f"{len(found)} runs found, the harness made {len(expected)}: "
+                                  f"not the harness's {[run['trace_id'] for run in extra]}")
+    for number, got, want in pairs:
+        if got is None:
+            problems[(number, "run")] = (
+                f"run {number} ({want['trace_id'] or 'no root'}): not found as a run "
+                f"({len(found)} runs found, the harness made {len(expected)})")
+            continue
         if want["trace_id"] is None:  # a run with no root of the harness's own
             got = {**got, "trace_id": None}
         for field, value in want.items():
+            if field not in got:  # root_missing, before the derivation stores it
+                continue
             if got[field] != value:
                 problems[(number, field)] = (
                     f"run {number} ({want['trace_id'] or 'no root'}) {field}: found "

@@ -124,3 +124,52 @@ def test_an_empty_file_says_nothing_was_loaded_and_leaves_no_database(tmp_path: 
     again = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(empty)])
     assert again.exit_code == 1
     assert db.exists()
+
+
+def _rootless_file(folder: Path) -> tuple[Path, Path, str]:
+    """One run's spans without its root (as smolagents leaves a run that raised), and the root
+    alone in a second file; and the trace id."""
+    document = otlp_json(request(sdk_spans(runs=1)))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    roots = [span for span in spans if not span.get("parentSpanId")]
+    spans[:] = [span for span in spans if span.get("parentSpanId")]
+    children = folder / "children.json"
+    children.write_text(json.dumps(document))
+    spans[:] = roots
+    root = folder / "root.json"
+    root.write_text(json.dumps(document))
+    return children, root, roots[0]["traceId"]
+
+
+def test_a_trace_without_its_root_is_measured_once_the_files_are_read(tmp_path: Path) -> None:
+    """SPEC §9: ingest decides at once (--root-grace 0): the trace is a run measured from its
+    earliest span, under the trace id, and its root arriving later replaces that run."""
+    db = tmp_path / "t.duckdb"
+    children, root, trace_id = _rootless_file(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(children)])
+    assert result.exit_code == 0, result.output
+    assert "measured from their earliest span" in result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT run_id, root_missing FROM runs").fetchall() == [
+            (trace_id, True)]
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(root)])
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT run_id, root_missing FROM runs").fetchall() == [
+            (trace_id, False)]
+
+
+def test_a_grace_period_leaves_a_rootless_trace_waiting(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    children, _, trace_id = _rootless_file(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--root-grace", "5m",
+                                      str(children)])
+    assert result.exit_code == 0, result.output
+    assert "waiting for it" in result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+        assert con.execute("SELECT trace_id FROM traces_awaiting_root").fetchall() == [
+            (trace_id,)]
+    bad = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--root-grace", "soon",
+                                   str(children)])
+    assert bad.exit_code == 2 and "not a positive duration" in bad.output

@@ -30,7 +30,12 @@ from tests.real_fixture_compare import (
 NAMES = sorted(path.name.split(".")[0] for path in (FIXTURES / "otlp").glob("*.otlp.pb"))
 # Fixtures where SPEC's rules, applied as written, give another answer than the harness logged:
 # strict xfails naming the spans. Empty: none.
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    # smolagents' failed model call: OpenInference's LLM span 'OpenAIModel.generate' carries no
+    # model name when the call raised (llm.invocation_parameters '{}', no llm.model_name), so
+    # SPEC §9 row 4 names the step after the span (tests/test_real_fixtures.py's SPEC_GAPS).
+    "smolagents": "a failed model call's span names no model",
+}
 STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level", "kind",
                 "name", "step_key", "convention", "class", "consumption_ms", "agent"]
 
@@ -66,6 +71,12 @@ def test_every_fixture_is_recognised_by_its_convention(databases: dict[str, Path
     assert "openllmetry" in conventions["openllmetry"]
     assert "vercel_ai" in conventions["vercel_ai"]
     assert "otel_genai" in conventions["openai_v2"] and "otel_genai" in conventions["pydantic_ai"]
+    # frameworks and SDKs that trace themselves with the GenAI conventions
+    for name in ("strands", "adk", "anthropic", "anthropic_openllmetry"):
+        assert conventions[name] == {"otel_genai"}, name
+    assert conventions["smolagents"] == {"openinference"}
+    # one call, two spans: the SDK's own span inside OpenInference's LLM span is the step
+    assert conventions["anthropic_openinference"] == {"otel_genai"}
 
 
 def test_clickhouse_finds_the_same_steps(databases: dict[str, Path],

@@ -33,9 +33,21 @@ from tests.real_fixture_compare import (
 NAMES = sorted(path.stem for path in (FIXTURES / "truth").glob("*.json"))
 
 # (fixture, run number in start order, field) → why SPEC §9/§3 as written differs from the
-# ground truth there, with the spans that cause it. Empty: every fixture reads as its harness
-# logged it.
-SPEC_GAPS: dict[tuple[str, int, str], str] = {}
+# ground truth there, with the spans that cause it.
+_UNNAMED_FAILED_MODEL = (
+    "smolagents with OpenInference: the LLM span of a model call that raised, "
+    "'OpenAIModel.generate' (INTERNAL, openinference.span.kind=LLM, ERROR, exception "
+    "openai.InternalServerError or RateLimitError), carries no model name: "
+    "llm.invocation_parameters is '{}' and llm.model_name is set only from a response. SPEC §9 "
+    "row 4 then names the step after the span, model:OpenAIModel.generate, where the harness "
+    "called gpt-4o-mini. Its class (upstream_error) and interval are right; no attribute of "
+    "the span says which model it called")
+SPEC_GAPS: dict[tuple[str, int, str], str] = {
+    ("smolagents", 1, "steps"): _UNNAMED_FAILED_MODEL,
+    ("smolagents", 2, "steps"): _UNNAMED_FAILED_MODEL,
+    ("smolagents", 4, "steps"): _UNNAMED_FAILED_MODEL,
+    ("smolagents", 4, "holder"): _UNNAMED_FAILED_MODEL + " (the failed call holds the deadline)",
+}
 
 
 def test_every_library_has_a_fixture() -> None:
@@ -57,6 +69,22 @@ def test_real_fixture_matches_ground_truth(name: str, tmp_path: Path) -> None:
     closed = sorted(known - set(found))
     assert not unexpected, "\n".join(unexpected)
     assert not closed, f"now as the harness says, remove from SPEC_GAPS: {closed}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_runs_whose_root_never_arrived_have_no_root_in_the_capture(name: str) -> None:
+    """What the truth calls root_missing is what the exporter sent: as many traces without a
+    parentless span as runs the harness knows lost their root (smolagents' never-ended AGENT
+    span), and none in a fixture whose truth says nothing of it."""
+    from tests.real_fixtures.show import spans
+
+    truth = load_truth(FIXTURES / "truth" / f"{name}.json")
+    rooted: dict[str, bool] = {}
+    for span in spans(FIXTURES / "otlp" / f"{name}.otlp.pb"):
+        rooted[span["traceId"]] = rooted.get(span["traceId"], False) or not span.get(
+            "parentSpanId")
+    missing = sum(1 for run in truth["runs"] if run.get("root_missing"))
+    assert sum(1 for has_root in rooted.values() if not has_root) == missing
 
 
 def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:

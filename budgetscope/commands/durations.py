@@ -20,14 +20,19 @@ def parse_duration(text: str) -> dt.timedelta:
 
 
 class Duration(click.ParamType):
-    """A click option type for parse_duration."""
+    """A click option type for parse_duration; `zero`: also `0` (none at all)."""
 
     name = "DURATION"
+
+    def __init__(self, zero: bool = False) -> None:
+        self.zero = zero
 
     def convert(self, value: object, param: click.Parameter | None,
                 ctx: click.Context | None) -> dt.timedelta:
         if isinstance(value, dt.timedelta):
             return value
+        if self.zero and str(value).strip() in ("0", "0s"):
+            return dt.timedelta(0)
         try:
             return parse_duration(str(value))
         except ValueError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail, open_database
+from budgetscope.commands.durations import Duration
 from budgetscope.log_format import configure_logging
 from ingest.files.loader import LoadSummary, load_files
 from queries.terminal import terminal_safe
@@ -26,9 +28,13 @@ _LOG = logging.getLogger("budgetscope.ingest")
               show_default=True, help="json: also one JSON object per line on standard error, "
               "for each rejection reason and for the load's totals (the summary then goes to "
               "standard output whole).")
+@click.option("--root-grace", type=Duration(zero=True), default="0", show_default=True,
+              help="A trace whose root span has not arrived is measured from its earliest span "
+              "once none of its spans has arrived for this long, decided once the files are "
+              "read (0: at once; longer leaves newer ones to a later serve or ingest).")
 @click.pass_context
 def ingest_command(context: click.Context, paths: tuple[str, ...], progress: bool | None,
-                   memory_limit: str, log_format: str) -> None:
+                   memory_limit: str, log_format: str, root_grace: dt.timedelta) -> None:
     """Load OTLP trace files: OTLP JSON, JSON lines (the Collector's file exporter), binary
     protobuf or the Collector's length-prefixed protobuf stream, each optionally gzipped;
     folders are walked. Logs exports (resourceLogs) in the same forms are loaded too. Spans
@@ -47,7 +53,8 @@ def ingest_command(context: click.Context, paths: tuple[str, ...], progress: boo
             con.execute("SET memory_limit = ?", [memory_limit])
         except duckdb.Error as error:
             raise Fail(f"--memory-limit {memory_limit!r}: {error}") from None
-        summary = load_files(con, paths, progress=progress, derive=True)
+        summary = load_files(con, paths, progress=progress, derive=True,
+                             root_grace_seconds=root_grace.total_seconds())
     nothing = (summary.spans_loaded + summary.spans_present + summary.spans_rejected == 0
                and not summary.logs_seen)
     if nothing and not summary.rejections:

@@ -1,5 +1,6 @@
-"""The fake world a real-fixture scenario runs against, all on 127.0.0.1: an OpenAI-compatible
-model server whose answers the scenario scripts one by one, HTTP and gRPC tool servers whose
+"""The fake world a real-fixture scenario runs against, all on 127.0.0.1: a model server
+(OpenAI-compatible chat completions, and Anthropic's Messages API on /v1/messages) whose answers
+the scenario scripts one by one, HTTP and gRPC tool servers whose
 paths/methods say how they answer, and a capture receiver that keeps every OTLP trace request
 the real exporter posts. Runs in the generator's own process (stdlib + grpcio only)."""
 
@@ -70,14 +71,22 @@ def _serve(handler: type[BaseHTTPRequestHandler]) -> _QuietServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# Model server: POST /_script with a list of actions; each /v1/chat/completions takes the next.
+# Model server: POST /_script with a list of actions; each /v1/chat/completions or /v1/messages
+# takes the next.
+
+def _tool_calls(action: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools a "tool_call" action asks for: one (`name`, `arguments`), or several in one
+    answer (`calls`, a list of those), which frameworks run in parallel."""
+    return action.get("calls") or [{"name": action["name"],
+                                     "arguments": action.get("arguments", {})}]
+
 
 def _completion(model: str, action: dict[str, Any], number: int) -> dict[str, Any]:
     if action.get("do") == "tool_call":
         message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{number}", "type": "function",
-            "function": {"name": action["name"],
-                         "arguments": json.dumps(action.get("arguments", {}))}}]}
+            "id": f"call_{number}_{i}", "type": "function",
+            "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}
+            for i, call in enumerate(_tool_calls(action))]}
         finish = "tool_calls"
     else:
         message = {"role": "assistant", "content": action.get("text", "done")}
@@ -94,8 +103,38 @@ _ERRORS = {
 }
 
 
+def _anthropic_message(model: str, action: dict[str, Any], number: int) -> dict[str, Any]:
+    """An Anthropic Messages API answer: the same actions as `_completion`, in that API's shape."""
+    if action.get("do") == "tool_call":
+        content = [{"type": "tool_use", "id": f"toolu_{number}_{i}", "name": call["name"],
+                    "input": call.get("arguments", {})}
+                   for i, call in enumerate(_tool_calls(action))]
+        stop = "tool_use"
+    else:
+        content = [{"type": "text", "text": action.get("text", "done")}]
+        stop = "end_turn"
+    return {"id": f"msg_{number:04d}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 7}}
+
+
+# Anthropic's error bodies; 529 is its "overloaded" status (no other API uses it)
+_ANTHROPIC_ERRORS = {
+    503: ({"type": "error", "error": {"type": "api_error", "message": "Service unavailable"}},
+          {}),
+    429: ({"type": "error", "error": {"type": "rate_limit_error",
+                                      "message": "Number of requests has exceeded your rate "
+                                                 "limit"}}, {"retry-after": "0"}),
+    529: ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}),
+}
+
+
 class FakeModelServer:
-    """Answers chat completions from a script; an empty script answers "done"."""
+    """Answers chat completions (POST …/chat/completions) and Anthropic messages (POST
+    /v1/messages) from one script; an empty script answers "done". Actions: ok (with `text`),
+    tool_call (`name`/`arguments`, or `calls`), slow (answers after `seconds`, SLOW_SECONDS by
+    default, with its `then` action, ok by default), status (`code`: 503, 429, and 529 on the
+    Anthropic route)."""
 
     def __init__(self) -> None:
         self.script: deque[dict[str, Any]] = deque()
@@ -109,7 +148,8 @@ class FakeModelServer:
                     owner.script.extend(json.loads(body))
                     self._send(200, {"queued": len(owner.script)})
                     return
-                if not self.path.endswith("/chat/completions"):
+                anthropic = self.path.split("?")[0].endswith("/v1/messages")
+                if not (anthropic or self.path.endswith("/chat/completions")):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 request = json.loads(body or b"{}")
@@ -119,13 +159,19 @@ class FakeModelServer:
                 owner.served.append(served)
                 if action.get("do") == "slow":
                     time.sleep(action.get("seconds", SLOW_SECONDS))
-                    action = {"do": "ok"}
+                    action = action.get("then", {"do": "ok"})
+                model, number = request.get("model", "?"), len(owner.served)
                 if action.get("do") == "status":
-                    payload, headers = _ERRORS[action["code"]]
+                    errors = _ANTHROPIC_ERRORS if anthropic else _ERRORS
+                    payload, headers = errors[action["code"]]
+                    if anthropic:
+                        headers = {**headers, "request-id": f"req_{number:04d}"}
                     self._send(action["code"], payload, headers)
+                elif anthropic:
+                    self._send(200, _anthropic_message(model, action, number),
+                               {"request-id": f"req_{number:04d}"})
                 else:
-                    self._send(200, _completion(request.get("model", "?"), action,
-                                                len(owner.served)))
+                    self._send(200, _completion(model, action, number))
                 served["end_ns"] = time.time_ns()
 
             def do_GET(self) -> None:

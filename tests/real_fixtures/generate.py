@@ -59,6 +59,19 @@ LIBRARIES = [
             {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false",
              "TRACELOOP_METRICS_ENABLED": "false"}),
     Library("vercel_ai", "vercel_ai", ("vercel_ai.mjs",), node=True),
+    Library("strands", "strands", ("strands_agent.py",)),
+    # the SDK traces itself (ANTHROPIC_OPEN_TELEMETRY unset: on by default from 2.17)
+    Library("anthropic", "anthropic", ("anthropic_agent.py", "alone")),
+    Library("anthropic_openllmetry", "anthropic_openllmetry",
+            ("anthropic_agent.py", "openllmetry"),
+            {"TRACELOOP_TELEMETRY": "false", "TRACELOOP_TRACE_CONTENT": "false"}),
+    Library("anthropic_openinference", "anthropic_openinference",
+            ("anthropic_agent.py", "openinference")),
+    Library("smolagents", "smolagents", ("smolagents_agent.py",),
+            {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}),
+    # LITELLM_LOCAL_MODEL_COST_MAP: LiteLLM would fetch its model-cost map at import
+    Library("adk", "adk", ("adk_agent.py",),
+            {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 
@@ -110,7 +123,8 @@ def node_env(library: Library, workdir: Path) -> Path:
 
 def scenario_environment(world: FakeWorld, truth_path: Path, library: Library) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("OTEL_", "OPENAI_", "TRACELOOP_", "VIRTUAL_ENV", "PYTHON"))}
+           if not key.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_", "TRACELOOP_", "VIRTUAL_ENV",
+                                  "PYTHON"))}
     env.update(world.environment())
     env.update(library.extra_env)
     env.update({
@@ -118,6 +132,9 @@ def scenario_environment(world: FakeWorld, truth_path: Path, library: Library) -
         "PYTHONPATH": str(SCENARIOS),
         "OPENAI_API_KEY": "sk-fake-key-for-127.0.0.1",
         "OPENAI_BASE_URL": world.model.url,
+        # the Anthropic SDK appends /v1/messages itself
+        "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-127.0.0.1",
+        "ANTHROPIC_BASE_URL": world.model.url.removesuffix("/v1"),
         # anything not addressed to 127.0.0.1 goes to a port where nothing listens
         "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
         "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",

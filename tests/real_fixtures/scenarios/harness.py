@@ -90,6 +90,9 @@ class Run:
     end_ns: int = 0
     steps: list[Step] = field(default_factory=list)
     note: str = ""
+    # the trace's root span never reaches the exporter (an instrumentation that never ends the
+    # span of a run that raised): SPEC §9 roots the run at its earliest orphaned span
+    root_missing: bool = False
 
     @contextmanager
     def step(self, kind: str, name: str, cls: str, call: str, **extra: Any) -> Any:
@@ -112,7 +115,7 @@ class Run:
         culprit, holder, margin, culprit_margin = _culprit_holder(self, top)
         return {
             "agent": self.agent, "budget_ms": self.budget_ms, "trace_id": self.trace_id,
-            "note": self.note,
+            "root_missing": self.root_missing, "note": self.note,
             "elapsed_ms": round((self.end_ns - self.start_ns) / 1e6, 3),
             "steps": [{"kind": s.kind, "name": s.name, "class": s.cls, "call": s.call,
                        "top_level": s.top_level,
@@ -210,7 +213,7 @@ def summarise_raw(raw: dict[str, Any]) -> dict[str, Any]:
     for entry in raw.pop("raw_runs"):
         run = Run(entry["agent"], entry["budget_ms"], trace_id=entry.get("trace_id"),
                   start_ns=int(entry["start_ns"]), end_ns=int(entry["end_ns"]),
-                  note=entry.get("note", ""))
+                  note=entry.get("note", ""), root_missing=entry.get("root_missing", False))
         for step in entry["steps"]:
             run.add(Step(step["kind"], step["name"], step["cls"], step["call"],
                          top_level=step.get("top_level", True),

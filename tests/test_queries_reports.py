@@ -81,7 +81,7 @@ def test_runs_report(fleet):
     assert list(frame.columns) == [
         "run_id", "agent", "start", "budget_ms", "elapsed_ms", "utilisation", "outcome",
         "exhausted", "culprit", "culprit_share", "holder", "unattributed_ms", "overrun_ms",
-        "budget_source"]  # SPEC §8 gained budget_source (issue 13)
+        "budget_source", "culprit_step", "holder_step", "root_missing"]
     rows = {r["run_id"]: r for r in records(frame)}
     assert [r["run_id"] for r in records(frame)] == [ids[n] for n in
                                                       ("B1", "A1", "A2", "A3", "N1")]
@@ -90,10 +90,14 @@ def test_runs_report(fleet):
         "budget_ms": 10_000, "elapsed_ms": 12_000.0, "utilisation": pytest.approx(1.2),
         "outcome": None, "exhausted": True, "culprit": "tool:fetch",
         "culprit_share": pytest.approx(0.8), "holder": "model:gpt", "unattributed_ms": 0.0,
-        "overrun_ms": 2_000.0, "budget_source": "span"}
+        "overrun_ms": 2_000.0, "budget_source": "span", "culprit_step": 1, "holder_step": 2,
+        "root_missing": False}
     assert rows[ids["B1"]]["agent"] == "beta-svc"
     assert rows[ids["N1"]]["budget_ms"] is None and rows[ids["N1"]]["exhausted"] is None
     assert rows[ids["N1"]]["budget_source"] is None
+    # B1's holder is its last step started (a refusal at +6 s), not the culprit (#1 search)
+    assert (rows[ids["B1"]]["culprit_step"], rows[ids["B1"]]["holder_step"]) == (1, 2)
+    assert rows[ids["N1"]]["culprit_step"] is None
 
 
 def test_failures_report(fleet):
@@ -130,12 +134,14 @@ def test_weekly_report(fleet):
     con, _ = fleet
     frame = reports.weekly(con)
     assert list(frame.columns) == [
-        "week", "agent", "runs", "exhausted_runs", "exhaustion_rate", "utilisation_p50",
+        "week", "agent", "runs", "budgeted_runs", "exhausted_runs", "exhaustion_rate",
+        "utilisation_p50",
         "utilisation_p90", "utilisation_p99", "steps", "client_timeouts", "upstream_errors",
         "refused", "write_steps", "reconciled_writes", "reconciliation_rate", "orphan_writes",
         "top_culprit", "top_culprit_share", "partial_week"]
     assert records(frame) == [
-        {"week": "2026-W47", "agent": "beta-svc", "runs": 1, "exhausted_runs": 1,
+        {"week": "2026-W47", "agent": "beta-svc", "runs": 1, "budgeted_runs": 1,
+         "exhausted_runs": 1,
          "exhaustion_rate": 1.0, "utilisation_p50": 1.0, "utilisation_p90": 1.0,
          "utilisation_p99": 1.0, "steps": 2, "client_timeouts": 0, "upstream_errors": 0,
          "refused": 1, "write_steps": 0, "reconciled_writes": 0, "reconciliation_rate": None,
@@ -143,7 +149,8 @@ def test_weekly_report(fleet):
          "partial_week": False},
         # 4 runs (N1 has no budget), exhausted 2 of the 3 budgeted; 7 steps; top culprit gpt
         # with 17000 of the exhausted runs' 30000 ms.
-        {"week": "2026-W48", "agent": "alpha", "runs": 4, "exhausted_runs": 2,
+        {"week": "2026-W48", "agent": "alpha", "runs": 4, "budgeted_runs": 3,
+         "exhausted_runs": 2,
          "exhaustion_rate": pytest.approx(2 / 3), "utilisation_p50": pytest.approx(1.0),
          "utilisation_p90": pytest.approx(1.16), "utilisation_p99": pytest.approx(1.196),
          "steps": 7, "client_timeouts": 2, "upstream_errors": 1, "refused": 0,

@@ -1,5 +1,7 @@
 -- name: runs_report
 -- One row per run started in [since, until) for the agent filter (SPEC §8 `runs`).
+-- culprit_step and holder_step number the culprit and the holder among the run's top-level
+-- steps by start (SPEC §4), so that two calls with one step key are told apart.
 SELECT run_id,
        agent,
        strftime(make_timestamp(start_ns // 1000), '%Y-%m-%dT%H:%M:%S.%gZ') AS start,
@@ -13,7 +15,10 @@ SELECT run_id,
        holder_key AS holder,
        unattributed_ms,
        overrun_ms,
-       budget_source
+       budget_source,
+       culprit_step,
+       holder_step,
+       root_missing
 FROM runs
 WHERE /*@run_filter(start_ns)*/
 ORDER BY start_ns, run_id;

@@ -1,7 +1,8 @@
 -- name: weekly_report
 -- One row per ISO week (UTC, Monday start, of the run start) × agent: the SPEC §7 columns.
 -- Budget metrics (exhausted_runs, exhaustion_rate, utilisation_*) cover the runs with a known
--- budget; `runs`, `steps` and the failure and write counts cover every run.
+-- budget, counted in budgeted_runs (the rate's denominator, so the rate can be recomputed from
+-- the CSV); `runs`, `steps` and the failure and write counts cover every run.
 -- top_culprit is the week's first attribution row: the step key with the largest budget share
 -- over the exhausted runs (ties: more culprit runs, then the key); top_culprit_share its share.
 -- partial_week: the filter's range ($since_ns, $until_ns) or the present ($now_ns) cuts the
@@ -15,6 +16,7 @@ WITH r AS (
     SELECT week, agent,
            min(start_ns) AS first_start_ns,
            count(*) AS runs,
+           count(*) FILTER (WHERE budget_ms IS NOT NULL) AS budgeted_runs,
            count(*) FILTER (WHERE exhausted) AS exhausted_runs,
            count(*) FILTER (WHERE exhausted)
                / nullif(count(*) FILTER (WHERE budget_ms IS NOT NULL), 0) AS exhaustion_rate,
@@ -76,6 +78,7 @@ WITH r AS (
 SELECT rw.week,
        rw.agent,
        rw.runs,
+       rw.budgeted_runs,
        rw.exhausted_runs,
        rw.exhaustion_rate,
        rw.utilisation_p50,

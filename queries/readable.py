@@ -7,7 +7,7 @@ JSON keep raw values (docs/metrics.md §7): these are for eyes, not for spreadsh
 Rules:
 - a value that is not there (None, NaN, NaT) is always NO_VALUE, an en dash;
 - durations pick the unit a person reads best and stay short enough for a metric tile:
-  `850 ms`, `12.3 s`, `1 m 12.4 s`, `2 h 03 m`;
+  `850 ms`, `12.3 s`, `60.0 s`, `1 min 12 s`, `2 h 03 min`;
 - percentages have one decimal everywhere (`31.9%` beside `1.1%`, never ragged).
 """
 
@@ -32,7 +32,9 @@ def missing(value: Any) -> bool:
 
 
 def duration(ms: Any) -> str:
-    """Milliseconds in the unit a person reads best: 850 ms, 12.3 s, 1 m 12.4 s, 2 h 03 m."""
+    """Milliseconds in the unit a person reads best: 850 ms, 12.3 s, 60.0 s, 1 min 30 s,
+    2 h 03 min. Up to a minute in seconds with one decimal (a 60 s budget reads "60.0 s", not
+    "1 min 0 s"); past it whole seconds, which is all a minute-long span needs."""
     if missing(ms):
         return NO_VALUE
     value = float(ms)
@@ -46,14 +48,14 @@ def duration(ms: Any) -> str:
         return f"{sign}{value:.2f} ms"
     if round(value) < 1_000:
         return f"{sign}{value:.0f} ms"
-    if round(value, -2) < 60_000:
+    if round(value, -2) < 61_000:
         return f"{sign}{value / 1000:.1f} s"
-    tenths = round(value / 100)  # whole tenths of a second, carried into minutes below
-    if tenths < 36_000:
-        minutes, rest = divmod(tenths, 600)
-        return f"{sign}{minutes} m {rest / 10:.1f} s"
+    seconds = round(value / 1000)
+    if seconds < 3_600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{sign}{minutes} min {rest} s" if rest else f"{sign}{minutes} min"
     hours, minutes = divmod(round(value / 60_000), 60)
-    return f"{sign}{hours} h {minutes:02d} m"
+    return f"{sign}{hours} h {minutes:02d} min"
 
 
 def percent(value: Any, digits: int = 1) -> str:

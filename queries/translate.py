@@ -56,6 +56,8 @@ PARAMETER_TYPES = {
     "step_class": "Nullable(String)",
     "run_id": "String",
     "trace_id": "String",
+    "prefix": "String",
+    "span_id": "Nullable(String)",
     "limit": "Int64",
     "bin_width": "Float64",
 }
@@ -72,6 +74,9 @@ OVERRIDES = {
                                 "with each write's reconciled and orphan flags, while the "
                                 "DuckDB file avoids its write_steps view (which ranks every "
                                 "reconciliation on each read); same rule, same counts",
+    "run_span_details": "reads the Collector's otel_traces (SpanAttributes, the Events "
+                        "arrays, StatusMessage) instead of the DuckDB spans table, and collapses "
+                        "spans the Collector delivered twice",
     "weekly_report": "a different plan: budgetscope_steps carries its run's ISO week "
                      "(derive_build.sql), so steps group by week directly instead of per "
                      "run start joined to weeks; same groups, same sums",

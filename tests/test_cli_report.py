@@ -106,25 +106,76 @@ def test_missing_database(tmp_path):
 
 def test_run_view(fleet_db):
     db, ids = fleet_db
-    result = invoke("--db", db, "run", ids["A1"])
+    result = invoke("--db", db, "run", ids["A1"], "--width", "200")
     assert result.exit_code == 0, result.output
     text = result.output
-    assert f"run {ids['A1']}  agent alpha" in text
-    # Durations and percentages as the dashboard writes them (issue 15: one formatting module)
+    assert f"run {ids['A1']}  agent alpha  started 2026-11-23 10:00:00 UTC" in text
+    # Durations and percentages as the dashboard writes them (one formatting module)
     assert "exhausted true  budget 10.0 s  elapsed 12.0 s  utilisation 120.0%" in text
-    assert ("The deadline fired at +10.0 s; the run's last span ended at +12.0 s, 2.0 s past "
-            "it. Exhausted: it ran to its deadline.") in text
-    assert "culprit tool:fetch (80.0% of the budget" in text
-    assert ("holder model:gpt (running when the deadline fired)  <- culprit is not the holder"
-            in text)
+    assert ("What happened  The deadline fired at +10.0 s; the run's last span ended at +12.0 s, "
+            "2.0 s past it. Exhausted: it ran to its deadline.") in text
+    # Culprit and holder by their numbers, and what the one is to the other, in words
+    assert ("Who spent      Culprit #1 tool:fetch: 80.0% of the budget (8.0 s). Holder "
+            "#2 model:gpt (running when the deadline fired): another step than the culprit."
+            ) in text
     assert "| = deadline at +10.0 s" in text
-    assert "failures by class: ok 2, client_timeout 0" in text
-    no_budget = invoke("--db", db, "run", ids["N1"])
+    assert "Failures       no failed step" in text
+    rows = [line for line in text.splitlines() if " #1 " in line or " #2 " in line]
+    assert rows[-2].startswith("C  #1 tool:fetch") and rows[-1].startswith("H  #2 model:gpt")
+    no_budget = invoke("--db", db, "run", ids["N1"], "--width", "200")
     assert no_budget.exit_code == 0, no_budget.output
     assert "No budget is known for this run (no budget.total_ms" in no_budget.output
-    assert "failures by class: ok 0, client_timeout 1" in no_budget.output
+    assert "Failures       1 client give-up (#1)" in no_budget.output
     wrong = invoke("--db", db, "run", f"{ids['A1']}/0000000000000000")
     assert wrong.exit_code == 1 and f"runs of that trace: {ids['A1']}" in wrong.output
+
+
+def test_a_healthy_run_has_a_largest_consumer(fleet_db):
+    """A2 ended before its deadline: nobody to blame, and no warning about its holder."""
+    db, ids = fleet_db
+    text = invoke("--db", db, "run", ids["A2"], "--width", "200").output
+    assert "Largest consumer #2 model:gpt: 30.0% of the budget (3.0 s). It is also the holder" \
+        in text
+    assert "culprit" not in text.lower()
+    assert "LH #2 model:gpt" in text  # the largest consumer's and the holder's row
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_run_fits_the_width(fleet_db, width, monkeypatch):
+    """Every line fits: given --width, else the terminal's width (COLUMNS), at least 80."""
+    db, ids = fleet_db
+    for run in ("A1", "B1", "N1"):
+        text = invoke("--db", db, "run", ids[run], "--width", str(width)).output
+        assert max(len(line) for line in text.splitlines()) <= width, text
+    monkeypatch.setenv("COLUMNS", str(width))
+    text = invoke("--db", db, "run", ids["A1"]).output
+    widest = max(len(line) for line in text.splitlines())
+    assert widest <= width and (width == 160 or widest > width - 10), text
+    monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal still gets 80: rows need room
+    assert max(len(line) for line in invoke("--db", db, "run", ids["A1"]).output
+               .splitlines()) > 40
+    narrow = invoke("--db", db, "run", ids["A1"], "--width", "60")
+    assert narrow.exit_code == 2 and "60 is not in the range 80<=x<=400" in narrow.output
+
+
+def test_run_takes_a_unique_prefix_and_lists_an_ambiguous_one(fleet_db):
+    db, ids = fleet_db
+    prefix = ids["A1"][:6]
+    others = [run_id for run_id in ids.values() if run_id.startswith(prefix)]
+    assert others == [ids["A1"]]  # the fleet's ids differ in their first characters
+    found = invoke("--db", db, "run", prefix.upper())
+    assert found.exit_code == 0, found.output
+    assert found.output.startswith(f"run {ids['A1']}")
+    # every fleet id holds an "e" or a "8" early on: find a prefix two of them share
+    first = sorted(ids.values())
+    shared = next(a[:1] for a, b in zip(first, first[1:], strict=False) if a[0] == b[0])
+    ambiguous = invoke("--db", db, "run", shared)
+    assert ambiguous.exit_code == 1
+    assert f"{shared!r} is the start of more than one run id; give more of it:" \
+        in ambiguous.output
+    listed = ambiguous.output.split("give more of it:", 1)[1]
+    assert {r for r in ids.values() if r.startswith(shared)} == {
+        r.strip(" .\n") for r in listed.split(",")}
 
 
 def test_run_view_writes(tmp_path):
@@ -142,11 +193,18 @@ def test_run_view_writes(tmp_path):
     con = open_db(tmp_path)
     store(con, b.finished())
     con.close()
-    result = invoke("--db", str(tmp_path / "test.duckdb"), "run", b.trace_id(run))
+    result = invoke("--db", str(tmp_path / "test.duckdb"), "run", b.trace_id(run), "--width",
+                    "200")
     assert result.exit_code == 0, result.output
-    assert "writes: 2, uncertain 2, reconciled 1, orphan 1" in result.output
-    assert "idempotency_key pay-123  ORPHAN" in result.output
-    assert "idempotency_key mail-9  reconciled: landed" in result.output
+    wide = result.output
+    assert "Writes         2 write steps: 2 uncertain, 1 reconciled, 1 orphan" in wide
+    # one line a write, orphans first, each with its key
+    assert ("\n               #1 tool:pay may have taken effect and nobody read it back "
+            "(idempotency key pay-123): read it back before retrying.\n"
+            "               #2 tool:mail was uncertain and read back: landed (idempotency key "
+            "mail-9).\n") in wide
+    assert ("Next step      Read back key pay-123 of #1 tool:pay before retrying: the write "
+            "may have taken effect.") in wide
 
 
 @pytest.fixture(scope="module")

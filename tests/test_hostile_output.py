@@ -111,7 +111,10 @@ def test_run_summary_writes_no_control_characters(tmp_path: Path) -> None:
         assert "\x1b" not in text
     text = _invoke("--db", db, "run", run_ids[-1]).decode("utf-8")
     assert "link" in text  # the printable part of the name is still shown
-    assert len(text.splitlines()) == len(_invoke("--db", db, "run", run_ids[0]).splitlines())
+    # wide enough that nothing wraps: a line break from the name would add a line
+    wide = _invoke("--db", db, "run", run_ids[-1], "--width", "400").decode("utf-8")
+    assert len(wide.splitlines()) == len(_invoke("--db", db, "run", run_ids[0], "--width",
+                                                 "400").splitlines())
 
 
 @pytest.mark.parametrize("report", ["runs", "weekly", "failures", "reconciliation"])

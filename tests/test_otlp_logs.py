@@ -297,10 +297,10 @@ def test_run_view_and_cli_list_the_runs_log_records(tmp_path: Path) -> None:
     assert list(records["step_key"].fillna("-")) == ["-", "tool:fetch_report", "model:gpt-x"]
     assert list(records["exception_type"])[1:] == ["tests.otlp_logs.ReadTimeout",
                                                    "ConnectionResetError"]
-    result = CliRunner().invoke(cli, ["--db", db, "run", run.trace_id])
+    result = CliRunner().invoke(cli, ["--db", db, "run", run.trace_id, "--width", "200"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    start = lines.index("log records: 3")
+    start = lines.index("Log records: 3")
     assert "ERROR  tool:fetch_report: tool call failed  exception tests.otlp_logs.ReadTimeout" \
         in lines[start + 2]
     assert "ERROR  model:gpt-x: model call failed  exception ConnectionResetError" \

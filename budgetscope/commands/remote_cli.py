@@ -118,8 +118,13 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
     parsed = command.make_context(name, list(arguments), parent=context)
     out: Path | None = parsed.params.get("out")
     failure = RemoteCheckFail if name == "check" else RemoteFail
-    status, stdout, stderr = _ask(url, context.obj.get("token"),
-                                  [name, *_without_out(arguments)], failure)
+    sent = _without_out(arguments)
+    if name == "run" and parsed.params.get("width") is None:
+        # The width of this terminal, not of the server's: the output is printed here.
+        from budgetscope.commands.run import terminal_width
+
+        sent.extend(["--width", str(terminal_width())])
+    status, stdout, stderr = _ask(url, context.obj.get("token"), [name, *sent], failure)
     if stderr:
         sys.stderr.flush()
         sys.stderr.buffer.write(stderr)

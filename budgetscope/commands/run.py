@@ -1,12 +1,23 @@
-"""`budgetscope run RUN_ID`: what on-call needs about one run, in a terminal."""
+"""`budgetscope run RUN_ID`: what on-call needs about one run, in a terminal.
+
+The same answers as the dashboard's run view, in the same words (queries/run_story.py): what
+happened, who spent and who held (with their step numbers), failures by class, uncertain and
+orphan writes with their idempotency keys, and one next step; then a waterfall of the steps
+against the deadline, and the run's log records. Every line fits the width (the terminal's, at
+least 80 columns): sentences wrap, table rows are cut.
+"""
 
 from __future__ import annotations
+
+import re
+import shutil
+import textwrap
 
 import click
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_reader, output_stream
-from queries import readable
+from queries import readable, run_story
 from queries.run_story import tell
 from queries.run_view import (
     LOG_RECORDS_SHOWN,
@@ -17,18 +28,30 @@ from queries.run_view import (
     short_body,
 )
 from queries.terminal import terminal_safe
-from store import vocabulary
+
+# Narrower than this and a waterfall row has no room for its bar.
+MIN_WIDTH = 80
+MAX_WIDTH = 400
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS, else the terminal's own), at least MIN_WIDTH; MIN_WIDTH
+    when the output is not a terminal."""
+    return min(MAX_WIDTH, max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns))
 
 
 @click.command("run")
 @click.argument("run_id", metavar="RUN_ID")
-@click.option("--width", default=60, show_default=True, type=click.IntRange(20, 200),
-              help="Characters for the waterfall's time axis.")
+@click.option("--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
+              help="Characters a line may take. Default: the terminal's width (at least 80), "
+                   "80 when the output is not a terminal.")
 @click.pass_context
-def run_command(context: click.Context, run_id: str, width: int) -> None:
-    """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root):
-    outcome, budget and utilisation, culprit vs holder, a waterfall of the steps against the
-    deadline, failures by class, and uncertain and orphan writes with their idempotency keys."""
+def run_command(context: click.Context, run_id: str, width: int | None) -> None:
+    """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root; a
+    unique start of one is enough, an ambiguous one lists the runs it matches): what
+    happened, who spent and who held the budget, failures by class, uncertain and orphan writes
+    with their idempotency keys, one next step, and a waterfall of the steps against the
+    deadline (docs/metrics.md §3–§6)."""
     with open_reader(context) as con:
         try:
             view = load_run(con, run_id)
@@ -36,11 +59,8 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
             raise Fail(str(error)) from None
     # Each field from a span is made inert where it is placed (so widths stay right); the
     # whole text once more on the way out, so a field added later cannot slip through.
-    click.echo(terminal_safe(render_run(view, width), keep_newlines=True), nl=False,
-               file=output_stream(context))
-
-
-CLASSES = vocabulary.CLASSES
+    click.echo(terminal_safe(render_run(view, width or terminal_width()), keep_newlines=True),
+               nl=False, file=output_stream(context))
 
 
 # Durations and percentages as the dashboard shows them (queries/readable.py).
@@ -53,109 +73,152 @@ def _text(value: object) -> str:
     return readable.NO_VALUE if readable.missing(value) else terminal_safe(str(value))
 
 
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+# A number and its unit ("25.0 s", "1 min 3 s") stay on one line when a sentence wraps.
+_NUMBER_UNIT = re.compile(r"(\d) (ms|s|min|h)\b")
+_KEEP = "\u00a0"
+
+
+def _wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
+    kept = _NUMBER_UNIT.sub(lambda m: f"{m.group(1)}{_KEEP}{m.group(2)}", terminal_safe(text))
+    return [line.replace(_KEEP, " ") for line in textwrap.wrap(
+        kept, width=width, initial_indent=first, subsequent_indent=rest,
+        break_on_hyphens=False)]
+
+
+_LABEL_WIDTH = 15
+
+
+def _said(label: str, text: str, width: int) -> list[str]:
+    """`label` then `text` wrapped to `width`, continued under the text."""
+    return _wrap(text, width, f"{label:<{_LABEL_WIDTH}}", " " * _LABEL_WIDTH) or [label]
+
+
 def render_run(view: RunView, width: int) -> str:
     run = view.summary
-    start = pd.Timestamp(int(run["start_ns"]), unit="ns", tz="UTC")
-    lines = [f"run {_text(run['run_id'])}  agent {_text(run['agent'])}  "
-             f"started {start.isoformat().replace('+00:00', 'Z')}"]
-    exhausted = run["exhausted"]
     story = tell(run)
-    lines.append(
-        f"outcome {_text(run['outcome'])}  "
-        f"exhausted {readable.NO_VALUE if pd.isna(exhausted) else str(bool(exhausted)).lower()}"
-        f"  budget {_ms(run['budget_ms'])}"
-        # SPEC §10: say when B is a declared budget rather than the run's own
-        + (" (declared)" if run.get("budget_source") == "declared" else "")
-        + f"  elapsed {_ms(run['elapsed_ms'])}  "
-        f"utilisation {_pct(run['utilisation'])}  overrun {_ms(run['overrun_ms'])}")
-    lines.append(" ".join(part for part in (story.ending, story.exhausted_reason) if part))
-    if not pd.isna(run["budget_ms"]):
-        lines.append(
-            f"culprit {_text(run['culprit_key'])} "
-            f"({_pct(run['culprit_share'])} of the budget, {_ms(run['culprit_ms'])})  "
-            f"holder {_text(run['holder_key'])} ({story.holder_role})"
-            + (f"  <- {story.culprit_note}" if story.culprit_note else ""))
-        lines.append(f"unattributed {_ms(run['unattributed_ms'])} (time with no step running)")
+    lines = _wrap(f"run {_text(run['run_id'])}  agent {_text(run['agent'])}  "
+                  f"started {readable.timestamp_ns(run['start_ns']).replace(' ', _KEEP)}", width,
+                  rest="  ")
+    exhausted = run["exhausted"]
+    said = readable.NO_VALUE if pd.isna(exhausted) else str(bool(exhausted)).lower()
+    facts = [f"outcome {_text(run['outcome'])}", f"exhausted {said}",
+             # docs/metrics.md §10: say when B is a declared budget rather than the run's own
+             f"budget {_ms(run['budget_ms'])}"
+             + (" (declared)" if run.get("budget_source") == "declared" else ""),
+             f"elapsed {_ms(run['elapsed_ms'])}", f"utilisation {_pct(run['utilisation'])}",
+             f"overrun {_ms(run['overrun_ms'])}"]
+    lines.extend(_wrap("  ".join(facts), width))
+    if bool(run.get("root_missing")):
+        lines.extend(_said("Note", "The root span never arrived: the run is measured from its "
+                                   "earliest span.", width))
     lines.append("")
-    lines.extend(_waterfall(view, width))
+    for label, text in summary_block(view, story):
+        lines.extend(_said(label, text, width))
     lines.append("")
-    counts = view.steps["step_class"].value_counts() if not view.steps.empty else pd.Series()
-    lines.append("failures by class: " + ", ".join(
-        f"{name} {int(counts.get(name, 0))}" for name in CLASSES))
-    lines.extend(_writes(view.writes))
-    lines.extend(_log_records(view))
+    lines.extend(_waterfall(view, story, width))
+    lines.extend(_log_records(view, width))
     return "\n".join(lines) + "\n"
 
 
-def _waterfall(view: RunView, width: int) -> list[str]:
+def summary_block(view: RunView, story: run_story.RunStory) -> list[tuple[str, str]]:
+    """The four answers and the next step, as (label, sentence) pairs."""
+    run = view.summary
+    out = [("What happened", " ".join(p for p in (story.ending, story.exhausted_reason) if p))]
+    spent = run_story.spent_and_held(run, story)
+    if spent:
+        out.append(("Who spent", spent))
+    if not readable.missing(run.get("unattributed_ms")):
+        out.append(("Unattributed", f"{_ms(run['unattributed_ms'])} (time with no step "
+                                    "running)"))
+    out.append(("Failures", run_story.failures_line(view.steps)))
+    out.append(("Writes", run_story.writes_line(view.writes)))
+    # one line a write: the key is what on-call reads back, never lost in a paragraph
+    out.extend(("", note.sentence())
+               for note in run_story.uncertain_writes(view.writes, view.steps))
+    out.append(("Next step", run_story.next_step(run, view.steps, view.writes).text))
+    return out
+
+
+def _waterfall(view: RunView, story: run_story.RunStory, width: int) -> list[str]:
     run, steps = view.summary, view.steps
     if steps.empty:
         return ["no steps"]
     s = int(run["start_ns"])
     deadline = None if pd.isna(run["deadline_ns"]) else int(run["deadline_ns"])
     end = max(int(run["latest_end_ns"]), deadline or 0, s + 1)
-    scale = width / (end - s)
+    spender = "C" if story.spender == run_story.CULPRIT else "L"
+    marks = {}
+    for span_id, mark in ((run.get("holder_span_id"), "H"), (run.get("culprit_span_id"),
+                                                              spender)):
+        if not readable.missing(span_id):
+            marks[span_id] = mark + marks.get(span_id, "")
+    numbers = [f"#{n}" for n in steps["number"]]
+    labels = ["  " * int(level) + _text(key)
+              for key, level in zip(steps["step_key"], steps["step_level"], strict=True)]
+    # the class, then what recognised the step (docs/conventions.md: budget, otel_genai, http…)
+    classes = [_text(c) for c in steps["step_class"]]
+    c_w = max(len(c) for c in classes)
+    classes = [f"{c:<{c_w}}  {_text(v)}" for c, v in zip(classes, steps["convention"],
+                                                          strict=True)]
+    starts = [f"+{_ms(v)}" for v in steps["offset_ms"]]
+    durations = [_ms(v) for v in steps["duration_ms"]]
+    n_w = max(len(n) for n in numbers)
+    c_w = max(len(c) for c in classes)
+    s_w, d_w = max(len(t) for t in starts), max(len(t) for t in durations)
+    fixed = 3 + n_w + 1 + 1 + 3 + s_w + 1 + d_w + 2 + c_w  # mark, number, bar's [ ], times, class
+    label_w = min(max(len(label) for label in labels), 36, max(12, width - fixed - 20))
+    bar_w = max(10, width - fixed - label_w)
+    scale = bar_w / (end - s)
 
     def column(ns: int) -> int:
-        return min(width - 1, max(0, int((ns - s) * scale)))
+        return min(bar_w - 1, max(0, int((ns - s) * scale)))
 
-    keys = [_text(key) for key in steps["step_key"]]
-    label_width = min(40, max(len(key) + 2 * level for key, level in
-                              zip(keys, steps["step_level"], strict=True)))
-    mark = f", | = deadline at +{_ms((deadline - s) / 1e6)}" if deadline else ""
-    out = [f"waterfall: 0 .. +{_ms((end - s) / 1e6)}{mark}"]
-    for key, step in zip(keys, steps.itertuples(index=False), strict=True):
-        bar = [" "] * width
+    legend = [f"{spender} = {story.spender} {story.culprit}" if story.culprit else "",
+              f"H = holder {story.holder}" if story.holder else "",
+              f"| = deadline at +{_ms((deadline - s) / 1e6)}" if deadline else ""]
+    out = _wrap(f"Steps, 0 .. +{_ms((end - s) / 1e6)}: " + ", ".join(p for p in legend if p),
+                width, rest="  ")
+    for i, step in enumerate(steps.itertuples(index=False)):
+        bar = [" "] * bar_w
         first, last = column(int(step.start_ns)), column(int(step.end_ns))
-        for i in range(first, max(first, last) + 1):
-            bar[i] = "="
-        if deadline is not None:
+        # A step that failed, was refused or cancelled is marked whatever its width: a 0 ms
+        # refusal or a 9 ms upstream failure would otherwise draw one "=" or nothing apart.
+        fill = "=" if step.step_class == "ok" else "x"
+        for j in range(first, max(first, last) + 1):
+            bar[j] = fill
+        if deadline is not None and bar[column(deadline)] != "x":
             bar[column(deadline)] = "|"
-        label = ("  " * int(step.step_level) + key)[:label_width]
-        consumed = ("" if pd.isna(step.consumption_ms)
-                    else f"  consumed {_ms(step.consumption_ms)}")
-        # what recognised the step (SPEC §9): budget, otel_genai, openinference, http, ...
-        out.append(f"{label.ljust(label_width)} {_text(step.step_class):<14} "
-                   f"{_text(step.convention):<13} "
-                   f"[{''.join(bar)}] +{_ms(step.offset_ms)} "
-                   f"{_ms(step.duration_ms)}{consumed}")
+        mark = marks.get(step.span_id, "")
+        label = labels[i] if len(labels[i]) <= label_w else labels[i][:label_w - 1] + "…"
+        out.append(_cut(f"{mark:<2} {numbers[i]:>{n_w}} {label:<{label_w}} [{''.join(bar)}] "
+                        f"{starts[i]:>{s_w}} {durations[i]:>{d_w}}  {classes[i]}", width)
+                   .rstrip())
+    out.append("")
     return out
 
 
-def _writes(writes: pd.DataFrame) -> list[str]:
-    if writes.empty:
-        return ["writes: none"]
-    out = [f"writes: {len(writes)}, uncertain {int(writes['is_uncertain'].sum())}, "
-           f"reconciled {int(writes['reconciled'].sum())}, orphan {int(writes['orphan'].sum())}"]
-    for write in writes.itertuples(index=False):
-        if not (write.is_uncertain or write.orphan):
-            continue
-        state = ("ORPHAN (nobody read it back)" if write.orphan
-                 else f"reconciled: {_text(write.last_result)}")
-        key = ("(no key)" if readable.missing(write.idempotency_key)
-               else _text(write.idempotency_key))
-        out.append(f"  uncertain write {_text(write.step_key)} "
-                   f"+{float(write.offset_ms) / 1e3:.3f} s "
-                   f"class {_text(write.step_class)} idempotency_key {key}  {state}")
-    return out
-
-
-def _log_records(view: RunView) -> list[str]:
+def _log_records(view: RunView, width: int) -> list[str]:
     records = view.log_records
     if records.empty:
-        return ["log records: none"]
+        return ["Log records: none"]
     more = len(records) > LOG_RECORDS_SHOWN
     shown = records.head(LOG_RECORDS_SHOWN)
-    out = [f"log records: {'more than ' if more else ''}{len(shown)}"
+    out = [f"Log records: {'more than ' if more else ''}{len(shown)}"
            + (f" (the first {LOG_RECORDS_SHOWN} shown)" if more else "")]
     start = int(view.summary["start_ns"])
     for record in shown.itertuples(index=False):
         span = record.step_key if isinstance(record.step_key, str) else record.span_id
-        offset = (int(record.time_ns) - start) / 1e9
+        offset = (int(record.time_ns) - start) / 1e6
+        at = ("+" if offset >= 0 else "−") + _ms(abs(offset))
         exception = ("" if not isinstance(record.exception_type, str)
                      else f"  exception {_text(record.exception_type)}")
         severity = severity_label(record.severity_number, record.severity_text) or "-"
         where = "(no span)" if readable.missing(span) else _text(span)
-        out.append(f"  {offset:+.3f} s {_text(severity):<6} {where}: "
-                   f"{_text(short_body(record.body))}{exception}")
+        out.extend(_wrap(f"{at:>9} {_text(severity):<6} {where}: "
+                         f"{_text(short_body(record.body))}{exception}", width, "  ",
+                         " " * 19))
     return out

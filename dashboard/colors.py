@@ -66,6 +66,7 @@ RECONCILE_COLORS: dict[str, str] = {
 DEADLINE = "#882255"
 RESERVE = "#AA4499"
 REMAINING = "#88CCEE"
+ALLOCATION = "#4D4D4D"      # the allocation a step got, beside the budget left (run view)
 CAP = "#000000"
 P95 = "#555555"
 THRESHOLD = "#882255"

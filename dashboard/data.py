@@ -26,7 +26,7 @@ from dashboard import config
 from queries import reports
 from queries.filters import Filters
 from queries.run_search import Found, RunSearch, search_runs
-from queries.run_view import RunView, load_run
+from queries.run_view import RunView, SpanDetails, load_run, span_details
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
 from simulation.replay import Prepared, SimulationResult, prepare, replay
@@ -175,12 +175,27 @@ def clear_cache() -> None:
     """Forget cached results (the sidebar's Reload), e.g. to see spans that just arrived."""
     _cached_report.clear()
     _cached_run.clear()
+    _cached_span_details.clear()
     _cached_simulation_inputs.clear()
 
 
 def run_view(run_id: str) -> RunView:
     """One run for the on-call view. Raises queries.run_view.RunNotFound."""
     return _cached_run(run_id.strip().lower(), source_token())
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _cached_span_details(run_id: str, trace_id: str, span_id: str,
+                         source: tuple[object, ...]) -> list[SpanDetails]:
+    del source
+    with connection() as con:
+        return span_details(con, run_id, trace_id, span_id)
+
+
+def step_details(run_id: str, trace_id: str, span_id: str) -> SpanDetails | None:
+    """What one step's span carries (attributes, events, status), for the run view."""
+    found = _cached_span_details(run_id, trace_id, span_id, source_token())
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
 """The run view's waterfall: a pure Plotly builder (run summary and steps in, Figure out).
 
-Steps are bars from their start to their end, coloured by SPEC §3 class, nested steps indented
-under their top-level step; the deadline, the landing reserve and the run's end are vertical
-lines; the culprit and the holder are outlined and labelled; under it, the budget remaining
-over time (B at the start, 0 at the deadline, negative past it).
+Steps are bars from their start to their end, coloured by docs/metrics.md §3 class, nested
+steps indented under their top-level step, each named with its number (`#3`, `#3.1` inside it,
+as the culprit and holder are named); a step that failed, was refused or cancelled also gets a
+marker at its end, so a 0 ms refusal or a 9 ms upstream failure is seen whatever its width. The
+deadline, the landing reserve and the run's end are vertical lines; the culprit (or largest
+consumer) and the holder are outlined and labelled. Under it, for each top-level step, the
+budget that remained when it started beside the allocation it got: a step given less than
+what remained was capped, one given all of it had the deadline as its limit.
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
 
     rows = steps.reset_index(drop=True)
-    # Unique row labels, nested steps indented: the y axis is categorical.
-    names = [f"{'    ' * int(level)}{'└ ' if level else ''}{fmt.plot_text(key)}"
-             f"<span style='color:#999'> #{i + 1}</span>"
-             for i, (key, level) in enumerate(zip(rows["step_key"], rows["step_level"],
-                                                  strict=True))]
+    numbers = rows["number"] if "number" in rows else pd.Series(
+        [str(i + 1) for i in range(n)], dtype=object)
+    # Unique row labels (the number makes them so), nested steps indented: the y axis is
+    # categorical.
+    names = [f"{'    ' * int(level)}{'└ ' if level else ''}#{number} {fmt.plot_text(key)}"
+             for key, level, number in zip(rows["step_key"], rows["step_level"], numbers,
+                                           strict=True)]
     culprit = summary.get("culprit_span_id")
     holder = summary.get("holder_span_id")
     budget = summary.get("budget_ms")
@@ -55,11 +61,12 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         share = (part["consumption_ms"] / float(budget)) if not fmt.missing(budget) else \
             pd.Series(np.nan, index=part.index)
         hover = [
-            f"{fmt.plot_text(k)}<br>class {name}<br>start +{fmt.duration(o)}"
+            f"#{number} {fmt.plot_text(k)}<br>class {name}<br>start +{fmt.duration(o)}"
             f"<br>duration {fmt.duration(d)}<br>allocated {fmt.duration(a)}"
             f"<br>share {fmt.percent(s)}"
-            for k, o, d, a, s in zip(part["step_key"], part["offset_ms"], part["duration_ms"],
-                                     part["allocated_ms"], share, strict=True)]
+            for number, k, o, d, a, s in zip(numbers[part.index], part["step_key"],
+                                             part["offset_ms"], part["duration_ms"],
+                                             part["allocated_ms"], share, strict=True)]
         figure.add_bar(
             y=[names[i] for i in part.index], x=(part["duration_ms"] / div).to_numpy(),
             base=(part["offset_ms"] / div).to_numpy(), orientation="h",
@@ -68,7 +75,24 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
             name=colors.CLASS_LABELS[name], legendgroup=name, showlegend=name not in shown,
             hovertext=hover, hoverinfo="text", row=1, col=1)
         shown.add(name)
-    for span_id, label, dash in ((culprit, "culprit", "solid"), (holder, "holder", "dot")):
+    failed = rows[rows["step_class"] != "ok"]
+    if len(failed):
+        # One marker per failed, refused or cancelled step at its end, in its class colour:
+        # a bar of 0 ms (a refusal) or a few ms (a fast upstream failure) draws nothing.
+        ends = (failed["offset_ms"] + failed["duration_ms"]) / div
+        figure.add_scatter(
+            x=ends.to_numpy(), y=[names[i] for i in failed.index], mode="markers",
+            marker=dict(symbol="x-thin-open", size=11, line=dict(width=2.5),
+                        color=[colors.class_color(c) for c in failed["step_class"]]),
+            name="failed, refused or cancelled (marked at its end)",
+            hovertext=[f"#{numbers[i]} {fmt.plot_text(k)}<br>{fmt.plot_text(c)} at "
+                       f"+{fmt.duration(o + d)}" for i, k, c, o, d in zip(
+                           failed.index, failed["step_key"], failed["step_class"],
+                           failed["offset_ms"], failed["duration_ms"], strict=True)],
+            hoverinfo="text", row=1, col=1)
+    spender = "culprit" if not fmt.missing(summary.get("exhausted")) and bool(
+        summary.get("exhausted")) else "largest consumer"
+    for span_id, label, dash in ((culprit, spender, "solid"), (holder, "holder", "dot")):
         if fmt.missing(span_id) or (label == "holder" and span_id == culprit):
             continue  # a culprit that is also the holder has one label, "culprit = holder"
         hit = rows.index[rows["span_id"] == span_id]
@@ -81,9 +105,9 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         figure.add_scatter(x=[x0, x1, x1, x0, x0], y=[names[i]] * 5, mode="lines",
                            line=dict(color="#000000", width=3, dash=dash), name=label,
                            hoverinfo="skip", row=1, col=1)
-        both = span_id == holder and label == "culprit"
-        figure.add_annotation(x=x1, y=names[i], text=("★ culprit = holder" if both else
-                                                      "★ culprit" if label == "culprit"
+        both = span_id == holder and label == spender
+        figure.add_annotation(x=x1, y=names[i], text=(f"★ {spender} = holder" if both else
+                                                      f"★ {spender}" if label == spender
                                                       else "⚑ holder"),
                               showarrow=False, xanchor="left", xshift=6, row=1, col=1)
     marks = sorted(_marks(summary, deadline_ms, end_ms))
@@ -100,21 +124,51 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
                          annotation_position="top left" if text == "reserve" else "top right")
 
     if not fmt.missing(budget) and deadline_ms is not None:
-        # Remaining budget = d - t: B at the start (when d = s + B), 0 at the deadline.
-        xs = np.array([0.0, deadline_ms, max(horizon, deadline_ms)])
-        ys = deadline_ms - xs
-        figure.add_scatter(x=xs / div, y=ys / div, mode="lines", name="budget remaining",
-                           line=dict(color=colors.REMAINING, width=2), fill="tozeroy",
-                           hovertemplate="%{y:.2f} " + unit + " left<extra></extra>",
-                           row=2, col=1)
-        figure.add_hline(y=0, line=dict(color="#666666", width=1), row=2, col=1)
-        figure.update_yaxes(title_text=f"left ({unit})", row=2, col=1)
+        _remaining_at_each_start(figure, rows, numbers, deadline_ms, div, unit)
     # Waterfall order, top to bottom: traces are added per class, so the category order must
     # be given, or Plotly orders rows by the trace they first appear in.
     figure.update_yaxes(categoryorder="array", categoryarray=names, autorange="reversed",
                         row=1, col=1, tickfont=dict(size=11))
     figure.update_xaxes(title_text=f"time since run start ({unit})", row=2, col=1)
     return figure
+
+
+def _remaining_at_each_start(figure: go.Figure, rows: pd.DataFrame, numbers: pd.Series,
+                             deadline_ms: float, div: float, unit: str) -> None:
+    """Row 2: at each top-level step's start, the budget left (budget.remaining_ms when the
+    agent sent it, else the deadline minus the start) beside the allocation the step got
+    (budget.allocated_ms, or a declared cap's). Where the two differ the step was capped;
+    where no allocation shows, it ran with no limit of its own."""
+    top = rows[rows["step_level"] == 0]
+    if top.empty:
+        return
+    starts = top["offset_ms"].astype(float)
+    recorded = top["remaining_ms"].astype(float) if "remaining_ms" in top else \
+        pd.Series(np.nan, index=top.index)
+    left = recorded.where(recorded.notna(), deadline_ms - starts)
+    allocated = top["allocated_ms"].astype(float)
+    labels = [f"#{numbers[i]} {fmt.plot_text(k)}" for i, k in zip(top.index, top["step_key"],
+                                                                strict=True)]
+    figure.add_scatter(
+        x=(starts / div).to_numpy(), y=(left / div).to_numpy(), mode="lines+markers",
+        line=dict(color=colors.REMAINING, width=2, shape="hv"), name="budget left at its start",
+        marker=dict(size=7), customdata=np.stack([labels, [fmt.duration(v) for v in left]],
+                                                  axis=-1),
+        hovertemplate="%{customdata[0]}<br>%{customdata[1]} of the budget left when it started"
+                      "<extra></extra>", row=2, col=1)
+    given = allocated.notna()
+    if given.any():
+        figure.add_bar(
+            x=(starts[given] / div).to_numpy(), y=(allocated[given] / div).to_numpy(),
+            width=max(float(deadline_ms) / div / 150, 1e-6), name="allocation it got",
+            marker_color=colors.ALLOCATION,
+            customdata=np.stack([[labels[j] for j, g in enumerate(given) if g],
+                                 [fmt.duration(v) for v in allocated[given]],
+                                 [fmt.duration(v) for v in left[given]]], axis=-1),
+            hovertemplate="%{customdata[0]}<br>allocated %{customdata[1]} of the "
+                          "%{customdata[2]} left<extra></extra>", row=2, col=1)
+    figure.add_hline(y=0, line=dict(color="#666666", width=1), row=2, col=1)
+    figure.update_yaxes(title_text=f"left ({unit})", rangemode="tozero", row=2, col=1)
 
 
 def _marks(summary: pd.Series, deadline_ms: float | None,

@@ -206,11 +206,16 @@ def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
     """The run view's steps table: one row per step in waterfall order."""
     budget = summary.get("budget_ms")
     share = steps["consumption_ms"] / float(budget) if not fmt.missing(budget) else np.nan
-    marks = np.where(steps["span_id"] == summary.get("culprit_span_id"), "culprit", "")
+    # only an exhausted run has a culprit; elsewhere the step spent the most, nothing more
+    exhausted = summary.get("exhausted")
+    spender = "culprit" if not fmt.missing(exhausted) and bool(exhausted) else \
+        "largest consumer"
+    marks = np.where(steps["span_id"] == summary.get("culprit_span_id"), spender, "")
     marks = np.where(steps["span_id"] == summary.get("holder_span_id"),
-                     np.where(marks == "culprit", "culprit + holder", "holder"), marks)
+                     np.where(marks == spender, f"{spender} + holder", "holder"), marks)
     return pd.DataFrame({
-        "#": np.arange(1, len(steps) + 1),
+        # the step's number, as culprit and holder are named (#3, and 3.1 inside it)
+        "#": steps["number"].astype(str),
         "step": ["  " * int(level) + ("└ " if level else "") + str(key)
                  for key, level in zip(steps["step_key"], steps["step_level"], strict=True)],
         "class": steps["step_class"],

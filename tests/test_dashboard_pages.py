@@ -278,9 +278,21 @@ def test_run_view_by_deep_link(db: str) -> None:
     assert list(steps["class"]) == list(view.steps["step_class"])
     assert "culprit" in " ".join(steps["role"])
     waterfall = charts(at)["Steps against the deadline"]
-    bars = [t for t in waterfall["data"] if t["type"] == "bar"]
+    bars = [t for t in waterfall["data"] if t["type"] == "bar" and t.get("yaxis", "y") == "y"]
     assert sum(len(t["y"]) for t in bars) == len(view.steps)
-    assert any(t.get("name") == "budget remaining" for t in waterfall["data"])
+    # every row named with its number, as the culprit and holder are
+    rows = [label for t in bars for label in t["y"]]
+    assert {label.strip(" └").split(" ", 1)[0] for label in rows} == {
+        f"#{n}" for n in view.steps["number"]}
+    # every failed step marked, whatever its width
+    marked = next(t for t in waterfall["data"] if t.get("name", "").startswith("failed"))
+    assert len(marked["y"]) == int((view.steps["step_class"] != "ok").sum())
+    left = next(t for t in waterfall["data"] if t.get("name") == "budget left at its start")
+    assert len(_array(left["y"])) == int(view.steps["is_top_level"].sum())
+    # the four answers above the fold, in the words `budgetscope run` prints
+    summary = " ".join(m.value for m in at.markdown)
+    assert "**What happened:**" in summary and "**Failures:**" in summary
+    assert f"#{int(view.summary['culprit_step'])}" in summary
     # The copyable link names the run and the filters.
     link = at.code[0].value
     assert f"run={run_id}" in link and "since=2026-11-16" in link

@@ -75,7 +75,9 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
     assert heads["partial_week"] == "partial"
     # ... and each header's tooltip names the CSV column it shows.
     config = json.loads(runs_side.proto.columns)
-    assert "(exhaustion_rate in the CSV)" in config["exhaustion_rate"]["help"]
+    for name in weekly.columns:
+        assert config[name]["help"].endswith(f"CSV column: {name}"), (name, config[name])
+    assert heads["budgeted_runs"] == "budgeted"
     assert labels(steps_side)["reconciliation_rate"] == "reconciled ÷ writes"
     # The sample's weekly runs add up to the period's runs, budgeted or not.
     assert weekly["runs"].sum() == len(query(db, "runs"))
@@ -102,7 +104,8 @@ def test_run_view_steps_table_shows_on_call_columns_and_keeps_the_rest(db: str) 
     runs = query(db, "runs")
     run_id = str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
     at = open_page("run", {**PARAMS, "run": run_id})
-    steps, details = at.dataframe[0], at.dataframe[1]
+    steps = at.dataframe[0]
+    details = next(table for table in at.dataframe if "span id" in shown(table))
     assert shown(steps) == ["#", "step", "class", "role", "start", "duration", "share",
                             "allocated", "utilisation"]
     assert {"from", "effect status", "idempotency key", "attempt", "span id"} <= set(

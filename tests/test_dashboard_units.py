@@ -101,14 +101,21 @@ def test_waterfall_keeps_step_order_and_marks_the_deadline() -> None:
         "span_id": ["a", "c", "b"], "step_key": ["tool:x", "tool:y", "model:m"],
         "step_level": [0, 1, 0], "step_class": ["ok", "upstream_error", "client_timeout"],
         "offset_ms": [0.0, 100.0, 8_000.0], "duration_ms": [8_000.0, 50.0, 4_000.0],
-        "allocated_ms": [9_000, None, 4_000], "consumption_ms": [8_000.0, None, 2_000.0]})
+        "allocated_ms": [9_000, None, 4_000], "consumption_ms": [8_000.0, None, 2_000.0],
+        "remaining_ms": [10_000, None, None], "number": ["1", "1.1", "2"]})
     figure = run_figures.waterfall(summary, steps)
     order = list(figure.layout.yaxis.categoryarray)
-    assert [label.split("<")[0].strip(" └") for label in order] == ["tool:x", "tool:y",
-                                                                      "model:m"]
+    assert [label.strip(" └") for label in order] == ["#1 tool:x", "#1.1 tool:y", "#2 model:m"]
     shapes = [s for s in figure.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert {round(s.x0, 3) for s in shapes} >= {10.0, 9.0}  # deadline, reserve (seconds)
-    assert any(t.name == "budget remaining" for t in figure.data)
+    # the 50 ms upstream failure and the timeout each get a mark, whatever their width
+    marked = next(t for t in figure.data if t.name.startswith("failed"))
+    assert [label.strip(" └") for label in marked.y] == ["#1.1 tool:y", "#2 model:m"]
+    # left at each top-level step's start: sent (10 s) or the deadline minus the start (2 s)
+    left = next(t for t in figure.data if t.name == "budget left at its start")
+    assert list(left.y) == [10.0, 2.0]
+    given = next(t for t in figure.data if t.name == "allocation it got")
+    assert list(given.y) == [9.0, 4.0]
 
 
 def test_latency_chart_marks_the_cap_and_the_p95() -> None:

@@ -1,13 +1,18 @@
-"""Run view (on-call): one run, opened by `?run=<run_id>` or from any list."""
+"""Run view (on-call): one run, opened by `?run=<run_id>` (or a unique start of one) or from
+any list. Its first screen answers what on-call asks, in the words `budgetscope run` uses
+(queries/run_story.py): what happened, who spent and who held (numbered), failures by class,
+uncertain writes with their keys, and one next step drawn from the run's data."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import colors, data, fmt, layout, run_figures, summaries
+from dashboard import data, fmt, layout, run_figures, summaries
 from queries import run_story
 from queries.run_view import RunNotFound
+
+SIMULATE_PAGE = "app_pages/simulate.py"
 
 ctx = layout.context()
 st.title("Run view")
@@ -17,8 +22,10 @@ if url_run:
     st.session_state["last_run"] = url_run
 run_id = url_run or st.session_state.get("last_run", "")
 
-typed = st.text_input("Run id", value=run_id, placeholder="trace id, or trace_id/span_id",
-                      help="Paste a run id from a report, a log line or a chat link.").strip()
+typed = st.text_input("Run id", value=run_id, placeholder="trace id, trace_id/span_id, or a "
+                      "unique start of one",
+                      help="Paste a run id from a report, a log line or a chat link; its first "
+                           "characters are enough when no other run starts with them.").strip()
 if typed and typed != run_id:
     st.session_state["last_run"] = typed
     st.query_params["run"] = typed
@@ -39,39 +46,74 @@ if not run_id:
             st.rerun()
     st.stop()
 
-layout.write_url(ctx.state, {"run": run_id})
 try:
     view = data.run_view(run_id)
 except RunNotFound as error:
+    layout.write_url(ctx.state, {"run": run_id})
     st.error(fmt.escape_md(str(error)))
     st.stop()
 
 run = view.summary
+if str(run["run_id"]) != run_id:  # a prefix: the address names the whole id from here on
+    st.session_state["last_run"] = str(run["run_id"])
+layout.write_url(ctx.state, {"run": str(run["run_id"])})
+story = run_story.tell(run)
 exhausted = run["exhausted"]
 st.subheader(fmt.escape_md(f"{run['run_id']}"))
 st.caption(fmt.escape_md(f"agent {run['agent'] if not fmt.missing(run['agent']) else '–'} · "
                          f"started {fmt.timestamp_ns(run['start_ns'])}"))
+if bool(run.get("root_missing")):
+    st.warning("The trace's root span never arrived: this run is measured from its earliest "
+               "span (docs/conventions.md, a trace without its root).")
 
-story = run_story.tell(run)
+# ---- the summary block: the four answers and one next step, above the fold -------------------
+box = st.container(border=True, key="run_summary")
+lines = [("What happened", " ".join(p for p in (story.ending, story.exhausted_reason) if p))]
+spent = run_story.spent_and_held(run, story)
+if spent:
+    lines.append(("Who spent, who held", spent))
+lines.append(("Failures", run_story.failures_line(view.steps)))
+notes = run_story.uncertain_writes(view.writes, view.steps)
+lines.append(("Writes", run_story.writes_line(view.writes)))
+box.markdown("  \n".join(f"**{label}:** {fmt.escape_md(text)}" for label, text in lines))
+for note in notes:
+    # One line a write, orphans first, each with its key: read it back before retrying.
+    box.markdown(("⚠️ " if note.orphan else "") + fmt.escape_md(note.sentence()))
+next_step = run_story.next_step(run, view.steps, view.writes)
+box.markdown(f"**Next step:** {fmt.escape_md(next_step.text)}")
+if next_step.kind == run_story.SMALLER_CAP:
+    box.page_link(SIMULATE_PAGE, icon=":material/tune:",
+                  label=f"What if, with {next_step.step_key} capped at "
+                        f"{fmt.duration(next_step.cap_ms)}",
+                  query_params={**ctx.state.query_params(),
+                                **({"agent": str(run["agent"])}
+                                   if not fmt.missing(run["agent"]) else {}),
+                                "cap": f"{next_step.step_key}={next_step.cap_ms}"})
+box.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
+              icon=":material/compare_arrows:",
+              query_params=layout.run_params(str(run["run_id"]), ctx.state),
+              help="Side by side with the median-utilisation completed run of the same agent "
+                   "around this run's start (or one you pick there): step by step, where the "
+                   "time went differently.")
+
 outcome = run["outcome"]
-# A stated outcome outside SPEC's list is span data: show it escaped below, not in a metric.
+# A stated outcome outside the known list is span data: show it escaped below, not in a tile.
 known = outcome in run_story.STATED_OUTCOMES
-# Two rows of three: a tile a sixth of the page wide cut "1 m 12.4 s" to "1 min …".
-first, second = st.columns(3), st.columns(3)
-first[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome)
+tiles = st.columns(6)
+tiles[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome)
                                                    else "other"),
                 help="budget.run.outcome as the agent stated it")
-first[1].metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted)
+tiles[1].metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted)
                 else ("yes" if exhausted else "no"), help=story.exhausted_reason or None)
-first[2].metric("Utilisation", fmt.percent(run["utilisation"]))
+tiles[2].metric("Utilisation", fmt.percent(run["utilisation"]))
 source = run.get("budget_source")
-second[0].metric("Budget", fmt.duration(run["budget_ms"]),
-                 help={"span": "from the run's own budget.total_ms",
-                       "declared": "declared for this run's agent, or the default for agents "
-                                   "without one (Budgets page; SPEC §10)"}.get(
-                     source, "unknown: no budget.total_ms and no budget declared"))
-second[1].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
-second[2].metric("Overrun", fmt.duration(run["overrun_ms"]))
+tiles[3].metric("Budget", fmt.duration(run["budget_ms"]),
+                help={"span": "from the run's own budget.total_ms",
+                      "declared": "declared for this run's agent, or the default for agents "
+                                  "without one (Budgets page; docs/metrics.md §10)"}.get(
+                    source, "unknown: no budget.total_ms and no budget declared"))
+tiles[4].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
+tiles[5].metric("Overrun", fmt.duration(run["overrun_ms"]))
 
 if fmt.missing(run["budget_ms"]):
     st.warning(story.ending + " (docs/metrics.md §1) Declare one on the Budgets page or with "
@@ -79,15 +121,9 @@ if fmt.missing(run["budget_ms"]):
 else:
     st.caption("Budget source: " + ("**declared** (its agent's declared budget, or the "
                                     "default; not the run's own)" if source == "declared"
-                                    else "**span** (the run's own budget.total_ms)"))
-    st.markdown(
-        f"{story.ending} {story.exhausted_reason}  \n"
-        f"**Culprit** (spent the most): {fmt.escape_md(run['culprit_key'])} — "
-        f"{fmt.percent(run['culprit_share'])} of the budget, {fmt.duration(run['culprit_ms'])}  \n"
-        f"**Holder** ({story.holder_role}): {fmt.escape_md(run['holder_key'])}"
-        + (f"  \n⚠️ The {story.culprit_note}." if story.culprit_note else "")
-        + f"  \n**Unattributed**: {fmt.duration(run['unattributed_ms'])} "
-          "(time with no step running)")
+                                    else "**span** (the run's own budget.total_ms)")
+               + f" · **Unattributed:** {fmt.duration(run['unattributed_ms'])} (time with no "
+                 "step running)")
 
 # The link is a code block (its copy button) inside a popover: Streamlit draws a popover's
 # content only once it is opened, and a code block on the page made every first visit fetch
@@ -95,21 +131,11 @@ else:
 with st.popover("Link to this view", icon=":material/link:",
                 help="The address of this run with the current filters, to paste into a chat"):
     st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None, wrap_lines=True)
-st.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
-             icon=":material/compare_arrows:",
-             query_params=layout.run_params(str(run["run_id"]), ctx.state),
-             help="Side by side with the median-utilisation completed run of the same agent in "
-                  "the filter's period (or one you pick there): step by step, where the time "
-                  "went differently.")
 
 if view.steps.empty:
     st.info("This run has no steps.")
 else:
     st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall")
-    counts = view.steps["step_class"].value_counts()
-    st.caption(fmt.escape_md("Steps by class: " + " · ".join(
-        f"{colors.CLASS_LABELS[name]} {int(counts.get(name, 0))}"
-        for name in colors.STEP_CLASSES if counts.get(name, 0))))
     st.subheader("Steps")
     table = summaries.run_steps_table(view.steps, run)
     # What on-call reads first fits the page at 1400 px without a horizontal scroll; what
@@ -121,14 +147,60 @@ else:
                  column_config={
                      # Fixed widths: the grid sizes a column by its first rows, so a class or
                      # role further down ("upstream_error", "culprit + holder") was cut.
+                     "#": st.column_config.TextColumn(
+                         "#", width=50, help="the step's number: its rank by start among the "
+                         "run's top-level steps; 3.1 is the 1st step inside #3"),
                      "class": st.column_config.TextColumn("class", width=120),
-                     "role": st.column_config.TextColumn("role", width=120),
+                     "role": st.column_config.TextColumn("role", width=150),
                      "share": st.column_config.ProgressColumn(
                          "share", help="consumption / budget (docs/metrics.md §4)",
                          format="%.1f%%", min_value=0.0, max_value=100.0),
                      "utilisation": st.column_config.TextColumn(
                          "utilisation", help="duration / allocated (docs/metrics.md §5)")})
-    with st.expander("Step details: what recognised each step, write fields, span ids"):
+
+    st.subheader("Step details")
+    # One click away: the attributes, events, exception and status message of a step, as
+    # text (a table and plain text never interpret what a span says). Opens on the first
+    # failed step, else the culprit: what on-call reads first.
+    choices = list(range(len(view.steps)))
+    failed = [i for i, c in enumerate(view.steps["step_class"]) if c != "ok"]
+    culprit_row = [i for i, span in enumerate(view.steps["span_id"])
+                   if span == run.get("culprit_span_id")]
+    first = (failed or culprit_row or [0])[0]
+    picked = st.selectbox(
+        "Step", choices, index=first, key="step_details_pick",
+        format_func=lambda i: (f"#{view.steps['number'].iloc[i]} "
+                               f"{view.steps['step_key'].iloc[i]} · "
+                               f"{view.steps['step_class'].iloc[i]}"))
+    step = view.steps.iloc[picked if picked is not None else first]
+    details = data.step_details(str(run["run_id"]), str(run["trace_id"]), str(step["span_id"]))
+    if details is None:
+        st.caption("This step's span is not stored here.")
+    else:
+        facts = pd.DataFrame({"": ["span", "span id", "status", "status message",
+                                   "exception type", "exception message"],
+                              "value": [details.span_name, details.span_id, details.status,
+                                        details.status_message or fmt.NO_VALUE,
+                                        details.exception_type or fmt.NO_VALUE,
+                                        details.exception_message or fmt.NO_VALUE]})
+        layout.table(facts, key="step_details_facts", hide_index=True,
+                     column_config={"value": st.column_config.TextColumn("value", width=900)})
+        left, right = st.columns(2)
+        with left:
+            st.caption(f"Attributes ({len(details.attributes):,})"
+                       + (f"; {details.dropped}" if details.dropped else ""))
+            layout.table(pd.DataFrame(details.attributes, columns=["attribute", "value"]),
+                         key="step_details_attributes", hide_index=True,
+                         height=layout.table_height(len(details.attributes), most=12))
+        with right:
+            start_ns = int(run["start_ns"])
+            events = pd.DataFrame(
+                [(f"+{fmt.duration((t - start_ns) / 1e6)}" if t else fmt.NO_VALUE, name, text)
+                 for t, name, text in details.events], columns=["at", "event", "attributes"])
+            st.caption(f"Events ({len(details.events):,})")
+            layout.table(events, key="step_details_events", hide_index=True,
+                         height=layout.table_height(len(events), most=12))
+    with st.expander("What recognised each step, write fields, span ids"):
         layout.table(table, hide_index=True, key="steps_details_table", height=height,
                      column_order=["#", "step", "from", "effect status", "idempotency key",
                                    "attempt", "span id"],
@@ -141,20 +213,18 @@ if view.writes.empty:
     st.caption("No write steps in this run.")
 else:
     writes = view.writes
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Write steps", len(writes))
-    c2.metric("Uncertain", int(writes["is_uncertain"].sum()))
-    c3.metric("Reconciled", int(writes["reconciled"].sum()))
-    c4.metric("Orphans", int(writes["orphan"].sum()))
+    numbers = dict(zip(view.steps["span_id"], view.steps["number"], strict=True))
     layout.table(pd.DataFrame({
+        "#": writes["span_id"].map(lambda span: fmt.text(numbers.get(span))),
         "step": writes["step_key"], "class": writes["step_class"],
         "effect status": writes["effect_status"].map(fmt.text),
         "idempotency key": writes["idempotency_key"].map(fmt.text),
-        "attempt": writes["attempt"], "uncertain": writes["is_uncertain"],
+        "attempt": writes["attempt"].map(lambda v: fmt.text(v if fmt.missing(v) else int(v))),
+        "uncertain": writes["is_uncertain"],
         "reconciliations": writes["reconciliations"],
         "last result": writes["last_result"].map(fmt.text),
         "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
-    }), hide_index=True, key="writes_table")
+    }), hide_index=True, key="writes_table", height=layout.table_height(len(writes)))
 
 st.subheader("Log records")
 if view.log_records.empty:
@@ -163,7 +233,8 @@ else:
     more = len(view.log_records) > summaries.LOG_RECORDS_SHOWN
     st.caption(fmt.escape_md(
         f"The first {summaries.LOG_RECORDS_SHOWN} log records of this run's trace, by time"
-        if more else f"{len(view.log_records)} log record(s) of this run's trace, by time")
-        + " (a record with exception.type counts as its span's exception, SPEC §9).")
+        if more else f"{run_story.plural(len(view.log_records), 'log record')} of this run's "
+                     "trace, by time")
+        + " (a record with exception.type counts as its span's exception, docs/metrics.md §3).")
     layout.table(summaries.run_log_table(view.log_records, run), hide_index=True,
                  key="log_records_table")

@@ -55,7 +55,8 @@ else:
     st.subheader("Runs")
     layout.table(fmt.readable_table(weekly), hide_index=True, key="weekly_table",
                  height=height, column_config=labels,
-                 column_order=["week", "partial_week", "agent", "runs", "exhausted_runs",
+                 column_order=["week", "partial_week", "agent", "runs", "budgeted_runs",
+                               "exhausted_runs",
                                "exhaustion_rate", "utilisation_p50", "utilisation_p90",
                                "utilisation_p99", "top_culprit", "top_culprit_share"])
     st.subheader("Steps and writes")

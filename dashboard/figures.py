@@ -138,17 +138,48 @@ def culprits(attribution: pd.DataFrame, top: int = 10,
 
 # ---- attribution -------------------------------------------------------------------------
 
-def holder_culprit_matrix(matrix: pd.DataFrame) -> go.Figure:
-    """Exhausted runs by holder (rows) × culprit (columns)."""
+def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure:
+    """Exhausted runs by holder (rows) × culprit (columns) on one key order for both axes, so
+    that a step key's own cell is on the drawn diagonal. Cells are square markers (a scatter:
+    a point of it can be selected, a heatmap cell cannot), shaded by their share of the runs,
+    each carrying (holder, culprit) for a click to open its runs."""
+    shown = labels(keys)
+    n = max(1, len(keys))
     figure = _figure("Holder × culprit (exhausted runs)",
-                     xaxis=dict(title="culprit (spent the most)"),
-                     yaxis=dict(title="holder (held the deadline)"),
-                     height=max(320, 120 + 30 * len(matrix.index)))
-    keys = np.array([[f"{holder}\x1f{culprit}" for culprit in matrix.columns]
-                     for holder in matrix.index], dtype=object)
-    figure.add_heatmap(z=matrix.to_numpy(), x=labels(matrix.columns), y=labels(matrix.index),
-                       customdata=keys, colorscale="Greys", texttemplate="%{z}",
-                       hovertemplate="holder %{y}<br>culprit %{x}<br>%{z} runs<extra></extra>")
+                     xaxis=dict(title="culprit (spent the most)", categoryorder="array",
+                                categoryarray=shown, range=[-0.5, n - 0.5], tickangle=-30),
+                     yaxis=dict(title="holder (held the deadline)", categoryorder="array",
+                                categoryarray=shown, range=[n - 0.5, -0.5]),
+                     height=max(360, 160 + 44 * n), showlegend=False,
+                     plot_bgcolor="#FFFFFF")
+    # The diagonal: the holder has the culprit's step key (the same call, or another call of
+    # the same step); off it, another step held the deadline.
+    figure.add_shape(type="line", x0=-0.5, y0=-0.5, x1=n - 0.5, y1=n - 0.5, xref="x",
+                     yref="y", line=dict(color="#999999", width=1, dash="dot"), layer="below")
+    if cells.empty:
+        return figure
+    total = float(cells["runs"].sum())
+    share = cells["runs"] / total
+    other_calls = cells["runs"] - cells["same_call"]
+    on_diagonal = cells["holder"] == cells["culprit"]
+    words = [f"{int(same)} the same call, {int(other)} another call of the same step"
+             if diagonal else "another step held the deadline"
+             for same, other, diagonal in zip(cells["same_call"], other_calls, on_diagonal,
+                                              strict=True)]
+    figure.add_scatter(
+        x=labels(cells["culprit"]), y=labels(cells["holder"]), mode="markers+text",
+        marker=dict(symbol="square", size=38, color=share,
+                    colorscale=[[0.0, "#F0F0F0"], [1.0, "#333333"]], cmin=0,
+                    cmax=float(share.max()), line=dict(color="#BBBBBB", width=1)),
+        text=[str(int(v)) for v in cells["runs"]],
+        textfont=dict(color=["#FFFFFF" if v > 0.6 * float(share.max()) else "#000000"
+                             for v in share]),
+        customdata=np.stack([[f"{h}\x1f{c}" for h, c in zip(cells["holder"], cells["culprit"],
+                                                             strict=True)],
+                             [fmt.percent(v) for v in share], words], axis=-1),
+        hovertemplate="holder %{y}<br>culprit %{x}<br>%{text} runs (%{customdata[1]}): "
+                      "%{customdata[2]}<br>click to list them<extra></extra>",
+        name="runs")
     return figure
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard import fmt
+from queries.run_story import step_name
 from queries.run_view import LOG_RECORDS_SHOWN, severity_label, short_body
 
 
@@ -153,13 +154,23 @@ def runs_worth_reviewing(runs: pd.DataFrame, limit: int = 25) -> pd.DataFrame:
     return frame.head(limit).reset_index(drop=True)
 
 
+def numbered(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs report with `culprit` and `holder` named as one run's steps are everywhere:
+    `#3 tool:fetch_report` (docs/metrics.md §4), text with the no-value mark, for a table."""
+    return runs.assign(**{
+        role: [step_name(number, key) or fmt.NO_VALUE for number, key in zip(
+            runs[f"{role}_step"], runs[role], strict=True)]
+        for role in ("culprit", "holder")})
+
+
 def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
                       ) -> pd.DataFrame:
     """Exhausted runs whose culprit is `culprit`, the largest culprit share first."""
     exhausted = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == culprit)]
-    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit_share", "holder",
-               "budget_source"]
-    return (exhausted.sort_values(["culprit_share", "start"], ascending=[False, False])
+    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit",
+               "culprit_share", "holder", "budget_source"]
+    return (numbered(exhausted.sort_values(["culprit_share", "start"],
+                                           ascending=[False, False]))
             [columns].head(limit).reset_index(drop=True))
 
 
@@ -179,20 +190,49 @@ def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
     return label
 
 
-def holder_culprit(runs: pd.DataFrame, top: int = 10) -> pd.DataFrame:
-    """Exhausted runs counted by holder key (rows) × culprit key (columns); keys beyond the
-    `top` most frequent are grouped as "(other)"."""
+OTHER = "(other)"
+
+
+@dataclass(frozen=True)
+class HolderCulprit:
+    """Exhausted runs by holder key × culprit key, on one shared key order (so that a key's
+    own cell sits on the diagonal of both axes), the most frequent keys first, OTHER last."""
+    keys: list[str]
+    # one row per non-empty cell: holder, culprit, runs, same_call (of those runs, how many
+    # had the holder be the very culprit step)
+    cells: pd.DataFrame
+    runs: int  # exhausted runs with a culprit and a holder
+    same_call: int  # ... whose holder is the culprit itself (docs/metrics.md §4)
+    same_key: int  # ... whose holder has the culprit's step key (the same call included)
+
+
+def holder_culprit(runs: pd.DataFrame, top: int = 10) -> HolderCulprit:
+    """Exhausted runs counted by holder key × culprit key; keys beyond the `top` most frequent
+    are grouped as OTHER."""
     exhausted = runs[runs["exhausted"].fillna(False).astype(bool)]
     exhausted = exhausted[exhausted["culprit"].notna() & exhausted["holder"].notna()]
     if exhausted.empty:
-        return pd.DataFrame()
-    keep = set(pd.concat([exhausted["culprit"], exhausted["holder"]]).value_counts()
-               .head(top).index)
+        return HolderCulprit([], pd.DataFrame(columns=["holder", "culprit", "runs",
+                                                       "same_call"]), 0, 0, 0)
+    counts = pd.concat([exhausted["culprit"], exhausted["holder"]]).value_counts()
+    # by frequency, ties by key: one order for both axes
+    ranked = sorted(counts.index, key=lambda key: (-int(counts[key]), str(key)))
+    keep = set(ranked[:top])
 
     def bucket(key: str) -> str:
-        return key if key in keep else "(other)"
+        return key if key in keep else OTHER
 
-    return pd.crosstab(exhausted["holder"].map(bucket), exhausted["culprit"].map(bucket))
+    same_call = (exhausted["culprit_step"] == exhausted["holder_step"]).fillna(False)
+    frame = pd.DataFrame({"holder": exhausted["holder"].map(bucket),
+                          "culprit": exhausted["culprit"].map(bucket),
+                          "same_call": same_call.astype(int)})
+    cells = frame.groupby(["holder", "culprit"], sort=False).agg(
+        runs=("same_call", "size"), same_call=("same_call", "sum")).reset_index()
+    keys = [key for key in ranked if key in keep]
+    if (frame[["holder", "culprit"]] == OTHER).any(axis=None):
+        keys.append(OTHER)
+    same_key = int((exhausted["culprit"] == exhausted["holder"]).sum())
+    return HolderCulprit(keys, cells, len(exhausted), int(same_call.sum()), same_key)
 
 
 def class_share(failures: pd.DataFrame) -> pd.DataFrame:

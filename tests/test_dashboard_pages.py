@@ -163,8 +163,6 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     shown = metrics(at)
     assert shown["Exhausted runs"] == f"{int(summary['exhausted_runs']):,}"
     assert shown["Culprit is the holder"] == fmt.percent(summary["culprit_is_holder_rate"])
-    assert shown["Culprit is not the holder"] == fmt.percent(
-        1 - summary["culprit_is_holder_rate"])
     attribution = query(db, "attribution")
     pd.testing.assert_frame_equal(at.dataframe[-1].value.reset_index(drop=True), attribution)
     share = trace(charts(at)["Budget share per step key (exhausted runs)"], "budget share")
@@ -173,8 +171,24 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     runs = query(db, "runs")
     dead = runs[runs["exhausted"].fillna(False).astype(bool) & runs["culprit"].notna()
                 & runs["holder"].notna()]
-    matrix = charts(at)["Holder × culprit (exhausted runs)"]["data"][0]
-    assert int(_array(matrix["z"]).sum()) == len(dead)
+    figure = charts(at)["Holder × culprit (exhausted runs)"]
+    cells = figure["data"][0]
+    assert sum(int(n) for n in cells["text"]) == len(dead)
+    # one key order on both axes, and the diagonal drawn on it
+    layout = figure["layout"]
+    assert layout["xaxis"]["categoryarray"] == layout["yaxis"]["categoryarray"]
+    assert any(shape["type"] == "line" for shape in layout["shapes"])
+    same_key = dead[dead["culprit"] == dead["holder"]]
+    same_call = same_key[same_key["culprit_step"] == same_key["holder_step"]]
+    # The same call, another call of the same step, another step: the three add up, and the
+    # first is the query's culprit_is_holder_rate (it compares span ids, the page numbers).
+    assert shown["Culprit is the holder"] == fmt.percent(len(same_call) / len(dead))
+    assert shown["Another call, same step"] == fmt.percent(
+        (len(same_key) - len(same_call)) / len(dead))
+    assert shown["Another step"] == fmt.percent((len(dead) - len(same_key)) / len(dead))
+    diagonal = [int(n) for x, y, n in zip(cells["x"], cells["y"], cells["text"], strict=True)
+                if x == y]
+    assert sum(diagonal) == len(same_key)
 
 
 def test_failures_numbers_equal_the_queries(db: str) -> None:
@@ -554,7 +568,11 @@ def test_runs_page_finds_what_the_cli_finds(db: str) -> None:
     at = open_page("runs", {**PARAMS, "exhausted": "yes", "culprit": culprit})
     table = at.dataframe[0].value
     assert list(table["run_id"]) == list(expected.runs["run_id"])[:50]
-    assert set(table["culprit"]) == {culprit} and set(table["exhausted"]) == {"yes"}
+    # each named as one run's step: its number, then the key
+    assert {name.split(" ", 1)[1] for name in table["culprit"]} == {culprit}
+    assert list(table["culprit"]) == [f"#{n} {culprit}" for n in
+                                      expected.runs["culprit_step"].head(50)]
+    assert set(table["exhausted"]) == {"yes"}
     # the search is in the URL, so it is a link to paste
     assert at.query_params["culprit"] in (culprit, [culprit])
     # the next page continues where the first stopped
@@ -569,8 +587,8 @@ def test_runs_page_offers_each_culprit_once_and_keeps_a_linked_one(db: str) -> N
     not silently dropped)."""
     runs = query(db, "runs")
     at = open_page("runs", {**PARAMS, "culprit": "tool:nosuch"})
-    culprit = next(box for box in at.selectbox if box.label == "Culprit")
+    culprit = next(box for box in at.selectbox if box.label == "Spent the most")
     present = sorted({str(value) for value in runs["culprit"] if value is not None
                       and not pd.isna(value)})
-    assert present and culprit.options == ["any culprit", *present, "tool:nosuch"]
+    assert present and culprit.options == ["any step key", *present, "tool:nosuch"]
     assert culprit.value == "tool:nosuch"

@@ -1,5 +1,5 @@
-"""Attribution: who spent the budget of exhausted runs (SPEC §4), how often that is not the step
-holding the deadline, and exhausted vs completed runs side by side."""
+"""Attribution: who spent the budget of exhausted runs (docs/metrics.md §4), how often that is
+not the step holding the deadline, and exhausted vs completed runs side by side."""
 
 from __future__ import annotations
 
@@ -19,14 +19,28 @@ if layout.no_runs_in_range(ctx):
 
 summary = data.report("attribution_summary", ctx.filters).iloc[0]
 attribution = data.report("attribution", ctx.filters)
+runs = data.report("runs", ctx.filters)
+matrix = summaries.holder_culprit(runs)
 rate = summary["culprit_is_holder_rate"]
-c1, c2, c3, c4 = st.columns(4)
+
+
+def _share(part: int) -> str:
+    return fmt.percent(part / matrix.runs if matrix.runs else None)
+
+
+# Culprit and holder are steps (docs/metrics.md §4): the holder is the culprit itself, another
+# call of the culprit's step key, or another step. The three add up to the runs with both.
+c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Exhausted runs", fmt.count(summary["exhausted_runs"]))
-c2.metric("Culprit is not the holder", fmt.percent(None if fmt.missing(rate) else 1 - rate),
-          help="Share of exhausted runs where the step running at the deadline is not the "
-               "step that spent the most (compared by span, SPEC §4).")
-c3.metric("Culprit is the holder", fmt.percent(rate))
-c4.metric("Unattributed", fmt.percent(summary["unattributed_share"]),
+c2.metric("Culprit is the holder", fmt.percent(rate),
+          help="Exhausted runs whose holder is the culprit itself: the same call "
+               "(culprit_is_holder_rate, docs/metrics.md §4).")
+c3.metric("Another call, same step", _share(matrix.same_key - matrix.same_call),
+          help="The holder has the culprit's step key but is another call of it (#3 and #9 "
+               "of tool:fetch_report): on the matrix's diagonal, yet not the culprit.")
+c4.metric("Another step", _share(matrix.runs - matrix.same_key),
+          help="Another step key held the deadline: off the matrix's diagonal.")
+c5.metric("Unattributed", fmt.percent(summary["unattributed_share"]),
           help="Time with no step running (harness, gaps) over the budgets.")
 
 if attribution.empty:
@@ -39,13 +53,15 @@ drill.chart(figures.culprits(attribution, top=15,
 st.caption("Click a bar to list the exhausted runs it is the culprit of, or a cell of the "
            "matrix below for the runs with that holder and culprit.")
 
-runs = data.report("runs", ctx.filters)
-matrix = summaries.holder_culprit(runs)
-if not matrix.empty:
-    drill.chart(figures.holder_culprit_matrix(matrix), "holder_culprit",
+if matrix.keys:
+    drill.chart(figures.holder_culprit_matrix(matrix.keys, matrix.cells), "holder_culprit",
                 drill.holder_culprit_runs)
-    st.caption("Off the diagonal: the step holding the deadline was not the one that spent it. "
-               "Keys beyond the ten most frequent are grouped as (other).")
+    st.caption(fmt.escape_md(
+        f"On the dotted diagonal the holder has the culprit's step key: "
+        f"{matrix.same_key:,} of {matrix.runs:,} runs, of which {matrix.same_call:,} the same "
+        "call and the rest another call of the same step. Off it, another step held the "
+        "deadline. Click a cell to list its runs on the Runs page. Keys beyond the ten most "
+        "frequent are grouped as (other)."))
 
 completed = data.report("attribution_completed", ctx.filters)
 sides = attribution[["step_key", "budget_share"]].rename(
@@ -63,10 +79,14 @@ layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.
              hide_index=True, key="culprit_runs_table", height=layout.table_height(len(blamed)),
              column_config={"run_id": st.column_config.TextColumn("run id"),
                             "start": st.column_config.TextColumn("start (UTC)"),
+                            "culprit": st.column_config.TextColumn(
+                                "culprit", help="spent the most; #n is its number among "
+                                "the run's steps (docs/metrics.md §4)"),
                             "culprit_share": st.column_config.TextColumn(
                                 "culprit share", help="the culprit's consumption / the budget"),
                             "holder": st.column_config.TextColumn(
-                                "holder", help="held the deadline"),
+                                "holder", help="held the deadline; the same number as the "
+                                "culprit: the same call"),
                             "budget_source": st.column_config.TextColumn(
                                 "budget from", help="span: the run's own budget.total_ms; "
                                 "declared: its agent's declared budget, or the default")})

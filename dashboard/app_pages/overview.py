@@ -136,8 +136,9 @@ else:
 
     # The columns a reviewer picks a run by, fitting the page at 1400 px; the holder, the
     # budget's source and the rest are on the run view and the Runs page.
-    shown = review[["run_id", "agent", "start", "outcome", "utilisation", "overrun_ms",
-                    "culprit"]].assign(start=review["start"].map(fmt.instant))
+    shown = summaries.numbered(review)[["run_id", "agent", "start", "outcome", "utilisation",
+                                        "overrun_ms", "culprit"]].assign(
+        start=review["start"].map(fmt.instant))
     layout.table(
         fmt.readable_table(shown),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
@@ -147,7 +148,10 @@ else:
             "start": st.column_config.TextColumn("start (UTC)"),
             "overrun_ms": st.column_config.TextColumn(
                 "overrun", help="how far the run went past its deadline"),
-            "culprit": st.column_config.TextColumn("culprit", help="spent the most"),
+            "culprit": st.column_config.TextColumn(
+                "spent the most", help="the top-level step that spent the most, with its "
+                "number among the run's steps: the culprit of an exhausted run, the largest "
+                "consumer of another (docs/metrics.md §4)"),
         })
     run_to_open = st.session_state.pop("_open_run", None)
     if run_to_open:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import colors, data, fmt, layout, run_search_params
+from dashboard import colors, data, fmt, layout, run_search_params, summaries
 from dashboard.run_search_params import OUTCOMES, PAGE_SIZE
 from queries.run_search import SORTABLE, RunSearch
 
@@ -58,9 +58,10 @@ first[0].multiselect("Outcome", OUTCOMES, key="rs_outcome",
                      help="budget.run.outcome as the agent stated it; none: not stated")
 first[1].selectbox("Exhausted", [_ANY, "yes", "no"], key="rs_exhausted",
                    format_func=lambda v: "either" if v == _ANY else v)
-first[2].selectbox("Culprit", _options(runs["culprit"], ss["rs_culprit"]), key="rs_culprit",
-                   format_func=_any("culprit"), help="the top-level step that spent the most "
-                   "(docs/metrics.md §4)")
+first[2].selectbox("Spent the most", _options(runs["culprit"], ss["rs_culprit"]),
+                   key="rs_culprit", format_func=_any("step key"),
+                   help="the top-level step that spent the most: the culprit of an exhausted "
+                   "run (docs/metrics.md §4)")
 first[3].selectbox("Holder", _options(runs["holder"], ss["rs_holder"]), key="rs_holder",
                    format_func=_any("holder"), help="the top-level step that held the "
                    "deadline (docs/metrics.md §4)")
@@ -109,39 +110,50 @@ if found.runs.empty:
     st.info("No run matches this search in " + fmt.escape_md(ctx.state.label(ctx.now)) + ".")
     st.stop()
 
-table = found.runs.assign(
-    budget=found.runs["budget_ms"].map(fmt.duration),
-    elapsed=found.runs["elapsed_ms"].map(fmt.duration),
-    utilisation=found.runs["utilisation"].map(fmt.percent),
-    culprit_share=found.runs["culprit_share"].map(fmt.percent),
-    overrun=found.runs["overrun_ms"].map(fmt.duration),
-    outcome=found.runs["outcome"].map(fmt.text),
-    exhausted=found.runs["exhausted"].map(lambda v: fmt.NO_VALUE if fmt.missing(v)
-                                          else ("yes" if v else "no")),
-    culprit=found.runs["culprit"].map(fmt.text), holder=found.runs["holder"].map(fmt.text),
-    budget_source=found.runs["budget_source"].map(fmt.text),
+shown = summaries.numbered(found.runs)
+table = shown.assign(
+    budget=shown["budget_ms"].map(fmt.duration),
+    elapsed=shown["elapsed_ms"].map(fmt.duration),
+    utilisation=shown["utilisation"].map(fmt.percent),
+    culprit_share=shown["culprit_share"].map(fmt.percent),
+    overrun=shown["overrun_ms"].map(fmt.duration),
+    outcome=shown["outcome"].map(fmt.text),
+    exhausted=shown["exhausted"].map(lambda v: fmt.NO_VALUE if fmt.missing(v)
+                                     else ("yes" if v else "no")),
+    budget_source=shown["budget_source"].map(fmt.text),
+    # a run measured from its earliest span because its root never arrived (docs/metrics.md
+    # §8 root_missing): marked, so its numbers are read with that in mind
+    root_missing=shown["root_missing"].map(lambda v: "missing" if bool(v) else ""),
 )[["run_id", "agent", "start", "outcome", "exhausted", "budget", "elapsed", "utilisation",
-   "culprit", "culprit_share", "holder", "overrun", "budget_source"]]
+   "culprit", "culprit_share", "holder", "overrun", "budget_source", "root_missing"]]
 table["start"] = table["start"].map(fmt.instant)
 labels = {"run_id": st.column_config.TextColumn("run id"),
           "start": st.column_config.TextColumn("start (UTC)"),
-          "culprit": st.column_config.TextColumn("culprit", help="spent the most"),
+          "culprit": st.column_config.TextColumn(
+              "spent the most", help="the top-level step that spent the most, with its number "
+              "among the run's steps: the culprit of an exhausted run, the largest consumer "
+              "of another (docs/metrics.md §4)"),
           "culprit_share": st.column_config.TextColumn(
-              "culprit share", help="the culprit's consumption / the budget"),
-          "holder": st.column_config.TextColumn("holder", help="held the deadline"),
+              "its share", help="that step's consumption / the budget"),
+          "holder": st.column_config.TextColumn(
+              "holder", help="the step running when the deadline fired, else the last to "
+              "start; the same number as the step that spent the most: the same call"),
           "overrun": st.column_config.TextColumn(
               "overrun", help="how far the run went past its deadline"),
           "budget_source": st.column_config.TextColumn(
               "budget from", help="span: the run's own budget.total_ms; declared: its agent's "
-              "declared budget, or the default (Budgets page)")}
+              "declared budget, or the default (Budgets page)"),
+          "root_missing": st.column_config.TextColumn(
+              "root", width=70, help="missing: the trace's root span never arrived, so the "
+              "run is measured from its earliest span")}
 height = min(38 + 35 * len(table), 1790)
 # The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.
 event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
                      column_order=["run_id", "agent", "start", "outcome", "exhausted",
-                                   "utilisation", "culprit"])
+                                   "utilisation", "culprit", "root_missing"])
 st.caption("Select a row to open that run.")
-with st.expander("More columns: budget, elapsed, culprit share, holder, overrun, budget source"):
+with st.expander("More columns: budget, elapsed, its share, holder, overrun, budget source"):
     layout.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
                  column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",

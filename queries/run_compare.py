@@ -5,9 +5,13 @@ and the `runs` report (SPEC §8), so the dashboard page only draws what these re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import pandas as pd
+
+from queries.filters import Filters
 
 # The outcome a healthy run states (SPEC §2 `budget.run.outcome`).
 HEALTHY_OUTCOME = "completed"
@@ -32,6 +36,38 @@ class TypicalChoice:
     candidates: int  # completed runs of the agent with a utilisation, other than the run itself
     median_utilisation: float | None
     reason: str
+    window: str = ""  # where the candidates were looked for, in words
+
+
+# Where a typical run is looked for: the run's own time, not the page's range (a run from last
+# month reviewed under "Last 7 days" had nothing, or this week's runs, to compare with). The
+# week around its start first; a month when the week holds no other completed run; then all.
+AROUND = ((dt.timedelta(days=3.5), "the week around this run's start"),
+          (dt.timedelta(days=15), "the month around this run's start"),
+          (None, "all time"))
+
+
+def _when(value: dt.datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M")
+
+
+def typical_around(start_ns: int, agent: object, exclude_run_id: str,
+                   runs_of: Callable[[Filters], pd.DataFrame]
+                   ) -> tuple[TypicalChoice, pd.DataFrame]:
+    """The typical run of `agent` among its runs around `start_ns` (AROUND, nearest first),
+    and the runs it was chosen among. `runs_of` gives the runs report for filters."""
+    centre = dt.datetime.fromtimestamp(start_ns / 1e9, dt.UTC)
+    who = None if _missing(agent) else str(agent)
+    choice, runs = TypicalChoice(None, 0, None, ""), pd.DataFrame()
+    for half, words in AROUND:
+        since, until = (None, None) if half is None else (centre - half, centre + half)
+        runs = runs_of(Filters(since, until, who))
+        window = words if half is None else \
+            f"{words} ({_when(since)} → {_when(until)} UTC)"  # type: ignore[arg-type]
+        choice = replace(typical_run(runs, agent, exclude_run_id), window=window)
+        if choice.run_id:
+            break
+    return choice, runs
 
 
 def typical_run(runs: pd.DataFrame, agent: object, exclude_run_id: str) -> TypicalChoice:
@@ -46,11 +82,12 @@ def typical_run(runs: pd.DataFrame, agent: object, exclude_run_id: str) -> Typic
     if pool.empty:
         who = "without an agent" if _missing(agent) else f"of agent {agent}"
         return TypicalChoice(None, 0, None,
-                             f"no other completed run {who} with a budget in this period")
+                             f"no other completed run {who} with a budget")
     ordered = pool.sort_values(["utilisation", "start", "run_id"], kind="stable")
     middle = ordered.iloc[(len(ordered) - 1) // 2]
     return TypicalChoice(str(middle["run_id"]), len(ordered), float(middle["utilisation"]),
-                         f"the median-utilisation completed run of {len(ordered)}")
+                         f"the median-utilisation completed run of {len(ordered):,} "
+                         f"completed run{'' if len(ordered) == 1 else 's'}")
 
 
 def _missing(value: object) -> bool:

@@ -43,6 +43,40 @@ def test_no_typical_run_says_why() -> None:
     assert "no other completed run of agent a" in choice.reason
 
 
+def test_the_typical_run_is_looked_for_around_the_runs_own_time() -> None:
+    """Not in the page's range: the week around the run's start, else the month, else all."""
+    import datetime as dt
+
+    from queries.filters import Filters
+
+    day = 86_400 * 10**9
+    start = int(dt.datetime(2026, 11, 20, tzinfo=dt.UTC).timestamp()) * 10**9
+    runs = _runs([("near", "a", "completed", 0.4, "2026-11-21T00:00:00Z"),
+                  ("far", "a", "completed", 0.5, "2026-11-01T00:00:00Z"),
+                  ("x", "a", "exhausted", 1.0, "2026-11-20T00:00:00Z")])
+    asked: list[Filters] = []
+
+    def runs_of(filters: Filters) -> pd.DataFrame:
+        asked.append(filters)
+        starts = pd.to_datetime(runs["start"], utc=True)
+        keep = pd.Series(True, index=runs.index)
+        if filters.since is not None:
+            keep &= (starts >= filters.since) & (starts < filters.until)
+        return runs[keep]
+
+    choice, among = run_compare.typical_around(start, "a", "x", runs_of)
+    assert choice.run_id == "near" and choice.candidates == 1
+    assert choice.window == ("the week around this run's start (2026-11-16 12:00 → "
+                             "2026-11-23 12:00 UTC)")
+    assert choice.reason == "the median-utilisation completed run of 1 completed run"
+    assert (asked[0].agent, asked[0].until - asked[0].since) == ("a", dt.timedelta(days=7))
+    # with nothing in its week, the month around it
+    choice, _ = run_compare.typical_around(start - 4 * day, "a", "x", runs_of)
+    assert choice.window.startswith("the month around") and choice.run_id in ("near", "far")
+    choice, _ = run_compare.typical_around(start + 40 * day, "a", "x", runs_of)
+    assert choice.window == "all time" and choice.candidates == 2
+
+
 def _steps(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
     return pd.DataFrame([{"span_id": f"{key}{start}", "step_key": key, "step_class": "ok",
                           "start_ns": start, "offset_ms": start / 1e6, "duration_ms": duration,
@@ -89,7 +123,9 @@ def _exhausted_and_typical(db: str) -> tuple[str, str, pd.DataFrame, pd.DataFram
     try:
         runs = reports.runs(con, FILTERS)
         run = runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]
-        typical = run_compare.typical_run(runs, run["agent"], run["run_id"])
+        typical, _ = run_compare.typical_around(
+            int(pd.Timestamp(run["start"]).value), run["agent"], run["run_id"],
+            lambda filters: reports.runs(con, filters))
         assert typical.run_id
         aligned = run_compare.align_steps(load_run(con, run["run_id"]).steps,
                                           load_run(con, typical.run_id).steps)

@@ -31,9 +31,11 @@ except RunNotFound as error:
     st.stop()
 run = view.summary
 agent = run["agent"]
-runs = data.report("runs", ctx.filters)
-typical = run_compare.typical_run(runs, agent, str(run["run_id"]))
-period = ctx.state.label(ctx.now)
+# Around the run's own start, not the sidebar's range: a run from last month reviewed under
+# "Last 7 days" is compared with runs of its own time.
+typical, runs = run_compare.typical_around(int(run["start_ns"]), agent, str(run["run_id"]),
+                                           lambda filters: data.report("runs", filters))
+period = typical.window
 
 # The picker: the typical run first, then every other run of the agent in the period.
 same_agent = runs[(runs["agent"].isna() if fmt.missing(agent) else runs["agent"] == agent)
@@ -68,10 +70,12 @@ if options:
                  index=options.index(other_id) if other_id in options else 0,
                  key="compare_with", format_func=_label, on_change=_pick,
                  help="The typical run is the median-utilisation completed run of the agent "
-                      "in the period (the lower middle one of an even count).")
+                      "around this run's start (the lower middle one of an even count): the "
+                      "week around it, else the month, else all time; not the sidebar's "
+                      "range.")
 if not other_id:
-    st.warning(fmt.escape_md(f"Nothing to compare with: {typical.reason} ({period}). Widen "
-                             "the time range, or name a run with `&with=<run id>`."))
+    st.warning(fmt.escape_md(f"Nothing to compare with: {typical.reason} ({period}). Name "
+                             "a run with `&with=<run id>`."))
     st.stop()
 try:
     other_view = data.run_view(other_id)
@@ -84,7 +88,7 @@ other_name = "typical run" if is_typical else "chosen run"
 
 st.caption(fmt.escape_md(
     f"This run {run['run_id']} (agent {fmt.text(agent)}) against the {other_name} "
-    f"{other['run_id']}" + (f": {typical.reason} in {period}, utilisation "
+    f"{other['run_id']}" + (f": {typical.reason} of this agent in {period}, utilisation "
                             f"{fmt.percent(typical.median_utilisation)}." if is_typical else ".")))
 left, right = st.columns(2)
 left.page_link(layout.RUN_PAGE, label="Run view of this run", icon=":material/search:",

@@ -7,6 +7,8 @@ from __future__ import annotations
 from contextlib import closing
 from urllib.parse import parse_qs, urlsplit
 
+import pandas as pd
+
 from queries import reports, run_compare
 from queries.filters import Filters
 from store.database import connect
@@ -26,9 +28,13 @@ from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
 def _typical_and_another(db: str, run_id: str) -> tuple[str, str]:
     with closing(connect(db, read_only=True)) as con:
         runs = reports.runs(con, Filters.parse(support.SINCE, support.UNTIL))
-    agent = runs.set_index("run_id").loc[run_id, "agent"]
-    typical = run_compare.typical_run(runs, agent, run_id).run_id
-    assert typical
+        agent = runs.set_index("run_id").loc[run_id, "agent"]
+        start = runs.set_index("run_id").loc[run_id, "start"]
+        # around the run's own start, as the page looks for it (not the sidebar's range)
+        choice, _ = run_compare.typical_around(int(pd.Timestamp(start).value), agent, run_id,
+                                               lambda filters: reports.runs(con, filters))
+    typical = choice.run_id
+    assert typical and choice.window.startswith("the week around this run's start")
     another = next(r for r in runs[(runs["agent"] == agent) & (runs["outcome"] == "completed")]
                    ["run_id"] if r not in (run_id, typical))
     return typical, another

@@ -60,7 +60,10 @@ def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # no
     assert "Where the time went differently" in text and "Step by step" in text
     assert "None" not in text and "nan" not in text
     # the chart's tooltip is ours: the full step key, the step count, units
-    bar = page.locator(".js-plotly-plot .bars path").first  # type: ignore[attr-defined]
+    bars = page.locator(".js-plotly-plot .bars path")  # type: ignore[attr-defined]
+    # a bar wide enough to hover (a step key one run lacks draws a bar of no width)
+    bar = next(bars.nth(i) for i in range(bars.count())
+               if (bars.nth(i).bounding_box() or {}).get("width", 0) > 4)
     bar.hover(force=True)
     hover = page.locator(".hoverlayer")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]

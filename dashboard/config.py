@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from dashboard.filters import FilterState
 from store.clickhouse import BACKEND_ENV
 from store.database import DB_ENV, DEFAULT_DB
 from store.reader import Source
@@ -36,12 +37,15 @@ class DashboardConfig:
     `editor`: inside `budgetscope serve`, the server's declared-budget service (it writes
     through the server's single writer; store.declared_service.DeclaredBudgets); None
     elsewhere, where the dashboard only reads and changes are made with `budgetscope budgets`.
-    `endpoints`: the OTLP/HTTP and OTLP/gRPC addresses the empty state names."""
+    `endpoints`: the OTLP/HTTP and OTLP/gRPC addresses the empty state names.
+    `opening`: the filters an address without any opens on, when the command knows better
+    than the usual default (the demo: its sample's own weeks); None for the usual default."""
 
     source: Source = field(default_factory=Source)
     refresh_seconds: float = DEFAULT_REFRESH_SECONDS
     editor: Any = None
     endpoints: tuple[str, str] = DEFAULT_ENDPOINTS
+    opening: FilterState | None = None
 
     @classmethod
     def from_environment(cls) -> DashboardConfig:

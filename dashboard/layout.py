@@ -123,7 +123,16 @@ def default_preset(status: data.DatabaseStatus, now: dt.datetime, page: str = ""
     return "all"
 
 
-def sidebar_filters(agents: tuple[str, ...], default: str = "7d",
+def opening_filters(status: data.DatabaseStatus, now: dt.datetime,
+                    page: str = "") -> FilterState:
+    """What an address without filters opens on: the range the serving command chose (the
+    demo: the sample's own weeks, which "Last 7 days" cuts to a few runs), else
+    default_preset's."""
+    opening = config.current().opening
+    return opening if opening is not None else FilterState(default_preset(status, now, page))
+
+
+def sidebar_filters(agents: tuple[str, ...], default: str | FilterState = "7d",
                     arrived: bool = False) -> FilterState:
     """Render the filters in the sidebar; URL in, URL out. `arrived`: this run is the first of
     its page (arrived_on_page), so the widgets are set again whatever they hold."""
@@ -139,7 +148,8 @@ def sidebar_filters(agents: tuple[str, ...], default: str = "7d",
     elif must_set:
         # The sidebar switched pages, which clears the URL, or the widgets' state is gone: the
         # filters carry over. Without a run that got this far, the opening link's filters do.
-        _push_to_widgets(ss.get(_LAST) or ss.get(_OPENING_LINK) or FilterState(default))
+        _push_to_widgets(ss.get(_LAST) or ss.get(_OPENING_LINK) or (
+            default if isinstance(default, FilterState) else FilterState(default)))
     for problem in problems:
         st.sidebar.warning(fmt.escape_md(problem))
 

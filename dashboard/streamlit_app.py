@@ -55,7 +55,7 @@ def main() -> None:
         layout.show_error(error, "read the database")
         return
     state = layout.sidebar_filters(
-        status.agents, layout.default_preset(status, now_utc(), page.url_path), arrived)
+        status.agents, layout.opening_filters(status, now_utc(), page.url_path), arrived)
     layout.sidebar_status(status)
     if status.empty:
         layout.empty_state(status.path, status.serving)

@@ -485,6 +485,29 @@ def test_without_filters_it_opens_on_data(db: str) -> None:
     assert metrics(at)["Runs"] == f"{len(query(db, 'runs', Filters())):,}"
 
 
+def test_the_demo_opens_on_its_samples_weeks(db: str) -> None:
+    """`budgetscope demo` gives the dashboard the sample's own weeks: "Last 7 days" held 24 of
+    the sample's 1,800 runs while the terminal had just printed the all-time table."""
+    from budgetscope.commands.demo import sample_weeks
+
+    runs = query(db, "runs", Filters())
+    opening = sample_weeks(runs["start"])
+    assert opening is not None and (opening.since, opening.until) == ("2026-10-26",
+                                                                      "2026-11-30")
+    configure(DashboardConfig(Source(db), opening=opening))
+    try:
+        at = open_page("overview", {})
+        assert at.query_params["since"] in ("2026-10-26", ["2026-10-26"])
+        assert metrics(at)["Runs"] == f"{len(runs):,}"
+        # an empty previous period is nothing to compare with, not "+1,800 runs"
+        assert at.metric[0].proto.delta == ""
+        assert any("holds no runs" in c.value for c in at.caption)
+        weekly = open_page("weekly", {}).dataframe[0].value
+        assert int(weekly["runs"].sum()) == len(runs) and not weekly["partial_week"].any()
+    finally:
+        configure(None)
+
+
 def data_status(db: str) -> data.DatabaseStatus:
     runs = query(db, "runs", Filters())
     return data.DatabaseStatus(db, False, len(runs), (), spans=0, newest_received=None,

@@ -10,13 +10,21 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlencode
 
 import click
 
-from budgetscope.commands.common import Fail, backend_option, db_option, open_database
+from budgetscope.commands.common import (
+    Fail,
+    backend_option,
+    db_option,
+    no_database,
+    open_database,
+)
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
+from dashboard.filters import FilterState
 from store import clickhouse
 from store.reader import Source
 
@@ -32,8 +40,7 @@ _refresh_seconds = DEFAULT_REFRESH_SECONDS
 def check_readable(db: str) -> None:
     """Fail early, with the server's address, when another process holds the file."""
     if not Path(db).exists():
-        raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`, "
-                   "or try `budgetscope demo`")
+        raise Fail(no_database(db))
     # Briefly read-write: derive what a stopped writer left pending, since the dashboard's
     # own read-only connections cannot.
     with open_database(db):
@@ -159,11 +166,13 @@ def _say_access() -> None:
                    "keeps you in), or send Authorization: Bearer YOUR_TOKEN")
 
 
-def serve_dashboard(db: str, host: str, port: int) -> None:
-    """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM."""
-    configure_dashboard(DashboardConfig(Source(db=os.path.abspath(db))))
+def serve_dashboard(db: str, host: str, port: int, opening: FilterState | None = None) -> None:
+    """The dashboard on `db`, standalone, until Ctrl-C / SIGTERM; `opening`: the filters an
+    address without any opens on (the address printed says them too)."""
+    configure_dashboard(DashboardConfig(Source(db=os.path.abspath(db)), opening=opening))
     url_host = f"[{host}]" if ":" in host else host
-    click.echo(f"dashboard on {db}: http://{url_host}:{port}  (Ctrl-C to stop)")
+    query = "" if opening is None else "/?" + urlencode(opening.query_params())
+    click.echo(f"dashboard on {db}: http://{url_host}:{port}{query}  (Ctrl-C to stop)")
     _say_access()
     run_streamlit(DASHBOARD_APP, host, port)
 

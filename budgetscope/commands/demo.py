@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from budgetscope.commands.common import Fail, open_database
 from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
+from dashboard.filters import FilterState, start_of_week
 from ingest.files.loader import load_files
 from queries import readable
 from queries.render import to_text_table
-from queries.reports import attribution
+from queries.reports import attribution, runs
 
 DEMO_MARKER = "demo_database"
 
@@ -44,6 +47,19 @@ def _chosen_database(context: click.Context, demo_db: str) -> str:
     return demo_db
 
 
+def sample_weeks(starts: pd.Series) -> FilterState | None:
+    """The sample's own time span in whole ISO weeks (Monday of its first run's week to the
+    Monday after its last run's), so the dashboard opens on the runs the terminal has just
+    summed up, not on "Last 7 days" of them, and no week of it reads as a partial one."""
+    if starts.empty:
+        return None
+    first = pd.Timestamp(starts.min()).to_pydatetime()
+    last = pd.Timestamp(starts.max()).to_pydatetime()
+    since = start_of_week(first)
+    until = start_of_week(last) + dt.timedelta(weeks=1)
+    return FilterState("custom", since.date().isoformat(), until.date().isoformat())
+
+
 def _check_port_free(port: int) -> None:
     """Say so before loading anything, not after printing a URL nobody answers on."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -72,6 +88,7 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
         summary = load_files(con, [SAMPLE_TRACES], derive=True)
         con.execute("INSERT INTO budgetscope_meta VALUES (?, 'true')", [DEMO_MARKER])
         headline = attribution(con).head(8)
+        opening = sample_weeks(runs(con)["start"])
     for line in summary.lines():
         click.echo(line)
     click.echo("\nWho spent the budget of exhausted runs (top step keys; "
@@ -79,4 +96,4 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)
     if not no_ui:
         click.echo("")
-        serve_dashboard(str(path), "127.0.0.1", port)
+        serve_dashboard(str(path), "127.0.0.1", port, opening)

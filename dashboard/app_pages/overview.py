@@ -21,6 +21,11 @@ def totals(filters: Filters) -> summaries.PeriodTotals:
 
 now = totals(ctx.filters)
 before = totals(ctx.previous) if ctx.previous is not None else None
+# A previous period without runs is nothing to compare with: "+1,800 runs" against an empty
+# week before the data began says nothing about the period.
+empty_before = before is not None and before.runs == 0
+if empty_before:
+    before = None
 
 
 def delta(field: str, kind: str) -> str | None:
@@ -91,7 +96,10 @@ for row in (metrics[:4], metrics[4:]):
         column.metric(label, value, change,
                       delta_color="off" if unchanged else color,
                       delta_arrow="off" if unchanged else "auto", help=helps.get(label))
-if before is None:
+if empty_before:
+    st.caption("The previous period of the same length holds no runs: nothing to compare "
+               "with.")
+elif before is None:
     st.caption("Pick a bounded time range to compare with the previous period.")
 else:
     st.caption("Changes are against the previous period of the same length; counts whose "

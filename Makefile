@@ -1,24 +1,34 @@
-# Two commands on a fresh machine: `make demo` (the product on the bundled sample traces) and
-# `make test` (the whole suite). Everything they need is installed by the targets below.
+# Two commands on a fresh machine: `make demo` (the product on the bundled sample traces, with
+# the runtime only) and `make test` (the whole suite, with the test extras). Everything they
+# need is installed by the targets below.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: install demo serve test lint bench chromium clean
 
 # uv installs this stack in seconds where pip takes half a minute; pip stays the fallback.
-# The budget SDK (sdk/, its own distribution) is installed editable beside it, so the suite tests it.
 # --compile-bytecode: uv, unlike pip, leaves the installed packages without .pyc files, and where
 # PYTHONDONTWRITEBYTECODE=1 is set (as on these machines) every process then compiles pandas,
 # Streamlit, Plotly and pyarrow from source at each import: 5.5 s against 1.6 s for importing the
 # four, paid by every CLI command, server and dashboard the suite starts.
-$(STAMP): pyproject.toml sdk/pyproject.toml Makefile
+UV_INSTALL = $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
+
+# The runtime alone, what `make demo` and `make serve` need: the test extras (chdb, Playwright,
+# the agent frameworks the SDK's adapters are tested against) made a fresh demo's venv 1.6 GB
+# and most of its first start.
+$(RUNTIME): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( $(BIN)/python -m pip install -q uv \
-		&& $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[test]' -e ./sdk ) \
-		|| $(BIN)/python -m pip install -q -e '.[test]' -e ./sdk
+	( $(UV_INSTALL) -e . ) || $(BIN)/python -m pip install -q -e .
+	touch $(RUNTIME)
+
+# Everything the suite needs on top: the test extras, and the budget SDK (sdk/, its own
+# distribution) installed editable beside it, so the suite tests it.
+$(STAMP): $(RUNTIME) sdk/pyproject.toml
+	( $(UV_INSTALL) -e '.[test]' -e ./sdk ) || $(BIN)/python -m pip install -q -e '.[test]' -e ./sdk
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,10 +36,10 @@ install: $(STAMP)
 # The dashboard's port: `make demo PORT=8502` when 8501 is taken.
 PORT ?= 8501
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/budgetscope demo --port $(PORT)
 
-serve: $(STAMP)
+serve: $(RUNTIME)
 	$(BIN)/budgetscope serve
 
 # Browser tests drive Debian's Chromium (never a downloaded browser build).

@@ -38,6 +38,37 @@ class _Commands(click.Group):
         ctx.meta[_ARGUMENTS] = list(rest)
         return name, command, rest
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as error:
+            raise _misplaced(ctx, error) or error from None
+
+
+# The group's own options: `budgetscope report weekly --db X` is the usual slip.
+_GROUP_OPTIONS = ("--db", "--backend", "--server", "--token")
+
+
+def _misplaced(ctx: click.Context, error: click.NoSuchOption) -> click.UsageError | None:
+    """A group option given after the command, as a usage error that shows where it goes."""
+    option = error.option_name.split("=", 1)[0]
+    if option not in _GROUP_OPTIONS:
+        return None
+    rest = list(ctx.meta.get(_ARGUMENTS, []))
+    value = "VALUE"
+    for i, part in enumerate(rest):
+        if part == option and i + 1 < len(rest):
+            value = rest[i + 1]
+            del rest[i:i + 2]
+            break
+        if part.startswith(f"{option}="):
+            value = part.split("=", 1)[1]
+            del rest[i]
+            break
+    command = " ".join([ctx.invoked_subcommand or "COMMAND", *rest])
+    return click.UsageError(f"{option} goes before the command: "
+                            f"budgetscope {option} {value} {command}", ctx=error.ctx)
+
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar=DB_ENV, default=DEFAULT_DB, show_default=True,

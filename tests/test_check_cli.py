@@ -64,8 +64,8 @@ def test_issue_example_breaches_print_values_and_exit_1(db: Path) -> None:
     lines = result.output.splitlines()
     assert lines[0] == ("window 2026-11-23T10:00:00Z to 2026-11-23T11:00:00Z (1h): 3 runs, "
                         "7 steps, 2 write steps")
-    assert "BREACH  exhaustion_rate 0.5 > max 0.05 (1 of 2 budgeted runs)" in lines
-    assert "BREACH  reconciliation_rate 0.5 > max 0.02 (1 of 2 write steps)" in lines
+    assert "BREACH  exhaustion_rate 50.0% > max 5.0% (1 of 2 budgeted runs)" in lines
+    assert "BREACH  reconciliation_rate 50.0% > max 2.0% (1 of 2 write steps)" in lines
     assert lines[-1] == "2 of 2 thresholds breached"
 
 
@@ -74,7 +74,7 @@ def test_thresholds_that_hold_exit_0(db: Path) -> None:
                    "--max-upstream-error-rate", "0.15", "--max-orphan-writes", "1",
                    "--min-runs", "3", "--window", "1h", "--until", UNTIL)
     assert result.exit_code == 0, result.output
-    assert "ok      client_timeout_rate 0.285714 <= max 0.3 (2 of 7 steps)" in result.output
+    assert "ok      client_timeout_rate 28.6% <= max 30.0% (2 of 7 steps)" in result.output
     assert "ok      orphan_writes 1 <= max 1" in result.output
     assert result.output.splitlines()[-1] == "all 5 thresholds hold"
 
@@ -83,11 +83,11 @@ def test_each_threshold_breaches_on_its_own_signal(db: Path) -> None:
     cases = {
         ("--max-orphan-writes", "0"): "BREACH  orphan_writes 1 > max 0",
         ("--max-upstream-error-rate", "0.1"):
-            "BREACH  upstream_error_rate 0.142857 > max 0.1 (1 of 7 steps)",
+            "BREACH  upstream_error_rate 14.3% > max 10.0% (1 of 7 steps)",
         ("--max-client-timeout-rate", "0.25"):
-            "BREACH  client_timeout_rate 0.285714 > max 0.25 (2 of 7 steps)",
+            "BREACH  client_timeout_rate 28.6% > max 25.0% (2 of 7 steps)",
         ("--min-reconciliation-rate", "0.9"):
-            "BREACH  reconciliation_rate 0.5 < min 0.9 (1 of 2 write steps)",
+            "BREACH  reconciliation_rate 50.0% < min 90.0% (1 of 2 write steps)",
         ("--min-runs", "4"): "BREACH  runs 3 < min 4",
     }
     for option, line in cases.items():
@@ -100,11 +100,14 @@ def test_window_and_agent_decide_which_runs_count(db: Path) -> None:
     # 3 days back takes in the old run: 2 of 3 budgeted runs exhausted.
     result = check(db, "--max-exhaustion-rate", "0.6", "--window", "3d", "--until", UNTIL)
     assert result.exit_code == 1
-    assert "BREACH  exhaustion_rate 0.666667 > max 0.6 (2 of 3 budgeted runs)" in result.output
-    # an agent with no runs: no data is neither a breach nor a pass to alert on
-    result = check(db, "--max-exhaustion-rate", "0", "--agent", "nobody", "--until", UNTIL)
+    assert "BREACH  exhaustion_rate 66.7% > max 60.0% (2 of 3 budgeted runs)" in result.output
+    # a window with no runs: no data is neither a breach nor a pass to alert on
+    result = check(db, "--max-exhaustion-rate", "0", "--until", "2020-01-01")
     assert result.exit_code == 0, result.output
-    assert "NO DATA exhaustion_rate: max 0 (0 of 0 budgeted runs)" in result.output
+    assert "NO DATA exhaustion_rate: max 0.0% (0 of 0 budgeted runs)" in result.output
+    # a misspelt agent is not "no data" but a mistake: exit 2, naming the agents there are
+    result = check(db, "--max-exhaustion-rate", "0", "--agent", "nobody", "--until", UNTIL)
+    assert result.exit_code == 2 and "known agents:" in result.output
 
 
 def test_json_format(db: Path) -> None:

@@ -233,13 +233,65 @@ def test_a_mistyped_report_name_is_a_usage_error(fleet_db):
 
 
 def test_an_unknown_agent_is_named_with_the_known_ones(fleet_db):
-    """Issue 15: `report --agent nosuch` printed only a header and exited 0."""
+    """`report --agent nosuch` printed only a header and exited 0: a usage error (exit 2)
+    naming the agents there are, in every command that takes --agent."""
     db, _ = fleet_db
-    result = invoke("--db", db, "report", "weekly", "--agent", "nosuch")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.count("\n") == 1  # the header: still a valid (empty) CSV
-    assert "note: no agent 'nosuch' in this database; known agents: " \
-        in result.stderr
+    for command in (["report", "weekly"], ["check", "--max-exhaustion-rate", "0.5"],
+                    ["simulate"]):
+        result = invoke("--db", db, *command, "--agent", "nosuch")
+        assert result.exit_code == 2, (command, result.output)
+        assert ("--agent 'nosuch': no such agent in this database; known agents: alpha, "
+                "beta-svc") in result.output, command
+    assert invoke("--db", db, "report", "weekly", "--agent", "alpha").exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["report", "weekly"], ["run", "0" * 32], ["check"]])
+def test_the_database_option_after_the_command_says_where_it_goes(fleet_db, command):
+    db, _ = fleet_db
+    result = invoke(*command, "--db", db)
+    assert result.exit_code == 2
+    assert (f"--db goes before the command: budgetscope --db {db} {' '.join(command)}"
+            in result.output)
+
+
+def test_a_trace_file_given_as_the_database_says_to_ingest_it(tmp_path):
+    from budgetscope.config import SAMPLE_TRACES
+
+    copy = tmp_path / "traces.jsonl.gz"
+    copy.write_bytes(SAMPLE_TRACES.read_bytes()[:4096])
+    before = copy.read_bytes()
+    for command in (["report", "runs"], ["run", "0" * 32], ["ingest", str(copy)],
+                    ["budgets", "list"], ["retain", "--days", "1"]):
+        result = invoke("--db", str(copy), *command)
+        assert result.exit_code == 1, (command, result.output)
+        assert (f"{copy} is a trace file, not a database: load it with `budgetscope --db "
+                f"budgetscope.duckdb ingest {copy}`") in result.output, command
+    assert copy.read_bytes() == before  # never opened as a database
+
+
+def test_no_database_names_the_demos_file_when_it_is_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("report", "runs")
+    assert result.exit_code == 1
+    assert "try `budgetscope demo` (it writes budgetscope-demo.duckdb)" in result.output
+    (tmp_path / "budgetscope-demo.duckdb").write_bytes(b"")
+    result = invoke("report", "runs")
+    assert ("no database at budgetscope.duckdb. The demo's database is here: give it before "
+            "the command, `budgetscope --db budgetscope-demo.duckdb …`") in result.output
+
+
+@pytest.mark.parametrize("command", [["budgets", "set", "billing", "45s"],
+                                     ["budgets", "set", "--default", "1m"],
+                                     ["budgets", "cap", "tool:fetch", "9s"],
+                                     ["retain", "--days", "30"]])
+def test_writers_refuse_a_missing_database_instead_of_creating_one(tmp_path, command):
+    """`budgets set` on a path with no database made an empty budgetscope.duckdb, after which
+    `check` said every threshold held: refused, as `report` refuses."""
+    db = tmp_path / "budgetscope.duckdb"
+    result = invoke("--db", str(db), *command)
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: no database at {db}")
+    assert not db.exists()
 
 
 def test_runs_report_narrows_sorts_and_limits(fleet_db):

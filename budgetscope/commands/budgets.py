@@ -23,7 +23,14 @@ from budgetscope.commands.budgets_remote import (
     fetch_declarations,
     send_change,
 )
-from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
+from budgetscope.commands.common import (
+    Fail,
+    backend_option,
+    catch_up_derivations,
+    db_option,
+    no_database,
+    refuse_trace_file,
+)
 from budgetscope.commands.tokens import TOKEN_ENV
 from store import clickhouse, clickhouse_declared
 from store.database import DatabaseBusy, connect
@@ -96,8 +103,12 @@ def _carry_out(context: click.Context, change: Change | None,
                 raise click.UsageError(str(error)) from None
             raise Fail(str(error)) from None
     db = db_option(context)
-    if change is None and not Path(db).exists():
-        raise Fail(f"no database at {db}; nothing is declared")
+    refuse_trace_file(db)
+    if not Path(db).exists():
+        # A change would create an empty file, after which `check` says every threshold
+        # holds: refused, as `report` refuses a missing file.
+        raise Fail(no_database(db, "nothing is declared" if change is None
+                               else "budgets are declared in an existing database"))
     try:
         con = connect(db)
     except DatabaseBusy as busy:

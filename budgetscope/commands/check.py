@@ -18,8 +18,10 @@ from budgetscope.commands.common import (
     Fail,
     backend_option,
     db_option,
+    no_database,
     open_reader,
     output_stream,
+    require_known_agent,
     served_reader,
     window_label,
 )
@@ -124,10 +126,11 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         raise click.UsageError(str(error)) from None
     if (served_reader(context) is None and backend_option(context) is None
             and not Path(db_option(context)).exists()):
-        raise CheckError(f"no database at {db_option(context)}")
+        raise CheckError(no_database(db_option(context)))
     span = Filters.ending(end, window, agent)
     try:
         with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
+            require_known_agent(con, agent)
             signals = recent_signals(con, span)
     except Fail as error:
         raise CheckError(error.message) from None
@@ -152,7 +155,8 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) ->
     lines = [_window_line(signals, length)]
     for verdict in verdicts:
         t = verdict.threshold
-        shown = "no data" if verdict.value is None else _number(verdict.value)
+        rate = t.of is not None  # a rate reads as a percentage, as every table shows one
+        shown = "no data" if verdict.value is None else _number(verdict.value, rate)
         relation = (">" if t.bound == "max" else "<") if verdict.breached else (
             "<=" if t.bound == "max" else ">=")
         detail = ""
@@ -160,11 +164,12 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) ->
             numerator, denominator = (int(signals.value(name) or 0) for name in t.of)
             detail = f" ({numerator} of {denominator} {t.of[1].replace('_', ' ')})"
         if verdict.value is None:
-            lines.append(f"{'NO DATA':<8}{t.signal}: {t.bound} {_number(t.limit)}{detail}")
+            lines.append(f"{'NO DATA':<8}{t.signal}: {t.bound} {_number(t.limit, rate)}"
+                         f"{detail}")
         else:
             label = "BREACH" if verdict.breached else "ok"
             lines.append(f"{label:<8}{t.signal} {shown} {relation} {t.bound} "
-                         f"{_number(t.limit)}{detail}")
+                         f"{_number(t.limit, rate)}{detail}")
     breaches = sum(v.breached for v in verdicts)
     lines.append(_closing_line(breaches, len(verdicts)))
     return "\n".join(lines)
@@ -195,7 +200,11 @@ def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def _number(value: float) -> str:
-    return f"{value:.6g}"
-
-
+def _number(value: float, rate: bool = False) -> str:
+    """A count as it is; a rate as a percentage with one decimal, as every table shows one
+    (0.0833333 reads 8.3%), two significant digits below 0.1% (a limit of 0.0005 is 0.05%,
+    not 0.0%). JSON keeps the fractions."""
+    if not rate:
+        return f"{value:.6g}"
+    percent = value * 100
+    return f"{percent:.1f}%" if percent == 0 or abs(percent) >= 0.1 else f"{percent:.2g}%"

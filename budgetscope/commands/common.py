@@ -11,6 +11,7 @@ from typing import IO
 import click
 import duckdb
 
+from budgetscope.config import DEMO_DB
 from queries.loader import Connection
 from store import clickhouse
 from store.database import DatabaseBusy, connect
@@ -27,6 +28,37 @@ class Fail(click.ClickException):
 
     def format_message(self) -> str:
         return self.message
+
+
+def no_database(db: str, doing: str = "") -> str:
+    """"No database" with the fix: the demo's file when it is right here (the usual slip: the
+    demo wrote budgetscope-demo.duckdb, the commands read budgetscope.duckdb), else how to make
+    one. `doing`: what the command would have done, for a command that would have written."""
+    head = f"no database at {db}" + (f"; {doing}" if doing else "")
+    if Path(DEMO_DB).exists() and Path(db).resolve() != Path(DEMO_DB).resolve():
+        return (f"{head}. The demo's database is here: give it before the command, "
+                f"`budgetscope --db {DEMO_DB} …`")
+    return (f"{head}. Load traces with `budgetscope --db {db} ingest PATH`, start "
+            f"`budgetscope --db {db} serve`, or try `budgetscope demo` (it writes {DEMO_DB})")
+
+
+# What a file handed to --db starts with when it is a trace file, not a database.
+_TRACE_FILE_STARTS = (b"\x1f\x8b", b"{", b"[")
+_TRACE_FILE_ENDS = (".gz", ".json", ".jsonl", ".pb", ".proto")
+
+
+def refuse_trace_file(db: str) -> None:
+    """A trace file (a .gz, .json or .jsonl) given as --db instead of to `ingest`: refused
+    with the fix before DuckDB opens it, which it would try to as a database."""
+    try:
+        with open(db, "rb") as file:
+            head = file.read(8).lstrip()
+    except OSError:
+        return  # missing or unreadable: the usual messages say so
+    if head.startswith(_TRACE_FILE_STARTS) or db.endswith(_TRACE_FILE_ENDS):
+        raise Fail(f"{db} is a trace file, not a database: load it with "
+                   f"`budgetscope --db budgetscope.duckdb ingest {db}`, then give that "
+                   "database as --db")
 
 
 def say_caught_up(caught: CatchUp) -> None:
@@ -49,6 +81,7 @@ def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
 
 @contextmanager
 def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    refuse_trace_file(path)
     try:
         con = connect(path, read_only=read_only)
         if not read_only:
@@ -105,11 +138,12 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
         yield served
         return
     where = source(context)
+    if where.backend is None:
+        refuse_trace_file(where.db)
     try:
         opened = open_reader_of(where, caught_up=say_caught_up)
     except NoDatabase:
-        raise Fail(f"no database at {where.db}; load traces first with `budgetscope ingest`"
-                   ) from None
+        raise Fail(no_database(where.db)) from None
     except (DatabaseBusy, SchemaError, clickhouse.BackendError, clickhouse.NoTraces) as error:
         raise Fail(str(error)) from None
     except duckdb.Error as error:
@@ -137,6 +171,20 @@ def write_output(data: bytes, out: Path | None, context: click.Context | None = 
         out.write_bytes(data)
     except OSError as error:
         raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def require_known_agent(con: Connection, agent: str | None) -> None:
+    """A misspelt --agent gave an empty report and exit 0: exit 2 naming the agents there
+    are (all time, so an agent with no runs in the range is still known)."""
+    if agent is None:
+        return
+    from queries.reports import runs_by_agent  # a query module the commands load anyway
+
+    known = sorted(str(name) for name in runs_by_agent(con)["agent"].dropna())
+    if agent not in known:
+        listed = ", ".join(known) if known else "none yet"
+        raise click.UsageError(f"--agent {agent!r}: no such agent in this database; known "
+                               f"agents: {listed}")
 
 
 def window_label(length: dt.timedelta) -> str:

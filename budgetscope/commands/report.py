@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, error_stream, open_reader, write_output
+from budgetscope.commands.common import Fail, open_reader, require_known_agent, write_output
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
-from queries.reports import REPORTS, attribution_summary, runs_by_agent
+from queries.reports import REPORTS, attribution_summary
 from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
 
 
@@ -57,8 +57,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         raise Fail(str(error)) from None
     search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
     with open_reader(context) as con:
-        if agent is not None:
-            _check_agent_known(con, agent, context)
+        require_known_agent(con, agent)
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
         footer = _footer(con, name, filters) if output_format == "table" else ""
@@ -96,17 +95,6 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
                          sort=column, descending=descending, limit=limit)
     except SearchError as error:
         raise click.UsageError(f"--sort: {error}") from None
-
-
-def _check_agent_known(con: object, agent: str, context: click.Context) -> None:
-    """A misspelt --agent printed only a header, silently; name the agents there are. The
-    (empty) report is still written and the status stays 0: scripts that ask for an agent
-    with no runs yet get a valid, empty file."""
-    known = [str(name) for name in runs_by_agent(con)["agent"].dropna()]  # type: ignore[arg-type]
-    if agent not in known:
-        listed = ", ".join(repr(name) for name in known) if known else "none yet"
-        click.echo(f"note: no agent {agent!r} in this database; known agents: {listed}",
-                   err=True, file=error_stream(context))
 
 
 def _footer(con: object, name: str, filters: Filters) -> str:

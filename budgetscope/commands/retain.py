@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, db_option, open_database
+from budgetscope.commands.common import Fail, db_option, no_database, open_database
 from store.retention import retain
 
 
@@ -21,7 +21,7 @@ def retain_command(context: click.Context, days: float) -> None:
     space. Prints what was removed and the file size before and after."""
     db = db_option(context)
     if not Path(db).exists():
-        raise Fail(f"no database at {db}")
+        raise Fail(no_database(db, "nothing to remove"))
     with open_database(db) as con:
         result = retain(con, days, db)
     click.echo(f"removed {result.traces:,} traces ({result.spans:,} spans, "

@@ -22,7 +22,7 @@ from types import FrameType
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, window_label
+from budgetscope.commands.common import Fail, refuse_trace_file, window_label
 from budgetscope.commands.dashboard import (
     DASHBOARD_APP,
     access_options,
@@ -153,6 +153,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     set_access(access_policy(host, ui_port, token, allowed_hosts))
     if not no_ui:
         _check_port_free(host, ui_port)
+    refuse_trace_file(db)
     try:
         owner = DatabaseOwner(db, memory_limit=memory_limit)
     except (DatabaseBusy, SchemaError, MemoryLimitError) as error:

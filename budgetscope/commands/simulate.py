@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_reader, write_output
+from budgetscope.commands.common import Fail, open_reader, require_known_agent, write_output
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from simulation.data import simulation_runs, simulation_steps
@@ -88,6 +88,7 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
     except (FilterError, PolicyError) as error:
         raise Fail(str(error)) from None
     with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
+        require_known_agent(con, agent)
         runs, steps = simulation_runs(con, filters), simulation_steps(con, filters)
     if runs.empty:
         raise Fail("no runs match the filters; nothing to simulate")

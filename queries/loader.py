@@ -34,6 +34,7 @@ QUERY_NAMES = frozenset({
     "utilisation_report", "utilisation_histogram", "step_utilisation",
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "run_steps", "run_writes", "run_log_records",
+    "trace_waiting",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",

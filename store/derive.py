@@ -25,7 +25,7 @@ DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
 # The recognition, in order (derive_refresh.sql says why the walk runs twice).
 RECOGNISE = ("derive_refresh", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
 DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
-                          "derive_rebuild_prepare"})
+                          "derive_rebuild_prepare", "derive_explain"})
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:

@@ -62,7 +62,8 @@ def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
                      derivations: PendingDerivations | None = None) -> int:
     """SPEC §9, a trace without its root: the traces waiting for their root whose last span
     was stored more than `grace_seconds` ago are marked and derived now, each measured from its
-    earliest span (with whatever else is marked). Returns how many traces were marked.
+    earliest span, with whatever else is marked (a trace marked by its last write is measured
+    so too, when that write is already older). Returns how many waiting traces were marked.
     serve's derivation thread calls it every turn; `ingest` once its files are read."""
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
     marked = con.execute(_MARK_ROOTLESS_DUE, {"cutoff": cutoff}).fetchall()
@@ -72,6 +73,21 @@ def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
     finally:
         set_root_cutoff(con, None)
     return len(marked)
+
+
+def rootless_due(con: duckdb.DuckDBPyConnection, grace_seconds: float) -> bool:
+    """Whether some trace waits for its root longer than the grace period."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
+    row = con.execute("SELECT EXISTS (SELECT 1 FROM traces_awaiting_root "
+                      "WHERE last_received_at < ?)", [cutoff]).fetchone()
+    return bool(row and row[0])
+
+
+def rootless_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(traces with spans but no run, waiting for their root; runs measured without it)."""
+    row = con.execute("SELECT (SELECT count(*) FROM traces_awaiting_root), "
+                      "(SELECT count(*) FROM runs WHERE root_missing)").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def derive_now(con: duckdb.DuckDBPyConnection) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import duckdb
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_reader, output_stream
@@ -18,14 +19,19 @@ from queries.run_view import (
 )
 from queries.terminal import terminal_safe
 from store import vocabulary
+from store.explain import explain_trace
 
 
 @click.command("run")
 @click.argument("run_id", metavar="RUN_ID")
 @click.option("--width", default=60, show_default=True, type=click.IntRange(20, 200),
               help="Characters for the waterfall's time axis.")
+@click.option("--spans", "with_spans", is_flag=True,
+              help="Also list every span of the run's trace with why it is, or is not, a step "
+                   "(the rule that recognised it, a wrapper, one call's second span, part of a "
+                   "step); see docs/conventions.md, 'When a step is missing or counted twice'.")
 @click.pass_context
-def run_command(context: click.Context, run_id: str, width: int) -> None:
+def run_command(context: click.Context, run_id: str, width: int, with_spans: bool) -> None:
     """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root):
     outcome, budget and utilisation, culprit vs holder, a waterfall of the steps against the
     deadline, failures by class, and uncertain and orphan writes with their idempotency keys."""
@@ -34,10 +40,16 @@ def run_command(context: click.Context, run_id: str, width: int) -> None:
             view = load_run(con, run_id)
         except RunNotFound as error:
             raise Fail(str(error)) from None
+        text = render_run(view, width)
+        if with_spans:
+            if not isinstance(con, duckdb.DuckDBPyConnection):
+                raise Fail("--spans reads the spans of a DuckDB file; it is not available on a "
+                           "ClickHouse backend")
+            explained = explain_trace(con, str(view.summary["trace_id"]))
+            text += "\n" + "\n".join(render_spans(explained)) + "\n"
     # Each field from a span is made inert where it is placed (so widths stay right); the
     # whole text once more on the way out, so a field added later cannot slip through.
-    click.echo(terminal_safe(render_run(view, width), keep_newlines=True), nl=False,
-               file=output_stream(context))
+    click.echo(terminal_safe(text, keep_newlines=True), nl=False, file=output_stream(context))
 
 
 CLASSES = vocabulary.CLASSES
@@ -158,4 +170,24 @@ def _log_records(view: RunView) -> list[str]:
         where = "(no span)" if readable.missing(span) else _text(span)
         out.append(f"  {offset:+.3f} s {_text(severity):<6} {where}: "
                    f"{_text(short_body(record.body))}{exception}")
+    return out
+
+
+# What `--spans` shows of each span's name before the rule and the reason.
+_SPAN_NAME_CHARS = 36
+
+
+def render_spans(spans: pd.DataFrame) -> list[str]:
+    """Every span of the trace in tree order: what it is (SPEC §9) and why, one line each."""
+    names = dict(zip(spans["span_id"], spans["name"], strict=True))
+    out = [f"spans: {len(spans)}, why each is or is not a step"]
+    for span in spans.itertuples(index=False):
+        label = ("  " * int(span.indent) + _text(span.name))[:_SPAN_NAME_CHARS]
+        row = "" if readable.missing(span.step_row) else \
+            f"row {_text(span.step_row)} {_text(span.convention)}"
+        what = _text(span.step_key) if span.role == "step" else ""
+        other = "" if readable.missing(span.other_span_id) else \
+            f" ({_text(names.get(span.other_span_id, span.other_span_id))})"
+        out.append(f"  {label.ljust(_SPAN_NAME_CHARS)} {span.role:<11} {row:<20} "
+                   f"{what + ': ' if what else ''}{span.why}{other}")
     return out

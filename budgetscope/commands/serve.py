@@ -132,13 +132,18 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--memory-limit", default="512MB", show_default=True,
               help="DuckDB's own memory (block cache, query state) for the writer and the "
                    "dashboard's queries; the process adds its Python and Streamlit memory.")
+@click.option("--root-grace", type=Duration(zero=True), default="5m", show_default=True,
+              help="A trace whose root span has not arrived is measured from its earliest span "
+                   "once none of its spans has arrived for this long (a root that comes later "
+                   "replaces that run).")
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
                   ui_port: int, no_ui: bool, token: str | None,
                   allowed_hosts: tuple[str, ...], insecure_no_auth: bool, max_body_bytes: int,
                   refresh_seconds: float, retention_days: float | None,
                   retention_interval: dt.timedelta, metrics_window: dt.timedelta,
-                  metrics_cache_seconds: float, log_format: str, memory_limit: str) -> None:
+                  metrics_cache_seconds: float, log_format: str, memory_limit: str,
+                  root_grace: dt.timedelta) -> None:
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
 
@@ -160,7 +165,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     except duckdb.Error as error:
         raise Fail(f"cannot open database {db}: {error}") from None
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
-                            token=token, limits=Limits(max_body_bytes=max_body_bytes))
+                            token=token, limits=Limits(max_body_bytes=max_body_bytes),
+                            root_grace_seconds=root_grace.total_seconds())
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
         # thread right after, when idle or every second (store/scheduling.py).

@@ -12,7 +12,7 @@ from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
 from store.group_commit import GroupCommitter
 from store.owner import DatabaseOwner
-from store.scheduling import DERIVE
+from store.scheduling import DERIVE, ROOT_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class ReceiverConfig:
     # Back-pressure of the group-commit writer (see store/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
+    # SPEC §9: how long a trace whose root has not arrived waits before it is measured from its
+    # earliest span (serve --root-grace).
+    root_grace_seconds: float = ROOT_GRACE_SECONDS
 
 
 class Receivers:
@@ -38,7 +41,8 @@ class Receivers:
         self.committer = GroupCommitter(
             owner.cursor(), derive=DERIVE if derive else None,
             max_queued_spans=config.max_queued_spans,
-            max_lag_seconds=config.max_lag_seconds)
+            max_lag_seconds=config.max_lag_seconds,
+            root_grace_seconds=config.root_grace_seconds if derive else None)
         self.exporter = exporter = SpanIntake(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
         try:

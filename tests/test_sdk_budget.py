@@ -18,11 +18,9 @@ from budgetscope_sdk import (
     BudgetExhausted,
     LatencyBook,
     ManualClock,
-    RemoteDeadline,
     RunBudget,
     StepTimeout,
     classify,
-    grpc_timeout_header,
 )
 from opentelemetry import trace
 
@@ -227,29 +225,6 @@ def test_retry_declines_a_backoff_that_would_not_fit() -> None:
             budget.retry(intent, attempt, cap=1.2, backoff=0.5, attempts=3)
     kinds = [(s["budget.step.kind"], s.get("budget.attempt")) for s in spans.steps()]
     assert kinds == [("tool", 1)]  # 0.3 s spendable after it: the 0.5 s backoff was declined
-
-
-def test_deadline_propagation_forms() -> None:
-    assert grpc_timeout_header(1.5) == "1500000u"
-    assert grpc_timeout_header(0.0004) == "400000n"
-    assert grpc_timeout_header(250) == "250000m"
-    clock = ManualClock()
-    remote = RemoteDeadline.from_headers({"deadline-remaining-ms": "1500"}, clock)
-    assert remote is not None and remote.remaining() == 1.5
-    clock.advance(1.4)
-    assert not remote.expired() and remote.expired(margin=0.2)
-    epoch = RemoteDeadline.from_headers({"Deadline-Epoch-Ms": str(clock.wall_ns() // 10**6 + 800)},
-                                        clock)
-    assert epoch is not None and epoch.remaining() == pytest.approx(0.8)
-    assert RemoteDeadline.from_headers({}, clock) is None
-    with pytest.raises(ValueError, match="Deadline-Remaining-Ms is not a number"):
-        RemoteDeadline.from_headers({"Deadline-Remaining-Ms": "soon"}, clock)
-    spans = capture()
-    with budget_on(clock, spans, 10) as budget, budget.step("tool", "t", cap=2) as call:
-        clock.advance(0.5)
-        assert call.headers()["Deadline-Remaining-Ms"] == "1500"
-        assert call.grpc_metadata() == [("grpc-timeout", "1500000u")]
-        assert call.grpc_timeout() == 1.5
 
 
 def test_bad_arguments_are_named() -> None:

@@ -1,20 +1,25 @@
 """Deadline propagation from the receiving side: what a caller sends is untrusted input that
-never raises and never gives an unbounded deadline."""
+never raises and never gives an unbounded deadline, and a service spends its caller's deadline
+on its own downstream calls (RunBudget.from_remote), as part of the caller's run."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from budgetscope_sdk import (
     DEADLINE_HEADER,
     REMAINING_HEADER,
+    BudgetExhausted,
     ManualClock,
     RemoteDeadline,
     RunBudget,
     grpc_timeout_header,
 )
+from budgetscope_sdk.httpx_transport import BudgetTransport
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.sdk_servers import ScriptedTool, ScriptState, serve
 from tests.sdk_support import capture
 
 
@@ -74,3 +79,46 @@ def test_an_oversized_deadline_is_cut_to_the_maximum() -> None:
 def test_from_headers_never_raises_and_is_always_bounded(headers: dict[str, str]) -> None:
     remote = RemoteDeadline.from_headers(headers, ManualClock(), default_s=5, max_s=60)
     assert remote is not None and 0 <= remote.remaining() <= 60
+
+
+def test_a_service_spends_its_caller_s_deadline_on_its_own_calls() -> None:
+    spans = capture()
+    downstream = ScriptState({"/rates": [(200, 0.0)]})
+    # The request as it arrived: the caller had 800 ms left; no trace context with it.
+    with serve(ScriptedTool, downstream) as (url, _), \
+            httpx.Client(transport=BudgetTransport()) as client, \
+            RunBudget.from_remote({"deadline-remaining-ms": "800"}, default=30,
+                                  tracer=spans.tracer, agent="pricing") as budget, \
+            budget.step("tool", "rates", cap=5) as call:
+        assert call.timeout <= 0.72  # what the caller left, less the 10% reserve
+        client.get(f"{url}/rates")
+    sent = downstream.headers["/rates"][0]
+    assert 0 < int(sent[REMAINING_HEADER]) <= 720  # the caller's deadline went on downstream
+    run = spans.run()  # no trace was going on: the service's budget is a run of its own
+    assert run.attributes["budget.total_ms"] <= 800
+    assert run.attributes["budget.remote.source"] == REMAINING_HEADER
+
+
+def test_inside_the_caller_s_trace_the_service_s_budget_is_part_of_the_caller_s_run() -> None:
+    spans = capture()
+    with spans.tracer.start_as_current_span("POST /quote"), \
+            RunBudget.from_remote({"deadline-remaining-ms": "Infinity"}, default=2,
+                                  tracer=spans.tracer) as budget, \
+            budget.step("tool", "rates", cap=5) as call:
+        assert call.timeout == pytest.approx(1.8, abs=0.01)  # the default, less the reserve
+    assert not [s for s in spans.spans() if "budget.total_ms" in (s.attributes or {})]
+    wrapper = next(s for s in spans.spans() if s.name == "agent run")
+    assert wrapper.attributes["budget.remote.source"] == "default"
+    assert "is not finite" in wrapper.attributes["budget.remote.problem"]
+    assert "budget.run.outcome" not in wrapper.attributes
+
+
+def test_a_caller_whose_deadline_has_passed_gets_every_step_refused() -> None:
+    clock = ManualClock()
+    spans = capture()
+    past = str(clock.wall_ns() // 10**6 - 5)
+    with RunBudget.from_remote({DEADLINE_HEADER: past}, default=30, reserve=5,
+                               tracer=spans.tracer, clock=clock) as budget:
+        with pytest.raises(BudgetExhausted):
+            budget.step("tool", "rates", cap=5)
+        assert budget.remaining() == 0

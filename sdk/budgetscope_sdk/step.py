@@ -103,6 +103,32 @@ def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
+async def _finished_within(task: asyncio.Future[Any], timeout: float) -> bool:
+    """Wait for `task` at most `timeout` seconds; whether it finished. What asyncio.wait does
+    for one task, without its set bookkeeping (measured: 15 against 22 µs a call); cancelling
+    the caller cancels the task."""
+    if task.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = loop.call_later(timeout, wake)
+    try:
+        await waiter
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+    return task.done()
+
+
 class Step:
     """An admitted call with its slice. `timeout` is the allocation in seconds; `remaining()`
     what is left of it now; `check()` raises StepTimeout once it has passed (for cooperative
@@ -301,12 +327,7 @@ class Step:
         cleanup awaited (at most `cleanup_grace` seconds, default what is left of the run),
         `budget.cleanup_ms` records how long that took, and StepTimeout is raised."""
         task = asyncio.ensure_future(work)
-        try:
-            done, _ = await asyncio.wait({task}, timeout=self.remaining())
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        if task in done:
+        if await _finished_within(task, self.remaining()):
             return task.result()
         wait_ended = self.budget.clock.monotonic()
         task.cancel()

@@ -367,3 +367,22 @@ def test_a_step_after_its_run_closed_is_refused_not_given_a_deadline() -> None:
     with pytest.raises(BudgetExhausted, match="its run has ended"), admitted:
         raise AssertionError("never entered")
     assert [s.name for s in spans.spans()] == ["agent run"]  # nothing recorded after it
+
+
+def test_finish_names_only_the_failures_nothing_made_good() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 30, reserve=3) as budget:
+        flaky = budget.intent("quote", "eur")
+        with pytest.raises(StepTimeout), flaky.attempt(side_effect="read", cap=1):
+            raise StepTimeout("late", deadline_ms=1000)
+        with flaky.attempt(side_effect="read", cap=1) as call:
+            call.set_outcome("ok")  # the retry made the first attempt good
+        refund = budget.intent("refund", "order_1")
+        with pytest.raises(StepTimeout), refund.attempt(cap=1):
+            raise StepTimeout("late", deadline_ms=1000)
+        assert refund.reconcile(lambda call: True).result == "landed"  # it landed after all
+        with pytest.raises(RuntimeError), budget.step("tool", "fetch_report", cap=1):
+            raise RuntimeError("Error code: 503")
+        result = budget.finish("partial answer", missing=["report"])
+    assert result.note == ("failed after 5 steps: tool:fetch_report upstream_error; "
+                           "not included: report")

@@ -535,11 +535,10 @@ class RunBudget:
         if budget_ran_out:
             note = f"budget exhausted after {steps} steps"
         else:
-            failed = [record for record in self.records
-                      if record.outcome not in ("ok", "refused")]
             note = f"failed after {steps} steps"
+            failed = self._unrecovered_failures()
             if failed:
-                note += f": {failed[-1].key} {failed[-1].outcome}"
+                note += ": " + ", ".join(failed)
         if done:
             note += f"; complete: {', '.join(done)}"
         note += f"; not included: {', '.join(missing)}"
@@ -549,6 +548,24 @@ class RunBudget:
         self.failure_reason = note
         self._explicit_outcome = "failed"
         return RunResult(value, False, note, tuple(missing), "failed")
+
+    def _unrecovered_failures(self) -> list[str]:
+        """`kind:name class` of each failed step that nothing made good afterwards: a later
+        attempt of the same intent that went well, or a read-back that found the write
+        landed, recovers it (distinct, in order, at most three)."""
+        found: list[str] = []
+        for index, record in enumerate(self.records):
+            if record.outcome in ("ok", "refused", "cancelled"):
+                continue
+            key = record.idempotency_key
+            recovered = key is not None and any(
+                later.idempotency_key == key and later.outcome == "ok"
+                and (later.kind != "reconcile" or later.reconcile_result == "landed")
+                for later in self.records[index + 1:])
+            text = f"{record.key} {record.outcome}"
+            if not recovered and text not in found:
+                found.append(text)
+        return found[:3]
 
     def sleep(self, duration: Duration) -> None:
         """Sleep on this budget's clock (a ManualClock just moves)."""

@@ -107,10 +107,17 @@ class RunBudget:
             with budget.step("tool", "fetch_report", cap=9) as call:
                 fetch(timeout=call.timeout, headers=call.headers())
 
-    `total` and every other duration are seconds (or timedeltas). The run span (opened here, or
-    the current span when `decorate_current=True`) gets budget.total_ms, budget.deadline_unix_ms
-    and budget.reserve_ms, and budget.run.outcome on exit. Durations are read from the
-    monotonic clock; the wall clock gives only the absolute deadline and the timestamps."""
+    `total` and every other duration are seconds (or timedeltas), finite, `total` above 0. The
+    run span (opened here, or the current span when `decorate_current=True`) gets
+    budget.total_ms, budget.deadline_unix_ms and budget.reserve_ms, and budget.run.outcome on
+    exit. Durations are read from the monotonic clock; the wall clock gives only the absolute
+    deadline and the timestamps.
+
+    Entered while another RunBudget is open in the same context, it is that run's `subagent`
+    step (named `agent`, else `name`), clamped to what the run may still spend, and
+    `decorate_current` does not apply; `separate_run=True` makes it a run of its own instead, the
+    root of a new trace linked to the span it was started in. `retry_budget` is a RetryBudget
+    shared by the process that this run's retries draw from."""
 
     def __init__(self, total: Duration, *, reserve: Duration | None = None,
                  per_step_caps: Mapping[str, Duration] | None = None,
@@ -308,7 +315,7 @@ class RunBudget:
         allocated, _, _ = self._admit(kind, name, cap, minimum, landing, widening, {})
         return allocated
 
-    def _admit(self, kind: str, name: str, cap: Duration | None, minimum: Duration,
+    def _admit(self, kind: StepKind, name: str, cap: Duration | None, minimum: Duration,
                landing: bool, widening: bool, refusal_attributes: dict[str, Any]
                ) -> tuple[float, float, float | None]:
         self._require_started()
@@ -344,10 +351,10 @@ class RunBudget:
                                   available_ms=_ms(available), minimum_ms=_ms(minimum_s))
         return allocated, remaining, cap_s
 
-    def _record_refusal(self, kind: str, name: str, remaining: float, cap_s: float | None,
-                        allocated: float, extra: dict[str, Any]) -> None:
-        refused = Step(self, kind, name, allocated_s=allocated,  # type: ignore[arg-type]
-                       remaining_s=remaining, cap_s=cap_s,
+    def _record_refusal(self, kind: StepKind, name: str, remaining: float,
+                        cap_s: float | None, allocated: float, extra: dict[str, Any]) -> None:
+        refused = Step(self, kind, name, allocated_s=allocated, remaining_s=remaining,
+                       cap_s=cap_s,
                        side_effect=extra.pop("side_effect", None),
                        idempotency_key=extra.pop("idempotency_key", None),
                        attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
@@ -505,10 +512,11 @@ class RunBudget:
         `partial`)."""
         self.partial_reason = reason
 
-    def set_outcome(self, outcome: str) -> None:
+    def set_outcome(self, outcome: RunOutcome) -> None:
+        """The run's outcome in your words (checked: an unknown word is a ValueError)."""
         if outcome not in attr.RUN_OUTCOMES:
             raise ValueError(f"unknown run outcome {outcome!r}; one of {sorted(attr.RUN_OUTCOMES)}")
-        self._explicit_outcome = outcome  # type: ignore[assignment]
+        self._explicit_outcome = outcome
 
     def ran_out(self) -> bool:
         """Whether the budget is what cut this run short: it expired or only the reserve is

@@ -101,9 +101,7 @@ class Intent:
 
     def _settle(self, step: Step, found: Any) -> Reconciled:
         result = _result_of(found)
-        step.reconcile_result = result
-        if result != "unknown":
-            step._settled = True  # the read answered: that is its success, whatever below
+        step.settle(result)
         if result == "landed":
             self.effect_status = "completed"
         return Reconciled(result, found)

@@ -31,7 +31,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from budgetscope_sdk import attributes as attr
-from budgetscope_sdk.attributes import EffectStatus, SideEffect, StepKind, StepOutcome
+from budgetscope_sdk.attributes import (
+    EffectStatus,
+    ReconcileResult,
+    SideEffect,
+    StepKind,
+    StepOutcome,
+)
 from budgetscope_sdk.classify import (
     class_of_http_status,
     classify,
@@ -152,7 +158,7 @@ class Step:
         self.extra = dict(extra or {})
         self.links = tuple(links)
         self.effect_status: EffectStatus | None = None
-        self.reconcile_result: str | None = None
+        self.reconcile_result: ReconcileResult | None = None
         self.cleanup_ms: int | None = None
         self.outcome: StepOutcome | None = None
         self.outcome_recorded = False
@@ -230,23 +236,31 @@ class Step:
         """The request provably never left (so a write's effect status is `none`)."""
         self._not_sent = True
 
-    def set_outcome(self, outcome: str) -> None:
-        """Override the classification, e.g. when a framework returned a timeout as a result."""
+    def set_outcome(self, outcome: StepOutcome) -> None:
+        """Override the classification, e.g. when a framework returned a timeout as a result
+        (checked: an unknown word is a ValueError)."""
         if outcome not in attr.STEP_OUTCOMES:
             raise ValueError(f"unknown step outcome {outcome!r}; one of "
                              f"{sorted(attr.STEP_OUTCOMES)}")
-        self._explicit_outcome = outcome  # type: ignore[assignment]
+        self._explicit_outcome = outcome
 
     def set_error(self, error: BaseException) -> None:
         """The call failed with `error` though nothing was raised (a framework or a read-back
         handed it over as a value): the step records and classifies it as if raised."""
         self._returned_error = error
 
-    def set_effect_status(self, status: str) -> None:
+    def set_effect_status(self, status: EffectStatus) -> None:
         if status not in attr.EFFECT_STATUSES:
             raise ValueError(f"unknown effect status {status!r}; one of "
                              f"{sorted(attr.EFFECT_STATUSES)}")
-        self.effect_status = status  # type: ignore[assignment]
+        self.effect_status = status
+
+    def settle(self, result: ReconcileResult) -> None:
+        """This reconcile step's read answered with `result`; a definite answer (landed or
+        not) is the read's success, whatever the spans below it say."""
+        self.reconcile_result = result
+        if result != "unknown":
+            self._settled = True
 
     def set_attribute(self, key: str, value: Any) -> None:
         self.span.set_attribute(key, value)

@@ -150,7 +150,7 @@ def test_call_with_less_than_its_minimum_left_is_refused_and_never_sent() -> Non
     refused, search = spans.steps()
     assert refused["budget.outcome"] == "refused"
     assert refused["budget.remaining_ms"] == 1500
-    assert "budget.allocated_ms" not in refused  # it got no deadline (SPEC §2)
+    assert "budget.allocated_ms" not in refused  # it got no deadline to measure against
     assert search["budget.outcome"] == "refused"
     run = spans.run()
     assert run.attributes["budget.run.outcome"] == "partial"

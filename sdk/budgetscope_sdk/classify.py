@@ -1,5 +1,5 @@
-"""Which class a failed step gets, from what it raised (SPEC §3), so that the outcome the SDK
-writes is the one budgetscope would derive from the same evidence.
+"""Which class a failed step gets, from what it raised (budgetscope's docs/metrics.md §3), so
+that the outcome the SDK writes is the one budgetscope would derive from the same evidence.
 
 Order: the SDK's own exceptions and asyncio cancellation first (we know who gave up), then an
 HTTP or gRPC status the exception carries, then the type name and message normalised as §3
@@ -41,7 +41,7 @@ def normalise(text: str) -> str:
 
 
 def class_of_text(text: str) -> StepOutcome | None:
-    """SPEC §3 rule 4 on one text; None when it gives no specific class."""
+    """docs/metrics.md §3, rule 4, on one text; None when it gives no specific class."""
     norm = normalise(text)
     if not norm:
         return None

@@ -230,3 +230,20 @@ def test_the_transports_reach_each_socket_operation_of_the_installed_httpx() -> 
     assert AsyncBudgetTransport().bounds_each_operation, versions
     assert not BudgetTransport(httpx.MockTransport(lambda r: httpx.Response(200))) \
         .bounds_each_operation  # a transport of another kind keeps the per-phase bound
+
+
+def test_a_write_that_could_not_connect_then_went_through_completed() -> None:
+    spans = capture()
+    script = ScriptState({"/send": [(200, 0.0)]})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    with serve(ScriptedTool, script) as (url, _), \
+            httpx.Client(transport=BudgetTransport()) as client, \
+            RunBudget(10, reserve=1, tracer=spans.tracer) as budget, \
+            budget.intent("send").attempt(cap=2):
+        with contextlib.suppress(httpx.ConnectError):
+            client.post(f"http://127.0.0.1:{dead}/send")  # the primary is down
+        client.post(f"{url}/send")  # the fallback took it
+    (step,) = spans.steps()
+    assert (step["budget.outcome"], step["budget.effect_status"]) == ("ok", "completed")

@@ -304,8 +304,11 @@ class Step:
             self._see(found, error, http_status_of(error))
 
     def request_started(self) -> None:
-        """Counted by the transports: a connection failure after an earlier request of the
-        same step no longer proves that nothing was sent."""
+        """Counted by the transports: once a second request starts, an earlier one failing
+        before it was sent no longer proves that nothing was, and a connection failure after
+        an earlier request proves nothing either."""
+        if self._requests:
+            self._not_sent = False
         self._requests += 1
 
     def _see(self, outcome: StepOutcome | None, error: BaseException | None,
@@ -477,11 +480,11 @@ class Step:
     def _effect_for(self, outcome: str, error: BaseException | None) -> EffectStatus | None:
         if self.side_effect != "write":
             return None
-        if outcome == "refused" or self._not_sent or never_sent(error):
-            return "none"
         if outcome == "ok":
             explicit_ok = self._explicit_outcome == "ok"
             return "completed" if self._write_answered or explicit_ok else None
+        if outcome == "refused" or self._not_sent or never_sent(error):
+            return "none"
         status = http_status_of(error) if error is not None else None
         if status is None and outcome == self._seen:
             status = self._seen_status

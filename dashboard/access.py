@@ -1,5 +1,5 @@
 """Who may open the dashboard: an ASGI layer in front of every route Streamlit serves (pages,
-static files, `/_stcore/*` and the `/_stcore/stream` websocket), issue 14.
+static files, `/_stcore/*` and the `/_stcore/stream` websocket).
 
 1. **Host** (DNS rebinding). A page on `evil.example` whose name the attacker re-points at
    127.0.0.1 reaches a loopback dashboard from the victim's browser, with `Host:
@@ -30,7 +30,7 @@ import hmac
 import html
 import ipaddress
 import socket
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -110,6 +110,21 @@ class AccessPolicy:
         name = _host_name(host_header)
         return name in self.allowed_hosts or is_loopback(name)
 
+    def refusal(self, hosts: Sequence[str], origins: Sequence[str]) -> str | None:
+        """Why a request with these `Host` and `Origin` headers is refused, or None: the one
+        Host/Origin policy of every surface that shows or changes data (this dashboard, and
+        in `serve` the OTLP/HTTP port's /cli, /budgets and /metrics, which are handed this
+        object: ingest/receivers/host_check.py)."""
+        if len(hosts) != 1 or not self.host_allowed(hosts[0]):
+            shown = hosts[0] if hosts else "(none)"
+            return (f"Host {shown!r} is not a name this server answers to (DNS rebinding "
+                    "protection). If it is this machine's name, start the server with "
+                    f"--allowed-host {_host_name(shown) if hosts else 'NAME'}.")
+        if origins and not _same_origin(origins[0], hosts[0]):
+            return (f"Origin {origins[0]!r} is not this server; requests driven by another "
+                    "site's page are refused.")
+        return None
+
     def session_value(self) -> str:
         assert self.token is not None
         return hmac.new(self.token.encode(), _COOKIE_MESSAGE, hashlib.sha256).hexdigest()
@@ -152,6 +167,14 @@ def _authority(value: str, default_port: str) -> tuple[str, str]:
     return value, default_port
 
 
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False  # includes "null": a sandboxed frame or a file
+    default = "443" if parts.scheme == "https" else "80"
+    return _authority(parts.netloc, default) == _authority(host, default)
+
+
 def _safe_target(path: str, query: list[tuple[str, str]]) -> str:
     """A same-site path to send the browser back to: never `//host` (an open redirect)."""
     target = "/" + path.lstrip("/\\")
@@ -174,20 +197,9 @@ class AccessGuard:
         if path in OPEN_PATHS and scope["type"] == "http":
             await self.app(scope, receive, send)
             return
-        hosts = headers.get("host", [])
-        if len(hosts) != 1 or not self.policy.host_allowed(hosts[0]):
-            shown = hosts[0] if hosts else "(none)"
-            await self._refuse(scope, receive, send, 403,
-                               f"Host {shown!r} is not a name this dashboard answers to "
-                               "(DNS rebinding protection). If it is this machine's name, "
-                               f"start the dashboard with --allowed-host "
-                               f"{_host_name(shown) if hosts else 'NAME'}.")
-            return
-        origins = headers.get("origin", [])
-        if origins and not self._same_origin(origins[0], hosts[0]):
-            await self._refuse(scope, receive, send, 403,
-                               f"Origin {origins[0]!r} is not this dashboard; requests "
-                               "driven by another site's page are refused.")
+        refused = self.policy.refusal(headers.get("host", []), headers.get("origin", []))
+        if refused is not None:
+            await self._refuse(scope, receive, send, 403, refused)
             return
         if self.policy.token is None or self._authenticated(scope, headers):
             await self.app(scope, receive, send)
@@ -196,14 +208,6 @@ class AccessGuard:
             await self._login(scope, receive, send)
             return
         await self._refuse(scope, receive, send, 401, "token required")
-
-    @staticmethod
-    def _same_origin(origin: str, host: str) -> bool:
-        parts = urlsplit(origin.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return False  # includes "null": a sandboxed frame or a file
-        default = "443" if parts.scheme == "https" else "80"
-        return _authority(parts.netloc, default) == _authority(host, default)
 
     def _authenticated(self, scope: Scope, headers: dict[str, list[str]]) -> bool:
         session = _cookies(headers).get(self.policy.cookie_name)

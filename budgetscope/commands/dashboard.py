@@ -191,8 +191,9 @@ def access_options(function):  # type: ignore[no-untyped-def]
              "authenticates users).")(function)
     return click.option(
         "--allowed-host", "allowed_hosts", multiple=True, envvar=ALLOWED_HOSTS_ENV,
-        help="A name the dashboard answers to besides the loopback names, --host and this "
-             "machine's host name (Host header check against DNS rebinding); repeatable; "
+        help="A name the dashboard (and serve's /cli, /budgets and /metrics) answers to "
+             "besides the loopback names, --host and this machine's host name (Host header "
+             "check against DNS rebinding); repeatable; "
              f"'*' turns the check off. Env {ALLOWED_HOSTS_ENV}, space-separated.")(function)
 
 

@@ -150,7 +150,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
     set_refresh(refresh_seconds)
-    set_access(access_policy(host, ui_port, token, allowed_hosts))
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes.
+    access = access_policy(host, ui_port, token, allowed_hosts)
+    set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
     try:
@@ -160,7 +162,8 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     except duckdb.Error as error:
         raise Fail(f"cannot open database {db}: {error}") from None
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
-                            token=token, limits=Limits(max_body_bytes=max_body_bytes))
+                            token=token, limits=Limits(max_body_bytes=max_body_bytes),
+                            hosts=access)
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
         # thread right after, when idle or every second (store/scheduling.py).

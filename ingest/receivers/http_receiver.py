@@ -5,6 +5,8 @@ sizes, keep-alive) on one event-loop thread, so an idle or slow connection costs
 no thread. On top of it:
 - routes: path → Endpoint (http_routes.py); POST /v1/traces and POST /v1/logs are entries
   (otlp_endpoint.py), the operator's pages (/healthz, /readyz, /metrics) and /budgets others;
+  every route but the exports and the probes answers only known Host names and same-origin
+  browsers (host_check.py), before its own checks;
 - limits: the body limit on the wire (413 before reading a byte when Content-Length says so,
   or as soon as a chunked body passes it; gzip is counted after decompression, in the
   endpoint), the head within the idle timeout, the body within `body_timeout` (400), open
@@ -44,6 +46,7 @@ from ingest.receivers.connection_guards import (
     ReceivingBytes,
 )
 from ingest.receivers.counters import HTTP_REASONS
+from ingest.receivers.host_check import OPEN_PATHS, HostPolicy, LoopbackHosts, headers_of
 from ingest.receivers.http_routes import (
     Endpoint,
     Handler,
@@ -109,10 +112,12 @@ class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
     def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
-                 limits: Limits) -> None:
+                 limits: Limits, hosts: HostPolicy | None = None) -> None:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        # Host and Origin of every route but the exports and the probes (host_check.py).
+        self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
         self.stopping = False
         logs = LogIntake(exporter)
         self.routes: dict[str, Endpoint] = {
@@ -396,6 +401,13 @@ class _Exchange(httputil.HTTPMessageDelegate):
             return status_reply(head, HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
                                 f"use {allowed} {head.path}", {"Allow": allowed})
         self.endpoint = endpoint
+        if not endpoint.otlp and head.path not in OPEN_PATHS:
+            # Before the token: a rebound page must not even learn whether a guess was right.
+            refused = receiver.hosts.refusal(headers_of(head.headers, "Host"),
+                                             headers_of(head.headers, "Origin"))
+            if refused is not None:
+                return Reply(int(HTTPStatus.FORBIDDEN), "application/json",
+                             (json.dumps({"error": refused}) + "\n").encode(), {}, refused)
         refusal = endpoint.admit(head)
         if refusal is not None or head.method not in _BODY_METHODS:
             return refusal

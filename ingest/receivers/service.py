@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.grpc_receiver import GrpcReceiver
+from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
@@ -22,6 +23,8 @@ class ReceiverConfig:
     grpc_port: int = 4317
     token: str | None = None
     limits: Limits = field(default_factory=Limits)
+    # Host and Origin the data routes answer (host_check.py); None: loopback and `host` only.
+    hosts: HostPolicy | None = None
     # Back-pressure of the group-commit writer (see store/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
@@ -43,7 +46,7 @@ class Receivers:
         token = BearerToken(config.token)
         try:
             self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,
-                                     limits=config.limits)
+                                     limits=config.limits, hosts=config.hosts)
         except OSError as error:
             self.committer.close()
             raise OSError(f"cannot listen for OTLP/HTTP on {config.host}:{config.http_port} "

@@ -184,7 +184,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     receivers.http.pages.update(pages.pages())
     # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
     budgets = DeclaredBudgets(owner, receivers.committer)
-    receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
+    receivers.http.add_route(BUDGETS_PATH, BudgetsEndpoint(budgets, receivers.http.token))
     # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
     # the owner's reader, for the CLI (its read API).
     commands = ServedCommands(owner, seconds=READ_API_SECONDS)

@@ -14,7 +14,9 @@ no thread. On top of it:
   bytes of bodies still arriving capped (503 + Retry-After);
 - threads: a whole request is answered in a pool, exports in one (decode, then wait for the
   commit: they are answered only after it), pages in another, so that exports waiting on a
-  busy writer never delay a health check. Commits go through the single group-commit writer.
+  busy writer never delay a health check; the read API and /budgets each in a bounded pool of
+  their own (`Endpoint.pool`), so that neither ever takes an export's slot. Commits go through
+  the single group-commit writer.
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ from ingest.receivers.counters import HTTP_REASONS
 from ingest.receivers.host_check import OPEN_PATHS, HostPolicy, LoopbackHosts, headers_of
 from ingest.receivers.http_routes import (
     Endpoint,
-    Handler,
-    HandlerEndpoint,
     Head,
     Page,
     PageEndpoint,
@@ -98,16 +98,6 @@ class _Pages:
         self._routes[path] = PageEndpoint(page)
 
 
-class _Handlers:
-    """`receiver.handlers[path] = handler`: a function of the request becomes a route entry."""
-
-    def __init__(self, routes: dict[str, Endpoint]) -> None:
-        self._routes = routes
-
-    def __setitem__(self, path: str, handler: Handler) -> None:
-        self._routes[path] = HandlerEndpoint(handler)
-
-
 class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
@@ -127,7 +117,6 @@ class HttpReceiver:
                                           token, exporter.counters, limits.max_body_bytes),
         }
         self.pages = _Pages(self.routes)  # GET path → page (serve adds health and metrics)
-        self.handlers = _Handlers(self.routes)  # path → endpoint of any method (/budgets)
         self.connections = ConnectionTable(limits.max_connections)
         self.receiving = ReceivingBytes(limits.max_receiving_bytes)
         self.lingering = Lingering()

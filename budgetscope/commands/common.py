@@ -89,6 +89,16 @@ def error_stream(context: click.Context) -> IO[str] | None:
     return context.find_root().obj.get("stderr")
 
 
+def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
+    """Refuse an answer of more rows than the server's read API sends for one command
+    (budgetscope/commands/served_cli.py); no bound on the file."""
+    limit = context.find_root().obj.get("answer_rows")
+    if limit is not None and rows > limit:
+        raise Fail(f"{what} would answer {rows:,} rows; the server's read API answers at most "
+                   f"{limit:,} for one command: narrow it with --limit N, --since/--until or "
+                   "--agent")
+
+
 def source(context: click.Context) -> Source:
     """Where --db and --backend say the data is."""
     return Source(db=db_option(context), backend=backend_option(context))

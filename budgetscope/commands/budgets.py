@@ -25,6 +25,7 @@ from budgetscope.commands.budgets_remote import (
 )
 from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
 from budgetscope.commands.tokens import TOKEN_ENV
+from queries.terminal import terminal_safe
 from store import clickhouse, clickhouse_declared
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -212,8 +213,9 @@ def list_command(context: click.Context, output: str) -> None:
                    "set --default DURATION, cap STEP_KEY DURATION)")
         return
     for row in rows:
+        # A name stored before names were checked, or by another version, stays inert.
         target = "(default: every agent without its own)" if row["target"] is None else \
-            row["target"]
+            terminal_safe(str(row["target"]))
         label = {"agent": "budget", "default": "budget", "step": "cap"}[row["scope"]]
         click.echo(f"{label:<7} {target:<40} {format_ms(int(row['duration_ms'])):>8}"
                    f"  declared {row['declared_at']}")

@@ -26,6 +26,7 @@ from budgetscope.commands.common import (
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, Filters, parse_instant
 from queries.signals import Signals, recent_signals
+from queries.terminal import terminal_safe
 
 
 class CheckError(Fail):
@@ -136,7 +137,9 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2),
                    file=output_stream(context))
     else:
-        click.echo(_as_text(signals, verdicts, window), file=output_stream(context))
+        # The agent's name is the only text here a span may have set (through --agent).
+        click.echo(terminal_safe(_as_text(signals, verdicts, window), keep_newlines=True),
+                   file=output_stream(context))
     if any(v.breached for v in verdicts):
         context.exit(1)
 

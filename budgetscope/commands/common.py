@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 import duckdb
 
 from queries.loader import Connection
+from queries.terminal import for_terminal, terminal_safe
 from store import clickhouse
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -21,12 +23,20 @@ from store.scheduling import CatchUp, catch_up
 
 
 class Fail(click.ClickException):
-    """A one-line error and exit status 1, never a traceback."""
+    """A one-line error and exit status 1, never a traceback. The message may quote span data
+    (an agent's name, a server's answer): it is made inert for a terminal."""
 
     exit_code = 1
 
     def format_message(self) -> str:
-        return self.message
+        return terminal_safe(self.message, keep_newlines=True)
+
+
+def is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def say_caught_up(caught: CatchUp) -> None:
@@ -139,9 +149,14 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
 
 
 def write_output(data: bytes, out: Path | None, context: click.Context | None = None) -> None:
-    """A report's bytes to `--out` FILE, or to standard output (exactly these bytes)."""
+    """A report's bytes to `--out` FILE, or to standard output: exactly these bytes to a file or
+    a pipe (`> runs.csv` keeps the data), made inert (queries.terminal.for_terminal) when
+    standard output is a terminal, where a span's name could retitle the window or clear it."""
     if out is None:
-        click.echo(data, nl=False, file=None if context is None else output_stream(context))
+        stream = None if context is None else output_stream(context)
+        if is_terminal(sys.stdout if stream is None else stream):
+            data = for_terminal(data)
+        click.echo(data, nl=False, file=stream)
         return
     try:
         out.write_bytes(data)

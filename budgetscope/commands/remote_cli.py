@@ -17,12 +17,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit
 
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, write_output
+from budgetscope.commands.common import Fail, is_terminal, write_output
+from queries.terminal import for_terminal
 from store.database import DatabaseBusy, connect, serve_sidecar_path
 from store.ddl import SchemaError
 
@@ -121,13 +123,17 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
     status, stdout, stderr = _ask(url, context.obj.get("token"),
                                   [name, *_without_out(arguments)], failure)
     if stderr:
-        sys.stderr.flush()
-        sys.stderr.buffer.write(stderr)
-        sys.stderr.buffer.flush()
+        _print(sys.stderr, stderr)
     if out is not None and status == 0:
         write_output(stdout, out)
     elif stdout:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(stdout)
-        sys.stdout.buffer.flush()
+        _print(sys.stdout, stdout)
     return status
+
+
+def _print(stream: IO[str], data: bytes) -> None:
+    """The server's bytes as they are to a file or a pipe, made inert for a terminal (the
+    server cannot know where its answer is printed)."""
+    stream.flush()
+    stream.buffer.write(for_terminal(data) if is_terminal(stream) else data)  # type: ignore[attr-defined]
+    stream.buffer.flush()  # type: ignore[attr-defined]

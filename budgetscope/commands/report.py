@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from budgetscope.commands.common import (
-    Fail,
     check_answer_rows,
     error_stream,
     open_reader,
@@ -60,7 +59,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     try:
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
-        raise Fail(str(error)) from None
+        raise click.UsageError(str(error)) from None
     search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
     with open_reader(context) as con:
         if agent is not None:

@@ -40,13 +40,13 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
     except urllib.error.HTTPError as error:
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             message = error.reason
         if error.code == 401:
             raise RemoteError(f"the server at {url} requires its bearer token: pass --token "
                               "or set BUDGETSCOPE_TOKEN") from None
         raise RemoteError(f"the server refused: {message}", usage=error.code == 400) from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
+    except (urllib.error.URLError, OSError, ValueError, RecursionError) as error:
         reason = getattr(error, "reason", error)
         raise RemoteError(f"cannot reach the server at {url}: {reason}") from None
 

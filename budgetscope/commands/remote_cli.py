@@ -100,14 +100,14 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
                           "(before the command) or set BUDGETSCOPE_TOKEN") from None
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             message = error.reason
         raise failure(f"the server at {url} refused the command ({error.code}): "
                       f"{message}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise failure(f"cannot reach the server at {url}: {reason}") from None
-    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+    except (ValueError, KeyError, TypeError, RecursionError, binascii.Error) as error:
         raise failure(f"the server at {url} gave an answer that is not the read API's: "
                       f"{error}") from None
 

@@ -103,6 +103,8 @@ class BudgetsEndpoint:
             payload = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
             return _error(400, f"the body is not JSON: {error}")
+        except RecursionError:  # 60,000 brackets fit in 64 KiB; a change is one level deep
+            return _error(400, "the body is JSON nested too deeply to be a change")
         try:
             outcome = self.service.apply(Change.from_json(payload))
         except DeclarationError as error:

@@ -28,7 +28,7 @@ from store.owner import DatabaseOwner
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 
-TOKEN = "budget-token"
+TOKEN = "budget-token-0123456"
 
 
 def billing_spans() -> TraceBuilder:

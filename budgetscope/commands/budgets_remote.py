@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from budgetscope.commands.http_client import urlopen
 from store.declared_budgets import Change
 
 # A change waits on the server for its runs to be re-derived (up to 60 s there).
@@ -35,7 +36,7 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
     request = urllib.request.Request(url, data=body, headers=headers,
                                      method="POST" if body is not None else "GET")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
             return json.loads(answer.read().decode("utf-8"))
     except urllib.error.HTTPError as error:
         try:

@@ -17,6 +17,7 @@ from budgetscope.commands.common import Fail, backend_option, db_option, open_da
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
+from ingest.receivers.auth import FailedTokens
 from store import clickhouse
 from store.reader import Source
 
@@ -197,10 +198,13 @@ def access_options(function):  # type: ignore[no-untyped-def]
              f"'*' turns the check off. Env {ALLOWED_HOSTS_ENV}, space-separated.")(function)
 
 
-def access_policy(host: str, port: int, token: str | None,
-                  allowed_hosts: tuple[str, ...]) -> AccessPolicy:
+def access_policy(host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...],
+                  failed_tokens: FailedTokens | None = None) -> AccessPolicy:
+    """The dashboard's Host/Origin/token policy; `failed_tokens`: the pace of wrong tokens
+    shared with this process's receivers (serve), else the dashboard's own."""
     return AccessPolicy.build(listen_host=host, port=port, token=token,
-                              extra_hosts=allowed_hosts)
+                              extra_hosts=allowed_hosts,
+                              failed_tokens=failed_tokens or FailedTokens())
 
 
 @click.command("dashboard")

@@ -24,6 +24,7 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail, is_terminal, write_output
+from budgetscope.commands.http_client import urlopen
 from queries.terminal import for_terminal
 from store.database import DatabaseBusy, connect, serve_sidecar_path
 from store.ddl import SchemaError
@@ -90,7 +91,7 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
     request = urllib.request.Request(url, data=json.dumps({"argv": argv}).encode("utf-8"),
                                      headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
             payload = json.loads(answer.read().decode("utf-8"))
         return (int(payload["status"]), base64.b64decode(payload["stdout"], validate=True),
                 base64.b64decode(payload["stderr"], validate=True))

@@ -43,6 +43,7 @@ from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from dashboard.config import DashboardConfig, configure
+from ingest.receivers.auth import FailedTokens
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -150,8 +151,10 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
     set_refresh(refresh_seconds)
-    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes.
-    access = access_policy(host, ui_port, token, allowed_hosts)
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
+    # count of wrong tokens per client for both ports and the dashboard.
+    failed_tokens = FailedTokens()
+    access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
     set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
@@ -163,7 +166,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         raise Fail(f"cannot open database {db}: {error}") from None
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
                             token=token, limits=Limits(max_body_bytes=max_body_bytes),
-                            hosts=access)
+                            hosts=access, failed_tokens=failed_tokens)
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
         # thread right after, when idle or every second (store/scheduling.py).

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +41,7 @@ import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ingest.receivers.auth import BearerToken
+from ingest.receivers.auth import BearerToken, FailedTokens, grpc_client
 from ingest.receivers.limits import Limits
 from ingest.receivers.log_intake import AcceptedLogs, LogIntake
 from ingest.receivers.span_intake import Accepted, SpanIntake, Undecodable, retry_after_seconds
@@ -78,10 +79,11 @@ class GrpcReceiver:
     thread of its own; `begin_stop()` lets in-flight calls finish."""
 
     def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
-                 limits: Limits) -> None:
+                 limits: Limits, failed_tokens: FailedTokens | None = None) -> None:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         self.logs_exporter = LogIntake(exporter)
         self.host = host
         self.in_progress = 0  # admitted calls; read and written on the loop's thread only
@@ -170,7 +172,20 @@ class GrpcReceiver:
         metadata = {key: value for key, value in context.invocation_metadata() or ()
                     if isinstance(value, str)}
         counters = self.exporter.counters
-        if not self.token.allows(metadata.get("authorization")):
+        authorization = metadata.get("authorization")
+        client = grpc_client(context.peer())
+        if self.token.required and authorization is not None:
+            wait = self.failed_tokens.wait(client)
+            if wait:  # not compared: the answer tells a guesser nothing
+                seconds = math.ceil(wait)
+                message = (f"too many wrong tokens from {client}; the next may be tried in "
+                           f"{seconds} s")
+                counters.refused("grpc", context.peer(), "throttled", message)
+                await context.abort(grpc.StatusCode.UNAVAILABLE, message,
+                                    _retryable(message, seconds))
+        if not self.token.allows(authorization):
+            if authorization is not None:
+                self.failed_tokens.failed(client)
             counters.refused("grpc", context.peer(), "unauthenticated", "no bearer token")
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         if self.in_progress >= self.limits.max_requests:

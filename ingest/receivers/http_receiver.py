@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -37,7 +38,7 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream
 from tornado.netutil import bind_sockets
 
-from ingest.receivers.auth import BearerToken
+from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.connection_guards import (
     LINGER_BYTES,
@@ -102,10 +103,13 @@ class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
     def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
-                 limits: Limits, hosts: HostPolicy | None = None) -> None:
+                 limits: Limits, hosts: HostPolicy | None = None,
+                 failed_tokens: FailedTokens | None = None) -> None:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        # Wrong tokens per client address (auth.py), shared with the other port in serve.
+        self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         # Host and Origin of every route but the exports and the probes (host_check.py).
         self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
         self.stopping = False
@@ -397,10 +401,37 @@ class _Exchange(httputil.HTTPMessageDelegate):
             if refused is not None:
                 return Reply(int(HTTPStatus.FORBIDDEN), "application/json",
                              (json.dumps({"error": refused}) + "\n").encode(), {}, refused)
+        throttled = self._throttled(head)
+        if throttled is not None:
+            return throttled
         refusal = endpoint.admit(head)
+        if refusal is not None:
+            self._note_token(refusal)
         if refusal is not None or head.method not in _BODY_METHODS:
             return refusal
         return self._framing_refusal(head)
+
+    def _throttled(self, head: Head) -> Reply | None:
+        """429 for a request carrying a token from a client that sent too many wrong ones,
+        before its token is compared (auth.FailedTokens)."""
+        receiver = self.receiver
+        if (not receiver.token.required or head.path in OPEN_PATHS
+                or head.headers.get("Authorization") is None):
+            return None
+        wait = receiver.failed_tokens.wait(head.peer)
+        if not wait:
+            return None
+        seconds = math.ceil(wait)
+        return status_reply(head, HTTPStatus.TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED,
+                            f"too many wrong tokens from {head.peer}; the next may be tried in "
+                            f"{seconds} s", retry_after=seconds)
+
+    def _note_token(self, reply: Reply) -> None:
+        """A 401 to a request that carried a token: a wrong token from this client."""
+        head = self.head
+        if reply.status == HTTPStatus.UNAUTHORIZED and head is not None \
+                and head.headers.get("Authorization") is not None:
+            self.receiver.failed_tokens.failed(head.peer)
 
     def _framing_refusal(self, head: Head) -> Reply | None:
         """What tornado would refuse with a bare 400, refused with a message instead."""
@@ -491,6 +522,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
             _LOG.exception("endpoint %s failed", head.path)
             reply = status_reply(head, HTTPStatus.INTERNAL_SERVER_ERROR, 13,
                                  f"internal error: {type(error).__name__}")
+        self._note_token(reply)  # a page's own token check (/metrics)
         self._answer(reply)
 
     def _answer(self, reply: Reply) -> None:

@@ -23,7 +23,13 @@ from budgetscope.commands.budgets_remote import (
     fetch_declarations,
     send_change,
 )
-from budgetscope.commands.common import Fail, backend_option, catch_up_derivations, db_option
+from budgetscope.commands.common import (
+    WRITER_WAIT_SECONDS,
+    Fail,
+    backend_option,
+    catch_up_derivations,
+    db_option,
+)
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.terminal import terminal_safe
 from store import clickhouse, clickhouse_declared
@@ -38,6 +44,7 @@ from store.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
+from store.reader import READER_WAIT_SECONDS
 from store.scheduling import derive_now
 
 
@@ -100,7 +107,10 @@ def _carry_out(context: click.Context, change: Change | None,
     if change is None and not Path(db).exists():
         raise Fail(f"no database at {db}; nothing is declared")
     try:
-        con = connect(db)
+        # A list only reads (read-only, beside any other reader, on a read-only file system
+        # too); a change writes, and waits a moment for readers to let go.
+        con = (connect(db, read_only=True, wait_seconds=READER_WAIT_SECONDS) if change is None
+               else connect(db, wait_seconds=WRITER_WAIT_SECONDS))
     except DatabaseBusy as busy:
         url = (busy.server or {}).get("budgets")
         if not isinstance(url, str):

@@ -57,10 +57,18 @@ def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
     say_caught_up(catch_up(con))
 
 
+# How long a command that writes (`ingest`, `retain`, `demo`, `budgets`) waits for readers of
+# a file nobody serves to let go: a dashboard's page run or a report holds it for a moment.
+WRITER_WAIT_SECONDS = 10.0
+
+
 @contextmanager
 def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The file opened for a command that writes it (derived up to date first), or read-only
+    as it is (`read_only`)."""
     try:
-        con = connect(path, read_only=read_only)
+        con = connect(path, read_only=read_only,
+                      wait_seconds=0.0 if read_only else WRITER_WAIT_SECONDS)
         if not read_only:
             catch_up_derivations(con)
     except (DatabaseBusy, SchemaError) as error:

@@ -12,14 +12,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+import duckdb
 
-from budgetscope.commands.common import Fail, backend_option, db_option, open_database
+from budgetscope.commands.common import Fail, backend_option, db_option, say_caught_up
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from ingest.receivers.auth import FailedTokens
 from store import clickhouse
-from store.reader import Source
+from store.database import DatabaseBusy
+from store.ddl import SchemaError
+from store.reader import Source, open_for_reading
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
@@ -31,14 +34,18 @@ _refresh_seconds = DEFAULT_REFRESH_SECONDS
 
 
 def check_readable(db: str) -> None:
-    """Fail early, with the server's address, when another process holds the file."""
+    """Fail early, with the server's address, when another process holds the file. What a
+    stopped writer left is derived first when the file can be opened for writing at once
+    (store.reader.open_for_reading); else the dashboard reads it as it is and says so."""
     if not Path(db).exists():
         raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`, "
                    "or try `budgetscope demo`")
-    # Briefly read-write: derive what a stopped writer left pending, since the dashboard's
-    # own read-only connections cannot.
-    with open_database(db):
-        pass
+    try:
+        open_for_reading(db, say_caught_up).close()
+    except (DatabaseBusy, SchemaError) as error:
+        raise Fail(str(error)) from None
+    except duckdb.Error as error:
+        raise Fail(f"cannot open database {db}: {error}") from None
 
 
 def set_access(policy: AccessPolicy) -> None:

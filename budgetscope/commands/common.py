@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 import duckdb
 
 from queries.loader import Connection
+from queries.terminal import for_terminal, terminal_safe
 from store import clickhouse
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -21,12 +23,20 @@ from store.scheduling import CatchUp, catch_up
 
 
 class Fail(click.ClickException):
-    """A one-line error and exit status 1, never a traceback."""
+    """A one-line error and exit status 1, never a traceback. The message may quote span data
+    (an agent's name, a server's answer): it is made inert for a terminal."""
 
     exit_code = 1
 
     def format_message(self) -> str:
-        return self.message
+        return terminal_safe(self.message, keep_newlines=True)
+
+
+def is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def say_caught_up(caught: CatchUp) -> None:
@@ -47,10 +57,18 @@ def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
     say_caught_up(catch_up(con))
 
 
+# How long a command that writes (`ingest`, `retain`, `demo`, `budgets`) waits for readers of
+# a file nobody serves to let go: a dashboard's page run or a report holds it for a moment.
+WRITER_WAIT_SECONDS = 10.0
+
+
 @contextmanager
 def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The file opened for a command that writes it (derived up to date first), or read-only
+    as it is (`read_only`)."""
     try:
-        con = connect(path, read_only=read_only)
+        con = connect(path, read_only=read_only,
+                      wait_seconds=0.0 if read_only else WRITER_WAIT_SECONDS)
         if not read_only:
             catch_up_derivations(con)
     except (DatabaseBusy, SchemaError) as error:
@@ -87,6 +105,16 @@ def output_stream(context: click.Context) -> IO[str] | None:
 def error_stream(context: click.Context) -> IO[str] | None:
     """Where a command's notes and warnings go: as output_stream, for standard error."""
     return context.find_root().obj.get("stderr")
+
+
+def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
+    """Refuse an answer of more rows than the server's read API sends for one command
+    (budgetscope/commands/served_cli.py); no bound on the file."""
+    limit = context.find_root().obj.get("answer_rows")
+    if limit is not None and rows > limit:
+        raise Fail(f"{what} would answer {rows:,} rows; the server's read API answers at most "
+                   f"{limit:,} for one command: narrow it with --limit N, --since/--until or "
+                   "--agent")
 
 
 def source(context: click.Context) -> Source:
@@ -129,9 +157,14 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
 
 
 def write_output(data: bytes, out: Path | None, context: click.Context | None = None) -> None:
-    """A report's bytes to `--out` FILE, or to standard output (exactly these bytes)."""
+    """A report's bytes to `--out` FILE, or to standard output: exactly these bytes to a file or
+    a pipe (`> runs.csv` keeps the data), made inert (queries.terminal.for_terminal) when
+    standard output is a terminal, where a span's name could retitle the window or clear it."""
     if out is None:
-        click.echo(data, nl=False, file=None if context is None else output_stream(context))
+        stream = None if context is None else output_stream(context)
+        if is_terminal(sys.stdout if stream is None else stream):
+            data = for_terminal(data)
+        click.echo(data, nl=False, file=stream)
         return
     try:
         out.write_bytes(data)

@@ -43,6 +43,7 @@ from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from dashboard.config import DashboardConfig, configure
+from ingest.receivers.auth import FailedTokens
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -155,7 +156,11 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
     set_refresh(refresh_seconds)
-    set_access(access_policy(host, ui_port, token, allowed_hosts))
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
+    # count of wrong tokens per client for both ports and the dashboard.
+    failed_tokens = FailedTokens()
+    access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
+    set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
     try:
@@ -166,6 +171,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         raise Fail(f"cannot open database {db}: {error}") from None
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
                             token=token, limits=Limits(max_body_bytes=max_body_bytes),
+                            hosts=access, failed_tokens=failed_tokens,
                             root_grace_seconds=root_grace.total_seconds())
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
@@ -187,7 +193,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     receivers.http.pages.update(pages.pages())
     # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
     budgets = DeclaredBudgets(owner, receivers.committer)
-    receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
+    receivers.http.add_route(BUDGETS_PATH, BudgetsEndpoint(budgets, receivers.http.token))
     # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
     # the owner's reader, for the CLI (its read API).
     commands = ServedCommands(owner, seconds=READ_API_SECONDS)

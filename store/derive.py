@@ -12,6 +12,7 @@ once, at import.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -79,5 +80,6 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
         refresh_touched(con)
         con.commit()
     except BaseException:
-        con.rollback()
+        with contextlib.suppress(duckdb.Error):  # keep the failure's own error (a full disk)
+            con.rollback()
         raise

@@ -68,7 +68,7 @@ def served_change(db: Path, change: Change) -> tuple[int, float, bool]:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
                           derive=True)
     endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
-    receivers.http.handlers[PATH] = endpoint.handle
+    receivers.http.add_route(PATH, endpoint)
     receivers.start()
     try:
         time.sleep(2)  # the first derivation turn (nothing marked) passes

@@ -33,7 +33,7 @@ from budgetscope.cli import cli  # noqa: E402
 from budgetscope.config import SAMPLE_TRACES  # noqa: E402
 from store.database import connect, serve_sidecar_path  # noqa: E402
 
-TOKEN = "bench-read-api"
+TOKEN = "bench-read-api-token"
 
 
 def _invoke(db: Path, arguments: list[str]) -> tuple[float, bytes, int]:

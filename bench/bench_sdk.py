@@ -1,35 +1,48 @@
-"""What the budget SDK costs an agent per step: `with budget.step(...)` (admission, slice, every
-SPEC §2 attribute, the outcome, the record) beside a bare OpenTelemetry span carrying the same
-number of attributes, in the same run, both through the OTel SDK's BatchSpanProcessor.
+"""What the budget SDK costs an agent per step, sync and asyncio, beside a bare OpenTelemetry
+span carrying as many attributes, in the same run, with and without an exporter.
 
-    .venv/bin/python bench/bench_sdk.py --steps 20000 --rounds 5
+    .venv/bin/python -m bench.bench_sdk --steps 20000 --rounds 5
 
-The exporter behind the batch processor discards what it is given, so the figures are the
-caller's cost (the export is the same work for both and happens on the processor's thread).
-Rounds alternate bare and SDK so load on a shared machine hits both alike; prints the median
-µs per step of each, the SDK's extra µs and the ratio. Figures, never assertions.
+- bare span: `tracer.start_as_current_span(...)` with the 13 attributes an SDK step carries
+  (kind, name, remaining, cap, allocated, side effect, key, attempt, hedge, the gen_ai
+  operation and tool name, then outcome and effect status), in a plain loop (sync) or inside a
+  coroutine (asyncio);
+- SDK step: `with budget.step(...)` / `async with budget.step(...)` (admission, slice, every
+  attribute, the outcome, the record), and `await call.run(coroutine)` inside the async step
+  (the slice enforced on the awaited work, which the bare span does not do);
+- without an exporter: a TracerProvider with no span processor (spans are recorded, then
+  dropped); with one: BatchSpanProcessor to an exporter that discards what it is given, so the
+  figures are the caller's cost (the export is the same work for both, on the processor's
+  thread).
+
+Rounds alternate every variant so load on a shared machine hits all alike. Prints the median
+µs per step of each, and each SDK path against its bare span (ratio and extra µs) measured in
+the same run. Figures, never assertions.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
-import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "sdk"))
-
-from budgetscope_sdk import LatencyBook, RunBudget  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import (  # noqa: E402
+from budgetscope_sdk import LatencyBook, RunBudget
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SpanExporter,
     SpanExportResult,
 )
-from opentelemetry.trace import Tracer  # noqa: E402
+from opentelemetry.trace import Tracer
+
+ATTRIBUTES = {
+    "budget.step.kind": "tool", "budget.step.name": "fetch_report",
+    "budget.remaining_ms": 3_600_000, "budget.cap_ms": 9000, "budget.allocated_ms": 9000,
+    "budget.side_effect": "write", "budget.idempotency_key": "k", "budget.attempt": 1,
+    "budget.hedge": False, "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "fetch_report"}
 
 
 class Discard(SpanExporter):
@@ -37,65 +50,129 @@ class Discard(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def bare(tracer: Tracer, steps: int) -> float:
+def bare_sync(tracer: Tracer, steps: int) -> float:
     started = time.perf_counter()
     with tracer.start_as_current_span("agent run") as run:
         run.set_attributes({"budget.total_ms": 3_600_000, "budget.deadline_unix_ms": 1,
                             "budget.reserve_ms": 1000})
-        for index in range(steps):
+        for _ in range(steps):
             with tracer.start_as_current_span("tool fetch_report") as span:
-                # As many attributes as an SDK step carries (kind, name, remaining, cap,
-                # allocated, side effect, key, attempt, hedge, gen_ai op and tool name, outcome,
-                # effect status).
-                span.set_attributes({
-                    "budget.step.kind": "tool", "budget.step.name": "fetch_report",
-                    "budget.remaining_ms": 3_600_000 - index, "budget.cap_ms": 9000,
-                    "budget.allocated_ms": 9000, "budget.side_effect": "write",
-                    "budget.idempotency_key": "k", "budget.attempt": 1, "budget.hedge": False,
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch_report"})
-                span.set_attribute("budget.outcome", "ok")
-                span.set_attribute("budget.effect_status", "completed")
+                span.set_attributes(ATTRIBUTES)
+                span.set_attributes({"budget.outcome": "ok",
+                                     "budget.effect_status": "completed"})
     return (time.perf_counter() - started) / steps * 1e6
 
 
-def with_sdk(tracer: Tracer, steps: int) -> float:
+def sdk_sync(tracer: Tracer, steps: int) -> float:
     latencies = LatencyBook()  # fresh per round, so the fit_only history is the same each time
     started = time.perf_counter()
     with RunBudget(3600, reserve=1, tracer=tracer, latencies=latencies) as budget:
         for _ in range(steps):
             with budget.step("tool", "fetch_report", side_effect="write", cap=9,
-                             idempotency_key="k", attempt=1):
-                pass
+                             idempotency_key="k", attempt=1) as call:
+                call.set_outcome("ok")
     return (time.perf_counter() - started) / steps * 1e6
 
 
+async def _nothing() -> None:
+    return None
+
+
+def bare_async(tracer: Tracer, steps: int) -> float:
+    async def loop() -> float:
+        started = time.perf_counter()
+        with tracer.start_as_current_span("agent run") as run:
+            run.set_attributes({"budget.total_ms": 3_600_000, "budget.deadline_unix_ms": 1,
+                                "budget.reserve_ms": 1000})
+            for _ in range(steps):
+                with tracer.start_as_current_span("tool fetch_report") as span:
+                    span.set_attributes(ATTRIBUTES)
+                    await _nothing()  # the tool's await, the same in every variant
+                    span.set_attributes({"budget.outcome": "ok",
+                                         "budget.effect_status": "completed"})
+        return (time.perf_counter() - started) / steps * 1e6
+
+    return asyncio.run(loop())
+
+
+def sdk_async(tracer: Tracer, steps: int) -> float:
+    async def loop() -> float:
+        latencies = LatencyBook()
+        started = time.perf_counter()
+        async with RunBudget(3600, reserve=1, tracer=tracer, latencies=latencies) as budget:
+            for _ in range(steps):
+                async with budget.step("tool", "fetch_report", side_effect="write", cap=9,
+                                       idempotency_key="k", attempt=1) as call:
+                    await _nothing()
+                    call.set_outcome("ok")
+        return (time.perf_counter() - started) / steps * 1e6
+
+    return asyncio.run(loop())
+
+
+def sdk_async_run(tracer: Tracer, steps: int) -> float:
+    async def loop() -> float:
+        latencies = LatencyBook()
+        started = time.perf_counter()
+        async with RunBudget(3600, reserve=1, tracer=tracer, latencies=latencies) as budget:
+            for _ in range(steps):
+                async with budget.step("tool", "fetch_report", side_effect="write", cap=9,
+                                       idempotency_key="k", attempt=1) as call:
+                    await call.run(_nothing())
+                    call.set_outcome("ok")
+        return (time.perf_counter() - started) / steps * 1e6
+
+    return asyncio.run(loop())
+
+
+VARIANTS: dict[str, Callable[[Tracer, int], float]] = {
+    "bare span, sync": bare_sync, "budget.step, sync": sdk_sync,
+    "bare span, asyncio": bare_async, "budget.step, asyncio": sdk_async,
+    "budget.step + call.run": sdk_async_run,
+}
+AGAINST = {"budget.step, sync": "bare span, sync", "budget.step, asyncio": "bare span, asyncio",
+           "budget.step + call.run": "bare span, asyncio"}
+
+
+def providers() -> dict[str, TracerProvider]:
+    plain = TracerProvider()
+    batched = TracerProvider()
+    batched.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=65_536))
+    return {"no exporter": plain, "BatchSpanProcessor": batched}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=65_536))
-    tracer = provider.get_tracer("bench_sdk")
-    bare(tracer, 1000)
-    with_sdk(tracer, 1000)  # warm both paths
-    provider.force_flush()
-    bare_us: list[float] = []
-    sdk_us: list[float] = []
+    setups = providers()
+    figures: dict[tuple[str, str], list[float]] = {}
+    for provider in setups.values():
+        tracer = provider.get_tracer("bench_sdk")
+        for measure in VARIANTS.values():
+            measure(tracer, 1000)  # warm every path
+        provider.force_flush()
     for _ in range(args.rounds):
-        bare_us.append(bare(tracer, args.steps))
-        provider.force_flush()
-        sdk_us.append(with_sdk(tracer, args.steps))
-        provider.force_flush()
-    provider.shutdown()
-    bare_median, sdk_median = statistics.median(bare_us), statistics.median(sdk_us)
-    print(f"steps per round {args.steps}, rounds {args.rounds}, BatchSpanProcessor")
-    print(f"bare OTel span with 13 attributes   {bare_median:8.1f} µs/step  "
-          f"(rounds: {', '.join(f'{v:.1f}' for v in bare_us)})")
-    print(f"budget.step (SDK)                   {sdk_median:8.1f} µs/step  "
-          f"(rounds: {', '.join(f'{v:.1f}' for v in sdk_us)})")
-    print(f"SDK overhead over the bare span     {sdk_median - bare_median:8.1f} µs/step  "
-          f"ratio {sdk_median / bare_median:.2f}x")
+        for setup, provider in setups.items():
+            tracer = provider.get_tracer("bench_sdk")
+            for name, measure in VARIANTS.items():
+                figures.setdefault((setup, name), []).append(measure(tracer, args.steps))
+                provider.force_flush()
+    for provider in setups.values():
+        provider.shutdown()
+    print(f"steps per round {args.steps}, rounds {args.rounds}; median µs per step (rounds)")
+    for setup in setups:
+        print(f"\n{setup}")
+        median = {name: statistics.median(figures[(setup, name)]) for name in VARIANTS}
+        for name in VARIANTS:
+            rounds = ", ".join(f"{value:.1f}" for value in figures[(setup, name)])
+            line = f"  {name:24} {median[name]:7.1f} µs  ({rounds})"
+            if name in AGAINST:
+                base = median[AGAINST[name]]
+                line += (f"  {median[name] / base:.2f}x {AGAINST[name]}, "
+                         f"{median[name] - base:+.1f} µs")
+            print(line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Who may open the dashboard: an ASGI layer in front of every route Streamlit serves (pages,
-static files, `/_stcore/*` and the `/_stcore/stream` websocket), issue 14.
+static files, `/_stcore/*` and the `/_stcore/stream` websocket).
 
 1. **Host** (DNS rebinding). A page on `evil.example` whose name the attacker re-points at
    127.0.0.1 reaches a loopback dashboard from the victim's browser, with `Host:
@@ -19,6 +19,11 @@ static files, `/_stcore/*` and the `/_stcore/stream` websocket), issue 14.
    Bearer TOKEN` is accepted too, for scripts. Without it: the login page for a page request,
    401 for anything else, and a refused websocket handshake (403).
 
+4. **Pace of wrong tokens**. A client address that sent ten wrong tokens (bearer, `?token=`,
+   the login form) may try once each ten seconds; meanwhile what it sends is answered 429
+   with Retry-After, uncompared (`TokenPace`: in `serve` the object the receivers count with,
+   ingest/receivers/auth.py).
+
 `/_stcore/health` stays open (it answers "ok" and nothing else), as the receivers' `/healthz`
 does: probes send neither token nor the public Host name.
 """
@@ -29,11 +34,12 @@ import hashlib
 import hmac
 import html
 import ipaddress
+import math
 import socket
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -81,6 +87,9 @@ class AccessPolicy:
     allowed_hosts: frozenset[str]
     port: int
     any_host: bool = False
+    # Wrong tokens per client (ingest.receivers.auth.FailedTokens: in `serve` the object its
+    # receivers use); None: not counted.
+    failed_tokens: TokenPace | None = field(default=None, compare=False)
     cookie_name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -89,7 +98,8 @@ class AccessPolicy:
 
     @classmethod
     def build(cls, *, listen_host: str, port: int, token: str | None,
-              extra_hosts: Iterable[str] = ()) -> AccessPolicy:
+              extra_hosts: Iterable[str] = (),
+              failed_tokens: TokenPace | None = None) -> AccessPolicy:
         extra = [host.strip().lower() for host in extra_hosts if host.strip()]
         hosts = set(LOOPBACK_NAMES)
         if listen_host.lower() in WILDCARDS:
@@ -100,7 +110,7 @@ class AccessPolicy:
         hosts.update(_host_name(host) if host.startswith("[") else host
                      for host in extra if host != "*")
         return cls(token=token, allowed_hosts=frozenset(hosts), port=port,
-                   any_host="*" in extra)
+                   any_host="*" in extra, failed_tokens=failed_tokens)
 
     def host_allowed(self, host_header: str | None) -> bool:
         if self.any_host:
@@ -109,6 +119,21 @@ class AccessPolicy:
             return False
         name = _host_name(host_header)
         return name in self.allowed_hosts or is_loopback(name)
+
+    def refusal(self, hosts: Sequence[str], origins: Sequence[str]) -> str | None:
+        """Why a request with these `Host` and `Origin` headers is refused, or None: the one
+        Host/Origin policy of every surface that shows or changes data (this dashboard, and
+        in `serve` the OTLP/HTTP port's /cli, /budgets and /metrics, which are handed this
+        object: ingest/receivers/host_check.py)."""
+        if len(hosts) != 1 or not self.host_allowed(hosts[0]):
+            shown = hosts[0] if hosts else "(none)"
+            return (f"Host {shown!r} is not a name this server answers to (DNS rebinding "
+                    "protection). If it is this machine's name, start the server with "
+                    f"--allowed-host {_host_name(shown) if hosts else 'NAME'}.")
+        if origins and not _same_origin(origins[0], hosts[0]):
+            return (f"Origin {origins[0]!r} is not this server; requests driven by another "
+                    "site's page are refused.")
+        return None
 
     def session_value(self) -> str:
         assert self.token is not None
@@ -152,10 +177,25 @@ def _authority(value: str, default_port: str) -> tuple[str, str]:
     return value, default_port
 
 
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False  # includes "null": a sandboxed frame or a file
+    default = "443" if parts.scheme == "https" else "80"
+    return _authority(parts.netloc, default) == _authority(host, default)
+
+
 def _safe_target(path: str, query: list[tuple[str, str]]) -> str:
-    """A same-site path to send the browser back to: never `//host` (an open redirect)."""
-    target = "/" + path.lstrip("/\\")
+    """A path of this server to send the browser back to, never another site: the decoded
+    path is percent-encoded again (a browser drops tabs and line breaks from a URL and reads a
+    backslash as a slash, so `/%09/evil.example/` used to land on evil.example as
+    `//evil.example/`), and its leading slashes are one."""
+    target = "/" + quote(path, safe=_PATH_SAFE).lstrip("/")
     return target + ("?" + urlencode(query) if query else "")
+
+
+# RFC 3986 pchar and "/", less "%": a decoded path's own "%" is data, encoded again.
+_PATH_SAFE = "/-._~!$&'()*+,;=:@"
 
 
 class AccessGuard:
@@ -174,46 +214,49 @@ class AccessGuard:
         if path in OPEN_PATHS and scope["type"] == "http":
             await self.app(scope, receive, send)
             return
-        hosts = headers.get("host", [])
-        if len(hosts) != 1 or not self.policy.host_allowed(hosts[0]):
-            shown = hosts[0] if hosts else "(none)"
-            await self._refuse(scope, receive, send, 403,
-                               f"Host {shown!r} is not a name this dashboard answers to "
-                               "(DNS rebinding protection). If it is this machine's name, "
-                               f"start the dashboard with --allowed-host "
-                               f"{_host_name(shown) if hosts else 'NAME'}.")
+        refused = self.policy.refusal(headers.get("host", []), headers.get("origin", []))
+        if refused is not None:
+            await self._refuse(scope, receive, send, 403, refused)
             return
-        origins = headers.get("origin", [])
-        if origins and not self._same_origin(origins[0], hosts[0]):
-            await self._refuse(scope, receive, send, 403,
-                               f"Origin {origins[0]!r} is not this dashboard; requests "
-                               "driven by another site's page are refused.")
-            return
-        if self.policy.token is None or self._authenticated(scope, headers):
+        if self.policy.token is None or self._in_session(headers):
             await self.app(scope, receive, send)
             return
+        # A client that sent too many wrong tokens is answered 429 before a token it sends is
+        # compared (a session cookie is no guess: a stale one after a new token is not held
+        # against the person who then signs in).
+        pace = self.policy.failed_tokens
+        if pace is not None and _offers_token(scope, headers):
+            wait = pace.wait(_client(scope))
+            if wait:
+                await self._too_many(scope, receive, send, wait)
+                return
+        bearer = _bearer(headers)
+        if bearer is not None:
+            if self.policy.token_matches(bearer):
+                await self.app(scope, receive, send)
+                return
+            self._failed(scope)
         if scope["type"] == "http":
             await self._login(scope, receive, send)
             return
         await self._refuse(scope, receive, send, 401, "token required")
 
-    @staticmethod
-    def _same_origin(origin: str, host: str) -> bool:
-        parts = urlsplit(origin.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return False  # includes "null": a sandboxed frame or a file
-        default = "443" if parts.scheme == "https" else "80"
-        return _authority(parts.netloc, default) == _authority(host, default)
-
-    def _authenticated(self, scope: Scope, headers: dict[str, list[str]]) -> bool:
+    def _in_session(self, headers: dict[str, list[str]]) -> bool:
         session = _cookies(headers).get(self.policy.cookie_name)
-        if session is not None and self.policy.session_matches(session):
-            return True
-        for authorization in headers.get("authorization", []):
-            scheme, _, credentials = authorization.strip().partition(" ")
-            if scheme.lower() == "bearer" and self.policy.token_matches(credentials.strip()):
-                return True
-        return False
+        return session is not None and self.policy.session_matches(session)
+
+    def _failed(self, scope: Scope) -> None:
+        if self.policy.failed_tokens is not None:
+            self.policy.failed_tokens.failed(_client(scope))
+
+    async def _too_many(self, scope: Scope, receive: Receive, send: Send, wait: float) -> None:
+        seconds = math.ceil(wait)
+        if scope["type"] == "websocket":
+            await self._refuse(scope, receive, send, 429, "too many wrong tokens")
+            return
+        await self._plain(send, 429, f"too many wrong tokens from this address; the next may "
+                                     f"be tried in {seconds} s",
+                          [(b"retry-after", str(seconds).encode())])
 
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
@@ -229,8 +272,11 @@ class AccessGuard:
                 target = "/"
             split = urlsplit(target)
             if self.policy.token_matches(form.get("token", "")):
-                await self._welcome(send, _safe_target(split.path, parse_qsl(split.query)))
+                # `next` holds a target _safe_target encoded: decoded first, not twice encoded.
+                await self._welcome(send, _safe_target(unquote(split.path),
+                                                       parse_qsl(split.query)))
                 return
+            self._failed(scope)
             await self._page(send, 401, target, wrong=True)
             return
         offered = [value for name, value in query if name == "token"]
@@ -239,6 +285,7 @@ class AccessGuard:
             if self.policy.token_matches(offered[-1]):
                 await self._welcome(send, _safe_target(scope.get("path", "/"), rest))
                 return
+            self._failed(scope)
             await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=True)
             return
         if method == "GET" and is_page(scope.get("path", "/")):
@@ -300,6 +347,40 @@ class AccessGuard:
             await send({"type": "websocket.close", "code": 1008})
             return
         await self._plain(send, status, text)
+
+
+class TokenPace(Protocol):
+    """How often a client may try a token (ingest.receivers.auth.FailedTokens)."""
+
+    def wait(self, client: str) -> float: ...
+
+    def failed(self, client: str) -> None: ...
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
+def _bearer(headers: dict[str, list[str]]) -> str | None:
+    """The credentials of the first `Authorization: Bearer` header, if any."""
+    for authorization in headers.get("authorization", []):
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            return credentials.strip()
+    return None
+
+
+def _offers_token(scope: Scope, headers: dict[str, list[str]]) -> bool:
+    """The request carries a token to compare: a bearer header, `?token=`, the login form."""
+    if _bearer(headers) is not None:
+        return True
+    if scope["type"] != "http":
+        return False
+    if scope.get("method") == "POST" and scope.get("path") == LOGIN_PATH:
+        return True
+    query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    return any(name == "token" for name, _ in query)
 
 
 def is_page(path: str) -> bool:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
 import duckdb
 import pandas as pd
@@ -39,6 +42,7 @@ from store.reader import NoDatabase, SharedFile, Source, reader
 # the TTL only bounds how long unused results stay in memory.
 TTL_SECONDS = 30
 MAX_ENTRIES = 256
+T = TypeVar("T")
 
 def _source() -> Source:
     return config.current().source
@@ -54,6 +58,18 @@ def backend_url() -> str | None:
 
 
 _run_connection: ContextVar[SharedFile | None] = ContextVar("_run_connection", default=None)
+# Set when a read of this page run could not open the file and the last result read for the
+# same arguments was shown instead: (why, when that result was read).
+_held: ContextVar[Held | None] = ContextVar("_held", default=None)
+
+
+@dataclass(frozen=True)
+class Held:
+    """The file could not be opened for this run (`budgetscope ingest` holds it, most often):
+    what the process holding it is, and when the oldest result shown instead was read."""
+
+    reason: str
+    shown_from: dt.datetime | None
 
 
 @contextmanager
@@ -63,11 +79,67 @@ def one_open_per_run() -> Iterator[None]:
     nothing."""
     holder = SharedFile()
     token = _run_connection.set(holder)
+    held = _held.set(None)
     try:
         yield
     finally:
         _run_connection.reset(token)
+        _held.reset(held)
         holder.close()
+
+
+def held() -> Held | None:
+    """Whether this page run showed earlier results because the file was held (see _last)."""
+    return _held.get()
+
+
+# The last result read for each set of arguments, kept for the page runs that find the file
+# held by a writer: standalone, `budgetscope ingest` takes the file for seconds, and a page
+# that refreshed then (every --refresh-seconds while spans arrive) used to lose its content and
+# the state of every widget it did not draw ("Could not draw Runs: KeyError ... rs_culprit",
+# 5 of 7 trials within 1-2 s of an ingest of 6,000 spans). Bounded in entries; each is a
+# result the cache held a moment before.
+_LAST_KEPT = 64
+_last: OrderedDict[tuple[object, ...], tuple[dt.datetime, object]] = OrderedDict()
+_last_lock = threading.Lock()
+
+
+def _fresh_or_last(key: tuple[object, ...], read: Callable[[], T]) -> T:
+    """`read()`, kept as the last result for `key`; when it cannot open the file because
+    another process holds it, the last result for `key` (noted in `held()`), else the error."""
+    source = _source()
+    key = (source.backend, os.path.abspath(source.path), *key)  # one file's results only
+    try:
+        value = read()
+    except DatabaseBusy as busy:
+        with _last_lock:
+            kept = _last.get(key)
+        if kept is None:
+            raise
+        read_at, value = kept
+        noted = _held.get()
+        oldest = read_at if noted is None or noted.shown_from is None else min(
+            read_at, noted.shown_from)
+        _held.set(Held(str(busy), oldest))
+        return value  # type: ignore[return-value]
+    with _last_lock:
+        _last[key] = (dt.datetime.now(dt.UTC), value)
+        _last.move_to_end(key)
+        while len(_last) > _LAST_KEPT:
+            _last.popitem(last=False)
+    return value
+
+
+def file_readable() -> bool:
+    """Whether the file can be opened for reading now (no writer holds it): what a page that
+    showed earlier results checks to redraw itself."""
+    try:
+        with reader(_source()):
+            return True
+    except DatabaseBusy:
+        return False
+    except Exception:  # noqa: BLE001 - gone, or broken: the redraw says what is wrong
+        return True
 
 
 @contextmanager
@@ -123,8 +195,9 @@ def _cached_report(name: str, since: str | None, until: str | None, agent: str |
 def report(name: str, filters: Filters) -> pd.DataFrame:
     """Report `name` of queries.reports.ALL for these filters (a cached copy: do not mutate it
     in place; st.cache_data hands each caller its own copy anyway)."""
-    return _cached_report(name, _iso(filters.since), _iso(filters.until), filters.agent,
-                          source_token())
+    arguments = (name, _iso(filters.since), _iso(filters.until), filters.agent)
+    return _fresh_or_last(("report", *arguments),
+                          lambda: _cached_report(*arguments, source_token()))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
@@ -137,8 +210,9 @@ def _cached_search(since: str | None, until: str | None, agent: str | None,
 
 def find_runs(filters: Filters, search: RunSearch) -> Found:
     """The runs matching `search` within the filters, one page of them (queries.run_search)."""
-    return _cached_search(_iso(filters.since), _iso(filters.until), filters.agent, search,
-                          source_token())
+    arguments = (_iso(filters.since), _iso(filters.until), filters.agent, search)
+    return _fresh_or_last(("search", *arguments),
+                          lambda: _cached_search(*arguments, source_token()))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
@@ -162,8 +236,9 @@ def _cached_simulation_inputs(since: str | None, until: str | None, agent: str |
 
 def simulation_inputs(filters: Filters) -> Prepared:
     """The stored runs in `filters` made ready for replay (simulation.replay.prepare)."""
-    return _cached_simulation_inputs(_iso(filters.since), _iso(filters.until), filters.agent,
-                                     source_token())
+    arguments = (_iso(filters.since), _iso(filters.until), filters.agent)
+    return _fresh_or_last(("simulation", *arguments),
+                          lambda: _cached_simulation_inputs(*arguments, source_token()))
 
 
 def simulation(filters: Filters, policy: SimulationPolicy) -> SimulationResult:
@@ -181,7 +256,8 @@ def clear_cache() -> None:
 
 def run_view(run_id: str) -> RunView:
     """One run for the on-call view. Raises queries.run_view.RunNotFound."""
-    return _cached_run(run_id.strip().lower(), source_token())
+    run_id = run_id.strip().lower()
+    return _fresh_or_last(("run", run_id), lambda: _cached_run(run_id, source_token()))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
@@ -238,8 +314,12 @@ def declarations() -> pd.DataFrame | None:
     duration_ms, declared_at; None on the ClickHouse backend, where they are not read here."""
     if backend_url() is not None:
         return None
-    with connection() as con:
-        rows = [d.to_json() for d in declared_budgets.declarations(con)]
+
+    def read() -> list[dict[str, object]]:
+        with connection() as con:
+            return [d.to_json() for d in declared_budgets.declarations(con)]
+
+    rows = _fresh_or_last(("declarations",), read)
     return pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
                                        "declared_at"])
 
@@ -271,6 +351,6 @@ def _iso_ms(ns: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns // 1_000_000 % 1000:03d}Z"
 
 
-__all__ = ["DatabaseBusy", "DatabaseStatus", "NoDatabase", "budget_editor",
+__all__ = ["DatabaseBusy", "DatabaseStatus", "Held", "NoDatabase", "budget_editor",
            "change_declaration", "clear_cache", "connection", "database_path", "declarations",
-           "report", "run_view", "source_token", "status"]
+           "file_readable", "held", "report", "run_view", "source_token", "status"]

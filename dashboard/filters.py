@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from queries.filters import FilterError, Filters, parse_instant
+from queries.filters import FilterError, Filters, before, parse_instant
 
 # token -> (label, length); presets end "now" (rounded up to the minute, so that results stay
 # cacheable for a minute instead of changing key on every rerun).
@@ -70,7 +70,7 @@ class FilterState:
         since, until = self.window(now)
         if since is None or until is None:
             return None
-        return Filters(since - (until - since), since, self.agent)
+        return Filters(before(since, until - since), since, self.agent)
 
     def query_params(self) -> dict[str, str]:
         params = {"range": self.preset}

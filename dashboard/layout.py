@@ -241,6 +241,52 @@ def follow_new_data() -> None:
     watch()
 
 
+# Widget keys whose values pages read from the session state rather than from the widget's
+# return value (the sidebar's filters, the Runs page's search). Streamlit drops the state of
+# every widget a run did not draw, and a run that stops early (the file held by a writer, an
+# error) draws few: the next run then found no "rs_culprit". Each run first writes them back,
+# which keeps them (Streamlit's own advice for state that outlives a page).
+KEPT_WIDGET_PREFIXES = ("f_", "rs_")
+# How often a page that could not open the file checks whether it can again.
+HELD_RETRY_SECONDS = 2.0
+
+
+def keep_widget_state() -> None:
+    """Keep the values of the widgets of KEPT_WIDGET_PREFIXES through a run that does not draw
+    them; called first in every run, before any widget."""
+    ss = st.session_state
+    for key in list(ss.keys()):
+        if isinstance(key, str) and key.startswith(KEPT_WIDGET_PREFIXES):
+            ss[key] = ss[key]
+
+
+def say_held(where: Any) -> bool:
+    """When this run could not open the file (data.held): say so in `where`, above the page,
+    and redraw the page by itself as soon as the file can be read again. True when said."""
+    held = data.held()
+    if held is None:
+        return False
+    shown = ("" if held.shown_from is None else " Showing results read at "
+             + held.shown_from.strftime("%H:%M:%S UTC") + ".")
+    where.info(fmt.escape_md(f"The database file is busy: {held.reason}{shown} This page "
+                             "redraws by itself once the file can be read again."),
+               icon=":material/hourglass_top:")
+    with where:
+        redraw_when_readable()
+    return True
+
+
+def redraw_when_readable() -> None:
+    """A timer that redraws the page once the file can be opened again: whatever
+    --refresh-seconds and "Follow new spans" say, a page that could not read recovers."""
+    @st.fragment(run_every=HELD_RETRY_SECONDS)
+    def wait_for_the_file() -> None:
+        if data.file_readable():
+            st.rerun(scope="app")
+
+    wait_for_the_file()
+
+
 def _endpoints() -> tuple[str, str]:
     """Where to send OTLP: the serving command's own endpoints, else the default ports."""
     return config.current().endpoints

@@ -44,8 +44,10 @@ def main() -> None:
     if "run" in st.query_params and page.url_path not in ("run", "compare"):
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
     arrived = layout.arrived_on_page(page.url_path)
+    layout.keep_widget_state()
     st.sidebar.title("budgetscope")
     layout.follow_new_data()
+    notice = st.container()  # above the page: a note when the file was held by a writer
     try:
         status = data.status()
     except data.NoDatabase as error:
@@ -53,7 +55,12 @@ def main() -> None:
         return
     except Exception as error:  # noqa: BLE001 - a message, never a traceback
         layout.show_error(error, "read the database")
+        if isinstance(error, data.DatabaseBusy):  # nothing read before to show instead
+            layout.redraw_when_readable()
         return
+    # Said before the page runs when the status already found the file held (a page may end
+    # with st.stop), and after it when only the page's own reads did.
+    said = layout.say_held(notice)
     state = layout.sidebar_filters(
         status.agents, layout.opening_filters(status, now_utc(), page.url_path), arrived)
     layout.sidebar_status(status)
@@ -72,6 +79,11 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - any page failure is shown as a message
         # (st.rerun / st.switch_page / st.stop raise BaseExceptions, which pass through)
         layout.show_error(error, f"draw {page.title}")
+        if isinstance(error, data.DatabaseBusy):
+            layout.redraw_when_readable()
+    finally:
+        if not said:
+            layout.say_held(notice)
 
 
 with data.one_open_per_run():

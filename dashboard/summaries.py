@@ -84,6 +84,11 @@ TREND_COLUMNS = ["bucket", "runs", "budgeted_runs", "exhausted_runs", "exhaustio
                  "utilisation_p50", "utilisation_p99"]
 
 
+# Buckets of a trend drawn over its whole range (ten years of days); a longer range is drawn
+# over the span of its runs.
+MOST_BUCKETS = 3_660
+
+
 def trend_bucket(since: dt.datetime | None, until: dt.datetime | None) -> str:
     """"hour" for a range of up to two days (a "Last 24 hours" reads by the hour), else "day"."""
     if since is not None and until is not None and until - since <= HOURLY_UP_TO:
@@ -103,10 +108,18 @@ def daily(runs: pd.DataFrame, since: dt.datetime | None = None,
     if runs.empty and (since is None or until is None):
         return pd.DataFrame(columns=TREND_COLUMNS)
     starts = pd.to_datetime(runs["start"], utc=True, format="ISO8601")
+    # Microseconds, not nanoseconds: pandas' nanosecond timestamps end in 2262, and a link
+    # may say until=9999-12-31.
     first = pd.Timestamp(since) if since is not None else starts.min()
-    last = pd.Timestamp(until) - pd.Timedelta(1, "ns") if until is not None else starts.max()
+    last = pd.Timestamp(until) - pd.Timedelta(1, "us") if until is not None else starts.max()
     first, last = (t.tz_convert("UTC") if t.tzinfo else t.tz_localize("UTC")
                    for t in (first, last))
+    if last - first > pd.Timedelta(1, freq) * MOST_BUCKETS:
+        # since=0001-01-01 would ask for 739,000 empty days: such a range is drawn over the
+        # runs it holds.
+        if runs.empty:
+            return pd.DataFrame(columns=TREND_COLUMNS)
+        first, last = max(first, starts.min()), min(last, starts.max())
     edges = pd.date_range(first.floor(freq), last.floor(freq), freq=freq)
     if not len(edges):
         return pd.DataFrame(columns=TREND_COLUMNS)

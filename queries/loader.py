@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +36,7 @@ QUERY_NAMES = frozenset({
     "utilisation_report", "utilisation_histogram", "step_utilisation",
     "reconciliation_report", "reconciliation_by_period", "weekly_report",
     "run_summary", "run_candidates", "runs_by_prefix", "run_steps", "run_span_details",
-    "run_writes", "run_log_records",
+    "run_writes", "run_log_records", "trace_waiting",
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
@@ -118,12 +120,48 @@ class DialectConnection(Protocol):
 Connection = duckdb.DuckDBPyConnection | DialectConnection
 
 
+class TooManyRows(RuntimeError):
+    """A query returned more rows than the caller's budget (`rows_at_most`)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(f"{name} holds more than {limit:,} rows")
+        self.name, self.limit = name, limit
+
+
+_row_budget: ContextVar[int | None] = ContextVar("_row_budget", default=None)
+
+
+@contextmanager
+def rows_at_most(limit: int) -> Iterator[None]:
+    """Within this block (in this thread), a query that would return more than `limit` rows
+    raises TooManyRows after fetching at most about `limit` of them into memory: what the
+    server's read API runs for a client is bounded by this, not by the size of the file."""
+    token = _row_budget.set(limit)
+    try:
+        yield
+    finally:
+        _row_budget.reset(token)
+
+
 def frame(con: Connection, name: str,
           parameters: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Query `name` as a DataFrame, in the dialect of `con`."""
+    """Query `name` as a DataFrame, in the dialect of `con` (within the row budget of
+    `rows_at_most`, when one is set)."""
     if getattr(con, "dialect", "duckdb") == "clickhouse":
         return con.frame(CLICKHOUSE_QUERIES[name], parameters or {})  # type: ignore[union-attr]
-    return execute(con, name, parameters).df()  # type: ignore[arg-type]
+    result = execute(con, name, parameters)  # type: ignore[arg-type]
+    limit = _row_budget.get()
+    if limit is None:
+        return result.df()
+    # One chunk of DuckDB's vectors (2,048 rows each) holding the budget: the same frame as
+    # .df() (same conversion, same dtypes), and one more vector says whether rows are left.
+    rows = result.fetch_df_chunk(limit // _VECTOR_ROWS + 1)
+    if len(rows) > limit or len(result.fetch_df_chunk(1)):
+        raise TooManyRows(name, limit)
+    return rows
+
+
+_VECTOR_ROWS = 2048
 
 
 def execute(con: duckdb.DuckDBPyConnection, name: str,
@@ -139,4 +177,5 @@ def execute(con: duckdb.DuckDBPyConnection, name: str,
 
 __all__ = ["CLICKHOUSE_PARAMETER", "CLICKHOUSE_QUERIES", "CLICKHOUSE_QUERY_NAMES", "QUERIES",
            "QUERY_NAMES", "SQL_FOLDER", "Connection", "DialectConnection", "Query",
-           "QueryFileError", "bound_parameters", "execute", "frame", "load_queries"]
+           "QueryFileError", "TooManyRows", "bound_parameters", "execute", "frame",
+           "load_queries", "rows_at_most"]

@@ -14,16 +14,18 @@ from queries.readable import missing
 
 class RunNotFound(LookupError):
     """No run has this id; `candidates` are run ids of the same trace, or the runs an
-    ambiguous prefix matches, if any."""
+    ambiguous prefix matches, if any; `waiting` says why a trace with stored spans has no run
+    yet."""
 
-    def __init__(self, run_id: str, candidates: list[str], ambiguous: bool = False) -> None:
+    def __init__(self, run_id: str, candidates: list[str], waiting: str = "",
+                 ambiguous: bool = False) -> None:
         if ambiguous:
             more = "…" if len(candidates) > PREFIX_CANDIDATES else ""
             message = (f"{run_id!r} is the start of more than one run id; give more of it: "
                        f"{', '.join(candidates[:PREFIX_CANDIDATES])}{more}")
         else:
             hint = f"; runs of that trace: {', '.join(candidates)}" if candidates else ""
-            message = f"no run {run_id!r} in this database{hint}"
+            message = f"no run {run_id!r} in this database{hint}{waiting}"
         super().__init__(message)
         self.candidates = candidates
         self.ambiguous = ambiguous
@@ -66,11 +68,29 @@ def load_run(con: Connection, run_id: str) -> RunView:
         trace_id = run_id.split("/", 1)[0]
         candidates = [str(value) for value in
                       frame(con, "run_candidates", {"trace_id": trace_id})["run_id"]]
-        raise RunNotFound(run_id, candidates)
+        waiting = "" if candidates else _why_no_run(con, trace_id)
+        raise RunNotFound(run_id, candidates, waiting)
     steps = waterfall_order(frame(con, "run_steps", {"run_id": run_id}))
     writes = frame(con, "run_writes", {"run_id": run_id})
     row = summary.iloc[0]
     return RunView(row, steps, writes, run_log_records(con, run_id, str(row["trace_id"])))
+
+
+def _why_no_run(con: Connection, trace_id: str) -> str:
+    """What to say of a trace that has spans but no run (SPEC §9, a trace without its root)."""
+    found = frame(con, "trace_waiting", {"trace_id": trace_id}).iloc[0]
+    spans = int(found["spans"])
+    if not spans:
+        return ""
+    stored = f": its trace has {spans} span{'s' if spans != 1 else ''} stored but no run yet"
+    if bool(found["pending"]):
+        return stored + " (they are not derived yet: try again in a few seconds)"
+    if pd.isna(found["waiting_since"]):
+        return stored
+    since = pd.Timestamp(found["waiting_since"]).tz_convert("UTC").strftime("%Y-%m-%d %H:%M:%S")
+    return (stored + f"; its root span has not arrived. It is measured from its earliest span "
+            f"once none of its spans has arrived for the grace period (serve --root-grace, "
+            f"default 5 min; ingest --root-grace, default 0); the last arrived at {since} UTC")
 
 
 # Characters of one attribute or event value shown in a step's details (the stored value is

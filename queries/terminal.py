@@ -4,8 +4,10 @@ Span names, agent names, attribute values and idempotency keys are sent by whoev
 the OTLP port. Written raw to a TTY, `\\x1b]0;…\\x07` retitles the window, `\\x1b[2J` clears the
 screen, `\\x1b]8;;url\\x07` plants a link and a carriage return overwrites what was printed
 before it on the same line. Everything the product prints from span data goes through
-`terminal_safe` first: `run`, `report|simulate --format table`, `ingest`'s summary and the
-text log lines of `serve` (issue 14).
+`terminal_safe` first: `run`, `report|simulate --format table`, `budgets list`, `check`,
+`ingest`'s summary, error messages and the text log lines of `serve`; and any output bound
+for a terminal (a CSV report printed rather than redirected, what the server's read API
+answered) through `for_terminal` (budgetscope/commands/common.py decides when).
 
 Rules:
 - an escape sequence (CSI `ESC [ … final`, OSC/DCS/SOS/PM/APC `ESC ] … BEL|ESC \\`, and any
@@ -50,6 +52,13 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
         return "\n".join(_CONTROL.sub(_REPLACEMENT, line.replace("\t", " "))
                          for line in text.replace("\r\n", "\n").split("\n"))
     return _CONTROL.sub(_REPLACEMENT, _SPACING.sub(" ", text))
+
+
+def for_terminal(data: bytes) -> bytes:
+    """Bytes a command would print (CSV, JSON, text), made inert for a terminal: lines kept,
+    everything else `terminal_safe` removes or replaces (a tab becomes a space). Only for a
+    terminal: a file or a pipe gets the data as it is."""
+    return terminal_safe(data.decode("utf-8", "replace"), keep_newlines=True).encode("utf-8")
 
 
 # json.dumps(ensure_ascii=False) escapes U+0000-U+001F but writes these as they are.

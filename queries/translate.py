@@ -64,6 +64,8 @@ PARAMETER_TYPES = {
 
 # The one allow-list of hand-written ClickHouse queries that replace a translation, and why.
 OVERRIDES = {
+    "trace_waiting": "reads otel_traces, which has no arrival time, where the DuckDB file has "
+                     "the spans, the traces waiting for their root and the derivation marks",
     "database_status": "reads other tables: otel_traces has no arrival time and the build "
                        "state lives in budgetscope_derive_state; no pending or failed "
                        "derivation exists on a backend rebuilt whole",

@@ -326,6 +326,21 @@ def is_agent_sql() -> str:
     return _rows_where(lambda r: r.agent)
 
 
+def agent_span_sql() -> str:
+    """An agent span of row 10, with a name attribute or without (one without is a wrapper)."""
+    return " OR ".join(_any_sql(rule.any_of) for rule in STEP_RULES if rule.agent)
+
+
+def bookkeeping_sql() -> str:
+    """Framework bookkeeping that looks like a tool call (ADK's "(merged tools)")."""
+    return _match_sql(Match("gen_ai.tool.name", BOOKKEEPING_TOOL_NAMES))
+
+
+def never_step_sql() -> str:
+    """An operation that is never a step (building an agent)."""
+    return _match_sql(Match(GEN_AI_OP, NEVER_STEP_OPERATIONS))
+
+
 def rows_before_11_sql() -> str:
     """The rows before 11: a step of one of them below a row-11 span makes that a wrapper."""
     return ", ".join(map(_literal, ROWS_BEFORE_11))
@@ -463,6 +478,9 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "convention": convention_sql(),
         "is_agent": is_agent_sql(),
         "rows_before_11": rows_before_11_sql(),
+        "agent_span": agent_span_sql(),
+        "bookkeeping": bookkeeping_sql(),
+        "never_step": never_step_sql(),
         "needs_no_step_ancestor": needs_no_step_ancestor_sql(),
         "outcome_class": outcome_sql(),
         "http_class": http_class_sql(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,18 +75,30 @@ def _command_line(pid: int) -> str | None:
     return " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part) or None
 
 
-def connect(path: str | os.PathLike[str], *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) the database and its schema. Raises DatabaseBusy."""
+def connect(path: str | os.PathLike[str], *, read_only: bool = False,
+            wait_seconds: float = 0.0) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the database and its schema. Raises DatabaseBusy: at once when
+    a `budgetscope serve` holds the file (it never lets go), else once `wait_seconds` have
+    passed without the process holding it letting go (a reader deriving what a stopped writer
+    left, a dashboard's page run, a report: seconds at most, see store.reader)."""
     text = str(path)
-    try:
-        con = duckdb.connect(text, read_only=read_only)
-    except duckdb.IOException as error:
-        match = _LOCK_HOLDER.search(str(error))
-        if match:
+    deadline = time.monotonic() + wait_seconds
+    pause = 0.05
+    while True:
+        try:
+            con = duckdb.connect(text, read_only=read_only)
+            break
+        except duckdb.IOException as error:
+            match = _LOCK_HOLDER.search(str(error))
+            if not match:
+                raise
             pid = int(match["pid"])
-            raise DatabaseBusy(text, pid, _command_line(pid) or match["program"],
-                               _serve_announcement(text, pid)) from None
-        raise
+            busy = DatabaseBusy(text, pid, _command_line(pid) or match["program"],
+                                _serve_announcement(text, pid))
+            if busy.server is not None or time.monotonic() + pause > deadline:
+                raise busy from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
     # DuckDB draws its own progress bar on stdout for queries over 2 s; ours (ingest
     # --progress) is the one asked for, and a second one garbles logs and piped CSV.
     con.execute("SET enable_progress_bar = false")

@@ -82,6 +82,12 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
         raise
 
 
+def up_to_date(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the file holds this version's schema, so that a read-only connection (which
+    cannot create or migrate anything) reads what the queries expect."""
+    return _stored_version(con) == SCHEMA_VERSION
+
+
 def migration_steps(found: int) -> list[Path]:
     """The migration files from version `found` up to SCHEMA_VERSION; [] when there is no
     path (a newer file, or one older than the oldest migration)."""

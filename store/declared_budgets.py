@@ -50,7 +50,9 @@ _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 # A budget longer than a year is a typo (and B in ns must stay far inside 64 bits).
 MAX_DURATION_MS = 366 * 86_400_000
 MAX_NAME_CHARS = 512
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C0, DEL, C1 and the bidirectional overrides and isolates: nothing a name needs, and each
+# acts on a terminal or reorders what is shown where the name is printed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class DeclarationError(ValueError):
@@ -98,8 +100,9 @@ def checked_agent(name: Any) -> str:
         raise DeclarationError("agent name is empty: name the agent as reports show it "
                                "(gen_ai.agent.name, else the service.name)")
     if _CONTROL.search(name) or len(name) > MAX_NAME_CHARS:
-        raise DeclarationError(f"agent name {name[:80]!r} holds control characters or is "
-                               f"longer than {MAX_NAME_CHARS} characters")
+        raise DeclarationError(f"agent name {name[:80]!r} holds control characters or "
+                               "bidirectional overrides, or is longer than "
+                               f"{MAX_NAME_CHARS} characters")
     return name
 
 
@@ -116,8 +119,9 @@ def checked_step_key(key: Any) -> str:
         raise DeclarationError(f"step key {key!r} has no name after {kind}: "
                                "(e.g. tool:fetch_report)")
     if _CONTROL.search(key) or len(key) > MAX_NAME_CHARS:
-        raise DeclarationError(f"step key {key[:80]!r} holds control characters or is longer "
-                               f"than {MAX_NAME_CHARS} characters")
+        raise DeclarationError(f"step key {key[:80]!r} holds control characters or "
+                               "bidirectional overrides, or is longer than "
+                               f"{MAX_NAME_CHARS} characters")
     return key
 
 

@@ -27,6 +27,7 @@ when a slice of them fails, those traces are derived in full.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -62,6 +63,14 @@ ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (
     duckdb.FatalException, duckdb.InterruptException, duckdb.PermissionException,
 )
 _ERROR_CHARS = 500
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back after a failure, keeping the failure's own error: when the COMMIT itself
+    failed (a full disk), DuckDB has already ended the transaction, and ROLLBACK would raise
+    "cannot rollback - no transaction is active" in place of the cause."""
+    with contextlib.suppress(duckdb.Error):
+        con.rollback()
 
 
 def _caused_by_the_traces(error: BaseException) -> bool:
@@ -143,7 +152,7 @@ class PendingDerivations:
                 self._derive_touched(con)
             con.commit()
         except BaseException as error:
-            con.rollback()
+            _rollback(con)
             if not _caused_by_the_traces(error):
                 raise
             return 0, error
@@ -163,7 +172,7 @@ class PendingDerivations:
                     con.execute(_CLEAR_SLICE if self.remeasure is None else _CLEAR_MEASUREMENTS)
                 con.commit()
             except BaseException as error:
-                con.rollback()
+                _rollback(con)
                 if not _caused_by_the_traces(error):
                     raise
                 # the full derivation confines the trace that fails (module docstring)
@@ -173,7 +182,7 @@ class PendingDerivations:
                     con.execute(_MEASURE_IN_FULL)
                     con.commit()
                 except BaseException:
-                    con.rollback()
+                    _rollback(con)
                     raise
                 return measured, True
             measured += taken
@@ -197,7 +206,7 @@ class PendingDerivations:
             con.execute(_TAKE_SLICE, [self.slice_traces])
             rows = con.execute("SELECT trace_id, since FROM touched_traces").fetchall()
         finally:
-            con.rollback()
+            _rollback(con)
         return [(str(trace_id), since) for trace_id, since in rows]
 
     def _derive_part(self, con: duckdb.DuckDBPyConnection, part: list[tuple[str, Any]]
@@ -208,7 +217,7 @@ class PendingDerivations:
             self._derive_touched(con)
             con.commit()
         except BaseException as error:
-            con.rollback()
+            _rollback(con)
             if not _caused_by_the_traces(error):
                 raise
             return error
@@ -224,7 +233,7 @@ class PendingDerivations:
             con.execute(_CLEAR_SLICE)
             con.commit()
         except BaseException:
-            con.rollback()
+            _rollback(con)
             raise
         self.traces_failed += 1
         _LOG.error("trace %s cannot be derived (its runs and steps stay as last derived): %s",

@@ -12,6 +12,7 @@ once, at import.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
 # The recognition, in order (derive_refresh.sql says why the walk runs twice).
 RECOGNISE = ("derive_refresh", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
 DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
-                          "derive_rebuild_prepare"})
+                          "derive_rebuild_prepare", "derive_explain"})
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
@@ -79,5 +80,6 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
         refresh_touched(con)
         con.commit()
     except BaseException:
-        con.rollback()
+        with contextlib.suppress(duckdb.Error):  # keep the failure's own error (a full disk)
+            con.rollback()
         raise

@@ -27,15 +27,28 @@ import duckdb
 
 from store.derivation import PendingDerivations
 from store.derived_turns import DerivedTableTurns
+from store.scheduling import measure_rootless, rootless_counts, rootless_due
 
 _LOG = logging.getLogger(__name__)
 
 
 class DerivationThread:
     def __init__(self, writer_con: duckdb.DuckDBPyConnection, derivations: PendingDerivations,
-                 turns: DerivedTableTurns, every_seconds: float) -> None:
+                 turns: DerivedTableTurns, every_seconds: float,
+                 root_grace_seconds: float | None = None) -> None:
+        """`root_grace_seconds`: traces whose root has not arrived are measured from their
+        earliest span once none of their spans has arrived for that long (SPEC §9); the thread
+        then also wakes on its own to look for them, a fifth of the grace at most apart
+        (between 1 and 30 s). None: never."""
         self.derivations = derivations
         self.every_seconds = every_seconds
+        self.root_grace_seconds = root_grace_seconds
+        self._check_seconds = (None if root_grace_seconds is None
+                               else min(30.0, max(1.0, root_grace_seconds / 5)))
+        # Runs measured without their root, and traces still waiting for theirs, as of the
+        # last turn (for /metrics and the log).
+        self.root_missing_runs: int | None = None
+        self.awaiting_root = 0
         self._turns = turns
         # Traces recorded in derivation_failures, as of the last derivation turn.
         self.failed_traces = 0
@@ -89,7 +102,8 @@ class DerivationThread:
         last_turn = time.monotonic() - self.every_seconds
         try:
             while True:
-                self._wanted.wait()
+                if not self._wanted.wait(self._check_seconds) and not self._rootless_due(con):
+                    continue
                 # Let the turn gather the commits of every_seconds, unless closing.
                 self._writer_done.wait(last_turn + self.every_seconds - time.monotonic())
                 self._wanted.clear()
@@ -101,6 +115,25 @@ class DerivationThread:
         finally:
             con.close()
 
+    def _rootless_due(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether a trace waits for its root longer than the grace period (a cheap look at a
+        small table, made when no commit woke the thread)."""
+        if self.root_grace_seconds is None:
+            return False
+        try:
+            return rootless_due(con, self.root_grace_seconds)
+        except duckdb.Error:
+            return False  # the next commit's turn looks again
+
+    def _count_rootless(self, con: duckdb.DuckDBPyConnection) -> None:
+        waiting, measured = rootless_counts(con)
+        self.awaiting_root = waiting
+        before, self.root_missing_runs = self.root_missing_runs, measured
+        if before is not None and measured > before:
+            _LOG.info("%d more run(s) measured from their earliest span: their root span never "
+                      "arrived (root_missing)", measured - before,
+                      extra={"event": "rootless_measured", "runs": measured - before})
+
     def _turn(self, con: duckdb.DuckDBPyConnection) -> None:
         # This turn covers every commit made before it begins (a commit from now on marks
         # itself underived again, even if the turn's snapshot happens to hold it).
@@ -108,7 +141,11 @@ class DerivationThread:
             covered, self._oldest_underived = self._oldest_underived, None
         try:
             with self._turns.derivation_turn():
-                self.derivations.run(con)
+                if self.root_grace_seconds is None:
+                    self.derivations.run(con)
+                else:
+                    measure_rootless(con, self.root_grace_seconds, self.derivations)
+                    self._count_rootless(con)
                 self.failed_traces = self.derivations.failed(con)
         except Exception as error:  # noqa: BLE001 - the marks stay; retried next turn
             _LOG.error("deriving runs and steps failed (will retry): %s", error)

@@ -42,6 +42,7 @@ class GroupCommitter:
         *,
         derive: Derive | None = None,
         derive_every_seconds: float = DERIVE_EVERY_SECONDS,
+        root_grace_seconds: float | None = None,
         max_queued_spans: int = 200_000,
         max_transaction_spans: int = 50_000,
         max_lag_seconds: float = 5.0,
@@ -55,7 +56,8 @@ class GroupCommitter:
         self.stats = GroupCommitStats()
         self._turns = DerivedTableTurns()
         self._derivation = None if derive is None else DerivationThread(
-            con, pending_derivations(derive), self._turns, derive_every_seconds)
+            con, pending_derivations(derive), self._turns, derive_every_seconds,
+            root_grace_seconds)
         self._loop = CommitLoop(con, self._queue, self._turns, self.stats, self._derivation)
         self._loop.start()
         if self._derivation is not None:
@@ -96,6 +98,16 @@ class GroupCommitter:
     def derivation_failed_traces(self) -> int:
         """Traces recorded in derivation_failures, as of the last derivation turn."""
         return 0 if self._derivation is None else self._derivation.failed_traces
+
+    @property
+    def root_missing_runs(self) -> int:
+        """Runs measured without their root (SPEC §9), as of the last derivation turn."""
+        return 0 if self._derivation is None else self._derivation.root_missing_runs or 0
+
+    @property
+    def awaiting_root(self) -> int:
+        """Traces with spans but no run, waiting for their root, as of the last turn."""
+        return 0 if self._derivation is None else self._derivation.awaiting_root
 
     def decoding_started(self) -> None:
         """A request is being decoded and will submit soon (see CommitQueue.take's linger)."""

@@ -6,10 +6,14 @@
   instance with its own cache);
 - a ClickHouse backend (`backend` set), the process's connection to it, its derived tables
   brought up to date first;
-- else the DuckDB file `db`: read-only for the dashboard, which must never keep the file
-  locked against `budgetscope ingest` between page loads; read-write for the commands, which
-  first derive what a stopped writer left marked (`catch_up`), since read-only connections
-  cannot.
+- else the DuckDB file `db`, read-only, so that any number of readers open it at once (the
+  dashboard, which must never keep it locked against `budgetscope ingest` between page loads,
+  and the read commands, several on-call terminals side by side), on a read-only file system
+  or directory too. What a stopped writer left (derivation marks, an older schema) needs a
+  read-write open: a command takes one only when it can at once (`open_for_reading`: no other
+  process has the file), derives or migrates, lets go and reads read-only; otherwise it reads
+  the file as it is and says that its numbers may lag. Catching up is the writers' business
+  (`serve`, `ingest`, `retain`, `budgets`): they do it whenever they open the file.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from typing import Any
 import duckdb
 
 from store import clickhouse
-from store.database import DEFAULT_DB, connect
+from store.database import DEFAULT_DB, DatabaseBusy, connect
+from store.ddl import SchemaError, up_to_date
+from store.derivation import PendingDerivations
 from store.owner import DatabaseOwner
 from store.scheduling import CatchUp, catch_up
 
@@ -112,17 +118,59 @@ def open_reader(source: Source, *, caught_up: Callable[[CatchUp], None] | None =
     if not Path(source.db).exists():
         raise NoDatabase(source.db)
     if caught_up is not None:
-        con = connect(source.db)
-        try:
-            caught_up(catch_up(con))
-        except BaseException:
-            con.close()
-            raise
+        con = open_for_reading(source.db, caught_up)
         return Opened(con, con.close)
     if shared is not None:
         return Opened(shared.get(source.db), _nothing)
     con = connect(source.db, read_only=True)  # raises DatabaseBusy when a server holds it
     return Opened(con, con.close)
+
+
+# How long a reader waits for another reader that holds the file read-write for a moment to
+# derive what a stopped writer left (open_for_reading below): a catch-up of a crash's leftovers
+# takes seconds; a holder that is not done by then is named in the error.
+READER_WAIT_SECONDS = 5.0
+
+
+def open_for_reading(path: str, caught_up: Callable[[CatchUp], None]
+                     ) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the file at `path`, as nobody serves it. When a stopped writer
+    left traces marked, or the file's schema is older: derived or migrated first through a
+    read-write open taken only if it is free at once, and `caught_up` told what could not be
+    done (the traces left marked, and why). Raises DatabaseBusy, SchemaError, duckdb.Error."""
+    con = connect(path, read_only=True, wait_seconds=READER_WAIT_SECONDS)
+    try:
+        current = up_to_date(con)
+        marked = PendingDerivations.count(con) if current else 0
+    except BaseException:
+        con.close()
+        raise
+    if current and not marked:
+        return con  # the common case: nothing to write, read-only at once
+    con.close()
+    try:
+        # No wait: other readers have it open (their read locks keep a writer out), or the file
+        # system or directory is read-only.
+        writer = connect(path)
+    except (DatabaseBusy, duckdb.IOException, duckdb.PermissionException, OSError) as error:
+        con = connect(path, read_only=True, wait_seconds=READER_WAIT_SECONDS)
+        if not up_to_date(con):
+            con.close()
+            raise SchemaError("the file's schema is older than this budgetscope's and must be "
+                              "migrated, which needs opening it for writing: "
+                              f"{_first(error)}") from None
+        caught_up(CatchUp(marked, "the file cannot be opened for writing to derive them now "
+                          f"({_first(error)}); the next command that can will"))
+        return con
+    try:
+        caught_up(catch_up(writer))
+    finally:
+        writer.close()
+    return connect(path, read_only=True, wait_seconds=READER_WAIT_SECONDS)
+
+
+def _first(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 @contextmanager

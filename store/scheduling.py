@@ -9,8 +9,10 @@ What starts it:
 2. serve, when a writer task marked traces (retention, a declared budget): request_derivation;
 3. serve, when it stops: one last turn once the writer has drained;
 4. bulk loads (`ingest`, `demo`): every DERIVE_EVERY_SPANS stored spans, and once at the end;
-5. a command that opens the file read-write (`report`, `run`, `check`, `simulate`,
-   `budgets`, `retain`, `dashboard`): `catch_up`, for what a stopped or crashed writer left;
+5. a command that opens the file read-write (`ingest`, `retain`, `budgets` changes), and a
+   read command (`report`, `run`, `check`, `simulate`, `dashboard`) that finds marks and can
+   open the file for writing at once (store.reader.open_for_reading; else it reads without
+   them and says so): `catch_up`, for what a stopped or crashed writer left;
 6. `budgetscope budgets` on the file: right after the change it stored (`derive_now`).
 
 Every trigger derives the same way, so every trigger also re-measures: a change of a declared
@@ -62,7 +64,8 @@ def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
                      derivations: PendingDerivations | None = None) -> int:
     """SPEC §9, a trace without its root: the traces waiting for their root whose last span
     was stored more than `grace_seconds` ago are marked and derived now, each measured from its
-    earliest span (with whatever else is marked). Returns how many traces were marked.
+    earliest span, with whatever else is marked (a trace marked by its last write is measured
+    so too, when that write is already older). Returns how many waiting traces were marked.
     serve's derivation thread calls it every turn; `ingest` once its files are read."""
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
     marked = con.execute(_MARK_ROOTLESS_DUE, {"cutoff": cutoff}).fetchall()
@@ -72,6 +75,21 @@ def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
     finally:
         set_root_cutoff(con, None)
     return len(marked)
+
+
+def rootless_due(con: duckdb.DuckDBPyConnection, grace_seconds: float) -> bool:
+    """Whether some trace waits for its root longer than the grace period."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
+    row = con.execute("SELECT EXISTS (SELECT 1 FROM traces_awaiting_root "
+                      "WHERE last_received_at < ?)", [cutoff]).fetchone()
+    return bool(row and row[0])
+
+
+def rootless_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(traces with spans but no run, waiting for their root; runs measured without it)."""
+    row = con.execute("SELECT (SELECT count(*) FROM traces_awaiting_root), "
+                      "(SELECT count(*) FROM runs WHERE root_missing)").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def derive_now(con: duckdb.DuckDBPyConnection) -> int:

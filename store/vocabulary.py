@@ -51,7 +51,7 @@ EXCEPTION_EVENT = "exception"
 # span is (store/explain.py).
 WRAPPER_REASONS = ("twin", "over_steps")
 DERIVATION_NOTES = ("http_beside_tool_skipped",)
-SPAN_ROLES = ("run", "step", "transparent", "twin", "wrapper", "outside")
+SPAN_ROLES = ("run", "step", "transparent", "twin", "part", "wrapper", "outside")
 
 VOCABULARY: dict[str, tuple[str, ...]] = {
     "STEP_KINDS": STEP_KINDS,

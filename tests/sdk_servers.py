@@ -1,8 +1,11 @@
-"""Servers on 127.0.0.1 that the budget SDK's tests call (issue 16): a tool that hangs, a
-dependency with an idempotency ledger, a proxy that lets a request commit and then withholds the
-reply, a handler that honours the propagated deadline, and a request counter.
+"""Servers on 127.0.0.1 that the budget SDK's tests call: a tool that hangs, a dependency with
+an idempotency ledger, a proxy that lets a request commit and then withholds the reply, a handler
+that honours the propagated deadline, a request counter, a server that trickles its answer a
+byte at a time, and scripted answers (503 with Retry-After, …).
 
-Each is a real threaded HTTP server on a free port; nothing in the SDK is replaced."""
+Each is a real threaded HTTP server on a free port; nothing in the SDK is replaced. Each records
+what it saw itself (requests, keys, when the client went away), which is what the tests judge
+the SDK and budgetscope against."""
 
 from __future__ import annotations
 
@@ -78,6 +81,7 @@ class HangState:
     def __init__(self) -> None:
         self.received = threading.Event()
         self.client_closed = threading.Event()
+        self.closed_at: float | None = None  # time.monotonic() when the client went away
         self.headers: dict[str, str] = {}
 
 
@@ -88,6 +92,7 @@ class HangingTool(_Quiet):
         state.headers = dict(self.headers.items())
         state.received.set()
         _hold_until_client_closes(self)
+        state.closed_at = time.monotonic()
         state.client_closed.set()
 
     do_GET = do_POST
@@ -95,14 +100,19 @@ class HangingTool(_Quiet):
 
 # -- a dependency with an idempotency ledger ---------------------------------------------------
 class LedgerState:
-    """Executes each idempotency key once and replays its stored answer afterwards."""
+    """Executes each idempotency key once and replays its stored answer afterwards, or, with
+    `dedupe=False`, executes every request (a dependency that ignores the key). The first
+    `hang_first` requests are held unanswered and never executed (lost before the work)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dedupe: bool = True, hang_first: int = 0) -> None:
         self.lock = threading.Lock()
+        self.dedupe = dedupe
+        self.hang_left = hang_first
         self.executions: list[str] = []
         self.seen_keys: list[str] = []
         self.answers: dict[str, dict[str, Any]] = {}
         self.requests = 0
+        self.posts = 0
 
 
 class LedgerService(_Quiet):
@@ -112,11 +122,19 @@ class LedgerService(_Quiet):
         key = self.headers.get("Idempotency-Key")
         with state.lock:
             state.requests += 1
+            state.posts += 1
+            hang = state.hang_left > 0
+            if hang:
+                state.hang_left -= 1
+        if hang:
+            _hold_until_client_closes(self)
+            return
+        with state.lock:
             if not key:
                 _reply(self, 400, {"error": "Idempotency-Key required"})
                 return
             state.seen_keys.append(key)
-            answer = state.answers.get(key)
+            answer = state.answers.get(key) if state.dedupe else None
             if answer is None:
                 state.executions.append(self.path)
                 answer = state.answers[key] = {"status": "cancelled", "path": self.path,
@@ -228,11 +246,14 @@ class CountingTool(_Quiet):
 
 # -- a tool whose answers are scripted per path -----------------------------------------------
 class ScriptState:
-    """`script[path]` is a list of (status, delay_s) answers used in turn (the last repeats)."""
+    """`script[path]` is a list of answers used in turn (the last repeats): (status, delay_s) or
+    (status, delay_s, headers). Records each request's arrival (monotonic) and headers."""
 
-    def __init__(self, script: dict[str, list[tuple[int, float]]]) -> None:
+    def __init__(self, script: dict[str, list[tuple[Any, ...]]]) -> None:
         self.script = script
         self.calls: dict[str, int] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        self.headers: dict[str, list[dict[str, str]]] = {}
         self.lock = threading.Lock()
 
 
@@ -244,13 +265,75 @@ class ScriptedTool(_Quiet):
         with state.lock:
             turn = state.calls.get(path, 0)
             state.calls[path] = turn + 1
+            state.arrivals.setdefault(path, []).append(time.monotonic())
+            state.headers.setdefault(path, []).append(dict(self.headers.items()))
             answers = state.script.get(path, [(200, 0.0)])
-            status, delay = answers[min(turn, len(answers) - 1)]
+            status, delay, *rest = answers[min(turn, len(answers) - 1)]
         time.sleep(delay)
-        _reply(self, status, {"path": path, "turn": turn + 1})
+        extra: dict[str, str] = rest[0] if rest else {}
+        data = json.dumps({"path": path, "turn": turn + 1}).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json",
+                            "Content-Length": str(len(data)), **extra}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(data)
 
     do_GET = _answer
     do_POST = _answer
+
+
+# -- a server that trickles its answer --------------------------------------------------------
+class TrickleState:
+    """Answers 200 with `size` bytes sent one at a time every `interval` seconds (`part`
+    `body`), or sends its header lines that slowly (`headers`): each byte keeps a per-read
+    timeout from firing. Records how long each connection lasted, as the server saw it."""
+
+    def __init__(self, interval: float = 0.1, size: int = 30, part: str = "body") -> None:
+        self.interval = interval
+        self.size = size
+        self.part = part
+        self.lock = threading.Lock()
+        self.lasted: list[float] = []  # seconds from the request to the client going away
+        self.sent: list[int] = []  # bytes sent before it went away (or all of them)
+        self.finished = threading.Event()
+
+
+class TrickleTool(_Quiet):
+    def do_GET(self) -> None:
+        state: TrickleState = self.server.state
+        started = time.monotonic()
+        sent = 0
+        try:
+            if state.part == "headers":
+                head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pad: " + b"x" * state.size
+                for byte in head:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    sent += 1
+                    time.sleep(state.interval)
+                self.wfile.write(b"\r\n\r\nok")
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", str(state.size))
+                self.end_headers()
+                self.wfile.flush()
+                for _ in range(state.size):
+                    time.sleep(state.interval)
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    sent += 1
+            # All sent: the client may still be reading; wait for it to go away.
+            _hold_until_client_closes(self)
+        except OSError:
+            pass  # the client closed the connection: what the test measures
+        finally:
+            with state.lock:
+                state.lasted.append(time.monotonic() - started)
+                state.sent.append(sent)
+            state.finished.set()
+            self.close_connection = True
 
 
 # -- an OpenAI-compatible chat completions server ----------------------------------------------

@@ -28,7 +28,7 @@ from store.owner import DatabaseOwner
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 
-TOKEN = "budget-token"
+TOKEN = "budget-token-0123456"
 
 
 def billing_spans() -> TraceBuilder:
@@ -77,7 +77,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
                           derive=True)
     endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
-    receivers.http.handlers[PATH] = endpoint.handle
+    receivers.http.add_route(PATH, endpoint)
     receivers.start()
     try:
         exporter = OTLPSpanExporter(endpoint=receivers.http.endpoint,

@@ -26,7 +26,7 @@ from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
 from tests.test_serve import CLI, start_serve, stop
 
-TOKEN = "read-api-token"
+TOKEN = "read-api-token-0123"
 
 
 class Setup:

@@ -310,3 +310,54 @@ def test_culprit_and_holder_are_numbered_steps(tmp_path) -> None:
     # no step was running at the deadline (+5.0 s): the holder is the last step started
     assert (row["holder_step"], row["holder_key"], row["holder_at_deadline"]) == (
         3, "model:gpt-x", False)
+
+
+def test_run_spans_says_why_each_span_is_or_is_not_a_step(derived, tmp_path) -> None:
+    """`budgetscope run RUN_ID --spans`: every span of the trace with what the recognition made
+    of it, from the derivation itself (store/explain.py)."""
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+    from store.explain import explain_trace
+
+    con, b, runs = derived
+    table = explain_trace(con, b.trace_id(runs["nested twins"])).set_index("name")
+    assert table.loc["llm outer", "role"] == "twin"
+    assert table.loc["chat inner", "role"] == "step"
+    assert table.loc["tool callee", "why"].startswith("a step nested")
+    beside = explain_trace(con, b.trace_id(runs["beside"])).set_index("name")
+    assert beside.loc["lookup http", "role"] == "part"
+    assert beside.loc["lookup http", "other_span_id"] == beside.loc["lookup", "span_id"]
+    assert beside.loc["shared http", "role"] == "step"
+    cycles = explain_trace(con, b.trace_id(runs["cycles"])).set_index("name")
+    assert cycles.loc["invoke_agent helper", "role"] == "transparent"
+    assert "in-process operation" in cycles.loc["cycle 0", "why"]
+    assert list(cycles["indent"]) == [0, 1, 2, 3, 3, 4, 2, 3, 3, 4]  # tree order
+
+    cycles_trace = b.trace_id(runs["cycles"])
+    own = open_db(tmp_path)
+    store(own, [s for s in b.finished() if b.trace_id(s) == cycles_trace])
+    own.close()
+    # wide enough that no explanation wraps onto a line of its own
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "test.duckdb"), "run",
+                                      cycles_trace, "--spans", "--width", "400"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0] + " " + line.split()[1]: line for line in result.output.splitlines()
+             if line.startswith("    ") or line.startswith("      ")}
+    assert "transparent" in lines["invoke_agent helper"]
+    assert "execute_event_loop_cycle" in lines["cycle 0"]
+
+def test_run_says_when_a_rootless_trace_will_be_measured(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+
+    b, runs = call_traces()
+    rootless = b.trace_id(runs["rootless"])
+    con = open_db(tmp_path)
+    store(con, [s for s in finished_spans(b, runs) if b.trace_id(s) == rootless])
+    con.close()
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "test.duckdb"), "run", rootless])
+    assert result.exit_code == 1
+    assert "4 spans stored but no run yet" in result.output
+    assert "root span has not arrived" in result.output

@@ -20,7 +20,7 @@ from tests.browser import support
 from tests.test_serve import start_serve, stop
 from tests.trace_builder import TraceBuilder, open_db, store
 
-TOKEN = "s3cret-Token_42"
+TOKEN = "s3cret-Token_4242"
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 
 

@@ -121,3 +121,30 @@ def test_disk_full_answers_503_loses_nothing_and_resumes_by_itself(small_disk: P
             cursor.close()
     assert total == distinct == len(set(acknowledged))
     assert set(acknowledged) <= stored
+
+
+def test_a_derivation_on_a_full_disk_fails_with_its_cause(small_disk: Path) -> None:
+    """The derivation's commit failing on a full disk raises that cause (what the derivation
+    thread logs), not "cannot rollback" from the rollback after it."""
+    import duckdb
+
+    from ingest.decode.flatten import flatten_request
+    from store.database import connect
+    from store.derivation import PendingDerivations
+    from store.derive import refresh_touched
+    from store.writer import SpanWriter
+
+    con = connect(small_disk / "derive.duckdb")
+    try:
+        for _ in range(20):
+            SpanWriter(con).write(flatten_request(raw_request(500)))
+        con.execute("CHECKPOINT")
+        filler = _fill(small_disk)
+        with pytest.raises(duckdb.Error) as failure:
+            PendingDerivations(refresh_touched).run(con)
+        assert "rollback" not in str(failure.value).lower(), failure.value
+        assert "space" in str(failure.value).lower(), failure.value
+        filler.unlink()
+        assert PendingDerivations(refresh_touched).run(con) > 0  # derived once space returns
+    finally:
+        con.close()

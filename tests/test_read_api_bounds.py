@@ -1,5 +1,7 @@
 """The read API's bounds (POST /cli): its pool is its own and bounded, so that calls beyond it
-are answered 503 with Retry-After while exports and health checks go on being answered.
+are answered 503 with Retry-After while exports and health checks go on being answered; and
+one call's memory is bounded by constants (rows read, rows and bytes answered), past which the
+command is refused with a message saying how to narrow it.
 
 In process: real receivers on 127.0.0.1 over a real DuckDB file, the real CliEndpoint and
 ServedCommands; the pool is filled with real threads that wait on an event, standing for slow
@@ -18,10 +20,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
+from budgetscope.config import SAMPLE_TRACES
+from ingest.files.loader import load_files
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
+from store.database import connect
 from store.owner import DatabaseOwner
 from tests.test_receivers_common import raw_request
 
@@ -96,3 +101,72 @@ def test_slow_calls_never_hold_exports_or_health(receivers) -> None:
     assert status == 200
     answer = json.loads(body)
     assert answer["status"] == 0 and base64.b64decode(answer["stdout"]).startswith(b"week,")
+
+
+# ---- what one call may hold: rows read, rows answered, bytes answered ----------------------
+@pytest.fixture(scope="module")
+def sample_owner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseOwner]:
+    """The bundled sample (1,800 runs) held by an owner, as serve holds its file."""
+    path = tmp_path_factory.mktemp("answer-bounds") / "sample.duckdb"
+    con = connect(path)
+    try:
+        assert not load_files(con, [SAMPLE_TRACES], derive=True).rejections
+    finally:
+        con.close()
+    owner = DatabaseOwner(path)
+    yield owner
+    owner.close()
+
+
+def _run(owner: DatabaseOwner, argv: list[str], **bounds: int) -> tuple[int, str, str]:
+    result = ServedCommands(owner, seconds=60, **bounds).run(argv)
+    return result.status, result.stdout.decode(), result.stderr.decode()
+
+
+def test_a_huge_json_answer_is_refused_with_how_to_narrow_it(sample_owner) -> None:
+    status, out, err = _run(sample_owner, ["report", "runs", "--format", "json"],
+                            answer_rows=1_000)
+    assert (status, out) == (1, "")
+    assert "1,800 rows" in err and "at most 1,000" in err
+    assert "--limit" in err and "--since" in err
+    # Narrowed as it says, it is answered.
+    status, out, err = _run(sample_owner, ["report", "runs", "--format", "json",
+                                           "--limit", "1000"], answer_rows=1_000)
+    assert status == 0, err
+    assert len(json.loads(out)) == 1_000
+
+
+def test_a_command_reading_more_rows_than_the_bound_is_refused(sample_owner) -> None:
+    status, out, err = _run(sample_owner, ["report", "runs", "--limit", "5"], read_rows=1_000)
+    assert (status, out) == (1, "")
+    assert "reads at most 1,000 rows" in err and "runs_report" in err and "--since" in err
+    # The same query within the bound: every row, the same bytes as without a bound.
+    assert _run(sample_owner, ["report", "runs"], read_rows=1_800) == \
+        _run(sample_owner, ["report", "runs"])
+
+
+def test_an_answer_past_its_bytes_is_refused_and_check_says_it_could_not_check(
+        sample_owner) -> None:
+    status, out, err = _run(sample_owner, ["report", "runs", "--limit", "200"],
+                            answer_bytes=10_000)
+    assert (status, out) == (1, "")
+    assert "passes 10,000 bytes" in err and "--limit" in err
+    status, out, err = _run(sample_owner, ["check", "--max-exhaustion-rate", "0.5",
+                                           "--window", "1000d"], answer_bytes=100)
+    assert (status, out) == (2, ""), err
+
+
+def test_the_refusal_reaches_the_client_over_http(sample_owner, tmp_path: Path) -> None:
+    receivers = Receivers(sample_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
+    commands = ServedCommands(sample_owner, seconds=60, answer_rows=100)
+    receivers.http.add_route(PATH, CliEndpoint(commands.run, RefusedCommand,
+                                               receivers.http.token))
+    receivers.start()
+    try:
+        ask = json.dumps({"argv": ["report", "runs", "--format", "json"]}).encode()
+        status, _, body = _send(receivers, "POST", PATH, ask, "application/json")
+    finally:
+        receivers.stop(10)
+    answer = json.loads(body)
+    assert status == 200 and answer["status"] == 1 and answer["stdout"] == ""
+    assert b"--limit" in base64.b64decode(answer["stderr"])

@@ -1,5 +1,5 @@
 """The budget SDK's adapters driving the real OpenAI Agents SDK and pydantic-ai against a fake
-OpenAI-compatible model server and tool servers on 127.0.0.1 (issue 16): a tool's timeout is its
+OpenAI-compatible model server and tool servers on 127.0.0.1: a tool's timeout is its
 slice, our timeout reaches the model as an honest TimedOut result, the model's requests carry
 the deadline, and every call is a budget step."""
 

@@ -1,6 +1,6 @@
-"""The budget SDK's arithmetic on a manual clock (issue 16): slices, refusals, the ladder,
-children, run outcomes, attempts and keys, result shapes, propagation, and its Python 3.9
-syntax."""
+"""The budget SDK's arithmetic on a manual clock: slices, refusals, the ladder, children and
+nested budgets, run outcomes and what finish() says, attempts and keys, result shapes, bad input,
+and its Python 3.9 syntax."""
 
 from __future__ import annotations
 
@@ -18,11 +18,9 @@ from budgetscope_sdk import (
     BudgetExhausted,
     LatencyBook,
     ManualClock,
-    RemoteDeadline,
     RunBudget,
     StepTimeout,
     classify,
-    grpc_timeout_header,
 )
 from opentelemetry import trace
 
@@ -101,7 +99,7 @@ def test_ladder_phases_are_queryable_and_each_change_is_a_run_span_event() -> No
     assert events == [(NARROWING, 60.0), (FIT_ONLY, 80.0), (LANDING, 90.0)]
     assert run.attributes["budget.run.outcome"] == "partial"
     assert "not included: vendor lookup" in run.attributes["budget.partial.reason"]
-    refused = [s for s in spans.steps() if s["budget.outcome"] == "refused"]
+    refused = [s for s in spans.steps() if s.get("budget.outcome") == "refused"]
     assert [s["budget.step.name"] for s in refused] == ["explore", "slow"]
 
 
@@ -217,45 +215,27 @@ def test_intent_key_is_minted_once_and_attempts_are_numbered() -> None:
 def test_retry_declines_a_backoff_that_would_not_fit() -> None:
     spans, clock = capture(), ManualClock()
     with budget_on(clock, spans, 2, reserve=0.5) as budget:
-        intent = budget.intent("send_email", "x")
+        intent = budget.intent("lookup", "x")
 
         def attempt(call):
             clock.advance(call.timeout)
             raise StepTimeout("late", deadline_ms=call.allocated_ms)
 
         with pytest.raises(StepTimeout):
-            budget.retry(intent, attempt, cap=1.2, backoff=0.5, attempts=3)
+            budget.retry(intent, attempt, side_effect="read", cap=1.2, backoff=0.5,
+                         jitter=False, attempts=3)
     kinds = [(s["budget.step.kind"], s.get("budget.attempt")) for s in spans.steps()]
     assert kinds == [("tool", 1)]  # 0.3 s spendable after it: the 0.5 s backoff was declined
-
-
-def test_deadline_propagation_forms() -> None:
-    assert grpc_timeout_header(1.5) == "1500000u"
-    assert grpc_timeout_header(0.0004) == "400000n"
-    assert grpc_timeout_header(250) == "250000m"
-    clock = ManualClock()
-    remote = RemoteDeadline.from_headers({"deadline-remaining-ms": "1500"}, clock)
-    assert remote is not None and remote.remaining() == 1.5
-    clock.advance(1.4)
-    assert not remote.expired() and remote.expired(margin=0.2)
-    epoch = RemoteDeadline.from_headers({"Deadline-Epoch-Ms": str(clock.wall_ns() // 10**6 + 800)},
-                                        clock)
-    assert epoch is not None and epoch.remaining() == pytest.approx(0.8)
-    assert RemoteDeadline.from_headers({}, clock) is None
-    with pytest.raises(ValueError, match="Deadline-Remaining-Ms is not a number"):
-        RemoteDeadline.from_headers({"Deadline-Remaining-Ms": "soon"}, clock)
-    spans = capture()
-    with budget_on(clock, spans, 10) as budget, budget.step("tool", "t", cap=2) as call:
-        clock.advance(0.5)
-        assert call.headers()["Deadline-Remaining-Ms"] == "1500"
-        assert call.grpc_metadata() == [("grpc-timeout", "1500000u")]
-        assert call.grpc_timeout() == 1.5
+    (declined,) = [e for e in spans.run().events if e.name == "budget.retry_declined"]
+    assert declined.attributes["budget.attempt"] == 2
+    assert declined.attributes["budget.retry.reason"] == (
+        "a 500 ms backoff and attempt 2's minimum do not fit in the 300 ms left")
 
 
 def test_bad_arguments_are_named() -> None:
     with pytest.raises(ValueError, match="reserve"):
         RunBudget(5, reserve=5)
-    with pytest.raises(ValueError, match="total must be a non-negative"):
+    with pytest.raises(ValueError, match="total must be a finite, non-negative"):
         RunBudget(-1)
     spans = capture()
     with budget_on(ManualClock(), spans, 5) as budget:
@@ -276,3 +256,133 @@ def test_sdk_sources_are_python_3_9_syntax() -> None:
             isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr)
             for node in ast.walk(tree)), path
     assert (SDK / "py.typed").exists()
+
+
+# -- budgets that nest --------------------------------------------------------------------------
+def test_a_run_budget_opened_inside_a_run_is_a_clamped_subagent_step_of_it() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10, reserve=1, agent="planner") as outer:
+        clock.advance(7)  # 3 s left, 2 s beyond the reserve
+        # A library that opens its own ten-second budget, knowing nothing of ours.
+        with RunBudget(10, reserve=1, agent="researcher") as inner:
+            assert inner.total_s == pytest.approx(2)  # clamped to what the run may spend
+            assert inner.reserve_s == pytest.approx(0.2)  # the reserve keeps its share
+            assert inner.deadline_unix_ms <= outer.deadline_unix_ms - 1000
+            with inner.step("tool", "search", cap=9) as call:
+                assert call.timeout == pytest.approx(1.8)  # not 9 s with 2 s left
+                clock.advance(1)
+    runs = [s for s in spans.spans() if "budget.total_ms" in (s.attributes or {})]
+    assert [r.name for r in runs] == ["agent run"]  # one run, not two
+    researcher = next(s for s in spans.spans() if s.name == "subagent researcher")
+    assert (researcher.attributes["budget.step.kind"], researcher.attributes["budget.allocated_ms"],
+            researcher.attributes["gen_ai.agent.name"]) == ("subagent", 2000, "researcher")
+    search = next(s for s in spans.spans() if s.name == "tool search")
+    assert search.parent.span_id == researcher.context.span_id
+    assert search.context.trace_id == runs[0].context.trace_id
+
+
+def test_a_nested_budget_with_nothing_left_to_spend_is_refused() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10, reserve=1):
+        clock.advance(9.5)
+        with pytest.raises(BudgetExhausted, match="refused subagent:agent run"), RunBudget(5):
+            raise AssertionError("never entered")
+    assert spans.run().attributes["budget.run.outcome"] == "partial"
+
+
+def test_a_separate_run_asked_for_is_its_own_trace_linked_to_where_it_started() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10, reserve=1) as outer, \
+            outer.step("tool", "schedule", cap=5) as call, \
+            RunBudget(600, separate_run=True, tracer=spans.tracer, clock=clock,
+                      name="nightly export") as job:
+        assert job.total_s == 600  # its own deadline, not the caller's
+    runs = {s.name: s for s in spans.spans() if "budget.total_ms" in (s.attributes or {})}
+    assert set(runs) == {"agent run", "nightly export"}
+    job_span = runs["nightly export"]
+    assert job_span.parent is None
+    assert job_span.context.trace_id != runs["agent run"].context.trace_id
+    (link,) = job_span.links
+    assert link.context.span_id == call.span.get_span_context().span_id
+
+
+# -- what finish() says ---------------------------------------------------------------------
+def test_finish_calls_a_failure_a_failure_not_an_exhausted_budget() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 30, reserve=3) as budget:
+        with pytest.raises(RuntimeError), budget.step("tool", "fetch_report", cap=9):
+            clock.advance(0.001)
+            raise RuntimeError("Error code: 503 - The server is overloaded")
+        result = budget.finish("no report", missing=["report"])
+    assert (result.outcome, result.partial) == ("failed", False)
+    assert result.note == ("failed after 1 steps: tool:fetch_report upstream_error; "
+                           "not included: report")
+    run = spans.run()
+    assert run.attributes["budget.run.outcome"] == "failed"
+    assert run.attributes["budget.failure.reason"] == result.note
+    assert "budget.partial.reason" not in run.attributes
+
+
+def test_finish_is_partial_when_the_budget_ran_out() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10, reserve=1) as budget:
+        with budget.step("tool", "fetch_report", cap=9):
+            clock.advance(8.5)
+        with pytest.raises(BudgetExhausted):
+            budget.step("model", "summarise", minimum=1)
+        result = budget.finish("report", done=["report"], missing=["summary"])
+    assert (result.outcome, result.partial) == ("partial", True)
+    assert result.note == ("budget exhausted after 2 steps; complete: report; "
+                           "not included: summary")
+    assert spans.run().attributes["budget.run.outcome"] == "partial"
+    with budget_on(ManualClock(), capture(), 10) as told:
+        assert told.finish(1, missing=["x"], exhausted=True).outcome == "partial"
+    with budget_on(ManualClock(), capture(), 10) as complete:
+        assert complete.finish(1).outcome == "completed"
+
+
+# -- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("total", [0, -1, float("nan"), float("inf"), float("-inf"), "soon"])
+def test_a_budget_that_is_no_deadline_is_a_clear_error(total: object) -> None:
+    with pytest.raises(ValueError, match="total must be|more than 0 seconds"):
+        RunBudget(total)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("option", [{"reserve": float("nan")}, {"reserve": float("inf")},
+                                    {"per_step_caps": {"tool:x": float("inf")}}])
+def test_durations_must_be_finite(option: dict) -> None:
+    with pytest.raises(ValueError, match="finite"):
+        RunBudget(10, **option)
+
+
+def test_a_step_after_its_run_closed_is_refused_not_given_a_deadline() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 10) as budget:
+        admitted = budget.step("tool", "late_entry", cap=1)
+    assert budget.ended
+    with pytest.raises(BudgetExhausted, match="its run has ended"):
+        budget.step("tool", "fetch_report", cap=1)
+    with pytest.raises(BudgetExhausted, match="its run has ended"):
+        budget.slice(cap=1)
+    with pytest.raises(BudgetExhausted, match="its run has ended"), admitted:
+        raise AssertionError("never entered")
+    assert [s.name for s in spans.spans()] == ["agent run"]  # nothing recorded after it
+
+
+def test_finish_names_only_the_failures_nothing_made_good() -> None:
+    spans, clock = capture(), ManualClock()
+    with budget_on(clock, spans, 30, reserve=3) as budget:
+        flaky = budget.intent("quote", "eur")
+        with pytest.raises(StepTimeout), flaky.attempt(side_effect="read", cap=1):
+            raise StepTimeout("late", deadline_ms=1000)
+        with flaky.attempt(side_effect="read", cap=1) as call:
+            call.set_outcome("ok")  # the retry made the first attempt good
+        refund = budget.intent("refund", "order_1")
+        with pytest.raises(StepTimeout), refund.attempt(cap=1):
+            raise StepTimeout("late", deadline_ms=1000)
+        assert refund.reconcile(lambda call: True).result == "landed"  # it landed after all
+        with pytest.raises(RuntimeError), budget.step("tool", "fetch_report", cap=1):
+            raise RuntimeError("Error code: 503")
+        result = budget.finish("partial answer", missing=["report"])
+    assert result.note == ("failed after 5 steps: tool:fetch_report upstream_error; "
+                           "not included: report")

@@ -1,5 +1,5 @@
 """The outcome the budget SDK writes for what a step raised is the class budgetscope derives
-from the same span without it (issue 16, SPEC §3): each step below is stored twice through the
+from the same span without it (docs/metrics.md §3): each step below is stored twice through the
 real ingest path, once as the SDK sent it and once with budget.outcome removed, and both derive
 the class the SDK chose."""
 

@@ -1,4 +1,4 @@
-"""budgetscope-sdk as agents install it (issue 16): its own wheel, in a fresh virtual
+"""budgetscope-sdk as agents install it: its own wheel, in a fresh virtual
 environment holding nothing but the wheel and what it declares (opentelemetry-api), works with
 OpenTelemetry's no-op tracer and imports none of the optional frameworks."""
 

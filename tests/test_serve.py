@@ -198,7 +198,7 @@ def _free_port() -> int:
 def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
     db = tmp_path / "ui.duckdb"
     ui_port = _free_port()
-    process, announced = start_serve(db, "--ui-port", str(ui_port), token="from-env")
+    process, announced = start_serve(db, "--ui-port", str(ui_port), token="from-env-token-0123")
     try:
         assert announced["dashboard"] == f"http://127.0.0.1:{ui_port}"
         deadline = time.monotonic() + START_TIMEOUT
@@ -214,13 +214,13 @@ def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
         assert health == b"ok"
         # With --token the dashboard wants it too (issue 14): here as a Bearer header.
         page = urllib.request.Request(f"http://127.0.0.1:{ui_port}/",
-                                      headers={"Authorization": "Bearer from-env"})
+                                      headers={"Authorization": "Bearer from-env-token-0123"})
         with urllib.request.urlopen(page, timeout=10) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
         # The receivers keep working beside it, with the token taken from the environment.
         body = raw_request(3).SerializeToString()
         assert post(announced["otlp_http"], body) == 401
-        assert post(announced["otlp_http"], body, token="from-env") == 200
+        assert post(announced["otlp_http"], body, token="from-env-token-0123") == 200
     finally:
         code, out, err = stop(process)
     assert "bearer token required" in out

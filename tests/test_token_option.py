@@ -1,6 +1,6 @@
-"""A token that cannot work is refused at start-up with a message (issue 14, items 6 and 10):
-an empty or blank `--token` used to print "bearer token required" and then accept exports
-with no header; a non-ASCII one locked every client out without a word."""
+"""A token that cannot work, or could be guessed, is refused at start-up with a message: an
+empty or blank `--token` used to print "bearer token required" and then accept exports with no
+header; a non-ASCII one locked every client out without a word; `--token a` was accepted."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ SERVE = ("serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0")
     ("sécret", "not printable ASCII"),
     ("tok\u200ben", "not printable ASCII"),
     ("two words", "contains whitespace"),
+    ("a", "needs at least 16"),
+    ("fifteen-chars-x", "needs at least 16"),
 ])
 def test_serve_refuses_an_unusable_token(tmp_path: Path, token: str, says: str) -> None:
     result = _start(tmp_path, *SERVE, "--token", token)

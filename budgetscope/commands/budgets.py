@@ -24,6 +24,7 @@ from budgetscope.commands.budgets_remote import (
     send_change,
 )
 from budgetscope.commands.common import (
+    WRITER_WAIT_SECONDS,
     Fail,
     backend_option,
     catch_up_derivations,
@@ -32,6 +33,7 @@ from budgetscope.commands.common import (
     refuse_trace_file,
 )
 from budgetscope.commands.tokens import TOKEN_ENV
+from queries.terminal import terminal_safe
 from store import clickhouse, clickhouse_declared
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -44,6 +46,7 @@ from store.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
+from store.reader import READER_WAIT_SECONDS
 from store.scheduling import derive_now
 
 
@@ -110,7 +113,10 @@ def _carry_out(context: click.Context, change: Change | None,
         raise Fail(no_database(db, "nothing is declared" if change is None
                                else "budgets are declared in an existing database"))
     try:
-        con = connect(db)
+        # A list only reads (read-only, beside any other reader, on a read-only file system
+        # too); a change writes, and waits a moment for readers to let go.
+        con = (connect(db, read_only=True, wait_seconds=READER_WAIT_SECONDS) if change is None
+               else connect(db, wait_seconds=WRITER_WAIT_SECONDS))
     except DatabaseBusy as busy:
         url = (busy.server or {}).get("budgets")
         if not isinstance(url, str):
@@ -223,8 +229,9 @@ def list_command(context: click.Context, output: str) -> None:
                    "set --default DURATION, cap STEP_KEY DURATION)")
         return
     for row in rows:
+        # A name stored before names were checked, or by another version, stays inert.
         target = "(default: every agent without its own)" if row["target"] is None else \
-            row["target"]
+            terminal_safe(str(row["target"]))
         label = {"agent": "budget", "default": "budget", "step": "cap"}[row["scope"]]
         click.echo(f"{label:<7} {target:<40} {format_ms(int(row['duration_ms'])):>8}"
                    f"  declared {row['declared_at']}")

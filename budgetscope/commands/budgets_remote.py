@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from budgetscope.commands.http_client import urlopen
 from store.declared_budgets import Change
 
 # A change waits on the server for its runs to be re-derived (up to 60 s there).
@@ -35,18 +36,18 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
     request = urllib.request.Request(url, data=body, headers=headers,
                                      method="POST" if body is not None else "GET")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
             return json.loads(answer.read().decode("utf-8"))
     except urllib.error.HTTPError as error:
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             message = error.reason
         if error.code == 401:
             raise RemoteError(f"the server at {url} requires its bearer token: pass --token "
                               "or set BUDGETSCOPE_TOKEN") from None
         raise RemoteError(f"the server refused: {message}", usage=error.code == 400) from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
+    except (urllib.error.URLError, OSError, ValueError, RecursionError) as error:
         reason = getattr(error, "reason", error)
         raise RemoteError(f"cannot reach the server at {url}: {reason}") from None
 

@@ -28,6 +28,7 @@ from budgetscope.commands.common import (
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, Filters, parse_instant
 from queries.signals import Signals, recent_signals
+from queries.terminal import terminal_safe
 
 
 class CheckError(Fail):
@@ -132,14 +133,20 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
             require_known_agent(con, agent)
             signals = recent_signals(con, span)
+        verdicts = evaluate(signals, thresholds)
     except Fail as error:
         raise CheckError(error.message) from None
-    verdicts = evaluate(signals, thresholds)
+    except Exception as error:  # noqa: BLE001 - any failure to check is "could not check"
+        # Never a traceback with exit 1, which cron reads as a breach.
+        raise CheckError(f"could not check: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''}") from None
     if output_format == "json":
         click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2),
                    file=output_stream(context))
     else:
-        click.echo(_as_text(signals, verdicts, window), file=output_stream(context))
+        # The agent's name is the only text here a span may have set (through --agent).
+        click.echo(terminal_safe(_as_text(signals, verdicts, window), keep_newlines=True),
+                   file=output_stream(context))
     if any(v.breached for v in verdicts):
         context.exit(1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ import duckdb
 
 from budgetscope.config import DEMO_DB
 from queries.loader import Connection
+from queries.terminal import for_terminal, terminal_safe
 from store import clickhouse
 from store.database import DatabaseBusy, connect
 from store.ddl import SchemaError
@@ -22,12 +24,20 @@ from store.scheduling import CatchUp, catch_up
 
 
 class Fail(click.ClickException):
-    """A one-line error and exit status 1, never a traceback."""
+    """A one-line error and exit status 1, never a traceback. The message may quote span data
+    (an agent's name, a server's answer): it is made inert for a terminal."""
 
     exit_code = 1
 
     def format_message(self) -> str:
-        return self.message
+        return terminal_safe(self.message, keep_newlines=True)
+
+
+def is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
 
 
 def no_database(db: str, doing: str = "") -> str:
@@ -45,6 +55,8 @@ def no_database(db: str, doing: str = "") -> str:
 # What a file handed to --db starts with when it is a trace file, not a database.
 _TRACE_FILE_STARTS = (b"\x1f\x8b", b"{", b"[")
 _TRACE_FILE_ENDS = (".gz", ".json", ".jsonl", ".pb", ".proto")
+# A DuckDB file has its magic at bytes 8-11 (after the header block's checksum).
+_DUCKDB_MAGIC = b"DUCK"
 
 
 def refuse_trace_file(db: str) -> None:
@@ -52,10 +64,12 @@ def refuse_trace_file(db: str) -> None:
     with the fix before DuckDB opens it, which it would try to as a database."""
     try:
         with open(db, "rb") as file:
-            head = file.read(8).lstrip()
+            head = file.read(16)
     except OSError:
         return  # missing or unreadable: the usual messages say so
-    if head.startswith(_TRACE_FILE_STARTS) or db.endswith(_TRACE_FILE_ENDS):
+    if head[8:12] == _DUCKDB_MAGIC:
+        return  # a DuckDB file, whatever its first (checksum) bytes happen to be
+    if head.lstrip().startswith(_TRACE_FILE_STARTS) or db.endswith(_TRACE_FILE_ENDS):
         raise Fail(f"{db} is a trace file, not a database: load it with "
                    f"`budgetscope --db budgetscope.duckdb ingest {db}`, then give that "
                    "database as --db")
@@ -79,11 +93,19 @@ def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
     say_caught_up(catch_up(con))
 
 
+# How long a command that writes (`ingest`, `retain`, `demo`, `budgets`) waits for readers of
+# a file nobody serves to let go: a dashboard's page run or a report holds it for a moment.
+WRITER_WAIT_SECONDS = 10.0
+
+
 @contextmanager
 def open_database(path: str, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The file opened for a command that writes it (derived up to date first), or read-only
+    as it is (`read_only`)."""
     refuse_trace_file(path)
     try:
-        con = connect(path, read_only=read_only)
+        con = connect(path, read_only=read_only,
+                      wait_seconds=0.0 if read_only else WRITER_WAIT_SECONDS)
         if not read_only:
             catch_up_derivations(con)
     except (DatabaseBusy, SchemaError) as error:
@@ -120,6 +142,16 @@ def output_stream(context: click.Context) -> IO[str] | None:
 def error_stream(context: click.Context) -> IO[str] | None:
     """Where a command's notes and warnings go: as output_stream, for standard error."""
     return context.find_root().obj.get("stderr")
+
+
+def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
+    """Refuse an answer of more rows than the server's read API sends for one command
+    (budgetscope/commands/served_cli.py); no bound on the file."""
+    limit = context.find_root().obj.get("answer_rows")
+    if limit is not None and rows > limit:
+        raise Fail(f"{what} would answer {rows:,} rows; the server's read API answers at most "
+                   f"{limit:,} for one command: narrow it with --limit N, --since/--until or "
+                   "--agent")
 
 
 def source(context: click.Context) -> Source:
@@ -163,9 +195,14 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
 
 
 def write_output(data: bytes, out: Path | None, context: click.Context | None = None) -> None:
-    """A report's bytes to `--out` FILE, or to standard output (exactly these bytes)."""
+    """A report's bytes to `--out` FILE, or to standard output: exactly these bytes to a file or
+    a pipe (`> runs.csv` keeps the data), made inert (queries.terminal.for_terminal) when
+    standard output is a terminal, where a span's name could retitle the window or clear it."""
     if out is None:
-        click.echo(data, nl=False, file=None if context is None else output_stream(context))
+        stream = None if context is None else output_stream(context)
+        if is_terminal(sys.stdout if stream is None else stream):
+            data = for_terminal(data)
+        click.echo(data, nl=False, file=stream)
         return
     try:
         out.write_bytes(data)
@@ -182,9 +219,10 @@ def require_known_agent(con: Connection, agent: str | None) -> None:
 
     known = sorted(str(name) for name in runs_by_agent(con)["agent"].dropna())
     if agent not in known:
-        listed = ", ".join(known) if known else "none yet"
-        raise click.UsageError(f"--agent {agent!r}: no such agent in this database; known "
-                               f"agents: {listed}")
+        # agent names come from spans: inert on the terminal
+        listed = ", ".join(terminal_safe(name) for name in known) if known else "none yet"
+        raise click.UsageError(f"--agent {terminal_safe(repr(agent))}: no such agent in this "
+                               f"database; known agents: {listed}")
 
 
 def window_label(length: dt.timedelta) -> str:

@@ -13,20 +13,25 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import click
+import duckdb
 
 from budgetscope.commands.common import (
     Fail,
     backend_option,
     db_option,
     no_database,
-    open_database,
+    refuse_trace_file,
+    say_caught_up,
 )
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from dashboard.filters import FilterState
+from ingest.receivers.auth import FailedTokens
 from store import clickhouse
-from store.reader import Source
+from store.database import DatabaseBusy
+from store.ddl import SchemaError
+from store.reader import Source, open_for_reading
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
@@ -38,13 +43,18 @@ _refresh_seconds = DEFAULT_REFRESH_SECONDS
 
 
 def check_readable(db: str) -> None:
-    """Fail early, with the server's address, when another process holds the file."""
+    """Fail early, with the server's address, when another process holds the file. What a
+    stopped writer left is derived first when the file can be opened for writing at once
+    (store.reader.open_for_reading); else the dashboard reads it as it is and says so."""
     if not Path(db).exists():
         raise Fail(no_database(db))
-    # Briefly read-write: derive what a stopped writer left pending, since the dashboard's
-    # own read-only connections cannot.
-    with open_database(db):
-        pass
+    refuse_trace_file(db)
+    try:
+        open_for_reading(db, say_caught_up).close()
+    except (DatabaseBusy, SchemaError) as error:
+        raise Fail(str(error)) from None
+    except duckdb.Error as error:
+        raise Fail(f"cannot open database {db}: {error}") from None
 
 
 def set_access(policy: AccessPolicy) -> None:
@@ -200,15 +210,19 @@ def access_options(function):  # type: ignore[no-untyped-def]
              "authenticates users).")(function)
     return click.option(
         "--allowed-host", "allowed_hosts", multiple=True, envvar=ALLOWED_HOSTS_ENV,
-        help="A name the dashboard answers to besides the loopback names, --host and this "
-             "machine's host name (Host header check against DNS rebinding); repeatable; "
+        help="A name the dashboard (and serve's /cli, /budgets and /metrics) answers to "
+             "besides the loopback names, --host and this machine's host name (Host header "
+             "check against DNS rebinding); repeatable; "
              f"'*' turns the check off. Env {ALLOWED_HOSTS_ENV}, space-separated.")(function)
 
 
-def access_policy(host: str, port: int, token: str | None,
-                  allowed_hosts: tuple[str, ...]) -> AccessPolicy:
+def access_policy(host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...],
+                  failed_tokens: FailedTokens | None = None) -> AccessPolicy:
+    """The dashboard's Host/Origin/token policy; `failed_tokens`: the pace of wrong tokens
+    shared with this process's receivers (serve), else the dashboard's own."""
     return AccessPolicy.build(listen_host=host, port=port, token=token,
-                              extra_hosts=allowed_hosts)
+                              extra_hosts=allowed_hosts,
+                              failed_tokens=failed_tokens or FailedTokens())
 
 
 @click.command("dashboard")

@@ -16,7 +16,10 @@ def parse_duration(text: str) -> dt.timedelta:
     match = _DURATION.match(text)
     if match is None or float(match["amount"]) <= 0:
         raise ValueError(f"{text!r} is not a positive duration such as 90s, 30m, 1h, 7d or 2w")
-    return dt.timedelta(seconds=float(match["amount"]) * _UNITS[match["unit"]])
+    try:
+        return dt.timedelta(seconds=float(match["amount"]) * _UNITS[match["unit"]])
+    except OverflowError:  # past timedelta's 999,999,999 days
+        raise ValueError(f"{text!r} is longer than any window there can be") from None
 
 
 class Duration(click.ParamType):

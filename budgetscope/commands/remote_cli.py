@@ -17,12 +17,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit
 
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, write_output
+from budgetscope.commands.common import Fail, is_terminal, write_output
+from budgetscope.commands.http_client import urlopen
+from queries.terminal import for_terminal
 from store.database import DatabaseBusy, connect, serve_sidecar_path
 from store.ddl import SchemaError
 
@@ -88,7 +91,7 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
     request = urllib.request.Request(url, data=json.dumps({"argv": argv}).encode("utf-8"),
                                      headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
             payload = json.loads(answer.read().decode("utf-8"))
         return (int(payload["status"]), base64.b64decode(payload["stdout"], validate=True),
                 base64.b64decode(payload["stderr"], validate=True))
@@ -98,14 +101,14 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
                           "(before the command) or set BUDGETSCOPE_TOKEN") from None
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             message = error.reason
         raise failure(f"the server at {url} refused the command ({error.code}): "
                       f"{message}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise failure(f"cannot reach the server at {url}: {reason}") from None
-    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+    except (ValueError, KeyError, TypeError, RecursionError, binascii.Error) as error:
         raise failure(f"the server at {url} gave an answer that is not the read API's: "
                       f"{error}") from None
 
@@ -126,13 +129,17 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
         sent.extend(["--width", str(terminal_width())])
     status, stdout, stderr = _ask(url, context.obj.get("token"), [name, *sent], failure)
     if stderr:
-        sys.stderr.flush()
-        sys.stderr.buffer.write(stderr)
-        sys.stderr.buffer.flush()
+        _print(sys.stderr, stderr)
     if out is not None and status == 0:
         write_output(stdout, out)
     elif stdout:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(stdout)
-        sys.stdout.buffer.flush()
+        _print(sys.stdout, stdout)
     return status
+
+
+def _print(stream: IO[str], data: bytes) -> None:
+    """The server's bytes as they are to a file or a pipe, made inert for a terminal (the
+    server cannot know where its answer is printed)."""
+    stream.flush()
+    stream.buffer.write(for_terminal(data) if is_terminal(stream) else data)  # type: ignore[attr-defined]
+    stream.buffer.flush()  # type: ignore[attr-defined]

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, open_reader, require_known_agent, write_output
+from budgetscope.commands.common import (
+    check_answer_rows,
+    open_reader,
+    require_known_agent,
+    write_output,
+)
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
@@ -54,13 +59,14 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
     try:
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
-        raise Fail(str(error)) from None
+        raise click.UsageError(str(error)) from None
     search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
     with open_reader(context) as con:
         require_known_agent(con, agent)
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
         footer = _footer(con, name, filters) if output_format == "table" else ""
+    check_answer_rows(context, len(frame), f"report {name}")
     if output_format == "csv":
         data = to_csv_bytes(frame)
     elif output_format == "json":

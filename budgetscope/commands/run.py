@@ -14,6 +14,7 @@ import shutil
 import textwrap
 
 import click
+import duckdb
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_reader, output_stream
@@ -23,11 +24,14 @@ from queries.run_view import (
     LOG_RECORDS_SHOWN,
     RunNotFound,
     RunView,
+    SpanDetails,
     load_run,
     severity_label,
     short_body,
+    span_details,
 )
 from queries.terminal import terminal_safe
+from store.explain import explain_trace
 
 # Narrower than this and a waterfall row has no room for its bar.
 MIN_WIDTH = 80
@@ -45,22 +49,39 @@ def terminal_width() -> int:
 @click.option("--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
               help="Characters a line may take. Default: the terminal's width (at least 80), "
                    "80 when the output is not a terminal.")
+@click.option("--spans", "with_spans", is_flag=True,
+              help="Also show each step's details (status and status message, exception type "
+                   "and message, attributes, events), and list every span of the run's trace "
+                   "with why it is, or is not, a step (the rule that recognised it, a wrapper, "
+                   "one call's second span, part of a step); see docs/conventions.md, 'When a "
+                   "step is missing or counted twice'.")
 @click.pass_context
-def run_command(context: click.Context, run_id: str, width: int | None) -> None:
+def run_command(context: click.Context, run_id: str, width: int | None,
+                with_spans: bool) -> None:
     """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root; a
     unique start of one is enough, an ambiguous one lists the runs it matches): what
     happened, who spent and who held the budget, failures by class, uncertain and orphan writes
     with their idempotency keys, one next step, and a waterfall of the steps against the
     deadline (docs/metrics.md §3–§6)."""
+    width = width or terminal_width()
     with open_reader(context) as con:
         try:
             view = load_run(con, run_id)
         except RunNotFound as error:
             raise Fail(str(error)) from None
+        text = render_run(view, width)
+        if with_spans:
+            if not isinstance(con, duckdb.DuckDBPyConnection):
+                raise Fail("--spans reads the spans of a DuckDB file; it is not available on a "
+                           "ClickHouse backend")
+            run, trace = str(view.summary["run_id"]), str(view.summary["trace_id"])
+            details = span_details(con, run, trace)
+            explained = explain_trace(con, trace)
+            text += ("\n" + "\n".join(render_details(view, details, width)) + "\n\n"
+                     + "\n".join(render_spans(explained, width)) + "\n")
     # Each field from a span is made inert where it is placed (so widths stay right); the
     # whole text once more on the way out, so a field added later cannot slip through.
-    click.echo(terminal_safe(render_run(view, width or terminal_width()), keep_newlines=True),
-               nl=False, file=output_stream(context))
+    click.echo(terminal_safe(text, keep_newlines=True), nl=False, file=output_stream(context))
 
 
 # Durations and percentages as the dashboard shows them (queries/readable.py).
@@ -221,4 +242,55 @@ def _log_records(view: RunView, width: int) -> list[str]:
         out.extend(_wrap(f"{at:>9} {_text(severity):<6} {where}: "
                          f"{_text(short_body(record.body))}{exception}", width, "  ",
                          " " * 19))
+    return out
+
+
+# What `--spans` shows of each span's name before the rule and the reason.
+_SPAN_NAME_CHARS = 36
+
+
+def render_spans(spans: pd.DataFrame, width: int) -> list[str]:
+    """Every span of the trace in tree order: what it is (docs/conventions.md) and why, one
+    entry each, wrapped to `width`."""
+    names = dict(zip(spans["span_id"], spans["name"], strict=True))
+    out = [f"Spans: {len(spans)}, why each is or is not a step"]
+    for span in spans.itertuples(index=False):
+        label = ("  " * int(span.indent) + _text(span.name))[:_SPAN_NAME_CHARS]
+        row = "" if readable.missing(span.step_row) else \
+            f"row {_text(span.step_row)} {_text(span.convention)}"
+        what = _text(span.step_key) if span.role == "step" else ""
+        other = "" if readable.missing(span.other_span_id) else \
+            f" ({_text(names.get(span.other_span_id, span.other_span_id))})"
+        out.extend(_wrap(f"{label.ljust(_SPAN_NAME_CHARS)} {span.role:<11} {row:<20} "
+                         f"{what + ': ' if what else ''}{_text(span.why)}{other}", width, "  ",
+                         " " * 6))
+    return out
+
+
+def render_details(view: RunView, details: list[SpanDetails], width: int) -> list[str]:
+    """Each step's span as it was sent: status and status message, exception type and
+    message, attributes and events, so that on-call needs no other tool for the error
+    text. Every value is the span's data: made inert (terminal_safe) and wrapped, never cut."""
+    numbers = dict(zip(view.steps["span_id"], view.steps["number"], strict=True))
+    keys = dict(zip(view.steps["span_id"], view.steps["step_key"], strict=True))
+    start = int(view.summary["start_ns"])
+    out = [f"Step details: {run_story.plural(len(details), 'step')}"]
+    for span in details:
+        out.append("")
+        out.extend(_wrap(f"#{numbers.get(span.span_id, '?')} {_text(keys.get(span.span_id))}"
+                         f"  span {_text(span.span_name)} ({span.span_id})  status "
+                         f"{span.status}", width, "", "  "))
+        for label, value in (("status message", span.status_message),
+                             ("exception", " ".join(part for part in (
+                                 span.exception_type, span.exception_message) if part))):
+            if value:
+                out.extend(_wrap(f"{label}: {_text(value)}", width, "  ", "    "))
+        for key, value in span.attributes:
+            out.extend(_wrap(f"{_text(key)} = {_text(value)}", width, "  ", "    "))
+        for time_ns, name, values in span.events:
+            at = f"+{_ms((time_ns - start) / 1e6)}" if time_ns else readable.NO_VALUE
+            out.extend(_wrap(f"event {at} {_text(name)}" + (f": {_text(values)}" if values
+                                                             else ""), width, "  ", "    "))
+        if span.dropped:
+            out.extend(_wrap(span.dropped, width, "  ", "    "))
     return out

@@ -43,6 +43,7 @@ from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
 from dashboard.config import DashboardConfig, configure
+from ingest.receivers.auth import FailedTokens
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -132,13 +133,18 @@ def _check_port_free(host: str, port: int) -> None:
 @click.option("--memory-limit", default="512MB", show_default=True,
               help="DuckDB's own memory (block cache, query state) for the writer and the "
                    "dashboard's queries; the process adds its Python and Streamlit memory.")
+@click.option("--root-grace", type=Duration(zero=True), default="5m", show_default=True,
+              help="A trace whose root span has not arrived is measured from its earliest span "
+                   "once none of its spans has arrived for this long (a root that comes later "
+                   "replaces that run).")
 @click.pass_context
 def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_grpc_port: int,
                   ui_port: int, no_ui: bool, token: str | None,
                   allowed_hosts: tuple[str, ...], insecure_no_auth: bool, max_body_bytes: int,
                   refresh_seconds: float, retention_days: float | None,
                   retention_interval: dt.timedelta, metrics_window: dt.timedelta,
-                  metrics_cache_seconds: float, log_format: str, memory_limit: str) -> None:
+                  metrics_cache_seconds: float, log_format: str, memory_limit: str,
+                  root_grace: dt.timedelta) -> None:
     """Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that owns
     the database. SIGTERM or Ctrl-C stops it with every acknowledged span stored.
 
@@ -150,7 +156,11 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
     set_refresh(refresh_seconds)
-    set_access(access_policy(host, ui_port, token, allowed_hosts))
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
+    # count of wrong tokens per client for both ports and the dashboard.
+    failed_tokens = FailedTokens()
+    access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
+    set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
     refuse_trace_file(db)
@@ -161,7 +171,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     except duckdb.Error as error:
         raise Fail(f"cannot open database {db}: {error}") from None
     config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
-                            token=token, limits=Limits(max_body_bytes=max_body_bytes))
+                            token=token, limits=Limits(max_body_bytes=max_body_bytes),
+                            hosts=access, failed_tokens=failed_tokens,
+                            root_grace_seconds=root_grace.total_seconds())
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
         # thread right after, when idle or every second (store/scheduling.py).
@@ -182,7 +194,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     receivers.http.pages.update(pages.pages())
     # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
     budgets = DeclaredBudgets(owner, receivers.committer)
-    receivers.http.handlers[BUDGETS_PATH] = BudgetsEndpoint(budgets, receivers.http.token).handle
+    receivers.http.add_route(BUDGETS_PATH, BudgetsEndpoint(budgets, receivers.http.token))
     # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
     # the owner's reader, for the CLI (its read API).
     commands = ServedCommands(owner, seconds=READ_API_SECONDS)

@@ -8,6 +8,13 @@ does) instead of opening a path, and its standard output and error are captured 
 answer. What a client sends is a list of arguments, never code and never a path the server
 opens: the command must be on the allow-list, and `--out` (a file written on the server) is
 refused; the client writes --out itself.
+
+One call's memory is bounded by constants, not by the file, since it is the memory of the
+process that ingests for everyone: each query of the command returns at most READ_ROWS rows
+(queries.loader.rows_at_most), a report answers at most ANSWER_ROWS rows, and the output is
+at most ANSWER_BYTES. Past any of them the command is refused with a message saying how to
+narrow it. Unbounded, `report runs --format json` on 100k runs answered 52 MB and took serve
+from 216 to 596 MB of RSS (twelve at once: 963 MB); at 1M runs one call would need ~3.5 GB.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 import click
 import duckdb
 
+from queries.loader import TooManyRows, rows_at_most
 from store.owner import DatabaseOwner
 
 ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
@@ -28,6 +36,15 @@ ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
 REFUSED_OPTIONS = ("--out", "--db", "--backend", "--server", "-h", "--help")
 MAX_ARGUMENTS = 200
 MAX_ARGUMENT_CHARS = 4096
+# The bounds of one call. What they cost serve's RSS (bench/bench_read_api_memory.py): on
+# 100,800 runs, `report runs --format json` refused +119 MB, `--limit 20000` answered (8.9 MB)
+# +121 MB, twelve of those at once +205 MB; on 1,000,800 runs any `report runs` refused after
+# 200,000 rows, +136 to +441 MB, DuckDB's own cache (within --memory-limit) included. The same
+# commands on the file peaked at 610 MB and 4.3 GB.
+READ_ROWS = 200_000
+ANSWER_ROWS = 20_000
+ANSWER_BYTES = 16 * 1024 * 1024
+_NARROW = "--since/--until or --agent"
 
 
 class RefusedCommand(ValueError):
@@ -63,10 +80,27 @@ def check_arguments(argv: object) -> list[str]:
     return list(argv)
 
 
-def _stream() -> io.TextIOWrapper:
-    """A text stream over bytes, as a terminal's standard output: UTF-8, no newline
-    translation, written through so that text and bytes written to it keep their order."""
-    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+class AnswerTooLarge(RuntimeError):
+    """The command wrote more than ANSWER_BYTES."""
+
+
+class _BoundedBytes(io.BytesIO):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.limit:
+            raise AnswerTooLarge(f"the answer passes {self.limit:,} bytes")
+        return super().write(data)
+
+
+def _stream(limit: int) -> io.TextIOWrapper:
+    """A text stream over at most `limit` bytes, as a terminal's standard output: UTF-8, no
+    newline translation, written through so that text and bytes written to it keep their
+    order."""
+    return io.TextIOWrapper(_BoundedBytes(limit), encoding="utf-8", newline="",
+                            write_through=True)
 
 
 def _captured(stream: io.TextIOWrapper) -> bytes:
@@ -77,33 +111,52 @@ def _captured(stream: io.TextIOWrapper) -> bytes:
 class ServedCommands:
     """Runs allowed commands against the owner's data, each for at most `seconds`."""
 
-    def __init__(self, owner: DatabaseOwner, *, seconds: float) -> None:
+    def __init__(self, owner: DatabaseOwner, *, seconds: float, read_rows: int = READ_ROWS,
+                 answer_rows: int = ANSWER_ROWS, answer_bytes: int = ANSWER_BYTES) -> None:
         self.owner = owner
         self.seconds = seconds
+        self.read_rows, self.answer_rows, self.answer_bytes = read_rows, answer_rows, answer_bytes
 
     def run(self, argv: Sequence[str]) -> CommandResult:
         # Imported here: budgetscope.cli imports `serve`, which mounts this.
         from budgetscope.cli import cli
 
         arguments = check_arguments(list(argv))
-        out, err = _stream(), _stream()
+        out, err = _stream(self.answer_bytes), _stream(self.answer_bytes)
         cursor = self.owner.cursor()
         # DuckDB stops a running query on interrupt(): a call over its time ends with an error
         # instead of holding one of the few threads of the read API.
         timer = threading.Timer(self.seconds, cursor.interrupt)
         timer.daemon = True
         timer.start()
+        # `check` says it could not check (2), never a breach (1).
+        refused = 2 if arguments[0] == "check" else 1
         try:
-            status = _invoke(cli, arguments, {"reader": cursor, "stdout": out, "stderr": err},
-                             err)
+            with rows_at_most(self.read_rows):
+                status = _invoke(cli, arguments, {"reader": cursor, "stdout": out,
+                                                  "stderr": err, "answer_rows": self.answer_rows},
+                                 err)
         except duckdb.InterruptException:
-            err.write(f"Error: the server stopped the command after {self.seconds:g} s (its "
-                      "limit for one call); narrow it with --since/--until/--agent\n")
-            status = 1
+            return _refused(refused, f"the server stopped the command after "
+                            f"{self.seconds:g} s (its limit for one call); narrow it with "
+                            f"{_NARROW}")
+        except TooManyRows as error:
+            return _refused(refused, f"the server's read API reads at most {self.read_rows:,} "
+                            f"rows for one command ({error.name} holds more), so that one call "
+                            "cannot take the memory the server ingests with; narrow it with "
+                            f"{_NARROW}, or run it where nobody serves the file (a copy)")
+        except AnswerTooLarge as error:
+            return _refused(refused, f"{error}, the most the server's read API answers for one "
+                            f"command; narrow it with --limit (report runs), {_NARROW}")
         finally:
             timer.cancel()
             cursor.close()
         return CommandResult(status, _captured(out), _captured(err))
+
+
+def _refused(status: int, message: str) -> CommandResult:
+    """A command the server stopped: nothing it wrote, and why on standard error."""
+    return CommandResult(status, b"", f"Error: {message}\n".encode())
 
 
 def _invoke(cli: click.Group, arguments: list[str], obj: dict, err: io.TextIOWrapper) -> int:

@@ -1,6 +1,6 @@
 """`--token` (env BUDGETSCOPE_TOKEN) for `serve` and `dashboard`: checked before anything
-starts, so a token that could never be matched is a message, not a silent open door or a
-lock-out (issue 14).
+starts, so a token that could never be matched, or could be guessed, is a message, not a
+silent open door or a lock-out.
 
 - An empty or all-whitespace token used to mean "no token" after the banner had said "bearer
   token required": exports without a header were accepted.
@@ -9,6 +9,8 @@ lock-out (issue 14).
   client was refused with nothing said. Header values are ASCII in practice (RFC 9110 §5.5), and
   a bearer token is printable ASCII (RFC 6750 §2.1), so such a token is refused at start-up.
 - Whitespace inside or around a token cannot be sent as one `Bearer` credential either.
+- A token shorter than MIN_CHARS is refused, with how to make one: `--token a` used to be
+  accepted, and wrong tokens are only slowed down (ingest/receivers/auth.py), not stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from typing import Any
 import click
 
 TOKEN_ENV = "BUDGETSCOPE_TOKEN"
+# 16 characters of the 94 printable ones: over 10^31 tokens, beyond any guessing at the pace
+# failed attempts are allowed (one each 10 s per client after ten).
+MIN_CHARS = 16
+HOW_TO_MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def token_problem(token: str) -> str | None:
@@ -31,6 +37,9 @@ def token_problem(token: str) -> str | None:
         if not " " < character <= "~":
             return (f"contains {character!r}, which is not printable ASCII; HTTP clients send "
                     "header values as ASCII bytes, so no client could ever match it")
+    if len(token) < MIN_CHARS:
+        return (f"is {len(token)} characters long; a token needs at least {MIN_CHARS} so that "
+                f"it cannot be guessed: make one with {HOW_TO_MAKE_ONE}")
     return None
 
 
@@ -49,4 +58,5 @@ def _check(context: click.Context, parameter: click.Parameter, value: str | None
 def token_option(help_text: str) -> Callable[[Any], Any]:
     """`--token TOKEN` (env BUDGETSCOPE_TOKEN), refused at start-up when unusable."""
     return click.option("--token", envvar=TOKEN_ENV, default=None, callback=_check,
-                        help=f"{help_text} (env {TOKEN_ENV}); printable ASCII, no spaces.")
+                        help=f"{help_text} (env {TOKEN_ENV}); printable ASCII, no spaces, "
+                             f"at least {MIN_CHARS} characters.")

@@ -1,8 +1,33 @@
-"""Optional bearer-token check shared by both receivers."""
+"""Optional bearer-token check shared by both receivers, and the pace of wrong tokens per client.
+
+A token is at least 16 printable characters (budgetscope/commands/tokens.py), so it cannot be
+guessed outright; what is left is to keep a client from trying quickly. `FailedTokens` counts
+each client address's wrong tokens as a leaky bucket: BURST of them are answered as usual (a
+typo, a rotated token), then the client may try once each REFILL_SECONDS. While it must wait,
+its requests that carry a token are refused without the token being compared (HTTP 429 with
+Retry-After, gRPC UNAVAILABLE with RetryInfo), so the answers tell it nothing. One object is
+shared by the OTLP/HTTP and OTLP/gRPC ports and, in `serve`, the dashboard.
+
+An address is all a server knows of a client: every process of a machine is one client, so a
+local process sending wrong tokens also holds back a local exporter that has the right one,
+for as long as it keeps guessing (the exporter is answered "retry", and does).
+"""
 
 from __future__ import annotations
 
 import hmac
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from urllib.parse import unquote
+
+# Ten wrong tokens at once, then one each ten seconds: 360 guesses an hour from one address.
+BURST = 10
+REFILL_SECONDS = 10.0
+# Addresses remembered (the least recently failed is forgotten first): bounded memory
+# whatever the number of addresses an attacker sends from.
+MOST_CLIENTS = 10_000
 
 
 class BearerToken:
@@ -23,3 +48,43 @@ class BearerToken:
             return False
         # Constant-time, so response timing does not reveal how much of a guess was right.
         return hmac.compare_digest(credentials.strip().encode(), self._expected)
+
+
+class FailedTokens:
+    """Wrong tokens per client address (see the module's docstring). Thread-safe."""
+
+    def __init__(self, burst: int = BURST, refill_seconds: float = REFILL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst = burst
+        self.refill_seconds = refill_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._owed: OrderedDict[str, tuple[float, float]] = OrderedDict()  # (failures, when)
+
+    def _outstanding(self, client: str, now: float) -> float:
+        failures, when = self._owed.get(client, (0.0, now))
+        return max(0.0, failures - (now - when) / self.refill_seconds)
+
+    def wait(self, client: str) -> float:
+        """Seconds before `client` may try a token again; 0 when it may now."""
+        with self._lock:
+            outstanding = self._outstanding(client, self._clock())
+        return max(0.0, (outstanding - (self.burst - 1)) * self.refill_seconds)
+
+    def failed(self, client: str) -> None:
+        """`client` sent a wrong token."""
+        with self._lock:
+            now = self._clock()
+            self._owed[client] = (self._outstanding(client, now) + 1, now)
+            self._owed.move_to_end(client)
+            while len(self._owed) > MOST_CLIENTS:
+                self._owed.popitem(last=False)
+
+
+def grpc_client(peer: str) -> str:
+    """The address of a grpc peer string: `ipv4:127.0.0.1:5000` → `127.0.0.1`,
+    `ipv6:%5B::1%5D:5000` (or unquoted) → `::1`."""
+    _, _, rest = unquote(peer).partition(":")
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest

@@ -79,6 +79,9 @@ class CliEndpoint:
             payload = json.loads(request.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
             return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {error}")
+        except RecursionError:  # 60,000 brackets fit in 64 KiB; a call is two levels deep
+            return _error(HTTPStatus.BAD_REQUEST,
+                          'the body is JSON nested too deeply; send {"argv": [...]}')
         if not isinstance(payload, dict) or set(payload) != {"argv"}:
             return _error(HTTPStatus.BAD_REQUEST, 'the body is {"argv": [COMMAND, ARGUMENT...]}')
         try:

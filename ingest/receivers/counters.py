@@ -24,7 +24,7 @@ _LOG = logging.getLogger("budgetscope.receivers")
 HTTP_REASONS: Mapping[int, str] = {
     400: "undecodable", 401: "unauthenticated", 404: "not_found", 405: "method_not_allowed",
     411: "length_required", 413: "too_large", 415: "unsupported_media_type",
-    503: "unavailable",
+    429: "throttled", 503: "unavailable",
 }
 
 

@@ -5,6 +5,8 @@ sizes, keep-alive) on one event-loop thread, so an idle or slow connection costs
 no thread. On top of it:
 - routes: path → Endpoint (http_routes.py); POST /v1/traces and POST /v1/logs are entries
   (otlp_endpoint.py), the operator's pages (/healthz, /readyz, /metrics) and /budgets others;
+  every route but the exports and the probes answers only known Host names and same-origin
+  browsers (host_check.py), before its own checks;
 - limits: the body limit on the wire (413 before reading a byte when Content-Length says so,
   or as soon as a chunked body passes it; gzip is counted after decompression, in the
   endpoint), the head within the idle timeout, the body within `body_timeout` (400), open
@@ -12,7 +14,9 @@ no thread. On top of it:
   bytes of bodies still arriving capped (503 + Retry-After);
 - threads: a whole request is answered in a pool, exports in one (decode, then wait for the
   commit: they are answered only after it), pages in another, so that exports waiting on a
-  busy writer never delay a health check. Commits go through the single group-commit writer.
+  busy writer never delay a health check; the read API and /budgets each in a bounded pool of
+  their own (`Endpoint.pool`), so that neither ever takes an export's slot. Commits go through
+  the single group-commit writer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -33,7 +38,7 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream
 from tornado.netutil import bind_sockets
 
-from ingest.receivers.auth import BearerToken
+from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.connection_guards import (
     LINGER_BYTES,
@@ -44,10 +49,9 @@ from ingest.receivers.connection_guards import (
     ReceivingBytes,
 )
 from ingest.receivers.counters import HTTP_REASONS
+from ingest.receivers.host_check import OPEN_PATHS, HostPolicy, LoopbackHosts, headers_of
 from ingest.receivers.http_routes import (
     Endpoint,
-    Handler,
-    HandlerEndpoint,
     Head,
     Page,
     PageEndpoint,
@@ -95,24 +99,19 @@ class _Pages:
         self._routes[path] = PageEndpoint(page)
 
 
-class _Handlers:
-    """`receiver.handlers[path] = handler`: a function of the request becomes a route entry."""
-
-    def __init__(self, routes: dict[str, Endpoint]) -> None:
-        self._routes = routes
-
-    def __setitem__(self, path: str, handler: Handler) -> None:
-        self._routes[path] = HandlerEndpoint(handler)
-
-
 class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
     def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
-                 limits: Limits) -> None:
+                 limits: Limits, hosts: HostPolicy | None = None,
+                 failed_tokens: FailedTokens | None = None) -> None:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        # Wrong tokens per client address (auth.py), shared with the other port in serve.
+        self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
+        # Host and Origin of every route but the exports and the probes (host_check.py).
+        self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
         self.stopping = False
         logs = LogIntake(exporter)
         self.routes: dict[str, Endpoint] = {
@@ -122,7 +121,6 @@ class HttpReceiver:
                                           token, exporter.counters, limits.max_body_bytes),
         }
         self.pages = _Pages(self.routes)  # GET path → page (serve adds health and metrics)
-        self.handlers = _Handlers(self.routes)  # path → endpoint of any method (/budgets)
         self.connections = ConnectionTable(limits.max_connections)
         self.receiving = ReceivingBytes(limits.max_receiving_bytes)
         self.lingering = Lingering()
@@ -396,10 +394,44 @@ class _Exchange(httputil.HTTPMessageDelegate):
             return status_reply(head, HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
                                 f"use {allowed} {head.path}", {"Allow": allowed})
         self.endpoint = endpoint
+        if not endpoint.otlp and head.path not in OPEN_PATHS:
+            # Before the token: a rebound page must not even learn whether a guess was right.
+            refused = receiver.hosts.refusal(headers_of(head.headers, "Host"),
+                                             headers_of(head.headers, "Origin"))
+            if refused is not None:
+                return Reply(int(HTTPStatus.FORBIDDEN), "application/json",
+                             (json.dumps({"error": refused}) + "\n").encode(), {}, refused)
+        throttled = self._throttled(head)
+        if throttled is not None:
+            return throttled
         refusal = endpoint.admit(head)
+        if refusal is not None:
+            self._note_token(refusal)
         if refusal is not None or head.method not in _BODY_METHODS:
             return refusal
         return self._framing_refusal(head)
+
+    def _throttled(self, head: Head) -> Reply | None:
+        """429 for a request carrying a token from a client that sent too many wrong ones,
+        before its token is compared (auth.FailedTokens)."""
+        receiver = self.receiver
+        if (not receiver.token.required or head.path in OPEN_PATHS
+                or head.headers.get("Authorization") is None):
+            return None
+        wait = receiver.failed_tokens.wait(head.peer)
+        if not wait:
+            return None
+        seconds = math.ceil(wait)
+        return status_reply(head, HTTPStatus.TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED,
+                            f"too many wrong tokens from {head.peer}; the next may be tried in "
+                            f"{seconds} s", retry_after=seconds)
+
+    def _note_token(self, reply: Reply) -> None:
+        """A 401 to a request that carried a token: a wrong token from this client."""
+        head = self.head
+        if reply.status == HTTPStatus.UNAUTHORIZED and head is not None \
+                and head.headers.get("Authorization") is not None:
+            self.receiver.failed_tokens.failed(head.peer)
 
     def _framing_refusal(self, head: Head) -> Reply | None:
         """What tornado would refuse with a bare 400, refused with a message instead."""
@@ -490,6 +522,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
             _LOG.exception("endpoint %s failed", head.path)
             reply = status_reply(head, HTTPStatus.INTERNAL_SERVER_ERROR, 13,
                                  f"internal error: {type(error).__name__}")
+        self._note_token(reply)  # a page's own token check (/metrics)
         self._answer(reply)
 
     def _answer(self, reply: Reply) -> None:

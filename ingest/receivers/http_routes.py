@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Protocol
 
 from ingest.receivers.bounded_pool import BoundedPool
 from ingest.receivers.status import status_json, status_protobuf
@@ -21,10 +21,6 @@ JSON = "application/json"
 # A GET page (/healthz, /readyz, /metrics): given the request's Authorization header, it
 # answers (status, content type, body, extra headers).
 Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
-# An endpoint of any method (/budgets): given (method, path, headers, body) it answers
-# (status, headers with its Content-Type, body).
-Handler = Callable[[str, str, Any, bytes], tuple[int, dict[str, str], bytes]]
-HANDLER_MAX_BODY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -89,8 +85,8 @@ class Endpoint(Protocol):
     otlp: bool
     # Largest body it takes (None: the receiver's --max-body-bytes).
     max_body_bytes: int | None
-    # Its own bounded pool (the read API: slow calls wait there, never in the pools of exports
-    # or pages), or None for the pool `exports` picks.
+    # Its own bounded pool (the read API, /budgets: slow calls wait there, never in the pools
+    # of exports or pages), or None for the pool `exports` picks.
     pool: BoundedPool | None
 
     def admit(self, head: Head) -> Reply | None:
@@ -118,26 +114,3 @@ class PageEndpoint:
     def respond(self, request: Request) -> Reply:
         status, content_type, body, headers = self.page(request.head.headers.get("Authorization"))
         return Reply(status, content_type, body, dict(headers))
-
-
-class HandlerEndpoint:
-    """An endpoint of any method written as one function of the request (/budgets)."""
-
-    methods = ("GET", "POST", "PUT", "PATCH", "DELETE")
-    exports = True  # it may write through the writer and wait for it
-    otlp = False
-    max_body_bytes = HANDLER_MAX_BODY_BYTES
-    pool = None
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-
-    def admit(self, head: Head) -> Reply | None:
-        return None
-
-    def respond(self, request: Request) -> Reply:
-        head = request.head
-        status, headers, body = self.handler(head.method, head.path, head.headers, request.body)
-        headers = dict(headers)
-        content_type = headers.pop("Content-Type", JSON)
-        return Reply(status, content_type, body, headers)

@@ -251,6 +251,13 @@ class OperatorPages(Collector):
                   "Traces whose runs and steps could not be derived (each alone; every other "
                   "trace is derived; /readyz stays ready and names them).",
                   self.committer.derivation_failed_traces),
+            gauge("budgetscope_runs_root_missing",
+                  "Runs measured from their earliest span because their root span never "
+                  "arrived within the grace period (docs/conventions.md, 'A trace without "
+                  "its root').", self.committer.root_missing_runs),
+            gauge("budgetscope_traces_awaiting_root",
+                  "Traces with spans stored but no run yet: their root has not arrived and "
+                  "the grace period has not passed.", self.committer.awaiting_root),
             HistogramMetricFamily(
                 "budgetscope_writer_commit_seconds", "Duration of each group-commit transaction.",
                 buckets=[(floatToGoString(bound), count) for bound, count in

@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ingest.receivers.auth import BearerToken
+from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.grpc_receiver import GrpcReceiver
+from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
 from store.group_commit import GroupCommitter
 from store.owner import DatabaseOwner
-from store.scheduling import DERIVE
+from store.scheduling import DERIVE, ROOT_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,17 @@ class ReceiverConfig:
     grpc_port: int = 4317
     token: str | None = None
     limits: Limits = field(default_factory=Limits)
+    # Host and Origin the data routes answer (host_check.py); None: loopback and `host` only.
+    hosts: HostPolicy | None = None
+    # Wrong tokens per client (auth.py), shared by both ports; serve shares it with its
+    # dashboard too. None: the receivers keep their own.
+    failed_tokens: FailedTokens | None = None
     # Back-pressure of the group-commit writer (see store/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
+    # SPEC §9: how long a trace whose root has not arrived waits before it is measured from its
+    # earliest span (serve --root-grace).
+    root_grace_seconds: float = ROOT_GRACE_SECONDS
 
 
 class Receivers:
@@ -38,19 +47,23 @@ class Receivers:
         self.committer = GroupCommitter(
             owner.cursor(), derive=DERIVE if derive else None,
             max_queued_spans=config.max_queued_spans,
-            max_lag_seconds=config.max_lag_seconds)
+            max_lag_seconds=config.max_lag_seconds,
+            root_grace_seconds=config.root_grace_seconds if derive else None)
         self.exporter = exporter = SpanIntake(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
+        self.failed_tokens = (config.failed_tokens if config.failed_tokens is not None
+                              else FailedTokens())
         try:
             self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,
-                                     limits=config.limits)
+                                     limits=config.limits, hosts=config.hosts,
+                                     failed_tokens=self.failed_tokens)
         except OSError as error:
             self.committer.close()
             raise OSError(f"cannot listen for OTLP/HTTP on {config.host}:{config.http_port} "
                           f"({error.strerror or error})") from None
         try:
             self.grpc = GrpcReceiver(exporter, config.host, config.grpc_port, token=token,
-                                     limits=config.limits)
+                                     limits=config.limits, failed_tokens=self.failed_tokens)
         except OSError:
             self.http.stop(0)
             self.committer.close()

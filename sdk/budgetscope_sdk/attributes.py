@@ -1,5 +1,8 @@
-"""The attribute names of budgetscope's SPEC §2, and the few OpenTelemetry conventions the SDK
-sets beside them. One place, so a typo cannot create a second dialect."""
+"""The attribute names budgetscope reads (its docs/metrics.md §2), the few OpenTelemetry
+conventions the SDK sets beside them, and the words each may hold, as sets and as `Literal` types.
+One place, so a typo cannot create a second dialect."""
+
+from typing import Literal, get_args
 
 TOTAL_MS = "budget.total_ms"
 DEADLINE_UNIX_MS = "budget.deadline_unix_ms"
@@ -20,11 +23,17 @@ HEDGE = "budget.hedge"
 RECONCILE_RESULT = "budget.reconcile.result"
 CLEANUP_MS = "budget.cleanup_ms"
 
-# Not in SPEC §2 (budgetscope ignores them); they make the ladder visible in a trace viewer.
+# Not read by budgetscope; they make the ladder, a run's note and a retry's decision visible in
+# a trace viewer.
 PHASE_EVENT = "budget.phase"
 PHASE = "budget.phase"
 CONSUMED_RATIO = "budget.consumed_ratio"
 PARTIAL_REASON = "budget.partial.reason"
+FAILURE_REASON = "budget.failure.reason"
+RETRY_DECLINED_EVENT = "budget.retry_declined"
+RETRY_REASON = "budget.retry.reason"
+REMOTE_SOURCE = "budget.remote.source"
+REMOTE_PROBLEM = "budget.remote.problem"
 
 ERROR_TYPE = "error.type"
 HTTP_STATUS = "http.response.status_code"
@@ -41,10 +50,18 @@ AGENTS_TRACE_ID = "openai_agents.trace_id"
 AGENTS_SPAN_ID = "openai_agents.span_id"
 AGENTS_SPAN_TYPE = "openai_agents.span_type"
 
-STEP_KINDS = frozenset({"model", "tool", "subagent", "backoff", "queue", "reconcile", "other"})
-STEP_OUTCOMES = frozenset({"ok", "client_timeout", "upstream_error", "refused", "cancelled",
-                           "client_error", "error"})
-RUN_OUTCOMES = frozenset({"completed", "partial", "exhausted", "failed", "cancelled"})
-SIDE_EFFECTS = frozenset({"read", "write"})
-EFFECT_STATUSES = frozenset({"none", "possible", "completed"})
-RECONCILE_RESULTS = frozenset({"landed", "not_landed", "unknown"})
+StepKind = Literal["model", "tool", "subagent", "backoff", "queue", "reconcile", "other"]
+StepOutcome = Literal["ok", "client_timeout", "upstream_error", "refused", "cancelled",
+                      "client_error", "error"]
+RunOutcome = Literal["completed", "partial", "exhausted", "failed", "cancelled"]
+SideEffect = Literal["read", "write"]
+EffectStatus = Literal["none", "possible", "completed"]
+ReconcileResult = Literal["landed", "not_landed", "unknown"]
+
+# The same words as sets, for checking values at run time (derived: they cannot drift apart).
+STEP_KINDS: frozenset[str] = frozenset(get_args(StepKind))
+STEP_OUTCOMES: frozenset[str] = frozenset(get_args(StepOutcome))
+RUN_OUTCOMES: frozenset[str] = frozenset(get_args(RunOutcome))
+SIDE_EFFECTS: frozenset[str] = frozenset(get_args(SideEffect))
+EFFECT_STATUSES: frozenset[str] = frozenset(get_args(EffectStatus))
+RECONCILE_RESULTS: frozenset[str] = frozenset(get_args(ReconcileResult))

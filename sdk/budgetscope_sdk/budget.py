@@ -1,16 +1,24 @@
-"""RunBudget: one deadline per run, minted where the run starts, that every step spends from."""
+"""RunBudget: one deadline per run, minted where the run starts, that every step spends from.
+
+A RunBudget opened while another is open in the same context is not a second run: it is a
+`subagent` step of the enclosing run whose deadline is clamped to what that run may still spend
+(the articles' "subagents inherit a slice, never a fresh allocation"), unless it is asked for
+as a separate run (`separate_run=True`: a new trace, linked to where it started, with a
+deadline of its own). `RunBudget.from_remote(headers, ...)` continues a caller's deadline in a
+service."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Union
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -19,13 +27,20 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk import ladder
+from budgetscope_sdk.attributes import RunOutcome, SideEffect, StepKind
 from budgetscope_sdk.classify import qualified_type
 from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
-from budgetscope_sdk.propagation import deadline_headers, grpc_timeout_header
+from budgetscope_sdk.intents import Intent
+from budgetscope_sdk.propagation import RemoteDeadline, deadline_headers, grpc_timeout_header
+from budgetscope_sdk.retry_budget import RetryBudget
 from budgetscope_sdk.step import Step, StepRecord
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 Duration = Union[float, int, dt.timedelta]
+T = TypeVar("T")
 
 CURRENT_BUDGET: ContextVar[RunBudget | None] = ContextVar("budgetscope_sdk_budget", default=None)
 _VERSION = "0.1.0"
@@ -37,10 +52,16 @@ def current_budget() -> RunBudget | None:
 
 
 def seconds(value: Duration, what: str) -> float:
-    """Durations are seconds (as in asyncio, httpx and gRPC) or timedeltas."""
-    out = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    if not out >= 0:
-        raise ValueError(f"{what} must be a non-negative duration in seconds, got {value!r}")
+    """Durations are seconds (as in asyncio, httpx and gRPC) or timedeltas: finite and not
+    negative (an infinite or NaN budget would be no deadline at all)."""
+    try:
+        out = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of seconds or a timedelta, got "
+                         f"{value!r}") from None
+    if not (math.isfinite(out) and out >= 0):
+        raise ValueError(f"{what} must be a finite, non-negative duration in seconds, got "
+                         f"{value!r}")
     return out
 
 
@@ -49,13 +70,34 @@ def _ms(value: float) -> int:
 
 
 @dataclass
-class RunResult:
-    """An answer labelled with whether the budget cut it short, and what is missing."""
+class RunResult(Generic[T]):
+    """An answer labelled with how the run ended: `outcome` `completed`, `partial` (the budget
+    ran out; `partial` is True) or `failed` (something else went wrong), what is `missing`,
+    and a one-line `note` saying so."""
 
-    value: Any
+    value: T
     partial: bool
     note: str
     missing: Sequence[str] = field(default_factory=tuple)
+    outcome: RunOutcome = "completed"
+
+
+class RetryOptions(TypedDict, total=False):
+    """The options of RunBudget.retry / aretry (see intents.retry)."""
+
+    kind: StepKind
+    name: str | None
+    side_effect: SideEffect
+    attempts: int
+    backoff: float
+    factor: float
+    max_backoff: float | None
+    jitter: bool
+    retry_on: Iterable[str]
+    cap: Duration | None
+    minimum: Duration
+    idempotent: bool
+    retry_budget: RetryBudget | None
 
 
 class RunBudget:
@@ -65,10 +107,17 @@ class RunBudget:
             with budget.step("tool", "fetch_report", cap=9) as call:
                 fetch(timeout=call.timeout, headers=call.headers())
 
-    `total` and every other duration are seconds (or timedeltas). The run span (opened here, or
-    the current span when `decorate_current=True`) gets budget.total_ms, budget.deadline_unix_ms
-    and budget.reserve_ms, and budget.run.outcome on exit. Durations are read from the
-    monotonic clock; the wall clock gives only the absolute deadline and the timestamps."""
+    `total` and every other duration are seconds (or timedeltas), finite, `total` above 0. The
+    run span (opened here, or the current span when `decorate_current=True`) gets
+    budget.total_ms, budget.deadline_unix_ms and budget.reserve_ms, and budget.run.outcome on
+    exit. Durations are read from the monotonic clock; the wall clock gives only the absolute
+    deadline and the timestamps.
+
+    Entered while another RunBudget is open in the same context, it is that run's `subagent`
+    step (named `agent`, else `name`), clamped to what the run may still spend, and
+    `decorate_current` does not apply; `separate_run=True` makes it a run of its own instead, the
+    root of a new trace linked to the span it was started in. `retry_budget` is a RetryBudget
+    shared by the process that this run's retries draw from."""
 
     def __init__(self, total: Duration, *, reserve: Duration | None = None,
                  per_step_caps: Mapping[str, Duration] | None = None,
@@ -78,7 +127,9 @@ class RunBudget:
                  latencies: ladder.LatencyBook | None = None,
                  attributes: Mapping[str, Any] | None = None,
                  intent_namespace: str | None = None,
-                 arrived_unix_ns: int | None = None) -> None:
+                 arrived_unix_ns: int | None = None,
+                 separate_run: bool = False,
+                 retry_budget: RetryBudget | None = None) -> None:
         self.total_s = seconds(total, "total")
         if self.total_s <= 0:
             raise ValueError("a run budget must be more than 0 seconds")
@@ -94,20 +145,28 @@ class RunBudget:
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._tracer = tracer
         self.decorate_current = decorate_current
+        self.separate_run = separate_run
         self.latencies = latencies or ladder.DEFAULT_LATENCIES
+        self.retry_budget = retry_budget
+        # What was left to defaults, so a budget nested in a run takes the enclosing one's.
+        self._inherits = {"clock": clock is None, "latencies": latencies is None,
+                          "intent_namespace": intent_namespace is None,
+                          "retry_budget": retry_budget is None}
         self._extra = dict(attributes or {})
         self.intent_namespace = intent_namespace or secrets.token_hex(6)
         self.records: list[StepRecord] = []
-        self.outcome: str | None = None
+        self.outcome: RunOutcome | None = None
         self.partial_reason: str | None = None
-        self._explicit_outcome: str | None = None
+        self.failure_reason: str | None = None
+        self._explicit_outcome: RunOutcome | None = None
         self._phase = ladder.OPEN
         self._phase_lock = threading.Lock()
-        self._intents: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._intents: dict[tuple[str, tuple[str, ...]], Intent] = {}
         self._refused = 0
         self.span: Span = trace.INVALID_SPAN
         self._owns_span = False
         self._started = False
+        self._ended = False
         self._start_mono = 0.0
         self._start_ns = 0
         # When the caller's clock started (the request's arrival), if before the run: the
@@ -118,6 +177,48 @@ class RunBudget:
         self._parent_step: Step | None = None
         self._span_context: Context | None = None
         self._tokens: list[Any] = []
+        # A subagent's budget (ChildBudget, or a RunBudget nested in a run) is a step of the
+        # enclosing run: this is that step, and the budget's span is its span.
+        self.as_step: Step | None = None
+        # A service's budget from its caller's deadline (from_remote): the deadline it was
+        # given, and whether its span continues the caller's trace instead of being a run.
+        self.remote: RemoteDeadline | None = None
+        self._continues_caller = False
+
+    @classmethod
+    def from_remote(cls, headers: Mapping[str, str], *, default: Duration,
+                    maximum: Duration | None = None, reserve: Duration | None = None,
+                    as_run: bool | None = None, clock: Clock | None = None,
+                    **options: Any) -> RunBudget:
+        """A service's budget for one request: the caller's deadline (Deadline-Remaining-Ms,
+        else Deadline-Epoch-Ms), so what the service calls next spends the caller's time.
+        Never raises on what the caller sent: a missing, malformed, negative, infinite or
+        oversized value gives `default` (or `maximum`) and `budget.remote.problem` says why.
+        A caller whose deadline has already passed gets a budget that refuses every step.
+
+        When the request is part of a trace (a span is current: the server span your
+        instrumentation opened from the caller's traceparent), the budget's span continues
+        the caller's run instead of starting another (it carries no budget.total_ms), and its
+        steps are steps of the caller's run; otherwise, or with `as_run=True`, it is a run.
+        A `reserve` that does not fit what the caller left becomes 10% of it."""
+        chosen = clock or SYSTEM_CLOCK
+        remote = RemoteDeadline.from_headers(
+            headers, chosen, seconds(default, "default"),
+            max_s=None if maximum is None else seconds(maximum, "maximum"))
+        assert remote is not None  # a default was given
+        left = remote.remaining()
+        wanted = None if reserve is None else seconds(reserve, "reserve")
+        if wanted is not None and wanted >= left:
+            wanted = None
+        budget = cls(left if left > 0 else 1.0, reserve=wanted, clock=clock,
+                     arrived_unix_ns=chosen.wall_ns(), **options)
+        if left <= 0:
+            # The caller's deadline passed before we started: nothing may be spent.
+            budget.total_s, budget.reserve_s = 0.0, 0.0
+        budget.remote = remote
+        in_trace = trace.get_current_span().get_span_context().is_valid
+        budget._continues_caller = (not as_run) if as_run is not None else in_trace
+        return budget
 
     # -- time ------------------------------------------------------------------------------
     @property
@@ -193,7 +294,9 @@ class RunBudget:
             offset = starts[phase]
             # Stamped at the instant the threshold was crossed, not when it was noticed.
             self.span.add_event(attr.PHASE_EVENT, {
-                attr.PHASE: phase, attr.CONSUMED_RATIO: round(offset / self.total_s, 4),
+                # A budget of 0 s (a caller whose deadline had passed) starts landed.
+                attr.PHASE: phase,
+                attr.CONSUMED_RATIO: round(offset / self.total_s, 4) if self.total_s else 1.0,
                 attr.REMAINING_MS: _ms(self.total_s - offset)},
                 timestamp=self._origin_ns() + int(round(offset * 1e9)))
         return now
@@ -203,7 +306,7 @@ class RunBudget:
         return self.per_step_caps.get(f"{kind}:{name}", self.per_step_caps.get(name))
 
     def slice(self, cap: Duration | None = None, minimum: Duration = 0.0, *,
-              kind: str = "other", name: str = "slice", landing: bool = False,
+              kind: StepKind = "other", name: str = "slice", landing: bool = False,
               widening: bool = False) -> float:
         """Seconds this call may take: min(cap, remaining − reserve). Raises BudgetExhausted,
         and records a `refused` step span, when that is below `minimum` or the ladder no longer
@@ -212,12 +315,17 @@ class RunBudget:
         allocated, _, _ = self._admit(kind, name, cap, minimum, landing, widening, {})
         return allocated
 
-    def _admit(self, kind: str, name: str, cap: Duration | None, minimum: Duration,
+    def _admit(self, kind: StepKind, name: str, cap: Duration | None, minimum: Duration,
                landing: bool, widening: bool, refusal_attributes: dict[str, Any]
                ) -> tuple[float, float, float | None]:
         self._require_started()
         if kind not in attr.STEP_KINDS:
             raise ValueError(f"unknown step kind {kind!r}; one of {sorted(attr.STEP_KINDS)}")
+        if self._ended:
+            # Its span has ended and its deadline no longer means anything: nothing may
+            # start, and no span is recorded under a run that is over.
+            raise BudgetExhausted(f"refused {kind}:{name}: its run has ended",
+                                  step_key=f"{kind}:{name}")
         cap_s = seconds(cap, "cap") if cap is not None else self.cap_for(kind, name)
         minimum_s = seconds(minimum, "minimum")
         remaining = self.remaining()
@@ -243,10 +351,11 @@ class RunBudget:
                                   available_ms=_ms(available), minimum_ms=_ms(minimum_s))
         return allocated, remaining, cap_s
 
-    def _record_refusal(self, kind: str, name: str, remaining: float, cap_s: float | None,
-                        allocated: float, extra: dict[str, Any]) -> None:
+    def _record_refusal(self, kind: StepKind, name: str, remaining: float,
+                        cap_s: float | None, allocated: float, extra: dict[str, Any]) -> None:
         refused = Step(self, kind, name, allocated_s=allocated, remaining_s=remaining,
-                       cap_s=cap_s, side_effect=extra.pop("side_effect", None),
+                       cap_s=cap_s,
+                       side_effect=extra.pop("side_effect", None),
                        idempotency_key=extra.pop("idempotency_key", None),
                        attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
                        links=extra.pop("links", ()), extra=extra)
@@ -256,7 +365,7 @@ class RunBudget:
         refused._close(None)
 
     # -- steps -----------------------------------------------------------------------------
-    def step(self, kind: str, name: str, *, side_effect: str | None = None,
+    def step(self, kind: StepKind, name: str, *, side_effect: SideEffect | None = None,
              idempotency_key: str | None = None, cap: Duration | None = None,
              minimum: Duration = 0.0, attempt: int | None = None, hedge: bool | None = None,
              landing: bool = False, widening: bool = False,
@@ -306,8 +415,8 @@ class RunBudget:
     # -- children --------------------------------------------------------------------------
     def child(self, share: float | None = None, duration: Duration | None = None, *,
               name: str = "subagent", reserve: Duration | None = None,
-              minimum: Duration = 0.0, kind: str = "subagent",
-              side_effect: str | None = None) -> RunBudget:
+              minimum: Duration = 0.0, kind: StepKind = "subagent",
+              side_effect: SideEffect | None = None) -> RunBudget:
         """A subagent's budget, carved from this one: `share` of what may be spent now, or
         `duration` seconds, never past this run's spendable time (so the child's deadline is
         no later than ours, and our reserve stays ours). Its `with` opens a `subagent` step;
@@ -321,40 +430,71 @@ class RunBudget:
                 raise ValueError(f"share must be in (0, 1], got {share}")
             wanted = share * spendable
         else:
-            wanted = seconds(duration, "duration")  # type: ignore[arg-type]
+            assert duration is not None
+            wanted = seconds(duration, "duration")
         step = self.step(kind, name, cap=wanted, minimum=minimum, side_effect=side_effect)
         return ChildBudget(step, reserve=0.0 if reserve is None else reserve,
                            per_step_caps=self.per_step_caps, name=name,
                            agent=name if kind == "subagent" else None,
                            tracer=self.tracer, clock=self.clock, latencies=self.latencies,
-                           intent_namespace=self.intent_namespace)
+                           intent_namespace=self.intent_namespace,
+                           retry_budget=self.retry_budget)
+
+    def _nest_in(self, parent: RunBudget) -> None:
+        """Become a `subagent` step of `parent`, the run open around this budget: the deadline
+        is clamped to what the parent may still spend, the reserve keeps its share of the
+        budget, and what was left to defaults (tracer, clock, latencies, intent namespace,
+        retry budget, caps) is the parent's."""
+        if self._inherits["clock"]:
+            self.clock = parent.clock
+        if self._tracer is None:
+            self._tracer = parent.tracer
+        if self._inherits["latencies"]:
+            self.latencies = parent.latencies
+        if self._inherits["intent_namespace"]:
+            self.intent_namespace = parent.intent_namespace
+        if self._inherits["retry_budget"]:
+            self.retry_budget = parent.retry_budget
+        self.per_step_caps = {**parent.per_step_caps, **self.per_step_caps}
+        step = parent.step("subagent", self.agent or self.name, cap=self.total_s)
+        if step.timeout < self.total_s:
+            self.reserve_s *= step.timeout / self.total_s
+            self.total_s = step.timeout
+        self.as_step = step
 
     # -- intents, retries, reconciliation (see intents.py) ----------------------------------
-    def intent(self, operation: str, *parts: object) -> Any:
+    def intent(self, operation: str, *parts: object) -> Intent:
         """The one idempotency key for this logical operation in this run, reused by every
         attempt (asking again for the same operation and parts returns the same intent)."""
-        from budgetscope_sdk.intents import Intent
-
         key = (operation, tuple(str(part) for part in parts))
         found = self._intents.get(key)
         if found is None:
             found = self._intents[key] = Intent(self, operation, key[1])
         return found
 
-    def retry(self, intent: Any, call: Any, **options: Any) -> Any:
+    def retry(self, intent: Intent, call: Callable[[Step], T], *,
+              reconcile: Callable[[Step], T | None] | None = None,
+              **options: Unpack[RetryOptions]) -> T:
         """Run `call(step)` as numbered attempts of `intent` (same idempotency key each time),
-        retrying classes in `retry_on` (client_timeout, upstream_error) up to `attempts`, each
-        wait recorded as a `backoff` step; a retry whose wait and minimum no longer fit is
-        declined and the last error raised. Options: kind, name, side_effect, attempts,
-        backoff (s), factor, retry_on, cap, minimum."""
+        retrying the classes in `retry_on` (client_timeout, upstream_error) up to `attempts`,
+        after a full-jitter backoff or the Retry-After the other side sent, each wait recorded
+        as a `backoff` step. A retry whose wait and minimum no longer fit, or that the retry
+        budget does not allow, is declined and the last error raised. A write whose effect is
+        `possible` is read back with `reconcile` first (landed: its value is returned; not
+        landed: re-sent with the same key; unknown: not re-sent), and without `reconcile` is
+        not re-sent unless `idempotent=True` says the server deduplicates by key. See
+        intents.retry for every option."""
         from budgetscope_sdk.intents import retry
 
-        return retry(self, intent, call, **options)
+        return retry(self, intent, call, reconcile=reconcile, **options)
 
-    async def aretry(self, intent: Any, call: Any, **options: Any) -> Any:
+    async def aretry(self, intent: Intent, call: Callable[[Step], Awaitable[T]], *,
+                     reconcile: Callable[[Step], Awaitable[T | None]] | None = None,
+                     **options: Unpack[RetryOptions]) -> T:
+        """The asyncio form of `retry`."""
         from budgetscope_sdk.intents import aretry
 
-        return await aretry(self, intent, call, **options)
+        return await aretry(self, intent, call, reconcile=reconcile, **options)
 
     # -- propagation -----------------------------------------------------------------------
     def headers(self) -> dict[str, str]:
@@ -372,23 +512,68 @@ class RunBudget:
         `partial`)."""
         self.partial_reason = reason
 
-    def set_outcome(self, outcome: str) -> None:
+    def set_outcome(self, outcome: RunOutcome) -> None:
+        """The run's outcome in your words (checked: an unknown word is a ValueError)."""
         if outcome not in attr.RUN_OUTCOMES:
             raise ValueError(f"unknown run outcome {outcome!r}; one of {sorted(attr.RUN_OUTCOMES)}")
         self._explicit_outcome = outcome
 
-    def finish(self, value: Any, *, done: Sequence[str] = (), missing: Sequence[str] = ()
-               ) -> RunResult:
-        """Label the answer: partial, with the boundary stated, when anything is missing."""
+    def ran_out(self) -> bool:
+        """Whether the budget is what cut this run short: it expired or only the reserve is
+        left, a call was refused for lack of it, or a call timed out on a slice the run (not
+        the call's own cap) decided."""
+        if self.expired() or self.phase == ladder.LANDING or self._refused:
+            return True
+        return any(record.outcome == "client_timeout" and record.allocated_ms is not None
+                   and (record.cap_ms is None or record.allocated_ms < record.cap_ms)
+                   for record in self.records)
+
+    def finish(self, value: T, *, done: Sequence[str] = (), missing: Sequence[str] = (),
+               exhausted: bool | None = None) -> RunResult[T]:
+        """Label the answer with why it is what it is. Nothing `missing`: complete. Missing
+        parts because the budget ran out (`ran_out()`, or `exhausted=True`): partial, "budget
+        exhausted after N steps; complete: …; not included: …" (budget.run.outcome
+        `partial`). Missing parts for another reason (a failed call, `exhausted=False`):
+        failed, "failed after N steps: <the last failed step and its class>; not included: …"
+        (budget.run.outcome `failed`)."""
         steps = sum(1 for record in self.records if record.top_level)
         if not missing:
             return RunResult(value, False, f"complete after {steps} steps")
-        note = f"budget exhausted after {steps} steps"
+        budget_ran_out = self.ran_out() if exhausted is None else exhausted
+        if budget_ran_out:
+            note = f"budget exhausted after {steps} steps"
+        else:
+            note = f"failed after {steps} steps"
+            failed = self._unrecovered_failures()
+            if failed:
+                note += ": " + ", ".join(failed)
         if done:
             note += f"; complete: {', '.join(done)}"
         note += f"; not included: {', '.join(missing)}"
-        self.mark_partial(note)
-        return RunResult(value, True, note, tuple(missing))
+        if budget_ran_out:
+            self.mark_partial(note)
+            return RunResult(value, True, note, tuple(missing), "partial")
+        self.failure_reason = note
+        self._explicit_outcome = "failed"
+        return RunResult(value, False, note, tuple(missing), "failed")
+
+    def _unrecovered_failures(self) -> list[str]:
+        """`kind:name class` of each failed step that nothing made good afterwards: a later
+        attempt of the same intent that went well, or a read-back that found the write
+        landed, recovers it (distinct, in order, at most three)."""
+        found: list[str] = []
+        for index, record in enumerate(self.records):
+            if record.outcome in ("ok", "refused", "cancelled"):
+                continue
+            key = record.idempotency_key
+            recovered = key is not None and any(
+                later.idempotency_key == key and later.outcome == "ok"
+                and (later.kind != "reconcile" or later.reconcile_result == "landed")
+                for later in self.records[index + 1:])
+            text = f"{record.key} {record.outcome}"
+            if not recovered and text not in found:
+                found.append(text)
+        return found[:3]
 
     def sleep(self, duration: Duration) -> None:
         """Sleep on this budget's clock (a ManualClock just moves)."""
@@ -408,7 +593,7 @@ class RunBudget:
         else:
             await asyncio.sleep(wait)
 
-    async def bound(self, work: Any, *, landing: bool = True) -> Any:
+    async def bound(self, work: Awaitable[T], *, landing: bool = True) -> T:
         """Await `work` (a whole framework run) no later than the deadline (`landing=False`:
         no later than the start of the reserve). On expiry the work is cancelled, its cleanup
         awaited and timed (a `budget.cleanup` event on the run span) and StepTimeout raised,
@@ -434,6 +619,15 @@ class RunBudget:
                           "started)", deadline_ms=_ms(limit), cleanup_ms=cleanup_ms)
 
     # -- the run span ----------------------------------------------------------------------
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended (its `with` block is over)."""
+        return self._ended
+
+    @property
+    def is_open(self) -> bool:
+        return self._started and not self._ended
+
     def _require_started(self) -> None:
         if not self._started:
             raise RuntimeError("use the RunBudget as a context manager (`with RunBudget(...)`) "
@@ -445,12 +639,29 @@ class RunBudget:
                                   attr.RESERVE_MS: _ms(self.reserve_s)}
         if self.agent:
             values[attr.GEN_AI_AGENT_NAME] = self.agent
+        values.update(self._remote_attributes())
         values.update(self._extra)
+        return values
+
+    def _remote_attributes(self) -> dict[str, Any]:
+        if self.remote is None:
+            return {}
+        values: dict[str, Any] = {attr.REMOTE_SOURCE: self.remote.source}
+        if self.remote.problem is not None:
+            values[attr.REMOTE_PROBLEM] = self.remote.problem
         return values
 
     def _enter(self) -> RunBudget:
         if self._started:
             raise RuntimeError("a RunBudget is entered once, for one run")
+        enclosing = CURRENT_BUDGET.get()
+        nested = enclosing is not None and enclosing.is_open
+        if self.as_step is None and nested and not self.separate_run \
+                and not self._continues_caller:
+            assert enclosing is not None
+            self._nest_in(enclosing)
+        if self.as_step is not None:
+            return self._enter_as_step()
         self._start_mono = self.clock.monotonic()
         self._start_ns = self.clock.wall_ns()
         # The deadline is whole milliseconds (budget.deadline_unix_ms, Deadline-Epoch-Ms), so
@@ -461,19 +672,44 @@ class RunBudget:
         self._spent_before_s = max(0.0, (self._start_ns - origin) / 1e9)
         self._started = True
         current = trace.get_current_span()
-        if self.decorate_current and current.is_recording():
+        if self.decorate_current and current.is_recording() and not nested:
             self.span = current
             self._span_context = trace.set_span_in_context(current)
         else:
-            self.span = self.tracer.start_span(self.name, start_time=self._start_ns)
+            parent: Context | None = None
+            links: list[trace.Link] = []
+            if self.separate_run and current.get_span_context().is_valid:
+                # A run of its own: the root of a new trace, linked to where it was started.
+                parent = Context()
+                links.append(trace.Link(current.get_span_context()))
+            self.span = self.tracer.start_span(self.name, context=parent, links=links or None,
+                                               start_time=self._start_ns)
             self._owns_span = True
             self._span_context = trace.set_span_in_context(self.span)
-        self.span.set_attributes(self._run_attributes())
+        if self._continues_caller:
+            # A service spending its caller's deadline: not a run of its own (no
+            # budget.total_ms), so its steps are steps of the caller's run.
+            self.span.set_attributes({attr.REMAINING_MS: _ms(self.remaining()),
+                                      **self._remote_attributes()})
+        else:
+            self.span.set_attributes(self._run_attributes())
         self._tokens.append(("otel", otel_context.attach(self._span_context)))
         self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
         return self
 
-    def _outcome_for(self, error: BaseException | None) -> str:
+    def _enter_as_step(self) -> RunBudget:
+        assert self.as_step is not None
+        self.as_step._open()
+        self._start_mono = self.as_step._started_mono
+        self._start_ns = self.as_step._start_ns
+        self._started = True
+        self.span = self.as_step.span
+        self._span_context = trace.set_span_in_context(self.span)
+        self._tokens.append(("otel", otel_context.attach(self._span_context)))
+        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
+        return self
+
+    def _outcome_for(self, error: BaseException | None) -> RunOutcome:
         if self._explicit_outcome is not None:
             return self._explicit_outcome
         if error is not None:
@@ -495,10 +731,25 @@ class RunBudget:
             return "partial"
         return "completed"
 
+    def _release_context(self) -> None:
+        for kind, token in reversed(self._tokens):
+            if kind == "budget":
+                CURRENT_BUDGET.reset(token)
+            else:
+                otel_context.detach(token)
+        self._tokens.clear()
+
     def _exit(self, error: BaseException | None) -> None:
         self._observe_phase()
         self.outcome = self._outcome_for(error)
-        self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
+        self._ended = True
+        if self.as_step is not None:
+            self._release_context()
+            self.as_step._close(error)
+            self._end_ns = self.clock.wall_ns()
+            return
+        if not self._continues_caller:
+            self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
         if error is not None and self._owns_span:
             # A run that ended in an error is an error span (what every trace viewer colours),
             # with the error's type as OpenTelemetry's error.type.
@@ -506,12 +757,9 @@ class RunBudget:
             self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         if self.partial_reason is not None:
             self.span.set_attribute(attr.PARTIAL_REASON, self.partial_reason)
-        for kind, token in reversed(self._tokens):
-            if kind == "budget":
-                CURRENT_BUDGET.reset(token)
-            else:
-                otel_context.detach(token)
-        self._tokens.clear()
+        if self.failure_reason is not None:
+            self.span.set_attribute(attr.FAILURE_REASON, self.failure_reason)
+        self._release_context()
         self._end_ns = self.clock.wall_ns()
         if self._owns_span:
             self.span.end(end_time=self._end_ns)
@@ -536,27 +784,3 @@ class ChildBudget(RunBudget):
     def __init__(self, step: Step, **options: Any) -> None:
         super().__init__(step.timeout if step.timeout > 0 else 1e-9, **options)
         self.as_step = step
-
-    def _enter(self) -> RunBudget:
-        if self._started:
-            raise RuntimeError("a RunBudget is entered once, for one run")
-        self.as_step._open()
-        self._start_mono = self.as_step._started_mono
-        self._start_ns = self.as_step._start_ns
-        self._started = True
-        self.span = self.as_step.span
-        self._span_context = trace.set_span_in_context(self.span)
-        self._tokens.append(("otel", otel_context.attach(self._span_context)))
-        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
-        return self
-
-    def _exit(self, error: BaseException | None) -> None:
-        self._observe_phase()
-        self.outcome = self._outcome_for(error)
-        for kind, token in reversed(self._tokens):
-            if kind == "budget":
-                CURRENT_BUDGET.reset(token)
-            else:
-                otel_context.detach(token)
-        self._tokens.clear()
-        self.as_step._close(error)

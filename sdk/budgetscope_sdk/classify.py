@@ -1,5 +1,5 @@
-"""Which class a failed step gets, from what it raised (SPEC §3), so that the outcome the SDK
-writes is the one budgetscope would derive from the same evidence.
+"""Which class a failed step gets, from what it raised (budgetscope's docs/metrics.md §3), so
+that the outcome the SDK writes is the one budgetscope would derive from the same evidence.
 
 Order: the SDK's own exceptions and asyncio cancellation first (we know who gave up), then an
 HTTP or gRPC status the exception carries, then the type name and message normalised as §3
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+from budgetscope_sdk.attributes import StepOutcome
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
@@ -39,8 +40,8 @@ def normalise(text: str) -> str:
     return _NOT_ALNUM.sub("", text.lower())
 
 
-def class_of_text(text: str) -> str | None:
-    """SPEC §3 rule 4 on one text; None when it gives no specific class."""
+def class_of_text(text: str) -> StepOutcome | None:
+    """docs/metrics.md §3, rule 4, on one text; None when it gives no specific class."""
     norm = normalise(text)
     if not norm:
         return None
@@ -63,7 +64,7 @@ def class_of_text(text: str) -> str | None:
     return None
 
 
-def class_of_http_status(status: int) -> str | None:
+def class_of_http_status(status: int) -> StepOutcome | None:
     if status >= 500 or status in (429, 408):
         return "upstream_error"
     if 400 <= status <= 499:
@@ -71,7 +72,7 @@ def class_of_http_status(status: int) -> str | None:
     return None
 
 
-def class_of_grpc_status(code: int) -> str | None:
+def class_of_grpc_status(code: int) -> StepOutcome | None:
     if code == 4:
         return "client_timeout"
     if code == 1:
@@ -109,7 +110,7 @@ def grpc_status_of(error: BaseException) -> int | None:
     return _GRPC_NAMES.get(name) if isinstance(name, str) else None
 
 
-def classify(error: BaseException | None) -> str:
+def classify(error: BaseException | None) -> StepOutcome:
     """The step outcome for what a step raised (None: it returned normally)."""
     if error is None:
         return "ok"
@@ -139,15 +140,22 @@ def classify(error: BaseException | None) -> str:
 def never_sent(error: BaseException | None) -> bool:
     """True only when the request provably never left: we refused it, or the connection was
     never established (connect refused / failed). Anything else may have reached the server."""
-    if isinstance(error, BudgetExhausted):
+    if error is None:
+        return False
+    if isinstance(error, (BudgetExhausted, ConnectionRefusedError)):
         return True
-    if isinstance(error, ConnectionRefusedError):
+    # httpx.ConnectError / ConnectTimeout (and the transports' deadline form of the latter, a
+    # subclass) and the OpenAI client's APIConnectionError wrapping one are raised before a
+    # byte of the request is written.
+    if _named(error, _NOT_SENT):
         return True
-    name = type(error).__name__
-    # httpx.ConnectError / ConnectTimeout and the OpenAI client's APIConnectionError wrapping one
-    # are raised before a byte of the request is written.
-    if name in ("ConnectError", "ConnectTimeout"):
-        return True
-    cause = error.__cause__ if error is not None else None
-    return cause is not None and cause is not error and type(cause).__name__ in (
-        "ConnectError", "ConnectTimeout", "ConnectionRefusedError")
+    cause = error.__cause__
+    return cause is not None and cause is not error and (
+        isinstance(cause, ConnectionRefusedError) or _named(cause, _NOT_SENT))
+
+
+_NOT_SENT = frozenset({"ConnectError", "ConnectTimeout"})
+
+
+def _named(error: BaseException, names: frozenset[str]) -> bool:
+    return any(kind.__name__ in names for kind in type(error).__mro__)

@@ -1,50 +1,343 @@
-"""httpx integration: every request made inside a step gets the step's remaining slice as its
-timeout and the deadline headers, so tool code written against a plain httpx client needs no
-change. Import this module only where httpx is installed (the SDK does not require it).
+"""httpx transports that give every request the current step's deadline, as one total deadline
+on the whole exchange, and tell the step what they saw.
 
-    client = httpx.AsyncClient(transport=AsyncBudgetTransport())
-    async with budget.step("tool", "fetch_report") as call:
-        await call.run(client.get(url))     # timeout and Deadline-* headers from the slice
+    client = httpx.Client(transport=BudgetTransport())
+    with budget.step("tool", "fetch_report", cap=9) as call:
+        client.get(url)     # ends by the step's deadline, carries Deadline-* and Idempotency-Key
 
-Outside any step the run's spendable time bounds the request; outside any budget the request
-goes out untouched. A request with no time left is refused before it is sent."""
+- One deadline per call: connecting, waiting for the pool, sending and every read of the
+  response, headers and body, share what is left of the step's slice. httpx's own timeouts are
+  per operation: a server sending a byte every 100 ms never trips a 500 ms read timeout, and a
+  keepalive keeps a dead call alive. Here each socket operation may wait only for what is left
+  of the deadline, and none starts after it, so the exchange ends at the deadline however the
+  bytes trickle. A timeout you set on the client still applies to each operation if shorter.
+- When our deadline ends the exchange, the error is httpx's timeout of that phase (ReadTimeout,
+  ConnectTimeout, WriteTimeout, PoolTimeout) and also a StepTimeout, so either `except` works.
+- The step records what happened even when the agent handles it: our timeout makes it a
+  `client_timeout`; a 5xx, 429 or 408 response an `upstream_error` with the status (the last
+  response decides); a 2xx to a request that is not a read is evidence that a write completed;
+  a Retry-After is kept for `retry`. A connection that failed before anything was sent marks the
+  write as never sent.
+- Outside any step the run's spendable time bounds the request (nothing is recorded); outside
+  any budget the request goes out untouched. A request with no time left is refused before it
+  is sent (BudgetExhausted).
+
+How: httpx's timeouts are read once per phase (all the header reads share one value), so the
+transports wrap the network backend of the httpx HTTPTransport they are given (or make): every
+socket operation of a bounded request, connect, TLS, each send and each receive, waits at most
+for what is left of the deadline and none starts after it. A transport of your own that is not
+an httpx HTTPTransport keeps the per-phase bound and the check between body chunks only."""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
+import httpcore
 import httpx
 
-from budgetscope_sdk.budget import current_budget
-from budgetscope_sdk.errors import BudgetExhausted
-from budgetscope_sdk.propagation import deadline_headers
-from budgetscope_sdk.step import current_step
+from budgetscope_sdk.budget import RunBudget, current_budget
+from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
+from budgetscope_sdk.propagation import IDEMPOTENCY_HEADER, deadline_headers
+from budgetscope_sdk.step import Step, current_step
+
+_PHASES = ("connect", "read", "write", "pool")
+_CORE_TIMEOUTS: dict[str, type[Exception]] = {
+    "connect": httpcore.ConnectTimeout, "read": httpcore.ReadTimeout,
+    "write": httpcore.WriteTimeout, "pool": httpcore.PoolTimeout}
 
 
-def _bound(request: httpx.Request) -> None:
-    step = current_step()
-    if step is not None:
-        left = step.remaining()
-        headers = step.headers()
-        what = step.key
-    else:
-        budget = current_budget()
-        if budget is None:
-            return
-        left = budget.spendable()
-        headers = deadline_headers(budget.now_unix_ms() + int(left * 1000), int(left * 1000))
-        what = "the run"
-    if left <= 0:
+class DeadlineConnectTimeout(httpx.ConnectTimeout, StepTimeout):
+    """Our deadline ended the exchange while connecting."""
+
+
+class DeadlineReadTimeout(httpx.ReadTimeout, StepTimeout):
+    """Our deadline ended the exchange while waiting for the response."""
+
+
+class DeadlineWriteTimeout(httpx.WriteTimeout, StepTimeout):
+    """Our deadline ended the exchange while sending the request."""
+
+
+class DeadlinePoolTimeout(httpx.PoolTimeout, StepTimeout):
+    """Our deadline ended the exchange while waiting for a pooled connection."""
+
+
+_OURS: tuple[tuple[type[httpx.TimeoutException], type[httpx.TimeoutException]], ...] = (
+    (httpx.ConnectTimeout, DeadlineConnectTimeout), (httpx.WriteTimeout, DeadlineWriteTimeout),
+    (httpx.PoolTimeout, DeadlinePoolTimeout), (httpx.ReadTimeout, DeadlineReadTimeout))
+
+
+# The exchange whose deadline bounds the socket operations running now (in this thread, or this
+# asyncio task): set by the transports around the request and around each body chunk.
+_CURRENT: ContextVar[_Exchange | None] = ContextVar("budgetscope_sdk_exchange", default=None)
+
+
+def _bounded(timeout: float | None, phase: str) -> float | None:
+    """The timeout for one socket operation: the caller's, or what is left of the current
+    exchange's deadline if that is shorter. Past the deadline, no operation starts."""
+    exchange = _CURRENT.get()
+    if exchange is None:
+        return timeout
+    return exchange.bound(timeout, phase)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout, "read"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout, "write"))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname,
+                                                     _bounded(timeout, "connect")))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_tcp(
+            host, port, _bounded(timeout, "connect"), local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None
+                            ) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_unix_socket(
+            path, _bounded(timeout, "connect"), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, _bounded(timeout, "read"))
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, _bounded(timeout, "write"))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        return _AsyncDeadlineStream(await self._inner.start_tls(
+            ssl_context, server_hostname, _bounded(timeout, "connect")))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _AsyncDeadlineBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None
+                          ) -> httpcore.AsyncNetworkStream:
+        return _AsyncDeadlineStream(await self._inner.connect_tcp(
+            host, port, _bounded(timeout, "connect"), local_address, socket_options))
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None
+                                  ) -> httpcore.AsyncNetworkStream:
+        return _AsyncDeadlineStream(await self._inner.connect_unix_socket(
+            path, _bounded(timeout, "connect"), socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def bound_each_socket_operation(transport: httpx.BaseTransport | httpx.AsyncBaseTransport
+                                ) -> bool:
+    """Wrap the network backend of an httpx (Async)HTTPTransport so each socket operation of a
+    bounded request waits at most for what is left of its deadline. The one reach into httpx's
+    and httpcore's internals (`HTTPTransport._pool`, `ConnectionPool._network_backend`;
+    written for httpx 0.28-0.29 and httpcore 1.0, and tested against the installed versions):
+    False, and only the per-phase bound, where they are not found."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, (_DeadlineBackend, _AsyncDeadlineBackend)):
+        return True
+    if isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+        return True
+    if isinstance(backend, httpcore.AsyncNetworkBackend):
+        pool._network_backend = _AsyncDeadlineBackend(backend)  # type: ignore[union-attr]
+        return True
+    return False
+
+
+class _Exchange:
+    """One request under a deadline: where it is bounded from and what it reports to."""
+
+    def __init__(self, request: httpx.Request) -> None:
+        self.request = request
+        self.step: Step | None = current_step()
+        self.budget: RunBudget | None = current_budget()
+        # Whether the last socket operation waited for the deadline rather than the caller's
+        # own shorter timeout (so a timeout is ours).
+        self.deadline_bound = False
+
+    def remaining(self) -> float:
+        if self.step is not None:
+            return self.step.remaining()
+        assert self.budget is not None
+        return self.budget.spendable()
+
+    def bound(self, timeout: float | None, phase: str) -> float | None:
+        left = self.remaining()
+        if left <= 0:
+            self.deadline_bound = True
+            raise _CORE_TIMEOUTS[phase](f"the deadline had passed before this {phase}")
+        self.deadline_bound = timeout is None or left <= timeout
+        return left if self.deadline_bound else timeout
+
+    def prepare(self) -> bool:
+        """Bound the request; False when it is outside any budget (left untouched)."""
+        step, budget, request = self.step, self.budget, self.request
+        if step is None and budget is None:
+            return False
+        left = self.remaining()
+        what = step.key if step is not None else "the run"
+        if left <= 0:
+            if step is not None:
+                step.mark_not_sent()
+            raise BudgetExhausted(f"no time left in {what} for {request.method} "
+                                  f"{request.url.host}; not sent", step_key=what)
         if step is not None:
-            step.mark_not_sent()
-        raise BudgetExhausted(f"no time left in {what} for {request.method} {request.url.host}; "
-                              "not sent", step_key=what)
-    request.headers.update(headers)
-    timeout: dict[str, Any] = dict(request.extensions.get("timeout") or {})
-    for phase in ("connect", "read", "write", "pool"):
-        current = timeout.get(phase)
-        timeout[phase] = left if current is None else min(current, left)
-    request.extensions["timeout"] = timeout
+            step.request_started()
+            headers = step.headers()
+        else:
+            assert budget is not None
+            headers = deadline_headers(budget.now_unix_ms() + int(left * 1000),
+                                       int(left * 1000))
+        for name, value in headers.items():
+            # An Idempotency-Key the caller set on the request is theirs to keep.
+            if name != IDEMPOTENCY_HEADER or name not in request.headers:
+                request.headers[name] = value
+        # Each phase's own timeout is at most what is left now (waiting for a pooled connection
+        # is bounded by this alone); the wrapped backend bounds every socket operation after.
+        timeout: dict[str, Any] = dict(request.extensions.get("timeout") or {})
+        for phase in _PHASES:
+            current = timeout.get(phase)
+            timeout[phase] = left if current is None else min(current, left)
+        request.extensions["timeout"] = timeout
+        return True
+
+    def timed_out(self, error: httpx.TimeoutException) -> httpx.TimeoutException:
+        """The error to raise for a timeout: ours in both forms when our deadline ended it."""
+        raised: httpx.TimeoutException = error
+        if self.deadline_bound and not isinstance(error, StepTimeout):
+            what = self.step.key if self.step is not None else "the run"
+            for theirs, kind in _OURS:
+                if isinstance(error, theirs):
+                    raised = kind(f"{what} reached its deadline during {self.request.method} "
+                                  f"{self.request.url.host}: {error}", request=self.request)
+                    if self.step is not None:
+                        raised.deadline_ms = self.step.allocated_ms  # type: ignore[attr-defined]
+                    break
+        if self.step is not None:
+            self.step.record_timeout(raised)
+        return raised
+
+    def failed(self, error: httpx.TransportError) -> None:
+        if self.step is not None:
+            self.step.record_error(error)
+
+    def answered(self, response: httpx.Response) -> None:
+        if self.step is not None:
+            self.step.record_response(response.status_code, method=self.request.method,
+                                      retry_after=response.headers.get("retry-after"))
+
+    def late(self) -> bool:
+        """A chunk that arrived after the deadline: the exchange overran it."""
+        return self.remaining() <= 0
+
+    def late_error(self) -> httpx.TimeoutException:
+        self.deadline_bound = True
+        return self.timed_out(httpx.ReadTimeout("the response was still arriving at the "
+                                                "deadline", request=self.request))
+
+
+class _BoundedStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, exchange: _Exchange) -> None:
+        self._inner = inner
+        self._exchange = exchange
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = iter(self._inner)
+        while True:
+            token = _CURRENT.set(self._exchange)
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except StepTimeout:
+                raise
+            except httpx.TimeoutException as error:
+                raise self._exchange.timed_out(error) from error
+            finally:
+                _CURRENT.reset(token)
+            if self._exchange.late():
+                raise self._exchange.late_error()
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncBoundedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, exchange: _Exchange) -> None:
+        self._inner = inner
+        self._exchange = exchange
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = self._inner.__aiter__()
+        while True:
+            token = _CURRENT.set(self._exchange)
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return
+            except StepTimeout:
+                raise
+            except httpx.TimeoutException as error:
+                raise self._exchange.timed_out(error) from error
+            finally:
+                _CURRENT.reset(token)
+            if self._exchange.late():
+                raise self._exchange.late_error()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _rewrap(response: httpx.Response, stream: Any) -> httpx.Response:
+    return httpx.Response(status_code=response.status_code, headers=response.headers,
+                          stream=stream, extensions=response.extensions)
 
 
 class BudgetTransport(httpx.BaseTransport):
@@ -52,10 +345,25 @@ class BudgetTransport(httpx.BaseTransport):
 
     def __init__(self, wrapped: httpx.BaseTransport | None = None) -> None:
         self._wrapped = wrapped or httpx.HTTPTransport()
+        self.bounds_each_operation = bound_each_socket_operation(self._wrapped)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        _bound(request)
-        return self._wrapped.handle_request(request)
+        exchange = _Exchange(request)
+        if not exchange.prepare():
+            return self._wrapped.handle_request(request)
+        token = _CURRENT.set(exchange)
+        try:
+            response = self._wrapped.handle_request(request)
+        except httpx.TimeoutException as error:
+            raise exchange.timed_out(error) from error
+        except httpx.TransportError as error:
+            exchange.failed(error)
+            raise
+        finally:
+            _CURRENT.reset(token)
+        exchange.answered(response)
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        return _rewrap(response, _BoundedStream(response.stream, exchange))
 
     def close(self) -> None:
         self._wrapped.close()
@@ -66,20 +374,50 @@ class AsyncBudgetTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, wrapped: httpx.AsyncBaseTransport | None = None) -> None:
         self._wrapped = wrapped or httpx.AsyncHTTPTransport()
+        self.bounds_each_operation = bound_each_socket_operation(self._wrapped)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        _bound(request)
-        return await self._wrapped.handle_async_request(request)
+        exchange = _Exchange(request)
+        if not exchange.prepare():
+            return await self._wrapped.handle_async_request(request)
+        token = _CURRENT.set(exchange)
+        try:
+            response = await self._wrapped.handle_async_request(request)
+        except httpx.TimeoutException as error:
+            raise exchange.timed_out(error) from error
+        except httpx.TransportError as error:
+            exchange.failed(error)
+            raise
+        finally:
+            _CURRENT.reset(token)
+        exchange.answered(response)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return _rewrap(response, _AsyncBoundedStream(response.stream, exchange))
 
     async def aclose(self) -> None:
         await self._wrapped.aclose()
 
 
 def request_hook(request: httpx.Request) -> None:
-    """The same as an event hook, for clients whose transport you do not build:
-    httpx.Client(event_hooks={"request": [request_hook]})."""
-    _bound(request)
+    """For clients whose transport you do not build: httpx.Client(event_hooks={"request":
+    [request_hook], "response": [response_hook]}). The request gets the deadline headers and
+    each phase (connect, send, headers, body) at most what is left when it starts: weaker than
+    the transports' total deadline, since a hook cannot reach the socket operations. The
+    response hook records the status on the step. A timeout is not seen by hooks: it is
+    recorded only if it leaves the step's block."""
+    _Exchange(request).prepare()
+
+
+def response_hook(response: httpx.Response) -> None:
+    step = current_step()
+    if step is not None:
+        step.record_response(response.status_code, method=response.request.method,
+                             retry_after=response.headers.get("retry-after"))
 
 
 async def async_request_hook(request: httpx.Request) -> None:
-    _bound(request)
+    _Exchange(request).prepare()
+
+
+async def async_response_hook(response: httpx.Response) -> None:
+    response_hook(response)

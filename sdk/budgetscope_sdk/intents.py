@@ -1,10 +1,12 @@
 """Intents: one idempotency key per logical operation, minted before the first attempt and
-carried by every retry; retries with their backoff recorded as steps; and the reconcile read
-that settles whether a timed-out write landed."""
+carried by every retry; retries done as proxies do them (full jitter, Retry-After honoured, a
+retry budget) with each wait recorded as a step; and the reconcile read that settles whether a
+write whose effect is uncertain landed, before anything re-sends it."""
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -12,32 +14,36 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from opentelemetry import trace
 
 from budgetscope_sdk import attributes as attr
+from budgetscope_sdk.attributes import ReconcileResult, SideEffect, StepKind
 from budgetscope_sdk.errors import BudgetExhausted
-from budgetscope_sdk.results import TimedOut
+from budgetscope_sdk.results import TimedOut, timed_out
+from budgetscope_sdk.retry_after import retry_after_of
 from budgetscope_sdk.step import Step
 
 if TYPE_CHECKING:
     from budgetscope_sdk.budget import Duration, RunBudget
+    from budgetscope_sdk.retry_budget import RetryBudget
 
 T = TypeVar("T")
 
 RETRY_ON = frozenset({"client_timeout", "upstream_error"})
+_JITTER = random.Random()  # its own generator: seeding the global one elsewhere never aligns us
 
 
 @dataclass(frozen=True)
 class Reconciled:
     """What a reconcile read found: `landed`, `not_landed` or `unknown`, and what it read."""
 
-    result: str
+    result: ReconcileResult
     value: Any = None
 
 
-def _result_of(found: Any) -> str:
+def _result_of(found: Any) -> ReconcileResult:
     if isinstance(found, str):
         if found not in attr.RECONCILE_RESULTS:
             raise ValueError(f"a reconcile read returns landed/not_landed/unknown, a bool or "
                              f"None, got {found!r}")
-        return found
+        return found  # type: ignore[return-value]
     if found is None:
         return "unknown"
     return "landed" if found else "not_landed"
@@ -60,8 +66,8 @@ class Intent:
         self.effect_status: str | None = None
         self.last_step: Step | None = None
 
-    def attempt(self, kind: str = "tool", name: str | None = None, *,
-                side_effect: str = "write", cap: Duration | None = None,
+    def attempt(self, kind: StepKind = "tool", name: str | None = None, *,
+                side_effect: SideEffect = "write", cap: Duration | None = None,
                 minimum: Duration = 0.0, **options: Any) -> Step:
         """The next attempt's step, numbered 1, 2, … and carrying the intent's key."""
         number = self.attempts + 1
@@ -77,8 +83,6 @@ class Intent:
             raise RuntimeError(f"{self.operation} has not been attempted")
         result = self.last_step.timed_out()
         if self.effect_status == "completed":
-            from budgetscope_sdk.results import timed_out
-
             return timed_out(result.tool, result.deadline_ms, side_effect="write",
                              side_effect_status="completed", idempotency_key=self.key,
                              attempt=result.attempt)
@@ -97,7 +101,7 @@ class Intent:
 
     def _settle(self, step: Step, found: Any) -> Reconciled:
         result = _result_of(found)
-        step.reconcile_result = result
+        step.settle(result)
         if result == "landed":
             self.effect_status = "completed"
         return Reconciled(result, found)
@@ -132,97 +136,216 @@ class Intent:
             return Reconciled("unknown")
 
 
+class _ReadBack:
+    """Adapts a retry's `reconcile` (the write's result if it landed, None if it did not) to a
+    reconcile read, keeping the value to return."""
+
+    def __init__(self, reconcile: Callable[[Step], Any]) -> None:
+        self._reconcile = reconcile
+        self.value: Any = None
+
+    def _found(self, value: Any) -> str:
+        self.value = value
+        return "not_landed" if value is None else "landed"
+
+    def read(self, step: Step) -> str:
+        return self._found(self._reconcile(step))
+
+    async def aread(self, step: Step) -> str:
+        return self._found(await self._reconcile(step))
+
+
 class _Retrier:
     """The decisions shared by the sync and async retry loops."""
 
-    def __init__(self, budget: RunBudget, intent: Intent, kind: str, name: str | None,
-                 side_effect: str, attempts: int, backoff: float, factor: float,
-                 retry_on: Iterable[str], cap: Duration | None, minimum: Duration) -> None:
+    def __init__(self, budget: RunBudget, intent: Intent, kind: StepKind, name: str | None,
+                 side_effect: SideEffect, attempts: int, backoff: float, factor: float,
+                 max_backoff: float | None, jitter: bool, retry_on: Iterable[str],
+                 cap: Duration | None, minimum: Duration, idempotent: bool,
+                 retry_budget: RetryBudget | None, reconciles: bool) -> None:
+        from budgetscope_sdk.budget import seconds
+
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, got {attempts}")
         self.budget = budget
         self.intent = intent
-        self.kind = kind
+        self.kind: StepKind = kind
         self.name = name or intent.operation
-        self.side_effect = side_effect
+        self.side_effect: SideEffect = side_effect
         self.attempts = attempts
-        self.backoff = backoff
+        self.backoff = seconds(backoff, "backoff")
         self.factor = factor
+        self.max_backoff = None if max_backoff is None else seconds(max_backoff, "max_backoff")
+        self.jitter = jitter
         self.retry_on = frozenset(retry_on)
         self.cap = cap
-        self.minimum = minimum
+        self.minimum = seconds(minimum, "minimum")
+        self.idempotent = idempotent
+        self.retry_budget = retry_budget if retry_budget is not None else budget.retry_budget
+        self.reconciles = reconciles
 
-    def step(self) -> Step:
+    def step(self, number: int) -> Step:
+        if number == 1 and self.retry_budget is not None:
+            self.retry_budget.record_request()
         return self.intent.attempt(self.kind, self.name, side_effect=self.side_effect,
                                    cap=self.cap, minimum=self.minimum)
 
-    def wait_before(self, number: int) -> float:
-        return self.backoff * self.factor ** (number - 2)
+    def needs_read_back(self, step: Step) -> bool:
+        """A write that may have taken effect is not re-sent blind: read back first, unless
+        the server deduplicates by the key."""
+        return (self.side_effect == "write" and step.effect_status == "possible"
+                and not self.idempotent)
 
-    def backoff_step(self, number: int) -> Step | None:
-        """The backoff before attempt `number`, or None when the wait and then the attempt's
-        minimum would not fit (a retry that cannot finish is declined, not started)."""
-        wait = self.wait_before(number)
-        minimum = float(self.minimum or 0.0)
-        if self.budget.spendable() < wait + max(minimum, 1e-3):
+    def refusal(self, step: Step, error: BaseException, number: int) -> str | None:
+        """Why attempt `number + 1` must not be made (None: it may, time permitting)."""
+        if step.outcome not in self.retry_on:
+            return f"{step.outcome} is not retried"
+        if number >= self.attempts:
+            return f"all {self.attempts} attempts made"
+        if self.needs_read_back(step) and not self.reconciles:
+            return ("the write may have taken effect; give reconcile= to read it back, or "
+                    "idempotent=True if the server deduplicates by Idempotency-Key")
+        return None
+
+    def asked(self, step: Step, error: BaseException) -> float | None:
+        """The wait the other side asked for (Retry-After): on the exception's response, else
+        on the last response the transports saw in the attempt."""
+        asked = retry_after_of(error, self.budget.clock.wall_ns() / 1e9)
+        return step.retry_after_s if asked is None else asked
+
+    def wait_before(self, number: int, asked: float | None) -> float:
+        """Full jitter (a uniform draw up to the exponential backoff), at least what the other
+        side asked for."""
+        ceiling = self.backoff * self.factor ** (number - 2)
+        if self.max_backoff is not None:
+            ceiling = min(ceiling, self.max_backoff)
+        wait = _JITTER.uniform(0.0, ceiling) if self.jitter else ceiling
+        return wait if asked is None else max(wait, asked)
+
+    def admit(self, number: int, wait: float, asked: float | None) -> str | None:
+        """Why the wait and the next attempt do not fit (None: they do), spending a token of
+        the retry budget when they do."""
+        left = self.budget.spendable()
+        if left < wait + max(self.minimum, 1e-3):
+            what = f"Retry-After {round(asked * 1000)} ms" if asked is not None and \
+                asked >= wait else f"a {round(wait * 1000)} ms backoff"
+            return (f"{what} and attempt {number}'s minimum do not fit in the "
+                    f"{round(left * 1000)} ms left")
+        if self.retry_budget is not None and not self.retry_budget.try_retry():
+            return "the process's retry budget is spent"
+        return None
+
+    def backoff_step(self, number: int, wait: float) -> Step | None:
+        """The wait before attempt `number`, as a `backoff` step (none for a wait under 1 ms:
+        a jittered draw near zero is no wait worth recording)."""
+        if wait < 1e-3:
             return None
         return self.budget.step("backoff", self.name, cap=wait, minimum=wait, attempt=number,
                                 idempotency_key=self.intent.key)
 
-    def should_retry(self, step: Step, number: int) -> bool:
-        return number < self.attempts and step.outcome in self.retry_on
+    def decline(self, number: int, reason: str) -> None:
+        self.budget.span.add_event(attr.RETRY_DECLINED_EVENT, {
+            attr.IDEMPOTENCY_KEY: self.intent.key, attr.ATTEMPT: number,
+            attr.RETRY_REASON: reason})
 
 
-def retry(budget: RunBudget, intent: Intent, call: Callable[[Step], T], **options: Any) -> T:
-    """Run `call(step)` as attempts of `intent`; see RunBudget.retry."""
-    plan = _Retrier(budget, intent, **_options(options))
+def retry(budget: RunBudget, intent: Intent, call: Callable[[Step], T], *,
+          reconcile: Callable[[Step], T | None] | None = None, kind: StepKind = "tool",
+          name: str | None = None, side_effect: SideEffect = "write", attempts: int = 3,
+          backoff: float = 0.25, factor: float = 2.0, max_backoff: float | None = None,
+          jitter: bool = True, retry_on: Iterable[str] = RETRY_ON,
+          cap: Duration | None = None, minimum: Duration = 0.0, idempotent: bool = False,
+          retry_budget: RetryBudget | None = None) -> T:
+    """Run `call(step)` as attempts of `intent`; see RunBudget.retry.
+
+    `backoff` × `factor`^(n−2), capped by `max_backoff`, is the ceiling of attempt n's wait;
+    `jitter=True` draws the wait uniformly below it (full jitter), and a Retry-After the
+    failed attempt carried (on the exception's response, or seen by the httpx transports) is
+    the least it waits. `reconcile(step)` returns the write's result if it landed, None if it
+    did not; raising leaves it unknown. `retry_budget` (default the run's) bounds retries
+    process-wide."""
+    plan = _Retrier(budget, intent, kind, name, side_effect, attempts, backoff, factor,
+                    max_backoff, jitter, retry_on, cap, minimum, idempotent, retry_budget,
+                    reconcile is not None)
     number = 1
     while True:
-        step = plan.step()
+        step = plan.step(number)
         try:
             with step:
                 return call(step)
         except BudgetExhausted:
             raise
-        except Exception:
-            if not plan.should_retry(step, number):
-                raise
+        except Exception as error:
+            reason = plan.refusal(step, error, number)
+            if reason is None and plan.needs_read_back(step):
+                assert reconcile is not None
+                back = _ReadBack(reconcile)
+                try:
+                    found = intent.reconcile(back.read, name=plan.name)
+                except BudgetExhausted:
+                    found = Reconciled("unknown")
+                if found.result == "landed":
+                    return back.value  # type: ignore[no-any-return]
+                if found.result == "unknown":
+                    reason = "the read-back could not tell whether the write landed"
             number += 1
-            pause = plan.backoff_step(number)
-            if pause is None:
+            wait = 0.0
+            if reason is None:
+                asked = plan.asked(step, error)
+                wait = plan.wait_before(number, asked)
+                reason = plan.admit(number, wait, asked)
+            if reason is not None:
+                plan.decline(number, reason)
                 raise
-            with pause:
-                budget.sleep(pause.timeout)
+            pause = plan.backoff_step(number, wait)
+            if pause is not None:
+                with pause:
+                    budget.sleep(pause.timeout)
 
 
-async def aretry(budget: RunBudget, intent: Intent, call: Callable[[Step], Awaitable[T]],
-                 **options: Any) -> T:
-    plan = _Retrier(budget, intent, **_options(options))
+async def aretry(budget: RunBudget, intent: Intent, call: Callable[[Step], Awaitable[T]], *,
+                 reconcile: Callable[[Step], Awaitable[T | None]] | None = None,
+                 kind: StepKind = "tool", name: str | None = None,
+                 side_effect: SideEffect = "write", attempts: int = 3, backoff: float = 0.25,
+                 factor: float = 2.0, max_backoff: float | None = None, jitter: bool = True,
+                 retry_on: Iterable[str] = RETRY_ON, cap: Duration | None = None,
+                 minimum: Duration = 0.0, idempotent: bool = False,
+                 retry_budget: RetryBudget | None = None) -> T:
+    """The asyncio form of `retry`: `call(step)` and `reconcile(step)` are awaited."""
+    plan = _Retrier(budget, intent, kind, name, side_effect, attempts, backoff, factor,
+                    max_backoff, jitter, retry_on, cap, minimum, idempotent, retry_budget,
+                    reconcile is not None)
     number = 1
     while True:
-        step = plan.step()
+        step = plan.step(number)
         try:
             async with step:
                 return await call(step)
         except BudgetExhausted:
             raise
-        except Exception:
-            if not plan.should_retry(step, number):
-                raise
+        except Exception as error:
+            reason = plan.refusal(step, error, number)
+            if reason is None and plan.needs_read_back(step):
+                assert reconcile is not None
+                back = _ReadBack(reconcile)
+                try:
+                    found = await intent.areconcile(back.aread, name=plan.name)
+                except BudgetExhausted:
+                    found = Reconciled("unknown")
+                if found.result == "landed":
+                    return back.value  # type: ignore[no-any-return]
+                if found.result == "unknown":
+                    reason = "the read-back could not tell whether the write landed"
             number += 1
-            pause = plan.backoff_step(number)
-            if pause is None:
+            wait = 0.0
+            if reason is None:
+                asked = plan.asked(step, error)
+                wait = plan.wait_before(number, asked)
+                reason = plan.admit(number, wait, asked)
+            if reason is not None:
+                plan.decline(number, reason)
                 raise
-            async with pause:
-                await budget.asleep(pause.timeout)
-
-
-def _options(options: dict[str, Any]) -> dict[str, Any]:
-    defaults: dict[str, Any] = {"kind": "tool", "name": None, "side_effect": "write",
-                                "attempts": 3, "backoff": 0.25, "factor": 2.0,
-                                "retry_on": RETRY_ON, "cap": None, "minimum": 0.0}
-    unknown = set(options) - set(defaults)
-    if unknown:
-        raise TypeError(f"unknown retry option(s): {', '.join(sorted(unknown))}")
-    defaults.update(options)
-    return defaults
+            pause = plan.backoff_step(number, wait)
+            if pause is not None:
+                async with pause:
+                    await budget.asleep(pause.timeout)

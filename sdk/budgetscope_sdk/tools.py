@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from budgetscope_sdk.attributes import SideEffect
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.results import TimedOut
 from budgetscope_sdk.step import Step
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _open(budget: RunBudget, name: str, side_effect: str, intent: Intent | None,
+def _open(budget: RunBudget, name: str, side_effect: SideEffect, intent: Intent | None,
           cap: Duration | None, minimum: Duration, options: dict[str, Any]) -> Step:
     if intent is not None:
         return intent.attempt("tool", name, side_effect=side_effect, cap=cap, minimum=minimum,
@@ -28,7 +29,7 @@ def _open(budget: RunBudget, name: str, side_effect: str, intent: Intent | None,
 
 
 async def run_tool(budget: RunBudget, name: str, call: Callable[[Step], Awaitable[T]], *,
-                   side_effect: str = "read", intent: Intent | None = None,
+                   side_effect: SideEffect = "read", intent: Intent | None = None,
                    cap: Duration | None = None, minimum: Duration = 0.0,
                    **options: Any) -> T | TimedOut:
     """Await `call(step)` within the tool's slice (enforced by step.run, cleanup measured).
@@ -44,11 +45,13 @@ async def run_tool(budget: RunBudget, name: str, call: Callable[[Step], Awaitabl
 
 
 def call_tool(budget: RunBudget, name: str, call: Callable[[Step], T], *,
-              side_effect: str = "read", intent: Intent | None = None,
+              side_effect: SideEffect = "read", intent: Intent | None = None,
               cap: Duration | None = None, minimum: Duration = 0.0,
               **options: Any) -> T | TimedOut:
-    """The sync form: `call(step)` must bound itself by step.timeout (the httpx transport does
-    that for requests made inside it)."""
+    """The sync form, in the caller's thread: `call(step)` is bounded by the httpx transports
+    (for requests made inside it) or by `step.check()`; use `step.run_sync` inside it to
+    abandon a call that cannot bound itself. Our timeout, raised or handled inside `call`,
+    gives a TimedOut when it leaves `call`."""
     step = _open(budget, name, side_effect, intent, cap, minimum, options)
     try:
         with step:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from budgetscope_sdk.attributes import SideEffect
 from budgetscope_sdk.budget import Duration, RunBudget, current_budget
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.step import Step
@@ -21,7 +22,7 @@ class ToolPolicy:
     """How one tool spends the budget: `side_effect` read/write, its own `cap` (seconds; else
     the budget's per_step_caps), and the `minimum` below which it is refused."""
 
-    side_effect: str = "read"
+    side_effect: SideEffect = "read"
     cap: Duration | None = None
     minimum: Duration = 0.0
 

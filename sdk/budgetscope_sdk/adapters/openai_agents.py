@@ -18,7 +18,7 @@ each budget step IS the annotated span of its call, so budgetscope counts it onc
 `BudgetTracingProcessor` (`add_trace_processor(BudgetTracingProcessor())`) and each step of a
 function tool or a model call carries the ids of the Agents SDK span it covers
 (`openai_agents.trace_id`, `openai_agents.span_id`, `openai_agents.span_type`) and what that
-span learnt (a generation's token usage), beside its SPEC §2 budget attributes. The Agents SDK's
+span learnt (a generation's token usage), beside its budget.* attributes. The Agents SDK's
 span data types are slotted and export a fixed dict, so the budget attributes cannot be written
 into them; the join goes the other way. No second step span is opened for the call."""
 

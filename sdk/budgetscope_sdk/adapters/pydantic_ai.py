@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.models import Model
+from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.toolsets import WrapperToolset
 
@@ -46,7 +46,7 @@ class BudgetedToolset(WrapperToolset[Any]):
 class BudgetedModel(WrapperModel):
     """Every model request is a `model` step bounded by its slice."""
 
-    def __init__(self, wrapped: Model | str, cap: Duration | None = None,
+    def __init__(self, wrapped: Model | KnownModelName, cap: Duration | None = None,
                  minimum: Duration = 0.0) -> None:
         super().__init__(wrapped)
         self.cap = cap

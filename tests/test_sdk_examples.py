@@ -1,0 +1,94 @@
+"""The SDK's example agent (sdk/examples/) runs as its README says, exports its run over OTLP to
+a real HTTP endpoint, and type-checks under `mypy --strict`: the proof that an agent written
+against the SDK's public types needs no casts and no ignores for the SDK."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "sdk" / "examples"
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[tuple[str, list[ExportTraceServiceRequest]]]:
+    """An OTLP/HTTP traces endpoint that keeps what it is sent."""
+    received: list[ExportTraceServiceRequest] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            received.append(ExportTraceServiceRequest.FromString(body))
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _value(any_value: Any) -> Any:
+    return getattr(any_value, any_value.WhichOneof("value"))
+
+
+def test_the_example_agent_runs_and_exports_its_run() -> None:
+    with otlp_receiver() as (endpoint, received):
+        done = subprocess.run([sys.executable, "agent.py", "--otlp", endpoint], cwd=EXAMPLES,
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "answer: 2 reports, revenue 2000; EUR/USD 1.08; refund issued"
+    # The slow report is missing because that call failed, not because the budget ran out.
+    assert lines[1].startswith("outcome: failed: failed after ")
+    assert lines[1].endswith(": tool:fetch_report client_timeout; complete: reports, quote, "
+                             "refund; not included: report q3")
+    spans = [span for request in received for resource in request.resource_spans
+             for scope in resource.scope_spans for span in scope.spans]
+    attributes = [{kv.key: _value(kv.value) for kv in span.attributes} for span in spans]
+    runs = [a for a in attributes if "budget.total_ms" in a]
+    assert [(r["budget.total_ms"], r["budget.run.outcome"]) for r in runs] == [(4000, "failed")]
+    steps = [(a["budget.step.kind"], a["budget.step.name"], a.get("budget.outcome"),
+              a.get("budget.reconcile.result"))
+             for a in attributes if "budget.step.kind" in a]
+    assert steps.count(("tool", "fetch_report", "client_timeout", None)) == 1
+    assert ("tool", "quote", "upstream_error", None) in steps  # the 503, then a retry
+    assert ("reconcile", "refund", "ok", "landed") in steps  # read back, not re-sent
+    assert ("subagent", "summariser", None, None) in steps  # a nested budget, not a run
+
+
+def test_the_example_agent_type_checks_under_mypy_strict(tmp_path: Path) -> None:
+    # MYPYPATH: the editable install of the SDK is an import hook that mypy cannot follow
+    # (an installed wheel needs nothing).
+    env = {**os.environ, "MYPYPATH": str(ROOT / "sdk")}
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir",
+                           str(tmp_path / "cache"), str(EXAMPLES)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found in 2 source files" in done.stdout

@@ -36,6 +36,7 @@ from simulation.replay import Prepared, SimulationResult, prepare, replay
 from store import clickhouse, declared_budgets, declared_service
 from store.database import DatabaseBusy
 from store.declared_service import DeclaredBudgets
+from store.explain import explain_trace
 from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
@@ -251,6 +252,7 @@ def clear_cache() -> None:
     _cached_report.clear()
     _cached_run.clear()
     _cached_span_details.clear()
+    _cached_explanation.clear()
     _cached_simulation_inputs.clear()
 
 
@@ -266,6 +268,21 @@ def _cached_span_details(run_id: str, trace_id: str, span_id: str,
     del source
     with connection() as con:
         return span_details(con, run_id, trace_id, span_id)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def _cached_explanation(trace_id: str, source: tuple[object, ...]) -> pd.DataFrame | None:
+    del source
+    with connection() as con:
+        if not isinstance(con, duckdb.DuckDBPyConnection):
+            return None  # the ClickHouse backend: the recognition runs on DuckDB only
+        return explain_trace(con, trace_id)
+
+
+def span_explanation(trace_id: str) -> pd.DataFrame | None:
+    """Why each span of the trace is, or is not, a step (store.explain); None on the
+    ClickHouse backend."""
+    return _cached_explanation(trace_id, source_token())
 
 
 def step_details(run_id: str, trace_id: str, span_id: str) -> SpanDetails | None:

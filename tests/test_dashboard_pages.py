@@ -312,6 +312,26 @@ def test_run_view_by_deep_link(db: str) -> None:
     assert f"run={run_id}" in link and "since=2026-11-16" in link
 
 
+def test_run_view_says_why_each_span_is_or_is_not_a_step(db: str) -> None:
+    """Behind a toggle, the explanation `budgetscope run --spans` prints (store.explain)."""
+    from store.explain import explain_trace
+
+    run_id = _an_exhausted_run(db)
+    at = open_page("run", {**PARAMS, "run": run_id})
+    assert not [t for t in at.dataframe if "why" in t.value.columns]  # not paid for up front
+    at.toggle(key="explain_spans").set_value(True).run()
+    assert not at.exception
+    table = next(t.value for t in at.dataframe if "why" in t.value.columns)
+    con = connect(db, read_only=True)
+    try:
+        explained = explain_trace(con, run_id.split("/")[0])
+    finally:
+        con.close()
+    assert list(table["why"]) == list(explained["why"])
+    assert list(table["role"]) == list(explained["role"])
+    assert "run" in set(table["role"]) and "step" in set(table["role"])
+
+
 def test_root_link_with_run_opens_the_run_view(db: str) -> None:
     run_id = _an_exhausted_run(db)
     at = open_page("overview", {"run": run_id})

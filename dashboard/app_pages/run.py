@@ -200,6 +200,28 @@ else:
             st.caption(f"Events ({len(details.events):,})")
             layout.table(events, key="step_details_events", hide_index=True,
                          height=layout.table_height(len(events), most=12))
+    # Behind a toggle: the recognition runs again on this one trace, in memory (store.explain),
+    # which a first visit need not pay for.
+    if st.toggle("Why is each span (not) a step?", key="explain_spans",
+                 help="Every span of the trace in tree order: the rule that made it a step, or "
+                      "why it is a wrapper, one call's second span, or part of a step "
+                      "(docs/conventions.md, when a step is missing or counted twice)."):
+        explained = data.span_explanation(str(run["trace_id"]))
+        if explained is None:
+            st.caption("Not on the ClickHouse backend: the explanation re-runs the recognition "
+                       "on a DuckDB file.")
+        else:
+            layout.table(pd.DataFrame({
+                "span": ["  " * int(i) + str(name) for i, name in
+                         zip(explained["indent"], explained["name"], strict=True)],
+                "role": explained["role"], "why": explained["why"],
+                "step": explained["step_key"].map(fmt.text),
+                "rule": [fmt.NO_VALUE if fmt.missing(row) else f"row {row} {fmt.text(conv)}"
+                         for row, conv in zip(explained["step_row"], explained["convention"],
+                                              strict=True)],
+                "span id": explained["span_id"]}), key="explain_table", hide_index=True,
+                height=layout.table_height(len(explained), most=40),
+                column_config={"why": st.column_config.TextColumn("why", width=520)})
     with st.expander("What recognised each step, write fields, span ids"):
         layout.table(table, hide_index=True, key="steps_details_table", height=height,
                      column_order=["#", "step", "from", "effect status", "idempotency key",

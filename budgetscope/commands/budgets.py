@@ -198,8 +198,8 @@ def _duration(text: str, what: str) -> int:
                    f"requires one (env {TOKEN_ENV}).")
 @click.pass_context
 def budgets_command(context: click.Context, token: str | None) -> None:
-    """Declared budgets (SPEC §10): a budget per agent and a default for the runs that carry
-    no budget.total_ms of their own, and caps per step key for steps without
+    """Declared budgets (docs/metrics.md §10): a budget per agent and a default for the runs
+    that carry no budget.total_ms of their own, and caps per step key for steps without
     budget.allocated_ms. A change re-measures every affected run, past ones included.
 
     Durations need a unit: 2500ms, 90s, 5m, 2h, 1d. Step keys are kind:name, e.g.

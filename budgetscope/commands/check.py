@@ -112,7 +112,7 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
     """Compare exhaustion, reconciliation, client give-up and upstream failure rates and orphan
     writes over a recent window with thresholds; exit 1 on a breach, 2 on an error.
 
-    Rates follow SPEC.md §3-§7 (e.g. reconciliation rate = reconciled writes / write steps).
+    Rates follow docs/metrics.md §3–§7 (e.g. reconciliation rate = reconciled writes / write steps).
     A rate with nothing to divide by (no runs, no writes) is reported as "no data" and is not
     a breach; use --min-runs to catch a window with no traffic.
     """

@@ -20,7 +20,7 @@ from store.retention import RetentionSchedule
 _SIGNALS = (
     ("runs", "budgetscope_recent_runs", "Runs that started in the window."),
     ("exhausted_runs", "budgetscope_recent_exhausted_runs",
-     "Exhausted runs (SPEC §4) among those that started in the window."),
+     "Exhausted runs (docs/metrics.md §4) among those that started in the window."),
     ("exhaustion_rate", "budgetscope_recent_exhaustion_rate",
      "Exhausted runs / runs with a known budget; NaN without budgeted runs."),
     ("client_timeouts", "budgetscope_recent_client_giveups",
@@ -31,11 +31,11 @@ _SIGNALS = (
      "Steps whose class is upstream_error (their availability)."),
     ("upstream_error_rate", "budgetscope_recent_upstream_failure_rate",
      "upstream_error steps / steps; NaN without steps."),
-    ("write_steps", "budgetscope_recent_write_steps", "Write steps (SPEC §6)."),
+    ("write_steps", "budgetscope_recent_write_steps", "Write steps (docs/metrics.md §6)."),
     ("reconciliation_rate", "budgetscope_recent_reconciliation_rate",
-     "Reconciled writes / write steps (SPEC §6); NaN without writes."),
+     "Reconciled writes / write steps (docs/metrics.md §6); NaN without writes."),
     ("orphan_writes", "budgetscope_recent_orphan_writes",
-     "Uncertain writes nobody read back (SPEC §6)."),
+     "Uncertain writes nobody read back (docs/metrics.md §6)."),
 )
 
 

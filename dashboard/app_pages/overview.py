@@ -81,12 +81,13 @@ helps = {
                          "their availability. "
                          f"{_per_100(now.upstream_errors_per_100_steps, 'steps')} of "
                          f"{fmt.count(now.steps)}; the change is per 100 steps.",
-    "Exhaustion rate": "Exhausted runs / runs with a known budget (SPEC §4). A rise is bad.",
+    "Exhaustion rate": "Exhausted runs / runs with a known budget (docs/metrics.md §4). A rise "
+                       "is bad.",
     "Utilisation p99": "The 99th percentile of elapsed / budget: a rise is nearer exhaustion.",
-    "Reconciliation rate": "Reconciled writes / write steps (SPEC §6): the share of writes that "
-                           "needed reading back because their effect was uncertain, so a rise "
-                           "is bad.",
-    "Orphan writes": "Uncertain writes nobody read back (SPEC §6). "
+    "Reconciliation rate": "Reconciled writes / write steps (docs/metrics.md §6): the share of "
+                           "writes that needed reading back because their effect was uncertain, "
+                           "so a rise is bad.",
+    "Orphan writes": "Uncertain writes nobody read back (docs/metrics.md §6). "
                      f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
                      f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
 }

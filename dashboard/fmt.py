@@ -23,6 +23,8 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     instant,
     missing,
     percent,
+    percents_adding_up,
+    plural,
     table_formats,
     text,
     timestamp_ns,

@@ -348,8 +348,8 @@ def no_runs_in_range(ctx: PageContext) -> bool:
     if not runs.empty:
         return False
     st.info(fmt.escape_md(f"No runs started in {ctx.state.label(ctx.now)}. The database "
-                          f"holds {ctx.status.runs:,} runs in all: widen the time range "
-                          "or pick another agent."))
+                          f"holds {fmt.plural(ctx.status.runs, 'run')} in all: widen the "
+                          "time range or pick another agent."))
 
     def show_all() -> None:  # a callback: widget state may change only before the widgets run
         st.session_state["f_range"] = "all"

@@ -65,8 +65,30 @@ def percent(value: Any, digits: int = 1) -> str:
     return f"{float(value) * 100:.{digits}f}%"
 
 
+def percents_adding_up(parts: Iterable[float], digits: int = 1) -> list[str]:
+    """Shares of one whole as percentages that add up to 100.0% as shown: each rounded down,
+    the tenths left over given to the largest remainders (Hamilton's method), so that
+    51.7% + 24.1% + 24.1% never reads as 99.9%. Parts that are all zero read 0.0% each."""
+    values = [float(part) for part in parts]
+    total = sum(values)
+    if not values or total <= 0:
+        return [f"{0:.{digits}f}%" for _ in values]
+    unit = 10 ** digits  # tenths of a percent
+    exact = [value / total * 100 * unit for value in values]
+    floors = [math.floor(value) for value in exact]
+    left = 100 * unit - sum(floors)
+    for i in sorted(range(len(values)), key=lambda i: floors[i] - exact[i])[:left]:
+        floors[i] += 1
+    return [f"{value / unit:.{digits}f}%" for value in floors]
+
+
 def count(value: Any) -> str:
     return NO_VALUE if missing(value) else f"{int(value):,}"
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`1 run`, `2 runs`, `1,800 runs` (`plural_form` when adding an s is wrong)."""
+    return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
 
 
 def text(value: Any) -> str:

@@ -119,10 +119,12 @@ def to_json_text(frame: pd.DataFrame) -> str:
 
 
 def to_text_table(frame: pd.DataFrame,
-                  readable: Mapping[str, Callable[[Any], str]] | None = None) -> str:
-    """Columns padded to their widest cell; numbers right-aligned. Meant for a terminal, so
-    each cell is made inert first (no escape sequence or control character from a span).
-    `readable` formats the named columns for people (queries/readable.py: 12.3 s, 31.9%)."""
+                  readable: Mapping[str, Callable[[Any], str]] | None = None,
+                  right: frozenset[str] = frozenset()) -> str:
+    """Columns padded to their widest cell; numbers right-aligned, and the columns in `right`
+    (numbers already written as text). Meant for a terminal, so each cell is made inert first
+    (no escape sequence or control character from a span). `readable` formats the named
+    columns for people (queries/readable.py: 12.3 s, 31.9%)."""
     columns = [terminal_safe(str(c)) for c in frame.columns]
     rows = text_rows(frame)
     for i, column in enumerate(frame.columns):
@@ -135,7 +137,8 @@ def to_text_table(frame: pd.DataFrame,
     rows = [[terminal_safe(text) for text in row] for row in rows]
     widths = [max([len(column)] + [len(row[i]) for row in rows]) for i, column in
               enumerate(columns)]
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+    numeric = [str(c) in right or (pd.api.types.is_numeric_dtype(frame[c])
+                                   and not pd.api.types.is_bool_dtype(frame[c]))
                for c in frame.columns]
 
     def line(cells: list[str]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from queries.readable import duration, missing, percent
+from queries.readable import duration, missing, percent, plural
 from store import vocabulary
 
 STATED_OUTCOMES = vocabulary.RUN_OUTCOMES
@@ -147,11 +147,6 @@ def _exhausted_reason(run: Mapping[str, Any], stated: str | None, fired: bool) -
         return (f"Exhausted: {plural(refused, 'step')} {'were' if refused > 1 else 'was'} "
                 "refused for lack of budget.")
     return "Not exhausted: it ended before its deadline and no step was refused."
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 run`, `2 runs`, `1,800 runs`."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 # ---- the summary block: what happened, who spent and held, failures, writes, next step ------

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from queries.readable import duration
+
 UNCAPPED = None  # a cap of `none`: the call may take whatever the run has left
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m)\s*$")
@@ -85,9 +87,10 @@ class SimulationPolicy:
                    retries)
 
     def describe(self) -> str:
-        caps = ", ".join(f"{k}={'none' if v is None else f'{v} ms'}"
+        """The policy in words, durations as every view writes them (2.5 s, 1 min 30 s)."""
+        caps = ", ".join(f"{k}={'none' if v is None else duration(v)}"
                          for k, v in sorted(self.caps_ms.items())) or "as recorded"
-        deadline = "as recorded" if self.deadline_ms is None else f"{self.deadline_ms} ms"
-        min_start = "as recorded" if self.min_start_ms is None else f"{self.min_start_ms} ms"
+        deadline = "as recorded" if self.deadline_ms is None else duration(self.deadline_ms)
+        min_start = "as recorded" if self.min_start_ms is None else duration(self.min_start_ms)
         return (f"caps: {caps}; deadline: {deadline}; min start: {min_start}; "
                 f"retries: {'on' if self.retries else 'off'}")

@@ -45,7 +45,7 @@ def test_set_changes_the_runs_report_at_once(db: Path) -> None:
     assert before == {"span", None}
     result = invoke(db, "set", "billing", "8s")
     assert result.exit_code == 0, result.output
-    assert "budget of agent 'billing' set to 8s (8000 ms); 1 runs re-derived" in result.output
+    assert "budget of agent 'billing' set to 8s (8000 ms); 1 run re-derived" in result.output
     rows = sorted(runs_report(db), key=lambda r: r["budget_ms"])
     # the run without its own budget: B = 8000 declared, elapsed 9000 → utilisation 1.125
     assert (rows[0]["budget_ms"], rows[0]["budget_source"]) == (8_000, "declared")

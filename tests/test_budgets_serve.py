@@ -167,7 +167,7 @@ def test_the_cli_sends_the_command_to_the_serve_holding_the_file(tmp_path: Path)
         assert announced["budgets"].endswith("/budgets")
         done = _cli(db, "set", "billing", "8s", token=TOKEN)
         assert done.returncode == 0, done.stderr
-        assert "by the budgetscope serve holding the file; 1 runs re-derived" in done.stdout
+        assert "by the budgetscope serve holding the file; 1 run re-derived" in done.stdout
         assert _cli(db, "cap", "tool:fetch", "3s", token=TOKEN).returncode == 0
         listed = _cli(db, "list", "--format", "json", token=TOKEN)
         assert listed.returncode == 0, listed.stderr

@@ -107,7 +107,7 @@ def test_inside_serve_the_forms_change_declarations_and_the_runs_follow(served) 
     at.text_input(key="declare_budget_text").input("8s")
     at.button(key="declare_submit").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    assert any("1 runs re" in s.value for s in at.success), [s.value for s in at.success] + \
+    assert any("1 run re" in s.value for s in at.success), [s.value for s in at.success] + \
         [e.value for e in at.error]
     assert _runs(owner) == [(8_000, "declared"), (20_000, "span")]
     assert metrics(at)["Runs measured against a declared budget"] == "1"

@@ -162,7 +162,6 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     summary = query(db, "attribution_summary").iloc[0]
     shown = metrics(at)
     assert shown["Exhausted runs"] == f"{int(summary['exhausted_runs']):,}"
-    assert shown["Culprit is the holder"] == fmt.percent(summary["culprit_is_holder_rate"])
     attribution = query(db, "attribution")
     pd.testing.assert_frame_equal(at.dataframe[-1].value.reset_index(drop=True), attribution)
     share = trace(charts(at)["Budget share per step key (exhausted runs)"], "budget share")
@@ -180,12 +179,18 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     assert any(shape["type"] == "line" for shape in layout["shapes"])
     same_key = dead[dead["culprit"] == dead["holder"]]
     same_call = same_key[same_key["culprit_step"] == same_key["holder_step"]]
-    # The same call, another call of the same step, another step: the three add up, and the
-    # first is the query's culprit_is_holder_rate (it compares span ids, the page numbers).
-    assert shown["Culprit is the holder"] == fmt.percent(len(same_call) / len(dead))
-    assert shown["Another call, same step"] == fmt.percent(
-        (len(same_key) - len(same_call)) / len(dead))
-    assert shown["Another step"] == fmt.percent((len(dead) - len(same_key)) / len(dead))
+    # The same call, another call of the same step, another step: the three add up to 100.0%
+    # as shown, and the first is the query's culprit_is_holder_rate (it compares span ids,
+    # the page compares numbers).
+    assert len(same_call) / len(dead) == pytest.approx(summary["culprit_is_holder_rate"])
+    tiles = [shown["Culprit is the holder"], shown["Another call, same step"],
+             shown["Another step"]]
+    assert tiles == fmt.percents_adding_up([len(same_call), len(same_key) - len(same_call),
+                                            len(dead) - len(same_key)])
+    assert round(sum(float(t.rstrip("%")) for t in tiles), 1) == 100.0
+    for tile, part in zip(tiles, [len(same_call), len(same_key) - len(same_call),
+                                  len(dead) - len(same_key)], strict=True):
+        assert abs(float(tile.rstrip("%")) - 100 * part / len(dead)) < 0.1
     diagonal = [int(n) for x, y, n in zip(cells["x"], cells["y"], cells["text"], strict=True)
                 if x == y]
     assert sum(diagonal) == len(same_key)

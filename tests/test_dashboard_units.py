@@ -24,6 +24,14 @@ def test_durations_read_in_the_right_unit(ms: float | None, text: str) -> None:
     assert fmt.duration(ms) == text
 
 
+def test_shares_of_one_whole_add_up_to_100_percent_as_shown() -> None:
+    # 15, 7 and 7 of 29 round to 51.7% + 24.1% + 24.1% = 99.9%
+    assert fmt.percents_adding_up([15, 7, 7]) == ["51.7%", "24.2%", "24.1%"]
+    assert fmt.percents_adding_up([1, 1, 1]) == ["33.4%", "33.3%", "33.3%"]
+    assert fmt.percents_adding_up([0, 0]) == ["0.0%", "0.0%"]
+    assert fmt.plural(1, "run") == "1 run" and fmt.plural(1800, "run") == "1,800 runs"
+
+
 def test_escape_md_leaves_no_live_markdown_or_html() -> None:
     escaped = fmt.escape_md("<img src=x onerror=alert(1)> [click](javascript:alert(1))\n# h")
     assert escaped == ("\\<img src\\=x onerror\\=alert\\(1\\)\\> \\[click\\]\\(javascript\\:"

@@ -285,7 +285,7 @@ def test_cli_simulate_csv_json_table(hand_db: str, tmp_path: Path) -> None:
     assert fetch["run_timeout_rate_formula"] == pytest.approx(1 - (2 / 3) ** 1.5, abs=1e-6)
     table = invoke(hand_db, *policy, "--format", "table")
     assert table.exit_code == 0, table.output
-    assert "policy: caps: fetch=2500 ms; deadline: as recorded" in table.output
+    assert "policy: caps: fetch=2.5 s; deadline: as recorded" in table.output
     assert "run_timeout_rate_formula" in table.output and "exhaustion_rate" in table.output
     out = tmp_path / "sim.csv"
     assert invoke(hand_db, *policy, "--out", str(out)).exit_code == 0

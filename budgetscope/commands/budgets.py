@@ -33,6 +33,7 @@ from budgetscope.commands.common import (
     refuse_trace_file,
 )
 from budgetscope.commands.tokens import TOKEN_ENV
+from queries.readable import plural
 from queries.terminal import terminal_safe
 from store import clickhouse, clickhouse_declared
 from store.database import DatabaseBusy, connect
@@ -83,9 +84,9 @@ def _report(change: Change, answer: dict[str, Any], where: str) -> None:
         click.echo(f"{head}{where}; derived tables rebuilt in {float(answer['seconds']):.2f} s")
         return
     if answer.get("derived", True):
-        tail = f"{runs:,} runs re-derived in {float(answer['seconds']):.2f} s"
+        tail = f"{plural(runs, 'run')} re-derived in {float(answer['seconds']):.2f} s"
     else:
-        tail = (f"{runs:,} runs marked; the server is still re-deriving them (they follow "
+        tail = (f"{plural(runs, 'run')} marked; the server is still re-deriving them (they follow "
                 "within seconds)")
     click.echo(f"{head}{where}; {tail}")
     if runs == 0 and change.action == "set":

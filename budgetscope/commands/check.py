@@ -27,6 +27,7 @@ from budgetscope.commands.common import (
 )
 from budgetscope.commands.durations import Duration
 from queries.filters import FilterError, Filters, parse_instant
+from queries.readable import plural
 from queries.signals import Signals, recent_signals
 from queries.terminal import terminal_safe
 
@@ -155,7 +156,8 @@ def _window_line(signals: Signals, length: dt.timedelta) -> str:
     w = signals.window
     agent = f", agent {w.agent}" if w.agent else ""
     return (f"window {_iso(w.since)} to {_iso(w.until)} ({window_label(length)}{agent}): "
-            f"{signals.runs} runs, {signals.steps} steps, {signals.write_steps} write steps")
+            f"{plural(signals.runs, 'run')}, {plural(signals.steps, 'step')}, "
+            f"{plural(signals.write_steps, 'write step')}")
 
 
 def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from budgetscope.commands.common import Fail, db_option, no_database, open_database
+from queries.readable import plural
 from store.retention import retain
 
 
@@ -24,7 +25,7 @@ def retain_command(context: click.Context, days: float) -> None:
         raise Fail(no_database(db, "nothing to remove"))
     with open_database(db) as con:
         result = retain(con, days, db)
-    click.echo(f"removed {result.traces:,} traces ({result.spans:,} spans, "
+    click.echo(f"removed {plural(result.traces, 'trace')} ({plural(result.spans, 'span')}, "
                f"{result.resources:,} resources, {result.scopes:,} scopes) whose newest span "
                f"ended more than {days:g} days ago, in {result.seconds:.2f} s")
     click.echo(f"{db}: {result.file_bytes_before:,} bytes before, {result.file_bytes_after:,} "

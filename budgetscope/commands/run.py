@@ -274,7 +274,7 @@ def render_details(view: RunView, details: list[SpanDetails], width: int) -> lis
     numbers = dict(zip(view.steps["span_id"], view.steps["number"], strict=True))
     keys = dict(zip(view.steps["span_id"], view.steps["step_key"], strict=True))
     start = int(view.summary["start_ns"])
-    out = [f"Step details: {run_story.plural(len(details), 'step')}"]
+    out = [f"Step details: {readable.plural(len(details), 'step')}"]
     for span in details:
         out.append("")
         out.extend(_wrap(f"#{numbers.get(span.span_id, '?')} {_text(keys.get(span.span_id))}"

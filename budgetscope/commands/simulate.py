@@ -9,6 +9,7 @@ import click
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_reader, require_known_agent, write_output
+from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from simulation.data import simulation_runs, simulation_steps
@@ -26,14 +27,45 @@ def _view(result: SimulationResult, view: str) -> pd.DataFrame:
     return {"summary": result.summary, "tools": result.tools, "fits": result.fits}[view]
 
 
+# Summary rows whose actual and predicted figures are fractions (shown as percentages).
+_RATE_METRICS = ("rate", "utilisation")
+
+
+def _readable_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary as people read it, as the What if page shows it: rates and utilisations
+    as percentages, counts as counts (the rows mix both, so each is written here)."""
+    rates = summary["metric"].str.contains("|".join(_RATE_METRICS))
+    shown = summary.copy()
+    for column in ("actual", "predicted"):
+        shown[column] = [readable.percent(v) if rate else readable.count(v)
+                         for v, rate in zip(summary[column], rates, strict=True)]
+    shown["fit_share"] = summary["fit_share"].map(readable.percent)
+    return shown
+
+
 def _table(result: SimulationResult, view: str | None) -> str:
-    """The text form: the policy, then each table with a line on what rests on the fit."""
+    """The text form: the policy, then each table with a line on what rests on the fit.
+    Percentages and durations as every other table writes them; CSV and JSON keep the
+    fractions."""
     parts = [f"policy: {result.policy.describe()}\n"]
     for name in (view,) if view else ("summary", "tools"):
         frame = _view(result, name)
-        if name == "tools":
-            frame = frame[TABLE_TOOL_COLUMNS]
-        parts.append(f"\n{name}\n{to_text_table(frame)}")
+        if name == "summary":
+            table = to_text_table(_readable_summary(frame),
+                                  right=frozenset({"actual", "predicted", "fit_share"}))
+        else:
+            if name == "tools":
+                frame = frame[TABLE_TOOL_COLUMNS]
+            formats = {**readable.table_formats(frame.columns),
+                       "run_timeout_rate_formula": readable.percent,
+                       "timeout_rate_actual": readable.percent,
+                       "calls_per_run": lambda v: readable.NO_VALUE if readable.missing(v)
+                       else f"{float(v):.2f}",
+                       "sigma": lambda v: readable.NO_VALUE if readable.missing(v)
+                       else f"{float(v):.3f}"}
+            table = to_text_table(frame, {k: f for k, f in formats.items()
+                                          if k in frame.columns})
+        parts.append(f"\n{name}\n{table}")
     tools = result.tools
     fitted = tools.loc[tools["rests_on_fit"], "step_key"].tolist()
     parts.append("\nfit_share / fit_calls: the part of a figure that rests on the latency model "

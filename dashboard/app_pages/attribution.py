@@ -24,21 +24,21 @@ matrix = summaries.holder_culprit(runs)
 rate = summary["culprit_is_holder_rate"]
 
 
-def _share(part: int) -> str:
-    return fmt.percent(part / matrix.runs if matrix.runs else None)
-
-
+# The same call, another call of the same step, another step: one whole, shown adding up.
+same_call, other_call, other_step = fmt.percents_adding_up(
+    [matrix.same_call, matrix.same_key - matrix.same_call, matrix.runs - matrix.same_key]) \
+    if matrix.runs else [fmt.NO_VALUE] * 3
 # Culprit and holder are steps (docs/metrics.md §4): the holder is the culprit itself, another
 # call of the culprit's step key, or another step. The three add up to the runs with both.
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Exhausted runs", fmt.count(summary["exhausted_runs"]))
-c2.metric("Culprit is the holder", fmt.percent(rate),
+c2.metric("Culprit is the holder", same_call,
           help="Exhausted runs whose holder is the culprit itself: the same call "
                "(culprit_is_holder_rate, docs/metrics.md §4).")
-c3.metric("Another call, same step", _share(matrix.same_key - matrix.same_call),
+c3.metric("Another call, same step", other_call,
           help="The holder has the culprit's step key but is another call of it (#3 and #9 "
                "of tool:fetch_report): on the matrix's diagonal, yet not the culprit.")
-c4.metric("Another step", _share(matrix.runs - matrix.same_key),
+c4.metric("Another step", other_step,
           help="Another step key held the deadline: off the matrix's diagonal.")
 c5.metric("Unattributed", fmt.percent(summary["unattributed_share"]),
           help="Time with no step running (harness, gaps) over the budgets.")
@@ -58,7 +58,8 @@ if matrix.keys:
                 drill.holder_culprit_runs)
     st.caption(fmt.escape_md(
         f"On the dotted diagonal the holder has the culprit's step key: "
-        f"{matrix.same_key:,} of {matrix.runs:,} runs, of which {matrix.same_call:,} the same "
+        f"{matrix.same_key:,} of {fmt.plural(matrix.runs, 'run')}, of which "
+        f"{matrix.same_call:,} the same "
         "call and the rest another call of the same step. Off it, another step held the "
         "deadline. Click a cell to list its runs on the Runs page. Keys beyond the ten most "
         "frequent are grouped as (other)."))

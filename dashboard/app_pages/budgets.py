@@ -39,7 +39,7 @@ def _apply(change_of: object) -> None:
     else:
         derived = (f"re-derived in {outcome.seconds:.2f} s" if outcome.derived
                    else "being re-derived (the tables follow once it is done)")
-        text = f"Stored. {applied.runs:,} runs {derived}."
+        text = f"Stored. {fmt.plural(applied.runs, 'run')} {derived}."
     st.session_state[MESSAGE] = ("success", text)
 
 

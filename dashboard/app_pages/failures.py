@@ -25,7 +25,7 @@ for column, name in zip(tiles, ["client_timeouts", "upstream_errors", "refused",
     column.metric(colors.CLASS_LABELS[cls].split(" (")[0].capitalize() + "s"
                   if cls in ("client_timeout", "upstream_error") else
                   colors.CLASS_LABELS[cls].capitalize(), fmt.count(totals[name]))
-st.caption(f"{fmt.count(totals.sum())} steps in all, {fmt.count(totals['ok'])} ok. Client "
+st.caption(f"{fmt.plural(int(totals.sum()), 'step')} in all, {fmt.count(totals['ok'])} ok. Client "
            "give-ups: our deadline fired (our configuration). Upstream failures: 5xx, 429, "
            "UNAVAILABLE… (their availability).")
 

@@ -130,7 +130,8 @@ st.caption("Exhausted, overrun or failed runs, worst first. Select a row, or pic
            "to open its run view.")
 review = summaries.runs_worth_reviewing(runs)
 st.page_link("app_pages/runs.py", icon=":material/list:",
-             label=f"All {fmt.count(len(runs))} runs of this period, searchable, on the Runs page"
+             label=f"All {fmt.plural(len(runs), 'run')} of this period, searchable, on the "
+                   "Runs page"
                    f" ({fmt.count(now.exhausted_runs)} exhausted)",
              query_params=ctx.state.query_params())
 if review.empty:

@@ -255,7 +255,7 @@ else:
     more = len(view.log_records) > summaries.LOG_RECORDS_SHOWN
     st.caption(fmt.escape_md(
         f"The first {summaries.LOG_RECORDS_SHOWN} log records of this run's trace, by time"
-        if more else f"{run_story.plural(len(view.log_records), 'log record')} of this run's "
+        if more else f"{fmt.plural(len(view.log_records), 'log record')} of this run's "
                      "trace, by time")
         + " (a record with exception.type counts as its span's exception, docs/metrics.md §3).")
     layout.table(summaries.run_log_table(view.log_records, run), hide_index=True,

@@ -103,7 +103,8 @@ layout.write_url(ctx.state, params, owned=frozenset(run_search_params.KEYS))
 third[2].number_input("Page", min_value=1, max_value=pages, step=1, key="rs_page")
 shown_from = (page - 1) * PAGE_SIZE + 1 if found.total else 0
 shown_to = shown_from + len(found.runs) - 1 if found.total else 0
-third[3].markdown(f"**{fmt.count(found.total)}** runs match · showing "
+matching = "run matches" if found.total == 1 else "runs match"
+third[3].markdown(f"**{fmt.count(found.total)}** {matching} · showing "
                   f"{fmt.count(shown_from)}–{fmt.count(shown_to)} · page {page} of {pages}")
 
 if found.runs.empty:

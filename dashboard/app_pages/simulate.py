@@ -179,8 +179,8 @@ else:
                "below where the recorded calls were cut).")
 beyond = int(summary.loc["runs_beyond_record", "predicted"])
 if beyond:
-    st.caption(f"{beyond:,} runs ended early in the record and get through it under this "
-               "policy; what they would have done next is unknown, so they count as not "
+    st.caption(f"{fmt.plural(beyond, 'run')} ended early in the record and get through it "
+               "under this policy; what they would have done next is unknown, so they count as not "
                "exhausted (upper bound with them exhausted: "
                f"{fmt.percent(summary.loc['exhaustion_rate_upper', 'predicted'])}).")
 

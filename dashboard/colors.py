@@ -15,7 +15,9 @@ STEP_CLASSES: tuple[str, ...] = vocabulary.CLASSES
 
 CLASS_COLORS: dict[str, str] = {
     "ok": "#009E73",              # bluish green
-    "client_timeout": "#E69F00",  # orange: client give-up (our configuration)
+    # amber: a client give-up (our configuration); a call cut at its cap is one, and is drawn
+    # in it wherever calls are (the latency against the cap)
+    "client_timeout": "#E69F00",
     "upstream_error": "#0072B2",  # blue: upstream failure (their availability)
     "refused": "#CC79A7",         # reddish purple: not started, budget too small
     "cancelled": "#999999",       # grey
@@ -46,10 +48,16 @@ FAILURE_COLUMNS: dict[str, str] = {
 
 # Everything below is not a class, so none of it may wear a class colour (a test checks): the
 # agents, percentiles, outcomes and marks come from Paul Tol's muted palette and greys.
+# Wine is the budget and the deadline only, on every chart (a test checks): it meant seven
+# things, among them an agent whose bars hid the budget line drawn over them.
+WINE = "#882255"
+DEADLINE = WINE  # the run's deadline
+BUDGET = WINE  # the budget: 100% utilisation, a step's allocation
+
 OUTCOME_COLORS: dict[str, str] = {
     "completed": "#44AA99",  # teal
     "partial": "#DDCC77",    # sand
-    "exhausted": "#882255",  # wine
+    "exhausted": "#CC6677",  # rose
     "failed": "#332288",     # indigo
     "cancelled": "#BBBBBB",
     "unknown": "#DDDDDD",
@@ -57,23 +65,22 @@ OUTCOME_COLORS: dict[str, str] = {
 
 RECONCILE_COLORS: dict[str, str] = {
     "landed": "#44AA99",
-    "not_landed": "#882255",
+    "not_landed": "#CC6677",  # rose: a bad result, as an exhausted run's
     "unknown": "#BBBBBB",
     "orphan": "#AA4499",
 }
 
 # Lines that mark something on a chart rather than a class.
-DEADLINE = "#882255"
 RESERVE = "#AA4499"
 REMAINING = "#88CCEE"
 ALLOCATION = "#4D4D4D"      # the allocation a step got, beside the budget left (run view)
 CAP = "#000000"
 P95 = "#555555"
-THRESHOLD = "#882255"
+THRESHOLD = "#777777"
 NEUTRAL = "#56B4E9"         # single-series bars that are not a class (runs, shares)
 COMPARE = "#BBBBBB"         # the comparison series (completed runs, previous period)
-# One per agent (or tool): indigo, cyan, olive, wine, sand, teal, purple.
-SERIES = ("#332288", "#88CCEE", "#999933", "#882255", "#DDCC77", "#44AA99", "#AA4499")
+# One per agent (or tool): indigo, cyan, olive, green, sand, teal, purple.
+SERIES = ("#332288", "#88CCEE", "#999933", "#117733", "#DDCC77", "#44AA99", "#AA4499")
 # Percentiles in greys, told apart by the dash as well.
 PERCENTILE_COLORS = {"p50": "#888888", "p90": "#555555", "p99": "#222222"}
 

@@ -233,19 +233,30 @@ def failures_by_step(failures: pd.DataFrame, top: int = 15, min_height: int = 30
 
 
 def latency_against_cap(latency: pd.DataFrame, tool: str) -> go.Figure:
-    """One tool's call latencies (column duration_ms, cap_ms) as a histogram, with its cap and
-    p95 marked: a cap below the tail is visible as calls piling up at the cap."""
+    """One tool's call latencies (column duration_ms, cap_ms, class) as a histogram, with its
+    cap and p95 marked: a cap below the tail is visible as calls piling up at the cap, drawn in
+    amber (a call cut at its cap is a client give-up, client_timeout), the others in blue."""
     durations = latency["duration_ms"].dropna().to_numpy(dtype=float)
     caps = latency["cap_ms"].dropna().to_numpy(dtype=float)
     unit, div = fmt.duration_axis_unit(float(max(durations.max(initial=0),
                                                  caps.max(initial=0))))
     figure = _figure(f"{fmt.plot_text(tool)}: call latency against its cap",
                      xaxis=dict(title=f"latency ({unit})"), yaxis=dict(title="calls"),
-                     bargap=0.02)
-    figure.add_histogram(x=durations / div, nbinsx=60, name="calls",
-                         marker_color=colors.NEUTRAL,
-                         hovertemplate=f"{fmt.plot_text(tool)}<br>latency %{{x}} {unit}<br>"
-                                       f"%{{y:,}} of {durations.size:,} calls<extra></extra>")
+                     bargap=0.02, barmode="stack")
+    cut = (latency["class"] == "client_timeout") if "class" in latency else \
+        pd.Series(False, index=latency.index)
+    top = float(durations.max(initial=0)) / div
+    bins = dict(start=0, end=top * 1.0001 + 1e-9, size=max(top / 60, 1e-9))
+    for part, name, colour in ((~cut, "calls that finished", colors.NEUTRAL),
+                               (cut, "calls cut at their cap (client give-up)",
+                                colors.class_color("client_timeout"))):
+        values = latency.loc[part, "duration_ms"].dropna().to_numpy(dtype=float)
+        if not values.size:
+            continue
+        figure.add_histogram(x=values / div, xbins=bins, name=name, marker_color=colour,
+                             hovertemplate=f"{fmt.plot_text(tool)}, {name}<br>latency %{{x}} "
+                                           f"{unit}<br>%{{y:,}} of {durations.size:,} calls"
+                                           "<extra></extra>")
     if durations.size:
         p95 = float(np.quantile(durations, 0.95))
         figure.add_vline(x=p95 / div, line=dict(color=colors.P95, dash="dash"),
@@ -310,7 +321,7 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
             if row is not None and not fmt.missing(row[p]):
                 lines.append(_panel_vline(i, float(row[p]), dict(
                     color=colors.PERCENTILE_COLORS[p], dash=dashes[p], width=1.5)))
-        lines.append(_panel_vline(i, 1.0, dict(color=colors.DEADLINE, width=2)))
+        lines.append(_panel_vline(i, 1.0, dict(color=colors.BUDGET, width=2)))
         figure.update_yaxes(title_text="share ≤ x" if cumulative else "runs",
                             tickformat=".0%" if cumulative else None, row=i, col=1)
     figure.update_xaxes(tickformat=".0%", row=max(1, len(groups)), col=1,
@@ -344,7 +355,7 @@ def step_utilisation(steps: pd.DataFrame) -> go.Figure:
                        customdata=rows["steps"],
                        hovertemplate="step key %{y}<br>max %{x:.1%} of the allocation over "
                                      "%{customdata:,} steps<extra></extra>")
-    figure.add_vline(x=1.0, line=dict(color=colors.DEADLINE, width=2),
+    figure.add_vline(x=1.0, line=dict(color=colors.BUDGET, width=2),
                      annotation_text="allocation")
     return figure
 

@@ -71,5 +71,5 @@ def utilisation_cdf(runs: pd.DataFrame, budget_line: bool = True) -> go.Figure:
                                          "(%{customdata:,}) at or below utilisation "
                                          "%{x:.1%}<extra></extra>")
     if budget_line:
-        figure.add_vline(x=1.0, line=dict(color=colors.OUTCOME_COLORS["exhausted"], width=1))
+        figure.add_vline(x=1.0, line=dict(color=colors.BUDGET, width=1))
     return figure

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from dashboard import colors
 from queries import reports
 from store.database import connect
 from tests.test_dashboard_pages import FILTERS, PARAMS, open_page, sample  # noqa: F401
@@ -45,6 +46,9 @@ def test_every_trace_has_a_tooltip_of_its_own(db: str, page: str) -> None:
             written = trace.get("hovertemplate") or (
                 trace.get("hoverinfo") == "text" and trace.get("hovertext"))
             assert written, (page, title, trace.get("name"))
+            # wine is the budget and the deadline, drawn as lines (shapes), never a series
+            assert colors.WINE not in json.dumps({k: trace.get(k) for k in ("marker", "line")}), \
+                (page, title, trace.get("name"))
             if isinstance(written, str) and trace.get("orientation") == "h":
                 # the key, in full (the axis label, or a copy of it in customdata)
                 assert "%{y}" in written or "step key %{customdata" in written, \

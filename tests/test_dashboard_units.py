@@ -129,7 +129,13 @@ def test_waterfall_keeps_step_order_and_marks_the_deadline() -> None:
 def test_latency_chart_marks_the_cap_and_the_p95() -> None:
     calls = pd.DataFrame({"step_key": "tool:x", "duration_ms": [100.0 * i for i in range(1, 41)],
                           "cap_ms": 3_000})
+    calls["class"] = ["client_timeout" if d >= 3_000 else "ok" for d in calls["duration_ms"]]
     figure = figures.latency_against_cap(calls, "tool:x")
+    # the calls cut at their cap in amber, the client give-up's colour; the others not
+    cut = next(t for t in figure.data if t.name.startswith("calls cut"))
+    assert cut.marker.color == colors.class_color("client_timeout") and len(cut.x) == 11
+    assert next(t for t in figure.data if t.name == "calls that finished").marker.color \
+        == colors.NEUTRAL
     texts = [a.text for a in figure.layout.annotations]
     assert any(t.startswith("cap 3.0 s") for t in texts)
     assert any(t.startswith("p95 3.8 s") for t in texts)  # 0.95 quantile of 0.1 .. 4.0 s
@@ -170,6 +176,13 @@ def test_class_colours_are_reserved_for_classes() -> None:
               *colors.RECONCILE_COLORS.values(), colors.DEADLINE, colors.RESERVE,
               colors.REMAINING, colors.P95, colors.THRESHOLD, colors.NEUTRAL, colors.COMPARE]
     assert not reserved & {c.upper() for c in others}
+    # wine is the budget and the deadline only (it meant seven things, an agent among them)
+    assert colors.DEADLINE == colors.BUDGET == colors.WINE
+    assert colors.WINE not in [*colors.SERIES, *colors.PERCENTILE_COLORS.values(),
+                               *colors.OUTCOME_COLORS.values(),
+                               *colors.RECONCILE_COLORS.values(), colors.RESERVE,
+                               colors.REMAINING, colors.ALLOCATION, colors.P95, colors.THRESHOLD,
+                               colors.NEUTRAL, colors.COMPARE, *colors.CLASS_COLORS.values()]
 
 
 def test_utilisation_panels_mark_their_own_percentiles_and_the_budget() -> None:

@@ -336,16 +336,18 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
 
 
 def step_utilisation(steps: pd.DataFrame) -> go.Figure:
-    """Step duration / allocation per step key: p50, p95, p99 and max against 100%."""
+    """Step duration / allocation per step key: p50, p90, p95, p99 and max against 100%."""
     rows = steps.sort_values("p99").reset_index(drop=True)
     figure = _figure("Step utilisation against allocation (duration / budget.allocated_ms)",
                      xaxis=dict(title="of the allocation", tickformat=".0%"),
                      height=max(300, 60 + 30 * len(rows)), barmode="overlay")
     names = labels(rows["step_key"])
-    for column, color in (("p50", colors.PERCENTILE_COLORS["p50"]), ("p95", colors.P95),
-                          ("p99", colors.PERCENTILE_COLORS["p99"])):
+    for column, color, symbol in (("p50", colors.PERCENTILE_COLORS["p50"], "diamond"),
+                                  ("p90", colors.PERCENTILE_COLORS["p90"], "square"),
+                                  ("p95", colors.P95, "diamond-open"),
+                                  ("p99", colors.PERCENTILE_COLORS["p99"], "diamond")):
         figure.add_scatter(x=rows[column], y=names, mode="markers", name=column,
-                           marker=dict(color=color, size=10, symbol="diamond"),
+                           marker=dict(color=color, size=10, symbol=symbol),
                            customdata=rows["steps"],
                            hovertemplate=f"step key %{{y}}<br>{column} %{{x:.1%}} of the "
                                          "allocation over %{customdata:,} steps"
@@ -362,14 +364,21 @@ def step_utilisation(steps: pd.DataFrame) -> go.Figure:
 
 # ---- reconciliation ----------------------------------------------------------------------
 
-def reconciliation_over_time(by_period: pd.DataFrame, threshold: float) -> go.Figure:
-    """Reconciliation rate per week (all write steps of the week), with the threshold."""
-    weekly = by_period.groupby("week", sort=True)[["write_steps", "reconciled_writes",
-                                                   "orphan_writes"]].sum().reset_index()
+def reconciliation_over_time(by_period: pd.DataFrame, threshold: float,
+                             bucket: str = "week") -> go.Figure:
+    """Reconciliation rate per week, or per day on a short range (`bucket`), over all write
+    steps and per write step key, with the threshold. `by_period` has a row per day and key."""
+    counts = ["write_steps", "reconciled_writes", "orphan_writes"]
+    per_key = by_period.groupby([bucket, "step_key"], sort=True)[counts].sum().reset_index()
+    per_key["reconciliation_rate"] = per_key["reconciled_writes"] / per_key["write_steps"]
+    weekly = by_period.groupby(bucket, sort=True)[counts].sum().reset_index()
     weekly["rate"] = weekly["reconciled_writes"] / weekly["write_steps"]
-    figure = _figure("Reconciliation rate per week", yaxis=dict(tickformat=".0%",
-                                                               title="reconciled / writes",
-                                                               rangemode="tozero"))
+    figure = _figure(f"Reconciliation rate per {bucket}",
+                     yaxis=dict(tickformat=".0%", title="reconciled / writes",
+                                rangemode="tozero"),
+                     xaxis=dict(type="category"))
+    by_period = per_key.rename(columns={bucket: "week"})
+    weekly = weekly.rename(columns={bucket: "week"})
     figure.add_scatter(x=weekly["week"], y=weekly["rate"], mode="lines+markers",
                        name="all write steps", line=dict(color="#000000", width=3),
                        customdata=weekly[["reconciled_writes", "write_steps"]].to_numpy(),

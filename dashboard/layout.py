@@ -178,7 +178,7 @@ def sidebar_filters(agents: tuple[str, ...], default: str | FilterState = "7d",
 
 # Query parameters a page sets itself (the run view's run, the Runs page's search): the
 # sidebar's filters leave them alone; the page that owns them writes them whole.
-PAGE_OWNED_KEYS = frozenset({"run", "with", *run_search_params.KEYS})
+PAGE_OWNED_KEYS = frozenset({"run", "with", "cap", *run_search_params.KEYS})
 
 
 def write_url(state: FilterState, extra: dict[str, str] | None = None,

@@ -1,6 +1,8 @@
 """Pure Plotly builders for the What-if page: a simulation's frames in, Figure out (no
 Streamlit). Actual is drawn in grey and predicted in colour on every chart, so the two read
-the same way everywhere; step keys come from spans and go through fmt.plot_text."""
+the same way everywhere: amber where the predicted figure is calls cut at their cap (client
+give-ups, whose colour it is), blue elsewhere; step keys come from spans and go through
+fmt.plot_text."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import plotly.graph_objects as go
 from dashboard import colors, figures
 
 ACTUAL_COLOR = colors.CLASS_COLORS["cancelled"]  # grey: what happened
-PREDICTED_COLOR = colors.CLASS_COLORS["client_timeout"]  # orange: give-ups under the policy
+PREDICTED_COLOR = colors.CLASS_COLORS["client_timeout"]  # amber: give-ups under the policy
+PREDICTED_OTHER = colors.NEUTRAL  # blue: any other predicted figure (utilisation)
 _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=100),
                legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
                hovermode="closest")
@@ -61,7 +64,7 @@ def utilisation_cdf(runs: pd.DataFrame, budget_line: bool = True) -> go.Figure:
                                     range=[0, 1]),
                          **_LAYOUT)
     for column, name, color in (("utilisation_actual", "actual", ACTUAL_COLOR),
-                                ("utilisation", "predicted", PREDICTED_COLOR)):
+                                ("utilisation", "predicted", PREDICTED_OTHER)):
         values = np.sort(runs[column].dropna().to_numpy(dtype=float))
         share = np.arange(1, len(values) + 1) / max(len(values), 1)
         figure.add_scatter(x=values, y=share, name=name, mode="lines",

@@ -69,7 +69,8 @@ def reconciliation(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFra
 
 def reconciliation_by_period(con: Connection,
                              filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Write steps, reconciliation rate and orphans per ISO week and step key (SPEC §6)."""
+    """Write steps, reconciliation rate and orphans per UTC day (with its ISO week) and step
+    key (SPEC §6)."""
     return _frame(con, "reconciliation_by_period", filters)
 
 

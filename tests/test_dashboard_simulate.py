@@ -160,3 +160,20 @@ def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
     at.run()
     check(at)
     assert shown(at)["Client timeout rate"] == fmt.percent(3 / 5)
+
+
+def test_a_link_opens_what_if_with_a_cap_set(db: str) -> None:
+    """The run view's next step links here with `cap=STEP_KEY=MS`: the slider starts there, and
+    the page's figures are that policy's."""
+    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    for key, value in {**PARAMS, "cap": "tool:fetch_report=4500"}.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    check(at)
+    assert at.slider(key="sim_cap:tool:fetch_report").value == 4.5
+    assert_page_equals(at, expected(db, SimulationPolicy.parse(["tool:fetch_report=4500ms"])))
+    # the summary names its figures for people; the CSV's metric names stay in the frame
+    summary = next(t for t in at.dataframe if "figure" in t.value.columns)
+    assert "exhaustion rate, upper bound (runs beyond the record exhausted)" in set(
+        summary.value["figure"])

@@ -108,8 +108,8 @@ def test_reconciliation_by_period(con):
     store(con, b.finished())
     frame = reports.reconciliation_by_period(con)
     assert frame.to_dict("records") == [
-        {"week": "2026-W47", "step_key": "tool:save", "write_steps": 1, "reconciled_writes": 0,
-         "orphan_writes": 1, "reconciliation_rate": 0.0},
-        {"week": "2026-W48", "step_key": "tool:save", "write_steps": 1, "reconciled_writes": 1,
-         "orphan_writes": 0, "reconciliation_rate": 1.0},
+        {"week": "2026-W47", "day": "2026-11-16", "step_key": "tool:save", "write_steps": 1,
+         "reconciled_writes": 0, "orphan_writes": 1, "reconciliation_rate": 0.0},
+        {"week": "2026-W48", "day": "2026-11-23", "step_key": "tool:save", "write_steps": 1,
+         "reconciled_writes": 1, "orphan_writes": 0, "reconciliation_rate": 1.0},
     ]

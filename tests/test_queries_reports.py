@@ -186,11 +186,14 @@ def test_step_utilisation(tmp_path):
     b.step(run, "tool", "a", 0, 1_000, **{"budget.allocated_ms": 2_000})   # 0.5
     b.step(run, "tool", "b", 1_000, 4_000, **{"budget.allocated_ms": 2_000})   # 1.5
     b.step(run, "tool", "c", 4_000, 5_000)   # no allocation: left out
+    # backoff sleeps, whatever they wait for, are one row
+    b.step(run, "backoff", "a", 5_000, 5_500, **{"budget.allocated_ms": 500})   # 1.0
+    b.step(run, "backoff", "b", 5_500, 5_900, **{"budget.allocated_ms": 500})   # 0.8
     con = open_db(tmp_path)
     store(con, b.finished())
     frame = records(reports.step_utilisation(con))
     assert [(r["step_key"], r["steps"], r["max"]) for r in frame] == [
-        ("tool:a", 1, 0.5), ("tool:b", 1, 1.5)]
+        ("backoff:*", 2, 1.0), ("tool:a", 1, 0.5), ("tool:b", 1, 1.5)]
 
 
 @pytest.mark.parametrize("since,until,message", [

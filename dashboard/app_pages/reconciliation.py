@@ -9,6 +9,9 @@ from dashboard import columns, data, figures, fmt, layout
 from dashboard.exports import csv_file_name
 from queries.render import to_csv_bytes
 
+# The rate chart is daily while the range's writes span at most this many days.
+DAILY_UP_TO_DAYS = 35
+
 ctx = layout.context()
 st.title("Reconciliation")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · reconciliation rate = reconciled "
@@ -34,8 +37,11 @@ c[4].metric("Orphan writes", fmt.count(report["orphan_writes"].sum()))
 threshold = st.slider("Threshold", 0, 100, 10, 1, key="reconcile_threshold", format="%d%%",
                       help="Drawn on the rate chart; weeks under it need a look.") / 100
 by_period = data.report("reconciliation_by_period", ctx.filters)
-st.plotly_chart(figures.reconciliation_over_time(by_period, threshold),
-                key="reconciliation_over_time")
+# Days on a short range (a week or two read as one or two points per week), weeks beyond.
+days = by_period["day"].nunique() if not by_period.empty else 0
+st.plotly_chart(figures.reconciliation_over_time(
+    by_period, threshold, "day" if days <= DAILY_UP_TO_DAYS else "week"),
+    key="reconciliation_over_time")
 st.plotly_chart(figures.reconciliation_by_tool(report), key="reconciliation_by_tool")
 
 st.subheader("Orphan writes")

@@ -54,6 +54,32 @@ def cap_key(step_key: str) -> str:
     return f"sim_cap:{step_key}"
 
 
+# The summary's figures as the page names them; the CSV and `budgetscope simulate` keep the
+# metric names (each figure's tooltip says which).
+FIGURES = {
+    "runs": "runs", "budgeted_runs": "runs with a budget", "exhausted_runs": "exhausted runs",
+    "exhaustion_rate": "exhaustion rate",
+    "exhaustion_rate_upper": "exhaustion rate, upper bound (runs beyond the record exhausted)",
+    "utilisation_p50": "utilisation p50", "utilisation_p90": "utilisation p90",
+    "utilisation_p95": "utilisation p95", "utilisation_p99": "utilisation p99",
+    "calls": "calls", "client_timeouts": "client give-ups (calls cut at their cap)",
+    "client_timeout_rate": "client give-up rate", "runs_with_client_timeout":
+    "runs with a client give-up", "refused": "refused calls",
+    "write_timeouts": "writes timing out (future reconciliations)",
+    "runs_beyond_record": "runs the record ended early that get through",
+}
+CAP_PARAM = "cap"  # `?cap=tool:fetch_report=4500`: open with that step's slider at 4.5 s
+
+
+def _linked_cap() -> tuple[str, float] | None:
+    """A cap the address asks for (the run view's next step links here with one)."""
+    key, _, ms = st.query_params.get(CAP_PARAM, "").rpartition("=")
+    try:
+        return (key, float(ms) / 1000) if key and float(ms) > 0 else None
+    except ValueError:
+        return None
+
+
 def _slider_max(value_s: float) -> float:
     """Room to loosen as well as tighten: twice the recorded value, at least 1 s, in 0.5 s."""
     return max(1.0, math.ceil(value_s * 4) / 2)
@@ -101,15 +127,24 @@ with right:
     retries = st.toggle("Retry calls that time out at their cap", value=True, key=RETRIES_KEY)
 
 cap_overrides: dict[str, int] = {}
+linked = _linked_cap()
+if linked is not None:
+    # Set once, from the link: after that the slider is the user's, and the address no
+    # longer says a cap the slider may have left.
+    st.session_state[cap_key(linked[0])] = round(linked[1], 1)
+    del st.query_params[CAP_PARAM]
 with st.expander("Caps per tool (s)", expanded=True):
     columns = st.columns(3)
     for index, row in enumerate(tool_caps.itertuples(index=False)):
         recorded_s = row.cap_ms / 1000
         with columns[index % 3]:
-            # A slider label is Markdown and a step key comes from a span: escaped.
+            # A slider label is Markdown and a step key comes from a span: escaped. Its value
+            # comes from the session when the address set it (no default beside it, which
+            # Streamlit warns about).
+            start = {} if cap_key(row.step_key) in st.session_state else {"value": recorded_s}
             value = st.slider(fmt.escape_md(row.step_key), min_value=0.1,
-                              max_value=_slider_max(recorded_s),
-                              value=recorded_s, step=0.1, key=cap_key(row.step_key))
+                              max_value=_slider_max(recorded_s), step=0.1,
+                              key=cap_key(row.step_key), **start)
         if abs(value - recorded_s) > 1e-9:
             cap_overrides[row.step_key] = round(value * 1000)
     uncapped = caps[(caps["kind"] == "tool") & caps["cap_ms"].isna()]["step_key"]
@@ -191,14 +226,22 @@ st.subheader("Actual and predicted")
 # Every figure in the one format of the page (3.5%, never 0.0347): rates as percentages,
 # counts as counts; the table keeps the raw values underneath for sorting and copying.
 rate_rows = result.summary["metric"].str.contains("rate|utilisation", regex=True)
-layout.table(result.summary.style
+summary_shown = result.summary.assign(figure=result.summary["metric"].map(
+    lambda metric: FIGURES.get(metric, metric)))
+layout.table(summary_shown.style
              .format(fmt.percent, subset=pd.IndexSlice[rate_rows, ["actual", "predicted"]])
              .format(fmt.count, subset=pd.IndexSlice[~rate_rows, ["actual", "predicted"]])
              .format(fmt.percent, subset=["fit_share"]),
              hide_index=True, key="sim_summary", height=layout.table_height(len(result.summary)),
-             column_config={"fit_share": st.column_config.Column(
-                 "rests on the fit", help="the share of runs whose figure uses a latency drawn "
-                 "from the fitted model (fit_share)")})
+             column_order=["figure", "actual", "predicted", "fit_share"],
+             column_config={
+                 "figure": st.column_config.TextColumn(
+                     "figure", width=380, help="named as the page says it; the CSV and "
+                     "`budgetscope simulate` name each as a metric (exhaustion_rate, "
+                     "client_timeouts, …)"),
+                 "fit_share": st.column_config.Column(
+                     "rests on the fit", help="the share of runs whose figure uses a latency "
+                     "drawn from the fitted model (fit_share)")})
 st.subheader("Per step: the arithmetic")
 st.caption("timeout rate p = timeouts / calls; calls / run n = calls / runs that call it; "
            "1 − (1 − p)ⁿ is the run timeout rate if calls were independent; run timeout rate "
@@ -213,10 +256,13 @@ tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN].assign(
 layout.table(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
              .format(lambda v: fmt.NO_VALUE if fmt.missing(v) else f"{v:.2f}",
                      subset=["calls_per_run"]), hide_index=True, key="sim_tools",
-             column_config=TOOLS_LABELS, column_order=TOOLS_FIRST)
+             column_config=TOOLS_LABELS, column_order=TOOLS_FIRST,
+             # every step at once: the table is read to the end, not scrolled in a box
+             height=layout.table_height(len(tools_shown), most=80))
 st.caption("Rates per step, recorded and under this policy. The calls and timeouts they divide, "
            "and the refused calls, are one click away:")
 with st.expander("Calls, timeouts and refused calls behind each rate"):
     layout.table(tools_shown, key="sim_tools_counts", column_config=TOOLS_LABELS,
+                 height=layout.table_height(len(tools_shown), most=80),
                  column_order=["step_key", "calls_actual", "timeouts_actual", "calls",
                                "timeouts", "refused_actual", "refused", "fit_calls"])

@@ -1,5 +1,6 @@
 -- name: reconciliation_by_period
--- Write steps per ISO week (UTC, of the run start) and step key: reconciliation rate and orphans (SPEC §6).
+-- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (SPEC §6).
+-- The dashboard sums the days into weeks on long ranges, and shows days on short ones.
 -- Only whether a write was read back counts here, not how often or with what result, so this
 -- asks it of the filter's writes alone instead of reading the write_steps view, which counts
 -- and ranks every reconciliation in the database first (most of the Reconciliation page's
@@ -26,6 +27,7 @@ WITH writes AS (
 )
 SELECT printf('%d-W%02d', isoyear(make_timestamp(run_start_ns // 1000)),
               week(make_timestamp(run_start_ns // 1000))) AS week,
+       strftime(make_timestamp(run_start_ns // 1000), '%Y-%m-%d') AS day,
        step_key,
        count(*) AS write_steps,
        count(*) FILTER (WHERE reconciled) AS reconciled_writes,
@@ -33,4 +35,4 @@ SELECT printf('%d-W%02d', isoyear(make_timestamp(run_start_ns // 1000)),
        count(*) FILTER (WHERE reconciled) / count(*) AS reconciliation_rate
 FROM read_back
 GROUP BY ALL
-ORDER BY week, step_key;
+ORDER BY week, day, step_key;

@@ -1,5 +1,5 @@
 -- name: reconciliation_by_period
--- Write steps per ISO week (UTC, of the run start) and step key: reconciliation rate and orphans (SPEC §6); ClickHouse dialect of sql/reconciliation_by_period.sql.
+-- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (SPEC §6); ClickHouse dialect of sql/reconciliation_by_period.sql.
 -- budgetscope_write_steps is a table here (derive_build.sql), built with each write's
 -- reconciled and orphan flags, so reading it is the cheap plan; the DuckDB file asks the
 -- same question of the steps and links instead, its write_steps being a view that ranks every
@@ -7,6 +7,8 @@
 SELECT printf('%d-W%02d',
               toISOYear(fromUnixTimestamp64Micro(intDiv(run_start_ns, 1000), 'UTC')),
               toISOWeek(fromUnixTimestamp64Micro(intDiv(run_start_ns, 1000), 'UTC'))) AS week,
+       formatDateTime(fromUnixTimestamp64Micro(intDiv(run_start_ns, 1000), 'UTC'), '%Y-%m-%d')
+           AS day,
        step_key,
        COUNT(*) AS write_steps,
        COUNT(*) FILTER (WHERE reconciled) AS reconciled_writes,
@@ -17,4 +19,4 @@ WHERE ({since_ns:Nullable(Int64)} IS NULL OR run_start_ns >= {since_ns:Nullable(
   AND ({until_ns:Nullable(Int64)} IS NULL OR run_start_ns < {until_ns:Nullable(Int64)})
   AND ({agent:Nullable(String)} IS NULL OR agent = {agent:Nullable(String)})
 GROUP BY ALL
-ORDER BY week, step_key
+ORDER BY week, day, step_key

@@ -37,9 +37,11 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
                            row_heights=[0.78, 0.22])
     figure.update_layout(
         title=dict(text="Steps against the deadline"), barmode="overlay",
-        height=max(360, 140 + ROW_PX * n + 140),
-        margin=dict(l=10, r=10, t=50, b=10),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+        height=max(420, 140 + ROW_PX * n + 200),
+        # The legend below the time axis, in container coordinates: above the plot its two
+        # lines (classes, marks, the budget panel) ran over the title at 1400 px.
+        margin=dict(l=10, r=10, t=50, b=110),
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
 
     rows = steps.reset_index(drop=True)
     numbers = rows["number"] if "number" in rows else pd.Series(

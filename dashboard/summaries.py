@@ -195,10 +195,15 @@ def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
         if run_id not in by_id.index:
             return run_id
         row = by_id.loc[run_id]
+        spent = ""
+        if "culprit" in row and not fmt.missing(row["culprit"]):
+            exhausted = not fmt.missing(row.get("exhausted")) and bool(row.get("exhausted"))
+            name = str(row["culprit"]) if str(row["culprit"]).startswith("#") else step_name(
+                row.get("culprit_step"), row["culprit"])
+            spent = f"  {'culprit' if exhausted else 'largest consumer'} {name}"
         return (f"{run_id[:16]}…  {fmt.text(row['agent'])}  {fmt.instant(row['start'])}  "
                 f"{fmt.text(row['outcome'])}  "
-                f"utilisation {fmt.percent(row['utilisation'])}"
-                + (f"  culprit {row['culprit']}" if "culprit" in row else ""))
+                f"utilisation {fmt.percent(row['utilisation'])}" + spent)
 
     return label
 

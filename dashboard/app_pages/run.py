@@ -99,7 +99,8 @@ box.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this age
 outcome = run["outcome"]
 # A stated outcome outside the known list is span data: show it escaped below, not in a tile.
 known = outcome in run_story.STATED_OUTCOMES
-tiles = st.columns(6)
+# Two rows of three: a tile a sixth of the page wide cut "exhausted" to "exhaus…".
+tiles = [*st.columns(3), *st.columns(3)]
 tiles[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome)
                                                    else "other"),
                 help="budget.run.outcome as the agent stated it")

@@ -178,13 +178,16 @@ def numbered(runs: pd.DataFrame) -> pd.DataFrame:
 
 def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
                       ) -> pd.DataFrame:
-    """Exhausted runs whose culprit is `culprit`, the largest culprit share first."""
+    """Exhausted runs whose culprit is `culprit`, the largest culprit share first; `culprit`
+    is the culprit's number in its run (#3: the key is the one asked for), the holder is
+    named whole (#9 tool:fetch_report)."""
     exhausted = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == culprit)]
     columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit",
-               "culprit_share", "holder", "budget_source"]
-    return (numbered(exhausted.sort_values(["culprit_share", "start"],
-                                           ascending=[False, False]))
-            [columns].head(limit).reset_index(drop=True))
+               "culprit_share", "holder"]
+    ordered = exhausted.sort_values(["culprit_share", "start"], ascending=[False, False])
+    shown = numbered(ordered).assign(culprit=[
+        fmt.NO_VALUE if fmt.missing(n) else f"#{int(n)}" for n in ordered["culprit_step"]])
+    return shown[columns].head(limit).reset_index(drop=True)
 
 
 def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:

@@ -81,16 +81,14 @@ layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.
              column_config={"run_id": st.column_config.TextColumn("run id"),
                             "start": st.column_config.TextColumn("start (UTC)"),
                             "culprit": st.column_config.TextColumn(
-                                "culprit", help="spent the most; #n is its number among "
-                                "the run's steps (docs/metrics.md §4)"),
+                                "culprit", width=70, help="the culprit's number among the "
+                                "run's steps (docs/metrics.md §4); its key is the one chosen "
+                                "above"),
                             "culprit_share": st.column_config.TextColumn(
                                 "culprit share", help="the culprit's consumption / the budget"),
                             "holder": st.column_config.TextColumn(
                                 "holder", help="held the deadline; the same number as the "
-                                "culprit: the same call"),
-                            "budget_source": st.column_config.TextColumn(
-                                "budget from", help="span: the run's own budget.total_ms; "
-                                "declared: its agent's declared budget, or the default")})
+                                "culprit: the same call")})
 if not blamed.empty:
     pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
                         format_func=summaries.describe_run(blamed))

@@ -185,7 +185,8 @@ else:
                                         details.exception_type or fmt.NO_VALUE,
                                         details.exception_message or fmt.NO_VALUE]})
         layout.table(facts, key="step_details_facts", hide_index=True,
-                     column_config={"value": st.column_config.TextColumn("value", width=900)})
+                     column_config={"": st.column_config.TextColumn("", width=140),
+                                    "value": st.column_config.TextColumn("value", width=720)})
         left, right = st.columns(2)
         with left:
             st.caption(f"Attributes ({len(details.attributes):,})"
@@ -199,8 +200,13 @@ else:
                 [(f"+{fmt.duration((t - start_ns) / 1e6)}" if t else fmt.NO_VALUE, name, text)
                  for t, name, text in details.events], columns=["at", "event", "attributes"])
             st.caption(f"Events ({len(details.events):,})")
+            # half the page: fixed widths keep the three columns inside it
             layout.table(events, key="step_details_events", hide_index=True,
-                         height=layout.table_height(len(events), most=12))
+                         height=layout.table_height(len(events), most=12),
+                         column_config={"at": st.column_config.TextColumn("at", width=70),
+                                        "event": st.column_config.TextColumn("event", width=90),
+                                        "attributes": st.column_config.TextColumn(
+                                            "attributes", width=280)})
     # Behind a toggle: the recognition runs again on this one trace, in memory (store.explain),
     # which a first visit need not pay for.
     if st.toggle("Why is each span (not) a step?", key="explain_spans",
@@ -247,7 +253,14 @@ else:
         "reconciliations": writes["reconciliations"],
         "last result": writes["last_result"].map(fmt.text),
         "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
-    }), hide_index=True, key="writes_table", height=layout.table_height(len(writes)))
+    }), hide_index=True, key="writes_table", height=layout.table_height(len(writes)),
+        # narrow where the values are short, so that the eleven columns fit 1400 px
+        column_config={"#": st.column_config.TextColumn("#", width=40),
+                       "attempt": st.column_config.Column("attempt", width=60),
+                       "uncertain": st.column_config.Column("uncertain", width=70),
+                       "orphan": st.column_config.Column("orphan", width=60),
+                       "reconciliations": st.column_config.Column(
+                           "read back", width=80, help="reconciliations of this write")})
 
 st.subheader("Log records")
 if view.log_records.empty:

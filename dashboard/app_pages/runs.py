@@ -144,8 +144,9 @@ labels = {"run_id": st.column_config.TextColumn("run id"),
           "budget_source": st.column_config.TextColumn(
               "budget from", help="span: the run's own budget.total_ms; declared: its agent's "
               "declared budget, or the default (Budgets page)"),
+          "exhausted": st.column_config.TextColumn("exhausted", width=68),
           "root_missing": st.column_config.TextColumn(
-              "root", width=70, help="missing: the trace's root span never arrived, so the "
+              "root", width=40, help="missing: the trace's root span never arrived, so the "
               "run is measured from its earliest span")}
 height = min(38 + 35 * len(table), 1790)
 # The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.

@@ -190,8 +190,10 @@ def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
     return shown[columns].head(limit).reset_index(drop=True)
 
 
-def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
-    """A selectbox label for a run id (plain text: selectbox options are never Markdown)."""
+def describe_run(frame: pd.DataFrame, exhausted_only: bool = False) -> Callable[[str], str]:
+    """A selectbox label for a run id (plain text: selectbox options are never Markdown).
+    `exhausted_only`: every run of `frame` is exhausted (its step that spent the most is its
+    culprit) though the frame has no `exhausted` column."""
     by_id = frame.set_index("run_id")
 
     def label(run_id: str) -> str:
@@ -200,7 +202,8 @@ def describe_run(frame: pd.DataFrame) -> Callable[[str], str]:
         row = by_id.loc[run_id]
         spent = ""
         if "culprit" in row and not fmt.missing(row["culprit"]):
-            exhausted = not fmt.missing(row.get("exhausted")) and bool(row.get("exhausted"))
+            exhausted = exhausted_only or (not fmt.missing(row.get("exhausted"))
+                                           and bool(row.get("exhausted")))
             name = str(row["culprit"]) if str(row["culprit"]).startswith("#") else step_name(
                 row.get("culprit_step"), row["culprit"])
             spent = f"  {'culprit' if exhausted else 'largest consumer'} {name}"

@@ -91,7 +91,7 @@ layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.
                                 "culprit: the same call")})
 if not blamed.empty:
     pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
-                        format_func=summaries.describe_run(blamed))
+                        format_func=summaries.describe_run(blamed, exhausted_only=True))
     layout.run_link(pick, ctx.state, label="Open this run")
 
 st.subheader("Attribution table")

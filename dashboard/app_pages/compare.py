@@ -194,7 +194,7 @@ st.caption("Steps matched by step key and order of occurrence (the 2nd model cal
            "a match come last.")
 step_table = pd.DataFrame({
     "step key": aligned["step_key"],
-    "#": aligned["occurrence"].map(fmt.count),
+    "nth": aligned["occurrence"].map(fmt.count),
     "class (this run)": aligned["step_class_run"].map(fmt.text),
     f"class ({other_name})": aligned["step_class_other"].map(fmt.text),
     "in": aligned["present"],
@@ -210,7 +210,7 @@ step_table = pd.DataFrame({
     "consumption difference": aligned["consumption_ms_diff"].map(_signed),
 })
 step_labels = _labels({
-    "step key": "step key", "#": "#", "in": "in",
+    "step key": "step key", "nth": "nth of key", "in": "in",
     "class (this run)": "class: this", f"class ({other_name})": f"class: {other_short}",
     "start (this run)": "start: this", f"start ({other_name})": f"start: {other_short}",
     "duration (this run)": "duration: this", f"duration ({other_name})": f"duration: {other_short}",
@@ -220,14 +220,14 @@ step_labels = _labels({
     "consumption difference": "Δ consumption"})
 step_height = layout.table_height(len(step_table), most=60)
 layout.table(step_table, hide_index=True, key="compare_steps", column_config=step_labels,
-             column_order=["step key", "#", "in", "class (this run)", f"class ({other_name})",
+             column_order=["step key", "nth", "in", "class (this run)", f"class ({other_name})",
                            "duration (this run)", f"duration ({other_name})",
                            "duration difference"], height=step_height)
 with st.expander("When each step started, and its consumption (its share of the run's active "
                  "time)"):
     layout.table(step_table, hide_index=True, key="compare_steps_more",
                  column_config=step_labels,
-                 column_order=["step key", "#", "start (this run)", f"start ({other_name})",
+                 column_order=["step key", "nth", "start (this run)", f"start ({other_name})",
                                "consumption (this run)", f"consumption ({other_name})",
                                "consumption difference"], height=step_height)
 with st.expander("Wall-clock duration per step key (parallel steps overlap, so these need not "

@@ -56,7 +56,7 @@ class GroupCommitter:
         self.stats = GroupCommitStats()
         self._turns = DerivedTableTurns()
         self._derivation = None if derive is None else DerivationThread(
-            con, pending_derivations(derive), self._turns, derive_every_seconds,
+            con, pending_derivations(derive, paced=True), self._turns, derive_every_seconds,
             root_grace_seconds)
         self._loop = CommitLoop(con, self._queue, self._turns, self.stats, self._derivation)
         self._loop.start()

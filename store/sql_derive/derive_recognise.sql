@@ -42,12 +42,47 @@ WHERE NOT (step_row = '1' AND parent_row = '1')
 UNION ALL
 SELECT trace_id, span_id, 'over_steps', min(below) FROM over_steps GROUP BY ALL;
 
--- The second walk: only the traces with such a wrapper, their wrappers no candidates.
-DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_demoted);
+-- Runs nest at most 16 deep (a run inside a run inside …): a span with budget.total_ms deeper
+-- than that is measured as part of the run around it, so that a trace of N nested runs costs
+-- at most 17 rows a run in derive_steps.sql's run tree, not N²/2 (said on the trace).
+CREATE OR REPLACE TEMP TABLE derive_deep_runs AS
+WITH RECURSIVE edges AS (
+    SELECT trace_id, run_span_id AS outer_run, span_id AS inner_run
+    FROM derive_walk WHERE nested AND depth > 0
+), depths(trace_id, span_id, run_depth) AS (
+    SELECT w.trace_id, w.span_id, 1
+    FROM derive_walk w
+    WHERE w.depth = 0
+      AND NOT EXISTS (SELECT 1 FROM edges e
+                      WHERE e.trace_id = w.trace_id AND e.inner_run = w.span_id)
+    UNION ALL
+    SELECT d.trace_id, e.inner_run, d.run_depth + 1
+    FROM depths d JOIN edges e ON e.trace_id = d.trace_id AND e.outer_run = d.span_id
+    WHERE d.run_depth <= 16
+)
+-- every run not reached within 16 nestings from a run of its trace that no run holds
+SELECT w.trace_id, w.span_id FROM derive_walk w
+WHERE w.depth = 0
+  AND NOT EXISTS (SELECT 1 FROM depths d
+                  WHERE d.trace_id = w.trace_id AND d.span_id = w.span_id AND d.run_depth <= 16)
+  AND w.trace_id IN (SELECT trace_id FROM depths WHERE run_depth > 16);
+
+INSERT INTO derivation_notes BY NAME
+SELECT DISTINCT trace_id, 'runs_nested_too_deep' AS note,
+       'runs nested more than 16 deep are measured as part of the run around them' AS detail
+FROM derive_deep_runs;
+
+-- The second walk: only the traces with such a wrapper or too deep a run, their wrappers no
+-- candidates and those runs no runs.
+CREATE OR REPLACE TEMP TABLE derive_rewalked AS
+SELECT trace_id FROM derive_demoted UNION SELECT trace_id FROM derive_deep_runs;
+DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_rewalked);
+UPDATE derive_spans SET is_run = false
+FROM derive_deep_runs r WHERE r.trace_id = derive_spans.trace_id AND r.span_id = derive_spans.span_id;
 CREATE OR REPLACE TEMP VIEW derive_walk_spans AS
 SELECT s.* REPLACE (s.candidate AND d.span_id IS NULL AS candidate,
                     s.is_step AND d.span_id IS NULL AS is_step)
 FROM derive_spans s
 LEFT JOIN (SELECT DISTINCT trace_id, span_id FROM derive_demoted) d
        ON d.trace_id = s.trace_id AND d.span_id = s.span_id
-WHERE s.trace_id IN (SELECT trace_id FROM derive_demoted);
+WHERE s.trace_id IN (SELECT trace_id FROM derive_rewalked);

@@ -76,9 +76,15 @@ FROM derive_deep_runs;
 -- candidates and those runs no runs.
 CREATE OR REPLACE TEMP TABLE derive_rewalked AS
 SELECT trace_id FROM derive_demoted UNION SELECT trace_id FROM derive_deep_runs;
+
+-- gates: whether a second walk has anything to do
+SELECT (SELECT count(*) FROM derive_rewalked) > 0 AS rewalk;
+-- when: rewalk
 DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_rewalked);
+-- when: rewalk
 UPDATE derive_spans SET is_run = false
 FROM derive_deep_runs r WHERE r.trace_id = derive_spans.trace_id AND r.span_id = derive_spans.span_id;
+-- when: rewalk
 CREATE OR REPLACE TEMP VIEW derive_walk_spans AS
 SELECT s.* REPLACE (s.candidate AND d.span_id IS NULL AS candidate,
                     s.is_step AND d.span_id IS NULL AS is_step)

@@ -233,6 +233,13 @@ SELECT trace_id, spans, has_run, last_received_at,
            AS anchor
 FROM measured;
 
+-- gates: which of the statements below have anything to do (store/derive.py)
+SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
+       (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
+       coalesce((SELECT bool_or(root_missing_run IS NOT NULL) FROM derive_anchors), false)
+           AS rootless,
+       coalesce((SELECT bool_or(spans > 250000) FROM derive_anchors), false) AS capped;
+
 -- Work per trace is bounded (docs/design.md): a trace of more than 250,000 spans is measured
 -- on its first 250,000 by start, and the derivation says so on the trace. Only such traces are
 -- ranked, so the others pay nothing for it.
@@ -241,6 +248,7 @@ SELECT trace_id, span_id FROM derive_spans
 WHERE trace_id IN (SELECT trace_id FROM derive_anchors WHERE spans > 250000)
 QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
 
+-- when: capped
 INSERT INTO derivation_notes BY NAME
 SELECT trace_id, 'spans_capped' AS note,
        'the trace has ' || spans || ' spans: its runs are measured on the first 250000 by start'
@@ -261,19 +269,23 @@ SELECT trace_id, last_received_at FROM derive_anchors WHERE NOT has_run AND anch
 -- The spans as the walk reads them: the run span of a trace whose root never arrived, each span
 -- whose parent is missing hung below its trace's run span, sibling twins' outer spans no
 -- candidates, a capped trace's spans past the cap gone.
+-- when: rootless
 UPDATE derive_spans SET is_run = true, root_missing = true
 FROM derive_anchors a
 WHERE a.trace_id = derive_spans.trace_id AND a.root_missing_run = derive_spans.span_id;
 
+-- when: orphans
 UPDATE derive_spans SET walk_parent = a.anchor
 FROM derive_orphans o JOIN derive_anchors a ON a.trace_id = o.trace_id
 WHERE o.trace_id = derive_spans.trace_id AND o.span_id = derive_spans.span_id
   AND o.span_id IS DISTINCT FROM a.anchor;
 
+-- when: twins
 UPDATE derive_spans SET candidate = false, is_step = false, sibling_twin_of = t.twin_id
 FROM derive_sibling_twins t
 WHERE t.trace_id = derive_spans.trace_id AND t.span_id = derive_spans.span_id;
 
+-- when: capped
 DELETE FROM derive_spans
 WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM derive_capped);
 

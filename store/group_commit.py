@@ -100,6 +100,12 @@ class GroupCommitter:
         return 0 if self._derivation is None else self._derivation.failed_traces
 
     @property
+    def traces_derived(self) -> int:
+        """Traces derived by this writer's derivation thread since it started (a trace derived
+        again counts again)."""
+        return 0 if self._derivation is None else self._derivation.derivations.traces_derived
+
+    @property
     def root_missing_runs(self) -> int:
         """Runs measured without their root (SPEC §9), as of the last derivation turn."""
         return 0 if self._derivation is None else self._derivation.root_missing_runs or 0

@@ -13,33 +13,42 @@
 --   through further row-11 spans).
 -- The traces where either is found are walked again without them (derive_walk.sql): which
 -- spans are steps, their nearest step above and row 12's test all change below a wrapper.
+-- gates: whether any trace has a row-11 candidate (the second search below)
+SELECT (SELECT count(*) FROM derive_spans WHERE step_row = '11') > 0 AS row_11;
+
 CREATE OR REPLACE TEMP TABLE derive_demoted AS
+-- each model or tool step below a model or tool step (its nearest step above)
+SELECT w.trace_id,
+       CASE WHEN p.step_row = '1' THEN w.span_id ELSE w.step_parent END AS span_id,
+       'twin' AS reason,
+       CASE WHEN p.step_row = '1' THEN w.step_parent ELSE w.span_id END AS because_of
+FROM derive_walk w
+JOIN (SELECT trace_id, span_id, step_row, step_kind, step_name FROM derive_spans
+      WHERE step_kind IN ('model', 'tool')) p
+  ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
+WHERE w.own AND w.is_step AND w.step_kind IN ('model', 'tool')
+  AND NOT (w.step_row = '1' AND p.step_row = '1')
+  AND ((w.step_kind = 'model' AND p.step_kind = 'model')
+       OR (w.step_kind = 'tool' AND p.step_kind = 'tool' AND p.step_name = w.step_name));
+
+-- when: row_11
+INSERT INTO derive_demoted
 WITH RECURSIVE below_step AS (
-    -- each step with the kind, key and row of its nearest step above
-    SELECT w.trace_id, w.span_id, w.step_parent, w.step_row, w.step_kind,
-           w.step_kind || ':' || w.step_name AS step_key, p.step_row AS parent_row,
-           p.step_kind AS parent_kind, p.step_kind || ':' || p.step_name AS parent_key
+    -- each step with the row of its nearest step above, when that is a row-11 span
+    SELECT w.trace_id, w.span_id, w.step_parent, w.step_row
     FROM derive_walk w
-    JOIN derive_spans p ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
+    JOIN (SELECT trace_id, span_id FROM derive_spans WHERE step_row = '11') p
+      ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
     WHERE w.own AND w.is_step
 ), over_steps(trace_id, span_id, below) AS (
     SELECT trace_id, step_parent, span_id
     FROM below_step
-    WHERE parent_row = '11' AND coalesce(step_row IN (/*@rows_before_11*/), false)
+    WHERE coalesce(step_row IN (/*@rows_before_11*/), false)
     UNION
     SELECT b.trace_id, b.step_parent, b.span_id
     FROM over_steps o
     JOIN below_step b ON b.trace_id = o.trace_id AND b.span_id = o.span_id
-    WHERE b.parent_row = '11'
 )
-SELECT trace_id, CASE WHEN parent_row = '1' THEN span_id ELSE step_parent END AS span_id,
-       'twin' AS reason,
-       CASE WHEN parent_row = '1' THEN step_parent ELSE span_id END AS because_of
-FROM below_step
-WHERE NOT (step_row = '1' AND parent_row = '1')
-  AND ((step_kind = 'model' AND parent_kind = 'model')
-       OR (step_kind = 'tool' AND parent_key = step_key))
-UNION ALL
 SELECT trace_id, span_id, 'over_steps', min(below) FROM over_steps GROUP BY ALL;
 
 -- Runs nest at most 16 deep (a run inside a run inside …): a span with budget.total_ms deeper

@@ -63,6 +63,11 @@ ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (
     duckdb.FatalException, duckdb.InterruptException, duckdb.PermissionException,
 )
 _ERROR_CHARS = 500
+# A trace of this many spans or more (at its last derivation) is derived in a transaction of its
+# own when paced, one per run, after the smaller ones (PendingDerivations). Deriving 10,000 spans
+# takes ~0.3 s here, so a small trace waits at most about that for a large one.
+LARGE_TRACE_SPANS = 10_000
+_ANY_SIZE = 2**62
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -88,17 +93,28 @@ class PendingDerivations:
     `max_isolation_attempts` bounds the derivations one failing slice may cost in a run (each
     costs the derivation's fixed ~150 ms): a slice of 20,000 traces with one bad trace takes
     about 2 × 15; past the bound the error is raised and the rest of the slice, still marked,
-    is isolated on the next run."""
+    is isolated on the next run.
+
+    `paced` (serve's derivation thread): a run derives the traces under LARGE_TRACE_SPANS
+    first, in slices, then at most one large trace, in a transaction of its own, so that one
+    large trace never holds the others back for long; and a trace derived before waits a pause
+    that grows with its size before it is derived again (take_pending_derivations.sql). What is
+    left stays marked for the next run. Unpaced (bulk loads, catch-up, a declared budget's
+    change), a run derives every marked trace."""
 
     def __init__(self, derive: Derive, slice_traces: int = 20_000,
-                 max_isolation_attempts: int = 200, remeasure: Derive | None = None) -> None:
+                 max_isolation_attempts: int = 200, remeasure: Derive | None = None,
+                 paced: bool = False) -> None:
         self.derive = derive
         self.remeasure = remeasure
         self.slice_traces = slice_traces
         self.max_isolation_attempts = max_isolation_attempts
+        self.paced = paced
         self.traces_derived = 0
         self.traces_failed = 0  # recorded in derivation_failures by this object
         self.seconds = 0.0
+        # what the next slice takes: {at_least, below, slice, paced}
+        self._take: dict[str, object] = {}
 
     @staticmethod
     def count(con: duckdb.DuckDBPyConnection) -> int:
@@ -115,23 +131,21 @@ class PendingDerivations:
         return int(row[0]) if row else 0
 
     def run(self, con: duckdb.DuckDBPyConnection) -> int:
-        """Derive every marked trace; returns how many were derived. A trace that fails alone
-        is recorded (module docstring); raises an error of the environment, or one that the
-        bounded isolation could not pin down (what is not derived stays marked)."""
+        """Derive the marked traces (every one, or when paced what the pace allows); returns
+        how many were derived. A trace that fails alone is recorded (module docstring);
+        raises an error of the environment, or one that the bounded isolation could not pin
+        down (what is not derived stays marked)."""
         started = time.perf_counter()
         derived = 0
         try:
             while True:
-                while True:
-                    taken, error = self._derive_slice(con)
-                    if error is not None:
-                        traces = self._slice_traces(con)
-                        derived += self._isolate(con, traces, error)
-                        taken = len(traces)
-                    else:
-                        derived += taken
-                    if taken < self.slice_traces:
-                        break
+                if self.paced:
+                    derived += self._derive_slices(con, 0, LARGE_TRACE_SPANS,
+                                                   self.slice_traces)
+                    derived += self._derive_slices(con, LARGE_TRACE_SPANS, _ANY_SIZE, 1,
+                                                   once=True)
+                else:
+                    derived += self._derive_slices(con, 0, _ANY_SIZE, self.slice_traces)
                 measured, in_full = self._measure(con)
                 derived += measured
                 if not in_full:
@@ -141,12 +155,30 @@ class PendingDerivations:
             self.seconds += time.perf_counter() - started
         return derived
 
+    def _derive_slices(self, con: duckdb.DuckDBPyConnection, at_least: int, below: int,
+                       slice_traces: int, once: bool = False) -> int:
+        """Derive slices of the marked traces of that size, until none is left (or one slice
+        when `once`); returns how many traces were derived."""
+        self._take = {"at_least": at_least, "below": below, "slice": slice_traces,
+                      "paced": self.paced}
+        derived = 0
+        while True:
+            taken, error = self._derive_slice(con)
+            if error is not None:
+                traces = self._slice_traces(con)
+                derived += self._isolate(con, traces, error)
+                taken = len(traces)
+            else:
+                derived += taken
+            if once or taken < slice_traces:
+                return derived
+
     def _derive_slice(self, con: duckdb.DuckDBPyConnection) -> tuple[int, BaseException | None]:
         """Derive the next slice; (traces taken, None), or (0, the error) when it failed
         because of the traces in it (rolled back; an error of the environment is raised)."""
         con.begin()
         try:
-            con.execute(_TAKE_SLICE, [self.slice_traces])
+            con.execute(_TAKE_SLICE, self._take)
             taken = self._touched(con)
             if taken:
                 self._derive_touched(con)
@@ -203,7 +235,7 @@ class PendingDerivations:
         """The slice that just failed, taken again (the marks are unchanged by the rollback)."""
         con.begin()
         try:
-            con.execute(_TAKE_SLICE, [self.slice_traces])
+            con.execute(_TAKE_SLICE, self._take)
             rows = con.execute("SELECT trace_id, since FROM touched_traces").fetchall()
         finally:
             _rollback(con)

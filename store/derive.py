@@ -2,7 +2,7 @@
 budgets (SPEC §10).
 
 `refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
-stored spans: derive_refresh.sql recognises the steps and classes, derive_measure.sql applies
+stored spans: the files of RECOGNISE recognise the steps and classes, derive_measure.sql applies
 B. `remeasure_touched` runs only the second half, over the stored runs and steps
 (derive_budgets.sql): what a change of a declared budget or cap moves. PendingDerivations in
 store/derivation.py calls them; store/scheduling.py says when. The derivation's SQL is in
@@ -13,7 +13,8 @@ once, at import.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+import re
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,10 +24,21 @@ from store import conventions
 from store.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
-# The recognition, in order (derive_refresh.sql says why the walk runs twice).
-RECOGNISE = ("derive_refresh", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
+# The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the
+# gate it runs under (None: always).
+RECOGNITION: tuple[tuple[str, str | None], ...] = (
+    ("derive_refresh", None), ("derive_walk", None), ("derive_recognise", None),
+    ("derive_walk", "rewalk"), ("derive_steps", None))
+RECOGNISE = tuple(name for name, _ in RECOGNITION)
 DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
                           "derive_rebuild_prepare", "derive_explain"})
+# Most statements run whatever the traces hold; one preceded by `-- when: NAME` runs only when
+# the gate NAME is true, and a statement marked `-- gates` is a one-row query whose boolean
+# columns set gates. The statements that amend a few rows (orphans, sibling twins, a second walk)
+# then cost nothing on the traces that have none: each statement has a fixed cost of ~1-3 ms,
+# which the derivation pays once a turn whatever the turn holds.
+_WHEN = re.compile(r"^-- when: (?P<gate>[a-z_]+)\s*$", re.MULTILINE)
+_GATES = re.compile(r"^-- gates\b", re.MULTILINE)
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
@@ -38,14 +50,52 @@ def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query
 QUERIES = with_conventions(load_queries(DERIVE_FOLDER, DERIVE_NAMES), "duckdb")
 
 
-def _execute(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    con.execute(QUERIES[name].text)
+@dataclass(frozen=True)
+class _Piece:
+    statement: duckdb.Statement
+    when: str | None  # the gate it runs under
+    sets_gates: bool
+
+
+_PIECES: dict[str, list[_Piece]] = {}
+
+
+def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
+    """A file's statements, parsed once a process: parsing the derivation's text (its rendered
+    conventions are long) cost ~45 ms of each run, more than executing many of them."""
+    found = _PIECES.get(name)
+    if found is None:
+        found = _PIECES[name] = [
+            _Piece(statement, (m["gate"] if (m := _WHEN.search(statement.query)) else None),
+                   bool(_GATES.search(statement.query)))
+            for statement in con.extract_statements(QUERIES[name].text)]
+    return found
+
+
+def _execute(con: duckdb.DuckDBPyConnection, name: str,
+             gates: dict[str, bool] | None = None) -> None:
+    for piece in _pieces(con, name):
+        if piece.when is not None and not (gates or {}).get(piece.when, True):
+            continue
+        result = con.execute(piece.statement)
+        if piece.sets_gates and gates is not None:
+            row = result.fetchone()
+            names = [column[0] for column in result.description or ()]
+            gates.update({key: bool(value) for key, value in zip(names, row or (), strict=True)})
+
+
+def recognise(con: duckdb.DuckDBPyConnection) -> None:
+    """The recognition of the traces in touched_traces, leaving its temp tables for
+    derive_measure.sql (and derive_explain.sql)."""
+    gates: dict[str, bool] = {}
+    for name, gate in RECOGNITION:
+        if gate is None or gates.get(gate, True):
+            _execute(con, name, gates)
 
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
-    for name in RECOGNISE:
-        _execute(con, name)
+    recognise(con)
     _execute(con, "derive_measure")
     _execute(con, "derive_drop")
 

@@ -147,6 +147,10 @@ class DerivationThread:
                     measure_rootless(con, self.root_grace_seconds, self.derivations)
                     self._count_rootless(con)
                 self.failed_traces = self.derivations.failed(con)
+                # a paced turn may leave marks (a large trace's pause, the next large trace):
+                # another turn comes after every_seconds
+                if PendingDerivations.count(con):
+                    self._wanted.set()
         except Exception as error:  # noqa: BLE001 - the marks stay; retried next turn
             _LOG.error("deriving runs and steps failed (will retry): %s", error)
             with self._underived_lock:

@@ -3,7 +3,7 @@ and the run view's span list.
 
 The answer comes from the derivation itself, not a second reading of the rules: the trace's
 spans and exception log records are copied into an in-memory database, the recognition
-(store/derive.py's RECOGNISE) runs there on that one trace, and derive_explain.sql reads its
+(store/derive.py's recognise) runs there on that one trace, and derive_explain.sql reads its
 temp tables before they are dropped. The file is only read, so this works on a read-only file,
 beside a writer, and through the server's read API alike. A trace whose root has not arrived is
 explained as it will be measured (from its earliest span).
@@ -18,7 +18,7 @@ import pandas as pd
 
 from store import vocabulary
 from store.ddl import apply_schema
-from store.derive import QUERIES, RECOGNISE, set_root_cutoff
+from store.derive import QUERIES, recognise, set_root_cutoff
 
 # What is copied of the trace: its spans and log records (what the recognition reads).
 _READS = ("SELECT * FROM spans WHERE trace_id = ?",
@@ -43,8 +43,7 @@ def explain_trace(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame
                        "SELECT trace_id, min(received_at) AS since FROM spans GROUP BY ALL")
         # as it will be measured: a trace still waiting for its root, from its earliest span
         set_root_cutoff(memory, datetime.now(UTC) + timedelta(seconds=1))
-        for name in RECOGNISE:
-            memory.execute(QUERIES[name].text)
+        recognise(memory)
         found = memory.execute(QUERIES["derive_explain"].text).df()
     finally:
         memory.close()

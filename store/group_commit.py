@@ -56,7 +56,7 @@ class GroupCommitter:
         self.stats = GroupCommitStats()
         self._turns = DerivedTableTurns()
         self._derivation = None if derive is None else DerivationThread(
-            con, pending_derivations(derive), self._turns, derive_every_seconds,
+            con, pending_derivations(derive, paced=True), self._turns, derive_every_seconds,
             root_grace_seconds)
         self._loop = CommitLoop(con, self._queue, self._turns, self.stats, self._derivation)
         self._loop.start()
@@ -98,6 +98,12 @@ class GroupCommitter:
     def derivation_failed_traces(self) -> int:
         """Traces recorded in derivation_failures, as of the last derivation turn."""
         return 0 if self._derivation is None else self._derivation.failed_traces
+
+    @property
+    def traces_derived(self) -> int:
+        """Traces derived by this writer's derivation thread since it started (a trace derived
+        again counts again)."""
+        return 0 if self._derivation is None else self._derivation.derivations.traces_derived
 
     @property
     def root_missing_runs(self) -> int:

@@ -50,10 +50,12 @@ ROOT_GRACE_SECONDS = 300.0
 DERIVE_EVERY_SPANS = 100_000
 
 
-def pending_derivations(derive: Derive = DERIVE) -> PendingDerivations:
+def pending_derivations(derive: Derive = DERIVE, paced: bool = False) -> PendingDerivations:
     """The derivation of the marked traces, as every trigger runs it (`derive`: a test's
-    stand-in for DERIVE; the re-measure stays REMEASURE)."""
-    return PendingDerivations(derive, remeasure=REMEASURE)
+    stand-in for DERIVE; the re-measure stays REMEASURE); `paced`: serve's derivation thread
+    (trigger 1), where a large trace marked again and again waits its turn
+    (PendingDerivations)."""
+    return PendingDerivations(derive, remeasure=REMEASURE, paced=paced)
 
 
 _MARK_ROOTLESS_DUE = (Path(__file__).with_name("sql") / "mark_rootless_due.sql").read_text(

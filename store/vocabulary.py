@@ -50,7 +50,8 @@ EXCEPTION_EVENT = "exception"
 # it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
 # span is (store/explain.py).
 WRAPPER_REASONS = ("twin", "over_steps")
-DERIVATION_NOTES = ("http_beside_tool_skipped",)
+DERIVATION_NOTES = ("http_beside_tool_skipped", "spans_capped", "runs_nested_too_deep",
+                    "walk_depth_capped")
 SPAN_ROLES = ("run", "step", "transparent", "twin", "part", "wrapper", "outside")
 
 VOCABULARY: dict[str, tuple[str, ...]] = {

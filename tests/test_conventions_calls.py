@@ -153,6 +153,12 @@ def call_traces() -> tuple[TraceBuilder, dict[str, Any]]:
     second = b.span("step 2", 5_000, 9_000, parent=root, attributes={OI: "CHAIN"})
     b.span("rootless tool", 5_000, 8_000, parent=second,
            attributes={OI: "TOOL", "tool.name": "search"})
+    # Runs nested 40 deep (each span with its own budget): 16 are measured as runs, the deeper
+    # ones as part of the 16th; the outermost run's latest end is the deepest span's.
+    parent = runs["nested runs"] = b.run(0, 9_000, 10_000)
+    for depth in range(1, 40):
+        parent = b.span(f"nested run {depth}", depth, 9_000 + (2_000 if depth == 39 else 0),
+                        parent=parent, attributes={"budget.total_ms": 10_000 - depth})
     # exception.message decides where the type says nothing (pydantic-ai's own tool timeout)
     run = runs["message"] = b.run(0, 10_000, 10_000)
     b.span("execute_tool fetch", 0, 300, parent=run, error=True,
@@ -268,6 +274,17 @@ def test_a_trace_whose_root_never_arrives_is_measured_from_its_earliest_span(der
         "rootless chat": ("model:gpt-x", "upstream_error"),
         "rootless tool": ("tool:search", "ok")}
     assert run["agent"] == "calls-svc"
+
+
+def test_runs_nest_at_most_16_deep_and_say_so(derived) -> None:
+    con, b, runs = derived
+    trace_id = b.trace_id(runs["nested runs"])
+    assert con.execute("SELECT count(*) FROM runs WHERE trace_id = ?", [trace_id]
+                       ).fetchone() == (16,)
+    outer = run_row(con, trace_id)
+    assert outer["overrun_ms"] == 1_000.0  # the 39th level ended at +11 s, d = +10 s
+    assert con.execute("SELECT note FROM derivation_notes WHERE trace_id = ?", [trace_id]
+                       ).fetchall() == [("runs_nested_too_deep",)]
 
 
 def test_exception_message_gives_the_class(derived) -> None:

@@ -12,7 +12,12 @@
 -- spans). Filled by the refresh itself, and by rebuild_all from the spans already stored.
 CREATE TABLE IF NOT EXISTS trace_arrivals (
     trace_id             VARCHAR NOT NULL,
-    first_received_at    TIMESTAMPTZ NOT NULL
+    first_received_at    TIMESTAMPTZ NOT NULL,
+    -- Schema 6: its spans at its last derivation and when that was, so that a large trace
+    -- marked again and again (late spans, log records) is derived at a bounded pace
+    -- (store/sql/take_pending_derivations.sql).
+    spans                BIGINT,
+    derived_at           TIMESTAMPTZ
 );
 
 -- runs: one row per run (a span carrying budget.total_ms, or a trace root without one).

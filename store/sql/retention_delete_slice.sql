@@ -17,6 +17,10 @@ DELETE FROM pending_measurements
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM derivation_failures
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM derivation_notes
+WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM traces_awaiting_root
+WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 -- the spans' keys (store/schema/span_keys.sql), so that a removed trace sent again is stored
 DELETE FROM span_keys
 WHERE (trace_key_hi, trace_key_lo) IN (

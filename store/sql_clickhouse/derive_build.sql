@@ -274,6 +274,14 @@ SELECT trace_id,
                    toNullable(earliest_orphan), NULL)) AS anchor
 FROM traces;
 
+-- Bounded work per trace (as derive_refresh.sql): a trace of more than 250,000 spans is measured
+-- on its first 250,000 by start.
+CREATE TABLE budgetscope_tmp_capped ENGINE = MergeTree ORDER BY tuple() AS
+SELECT trace_id, span_id FROM budgetscope_tmp_spans_read
+WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans_read GROUP BY trace_id
+                   HAVING count() > 250000)
+QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
+
 CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
 SELECT s.* EXCEPT (is_run),
        s.is_run OR coalesce(s.span_id = a.root_missing_run, false) AS is_run,
@@ -292,7 +300,8 @@ JOIN (SELECT trace_id AS a_trace_id, root_missing_run, anchor FROM budgetscope_t
      ON a.a_trace_id = s.trace_id
 LEFT JOIN (SELECT trace_id AS t_trace_id, span_id AS t_span_id
            FROM budgetscope_tmp_sibling_twins) t
-       ON t.t_trace_id = s.trace_id AND t.t_span_id = s.span_id;
+       ON t.t_trace_id = s.trace_id AND t.t_span_id = s.span_id
+WHERE (s.trace_id, s.span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_capped);
 
 -- The walk (derive_walk.sql) reads budgetscope_tmp_walk_spans and appends to budgetscope_tmp_walk.
 CREATE VIEW budgetscope_tmp_walk_spans AS SELECT * FROM budgetscope_tmp_spans;

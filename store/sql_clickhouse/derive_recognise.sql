@@ -35,9 +35,35 @@ UNION ALL
 SELECT trace_id, span_id, 'over_steps' AS reason, min(below) AS because_of
 FROM over_steps GROUP BY trace_id, span_id;
 
--- The second walk: only the traces with such a wrapper, their wrappers no candidates.
+-- Runs nest at most 16 deep (as derive_recognise.sql): a run not reached within 16 nestings
+-- from a run that no run holds is measured as part of the run around it.
+CREATE TABLE budgetscope_tmp_deep_runs ENGINE = MergeTree ORDER BY tuple() AS
+WITH RECURSIVE edges AS (
+    SELECT trace_id, run_span_id AS outer_run, span_id AS inner_run
+    FROM budgetscope_tmp_walk WHERE nested AND depth > 0
+), depths AS (
+    SELECT trace_id, span_id, toUInt32(1) AS run_depth
+    FROM budgetscope_tmp_walk
+    WHERE depth = 0 AND (trace_id, span_id) NOT IN (SELECT trace_id, inner_run FROM edges)
+    UNION ALL
+    SELECT d.trace_id, e.inner_run, toUInt32(d.run_depth + 1)
+    FROM depths d JOIN edges e ON e.trace_id = d.trace_id AND e.outer_run = d.span_id
+    WHERE d.run_depth <= 16
+)
+SELECT trace_id, span_id FROM budgetscope_tmp_walk
+WHERE depth = 0
+  AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM depths WHERE run_depth <= 16)
+  AND trace_id IN (SELECT trace_id FROM depths WHERE run_depth > 16);
+
+ALTER TABLE budgetscope_tmp_spans UPDATE is_run = false
+WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM budgetscope_tmp_deep_runs)
+SETTINGS mutations_sync = 2;
+
+-- The second walk: only the traces with such a wrapper or too deep a run, their wrappers no
+-- candidates and those runs no runs.
 ALTER TABLE budgetscope_tmp_walk DELETE
-WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_demoted) SETTINGS mutations_sync = 2;
+WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_demoted)
+   OR trace_id IN (SELECT trace_id FROM budgetscope_tmp_deep_runs) SETTINGS mutations_sync = 2;
 DROP VIEW budgetscope_tmp_walk_spans;
 CREATE VIEW budgetscope_tmp_walk_spans AS
 SELECT s.* EXCEPT (candidate, is_step),
@@ -46,4 +72,5 @@ SELECT s.* EXCEPT (candidate, is_step),
        s.is_step AND (s.trace_id, s.span_id) NOT IN
            (SELECT trace_id, span_id FROM budgetscope_tmp_demoted) AS is_step
 FROM budgetscope_tmp_spans s
-WHERE s.trace_id IN (SELECT trace_id FROM budgetscope_tmp_demoted);
+WHERE s.trace_id IN (SELECT trace_id FROM budgetscope_tmp_demoted)
+   OR s.trace_id IN (SELECT trace_id FROM budgetscope_tmp_deep_runs);

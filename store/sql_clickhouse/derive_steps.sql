@@ -42,6 +42,20 @@ LEFT JOIN budgetscope_tmp_beside b ON b.trace_id = w.trace_id AND b.run_span_id 
                                   AND b.span_id = w.path[-1];
 
 -- 3. Run-level facts that do not depend on steps.
+-- The runs' own tree (as derive_steps.sql step 2c): each run with every run nested in it.
+CREATE TABLE budgetscope_tmp_run_tree ENGINE = MergeTree ORDER BY tuple() AS
+WITH RECURSIVE tree AS (
+    SELECT trace_id, span_id AS run_span_id, span_id AS below_span_id
+    FROM budgetscope_tmp_walk_final WHERE depth = 0
+    UNION ALL
+    SELECT t.trace_id, t.run_span_id, w.span_id
+    FROM tree t
+    JOIN budgetscope_tmp_walk_final w ON w.trace_id = t.trace_id
+                                     AND w.run_span_id = t.below_span_id
+    WHERE w.nested AND w.depth > 0
+)
+SELECT * FROM tree;
+
 CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
 WITH lone_agent AS (
     -- SPEC §9, the run's agent: the agent step that stands alone among the run's top-level
@@ -82,11 +96,18 @@ WITH lone_agent AS (
                budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000), NULL)
                AS deadline_ns
     FROM declared
-), latest AS (
-    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS latest_end_ns
+), own_end AS (
+    SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS own_end_ns
     FROM budgetscope_tmp_walk_final w
     JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
     GROUP BY w.trace_id, w.run_span_id
+), latest AS (
+    -- each run's own spans and the runs nested in it (budgetscope_tmp_run_tree)
+    SELECT t.trace_id AS trace_id, t.run_span_id AS run_span_id,
+           max(o.own_end_ns) AS latest_end_ns
+    FROM budgetscope_tmp_run_tree t
+    JOIN own_end o ON o.trace_id = t.trace_id AND o.run_span_id = t.below_span_id
+    GROUP BY t.trace_id, t.run_span_id
 )
 -- a run whose root never arrived is its trace's only run: its id is the trace id
 SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing, r.trace_id,

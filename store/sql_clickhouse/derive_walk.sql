@@ -3,8 +3,8 @@
 --
 -- Per span: whether it is a step of this run (row 12 only with no step above it other than an
 -- agent), its nearest step above, and the steps above it and itself (`path`, rule 6).
--- A nested run is still a step of the outer run when it is one (`own`), but what is below it
--- belongs to it (`nested`). Spans whose parent never arrived hang below their trace's run span
+-- A nested run is still a step of the outer run when it is one, but what is below it belongs
+-- to it: the outer run's walk stops there (`nested`), so each span is walked once. Spans whose parent never arrived hang below their trace's run span
 -- (`walk_parent`). The depth cap stops a malformed parent cycle from recursing forever; a span
 -- reached twice (only in a cyclic trace) keeps its shallowest path.
 INSERT INTO budgetscope_tmp_walk
@@ -35,7 +35,7 @@ WITH RECURSIVE walk AS (
            toUInt32(w.depth + 1)
     FROM budgetscope_tmp_walk_spans c
     JOIN walk w ON c.trace_id = w.trace_id AND c.walk_parent = w.span_id
-    WHERE w.depth < 200 AND c.span_id != w.run_span_id
+    WHERE w.depth < 200 AND c.span_id != w.run_span_id AND NOT w.nested
 )
 SELECT trace_id, run_span_id, span_id, is_step, step_parent, step_ctx, plain_step_above, path,
        own, nested, depth

@@ -152,32 +152,45 @@ GROUP BY c.trace_id, c.span_id, c.run_id;
 -- (SPEC §4; ties: the smaller span id). `holder_at_deadline` tells the two holder cases apart:
 -- only a holder active at d was running when the deadline fired.
 CREATE OR REPLACE TEMP TABLE derive_blame AS
-WITH numbered AS (
-    SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, span_id) AS step_number
-    FROM derive_steps WHERE is_top_level
-), top AS (
+WITH top AS (
     SELECT st.run_id, st.span_id, st.step_key, st.start_ns, st.end_ns, c.consumption_ms,
-           r.deadline_ns, r.end_ns AS run_end_ns, r.budget_ms, st.step_number
-    FROM numbered st
+           r.deadline_ns, r.end_ns AS run_end_ns, r.budget_ms
+    FROM derive_steps st
     JOIN derive_runs r USING (run_id)
     JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
+    WHERE st.is_top_level
 ), culprit AS (
     SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
            consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share,
-           step_number AS culprit_step
+           start_ns AS culprit_start_ns
     FROM top
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY consumption_ms DESC, start_ns, span_id) = 1
 ), holder AS (
     SELECT run_id, span_id AS holder_span_id, step_key AS holder_key,
-           step_number AS holder_step,
+           start_ns AS holder_start_ns,
            start_ns < deadline_ns AND end_ns >= deadline_ns AS holder_at_deadline
     FROM top
     WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
         (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
+), blamed AS (
+    SELECT * FROM culprit FULL JOIN holder USING (run_id)
+), counted AS (
+    -- the numbers: how many top-level steps start before each (a count over the run's steps,
+    -- cheaper than ranking them all)
+    SELECT b.run_id,
+           count(*) FILTER (WHERE (t.start_ns, t.span_id)
+                                  < (b.culprit_start_ns, b.culprit_span_id)) AS before_culprit,
+           count(*) FILTER (WHERE (t.start_ns, t.span_id)
+                                  < (b.holder_start_ns, b.holder_span_id)) AS before_holder
+    FROM blamed b JOIN top t USING (run_id)
+    GROUP BY b.run_id
 )
-SELECT * FROM culprit FULL JOIN holder USING (run_id);
+SELECT b.* EXCLUDE (culprit_start_ns, holder_start_ns),
+       CASE WHEN b.culprit_span_id IS NOT NULL THEN 1 + c.before_culprit END AS culprit_step,
+       CASE WHEN b.holder_span_id IS NOT NULL THEN 1 + c.before_holder END AS holder_step
+FROM blamed b JOIN counted c USING (run_id);
 
 -- 7. The finished run rows, kept apart so that the steps can copy `exhausted` without reading
 -- the whole runs table back.

@@ -13,41 +13,91 @@
 --   through further row-11 spans).
 -- The traces where either is found are walked again without them (derive_walk.sql): which
 -- spans are steps, their nearest step above and row 12's test all change below a wrapper.
+-- gates: whether any trace has a row-11 candidate (the second search below)
+SELECT (SELECT count(*) FROM derive_spans WHERE step_row = '11') > 0 AS row_11;
+
 CREATE OR REPLACE TEMP TABLE derive_demoted AS
+-- each model or tool step below a model or tool step (its nearest step above)
+SELECT w.trace_id,
+       CASE WHEN p.step_row = '1' THEN w.span_id ELSE w.step_parent END AS span_id,
+       'twin' AS reason,
+       CASE WHEN p.step_row = '1' THEN w.step_parent ELSE w.span_id END AS because_of
+FROM derive_walk w
+JOIN (SELECT trace_id, span_id, step_row, step_kind, step_name FROM derive_spans
+      WHERE step_kind IN ('model', 'tool')) p
+  ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
+WHERE w.own AND w.is_step AND w.step_kind IN ('model', 'tool')
+  AND NOT (w.step_row = '1' AND p.step_row = '1')
+  AND ((w.step_kind = 'model' AND p.step_kind = 'model')
+       OR (w.step_kind = 'tool' AND p.step_kind = 'tool' AND p.step_name = w.step_name));
+
+-- when: row_11
+INSERT INTO derive_demoted
 WITH RECURSIVE below_step AS (
-    -- each step with the kind, key and row of its nearest step above
-    SELECT w.trace_id, w.span_id, w.step_parent, w.step_row, w.step_kind,
-           w.step_kind || ':' || w.step_name AS step_key, p.step_row AS parent_row,
-           p.step_kind AS parent_kind, p.step_kind || ':' || p.step_name AS parent_key
+    -- each step with the row of its nearest step above, when that is a row-11 span
+    SELECT w.trace_id, w.span_id, w.step_parent, w.step_row
     FROM derive_walk w
-    JOIN derive_spans p ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
+    JOIN (SELECT trace_id, span_id FROM derive_spans WHERE step_row = '11') p
+      ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
     WHERE w.own AND w.is_step
 ), over_steps(trace_id, span_id, below) AS (
     SELECT trace_id, step_parent, span_id
     FROM below_step
-    WHERE parent_row = '11' AND coalesce(step_row IN (/*@rows_before_11*/), false)
+    WHERE coalesce(step_row IN (/*@rows_before_11*/), false)
     UNION
     SELECT b.trace_id, b.step_parent, b.span_id
     FROM over_steps o
     JOIN below_step b ON b.trace_id = o.trace_id AND b.span_id = o.span_id
-    WHERE b.parent_row = '11'
 )
-SELECT trace_id, CASE WHEN parent_row = '1' THEN span_id ELSE step_parent END AS span_id,
-       'twin' AS reason,
-       CASE WHEN parent_row = '1' THEN step_parent ELSE span_id END AS because_of
-FROM below_step
-WHERE NOT (step_row = '1' AND parent_row = '1')
-  AND ((step_kind = 'model' AND parent_kind = 'model')
-       OR (step_kind = 'tool' AND parent_key = step_key))
-UNION ALL
 SELECT trace_id, span_id, 'over_steps', min(below) FROM over_steps GROUP BY ALL;
 
--- The second walk: only the traces with such a wrapper, their wrappers no candidates.
-DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_demoted);
+-- Runs nest at most 16 deep (a run inside a run inside …): a span with budget.total_ms deeper
+-- than that is measured as part of the run around it, so that a trace of N nested runs costs
+-- at most 17 rows a run in derive_steps.sql's run tree, not N²/2 (said on the trace).
+CREATE OR REPLACE TEMP TABLE derive_deep_runs AS
+WITH RECURSIVE edges AS (
+    SELECT trace_id, run_span_id AS outer_run, span_id AS inner_run
+    FROM derive_walk WHERE nested AND depth > 0
+), depths(trace_id, span_id, run_depth) AS (
+    SELECT w.trace_id, w.span_id, 1
+    FROM derive_walk w
+    WHERE w.depth = 0
+      AND NOT EXISTS (SELECT 1 FROM edges e
+                      WHERE e.trace_id = w.trace_id AND e.inner_run = w.span_id)
+    UNION ALL
+    SELECT d.trace_id, e.inner_run, d.run_depth + 1
+    FROM depths d JOIN edges e ON e.trace_id = d.trace_id AND e.outer_run = d.span_id
+    WHERE d.run_depth <= 16
+)
+-- every run not reached within 16 nestings from a run of its trace that no run holds
+SELECT w.trace_id, w.span_id FROM derive_walk w
+WHERE w.depth = 0
+  AND NOT EXISTS (SELECT 1 FROM depths d
+                  WHERE d.trace_id = w.trace_id AND d.span_id = w.span_id AND d.run_depth <= 16)
+  AND w.trace_id IN (SELECT trace_id FROM depths WHERE run_depth > 16);
+
+INSERT INTO derivation_notes BY NAME
+SELECT DISTINCT trace_id, 'runs_nested_too_deep' AS note,
+       'runs nested more than 16 deep are measured as part of the run around them' AS detail
+FROM derive_deep_runs;
+
+-- The second walk: only the traces with such a wrapper or too deep a run, their wrappers no
+-- candidates and those runs no runs.
+CREATE OR REPLACE TEMP TABLE derive_rewalked AS
+SELECT trace_id FROM derive_demoted UNION SELECT trace_id FROM derive_deep_runs;
+
+-- gates: whether a second walk has anything to do
+SELECT (SELECT count(*) FROM derive_rewalked) > 0 AS rewalk;
+-- when: rewalk
+DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_rewalked);
+-- when: rewalk
+UPDATE derive_spans SET is_run = false
+FROM derive_deep_runs r WHERE r.trace_id = derive_spans.trace_id AND r.span_id = derive_spans.span_id;
+-- when: rewalk
 CREATE OR REPLACE TEMP VIEW derive_walk_spans AS
 SELECT s.* REPLACE (s.candidate AND d.span_id IS NULL AS candidate,
                     s.is_step AND d.span_id IS NULL AS is_step)
 FROM derive_spans s
 LEFT JOIN (SELECT DISTINCT trace_id, span_id FROM derive_demoted) d
        ON d.trace_id = s.trace_id AND d.span_id = s.span_id
-WHERE s.trace_id IN (SELECT trace_id FROM derive_demoted);
+WHERE s.trace_id IN (SELECT trace_id FROM derive_rewalked);

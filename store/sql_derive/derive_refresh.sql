@@ -22,7 +22,7 @@ SELECT t.trace_id, a.first_received_at, t.since
 FROM (SELECT trace_id, min(since) AS since FROM touched_traces GROUP BY trace_id) t
 LEFT JOIN trace_arrivals a ON a.trace_id = t.trace_id;
 
-INSERT INTO trace_arrivals
+INSERT INTO trace_arrivals (trace_id, first_received_at)
 SELECT trace_id, since FROM derive_touched WHERE first_received_at IS NULL;
 
 CREATE OR REPLACE TEMP TABLE derive_floor AS
@@ -56,7 +56,7 @@ GROUP BY trace_id, span_id;
 -- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
 -- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
 -- no step above it, row 11 no step below it, and one call recorded twice is one step.
-CREATE OR REPLACE TEMP TABLE derive_spans_read AS
+CREATE OR REPLACE TEMP TABLE derive_spans AS
 WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
@@ -126,7 +126,17 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
            OR grpc_status_code IS NOT NULL OR has_error_type OR len(exception_messages) > 0
            AS has_evidence,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
-           AS link_targets
+           AS link_targets,
+       -- as the walk reads them, amended below for the few spans concerned (updating those
+       -- rows costs less than writing every span's row a second time): `walk_parent` is the
+       -- parent, or the run's span for a span whose parent is missing; `candidate`: a row
+       -- matched and no twin sibling wraps it; `is_step`: a step whatever its ancestors (rows
+       -- 1-11; row 12 also needs no step above it)
+       parent_span_id AS walk_parent,
+       false AS root_missing,
+       step_row IS NOT NULL AS candidate,
+       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       NULL::VARCHAR AS sibling_twin_of
 FROM classed;
 
 -- 1b. One call, two sibling spans (SPEC §9): candidates with one parent and one step key whose
@@ -141,14 +151,14 @@ FROM classed;
 CREATE OR REPLACE TEMP TABLE derive_sibling_twins AS
 WITH grouped AS (
     SELECT trace_id, parent_span_id, step_kind, step_name
-    FROM derive_spans_read
+    FROM derive_spans
     WHERE step_row IS NOT NULL AND step_row <> '1' AND parent_span_id IS NOT NULL
     GROUP BY ALL
     HAVING min(scope_id) <> max(scope_id)
 ), candidates AS (
     SELECT s.trace_id, s.parent_span_id, s.span_id, s.scope_id, s.step_kind, s.step_name,
            s.start_ns, s.end_ns
-    FROM derive_spans_read s
+    FROM derive_spans s
     SEMI JOIN grouped g ON g.trace_id = s.trace_id AND g.parent_span_id = s.parent_span_id
                        AND g.step_kind = s.step_kind AND g.step_name = s.step_name
     WHERE s.step_row IS NOT NULL AND s.step_row <> '1'
@@ -181,38 +191,74 @@ WHERE x.a_outer;
 -- received before it are old enough; unset, no trace qualifies), or when it was already
 -- measured so: it is a run rooted at its earliest-starting span among those whose parent is
 -- missing (in a trace that is all cycles, its earliest span).
-CREATE OR REPLACE TEMP TABLE derive_parents AS
-SELECT r.trace_id, r.span_id, r.parent_span_id, r.start_ns, r.is_run, r.received_at,
-       r.parent_span_id IS NOT NULL AND (p.span_id IS NULL OR r.parent_span_id = r.span_id)
-           AS parent_missing
-FROM derive_spans_read r
-LEFT JOIN derive_spans_read p ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id;
+CREATE OR REPLACE TEMP TABLE derive_orphans AS
+SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
+FROM derive_spans r
+WHERE r.parent_span_id IS NOT NULL
+  AND (r.parent_span_id = r.span_id
+       OR NOT EXISTS (SELECT 1 FROM derive_spans p
+                      WHERE p.trace_id = r.trace_id AND p.span_id = r.parent_span_id));
 
 CREATE OR REPLACE TEMP TABLE derive_anchors AS
 WITH traces AS (
     SELECT trace_id,
+           count(*) AS spans,
            bool_or(is_run) AS has_run,
-           arg_min(span_id, (parent_span_id IS NOT NULL, start_ns, span_id))
-               FILTER (WHERE is_run AND (parent_span_id IS NULL OR parent_missing))
-               AS top_run,
-           arg_min(span_id, (NOT parent_missing, start_ns, span_id)) AS earliest_orphan,
+           arg_min(span_id, (start_ns, span_id)) FILTER (WHERE is_run AND parent_span_id IS NULL)
+               AS root_run,
+           arg_min(span_id, (start_ns, span_id)) AS earliest_span,
            max(received_at) AS last_received_at
-    FROM derive_parents
+    FROM derive_spans
     GROUP BY trace_id
+), orphaned AS (
+    SELECT trace_id, arg_min(span_id, (start_ns, span_id)) AS earliest_orphan,
+           arg_min(span_id, (start_ns, span_id)) FILTER (WHERE is_run) AS orphan_run
+    FROM derive_orphans
+    GROUP BY trace_id
+), measured AS (
+    SELECT t.*, o.earliest_orphan, o.orphan_run,
+           NOT t.has_run AND (t.last_received_at < getvariable('budgetscope_root_cutoff')
+                              OR m.trace_id IS NOT NULL) AS root_overdue
+    FROM traces t
+    LEFT JOIN orphaned o ON o.trace_id = t.trace_id
+    LEFT JOIN (SELECT DISTINCT trace_id FROM runs
+               WHERE root_missing AND trace_id IN (SELECT trace_id FROM derive_seen_before)) m
+           ON m.trace_id = t.trace_id
 )
-SELECT t.trace_id, t.has_run, t.last_received_at,
-       CASE WHEN NOT t.has_run AND (t.last_received_at < getvariable('budgetscope_root_cutoff')
-                                    OR m.trace_id IS NOT NULL)
-            THEN t.earliest_orphan END AS root_missing_run,
-       coalesce(t.top_run,
-                CASE WHEN NOT t.has_run AND (t.last_received_at
-                                             < getvariable('budgetscope_root_cutoff')
-                                             OR m.trace_id IS NOT NULL)
-                     THEN t.earliest_orphan END) AS anchor
-FROM traces t
-LEFT JOIN (SELECT DISTINCT trace_id FROM runs
-           WHERE root_missing AND trace_id IN (SELECT trace_id FROM derive_seen_before)) m
-       ON m.trace_id = t.trace_id;
+SELECT trace_id, spans, has_run, last_received_at,
+       CASE WHEN root_overdue THEN coalesce(earliest_orphan, earliest_span) END
+           AS root_missing_run,
+       coalesce(root_run, orphan_run,
+                CASE WHEN root_overdue THEN coalesce(earliest_orphan, earliest_span) END)
+           AS anchor
+FROM measured;
+
+-- gates: which of the statements below have anything to do (store/derive.py)
+SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
+       (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
+       coalesce((SELECT bool_or(root_missing_run IS NOT NULL) FROM derive_anchors), false)
+           AS rootless,
+       coalesce((SELECT bool_or(spans > 250000) FROM derive_anchors), false) AS capped;
+
+-- Work per trace is bounded (docs/design.md): a trace of more than 250,000 spans is measured
+-- on its first 250,000 by start, and the derivation says so on the trace. Only such traces are
+-- ranked, so the others pay nothing for it.
+CREATE OR REPLACE TEMP TABLE derive_capped AS
+SELECT trace_id, span_id FROM derive_spans
+WHERE trace_id IN (SELECT trace_id FROM derive_anchors WHERE spans > 250000)
+QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
+
+-- when: capped
+INSERT INTO derivation_notes BY NAME
+SELECT trace_id, 'spans_capped' AS note,
+       'the trace has ' || spans || ' spans: its runs are measured on the first 250000 by start'
+           AS detail
+FROM derive_anchors WHERE spans > 250000;
+
+-- When each trace was derived and how large it was: a large trace marked again soon is
+-- derived again only after a pause that grows with its size (store/sql/take_pending_derivations.sql).
+UPDATE trace_arrivals SET spans = a.spans, derived_at = now()
+FROM derive_anchors a WHERE a.trace_id = trace_arrivals.trace_id;
 
 -- Traces that still wait for their root, and since when nothing of them arrived: serve's
 -- derivation thread marks them again once the grace period has passed.
@@ -220,23 +266,28 @@ DELETE FROM traces_awaiting_root WHERE trace_id IN (SELECT trace_id FROM derive_
 INSERT INTO traces_awaiting_root BY NAME
 SELECT trace_id, last_received_at FROM derive_anchors WHERE NOT has_run AND anchor IS NULL;
 
--- The spans as the walk reads them: `walk_parent` is the parent, or the anchor for a span whose
--- parent is missing; the root-missing run span is a run; a sibling twin's outer span and any
--- candidate that is no step whatever lies around it are not candidates (`candidate`: a row
--- matched; `is_step`: a step whatever its ancestors, as rows 1-11 are).
-CREATE OR REPLACE TEMP TABLE derive_spans AS
-SELECT s.* EXCLUDE (is_run, received_at),
-       s.is_run OR coalesce(s.span_id = a.root_missing_run, false) AS is_run,
-       coalesce(s.span_id = a.root_missing_run, false) AS root_missing,
-       CASE WHEN p.parent_missing AND s.span_id IS DISTINCT FROM a.anchor THEN a.anchor
-            ELSE s.parent_span_id END AS walk_parent,
-       s.step_row IS NOT NULL AND t.span_id IS NULL AS candidate,
-       s.step_row IS NOT NULL AND t.span_id IS NULL AND NOT s.needs_no_step_ancestor AS is_step,
-       t.twin_id AS sibling_twin_of
-FROM derive_spans_read s
-JOIN derive_parents p ON p.trace_id = s.trace_id AND p.span_id = s.span_id
-JOIN derive_anchors a ON a.trace_id = s.trace_id
-LEFT JOIN derive_sibling_twins t ON t.trace_id = s.trace_id AND t.span_id = s.span_id;
+-- The spans as the walk reads them: the run span of a trace whose root never arrived, each span
+-- whose parent is missing hung below its trace's run span, sibling twins' outer spans no
+-- candidates, a capped trace's spans past the cap gone.
+-- when: rootless
+UPDATE derive_spans SET is_run = true, root_missing = true
+FROM derive_anchors a
+WHERE a.trace_id = derive_spans.trace_id AND a.root_missing_run = derive_spans.span_id;
+
+-- when: orphans
+UPDATE derive_spans SET walk_parent = a.anchor
+FROM derive_orphans o JOIN derive_anchors a ON a.trace_id = o.trace_id
+WHERE o.trace_id = derive_spans.trace_id AND o.span_id = derive_spans.span_id
+  AND o.span_id IS DISTINCT FROM a.anchor;
+
+-- when: twins
+UPDATE derive_spans SET candidate = false, is_step = false, sibling_twin_of = t.twin_id
+FROM derive_sibling_twins t
+WHERE t.trace_id = derive_spans.trace_id AND t.span_id = derive_spans.span_id;
+
+-- when: capped
+DELETE FROM derive_spans
+WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM derive_capped);
 
 -- The walk (derive_walk.sql) reads derive_walk_spans and appends to derive_walk.
 CREATE OR REPLACE TEMP VIEW derive_walk_spans AS SELECT * FROM derive_spans;

@@ -12,13 +12,20 @@
 -- the spans below it rolls up into the tool. Bounded: a run where the pairs to compare would
 -- pass PAIR_LIMIT keeps its HTTP spans where they are, and says so (derivation_notes).
 CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
-SELECT trace_id, run_span_id, span_id, step_kind, start_ns, end_ns, path,
-       needs_no_step_ancestor AND NOT EXISTS (
+WITH calls AS (
+    -- the row-12 steps, few: only their runs are looked at
+    SELECT trace_id, run_span_id, span_id FROM derive_walk
+    WHERE own AND is_step AND needs_no_step_ancestor
+)
+SELECT w.trace_id, w.run_span_id, w.span_id, w.step_kind, w.start_ns, w.end_ns, w.path,
+       w.needs_no_step_ancestor AND NOT EXISTS (
            SELECT 1 FROM derive_walk b
            WHERE b.trace_id = w.trace_id AND b.run_span_id = w.run_span_id
              AND b.step_parent = w.span_id AND b.own AND b.is_step) AS lone_call
 FROM derive_walk w
-WHERE own AND is_step AND NOT is_agent;
+SEMI JOIN (SELECT DISTINCT trace_id, run_span_id FROM calls) c
+       ON c.trace_id = w.trace_id AND c.run_span_id = w.run_span_id
+WHERE w.own AND w.is_step AND NOT w.is_agent;
 
 CREATE OR REPLACE TEMP TABLE derive_beside_runs AS
 SELECT trace_id, run_span_id, count(*) FILTER (WHERE lone_call) AS calls, count(*) AS steps,
@@ -51,6 +58,28 @@ SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b
 WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
 
+-- Spans deeper than 200 levels below their run (or on a parent cycle) are not walked: said on
+-- the trace, looked for only where the walk reached that depth.
+INSERT INTO derivation_notes BY NAME
+SELECT DISTINCT trace_id, 'walk_depth_capped' AS note,
+       'spans more than 200 levels below their run are not measured' AS detail
+FROM derive_walk WHERE depth >= 200;
+
+-- 2c. The runs' own tree: each run with every run nested in it (itself included), for the latest
+-- end (SPEC §4's overrun counts what a nested run ran past the outer deadline). Runs nest at most
+-- 16 deep here (derive_recognise.sql measures deeper ones as part of the run around them), so
+-- this holds at most 17 rows a run.
+CREATE OR REPLACE TEMP TABLE derive_run_tree AS
+WITH RECURSIVE tree(trace_id, run_span_id, below_span_id) AS (
+    SELECT trace_id, span_id, span_id FROM derive_walk WHERE depth = 0
+    UNION ALL
+    SELECT t.trace_id, t.run_span_id, w.span_id
+    FROM tree t
+    JOIN derive_walk w ON w.trace_id = t.trace_id AND w.run_span_id = t.below_span_id
+    WHERE w.nested AND w.depth > 0
+)
+SELECT * FROM tree;
+
 -- 3. Run-level facts that depend neither on steps nor on B (derive_measure.sql applies B).
 CREATE OR REPLACE TEMP TABLE derive_run_facts AS
 WITH lone_agent AS (
@@ -77,8 +106,11 @@ WITH lone_agent AS (
     LEFT JOIN lone_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
     WHERE r.is_run
 ), latest AS (
-    SELECT trace_id, run_span_id, max(end_ns) AS latest_end_ns
-    FROM derive_walk
+    -- the latest end of each run's own spans and of the runs nested in it (derive_run_tree)
+    SELECT t.trace_id, t.run_span_id, max(o.own_end_ns) AS latest_end_ns
+    FROM derive_run_tree t
+    JOIN (SELECT trace_id, run_span_id, max(end_ns) AS own_end_ns FROM derive_walk GROUP BY ALL) o
+      ON o.trace_id = t.trace_id AND o.run_span_id = t.below_span_id
     GROUP BY ALL
 )
 -- a run whose root never arrived is its trace's only run: its id is the trace id, as the run

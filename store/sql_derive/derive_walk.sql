@@ -2,8 +2,10 @@
 -- Walk down from every run span of derive_walk_spans, appending to derive_walk (run twice: see derive_refresh.sql).
 --
 -- A nested run (a span with its own budget.total_ms) is still a step of the outer run when it is
--- one (`own`), but what is below it belongs to it (`nested`). Its spans still count for the
--- outer run's latest end (overrun, SPEC §4).
+-- one, but what is below it belongs to it: the outer run's walk stops there (`nested`), so each
+-- span is walked once, by its nearest run, however deep runs nest (a walk through every nested
+-- run cost ~200 rows per run of a chain of them). The nested run's latest end still counts for
+-- the outer run's (overrun, SPEC §4): derive_steps.sql adds it up the runs' own tree.
 -- Per span: whether it is a step of this run (row 12 only with no step above it other than an
 -- agent), its nearest step above (`step_parent`, NULL for the run), and the steps above it and
 -- itself (`path`, for rule 6's roll-up; it starts with the run span, which may be
@@ -52,6 +54,6 @@ WITH RECURSIVE walk(trace_id, run_span_id, span_id, is_step, step_parent, step_c
     -- span itself lying on a parent cycle: not walking back into it keeps every span at its
     -- shallowest (only) path, without deduplicating every row afterwards (~10% of the
     -- derivation). The depth cap stays as a backstop.
-    WHERE w.depth < 200 AND c.span_id <> w.run_span_id
+    WHERE w.depth < 200 AND c.span_id <> w.run_span_id AND NOT w.nested
 )
 SELECT * FROM walk;

@@ -164,6 +164,19 @@ def _stored_log_records(server: str) -> float:
 
 
 def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
-    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md."""
+    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md: nor do
+    the CLI's help texts or /metrics' HELP lines cite it."""
+    import click
+
+    from budgetscope.cli import cli
+    from budgetscope.commands.serve_operations import _SIGNALS
+
     for path in (README, *sorted((REPO / "docs").glob("*.md"))):
         assert "SPEC" not in path.read_text(), path
+    context = click.Context(cli)
+    commands = [cli, *cli.commands.values()]
+    for group in [c for c in commands if isinstance(c, click.Group) and c is not cli]:
+        commands.extend(group.commands.values())
+    for command in commands:
+        assert "SPEC" not in command.get_help(context), command.name
+    assert not [text for *_, text in _SIGNALS if "SPEC" in text]

@@ -282,12 +282,15 @@ def _cached_explanation(trace_id: str, source: tuple[object, ...]) -> pd.DataFra
 def span_explanation(trace_id: str) -> pd.DataFrame | None:
     """Why each span of the trace is, or is not, a step (store.explain); None on the
     ClickHouse backend."""
-    return _cached_explanation(trace_id, source_token())
+    return _fresh_or_last(("explanation", trace_id),
+                          lambda: _cached_explanation(trace_id, source_token()))
 
 
 def step_details(run_id: str, trace_id: str, span_id: str) -> SpanDetails | None:
     """What one step's span carries (attributes, events, status), for the run view."""
-    found = _cached_span_details(run_id, trace_id, span_id, source_token())
+    found = _fresh_or_last(("details", run_id, span_id),
+                           lambda: _cached_span_details(run_id, trace_id, span_id,
+                                                        source_token()))
     return found[0] if found else None
 
 

@@ -178,6 +178,20 @@ def spent_and_held(run: Mapping[str, Any], story: RunStory) -> str:
     return f"{spent} Holder {story.holder} ({story.holder_role}): {clause}."
 
 
+def answers(run: Mapping[str, Any], story: RunStory, steps: pd.DataFrame,
+            writes: pd.DataFrame) -> list[tuple[str, str]]:
+    """On-call's answers, (label, sentence), as the run view and `budgetscope run` both open:
+    what happened, who spent and who held, failures by class, and the writes. The uncertain
+    writes one by one (uncertain_writes) and the next step (next_step) follow them."""
+    out = [("What happened", " ".join(p for p in (story.ending, story.exhausted_reason) if p))]
+    spent = spent_and_held(run, story)
+    if spent:
+        out.append(("Who spent, who held", spent))
+    out.append(("Failures", failures_line(steps)))
+    out.append(("Writes", writes_line(writes)))
+    return out
+
+
 def failures_line(steps: pd.DataFrame) -> str:
     """Failed steps by class, each with the numbers of its steps: "2 client give-ups (#3, #5),
     1 refused (#8)"; "no failed step" when none failed."""

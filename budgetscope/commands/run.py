@@ -148,15 +148,12 @@ def render_run(view: RunView, width: int) -> str:
 def summary_block(view: RunView, story: run_story.RunStory) -> list[tuple[str, str]]:
     """The four answers and the next step, as (label, sentence) pairs."""
     run = view.summary
-    out = [("What happened", " ".join(p for p in (story.ending, story.exhausted_reason) if p))]
-    spent = run_story.spent_and_held(run, story)
-    if spent:
-        out.append(("Who spent", spent))
+    out = [("Who spent" if label.startswith("Who spent") else label, text)
+           for label, text in run_story.answers(run, story, view.steps, view.writes)]
     if not readable.missing(run.get("unattributed_ms")):
-        out.append(("Unattributed", f"{_ms(run['unattributed_ms'])} (time with no step "
+        out.insert(2 if len(out) > 3 else 1,
+                   ("Unattributed", f"{_ms(run['unattributed_ms'])} (time with no step "
                                     "running)"))
-    out.append(("Failures", run_story.failures_line(view.steps)))
-    out.append(("Writes", run_story.writes_line(view.writes)))
     # one line a write: the key is what on-call reads back, never lost in a paragraph
     out.extend(("", note.sentence())
                for note in run_story.uncertain_writes(view.writes, view.steps))

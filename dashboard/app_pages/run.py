@@ -68,15 +68,9 @@ if bool(run.get("root_missing")):
 
 # ---- the summary block: the four answers and one next step, above the fold -------------------
 box = st.container(border=True, key="run_summary")
-lines = [("What happened", " ".join(p for p in (story.ending, story.exhausted_reason) if p))]
-spent = run_story.spent_and_held(run, story)
-if spent:
-    lines.append(("Who spent, who held", spent))
-lines.append(("Failures", run_story.failures_line(view.steps)))
-notes = run_story.uncertain_writes(view.writes, view.steps)
-lines.append(("Writes", run_story.writes_line(view.writes)))
-box.markdown("  \n".join(f"**{label}:** {fmt.escape_md(text)}" for label, text in lines))
-for note in notes:
+box.markdown("  \n".join(f"**{label}:** {fmt.escape_md(text)}" for label, text in
+                         run_story.answers(run, story, view.steps, view.writes)))
+for note in run_story.uncertain_writes(view.writes, view.steps):
     # One line a write, orphans first, each with its key: read it back before retrying.
     box.markdown(("⚠️ " if note.orphan else "") + fmt.escape_md(note.sentence()))
 next_step = run_story.next_step(run, view.steps, view.writes)

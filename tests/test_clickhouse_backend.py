@@ -36,7 +36,7 @@ from queries import reports
 from queries.filters import Filters
 from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
 from queries.render import to_csv_bytes
-from queries.run_view import RunNotFound, load_run
+from queries.run_view import RunNotFound, load_run, span_details
 from store import clickhouse
 from store.clickhouse import BACKEND_ENV
 from store.database import connect as duckdb_connect
@@ -199,6 +199,24 @@ def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) ->
             invoke("--db", sample_duckdb, "run", run_id)
     missing = CliRunner().invoke(cli, ["--backend", sample_backend, "run", "0" * 32])
     assert missing.exit_code == 1 and "no run" in missing.output
+
+
+def test_step_details_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
+    """The run view's step details (attributes, events, exception, status message) read from
+    the Collector's otel_traces as from the DuckDB file: the exporter writes every attribute as
+    a string, which reads as the DuckDB value's JSON text does."""
+    con = clickhouse.connect(sample_backend)
+    run_id = str(con._frame_text(
+        "SELECT any(run_id) AS run_id FROM budgetscope_steps WHERE class = 'client_timeout' "
+        "AND is_write", {}).iloc[0]["run_id"])
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        expected = span_details(duck, run_id, run_id)
+    finally:
+        duck.close()
+    found = span_details(con, run_id, run_id)
+    assert found == expected
+    assert any(step.exception_message and step.status == "ERROR" for step in found)
 
 
 def test_check_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:

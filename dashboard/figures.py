@@ -248,7 +248,7 @@ def latency_against_cap(latency: pd.DataFrame, tool: str) -> go.Figure:
     top = float(durations.max(initial=0)) / div
     bins = dict(start=0, end=top * 1.0001 + 1e-9, size=max(top / 60, 1e-9))
     for part, name, colour in ((~cut, "calls that finished", colors.NEUTRAL),
-                               (cut, "calls cut at their cap (client give-up)",
+                               (cut, "calls cut at their cap or deadline (client give-up)",
                                 colors.class_color("client_timeout"))):
         values = latency.loc[part, "duration_ms"].dropna().to_numpy(dtype=float)
         if not values.size:

@@ -40,7 +40,14 @@ def test_demo_opens_the_dashboard_on_the_demo_database(
     db = tmp_path / "demo.duckdb"
     result = CliRunner().invoke(cli, ["demo", "--db", str(db), "--port", "8599"])
     assert result.exit_code == 0, result.output
-    assert served == [(str(db), "127.0.0.1", 8599)]
+    assert [call[:3] for call in served] == [(str(db), "127.0.0.1", 8599)]
+    # ... opening on the sample's own whole weeks, not on "Last 7 days" of it
+    import datetime as dt
+
+    opening = served[0][3]
+    since, until = (dt.date.fromisoformat(d) for d in (opening.since, opening.until))
+    assert opening.preset == "custom" and since.weekday() == until.weekday() == 0
+    assert since < until and (until - since).days % 7 == 0
     served.clear()
     result = CliRunner().invoke(cli, ["demo", "--db", str(db), "--no-ui"])
     assert result.exit_code == 0, result.output

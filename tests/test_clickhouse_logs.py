@@ -71,9 +71,9 @@ def test_run_command_lists_the_same_log_records(loaded: tuple) -> None:
     db, url, run, _ = loaded
     on_clickhouse = invoke("--backend", url, "run", run.trace_id)
     on_duckdb = invoke("--db", db, "run", run.trace_id)
-    assert "log records: 3" in on_clickhouse
-    tail = on_clickhouse[on_clickhouse.index("log records:"):]
-    assert tail == on_duckdb[on_duckdb.index("log records:"):]
+    assert "Log records: 3" in on_clickhouse
+    tail = on_clickhouse[on_clickhouse.index("Log records:"):]
+    assert tail == on_duckdb[on_duckdb.index("Log records:"):]
 
 
 def test_exception_log_records_class_their_spans_as_on_duckdb(loaded: tuple) -> None:

@@ -84,7 +84,7 @@ COMMANDS = [
      "billing-agent", "--exhausted", "--sort", "utilisation:desc", "--limit", "5"],
     ["report", "failures"], ["report", "utilisation", "--format", "table"],
     ["report", "reconciliation", "--format", "json"],
-    ["report", "runs", "--agent", "no-such-agent"],  # a note on stderr, exit 0
+    ["report", "runs", "--agent", "no-such-agent"],  # a usage error naming the agents, exit 2
     ["check", "--until", "2026-12-01", "--window", "60d", "--max-exhaustion-rate", "0.01"],
     ["check", "--until", "2026-12-01", "--window", "60d", "--max-exhaustion-rate", "0.9",
      "--format", "json"],

@@ -148,8 +148,15 @@ def test_cli_report_equal_to_duckdb(sample_duckdb: str, sample_backend: str, nam
 
 @pytest.mark.parametrize("name", ["runs", "weekly"])
 def test_hostile_filter_value_is_bound(sample_backend: str, name: str) -> None:
-    got = invoke("--backend", sample_backend, "report", name, "--agent", "' OR 1=1 --")
-    assert len(got.splitlines()) == 1  # the header only: the value was compared, not run
+    # On the queries themselves: the CLI refuses an agent it does not know before any report
+    # query runs (a usage error naming the known agents).
+    con = clickhouse.connect(sample_backend)
+    clickhouse.ensure_derived(con)  # as the commands do before a report
+    rows = getattr(reports, name)(con, Filters(agent="' OR 1=1 --"))
+    assert rows.empty  # the value was compared, not run
+    refused = CliRunner().invoke(cli, ["--backend", sample_backend, "report", name, "--agent",
+                                       "' OR 1=1 --"])
+    assert refused.exit_code == 2 and "known agents: billing-agent" in refused.output
 
 
 @pytest.mark.parametrize("name", DASHBOARD_ONLY)

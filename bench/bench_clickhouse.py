@@ -50,7 +50,7 @@ from queries.loader import load_queries  # noqa: E402
 from queries.render import to_csv_bytes  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
 from store import clickhouse  # noqa: E402
-from store.database import connect as duckdb_connect  # noqa: E402
+from store import connect as duckdb_connect  # noqa: E402
 from store.derive import rebuild_all  # noqa: E402
 from tests.clickhouse_load.traces import load_files as clickhouse_load  # noqa: E402
 

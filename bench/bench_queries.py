@@ -42,7 +42,7 @@ from report_timings import report_calls, timed_ms  # noqa: E402
 from ingest.files.loader import load_files  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
-from store.database import connect  # noqa: E402
+from store import connect  # noqa: E402
 from store.derivation import PendingDerivations  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
 from store.rows import FlatBatch  # noqa: E402

@@ -33,8 +33,7 @@ from queries.run_view import RunView, load_run
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
 from simulation.replay import Prepared, SimulationResult, prepare, replay
-from store import clickhouse, declared_budgets, declared_service
-from store.database import DatabaseBusy
+from store import DatabaseBusy, clickhouse, declared_budgets, declared_service
 from store.declared_service import DeclaredBudgets
 from store.reader import NoDatabase, SharedFile, Source, reader
 

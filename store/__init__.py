@@ -1,7 +1,30 @@
-"""The database: its file and owner, schema and migrations, the row contract, the writer and
-its group commit, derivation and when it runs, retention, declared budgets, and the one way
-every command and the dashboard open what they read (`store.reader`), on DuckDB or ClickHouse.
+"""The database, and the one front every other package uses it through: what they may use of
+the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+
+Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layout"):
+- file/: the database file and its one owner, the schema and migrations, the SQL registry.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
 """
+
+# file/: opening the file (one owner at a time), the owning connection, schema and registry
+from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
+from store.file.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files, migration_steps
+from store.file.owner import CHECKPOINT_THRESHOLD, DatabaseOwner, MemoryLimitError
+from store.file.sql_files import (
+    CLICKHOUSE_PARAMETER,
+    DUCKDB_PARAMETER,
+    Query,
+    QueryFileError,
+    bound_parameters,
+    load_queries,
+)
+
+__all__ = [
+    # file/
+    "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
+    "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
+    "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
+    "load_queries", "migration_steps", "serve_sidecar_path",
+]

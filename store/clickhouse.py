@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 
 from store.derive import with_conventions
+from store.file.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
 from store.scheduling import ROOT_GRACE_SECONDS
-from store.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"

@@ -14,7 +14,7 @@ import pandas as pd
 
 from store.clickhouse import BACKEND_FOLDER, ClickHouseConnection, split_statements
 from store.declared_budgets import Change, Declaration
-from store.sql_files import CLICKHOUSE_PARAMETER, load_queries
+from store.file.sql_files import CLICKHOUSE_PARAMETER, load_queries
 
 QUERIES = load_queries(BACKEND_FOLDER / "declared", frozenset({
     "declared_tables", "declared_budget_delete", "declared_budget_insert",

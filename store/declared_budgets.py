@@ -3,11 +3,11 @@ a change re-measures.
 
 Most agents send no `budget.total_ms`; a team declares a budget per agent (and a default for all
 agents) and per-step caps by step key instead. Both live in the database
-(schema/declared_budgets.sql); the derivation reads them. A change is stored and the affected
-traces are marked for measuring again in one transaction (sql/declared_affected_by_*.sql): the
-derivation then re-measures exactly those (their stored runs and steps, store/derivation.py),
-whichever process runs it, so past runs follow the change as
-new ones do, and a crash between the two never leaves numbers measured against a budget that
+(store/file/schema/declared_budgets.sql); the derivation reads them. A change is stored and the
+affected traces are marked for measuring again in one transaction
+(sql/declared_affected_by_*.sql): the derivation then re-measures exactly those (their stored
+runs and steps, store/derivation.py), whichever process runs it, so past runs follow the change
+as new ones do, and a crash between the two never leaves numbers measured against a budget that
 is no longer declared.
 
 Everything that takes a declaration from a person (the CLI, the server's endpoint, the

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from store import conventions
-from store.sql_files import Query, load_queries
+from store.file.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
 # The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the

@@ -8,7 +8,7 @@ leaves the marks for the next start (store/derivation.py). It runs beside the wr
 between its commits: on the writer's thread it held commits back ~30% of the time (requests
 queued 64-74 ms on average for it, p99 0.6-1.2 s), while the process used about one of the two
 cores. DuckDB lets the two transactions overlap: the writer only appends (spans, keys, marks)
-and the derivation only reads spans and deletes the marks it saw (schema/pending.sql).
+and the derivation only reads spans and deletes the marks it saw (store/file/schema/pending.sql).
 Writer tasks (retention) rewrite the derived tables too, so they and the derivation take turns
 (store/derived_turns.py).
 

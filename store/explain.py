@@ -17,8 +17,8 @@ import duckdb
 import pandas as pd
 
 from store import vocabulary
-from store.ddl import apply_schema
 from store.derive import QUERIES, recognise, set_root_cutoff
+from store.file.ddl import apply_schema
 
 # What is copied of the trace: its spans and log records (what the recognition reads).
 _READS = ("SELECT * FROM spans WHERE trace_id = ?",

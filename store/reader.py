@@ -27,10 +27,10 @@ from typing import Any
 import duckdb
 
 from store import clickhouse
-from store.database import DEFAULT_DB, DatabaseBusy, connect
-from store.ddl import SchemaError, up_to_date
 from store.derivation import PendingDerivations
-from store.owner import DatabaseOwner
+from store.file.database import DEFAULT_DB, DatabaseBusy, connect
+from store.file.ddl import SchemaError, up_to_date
+from store.file.owner import DatabaseOwner
 from store.scheduling import CatchUp, catch_up
 
 # A DuckDB connection, or another dialect's (store.clickhouse.ClickHouseConnection).

@@ -2,7 +2,7 @@
 
 Rows go in through Arrow (DuckDB scans an Arrow table without copying it row by row;
 `executemany` is about a thousand times slower). Duplicates are dropped through span_keys
-(store/schema/span_keys.sql): the batch's (trace_id, span_id) as integers go in first with
+(store/file/schema/span_keys.sql): the batch's (trace_id, span_id) as integers go in first with
 INSERT OR IGNORE ... RETURNING, and only the spans whose keys came back are stored (all of
 them, without a join, in the usual case where every key was new and distinct).
 """

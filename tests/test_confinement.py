@@ -33,7 +33,7 @@ from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.span_intake import SpanIntake
 from queries import reports
-from store.database import connect
+from store import connect
 from store.derivation import PendingDerivations
 from store.derive import refresh_touched
 from store.group_commit import GroupCommitter

@@ -26,9 +26,8 @@ from queries import reports
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
+from store import DatabaseOwner, connect
 from store import reader as store_reader
-from store.database import connect
-from store.owner import DatabaseOwner
 from store.reader import Source
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store

@@ -15,7 +15,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
-from store.database import connect
+from store import connect
 from store.derivation import PendingDerivations
 from store.derive import refresh_touched
 from store.group_commit import GroupCommitter

@@ -27,7 +27,7 @@ from ingest.decode.log_decode import looks_like_logs
 from ingest.files.loader import load_files
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.operations import OperatorPages
-from store.database import connect
+from store import connect
 from tests.otlp_files import length_prefixed, otlp_json
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import logs_request, run_with_logs

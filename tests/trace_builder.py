@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from ingest.decode.flatten import flatten_request
-from store.database import connect
+from store import connect
 from store.derivation import PendingDerivations
 from store.derive import refresh_touched, set_root_cutoff
 from store.writer import SpanWriter

@@ -32,9 +32,7 @@ from budgetscope.commands.common import (
 )
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.terminal import terminal_safe
-from store import clickhouse, clickhouse_declared
-from store.database import DatabaseBusy, connect
-from store.ddl import SchemaError
+from store import DatabaseBusy, SchemaError, clickhouse, clickhouse_declared, connect
 from store.declared_budgets import (
     Change,
     DeclarationError,

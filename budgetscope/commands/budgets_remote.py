@@ -1,6 +1,6 @@
 """`budgetscope budgets` sent to the `budgetscope serve` that holds the database: its /budgets
 endpoint (ingest/receivers/budgets_endpoint.py), found in the sidecar the server announces
-itself in (store/owner.py)."""
+itself in (store/file/owner.py)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,7 @@ import duckdb
 
 from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
-from store import clickhouse
-from store.database import DatabaseBusy, connect
-from store.ddl import SchemaError
+from store import DatabaseBusy, SchemaError, clickhouse, connect
 from store.reader import NoDatabase, Source
 from store.reader import open_reader as open_reader_of
 from store.scheduling import CatchUp, catch_up

@@ -19,9 +19,7 @@ from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from ingest.receivers.auth import FailedTokens
-from store import clickhouse
-from store.database import DatabaseBusy
-from store.ddl import SchemaError
+from store import DatabaseBusy, SchemaError, clickhouse
 from store.reader import Source, open_for_reading
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"

@@ -51,10 +51,8 @@ from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import DatabaseBusy
-from store.ddl import SchemaError
+from store import DatabaseBusy, DatabaseOwner, MemoryLimitError, SchemaError
 from store.declared_service import DeclaredBudgets
-from store.owner import DatabaseOwner, MemoryLimitError
 from store.reader import Source
 from store.retention import RetentionSchedule
 

@@ -11,8 +11,8 @@ from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
+from store import DatabaseOwner
 from store.group_commit import GroupCommitter
-from store.owner import DatabaseOwner
 from store.scheduling import DERIVE, ROOT_GRACE_SECONDS
 
 

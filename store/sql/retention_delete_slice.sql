@@ -21,7 +21,7 @@ DELETE FROM derivation_notes
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM traces_awaiting_root
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
--- the spans' keys (store/schema/span_keys.sql), so that a removed trace sent again is stored
+-- the spans' keys (store/file/schema/span_keys.sql), so that a removed trace sent again is stored
 DELETE FROM span_keys
 WHERE (trace_key_hi, trace_key_lo) IN (
     SELECT ('0x' || substr(trace_id, 1, 16))::UBIGINT, ('0x' || substr(trace_id, 17, 16))::UBIGINT

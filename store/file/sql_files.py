@@ -7,8 +7,8 @@ needs it. DuckDB parameters are named (`$since_ns`), ClickHouse ones typed
 (`{since_ns:Nullable(Int64)}`); values are always bound, never formatted into the text, so a
 query's text is fixed at start-up.
 
-The store's own files (writer, derivation, retention, the ClickHouse backend's tables and
-derivation) and the reports' (queries/loader.py) are loaded the same way, here.
+The store's own files (writer, derivation, the ClickHouse backend's tables and derivation, the
+schema and its migrations) and the reports' (queries/loader.py) are loaded the same way, here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z_][a-z0-9_]*)\s*$")
+# A name is its file's stem: lowercase words, digits and underscores (a migration's `1_to_2`).
+_NAME_LINE = re.compile(r"^-- name: (?P<name>[a-z0-9_]+)\s*$")
 _DOC_LINE = re.compile(r"^-- (?P<doc>\S.*)$")
 DUCKDB_PARAMETER = re.compile(r"\$(?P<name>[a-z_][a-z0-9_]*)")
 CLICKHOUSE_PARAMETER = re.compile(r"\{(?P<name>[a-z_][a-z0-9_]*):")

@@ -1,3 +1,4 @@
+-- name: derived
 -- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
 -- the on-call run view read a few columns instead of walking span trees on every query.
 -- Maintained only by store/sql_derive/derive_refresh.sql, which deletes and recomputes the rows of

@@ -1,3 +1,4 @@
+-- name: 4_to_5
 -- Schema 4 to 5: step_lifts (the tools lifted out of model steps) and pending_measurements
 -- (traces to measure again after a change of a declared budget) are new tables, made by the
 -- DDL. step_lifts is filled by the derivation, so every trace not already waiting is derived

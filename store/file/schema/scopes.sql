@@ -1,3 +1,4 @@
+-- name: scopes
 -- scopes: each distinct InstrumentationScope once (the library that made the spans).
 CREATE TABLE IF NOT EXISTS scopes (
     scope_id                 VARCHAR PRIMARY KEY,

@@ -1,3 +1,4 @@
+-- name: declared_budgets
 -- declared_budgets and declared_step_caps: budgets a team declares instead of (or before) its
 -- agents sending budget.total_ms and budget.allocated_ms (SPEC §10). Written by
 -- `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the

@@ -1,3 +1,4 @@
+-- name: 3_to_4
 -- Schema 3 → 4.
 
 -- declared_budgets, declared_step_caps (../schema/declared_budgets.sql, SPEC §10): the tables

@@ -1,3 +1,4 @@
+-- name: log_records
 -- log_records: OTLP log records (POST /v1/logs, the gRPC LogsService, resourceLogs in files),
 -- one row per record as received. A record is identified by record_key (hi, lo): a 128-bit
 -- digest of its trace and span id, time, severity, body, attributes, event name and resource

@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from store.ddl import apply_schema
+from store.file.ddl import apply_schema
 
 DEFAULT_DB = "budgetscope.duckdb"
 # The CLI's --db, the dashboard's data provider and `budgetscope dashboard` all read this.

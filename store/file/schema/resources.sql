@@ -1,3 +1,4 @@
+-- name: resources
 -- resources: each distinct OTLP Resource once. Spans point here by resource_id so that the
 -- same twenty resource attributes are not repeated on every span of a batch.
 CREATE TABLE IF NOT EXISTS resources (

@@ -1,3 +1,4 @@
+-- name: derivation_failures
 -- derivation_failures: traces whose runs and steps could not be derived, with the error, so
 -- that one bad trace is confined to itself (store/derivation.py): every other trace is still
 -- derived, and these show in the database status, /metrics and /readyz. A trace's row goes

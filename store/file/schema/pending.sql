@@ -1,3 +1,4 @@
+-- name: pending
 -- pending_derivations: traces with spans stored since their runs and steps were last derived.
 -- The writer appends a mark per trace in the same transaction as the spans, and the derivation
 -- removes the marks it read in the same transaction as the derived rows, so that after a crash

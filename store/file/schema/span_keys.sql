@@ -1,3 +1,4 @@
+-- name: span_keys
 -- span_keys: the identity of every stored span, so that a span sent again is stored once.
 -- (trace_id, span_id) as three integers, the 16-byte trace id in two halves and the 8-byte span
 -- id, all big-endian as their hex reads. The writer inserts the batch's keys here first (INSERT

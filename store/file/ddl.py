@@ -1,10 +1,15 @@
-"""Creates or checks the schema from the .sql files in schema/, in the order `_order` gives."""
+"""Creates or checks the schema from the .sql files in schema/, in the order `_order` gives, and
+brings an older file up to date with schema_migrations/. Both folders are loaded once, at import,
+through the SQL registry (store/file/sql_files.py): a file without its name header, or one that
+nobody lists, stops the program at start-up."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import duckdb
+
+from store.file.sql_files import load_queries
 
 # 2: spans lost its primary key to span_keys (integer keys, cheaper to keep).
 # 3: pending_derivations lost its primary key (append-only marks: the derivation runs beside
@@ -46,6 +51,13 @@ def ddl_files() -> list[str]:
     return ordered
 
 
+# The DDL files by name (their set is _order's), and the migration of every version up to this
+# one: `<from>_to_<to>` for each version from 1 (the first schema) on.
+DDL = load_queries(SCHEMA_FOLDER, frozenset(Path(name).stem for name in ddl_files()))
+MIGRATIONS = load_queries(MIGRATIONS_FOLDER, frozenset(
+    f"{version}_to_{version + 1}" for version in range(1, SCHEMA_VERSION)))
+
+
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create what is missing; refuse a file written by a different schema version."""
     found = _stored_version(con)
@@ -61,10 +73,10 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         for name in ddl_files():
-            con.execute((SCHEMA_FOLDER / name).read_text(encoding="utf-8"))
+            con.execute(DDL[Path(name).stem].text)
         for step in steps:
             try:
-                con.execute(step.read_text(encoding="utf-8"))
+                con.execute(MIGRATIONS[step.stem].text)
             except duckdb.Error as error:
                 first_line = str(error).splitlines()[0]
                 raise SchemaError(f"could not migrate this file from schema version {found} to "
@@ -93,10 +105,10 @@ def migration_steps(found: int) -> list[Path]:
     path (a newer file, or one older than the oldest migration)."""
     steps = []
     for version in range(found, SCHEMA_VERSION):
-        step = MIGRATIONS_FOLDER / f"{version}_to_{version + 1}.sql"
-        if not step.exists():
+        name = f"{version}_to_{version + 1}"
+        if name not in MIGRATIONS:
             return []
-        steps.append(step)
+        steps.append(MIGRATIONS_FOLDER / f"{name}.sql")
     return steps
 
 

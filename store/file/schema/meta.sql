@@ -1,3 +1,4 @@
+-- name: meta
 -- meta: facts about the database file itself.
 -- schema_version lets a newer budgetscope refuse (or migrate) a file written by an older one
 -- instead of silently misreading it.

@@ -1,3 +1,4 @@
+-- name: 1_to_2
 -- Schema 1 → 2: the identity of a stored span moves from spans' primary key (two hex VARCHARs)
 -- to span_keys (three UBIGINTs; ../schema/span_keys.sql, created before this runs). Every span
 -- already stored gets its key, so a span sent again after the upgrade is still stored once.

@@ -1,3 +1,4 @@
+-- name: 2_to_3
 -- Schema 2 → 3: pending_derivations loses its primary key on trace_id (../schema/pending.sql:
 -- marks become rows appended per write, so the derivation can run beside the writer). DuckDB
 -- cannot drop a key in place: the marks move to a table without one, which takes the name.

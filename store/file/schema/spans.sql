@@ -1,3 +1,4 @@
+-- name: spans
 -- spans: one row per span as received, identified by (trace_id, span_id) (see span_keys.sql).
 -- Everything OTLP carries is kept (attributes, events and links whole, as JSON and typed lists);
 -- the attributes SPEC.md computes with are also copied into typed columns so that queries

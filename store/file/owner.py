@@ -12,8 +12,8 @@ in its configuration (dashboard.config, read through store.reader) instead of op
 handling).
 
 While it holds the file the owner also announces itself in a sidecar file next to it (see
-`store.database.serve_sidecar_path`), so that a command that finds the file locked can name the
-server and its endpoints.
+`serve_sidecar_path` in store/file/database.py), so that a command that finds the file locked
+can name the server and its endpoints.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from store.database import connect, serve_sidecar_path
+from store.file.database import connect, serve_sidecar_path
 
 
 class MemoryLimitError(ValueError):

@@ -22,10 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store import connect  # noqa: E402
+from store import FlatBatch, connect  # noqa: E402
 from store.derivation import PendingDerivations  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
-from store.rows import FlatBatch  # noqa: E402
 from store.writer import SpanWriter  # noqa: E402
 from tests.fuzz_harness import budget_run  # noqa: E402
 from tests.otlp_files import request  # noqa: E402

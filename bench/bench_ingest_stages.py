@@ -38,10 +38,13 @@ from budgetscope.gc_tuning import relax_gc_for_ingest  # noqa: E402
 from ingest.decode.flatten import flatten_request  # noqa: E402
 from ingest.decode.proto_decode import decode_request  # noqa: E402
 from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store import CHECKPOINT_THRESHOLD, connect  # noqa: E402
+from store import (  # noqa: E402
+    CHECKPOINT_THRESHOLD,
+    FlatBatch,  # noqa: E402
+    connect,
+)
 from store.derivation import PendingDerivations  # noqa: E402
 from store.derive import refresh_touched  # noqa: E402
-from store.rows import FlatBatch  # noqa: E402
 from store.writer import SpanWriter, to_arrow  # noqa: E402
 
 SPANS_PER_REQUEST = 512

@@ -66,8 +66,7 @@ class BudgetDatabase:
         self.runs = 0
 
     def example(self, rng: random.Random) -> tuple[str, bytes]:
-        from store import connect
-        from store.typed_attributes import BUDGET_NUMBER_KEYS
+        from store import BUDGET_NUMBER_KEYS, connect
 
         if self.con is None:
             self.con = connect(self.folder / "budget.duckdb")

@@ -2,7 +2,8 @@
 the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
 
 Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layout"):
-- file/: the database file and its one owner, the schema and migrations, the SQL registry.
+- file/: the database file and its one owner, the schema and migrations, the SQL registry;
+- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -21,10 +22,32 @@ from store.file.sql_files import (
     load_queries,
 )
 
+# rows/: what decoding hands the writer, and the words its values take
+from store.rows import vocabulary
+from store.rows.batch import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
+from store.rows.rejections import Rejection, RejectionLog
+from store.rows.typed_attributes import (
+    BUDGET_BOUNDS,
+    BUDGET_NUMBER_KEYS,
+    CONVENTION_COLUMNS,
+    HTTP_STATUS_KEYS,
+    MAX_BUDGET_MS,
+    MERGED_COLUMNS,
+    TYPED_ATTRIBUTES,
+    RefusedValue,
+    merge_named_columns,
+)
+from store.rows.vocabulary import EXCEPTION_EVENT
+
 __all__ = [
     # file/
     "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
     "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
     "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
     "load_queries", "migration_steps", "serve_sidecar_path",
+    # rows/
+    "BUDGET_BOUNDS", "BUDGET_NUMBER_KEYS", "CONVENTIONS", "CONVENTION_COLUMNS",
+    "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
+    "MERGED_COLUMNS", "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES",
+    "merge_named_columns", "vocabulary",
 ]

@@ -12,7 +12,7 @@ import queue
 import threading
 
 from store.derivation import PendingDerivations
-from store.rows import FlatBatch
+from store.rows.batch import FlatBatch
 from store.scheduling import DERIVE_EVERY_SPANS
 from store.writer import SpanWriter
 

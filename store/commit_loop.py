@@ -23,7 +23,7 @@ from store.commit_queue import CommitQueue, Pending
 from store.commit_stats import GroupCommitStats
 from store.derive_thread import DerivationThread
 from store.derived_turns import DerivedTableTurns
-from store.rows import FlatBatch
+from store.rows.batch import FlatBatch
 from store.writer import SpanWriter, to_arrow
 
 _LOG = logging.getLogger(__name__)

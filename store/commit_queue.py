@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from store.rows import FlatBatch
+from store.rows.batch import FlatBatch
 from store.writer import WriteResult
 
 WriterTask = Callable[[duckdb.DuckDBPyConnection], Any]

@@ -4,7 +4,7 @@ store/sql_derive/derive_refresh.sql (DuckDB) and store/sql_clickhouse/derive_bui
 markers such as `/*@step_row*/` that `render` replaces with SQL built from the tables below.
 
 Adding a framework is an entry in STEP_RULES (in SPEC's order: the first matching row wins),
-its attributes typed at ingest (store/typed_attributes.py; tests/test_conventions.py checks
+its attributes typed at ingest (store/rows/typed_attributes.py; tests/test_conventions.py checks
 that every attribute named here is), and a test.
 
 The rendered SQL holds only constants written here (attribute values SPEC lists, class names),
@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store import vocabulary
-from store.typed_attributes import TYPED_ATTRIBUTES, as_label
+from store.rows import vocabulary
+from store.rows.typed_attributes import TYPED_ATTRIBUTES, as_label
 
 CLIENT_SPAN_KIND = 3  # OTLP SpanKind CLIENT
 STATUS_OK, STATUS_ERROR = 1, 2
@@ -209,9 +209,9 @@ def _pattern(value: str) -> str:
 
 
 def column(attribute: str) -> str:
-    """The typed column of an attribute (store/typed_attributes.py)."""
+    """The typed column of an attribute (store/rows/typed_attributes.py)."""
     if attribute not in TYPED_ATTRIBUTES:
-        raise KeyError(f"{attribute} is not typed at ingest (store/typed_attributes.py)")
+        raise KeyError(f"{attribute} is not typed at ingest (store/rows/typed_attributes.py)")
     name = TYPED_ATTRIBUTES[attribute][0]
     if name.startswith("_"):
         raise KeyError(f"{attribute} is merged into another column")
@@ -445,8 +445,8 @@ _CLICKHOUSE_TRIM = "trim(BOTH ' \\t\\n\\r' FROM {x})"  # as Python's str.strip, 
 
 def clickhouse_reads_sql() -> str:
     """The typed columns the rules read, from otel_traces' string-valued SpanAttributes, cast
-    as store/typed_attributes.py casts them (NULL when the key is absent)."""
-    from store import typed_attributes as typed
+    as store/rows/typed_attributes.py casts them (NULL when the key is absent)."""
+    from store.rows import typed_attributes as typed
 
     casts = {
         typed.as_text: "{x}",

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pandas as pd
 
-from store import vocabulary
 from store.derive import QUERIES, recognise, set_root_cutoff
 from store.file.ddl import apply_schema
+from store.rows import vocabulary
 
 # What is copied of the trace: its spans and log records (what the recognition reads).
 _READS = ("SELECT * FROM spans WHERE trace_id = ?",

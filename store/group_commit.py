@@ -26,7 +26,7 @@ from store.commit_stats import GroupCommitStats
 from store.derivation import Derive, PendingDerivations
 from store.derive_thread import DerivationThread
 from store.derived_turns import DerivedTableTurns
-from store.rows import FlatBatch
+from store.rows.batch import FlatBatch
 from store.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
 from store.writer import SpanWriter, WriteResult
 

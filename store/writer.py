@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from store.rows import (
+from store.rows.batch import (
     CONVENTIONS,
     LOG_COLUMNS,
     RESOURCE_COLUMNS,
@@ -28,7 +28,7 @@ from store.rows import (
     SPAN_COLUMNS,
     FlatBatch,
 )
-from store.typed_attributes import CONVENTION_COLUMNS
+from store.rows.typed_attributes import CONVENTION_COLUMNS
 
 _JSON_STRUCT_FIELDS = [("attributes", pa.string()), ("dropped_attributes_count", pa.uint32())]
 _EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), *_JSON_STRUCT_FIELDS])

@@ -36,9 +36,7 @@ from ingest.files.loader import load_files
 from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.receivers.span_intake import SpanIntake, Undecodable
-from store.rejections import Rejection
-from store.rows import FlatBatch
-from store.typed_attributes import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES
+from store import BUDGET_BOUNDS, MAX_BUDGET_MS, TYPED_ATTRIBUTES, FlatBatch, Rejection
 from store.writer import RESOURCE_SCHEMA, SCOPE_SCHEMA, _rows_to_arrow, logs_to_arrow, to_arrow
 from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 

@@ -114,7 +114,7 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
     """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
-    from store.typed_attributes import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
+    from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
     from tests.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=3)

@@ -31,8 +31,7 @@ from ingest.decode.flatten import (
     resource_row,
     scope_row,
 )
-from store.rejections import Rejection
-from store.rows import FlatBatch
+from store import FlatBatch, Rejection
 
 # Severity numbers OTLP defines (logs.proto SeverityNumber): 0 unspecified, 1-24.
 MAX_SEVERITY = 24

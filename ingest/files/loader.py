@@ -13,9 +13,8 @@ import pyarrow as pa
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.progress import Progress
 from ingest.files.sources import OpenedFile, expand_paths, read_pieces
+from store import FlatBatch, Rejection, RejectionLog
 from store.background_writer import BackgroundWriter
-from store.rejections import Rejection, RejectionLog
-from store.rows import FlatBatch
 from store.scheduling import measure_rootless, pending_derivations
 from store.writer import SpanWriter
 

@@ -23,7 +23,7 @@ from ingest.decode.otlp_json import NotOtlpJson
 from ingest.decode.proto_decode import UndecodableMessage
 from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.span_intake import SpanIntake, Undecodable, summarise
-from store.rows import FlatBatch
+from store import FlatBatch
 
 
 @dataclass(frozen=True)

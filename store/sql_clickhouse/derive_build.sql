@@ -4,7 +4,7 @@
 -- The ClickHouse dialect of store/sql_derive/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
 -- dialect only: spans come from the Collector exporter's otel_traces (attribute values arrive as
--- strings and are cast here the way store/typed_attributes.py casts them at ingest); the whole
+-- strings and are cast here the way store/rows/typed_attributes.py casts them at ingest); the whole
 -- table is derived at once into *_next tables that then replace the live ones, instead of a
 -- refresh of the traces one write touched (ClickHouse has no transactions to make a
 -- delete-and-insert atomic; an exchange of tables is).
@@ -44,7 +44,7 @@ FROM otel_traces;
 -- DuckDB backend keeps one copy of each, so does this. The SPEC attributes are read as
 -- trimmed strings (NULL when absent: a missing Map key reads as ''), then typed (`raw` and
 -- `typed` are one statement: a table between them cost a write and a read of every span),
--- as store/typed_attributes.py types them at ingest (an integer is any number without a
+-- as store/rows/typed_attributes.py types them at ingest (an integer is any number without a
 -- fraction, written as an integer or not); then step kind, name and class (SPEC §2, §3).
 CREATE TABLE budgetscope_tmp_spans_read ENGINE = MergeTree ORDER BY tuple() AS
 WITH raw AS (

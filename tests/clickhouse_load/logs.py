@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.sources import expand_paths, read_pieces
+from store import FlatBatch
 from store.clickhouse import ClickHouseConnection
-from store.rows import FlatBatch
 from tests.clickhouse_load.traces import as_string
 
 TABLE = "otel_logs"

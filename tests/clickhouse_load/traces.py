@@ -28,8 +28,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS, flatten_request
 from ingest.files.sources import expand_paths, read_pieces
+from store import FlatBatch
 from store.clickhouse import ClickHouseConnection
-from store.rows import FlatBatch
 
 TABLE = "otel_traces"
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")

@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS derivation_failures (
 
 -- spans (issue 13: steps recognised by the conventions of SPEC §9, store/conventions.py):
 -- spans gain the typed columns those rules read (../schema/spans.sql). A file of schema 3 gets
--- them here, filled from each span's attributes JSON as store/typed_attributes.py types them at
+-- them here, filled from each span's attributes JSON as store/rows/typed_attributes.py types them at
 -- ingest (tests/test_schema_migration.py compares the two), and every trace is marked for
 -- derivation again so that its runs and steps follow the new rules.
 -- Added with IF NOT EXISTS: a file whose spans already have them is left as it is.

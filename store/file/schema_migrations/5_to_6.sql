@@ -2,7 +2,7 @@
 -- Schema 5 to 6: SPEC §9's revised recognition and §4's numbered culprit and holder.
 -- runs gain culprit_step, holder_step, holder_at_deadline and root_missing; trace_arrivals
 -- gains spans and derived_at (the pace of a large trace's derivations); spans gain
--- mcp_method_name, filled here from each span's attributes JSON as store/typed_attributes.py
+-- mcp_method_name, filled here from each span's attributes JSON as store/rows/typed_attributes.py
 -- types it at ingest (a label: trimmed, lower-cased); traces_awaiting_root and
 -- derivation_notes are new tables, made by the DDL. The rules changed which spans are steps,
 -- so every trace not already waiting is derived again, from its first span on.

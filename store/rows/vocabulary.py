@@ -12,7 +12,7 @@ names, and that no SQL file spells a word literal ('...') this module does not k
 from __future__ import annotations
 
 # SPEC §2: the budget.* attributes an instrumented agent sets (typed at ingest,
-# store/typed_attributes.py).
+# store/rows/typed_attributes.py).
 SPEC_ATTRIBUTES = (
     "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.run.outcome",
     "budget.step.kind", "budget.step.name", "budget.remaining_ms", "budget.cap_ms",

@@ -4,7 +4,7 @@ of the same columns as store/file/schema/).
 
 Every decoder (ingest/decode/: protobuf, OTLP JSON, logs) fills a FlatBatch; the writer, the group
 commit and the ClickHouse loaders of the tests read one. A new typed column is added to
-store/typed_attributes.py (and its schema file); the columns here follow from it.
+store/rows/typed_attributes.py (and its schema file); the columns here follow from it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.rejections import Rejection
-from store.typed_attributes import CONVENTION_COLUMNS, TYPED_COLUMNS
+from store.rows.rejections import Rejection
+from store.rows.typed_attributes import CONVENTION_COLUMNS, TYPED_COLUMNS
 
 DENSE_TYPED_COLUMNS = tuple(c for c in TYPED_COLUMNS if c not in CONVENTION_COLUMNS)
 CONVENTIONS = "conventions"

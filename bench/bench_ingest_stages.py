@@ -41,10 +41,10 @@ from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
 from store import (  # noqa: E402
     CHECKPOINT_THRESHOLD,
     FlatBatch,  # noqa: E402
+    PendingDerivations,  # noqa: E402
     connect,
+    refresh_touched,  # noqa: E402
 )
-from store.derivation import PendingDerivations  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
 from store.writer import SpanWriter, to_arrow  # noqa: E402
 
 SPANS_PER_REQUEST = 512

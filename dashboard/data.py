@@ -269,7 +269,7 @@ class DatabaseStatus:
     spans: int
     newest_received: pd.Timestamp | None
     newest_run_start: str | None = None  # ISO UTC, as the runs report writes a start
-    traces_failed_derivation: int = 0  # recorded by store/derivation.py, left out of runs
+    traces_failed_derivation: int = 0  # recorded by store/derive/pending.py, left out of runs
 
     @property
     def empty(self) -> bool:

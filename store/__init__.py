@@ -3,13 +3,30 @@ the store is imported here, and nothing outside store/ imports deeper (tests/tes
 
 Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
-- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections.
+- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
+  from), the pending marks it works through, when it runs, and why a span is a step.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
 """
 
 # file/: opening the file (one owner at a time), the owning connection, schema and registry
+# derive/: the derivation, its pending marks and when it runs; `conventions`, SPEC §9 as data
+from store.derive import conventions
+from store.derive.explain import explain_trace
+from store.derive.pending import PendingDerivations
+from store.derive.scheduling import (
+    DERIVE,
+    ROOT_GRACE_SECONDS,
+    CatchUp,
+    catch_up,
+    derive_now,
+    measure_rootless,
+    pending_derivations,
+)
+from store.derive.statements import QUERIES as DERIVE_QUERIES
+from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set_root_cutoff
 from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
 from store.file.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files, migration_steps
 from store.file.owner import CHECKPOINT_THRESHOLD, DatabaseOwner, MemoryLimitError
@@ -50,4 +67,8 @@ __all__ = [
     "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
     "MERGED_COLUMNS", "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES",
     "merge_named_columns", "vocabulary",
+    # derive/
+    "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
+    "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
+    "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
 ]

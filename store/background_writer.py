@@ -11,9 +11,9 @@ from __future__ import annotations
 import queue
 import threading
 
-from store.derivation import PendingDerivations
+from store.derive.pending import PendingDerivations
+from store.derive.scheduling import DERIVE_EVERY_SPANS
 from store.rows.batch import FlatBatch
-from store.scheduling import DERIVE_EVERY_SPANS
 from store.writer import SpanWriter
 
 _STOP = None

@@ -31,9 +31,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pandas as pd
 import pyarrow as pa
 
-from store.derive import with_conventions
+from store.derive.scheduling import ROOT_GRACE_SECONDS
+from store.derive.statements import with_conventions
 from store.file.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
-from store.scheduling import ROOT_GRACE_SECONDS
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"

@@ -6,7 +6,7 @@ agents) and per-step caps by step key instead. Both live in the database
 (store/file/schema/declared_budgets.sql); the derivation reads them. A change is stored and the
 affected traces are marked for measuring again in one transaction
 (sql/declared_affected_by_*.sql): the derivation then re-measures exactly those (their stored
-runs and steps, store/derivation.py), whichever process runs it, so past runs follow the change
+runs and steps, store/derive/pending.py), whichever process runs it, so past runs follow the change
 as new ones do, and a crash between the two never leaves numbers measured against a budget that
 is no longer declared.
 

@@ -4,7 +4,7 @@ The derived runs and steps are not part of the acknowledged transaction (they co
 transaction whatever its size, measured): this thread, on its own connection to the same
 database, derives the traces marked pending after each commit (at most every
 `every_seconds`), so the dashboard sees a new run within about a second, and a crash
-leaves the marks for the next start (store/derivation.py). It runs beside the writer, not
+leaves the marks for the next start (store/derive/pending.py). It runs beside the writer, not
 between its commits: on the writer's thread it held commits back ~30% of the time (requests
 queued 64-74 ms on average for it, p99 0.6-1.2 s), while the process used about one of the two
 cores. DuckDB lets the two transactions overlap: the writer only appends (spans, keys, marks)
@@ -12,7 +12,7 @@ and the derivation only reads spans and deletes the marks it saw (store/file/sch
 Writer tasks (retention) rewrite the derived tables too, so they and the derivation take turns
 (store/derived_turns.py).
 
-A trace whose derivation fails is confined to itself (store/derivation.py): it is recorded in
+A trace whose derivation fails is confined to itself (store/derive/pending.py): it is recorded in
 derivation_failures, every other trace is still derived, and the count shows in /metrics and
 /readyz (`failed_traces`, refreshed after each derivation turn).
 """
@@ -25,9 +25,9 @@ import time
 
 import duckdb
 
-from store.derivation import PendingDerivations
+from store.derive.pending import PendingDerivations
+from store.derive.scheduling import measure_rootless, rootless_counts, rootless_due
 from store.derived_turns import DerivedTableTurns
-from store.scheduling import measure_rootless, rootless_counts, rootless_due
 
 _LOG = logging.getLogger(__name__)
 

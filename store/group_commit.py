@@ -23,11 +23,11 @@ import duckdb
 from store.commit_loop import CommitLoop, WriteFailed
 from store.commit_queue import Closed, CommitQueue, Overloaded, WriterTask
 from store.commit_stats import GroupCommitStats
-from store.derivation import Derive, PendingDerivations
+from store.derive.pending import Derive, PendingDerivations
+from store.derive.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
 from store.derive_thread import DerivationThread
 from store.derived_turns import DerivedTableTurns
 from store.rows.batch import FlatBatch
-from store.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
 from store.writer import SpanWriter, WriteResult
 
 __all__ = ["Closed", "GroupCommitStats", "GroupCommitter", "Overloaded", "WriteFailed"]

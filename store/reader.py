@@ -27,11 +27,11 @@ from typing import Any
 import duckdb
 
 from store import clickhouse
-from store.derivation import PendingDerivations
+from store.derive.pending import PendingDerivations
+from store.derive.scheduling import CatchUp, catch_up
 from store.file.database import DEFAULT_DB, DatabaseBusy, connect
 from store.file.ddl import SchemaError, up_to_date
 from store.file.owner import DatabaseOwner
-from store.scheduling import CatchUp, catch_up
 
 # A DuckDB connection, or another dialect's (store.clickhouse.ClickHouseConnection).
 Reader = Any

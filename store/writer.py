@@ -183,7 +183,7 @@ def _deletions() -> int:
 
 # An optional hook called inside the write's transaction, with the traces the batch touched in
 # the temp table `touched_traces(trace_id, since)`: what it does commits or rolls back together
-# with the spans. Derivation does not use it (see store/derivation.py: it runs after the
+# with the spans. Derivation does not use it (see store/derive/pending.py: it runs after the
 # acknowledged write); tests use it to derive synchronously or to inject a failure.
 AfterWrite = Callable[[duckdb.DuckDBPyConnection], None]
 

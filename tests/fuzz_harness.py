@@ -323,8 +323,7 @@ def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int)
     """The promise for budget.* numbers: the span is stored whatever the value; the typed
     column holds it within its bounds, or nothing with a counted reason naming the attribute;
     and deriving the run never fails (it overflowed on 2^62 ms before)."""
-    from store.derivation import PendingDerivations
-    from store.derive import refresh_touched
+    from store import PendingDerivations, refresh_touched
     from store.writer import SpanWriter
 
     batch = budget_body(budget_run(key, value, start_ns), as_json)

@@ -4,7 +4,7 @@ A budget.* number out of range (a deadline in microseconds, a budget of 2^62 ms)
 derivation's BIGINT arithmetic; from then on no trace was derived and every command failed on the
 file. Now such values are refused at ingest with a counted reason (store/rows/typed_attributes.py),
 and a derivation failure of any other cause is confined to the traces that caused it
-(store/derivation.py): they are recorded, every other trace is derived, and every command keeps
+(store/derive/pending.py): they are recorded, every other trace is derived, and every command keeps
 working. Both tests below failed on main before the change (checked: the fuzzer's first
 example with budget.total_ms 2^62 raised "Overflow in multiplication of INT64").
 """
@@ -33,9 +33,15 @@ from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.span_intake import SpanIntake
 from queries import reports
-from store import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES, FlatBatch, connect
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
+from store import (
+    BUDGET_BOUNDS,
+    BUDGET_NUMBER_KEYS,
+    TYPED_ATTRIBUTES,
+    FlatBatch,
+    PendingDerivations,
+    connect,
+    refresh_touched,
+)
 from store.group_commit import GroupCommitter
 from store.writer import SpanWriter
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import SCHEMA_VERSION
+from store import SCHEMA_VERSION, PendingDerivations, refresh_touched
 from store.declared_budgets import (
     Change,
     DeclarationError,
@@ -18,8 +18,6 @@ from store.declared_budgets import (
     declarations,
     parse_duration_ms,
 )
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 

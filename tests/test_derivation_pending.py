@@ -15,9 +15,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
-from store import connect
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
+from store import PendingDerivations, connect, refresh_touched
 from store.group_commit import GroupCommitter
 from store.writer import SpanWriter
 from tests.otlp_files import otlp_json, request, sdk_spans

@@ -171,8 +171,7 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
     derivation again, after which the numbers are there."""
     from opentelemetry.trace import SpanKind
 
-    from store.derivation import PendingDerivations
-    from store.derive import refresh_touched
+    from store import PendingDerivations, refresh_touched
     from tests.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=5)

@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from store import MERGED_COLUMNS, TYPED_ATTRIBUTES, conventions, vocabulary
+from store import (
+    DERIVE_QUERIES,
+    MERGED_COLUMNS,
+    RECOGNISE,
+    TYPED_ATTRIBUTES,
+    conventions,
+    vocabulary,
+)
 from store.clickhouse import BACKEND_QUERIES, DERIVE_BUILD
-from store.derive import QUERIES as DERIVE_QUERIES
-from store.derive import RECOGNISE
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each derivation is several files, run one after the other (store.derive.refresh_touched:
+# Each derivation is several files, run one after the other (store.refresh_touched:
 # recognition, then what depends on B; store.clickhouse.ensure_derived).
 DERIVATIONS = {"duckdb": "\n".join(DERIVE_QUERIES[name].text
                                    for name in (*RECOGNISE, "derive_measure")),

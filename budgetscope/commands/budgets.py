@@ -32,7 +32,7 @@ from budgetscope.commands.common import (
 )
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.terminal import terminal_safe
-from store import DatabaseBusy, SchemaError, clickhouse, clickhouse_declared, connect
+from store import DatabaseBusy, SchemaError, clickhouse, clickhouse_declared, connect, derive_now
 from store.declared_budgets import (
     Change,
     DeclarationError,
@@ -43,7 +43,6 @@ from store.declared_budgets import (
     parse_duration_ms,
 )
 from store.reader import READER_WAIT_SECONDS
-from store.scheduling import derive_now
 
 
 def format_ms(ms: int) -> str:

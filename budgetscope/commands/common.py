@@ -14,10 +14,9 @@ import duckdb
 
 from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
-from store import DatabaseBusy, SchemaError, clickhouse, connect
+from store import CatchUp, DatabaseBusy, SchemaError, catch_up, clickhouse, connect
 from store.reader import NoDatabase, Source
 from store.reader import open_reader as open_reader_of
-from store.scheduling import CatchUp, catch_up
 
 
 class Fail(click.ClickException):
@@ -38,7 +37,7 @@ def is_terminal(stream: object) -> bool:
 
 
 def say_caught_up(caught: CatchUp) -> None:
-    """What deriving at open (store.scheduling.catch_up) could not do, on standard error: the
+    """What deriving at open (store.catch_up) could not do, on standard error: the
     command goes on with the runs derived so far."""
     if caught.error is not None:
         click.echo(f"warning: {caught.left_marked:,} trace(s) are not derived yet "
@@ -51,7 +50,7 @@ def say_caught_up(caught: CatchUp) -> None:
 
 def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
     """Derive what a stopped or crashed writer left marked, so reports see every stored span
-    (store.scheduling.catch_up); what could not be derived is said on standard error."""
+    (store.catch_up); what could not be derived is said on standard error."""
     say_caught_up(catch_up(con))
 
 

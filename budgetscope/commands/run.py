@@ -18,8 +18,7 @@ from queries.run_view import (
     short_body,
 )
 from queries.terminal import terminal_safe
-from store import vocabulary
-from store.explain import explain_trace
+from store import explain_trace, vocabulary
 
 
 @click.command("run")

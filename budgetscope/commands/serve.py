@@ -173,7 +173,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                             root_grace_seconds=root_grace.total_seconds())
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
-        # thread right after, when idle or every second (store/scheduling.py).
+        # thread right after, when idle or every second (store/derive/scheduling.py).
         receivers = Receivers(owner, config, derive=True)
     except OSError as error:
         owner.close()

@@ -11,9 +11,8 @@ from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
-from store import DatabaseOwner
+from store import DERIVE, ROOT_GRACE_SECONDS, DatabaseOwner
 from store.group_commit import GroupCommitter
-from store.scheduling import DERIVE, ROOT_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Receivers:
     def __init__(self, owner: DatabaseOwner, config: ReceiverConfig, *,
                  derive: bool = False) -> None:
         """With `derive`, the writer derives runs and steps after its commits (as serve does:
-        store/scheduling.py, triggers 1-3)."""
+        store/derive/scheduling.py, triggers 1-3)."""
         self.config = config
         self.committer = GroupCommitter(
             owner.cursor(), derive=DERIVE if derive else None,

@@ -181,7 +181,7 @@ def as_json_model(value: Any) -> str | None:
 
 # A tool's result text can be a whole payload (OpenInference sets output.value on every span);
 # the only rule that reads it (SPEC §3 rule 4, the OpenAI Agents SDK's "Tool '…' timed out …",
-# store/conventions.py) looks at its start, so only the start of a result that begins so is
+# store/derive/conventions.py) looks at its start, so only the start of a result that begins so is
 # typed: the column stays NULL for every other span instead of copying payloads.
 RESULT_HEAD_CHARS = 256
 TOOL_RESULT_PREFIX = "Tool '"
@@ -233,7 +233,7 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "gen_ai.request.model": ("gen_ai_request_model", as_text),
     "gen_ai.agent.name": ("gen_ai_agent_name", as_text),
     "error.type": ("error_type", as_text),
-    # Read by SPEC §9's recognition rules (store/conventions.py names them by attribute).
+    # Read by SPEC §9's recognition rules (store/derive/conventions.py names them by attribute).
     "gen_ai.response.model": ("gen_ai_response_model", as_text),
     "gen_ai.data_source.id": ("gen_ai_data_source_id", as_text),
     "gen_ai.provider.name": ("gen_ai_provider_name", as_text),

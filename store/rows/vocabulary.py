@@ -2,9 +2,9 @@
 a declaration can take (kinds, classes, outcomes, the conventions of SPEC §9, budget sources).
 
 Python code that lists one of these imports it from here. The SQL is generated from it where a
-list is written into a query (store/conventions.py renders CLASSES and RUN_OUTCOMES into both
+list is written into a query (store/derive/conventions.py renders CLASSES and RUN_OUTCOMES into both
 derivations) and checked against it everywhere else: tests/test_vocabulary.py checks that every
-attribute and every value below reaches both derivations (store/sql_derive/derive_refresh.sql
+attribute and every value below reaches both derivations (store/derive/sql/derive_refresh.sql
 and store/sql_clickhouse/derive_build.sql, as rendered), except the values PASSED_THROUGH
 names, and that no SQL file spells a word literal ('...') this module does not know.
 """
@@ -32,7 +32,7 @@ RUN_OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled")
 SIDE_EFFECTS = ("read", "write")
 EFFECT_STATUSES = ("none", "possible", "completed")
 RECONCILE_RESULTS = ("landed", "not_landed", "unknown")
-# SPEC §9: what a step was recognised from (store/conventions.py StepRule.convention).
+# SPEC §9: what a step was recognised from (store/derive/conventions.py StepRule.convention).
 CONVENTIONS = ("budget", "otel_genai", "mcp", "openinference", "openllmetry", "vercel_ai",
                "rpc", "http")
 # SPEC §10: where a run's budget came from, and the scopes a budget is declared for.
@@ -48,7 +48,7 @@ EXCEPTION_EVENT = "exception"
 # SPEC §9: why a candidate step is a wrapper after all (derive_recognise.sql: one call recorded
 # as two spans, a row-11 operation with a step below it), what the derivation notes on a trace
 # it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
-# span is (store/explain.py).
+# span is (store/derive/explain.py).
 WRAPPER_REASONS = ("twin", "over_steps")
 DERIVATION_NOTES = ("http_beside_tool_skipped", "spans_capped", "runs_nested_too_deep",
                     "walk_depth_capped")
@@ -87,7 +87,7 @@ NOT_VOCABULARY: dict[str, str] = {
     "no": "an attribute's boolean spelled as text (derive_build.sql, as ingest's as_bool)",
     "week": "a date_trunc unit",
     "budgetscope_root_cutoff": "the DuckDB variable the derivation's caller sets "
-                               "(store/derive.py's set_root_cutoff)",
+                               "(store/derive/statements.py's set_root_cutoff)",
 }
 
 

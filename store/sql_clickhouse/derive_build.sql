@@ -1,7 +1,7 @@
 -- name: derive_build
 -- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6): the spans.
 --
--- The ClickHouse dialect of store/sql_derive/derive_refresh.sql: the same steps in the same order,
+-- The ClickHouse dialect of store/derive/sql/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
 -- dialect only: spans come from the Collector exporter's otel_traces (attribute values arrive as
 -- strings and are cast here the way store/rows/typed_attributes.py casts them at ingest); the whole
@@ -81,7 +81,7 @@ WITH raw AS (
                        mapContains(SpanAttributes, 'http.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.status_code']), NULL)
                    AS t_http,
-               -- SPEC §9's attributes, typed as ingest types them (store/conventions.py)
+               -- SPEC §9's attributes, typed as ingest types them (store/derive/conventions.py)
                /*@clickhouse_reads*/,
                toInt8(multiIf(SpanKind IN ('Client', 'SPAN_KIND_CLIENT'), 3,
                               SpanKind IN ('Server', 'SPAN_KIND_SERVER'), 2,

@@ -1,5 +1,5 @@
 -- name: derive_recognise
--- The candidate steps the walk took for steps that are wrappers, and the second walk's spans (as store/sql_derive/derive_recognise.sql).
+-- The candidate steps the walk took for steps that are wrappers, and the second walk's spans (as store/derive/sql/derive_recognise.sql).
 --
 -- One call, two nested spans (a model step whose nearest step below is a model step, a tool
 -- step whose nearest step below has its key; two budget steps stay two, an instrumentation's

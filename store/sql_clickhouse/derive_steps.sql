@@ -1,5 +1,5 @@
 -- name: derive_steps
--- The steps, their levels and classes, the runs, consumption and blame, from the walk; then the live tables are replaced (as store/sql_derive/derive_steps.sql and derive_measure.sql).
+-- The steps, their levels and classes, the runs, consumption and blame, from the walk; then the live tables are replaced (as store/derive/sql/derive_steps.sql and derive_measure.sql).
 
 -- 2b. HTTP client spans beside their tool (as derive_steps.sql step 2b): a row-12 step with no
 -- step below it inside exactly one tool step of its run and no other (agents do not count) rolls

@@ -1,5 +1,5 @@
 -- name: derive_walk
--- Walk down from every run span of budgetscope_tmp_walk_spans into budgetscope_tmp_walk (as store/sql_derive/derive_walk.sql; run twice).
+-- Walk down from every run span of budgetscope_tmp_walk_spans into budgetscope_tmp_walk (as store/derive/sql/derive_walk.sql; run twice).
 --
 -- Per span: whether it is a step of this run (row 12 only with no step above it other than an
 -- agent), its nearest step above, and the steps above it and itself (`path`, rule 6).

@@ -2,7 +2,7 @@
 -- declared_budgets and declared_step_caps: budgets a team declares instead of (or before) its
 -- agents sending budget.total_ms and budget.allocated_ms (SPEC §10). Written by
 -- `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the
--- derivation (store/sql_derive/derive_refresh.sql), which resolves each run's budget B as the
+-- derivation (store/derive/sql/derive_refresh.sql), which resolves each run's budget B as the
 -- span's own budget.total_ms, else its agent's declared budget, else the declared default.
 -- A change marks the affected traces pending (store/declared_budgets.py), so that past runs'
 -- numbers follow it like new ones.

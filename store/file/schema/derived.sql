@@ -1,7 +1,7 @@
 -- name: derived
 -- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
 -- the on-call run view read a few columns instead of walking span trees on every query.
--- Maintained only by store/sql_derive/derive_refresh.sql, which deletes and recomputes the rows of
+-- Maintained only by store/derive/sql/derive_refresh.sql, which deletes and recomputes the rows of
 -- the traces a write touched, inside that write's transaction; never edit these rows by hand.
 -- No primary keys: a malformed trace (two roots, a parent cycle) must not make a whole ingest
 -- batch fail on a constraint; the refresh de-duplicates instead.
@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS trace_arrivals (
     first_received_at    TIMESTAMPTZ NOT NULL,
     -- Schema 6: its spans at its last derivation and when that was, so that a large trace
     -- marked again and again (late spans, log records) is derived at a bounded pace
-    -- (store/sql/take_pending_derivations.sql).
+    -- (store/derive/sql/pending/take_pending_derivations.sql).
     spans                BIGINT,
     derived_at           TIMESTAMPTZ
 );
@@ -83,7 +83,7 @@ CREATE TABLE IF NOT EXISTS steps (
     kind                 VARCHAR NOT NULL,
     name                 VARCHAR NOT NULL,
     step_key             VARCHAR NOT NULL,  -- kind:name
-    -- what recognised it (store/conventions.py): budget, otel_genai, openinference, ...
+    -- what recognised it (store/derive/conventions.py): budget, otel_genai, openinference, ...
     convention           VARCHAR,
     class                VARCHAR NOT NULL,  -- SPEC §3
     start_ns             BIGINT NOT NULL,
@@ -173,7 +173,7 @@ WHERE w.is_write;
 -- step_lifts: the tools lifted out of a model step (SPEC §9: a tool whose parent step is a
 -- model step stands at the model's level, and the model is not active while it runs), which
 -- the consumption share reads. Kept so that a change of a declared budget re-measures stored
--- runs and steps (store/sql_derive/derive_budgets.sql) without recognising their spans
+-- runs and steps (store/derive/sql/derive_budgets.sql) without recognising their spans
 -- again.
 CREATE TABLE IF NOT EXISTS step_lifts (
     trace_id             VARCHAR NOT NULL,

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS spans (
     -- exception.type of each `exception` event, in event order (SPEC §3 rule 4).
     exception_types          VARCHAR[] NOT NULL,
     -- What SPEC §9 recognises steps by, in the conventions real instrumentations emit
-    -- (store/conventions.py; schema 4). Labels (kinds, operation ids) are lower-cased.
+    -- (store/derive/conventions.py; schema 4). Labels (kinds, operation ids) are lower-cased.
     gen_ai_response_model    VARCHAR,
     gen_ai_data_source_id    VARCHAR,
     gen_ai_provider_name     VARCHAR,

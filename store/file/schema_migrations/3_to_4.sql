@@ -11,14 +11,14 @@ UPDATE runs SET budget_source = 'span' WHERE budget_ms IS NOT NULL AND budget_so
 -- DDL; nothing to move.
 
 -- derivation_failures (../schema/derivation_failures.sql): traces whose derivation failed,
--- confined to them (store/derivation.py); created by the DDL too, idempotent here.
+-- confined to them (store/derive/pending.py); created by the DDL too, idempotent here.
 CREATE TABLE IF NOT EXISTS derivation_failures (
     trace_id  VARCHAR PRIMARY KEY,
     error     VARCHAR NOT NULL,
     failed_at TIMESTAMPTZ NOT NULL
 );
 
--- spans (issue 13: steps recognised by the conventions of SPEC §9, store/conventions.py):
+-- spans (issue 13: steps recognised by the conventions of SPEC §9, store/derive/conventions.py):
 -- spans gain the typed columns those rules read (../schema/spans.sql). A file of schema 3 gets
 -- them here, filled from each span's attributes JSON as store/rows/typed_attributes.py types them at
 -- ingest (tests/test_schema_migration.py compares the two), and every trace is marked for

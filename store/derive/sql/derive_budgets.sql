@@ -7,7 +7,7 @@
 -- stored them, so this reads them back (with the span's own budget numbers, which the stored
 -- rows fold into B and allocations) and hands them to derive_measure.sql, the part of the
 -- derivation that applies B. A trace with spans not derived yet is derived in full instead
--- (store/derivation.py): what is stored here is what its spans gave.
+-- (store/derive/pending.py): what is stored here is what its spans gave.
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT DISTINCT trace_id FROM touched_traces;
 

@@ -1,6 +1,6 @@
 """When runs and steps are derived: every trigger of the derivation, and its pace, in one place.
 
-What is derived is the same whatever starts it (the derivation SQL, store/derive.py), and so is
+What is derived is the same whatever starts it (the derivation SQL, statements.py), and so is
 how: the marked traces in slices, a failing trace confined to itself (PendingDerivations).
 What starts it:
 
@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import duckdb
 
-from store.derivation import Derive, PendingDerivations, describe
-from store.derive import refresh_touched, remeasure_touched, set_root_cutoff
+from store.derive.pending import PENDING_QUERIES, Derive, PendingDerivations, describe
+from store.derive.statements import refresh_touched, remeasure_touched, set_root_cutoff
 
 # The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).
 DERIVE: Derive = refresh_touched
@@ -58,8 +57,7 @@ def pending_derivations(derive: Derive = DERIVE, paced: bool = False) -> Pending
     return PendingDerivations(derive, remeasure=REMEASURE, paced=paced)
 
 
-_MARK_ROOTLESS_DUE = (Path(__file__).with_name("sql") / "mark_rootless_due.sql").read_text(
-    encoding="utf-8")
+_MARK_ROOTLESS_DUE = PENDING_QUERIES["mark_rootless_due"].text
 
 
 def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,

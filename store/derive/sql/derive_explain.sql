@@ -1,12 +1,12 @@
 -- name: derive_explain
 -- Why each span of the touched traces is, or is not, a step (SPEC §9), from the recognition's temp tables: `budgetscope run --spans`.
 --
--- Run on a copy of one trace (store/explain.py) after derive_steps.sql and before
+-- Run on a copy of one trace (store/derive/explain.py) after derive_steps.sql and before
 -- derive_drop.sql. One row per span: the run whose walk owns it, its depth there, what it is
 -- (`role`), the row that matched it, and a sentence naming the rule (`why`) with the span it
 -- refers to, if any (`other_span_id`). Spans are listed in tree order by the caller.
 WITH attrs AS (
-    -- what the reasons below read of each span, tested as store/conventions.py writes it
+    -- what the reasons below read of each span, tested as store/derive/conventions.py writes it
     SELECT trace_id, span_id, kind AS span_kind, gen_ai_operation_name AS operation,
            coalesce(/*@agent_span*/, false) AS agent_span,
            coalesce(/*@bookkeeping*/, false) AS bookkeeping,

@@ -5,8 +5,8 @@ budgets (SPEC §10).
 stored spans: the files of RECOGNISE recognise the steps and classes, derive_measure.sql applies
 B. `remeasure_touched` runs only the second half, over the stored runs and steps
 (derive_budgets.sql): what a change of a declared budget or cap moves. PendingDerivations in
-store/derivation.py calls them; store/scheduling.py says when. The derivation's SQL is in
-store/sql_derive/, its `/*@name*/` markers filled from store/conventions.py (SPEC §9, §3)
+pending.py calls them; scheduling.py says when. The derivation's SQL is in sql/ beside this
+module (store/derive/sql/), its `/*@name*/` markers filled from conventions.py (SPEC §9, §3)
 once, at import.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import duckdb
 
-from store import conventions
+from store.derive import conventions
 from store.file.sql_files import Query, load_queries
 
-DERIVE_FOLDER = Path(__file__).with_name("sql_derive")
+DERIVE_FOLDER = Path(__file__).with_name("sql")
 # The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the
 # gate it runs under (None: always).
 RECOGNITION: tuple[tuple[str, str | None], ...] = (
@@ -42,7 +42,7 @@ _GATES = re.compile(r"^-- gates\b", re.MULTILINE)
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
-    """The derivations' `/*@name*/` markers filled from store/conventions.py (SPEC §9, §3)."""
+    """The derivations' `/*@name*/` markers filled from conventions.py (SPEC §9, §3)."""
     return {name: replace(query, text=conventions.render(query.text, dialect))
             if "/*@" in query.text else query for name, query in queries.items()}
 

@@ -1,5 +1,5 @@
 -- name: derive_drop
--- Drop the derivation's temp tables, last (store/derive.py runs a span explanation before it).
+-- Drop the derivation's temp tables, last (store/derive/statements.py runs a span explanation before it).
 DROP VIEW derive_walk_spans;
 DROP TABLE derive_beside;
 DROP TABLE derive_run_tree;

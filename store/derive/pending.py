@@ -2,8 +2,8 @@
 
 The writer marks every trace it stores spans of in `pending_derivations`, in the spans'
 transaction. `PendingDerivations.run` takes the marked traces in slices and, for each slice,
-calls the derivation (store.derive.refresh_touched; store/scheduling.py says when; tests
-hand GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, and
+calls the derivation (statements.py's refresh_touched; scheduling.py says when; tests hand
+GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, and
 removes the marks, in one transaction. A crash at any point leaves the marks of whatever was
 not derived, and the next run derives it: nothing acknowledged is ever left underived.
 
@@ -18,9 +18,9 @@ the environment (I/O, out of memory, a write conflict, an interrupt) say nothing
 traces: they are raised, the slice stays marked, and the caller retries it later.
 
 A change of a declared budget (SPEC §10) marks the traces it affects in `pending_measurements`
-instead: only B changed, so `remeasure` (store.derive.remeasure_touched, which
-store/scheduling.py pairs with the derivation for every trigger) measures their stored runs and
-steps again without recognising their spans, after the full derivations of the turn.
+instead: only B changed, so `remeasure` (statements.py's remeasure_touched, which scheduling.py
+pairs with the derivation for every trigger) measures their stored runs and steps again without
+recognising their spans, after the full derivations of the turn.
 A trace marked both ways is derived in full, which clears both marks. Without `remeasure`, or
 when a slice of them fails, those traces are derived in full.
 """
@@ -36,13 +36,22 @@ from typing import Any
 
 import duckdb
 
-_LOG = logging.getLogger(__name__)
+from store.file.sql_files import load_queries
+
+# The name it had before the store had rooms: log configurations and tests filter on it.
+_LOG = logging.getLogger("store.derivation")
 Derive = Callable[[duckdb.DuckDBPyConnection], None]
-_SQL = Path(__file__).with_name("sql")
+# The marks' SQL, in sql/pending/ (scheduling.py runs mark_rootless_due of it).
+PENDING_FOLDER = Path(__file__).with_name("sql") / "pending"
+PENDING_NAMES = frozenset({
+    "take_pending_derivations", "isolate_pending_derivations", "clear_pending_derivations",
+    "take_pending_measurements", "measure_in_full", "clear_derivation_failures",
+    "record_derivation_failure", "mark_rootless_due"})
+PENDING_QUERIES = load_queries(PENDING_FOLDER, PENDING_NAMES)
 
 
 def _sql(name: str) -> str:
-    return (_SQL / f"{name}.sql").read_text(encoding="utf-8")
+    return PENDING_QUERIES[name].text
 
 
 _TAKE_SLICE = _sql("take_pending_derivations")

@@ -3,7 +3,7 @@ and the run view's span list.
 
 The answer comes from the derivation itself, not a second reading of the rules: the trace's
 spans and exception log records are copied into an in-memory database, the recognition
-(store/derive.py's recognise) runs there on that one trace, and derive_explain.sql reads its
+(statements.py's recognise) runs there on that one trace, and derive_explain.sql reads its
 temp tables before they are dropped. The file is only read, so this works on a read-only file,
 beside a writer, and through the server's read API alike. A trace whose root has not arrived is
 explained as it will be measured (from its earliest span).
@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pandas as pd
 
-from store.derive import QUERIES, recognise, set_root_cutoff
+from store.derive.statements import QUERIES, recognise, set_root_cutoff
 from store.file.ddl import apply_schema
 from store.rows import vocabulary
 

@@ -1,14 +1,14 @@
 -- name: derive_refresh
 -- Recognise the spans of every trace in the temp table touched_traces (SPEC §9, §3): the first of the derivation's files.
 --
--- Runs in a derivation turn's transaction (store/derivation.py), after the spans' own
+-- Runs in a derivation turn's transaction (store/derive/pending.py), after the spans' own
 -- commit. It reads all stored spans of the touched traces (not only the last batch), so the
 -- result is the same whatever order and in however many batches a trace's spans arrived, and
 -- a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs. The derivation is this file, then derive_walk.sql,
 -- derive_recognise.sql, derive_walk.sql once more (for the traces where one call left two
 -- spans), derive_steps.sql, derive_measure.sql and derive_drop.sql, in one transaction
--- (store/derive.py).
+-- (store/derive/statements.py).
 
 -- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
 -- for a wall clock stepped back between two writes (received_at is now() of each write).
@@ -16,7 +16,7 @@
 -- yet, so step 8 deletes only for traces seen before (most of a stream's batches are new
 -- traces, and each delete is a scan of its whole table).
 -- touched_traces(trace_id, since) says since when each trace has spans not yet derived: the
--- derivation may run long after the write that stored them (see store/derivation.py).
+-- derivation may run long after the write that stored them (see store/derive/pending.py).
 CREATE OR REPLACE TEMP TABLE derive_touched AS
 SELECT t.trace_id, a.first_received_at, t.since
 FROM (SELECT trace_id, min(since) AS since FROM touched_traces GROUP BY trace_id) t
@@ -51,7 +51,7 @@ WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
 GROUP BY trace_id, span_id;
 
 -- 1. The touched traces' spans, recognised as candidate steps by SPEC §9's table and classed
--- by §3 rules 1-5 (the marked fragments are filled from store/conventions.py, the one place
+-- by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py, the one place
 -- those rules are written). `specific` is the class rules 1-4 give other than the fallback
 -- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
 -- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
@@ -233,7 +233,7 @@ SELECT trace_id, spans, has_run, last_received_at,
            AS anchor
 FROM measured;
 
--- gates: which of the statements below have anything to do (store/derive.py)
+-- gates: which of the statements below have anything to do (store/derive/statements.py)
 SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
        (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
        coalesce((SELECT bool_or(root_missing_run IS NOT NULL) FROM derive_anchors), false)
@@ -256,7 +256,8 @@ SELECT trace_id, 'spans_capped' AS note,
 FROM derive_anchors WHERE spans > 250000;
 
 -- When each trace was derived and how large it was: a large trace marked again soon is
--- derived again only after a pause that grows with its size (store/sql/take_pending_derivations.sql).
+-- derived again only after a pause that grows with its size
+-- (store/derive/sql/pending/take_pending_derivations.sql).
 UPDATE trace_arrivals SET spans = a.spans, derived_at = now()
 FROM derive_anchors a WHERE a.trace_id = trace_arrivals.trace_id;
 

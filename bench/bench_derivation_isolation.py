@@ -25,10 +25,10 @@ from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
 from store import (  # noqa: E402
     FlatBatch,
     PendingDerivations,  # noqa: E402
+    SpanWriter,  # noqa: E402
     connect,
     refresh_touched,  # noqa: E402
 )
-from store.writer import SpanWriter  # noqa: E402
 from tests.fuzz_harness import budget_run  # noqa: E402
 from tests.otlp_files import request  # noqa: E402
 

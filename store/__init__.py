@@ -5,7 +5,9 @@ Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layou
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
 - rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
-  from), the pending marks it works through, when it runs, and why a span is a step.
+  from), the pending marks it works through, when it runs, and why a span is a step;
+- write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
+  writer, and serve's group commit with the thread that derives beside it.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -56,6 +58,19 @@ from store.rows.typed_attributes import (
 )
 from store.rows.vocabulary import EXCEPTION_EVENT
 
+# write/: storing batches, one at a time or grouped by serve's single writer
+from store.write.background_writer import BackgroundWriter
+from store.write.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
+from store.write.writer import (
+    RESOURCE_SCHEMA,
+    SCOPE_SCHEMA,
+    AfterWrite,
+    SpanWriter,
+    WriteResult,
+    logs_to_arrow,
+    to_arrow,
+)
+
 __all__ = [
     # file/
     "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
@@ -71,4 +86,7 @@ __all__ = [
     "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
     "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
     "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
+    # write/
+    "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
+    "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
 ]

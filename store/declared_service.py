@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from store import declared_budgets
 from store.declared_budgets import Applied, Change, Declaration
 from store.file.owner import DatabaseOwner
-from store.group_commit import GroupCommitter
+from store.write.group_commit import GroupCommitter
 
 # How long a change waits for its runs to be re-derived before answering "still deriving".
 DERIVE_WAIT_SECONDS = 60.0

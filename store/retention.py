@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from store.writer import rows_deleted
+from store.write.writer import rows_deleted
 
 _LOG = logging.getLogger("budgetscope.retention")
 _SQL = Path(__file__).with_name("sql")

@@ -38,12 +38,12 @@ from store import (
     BUDGET_NUMBER_KEYS,
     TYPED_ATTRIBUTES,
     FlatBatch,
+    GroupCommitter,
     PendingDerivations,
+    SpanWriter,
     connect,
     refresh_touched,
 )
-from store.group_commit import GroupCommitter
-from store.writer import SpanWriter
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json, request

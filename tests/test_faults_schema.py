@@ -25,7 +25,7 @@ def _older_file(folder: Path, version: int) -> Path:
     con = connect(db)
     try:
         from ingest.decode.flatten import flatten_request
-        from store.writer import SpanWriter
+        from store import SpanWriter
 
         SpanWriter(con).write(flatten_request(raw_request(3)))
         con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",

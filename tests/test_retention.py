@@ -21,9 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store import connect
+from store import SpanWriter, connect
 from store.retention import DAY_NS, RetentionPass, RetentionSchedule, cutoff_for, retain
-from store.writer import SpanWriter
 from tests.test_receivers_common import running_receivers
 from tests.trace_builder import TraceBuilder, store
 

@@ -14,8 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store import SCHEMA_VERSION, SchemaError, connect, migration_steps
-from store.writer import SpanWriter
+from store import SCHEMA_VERSION, SchemaError, SpanWriter, connect, migration_steps
 from tests.test_receivers_common import raw_request
 
 

@@ -13,9 +13,15 @@ import pyarrow as pa
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.progress import Progress
 from ingest.files.sources import OpenedFile, expand_paths, read_pieces
-from store import FlatBatch, Rejection, RejectionLog, measure_rootless, pending_derivations
-from store.background_writer import BackgroundWriter
-from store.writer import SpanWriter
+from store import (
+    BackgroundWriter,
+    FlatBatch,
+    Rejection,
+    RejectionLog,
+    SpanWriter,
+    measure_rootless,
+    pending_derivations,
+)
 
 # Spans per transaction. Measured on a 1M-span protobuf file (2 cores): 5k-span transactions
 # spent 84 s inserting, 20k-span ones 53-56 s; the two 20k batches in flight (one committing,

@@ -4,7 +4,7 @@ The logs counterpart of export.py's trace path, and no more than that: the same 
 group-commit writer, limits and acknowledgement (the answer goes out once the records are
 committed), through `SpanIntake.commit`. The HTTP receiver maps `/v1/logs` here and the gRPC
 receiver its LogsService/Export; a log record with exception.type and a span context becomes
-that span's exception evidence once committed (store/sql/mark_pending_log_exceptions.sql).
+that span's exception evidence once committed (store/write/sql/mark_pending_log_exceptions.sql).
 """
 
 from __future__ import annotations

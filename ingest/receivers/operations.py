@@ -40,7 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
-from store.group_commit import GroupCommitter
+from store import GroupCommitter
 
 _LOG = logging.getLogger("budgetscope.operations")
 TEXT = "text/plain; charset=utf-8"

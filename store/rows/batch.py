@@ -1,6 +1,6 @@
 """The row contract between decoding and the store: what a batch of spans, resources, scopes and
-OTLP log records looks like on its way to the writer (store/writer.py turns it into Arrow tables
-of the same columns as store/file/schema/).
+OTLP log records looks like on its way to the writer (store/write/writer.py turns it into Arrow
+tables of the same columns as store/file/schema/).
 
 Every decoder (ingest/decode/: protobuf, OTLP JSON, logs) fills a FlatBatch; the writer, the group
 commit and the ClickHouse loaders of the tests read one. A new typed column is added to

@@ -39,7 +39,7 @@ DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen
 -- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
 -- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
--- span; a late one marks its trace, store/sql/mark_pending_log_exceptions.sql), in time order.
+-- span; a late one marks its trace, store/write/sql/mark_pending_log_exceptions.sql), in time order.
 CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
 SELECT trace_id, span_id,
        list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types,

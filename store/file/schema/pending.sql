@@ -3,7 +3,7 @@
 -- The writer appends a mark per trace in the same transaction as the spans, and the derivation
 -- removes the marks it read in the same transaction as the derived rows, so that after a crash
 -- nothing is forgotten: whatever was acknowledged is derived on the next start.
--- The derivation runs on its own connection, beside the writer (store/derive_thread.py), so a
+-- The derivation runs on its own connection, beside the writer (store/write/derive_thread.py), so a
 -- trace may be marked again while its derivation runs. Hence no primary key: a mark is a row
 -- appended per write (INSERT never conflicts with the derivation's DELETE, and never merges into
 -- a mark the derivation is removing), and the derivation deletes only the marks its snapshot

@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 
 from store.rows.batch import FlatBatch
-from store.writer import WriteResult
+from store.write.writer import WriteResult
 
 WriterTask = Callable[[duckdb.DuckDBPyConnection], Any]
 

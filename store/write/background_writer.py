@@ -14,7 +14,7 @@ import threading
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import DERIVE_EVERY_SPANS
 from store.rows.batch import FlatBatch
-from store.writer import SpanWriter
+from store.write.writer import SpanWriter
 
 _STOP = None
 

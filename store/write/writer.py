@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from store.file.sql_files import load_queries
 from store.rows.batch import (
     CONVENTIONS,
     LOG_COLUMNS,
@@ -59,14 +60,17 @@ LOG_SCHEMA = pa.schema([(c, _LOG_TYPES.get(c, pa.string())) for c in LOG_COLUMNS
 SCOPE_SCHEMA = pa.schema([(c, pa.uint32() if c.startswith("dropped") else pa.string())
                           for c in SCOPE_COLUMNS])
 
-_SQL = Path(__file__).with_name("sql")
-INSERT_SPAN_KEYS = (_SQL / "insert_span_keys.sql").read_text(encoding="utf-8")
-INSERT_SPANS = (_SQL / "insert_spans.sql").read_text(encoding="utf-8")
-INSERT_NEW_SPANS = (_SQL / "insert_new_spans.sql").read_text(encoding="utf-8")
-MARK_PENDING = (_SQL / "mark_pending_derivations.sql").read_text(encoding="utf-8")
-INSERT_LOG_RECORDS = (_SQL / "insert_log_records.sql").read_text(encoding="utf-8")
-NEW_LOG_RECORDS = (_SQL / "new_log_records.sql").read_text(encoding="utf-8")
-MARK_PENDING_LOGS = (_SQL / "mark_pending_log_exceptions.sql").read_text(encoding="utf-8")
+WRITE_FOLDER = Path(__file__).with_name("sql")
+WRITE_QUERIES = load_queries(WRITE_FOLDER, frozenset({
+    "insert_span_keys", "insert_spans", "insert_new_spans", "mark_pending_derivations",
+    "insert_log_records", "new_log_records", "mark_pending_log_exceptions"}))
+INSERT_SPAN_KEYS = WRITE_QUERIES["insert_span_keys"].text
+INSERT_SPANS = WRITE_QUERIES["insert_spans"].text
+INSERT_NEW_SPANS = WRITE_QUERIES["insert_new_spans"].text
+MARK_PENDING = WRITE_QUERIES["mark_pending_derivations"].text
+INSERT_LOG_RECORDS = WRITE_QUERIES["insert_log_records"].text
+NEW_LOG_RECORDS = WRITE_QUERIES["new_log_records"].text
+MARK_PENDING_LOGS = WRITE_QUERIES["mark_pending_log_exceptions"].text
 INSERT_RESOURCES = "INSERT OR IGNORE INTO resources SELECT * FROM incoming_resources"
 INSERT_SCOPES = "INSERT OR IGNORE INTO scopes SELECT * FROM incoming_scopes"
 

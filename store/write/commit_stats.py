@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from store.histogram import Histogram
-from store.writer import WriteResult
+from store.write.histogram import Histogram
+from store.write.writer import WriteResult
 
 
 @dataclass

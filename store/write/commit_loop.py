@@ -1,7 +1,7 @@
 """The writer thread of group commit: one transaction for the batches of many requests.
 
-Receivers decode and flatten in their own threads, then submit the batch (store/commit_queue.py)
-and wait on its future. This thread takes everything queued (up to `max_transaction_spans`),
+Receivers decode and flatten in their own threads, then submit the batch (commit_queue.py) and
+wait on its future. This thread takes everything queued (up to `max_transaction_spans`),
 merges it into one FlatBatch and commits it with one `SpanWriter.write`, then resolves every
 future. A request is answered with success only after that commit returned, so an acknowledged
 span is on disk (DuckDB fsyncs its WAL on commit) and survives kill -9. A failed write (disk
@@ -19,14 +19,15 @@ import time
 
 import duckdb
 
-from store.commit_queue import CommitQueue, Pending
-from store.commit_stats import GroupCommitStats
-from store.derive_thread import DerivationThread
-from store.derived_turns import DerivedTableTurns
 from store.rows.batch import FlatBatch
-from store.writer import SpanWriter, to_arrow
+from store.write.commit_queue import CommitQueue, Pending
+from store.write.commit_stats import GroupCommitStats
+from store.write.derive_thread import DerivationThread
+from store.write.derived_turns import DerivedTableTurns
+from store.write.writer import SpanWriter, to_arrow
 
-_LOG = logging.getLogger(__name__)
+# The name it had before the store had rooms: log configurations and tests filter on it.
+_LOG = logging.getLogger("store.commit_loop")
 
 
 class WriteFailed(RuntimeError):

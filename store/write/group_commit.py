@@ -3,13 +3,15 @@
 `GroupCommitter` is the front the receivers, retention and declared budgets use; each of its jobs
 is a module of its own, where its measured reasons are written:
 
-- store/commit_queue.py: admission with back-pressure (Overloaded, max lag) and what one
-  commit takes (lingering for requests still being decoded);
-- store/commit_loop.py: the writer thread, which commits and only then acknowledges;
-- store/derive_thread.py: the second thread, on its own connection, that derives runs and steps
-  after commits, outside the acknowledged transaction;
-- store/derived_turns.py: writer tasks (retention) and derivation turns taking turns;
-- store/commit_stats.py: what /metrics and /readyz read of the writer.
+- commit_queue.py: admission with back-pressure (Overloaded, max lag) and what one commit takes
+  (lingering for requests still being decoded);
+- commit_loop.py: the writer thread, which commits and only then acknowledges;
+- derive_thread.py: the second thread, on its own connection, that derives runs and steps after
+  commits, outside the acknowledged transaction;
+- derived_turns.py: writer tasks (retention) and derivation turns taking turns;
+- commit_stats.py: what /metrics and /readyz read of the writer.
+
+All of them beside this module, in store/write/.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ from typing import Any
 
 import duckdb
 
-from store.commit_loop import CommitLoop, WriteFailed
-from store.commit_queue import Closed, CommitQueue, Overloaded, WriterTask
-from store.commit_stats import GroupCommitStats
 from store.derive.pending import Derive, PendingDerivations
 from store.derive.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
-from store.derive_thread import DerivationThread
-from store.derived_turns import DerivedTableTurns
 from store.rows.batch import FlatBatch
-from store.writer import SpanWriter, WriteResult
+from store.write.commit_loop import CommitLoop, WriteFailed
+from store.write.commit_queue import Closed, CommitQueue, Overloaded, WriterTask
+from store.write.commit_stats import GroupCommitStats
+from store.write.derive_thread import DerivationThread
+from store.write.derived_turns import DerivedTableTurns
+from store.write.writer import SpanWriter, WriteResult
 
 __all__ = ["Closed", "GroupCommitStats", "GroupCommitter", "Overloaded", "WriteFailed"]
 
@@ -83,7 +85,7 @@ class GroupCommitter:
 
     @property
     def writer(self) -> SpanWriter:
-        """Public for tests, which set its after_write hook (store/writer.py)."""
+        """Public for tests, which set its after_write hook (store/write/writer.py)."""
         return self._loop.writer
 
     @property

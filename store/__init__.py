@@ -7,7 +7,8 @@ Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layou
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
   from), the pending marks it works through, when it runs, and why a span is a step;
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
-  writer, and serve's group commit with the thread that derives beside it.
+  writer, and serve's group commit with the thread that derives beside it;
+- retention/: removing traces older than N days, whole, in slices the writer interleaves.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -39,6 +40,16 @@ from store.file.sql_files import (
     QueryFileError,
     bound_parameters,
     load_queries,
+)
+
+# retention/: old traces removed whole (`retain`), or by serve's schedule between commits
+from store.retention.passes import (
+    DAY_NS,
+    RetentionPass,
+    RetentionSchedule,
+    cutoff_for,
+    file_bytes,
+    retain,
 )
 
 # rows/: what decoding hands the writer, and the words its values take
@@ -89,4 +100,6 @@ __all__ = [
     # write/
     "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
     "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
+    # retention/
+    "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
 ]

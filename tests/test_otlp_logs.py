@@ -334,7 +334,7 @@ def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
         tmp_path: Path) -> None:
     import time
 
-    from store.retention import retain
+    from store import retain
 
     db, run = _run_db(tmp_path)
     loose = tmp_path / "loose.json"  # records of 2026-11-18 whose trace holds no span

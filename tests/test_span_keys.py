@@ -11,8 +11,7 @@ import duckdb
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import FlatBatch, SpanWriter, connect
-from store.retention import retain
+from store import FlatBatch, SpanWriter, connect, retain
 
 DAY_NS = 86_400 * 10**9
 

@@ -14,8 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import FlatBatch, SpanWriter, connect
-from store.retention import retain
+from store import FlatBatch, SpanWriter, connect, retain
 
 DAY_NS = 86_400 * 10**9
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from budgetscope.commands.common import Fail, db_option, open_database
-from store.retention import retain
+from store import retain
 
 
 @click.command("retain")

@@ -165,9 +165,9 @@ def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa
 
 
 # How many times this process deleted resource or scope rows. Process-wide rather than per
-# connection or file because the deleter (store/retention.py) runs on whatever connection it is
-# given and knows no writer; forgetting too often costs one INSERT OR IGNORE, too seldom a span
-# whose resource row is gone. One writer per file across processes (DuckDB's lock), so no other
+# connection or file because the deleter (store/retention/passes.py) runs on whatever connection
+# it is given and knows no writer; forgetting too often costs one INSERT OR IGNORE, too seldom a
+# span whose resource row is gone. One writer per file across processes (DuckDB's lock), so no other
 # process can delete rows under a writer of this one.
 _deletion_lock = threading.Lock()
 _deletion_count = 0

@@ -35,15 +35,19 @@ from typing import Any
 
 import duckdb
 
+from store.file.sql_files import load_queries
 from store.write.writer import rows_deleted
 
 _LOG = logging.getLogger("budgetscope.retention")
-_SQL = Path(__file__).with_name("sql")
-_EXPIRED = (_SQL / "retention_expired.sql").read_text(encoding="utf-8")
-_TAKE_SLICE = (_SQL / "retention_take_slice.sql").read_text(encoding="utf-8")
-_DELETE_SLICE = (_SQL / "retention_delete_slice.sql").read_text(encoding="utf-8")
-_ORPHANS = (_SQL / "retention_orphans.sql").read_text(encoding="utf-8")
-_LOOSE_LOGS = (_SQL / "retention_loose_log_records.sql").read_text(encoding="utf-8")
+RETENTION_FOLDER = Path(__file__).with_name("sql")
+RETENTION_QUERIES = load_queries(RETENTION_FOLDER, frozenset({
+    "retention_expired", "retention_take_slice", "retention_delete_slice", "retention_orphans",
+    "retention_loose_log_records"}))
+_EXPIRED = RETENTION_QUERIES["retention_expired"].text
+_TAKE_SLICE = RETENTION_QUERIES["retention_take_slice"].text
+_DELETE_SLICE = RETENTION_QUERIES["retention_delete_slice"].text
+_ORPHANS = RETENTION_QUERIES["retention_orphans"].text
+_LOOSE_LOGS = RETENTION_QUERIES["retention_loose_log_records"].text
 DAY_NS = 86_400 * 10**9
 
 

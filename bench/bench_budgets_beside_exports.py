@@ -31,8 +31,7 @@ from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, connect, rebuild_all
-from store.declared_service import DeclaredBudgets
+from store import DatabaseOwner, DeclaredBudgets, connect, rebuild_all
 from tests.test_receivers_common import raw_request
 
 

@@ -34,7 +34,7 @@ class DashboardConfig:
     """Where the data is, how often pages follow it, and what a page may change.
 
     `editor`: inside `budgetscope serve`, the server's declared-budget service (it writes
-    through the server's single writer; store.declared_service.DeclaredBudgets); None
+    through the server's single writer; store.DeclaredBudgets); None
     elsewhere, where the dashboard only reads and changes are made with `budgetscope budgets`.
     `endpoints`: the OTLP/HTTP and OTLP/gRPC addresses the empty state names."""
 

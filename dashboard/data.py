@@ -33,8 +33,8 @@ from queries.run_view import RunView, load_run
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
 from simulation.replay import Prepared, SimulationResult, prepare, replay
-from store import DatabaseBusy, clickhouse, declared_budgets, declared_service
-from store.declared_service import DeclaredBudgets
+from store import Change, DatabaseBusy, DeclaredBudgets, Outcome, clickhouse
+from store import declarations as stored_declarations
 from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
@@ -301,7 +301,7 @@ def declarations() -> pd.DataFrame | None:
 
     def read() -> list[dict[str, object]]:
         with connection() as con:
-            return [d.to_json() for d in declared_budgets.declarations(con)]
+            return [d.to_json() for d in stored_declarations(con)]
 
     rows = _fresh_or_last(("declarations",), read)
     return pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
@@ -318,7 +318,7 @@ def budget_editor() -> DeclaredBudgets | None:
     return configured.editor
 
 
-def change_declaration(change: declared_budgets.Change) -> declared_service.Outcome:
+def change_declaration(change: Change) -> Outcome:
     """Store a change through the server's writer and forget cached results. Raises
     DeclarationError (nothing stored) and RuntimeError when this dashboard cannot edit."""
     editor = budget_editor()

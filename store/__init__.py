@@ -8,7 +8,8 @@ Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layou
   from), the pending marks it works through, when it runs, and why a span is a step;
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
   writer, and serve's group commit with the thread that derives beside it;
-- retention/: removing traces older than N days, whole, in slices the writer interleaves.
+- retention/: removing traces older than N days, whole, in slices the writer interleaves;
+- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -16,6 +17,17 @@ Nothing here imports another package of budgetscope: everything else stands on i
 
 # file/: opening the file (one owner at a time), the owning connection, schema and registry
 # derive/: the derivation, its pending marks and when it runs; `conventions`, SPEC §9 as data
+# declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
+from store.declared.budgets import (
+    Change,
+    DeclarationError,
+    apply,
+    checked_agent,
+    checked_step_key,
+    declarations,
+    parse_duration_ms,
+)
+from store.declared.service import DeclaredBudgets, Outcome, WriterBusy
 from store.derive import conventions
 from store.derive.explain import explain_trace
 from store.derive.pending import PendingDerivations
@@ -102,4 +114,7 @@ __all__ = [
     "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
     # retention/
     "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
+    # declared/
+    "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
+    "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
 ]

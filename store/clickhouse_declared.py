@@ -1,6 +1,6 @@
 """Declared budgets and step caps on the ClickHouse backend (SPEC §10).
 
-The same declarations as the DuckDB file's (store/declared_budgets.py checks them), kept in
+The same declarations as the DuckDB file's (store/declared/budgets.py checks them), kept in
 ClickHouse tables that derive_build.sql reads. The derived tables there are rebuilt whole, not
 per trace: a change alters the declarations' fingerprint that derive_state.sql compares, so the
 next reader (this command itself, right after the change) rebuilds them.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from store.clickhouse import BACKEND_FOLDER, ClickHouseConnection, split_statements
-from store.declared_budgets import Change, Declaration
+from store.declared.budgets import Change, Declaration
 from store.file.sql_files import CLICKHOUSE_PARAMETER, load_queries
 
 QUERIES = load_queries(BACKEND_FOLDER / "declared", frozenset({

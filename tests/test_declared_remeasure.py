@@ -8,8 +8,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from store import PendingDerivations, pending_derivations, refresh_touched
-from store.declared_budgets import Change, apply
+from store import Change, PendingDerivations, apply, pending_derivations, refresh_touched
 from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 OP = "gen_ai.operation.name"

@@ -32,14 +32,19 @@ from budgetscope.commands.common import (
 )
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.terminal import terminal_safe
-from store import DatabaseBusy, SchemaError, clickhouse, clickhouse_declared, connect, derive_now
-from store.declared_budgets import (
+from store import (
     Change,
+    DatabaseBusy,
     DeclarationError,
+    SchemaError,
     apply,
     checked_agent,
     checked_step_key,
+    clickhouse,
+    clickhouse_declared,
+    connect,
     declarations,
+    derive_now,
     parse_duration_ms,
 )
 from store.reader import READER_WAIT_SECONDS

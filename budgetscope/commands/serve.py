@@ -51,8 +51,14 @@ from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseBusy, DatabaseOwner, MemoryLimitError, RetentionSchedule, SchemaError
-from store.declared_service import DeclaredBudgets
+from store import (
+    DatabaseBusy,
+    DatabaseOwner,
+    DeclaredBudgets,
+    MemoryLimitError,
+    RetentionSchedule,
+    SchemaError,
+)
 from store.reader import Source
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.

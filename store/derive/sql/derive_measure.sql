@@ -11,7 +11,7 @@ CREATE OR REPLACE TEMP TABLE derive_runs AS
 WITH declared AS (
     -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
     -- agent, else the declared default. A change of declarations marks the runs it affects
-    -- (store/declared_budgets.py), so past runs follow it.
+    -- (store/declared/budgets.py), so past runs follow it.
     SELECT r.*,
            coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
            CASE WHEN r.budget_total_ms IS NOT NULL THEN 'span'

@@ -4,7 +4,7 @@
 -- `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the
 -- derivation (store/derive/sql/derive_refresh.sql), which resolves each run's budget B as the
 -- span's own budget.total_ms, else its agent's declared budget, else the declared default.
--- A change marks the affected traces pending (store/declared_budgets.py), so that past runs'
+-- A change marks the affected traces pending (store/declared/budgets.py), so that past runs'
 -- numbers follow it like new ones.
 
 -- One row per agent with a declared budget, and at most one row with scope 'default' (agent

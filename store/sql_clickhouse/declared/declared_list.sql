@@ -1,5 +1,5 @@
 -- name: declared_list
--- Every declared budget and cap, the default first (as store/sql/declared_list.sql).
+-- Every declared budget and cap, the default first (as store/declared/sql/declared_list.sql).
 SELECT what, scope, target, duration_ms,
        formatDateTime(declared_at, '%Y-%m-%dT%H:%i:%SZ', 'UTC') AS declared_at FROM (
     SELECT 'budget' AS what, scope, nullIf(agent, '') AS target, budget_ms AS duration_ms,

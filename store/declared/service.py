@@ -12,8 +12,8 @@ import concurrent.futures
 import time
 from dataclasses import dataclass
 
-from store import declared_budgets
-from store.declared_budgets import Applied, Change, Declaration
+from store.declared import budgets as declared_budgets
+from store.declared.budgets import Applied, Change, Declaration
 from store.file.owner import DatabaseOwner
 from store.write.group_commit import GroupCommitter
 

@@ -25,11 +25,17 @@ from typing import Any
 
 import duckdb
 
-_SQL = Path(__file__).with_name("sql")
+from store.file.sql_files import load_queries
+
+DECLARED_FOLDER = Path(__file__).with_name("sql")
+DECLARED_QUERIES = load_queries(DECLARED_FOLDER, frozenset({
+    "declared_budget_set", "declared_budget_unset", "declared_cap_set", "declared_cap_unset",
+    "declared_affected_by_budget", "declared_affected_by_cap", "mark_declared_affected",
+    "declared_list"}))
 
 
 def _sql(name: str) -> str:
-    return (_SQL / f"{name}.sql").read_text(encoding="utf-8")
+    return DECLARED_QUERIES[name].text
 
 
 _BUDGET_SET = _sql("declared_budget_set")

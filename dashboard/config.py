@@ -17,8 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from store import DB_ENV, DEFAULT_DB
-from store.clickhouse import BACKEND_ENV
+from store import BACKEND_ENV, DB_ENV, DEFAULT_DB
 from store.reader import Source
 
 # How often an open page checks for new data (`--refresh-seconds`; 0: never). Ten seconds: a

@@ -9,7 +9,7 @@ The ClickHouse dialect (CLICKHOUSE_QUERIES) of a report query is translated from
 translate.OVERRIDES, checked the same way as this folder. Their parameters are ClickHouse query
 parameters (`{since_ns:Nullable(Int64)}`). `frame` runs a named query in the dialect of the
 connection it is given. The derivation's files, and the ClickHouse backend's own tables and
-derivation, are the store's (store/derive/statements.py, store/clickhouse.py).
+derivation, are the store's (store/derive/statements.py, store/clickhouse/).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layou
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
   writer, and serve's group commit with the thread that derives beside it;
 - retention/: removing traces older than N days, whole, in slices the writer interleaves;
-- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured.
+- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
+- clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
+  tables, its derivation and its declared budgets (`clickhouse_declared`).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -18,6 +20,10 @@ Nothing here imports another package of budgetscope: everything else stands on i
 # file/: opening the file (one owner at a time), the owning connection, schema and registry
 # derive/: the derivation, its pending marks and when it runs; `conventions`, SPEC §9 as data
 # declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
+# clickhouse/: the backend as a namespace (its connect, close_all, ... beside DuckDB's)
+from store import clickhouse
+from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
+from store.clickhouse import declared as clickhouse_declared
 from store.declared.budgets import (
     Change,
     DeclarationError,
@@ -117,4 +123,7 @@ __all__ = [
     # declared/
     "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
     "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
+    # clickhouse/
+    "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
+    "clickhouse_declared",
 ]

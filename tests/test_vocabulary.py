@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from store import (
+    BACKEND_QUERIES,
+    DERIVE_BUILD,
     DERIVE_QUERIES,
     MERGED_COLUMNS,
     RECOGNISE,
@@ -16,7 +18,6 @@ from store import (
     conventions,
     vocabulary,
 )
-from store.clickhouse import BACKEND_QUERIES, DERIVE_BUILD
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each derivation is several files, run one after the other (store.refresh_touched:

@@ -1,6 +1,6 @@
 """SPEC §9 and §3 as data: which spans are steps, of what kind and name, and how a step's class
 is read, for every convention SPEC names. Both derivations are generated from this module:
-store/derive/sql/derive_refresh.sql (DuckDB) and store/sql_clickhouse/derive_build.sql carry
+store/derive/sql/derive_refresh.sql (DuckDB) and store/clickhouse/sql/derive_build.sql carry
 markers such as `/*@step_row*/` that `render` replaces with SQL built from the tables below.
 
 Adding a framework is an entry in STEP_RULES (in SPEC's order: the first matching row wins),

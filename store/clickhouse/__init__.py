@@ -9,11 +9,14 @@ A backend URL picks the engine:
   in CI): the SQL is the one the chdb tests run, the transport is clickhouse-connect's.
 
 Report queries come from queries/sql/clickhouse/ (queries.loader.CLICKHOUSE_QUERIES); the
-backend's own tables and derivation from store/sql_clickhouse/ (BACKEND_QUERIES); values are
-always bound as
+backend's own tables and derivation from sql/ beside this module (store/clickhouse/sql/,
+BACKEND_QUERIES); values are always bound as
 ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
 Only results travel: report rows (aggregates; for `runs`, one row per run; for the run view,
 one run's steps), never spans. chdb allows one data folder per process at a time.
+
+This module is the room's API (the front exports it as `store.clickhouse`); declared.py keeps
+the declared budgets and caps on ClickHouse (`store.clickhouse_declared`), in sql/declared/.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # The backend's own files: the Collector exporter's tables, and the derivation that builds runs
 # and steps there (rebuilt whole: derive_state says when).
-BACKEND_FOLDER = Path(__file__).with_name("sql_clickhouse")
+BACKEND_FOLDER = Path(__file__).with_name("sql")
 BACKEND_NAMES = frozenset({
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
     "derive_steps", "derive_log_exceptions", "derive_log_exceptions_none",

@@ -17,8 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from store import BACKEND_ENV, DB_ENV, DEFAULT_DB
-from store.reader import Source
+from store import BACKEND_ENV, DB_ENV, DEFAULT_DB, Source
 
 # How often an open page checks for new data (`--refresh-seconds`; 0: never). Ten seconds: a
 # check only stats the database file, and a chart that moves every second helps nobody read it.

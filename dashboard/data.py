@@ -33,9 +33,18 @@ from queries.run_view import RunView, load_run
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
 from simulation.replay import Prepared, SimulationResult, prepare, replay
-from store import Change, DatabaseBusy, DeclaredBudgets, Outcome, clickhouse
+from store import (
+    Change,
+    DatabaseBusy,
+    DeclaredBudgets,
+    NoDatabase,
+    Outcome,
+    SharedFile,
+    Source,
+    clickhouse,
+    reader,
+)
 from store import declarations as stored_declarations
-from store.reader import NoDatabase, SharedFile, Source, reader
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
 # the TTL only bounds how long unused results stay in memory.
@@ -74,7 +83,7 @@ class Held:
 @contextmanager
 def one_open_per_run() -> Iterator[None]:
     """Within this block (a page run), standalone queries share one read-only open of the file,
-    closed when the block ends (store.reader.SharedFile); a page drawn from the cache opens
+    closed when the block ends (store.SharedFile); a page drawn from the cache opens
     nothing."""
     holder = SharedFile()
     token = _run_connection.set(holder)

@@ -1,7 +1,8 @@
-"""The database, and the one front every other package uses it through: what they may use of
-the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+"""The database, and the one front every other package uses it through: what the others may use
+of the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
 
-Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layout"):
+Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
+(docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
 - rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
@@ -11,19 +12,23 @@ Its rooms, each a package that owns its part and its SQL (docs/design.md, "Layou
 - retention/: removing traces older than N days, whole, in slices the writer interleaves;
 - declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
 - clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
-  tables, its derivation and its declared budgets (`clickhouse_declared`).
+  tables, its derivation and its declared budgets (`clickhouse_declared`);
+- read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
+
+Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
+namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
+`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
 """
 
-# file/: opening the file (one owner at a time), the owning connection, schema and registry
-# derive/: the derivation, its pending marks and when it runs; `conventions`, SPEC §9 as data
-# declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
-# clickhouse/: the backend as a namespace (its connect, close_all, ... beside DuckDB's)
+# clickhouse/: the backend, and its declared budgets
 from store import clickhouse
 from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
 from store.clickhouse import declared as clickhouse_declared
+
+# declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
 from store.declared.budgets import (
     Change,
     DeclarationError,
@@ -34,6 +39,8 @@ from store.declared.budgets import (
     parse_duration_ms,
 )
 from store.declared.service import DeclaredBudgets, Outcome, WriterBusy
+
+# derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
 from store.derive import conventions
 from store.derive.explain import explain_trace
 from store.derive.pending import PendingDerivations
@@ -48,6 +55,8 @@ from store.derive.scheduling import (
 )
 from store.derive.statements import QUERIES as DERIVE_QUERIES
 from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set_root_cutoff
+
+# file/: opening the file (one owner at a time), the owning connection, schema and registry
 from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
 from store.file.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files, migration_steps
 from store.file.owner import CHECKPOINT_THRESHOLD, DatabaseOwner, MemoryLimitError
@@ -58,6 +67,17 @@ from store.file.sql_files import (
     QueryFileError,
     bound_parameters,
     load_queries,
+)
+
+# read/: where the data is (`Source`) and how a command or the dashboard opens it
+from store.read.reader import (
+    READER_WAIT_SECONDS,
+    NoDatabase,
+    SharedFile,
+    Source,
+    open_for_reading,
+    open_reader,
+    reader,
 )
 
 # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
@@ -101,29 +121,32 @@ from store.write.writer import (
 )
 
 __all__ = [
+    # clickhouse/
+    "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
+    "clickhouse_declared",
+    # declared/
+    "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
+    "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
+    # derive/
+    "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
+    "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
+    "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
     # file/
     "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
     "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
     "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
     "load_queries", "migration_steps", "serve_sidecar_path",
+    # read/
+    "READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source", "open_for_reading", "open_reader",
+    "reader",
+    # retention/
+    "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
     # rows/
     "BUDGET_BOUNDS", "BUDGET_NUMBER_KEYS", "CONVENTIONS", "CONVENTION_COLUMNS",
     "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
     "MERGED_COLUMNS", "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES",
     "merge_named_columns", "vocabulary",
-    # derive/
-    "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
-    "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
-    "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
     # write/
     "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
     "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
-    # retention/
-    "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
-    # declared/
-    "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
-    "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
-    # clickhouse/
-    "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
-    "clickhouse_declared",
 ]

@@ -16,8 +16,7 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import fmt
 from dashboard.config import DashboardConfig, configure, current
-from store import Change, DatabaseOwner, DeclaredBudgets, GroupCommitter, refresh_touched
-from store.reader import Source
+from store import Change, DatabaseOwner, DeclaredBudgets, GroupCommitter, Source, refresh_touched
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, open_db, store
 

@@ -33,6 +33,7 @@ from budgetscope.commands.common import (
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.terminal import terminal_safe
 from store import (
+    READER_WAIT_SECONDS,
     Change,
     DatabaseBusy,
     DeclarationError,
@@ -47,7 +48,6 @@ from store import (
     derive_now,
     parse_duration_ms,
 )
-from store.reader import READER_WAIT_SECONDS
 
 
 def format_ms(ms: int) -> str:

@@ -14,9 +14,17 @@ import duckdb
 
 from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
-from store import CatchUp, DatabaseBusy, SchemaError, catch_up, clickhouse, connect
-from store.reader import NoDatabase, Source
-from store.reader import open_reader as open_reader_of
+from store import (
+    CatchUp,
+    DatabaseBusy,
+    NoDatabase,
+    SchemaError,
+    Source,
+    catch_up,
+    clickhouse,
+    connect,
+)
+from store import open_reader as open_reader_of
 
 
 class Fail(click.ClickException):
@@ -122,7 +130,7 @@ def source(context: click.Context) -> Source:
 @contextmanager
 def open_reader(context: click.Context) -> Iterator[Connection]:
     """What `report`, `run` and `check` read: the server's own reader when `serve` runs the
-    command for a client; else store.reader's (the ClickHouse backend when --backend names
+    command for a client; else store.open_reader's (the ClickHouse backend when --backend names
     one, its derived tables brought up to date first; else the DuckDB file of --db, what a
     stopped writer left marked derived first)."""
     served = served_reader(context)

@@ -19,8 +19,7 @@ from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from ingest.receivers.auth import FailedTokens
-from store import DatabaseBusy, SchemaError, clickhouse
-from store.reader import Source, open_for_reading
+from store import DatabaseBusy, SchemaError, Source, clickhouse, open_for_reading
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
@@ -34,7 +33,7 @@ _refresh_seconds = DEFAULT_REFRESH_SECONDS
 def check_readable(db: str) -> None:
     """Fail early, with the server's address, when another process holds the file. What a
     stopped writer left is derived first when the file can be opened for writing at once
-    (store.reader.open_for_reading); else the dashboard reads it as it is and says so."""
+    (store.open_for_reading); else the dashboard reads it as it is and says so."""
     if not Path(db).exists():
         raise Fail(f"no database at {db}; load traces first with `budgetscope ingest`, "
                    "or try `budgetscope demo`")

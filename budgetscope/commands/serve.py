@@ -58,8 +58,8 @@ from store import (
     MemoryLimitError,
     RetentionSchedule,
     SchemaError,
+    Source,
 )
-from store.reader import Source
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0

@@ -11,8 +11,8 @@ What starts it:
 4. bulk loads (`ingest`, `demo`): every DERIVE_EVERY_SPANS stored spans, and once at the end;
 5. a command that opens the file read-write (`ingest`, `retain`, `budgets` changes), and a
    read command (`report`, `run`, `check`, `simulate`, `dashboard`) that finds marks and can
-   open the file for writing at once (store.reader.open_for_reading; else it reads without
-   them and says so): `catch_up`, for what a stopped or crashed writer left;
+   open the file for writing at once (open_for_reading in store/read/reader.py; else it reads
+   without them and says so): `catch_up`, for what a stopped or crashed writer left;
 6. `budgetscope budgets` on the file: right after the change it stored (`derive_now`).
 
 Every trigger derives the same way, so every trigger also re-measures: a change of a declared

@@ -80,7 +80,7 @@ def connect(path: str | os.PathLike[str], *, read_only: bool = False,
     """Open (creating if needed) the database and its schema. Raises DatabaseBusy: at once when
     a `budgetscope serve` holds the file (it never lets go), else once `wait_seconds` have
     passed without the process holding it letting go (a reader deriving what a stopped writer
-    left, a dashboard's page run, a report: seconds at most, see store.reader)."""
+    left, a dashboard's page run, a report: seconds at most, see store/read/reader.py)."""
     text = str(path)
     deadline = time.monotonic() + wait_seconds
     pause = 0.05

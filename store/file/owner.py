@@ -7,9 +7,9 @@ to the same database instance, safe to use from its own thread, and reads see co
 while the writer works.
 
 The dashboard, which Streamlit runs as a script in threads of this process, is handed the owner
-in its configuration (dashboard.config, read through store.reader) instead of opening the file
-(a second `duckdb.connect` would create a second database instance with its own cache and WAL
-handling).
+in its configuration (dashboard.config, read through store/read/reader.py) instead of opening
+the file (a second `duckdb.connect` would create a second database instance with its own cache
+and WAL handling).
 
 While it holds the file the owner also announces itself in a sidecar file next to it (see
 `serve_sidecar_path` in store/file/database.py), so that a command that finds the file locked

@@ -7,8 +7,11 @@ needs it. DuckDB parameters are named (`$since_ns`), ClickHouse ones typed
 (`{since_ns:Nullable(Int64)}`); values are always bound, never formatted into the text, so a
 query's text is fixed at start-up.
 
-The store's own files (writer, derivation, the ClickHouse backend's tables and derivation, the
-schema and its migrations) and the reports' (queries/loader.py) are loaded the same way, here.
+Every .sql file of the store is loaded here, each folder by the module that owns it: the DDL and
+its migrations (file/ddl.py), the writer's (write/writer.py), the derivation's and its pending
+marks' (derive/statements.py, derive/pending.py), retention's (retention/passes.py), the declared
+budgets' (declared/budgets.py) and the ClickHouse backend's (clickhouse/); the reports'
+(queries/loader.py) are loaded the same way.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from store import clickhouse
+import store.clickhouse as clickhouse
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import CatchUp, catch_up
 from store.file.database import DEFAULT_DB, DatabaseBusy, connect

@@ -17,16 +17,15 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 
 Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
 namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
-`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data).
+`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data). The names of
+clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
 """
 
-# clickhouse/: the backend, and its declared budgets
-from store import clickhouse
-from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
-from store.clickhouse import declared as clickhouse_declared
+import importlib
+from typing import TYPE_CHECKING, Any
 
 # declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
 from store.declared.budgets import (
@@ -42,7 +41,6 @@ from store.declared.service import DeclaredBudgets, Outcome, WriterBusy
 
 # derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
 from store.derive import conventions
-from store.derive.explain import explain_trace
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import (
     DERIVE,
@@ -67,17 +65,6 @@ from store.file.sql_files import (
     QueryFileError,
     bound_parameters,
     load_queries,
-)
-
-# read/: where the data is (`Source`) and how a command or the dashboard opens it
-from store.read.reader import (
-    READER_WAIT_SECONDS,
-    NoDatabase,
-    SharedFile,
-    Source,
-    open_for_reading,
-    open_reader,
-    reader,
 )
 
 # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
@@ -119,6 +106,59 @@ from store.write.writer import (
     logs_to_arrow,
     to_arrow,
 )
+
+# The ClickHouse backend (clickhouse/), the reader that may open it (read/) and the explanation
+# of a trace's spans (derive/explain.py) import pandas, and the backend renders its derivation:
+# 0.24 s and 41 MB more (measured) for a process that only decodes, writes or derives, such as
+# bench_ingest's decoding, which never loaded them before the front. Their names are imported
+# on first use (`__getattr__` below); type checkers read them here.
+if TYPE_CHECKING:
+    # clickhouse/: the backend, and its declared budgets
+    from store import clickhouse
+    from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
+    from store.clickhouse import declared as clickhouse_declared
+
+    # derive/: why each span of a trace is, or is not, a step
+    from store.derive.explain import explain_trace
+
+    # read/: where the data is (`Source`) and how a command or the dashboard opens it
+    from store.read.reader import (
+        READER_WAIT_SECONDS,
+        NoDatabase,
+        SharedFile,
+        Source,
+        open_for_reading,
+        open_reader,
+        reader,
+    )
+
+# name -> (module, its attribute; None: the module itself), as the block above imports them
+ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
+    "clickhouse": ("store.clickhouse", None),
+    **{name: ("store.clickhouse", name)
+       for name in ("BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection")},
+    "clickhouse_declared": ("store.clickhouse.declared", None),
+    "explain_trace": ("store.derive.explain", "explain_trace"),
+    **{name: ("store.read.reader", name)
+       for name in ("READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source",
+                    "open_for_reading", "open_reader", "reader")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ON_FIRST_USE, imported now (and kept, so this runs once a name)."""
+    if name not in ON_FIRST_USE:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    module, attribute = ON_FIRST_USE[name]
+    found = importlib.import_module(module)
+    value = found if attribute is None else getattr(found, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     # clickhouse/

@@ -78,7 +78,8 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
 def _outside_the_store() -> list[Path]:
     """Every Python file of the repository outside store/ (tests and benches included)."""
     folders = [entry for entry in sorted(ROOT.iterdir()) if entry.is_dir()
-               and not entry.name.startswith((".", "_")) and entry.name != "store"
+               and not entry.name.startswith((".", "_"))
+               and entry.name not in ("store", "build", "dist")
                and not entry.name.endswith(".egg-info")]
     return [*sorted(ROOT.glob("*.py")), *(p for f in folders for p in sorted(f.rglob("*.py")))]
 
@@ -132,12 +133,28 @@ def test_the_front_walk_sees_the_imports() -> None:
 
 
 def test_the_front_names_what_it_imports() -> None:
-    """Every name the front imports is in its __all__, and every name of __all__ is there."""
+    """__all__ is what the front imports, at once or (ON_FIRST_USE) on first use; the names
+    imported on first use are those type checkers read under TYPE_CHECKING, from the same
+    modules; and each is there."""
     tree = ast.parse((ROOT / "store" / "__init__.py").read_text(encoding="utf-8"))
-    imported = {alias.asname or alias.name for node in tree.body
-                if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert imported == set(store.__all__)
-    assert all(hasattr(store, name) for name in store.__all__)
+    at_once = {alias.asname or alias.name for node in tree.body
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("store")
+               for alias in node.names}
+    (typed,) = [node for node in tree.body if isinstance(node, ast.If)
+                and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+    on_first_use = {}
+    for node in typed.body:
+        assert isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names:
+            module = f"{node.module}.{alias.name}"
+            imported = (module, None) if (ROOT / Path(*module.split("."))).exists() or \
+                (ROOT / Path(*module.split("."))).with_suffix(".py").exists() else \
+                (node.module, alias.name)
+            on_first_use[alias.asname or alias.name] = imported
+    assert on_first_use == store.ON_FIRST_USE
+    assert not at_once & set(on_first_use)
+    assert sorted(at_once | set(on_first_use)) == sorted(store.__all__)
+    assert all(getattr(store, name) is not None for name in store.__all__)
 
 
 # ---- no import circles ---------------------------------------------------------------------

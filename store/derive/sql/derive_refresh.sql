@@ -7,8 +7,9 @@
 -- a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs. The derivation is this file, then derive_walk.sql,
 -- derive_recognise.sql, derive_walk.sql once more (for the traces where one call left two
--- spans), derive_steps.sql, derive_measure.sql and derive_drop.sql, in one transaction
--- (store/derive/statements.py).
+-- spans or runs nest too deep; skipped when none does), derive_steps.sql, derive_measure.sql
+-- and derive_drop.sql, in one transaction (store/derive/statements.py, which also skips the
+-- statements marked `-- when:` that have nothing to do).
 
 -- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
 -- for a wall clock stepped back between two writes (received_at is now() of each write).

@@ -72,6 +72,9 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "tests/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),
+    "tests/test_sql_registry.py": (
+        "store.file.sql_files", "reads the registry's record of the folders it loaded, to tell "
+        "that every .sql file of the store went through it"),
 }
 
 

@@ -57,6 +57,11 @@ def parse_query(path: Path, parameter: re.Pattern[str] = DUCKDB_PARAMETER) -> Qu
     return Query(path.stem, doc["doc"], text, parameters)
 
 
+# Every folder loaded in this process, so that a test can tell that no folder of .sql files is
+# read around the registry (tests/test_sql_registry.py).
+LOADED_FOLDERS: set[Path] = set()
+
+
 def load_queries(folder: Path, expected: frozenset[str],
                  parameter: re.Pattern[str] = DUCKDB_PARAMETER) -> dict[str, Query]:
     present = {path.stem: path for path in folder.glob("*.sql")}
@@ -65,6 +70,7 @@ def load_queries(folder: Path, expected: frozenset[str],
     if unknown or missing:
         raise QueryFileError(f"{folder} does not match QUERY_NAMES: unknown {unknown}, "
                              f"missing {missing}")
+    LOADED_FOLDERS.add(folder.resolve())
     return {name: parse_query(path, parameter) for name, path in sorted(present.items())}
 
 

@@ -31,10 +31,7 @@ from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import connect
-from store.declared_service import DeclaredBudgets
-from store.derive import rebuild_all
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, DeclaredBudgets, connect, rebuild_all
 from tests.test_receivers_common import raw_request
 
 

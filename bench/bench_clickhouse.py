@@ -8,7 +8,7 @@ tests.clickhouse_load.traces, as the Collector's exporter writes otel_traces), t
 inside each engine with new ids until --spans is reached: copy k of a span gets the ids
 md5(id || '/' || k) (bench/sql_clickhouse/), the same function in both engines, so both hold
 the very same spans (same times, so every copy lands in the sample's weeks). DuckDB then
-derives (store.derive.rebuild_all) and ClickHouse builds its derived tables
+derives (store.rebuild_all) and ClickHouse builds its derived tables
 (derive_build.sql); both times are printed.
 
 Then, per report (the six `budgetscope report` ones, plus the run view), warm: one untimed
@@ -49,9 +49,8 @@ from queries.filters import Filters  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
 from queries.render import to_csv_bytes  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
-from store import clickhouse  # noqa: E402
-from store.database import connect as duckdb_connect  # noqa: E402
-from store.derive import rebuild_all  # noqa: E402
+from store import clickhouse, rebuild_all  # noqa: E402
+from store import connect as duckdb_connect  # noqa: E402
 from tests.clickhouse_load.traces import load_files as clickhouse_load  # noqa: E402
 
 

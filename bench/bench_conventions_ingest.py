@@ -124,23 +124,26 @@ def _from_tree(tree: Path, name: str, *modules: str) -> object:
 def child(tree: Path, payload_file: Path) -> None:
     """One measurement, with the ingest and queries packages of `tree`."""
     sys.path.insert(0, str(tree))
-    # Each name from the first module of `tree` that defines it: the layout since issue 17's
-    # store/ package first, then the older homes. Revisions in the middle of that move have some
-    # of each; a name missing from `tree` must never come from the installed current tree (the
-    # "baseline" would then measure the current code), so each candidate is checked to be a file
-    # of `tree`.
+    # Each name from the first module of `tree` that defines it: the store's front (the store in
+    # rooms) first, then the flat store/ package before it, then the older homes. Revisions in
+    # the middle of those moves have some of each; a name missing from `tree` must never come
+    # from the installed current tree (the "baseline" would then measure the current code), so
+    # each candidate is checked to be a file of `tree`.
     relax_gc_for_ingest = _from_tree(tree, "relax_gc_for_ingest",
                                      "budgetscope.gc_tuning", "ingest.gc_tuning")
     flatten_protobuf = _from_tree(tree, "flatten_protobuf",
                                   "ingest.decode.proto_flatten", "ingest.proto_flatten")
-    connect = _from_tree(tree, "connect", "store.database", "ingest.database")
+    connect = _from_tree(tree, "connect", "store", "store.database", "ingest.database")
     PendingDerivations = _from_tree(tree, "PendingDerivations",  # noqa: N806
-                                    "store.derivation", "ingest.derivation")
-    refresh_touched = _from_tree(tree, "refresh_touched", "store.derive", "queries.derive")
+                                    "store", "store.derivation", "ingest.derivation")
+    refresh_touched = _from_tree(tree, "refresh_touched", "store", "store.derive",
+                                 "queries.derive")
     CHECKPOINT_THRESHOLD = _from_tree(tree, "CHECKPOINT_THRESHOLD",  # noqa: N806
-                                      "store.owner", "ingest.owner")
-    FlatBatch = _from_tree(tree, "FlatBatch", "store.rows", "ingest.flatten")  # noqa: N806
-    SpanWriter = _from_tree(tree, "SpanWriter", "store.writer", "ingest.writer")  # noqa: N806
+                                      "store", "store.owner", "ingest.owner")
+    FlatBatch = _from_tree(tree, "FlatBatch",  # noqa: N806
+                           "store", "store.rows", "ingest.flatten")
+    SpanWriter = _from_tree(tree, "SpanWriter",  # noqa: N806
+                            "store", "store.writer", "ingest.writer")
 
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
-from store.database import connect  # noqa: E402
+from store import connect  # noqa: E402
 from tests.browser.support import PAGE_DRAWN, Dashboard  # noqa: E402
 
 PYTHON = sys.executable

@@ -37,12 +37,15 @@ sys.path.insert(0, str(ROOT))
 
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.declared_budgets import Change, apply  # noqa: E402
-from store.declared_service import DeclaredBudgets  # noqa: E402
-from store.derive import rebuild_all  # noqa: E402
-from store.owner import DatabaseOwner  # noqa: E402
-from store.scheduling import derive_now  # noqa: E402
+from store import (  # noqa: E402  # noqa: E402
+    Change,
+    DatabaseOwner,
+    DeclaredBudgets,  # noqa: E402
+    apply,
+    connect,
+    derive_now,  # noqa: E402
+    rebuild_all,  # noqa: E402
+)
 
 
 def strip_budgets(con, agent: str) -> int:  # type: ignore[no-untyped-def]

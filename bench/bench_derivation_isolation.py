@@ -1,4 +1,4 @@
-"""What confining a derivation failure costs (store/derivation.py): deriving a slice of N
+"""What confining a derivation failure costs (store/derive/pending.py): deriving a slice of N
 traces when all are healthy, beside the same slice with K poisoned traces that the derivation
 bisects out (each recorded in derivation_failures, every other trace derived).
 
@@ -22,11 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.derivation import PendingDerivations  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
-from store.rows import FlatBatch  # noqa: E402
-from store.writer import SpanWriter  # noqa: E402
+from store import (  # noqa: E402
+    FlatBatch,
+    PendingDerivations,  # noqa: E402
+    SpanWriter,  # noqa: E402
+    connect,
+    refresh_touched,  # noqa: E402
+)
 from tests.fuzz_harness import budget_run  # noqa: E402
 from tests.otlp_files import request  # noqa: E402
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 from tests.test_receivers_common import raw_request
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -28,10 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
-from store.owner import DatabaseOwner
-from store.writer import SpanWriter
+from store import DatabaseOwner, PendingDerivations, SpanWriter, refresh_touched
 
 CANARY_EVERY_SECONDS = 0.5
 

@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
-from store.database import connect, serve_sidecar_path  # noqa: E402
+from store import connect, serve_sidecar_path  # noqa: E402
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 NOW = time.time_ns() - 60 * 10**9

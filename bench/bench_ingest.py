@@ -40,7 +40,7 @@ def _decode_only(path: Path) -> dict[str, float]:
     from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
     from ingest.files.loader import CHUNK_SPANS
     from ingest.files.sources import read_pieces
-    from store.rows import FlatBatch
+    from store import FlatBatch
 
     started = time.perf_counter()
     spans = 0

@@ -38,12 +38,15 @@ from budgetscope.gc_tuning import relax_gc_for_ingest  # noqa: E402
 from ingest.decode.flatten import flatten_request  # noqa: E402
 from ingest.decode.proto_decode import decode_request  # noqa: E402
 from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.derivation import PendingDerivations  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
-from store.owner import CHECKPOINT_THRESHOLD  # noqa: E402
-from store.rows import FlatBatch  # noqa: E402
-from store.writer import SpanWriter, to_arrow  # noqa: E402
+from store import (  # noqa: E402  # noqa: E402
+    CHECKPOINT_THRESHOLD,
+    FlatBatch,  # noqa: E402
+    PendingDerivations,  # noqa: E402
+    SpanWriter,
+    connect,
+    refresh_touched,  # noqa: E402
+    to_arrow,
+)
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4

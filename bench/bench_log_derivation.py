@@ -25,8 +25,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 
 from ingest.files.loader import load_files  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
+from store import connect, refresh_touched  # noqa: E402
 
 SAMPLE = ROOT / "sample_traces" / "sample.jsonl.gz"
 

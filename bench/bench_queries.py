@@ -42,11 +42,14 @@ from report_timings import report_calls, timed_ms  # noqa: E402
 from ingest.files.loader import load_files  # noqa: E402
 from queries.loader import load_queries  # noqa: E402
 from queries.run_view import load_run  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.derivation import PendingDerivations  # noqa: E402
-from store.derive import refresh_touched  # noqa: E402
-from store.rows import FlatBatch  # noqa: E402
-from store.writer import SpanWriter, WriteResult  # noqa: E402
+from store import (  # noqa: E402  # noqa: E402
+    FlatBatch,
+    PendingDerivations,  # noqa: E402
+    SpanWriter,
+    WriteResult,
+    connect,
+    refresh_touched,  # noqa: E402
+)
 
 PYTHON = sys.executable
 # Bench-only SQL lives beside this script, loaded the same way as the product's queries.

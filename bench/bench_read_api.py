@@ -31,7 +31,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from budgetscope.cli import cli  # noqa: E402
 from budgetscope.config import SAMPLE_TRACES  # noqa: E402
-from store.database import connect, serve_sidecar_path  # noqa: E402
+from store import connect, serve_sidecar_path  # noqa: E402
 
 TOKEN = "bench-read-api-token"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
-from store.database import connect, serve_sidecar_path
+from store import connect, serve_sidecar_path
 
 # The CLI as a process that reports its own peak RSS (kB) on standard error when it exits.
 _CLI = ("import atexit, resource, sys; atexit.register(lambda: print('maxrss', "

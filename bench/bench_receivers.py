@@ -58,7 +58,7 @@ from budgetscope.gc_tuning import relax_gc_for_ingest  # noqa: E402
 from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
 from ingest.receivers import service  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store.owner import DatabaseOwner  # noqa: E402
+from store import DatabaseOwner  # noqa: E402
 
 SPANS_PER_TRACE = 32
 TOOLS = ("fetch_report", "search_docs", "write_ticket", "run_sql", "send_email")

@@ -29,9 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from ingest.decode.flatten import flatten_request  # noqa: E402
-from store.database import connect  # noqa: E402
-from store.retention import DAY_NS, RetentionPass, cutoff_for, file_bytes  # noqa: E402
-from store.writer import SpanWriter  # noqa: E402
+from store import DAY_NS, RetentionPass, SpanWriter, connect, cutoff_for, file_bytes  # noqa: E402  # noqa: E402
 
 PER_REQUEST = 5_000
 

@@ -29,9 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_retention import request  # noqa: E402
 from ingest.decode.flatten import flatten_request  # noqa: E402
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store.owner import DatabaseOwner  # noqa: E402
-from store.retention import DAY_NS, RetentionSchedule  # noqa: E402
-from store.writer import SpanWriter  # noqa: E402
+from store import DAY_NS, DatabaseOwner, RetentionSchedule, SpanWriter  # noqa: E402  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:

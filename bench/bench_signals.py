@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from queries.filters import Filters  # noqa: E402
 from queries.signals import recent_signals  # noqa: E402
-from store.database import connect  # noqa: E402
+from store import connect  # noqa: E402
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ from queries.filters import Filters  # noqa: E402
 from simulation.data import simulate, simulation_runs, simulation_steps  # noqa: E402
 from simulation.policy import SimulationPolicy  # noqa: E402
 from simulation.replay import prepare, replay  # noqa: E402
-from store.database import connect  # noqa: E402
+from store import connect  # noqa: E402
 
 PYTHON = sys.executable
 POLICIES = {

@@ -40,7 +40,7 @@ class FramingServer:
     def start(self) -> None:
         from ingest.receivers.limits import Limits
         from ingest.receivers.service import ReceiverConfig, Receivers
-        from store.owner import DatabaseOwner
+        from store import DatabaseOwner
 
         self.owner = DatabaseOwner(self.folder / "framing.duckdb")
         self.receivers = Receivers(self.owner, ReceiverConfig(
@@ -66,8 +66,7 @@ class BudgetDatabase:
         self.runs = 0
 
     def example(self, rng: random.Random) -> tuple[str, bytes]:
-        from store.database import connect
-        from store.typed_attributes import BUDGET_NUMBER_KEYS
+        from store import BUDGET_NUMBER_KEYS, connect
 
         if self.con is None:
             self.con = connect(self.folder / "budget.duckdb")

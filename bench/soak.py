@@ -38,7 +38,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
 from queries import reports  # noqa: E402
 from queries.filters import Filters  # noqa: E402
-from store.owner import DatabaseOwner  # noqa: E402
+from store import DatabaseOwner  # noqa: E402
 
 DASHBOARD_REPORTS = ("database_status", "runs", "attribution", "failures", "utilisation",
                      "weekly")

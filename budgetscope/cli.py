@@ -23,7 +23,7 @@ from budgetscope.commands.simulate import simulate_command
 from budgetscope.commands.tokens import TOKEN_ENV
 from budgetscope.config import DB_ENV, DEFAULT_DB, SERVER_ENV
 from budgetscope.gc_tuning import relax_gc_for_ingest
-from store.clickhouse import BACKEND_ENV
+from store import BACKEND_ENV
 
 _ARGUMENTS = "budgetscope.subcommand_arguments"
 

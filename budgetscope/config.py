@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.database import DB_ENV, DEFAULT_DB
+from store import DB_ENV, DEFAULT_DB
 
 DEMO_DB = "budgetscope-demo.duckdb"
 # The CLI's --server: the budgetscope serve that report, run, check, simulate and budgets use.

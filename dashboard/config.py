@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.filters import FilterState
-from store.clickhouse import BACKEND_ENV
-from store.database import DB_ENV, DEFAULT_DB
-from store.reader import Source
+from store import BACKEND_ENV, DB_ENV, DEFAULT_DB, Source
 
 # How often an open page checks for new data (`--refresh-seconds`; 0: never). Ten seconds: a
 # check only stats the database file, and a chart that moves every second helps nobody read it.
@@ -35,7 +33,7 @@ class DashboardConfig:
     """Where the data is, how often pages follow it, and what a page may change.
 
     `editor`: inside `budgetscope serve`, the server's declared-budget service (it writes
-    through the server's single writer; store.declared_service.DeclaredBudgets); None
+    through the server's single writer; store.DeclaredBudgets); None
     elsewhere, where the dashboard only reads and changes are made with `budgetscope budgets`.
     `endpoints`: the OTLP/HTTP and OTLP/gRPC addresses the empty state names.
     `opening`: the filters an address without any opens on, when the command knows better

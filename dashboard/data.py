@@ -33,11 +33,19 @@ from queries.run_view import RunView, SpanDetails, load_run, span_details
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
 from simulation.replay import Prepared, SimulationResult, prepare, replay
-from store import clickhouse, declared_budgets, declared_service
-from store.database import DatabaseBusy
-from store.declared_service import DeclaredBudgets
-from store.explain import explain_trace
-from store.reader import NoDatabase, SharedFile, Source, reader
+from store import (
+    Change,
+    DatabaseBusy,
+    DeclaredBudgets,
+    NoDatabase,
+    Outcome,
+    SharedFile,
+    Source,
+    clickhouse,
+    explain_trace,
+    reader,
+)
+from store import declarations as stored_declarations
 
 # The cache key holds the file's size and mtime (see source_token), so new data shows at once;
 # the TTL only bounds how long unused results stay in memory.
@@ -76,7 +84,7 @@ class Held:
 @contextmanager
 def one_open_per_run() -> Iterator[None]:
     """Within this block (a page run), standalone queries share one read-only open of the file,
-    closed when the block ends (store.reader.SharedFile); a page drawn from the cache opens
+    closed when the block ends (store.SharedFile); a page drawn from the cache opens
     nothing."""
     holder = SharedFile()
     token = _run_connection.set(holder)
@@ -305,7 +313,7 @@ class DatabaseStatus:
     spans: int
     newest_received: pd.Timestamp | None
     newest_run_start: str | None = None  # ISO UTC, as the runs report writes a start
-    traces_failed_derivation: int = 0  # recorded by store/derivation.py, left out of runs
+    traces_failed_derivation: int = 0  # recorded by store/derive/pending.py, left out of runs
 
     @property
     def empty(self) -> bool:
@@ -337,7 +345,7 @@ def declarations() -> pd.DataFrame | None:
 
     def read() -> list[dict[str, object]]:
         with connection() as con:
-            return [d.to_json() for d in declared_budgets.declarations(con)]
+            return [d.to_json() for d in stored_declarations(con)]
 
     rows = _fresh_or_last(("declarations",), read)
     return pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
@@ -354,7 +362,7 @@ def budget_editor() -> DeclaredBudgets | None:
     return configured.editor
 
 
-def change_declaration(change: declared_budgets.Change) -> declared_service.Outcome:
+def change_declaration(change: Change) -> Outcome:
     """Store a change through the server's writer and forget cached results. Raises
     DeclarationError (nothing stored) and RuntimeError when this dashboard cannot edit."""
     editor = budget_editor()

@@ -54,7 +54,7 @@ def warm() -> None:
         terminal,
     )
     from simulation import policy, replay  # noqa: F401
-    from store import declared_budgets  # noqa: F401
+    from store import Change, DeclarationError, parse_duration_ms  # noqa: F401
 
     # One figure with every trace and shape kind the pages draw (dashboard/*figures.py),
     # serialized as st.plotly_chart does.

@@ -1,5 +1,5 @@
-"""The reports' .sql files of queries/sql/, loaded once at import (store.sql_files: a header
-per file, the folder's set equal to the registered names, parameters always bound).
+"""The reports' .sql files of queries/sql/, loaded once at import (store/file/sql_files.py: a
+header per file, the folder's set equal to the registered names, parameters always bound).
 
 A query may compose a named fragment of sql/fragments/ (queries/fragments.py), such as the run
 filter, written once for every query that filters runs.
@@ -9,7 +9,7 @@ The ClickHouse dialect (CLICKHOUSE_QUERIES) of a report query is translated from
 translate.OVERRIDES, checked the same way as this folder. Their parameters are ClickHouse query
 parameters (`{since_ns:Nullable(Int64)}`). `frame` runs a named query in the dialect of the
 connection it is given. The derivation's files, and the ClickHouse backend's own tables and
-derivation, are the store's (store/derive.py, store/clickhouse.py).
+derivation, are the store's (store/derive/statements.py, store/clickhouse/).
 """
 
 from __future__ import annotations
@@ -26,8 +26,14 @@ import duckdb
 import pandas as pd
 
 from queries import fragments, translate
-from store import sql_files as store_sql
-from store.sql_files import Query, QueryFileError, bound_parameters
+from store import (
+    CLICKHOUSE_PARAMETER,
+    DUCKDB_PARAMETER,
+    Query,
+    QueryFileError,
+    bound_parameters,
+)
+from store import load_queries as load_sql_folder
 
 SQL_FOLDER = Path(__file__).with_name("sql")
 
@@ -48,12 +54,12 @@ CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"
 CLICKHOUSE_QUERY_NAMES = QUERY_NAMES
 CLICKHOUSE_FILE_NAMES = frozenset(translate.OVERRIDES)
 
-CLICKHOUSE_PARAMETER = _CLICKHOUSE_PARAMETER = store_sql.CLICKHOUSE_PARAMETER
+_CLICKHOUSE_PARAMETER = CLICKHOUSE_PARAMETER
 
 
 def load_queries(folder: Path = SQL_FOLDER, expected: frozenset[str] = QUERY_NAMES,
-                 parameter: re.Pattern[str] = store_sql.DUCKDB_PARAMETER) -> dict[str, Query]:
-    return store_sql.load_queries(folder, expected, parameter)
+                 parameter: re.Pattern[str] = DUCKDB_PARAMETER) -> dict[str, Query]:
+    return load_sql_folder(folder, expected, parameter)
 
 
 def _parameters(text: str, parameter: re.Pattern[str]) -> frozenset[str]:
@@ -67,7 +73,7 @@ def _composed(queries: dict[str, Query]) -> dict[str, Query]:
     for name, query in queries.items():
         text = fragments.compose(query.text)
         out[name] = replace(query, text=text, parameters=_parameters(
-            text, store_sql.DUCKDB_PARAMETER)) if text != query.text else query
+            text, DUCKDB_PARAMETER)) if text != query.text else query
     return out
 
 

@@ -2,7 +2,7 @@
 a few rewrites of our own where sqlglot's output would run but answer differently.
 
 Every report query is written once, in DuckDB SQL (queries/sql/*.sql). The ClickHouse backend
-(store/clickhouse.py, through queries.loader.CLICKHOUSE_QUERIES) runs `translate(text)` of it,
+(store/clickhouse/, through queries.loader.CLICKHOUSE_QUERIES) runs `translate(text)` of it,
 except for the queries listed in OVERRIDES, whose hand-written ClickHouse file in
 queries/sql/clickhouse/ says the same thing another way, for the reason given there.
 
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlglot import exp
 
-# Derived tables: DuckDB name -> ClickHouse name (store/sql_clickhouse/derive_build.sql).
+# Derived tables: DuckDB name -> ClickHouse name (store/clickhouse/sql/derive_build.sql).
 TABLES = {
     "runs": "budgetscope_runs",
     "steps": "budgetscope_steps",

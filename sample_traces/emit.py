@@ -9,9 +9,9 @@ events and span status, so the ingest has to infer everything else.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
 
 from .agents import TOOLSPECS
+from .attempts import Attempt, PlayedRun
 from .spans import (
     KIND_CLIENT,
     KIND_INTERNAL,
@@ -25,9 +25,6 @@ from .spans import (
     Resource,
     Span,
 )
-
-if TYPE_CHECKING:
-    from .runs import Attempt, RunSim
 
 NS = 1_000_000
 GRPC_NAMES = {0: "OK", 1: "CANCELLED", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
@@ -67,7 +64,7 @@ def _identity(a: Attempt) -> tuple[str, int, dict[str, AttrValue]]:
                                                     "gen_ai.tool.name": name}
 
 
-def _grpc_status(sim: RunSim, attrs: dict[str, AttrValue], code: int) -> None:
+def _grpc_status(sim: PlayedRun, attrs: dict[str, AttrValue], code: int) -> None:
     # Newer gRPC instrumentation reports the status by name (SPEC §3 rule 3).
     if not sim.instrumented and sim.new_rpc_semconv:
         attrs["rpc.response.status_code"] = GRPC_NAMES[code]
@@ -75,7 +72,7 @@ def _grpc_status(sim: RunSim, attrs: dict[str, AttrValue], code: int) -> None:
         attrs["rpc.grpc.status_code"] = code
 
 
-def _failure_attrs(sim: RunSim, a: Attempt, span: Span) -> None:
+def _failure_attrs(sim: PlayedRun, a: Attempt, span: Span) -> None:
     """Conventional error attributes, set by instrumented and plain agents alike."""
     attrs = span.attrs
     spec = TOOLSPECS.get(a.call.name)
@@ -111,7 +108,7 @@ def _exception(t_ns: int, error: str, message: str) -> Event:
     return Event(t_ns, "exception", {"exception.type": error, "exception.message": message})
 
 
-def step_span(sim: RunSim, a: Attempt, span_id: bytes, parent_id: bytes) -> Span | None:
+def step_span(sim: PlayedRun, a: Attempt, span_id: bytes, parent_id: bytes) -> Span | None:
     """The plain agent's step, as its framework's instrumentation records it."""
     # Plain instrumentation has no notion of refusals, queue waits or backoff sleeps.
     if a.kind == "queue" or a.outcome == "refused":
@@ -127,7 +124,7 @@ def step_span(sim: RunSim, a: Attempt, span_id: bytes, parent_id: bytes) -> Span
     return span
 
 
-def transport_span(sim: RunSim, a: Attempt, parent_id: bytes) -> Span | None:
+def transport_span(sim: PlayedRun, a: Attempt, parent_id: bytes) -> Span | None:
     """The HTTP or gRPC client span the library instrumentation records inside a tool call."""
     spec = TOOLSPECS.get(a.call.name)
     if a.kind in ("model", "subagent", "queue") or spec is None or spec.transport == "none":
@@ -169,7 +166,7 @@ def transport_span(sim: RunSim, a: Attempt, parent_id: bytes) -> Span | None:
     return span
 
 
-def root_span(sim: RunSim, span_id: bytes, end_ns: int, outcome: str) -> Span:
+def root_span(sim: PlayedRun, span_id: bytes, end_ns: int, outcome: str) -> Span:
     attrs: dict[str, AttrValue] = {"gen_ai.operation.name": "invoke_agent",
                                    "gen_ai.agent.name": sim.agent.name}
     # The framework declares the run's budget; nothing records how the run ended.

@@ -33,6 +33,7 @@ from .agents import (
     pick_agent,
     version_at,
 )
+from .attempts import Attempt
 from .latency import Natural, draw_model, draw_scope, draw_tool, stream
 from .policy import Policy, PolicySchedule
 from .recorder import Recorder, SimClock, as_span
@@ -62,27 +63,6 @@ class Frame:
     # The SDK budget steps of this scope spend from (None for the plain agent): the run's
     # RunBudget, or the ChildBudget of a subagent or of a tool that retries inside its step.
     budget: RunBudget | None = None
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One call as it played out; `resp_ns` is when we stopped waiting, `end_ns` after cleanup."""
-
-    call: Call
-    kind: str
-    attempt: int
-    branch: int
-    start_ns: int
-    resp_ns: int
-    end_ns: int
-    remaining_ms: int
-    cap_ms: int | None
-    allocated_ms: int | None
-    outcome: str
-    nat: Natural
-    reason: str = ""  # for client_timeout: "cap", "frame" or "run" (the run deadline fired)
-    user_cancel: bool = False
-    step: Step | None = None  # the SDK's step (instrumented agents, when not refused)
 
 
 class RunSim:

@@ -1,7 +1,192 @@
-"""The database: its file and owner, schema and migrations, the row contract, the writer and
-its group commit, derivation and when it runs, retention, declared budgets, and the one way
-every command and the dashboard open what they read (`store.reader`), on DuckDB or ClickHouse.
+"""The database, and the one front every other package uses it through: what the others may use
+of the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+
+Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
+(docs/design.md, "Layout"):
+- file/: the database file and its one owner, the schema and migrations, the SQL registry;
+- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
+  from), the pending marks it works through, when it runs, and why a span is a step;
+- write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
+  writer, and serve's group commit with the thread that derives beside it;
+- retention/: removing traces older than N days, whole, in slices the writer interleaves;
+- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
+- clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
+  tables, its derivation and its declared budgets (`clickhouse_declared`);
+- read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
+
+Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
+namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
+`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data). The names of
+clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
+from store.declared.budgets import (
+    Change,
+    DeclarationError,
+    apply,
+    checked_agent,
+    checked_step_key,
+    declarations,
+    parse_duration_ms,
+)
+from store.declared.service import DeclaredBudgets, Outcome, WriterBusy
+
+# derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
+from store.derive import conventions
+from store.derive.pending import PendingDerivations
+from store.derive.scheduling import (
+    DERIVE,
+    ROOT_GRACE_SECONDS,
+    CatchUp,
+    catch_up,
+    derive_now,
+    measure_rootless,
+    pending_derivations,
+)
+from store.derive.statements import QUERIES as DERIVE_QUERIES
+from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set_root_cutoff
+
+# file/: opening the file (one owner at a time), the owning connection, schema and registry
+from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
+from store.file.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files, migration_steps
+from store.file.owner import CHECKPOINT_THRESHOLD, DatabaseOwner, MemoryLimitError
+from store.file.sql_files import (
+    CLICKHOUSE_PARAMETER,
+    DUCKDB_PARAMETER,
+    Query,
+    QueryFileError,
+    bound_parameters,
+    load_queries,
+)
+
+# retention/: old traces removed whole (`retain`), or by serve's schedule between commits
+from store.retention.passes import (
+    DAY_NS,
+    RetentionPass,
+    RetentionSchedule,
+    cutoff_for,
+    file_bytes,
+    retain,
+)
+
+# rows/: what decoding hands the writer, and the words its values take
+from store.rows import vocabulary
+from store.rows.batch import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
+from store.rows.rejections import Rejection, RejectionLog
+from store.rows.typed_attributes import (
+    BUDGET_BOUNDS,
+    BUDGET_NUMBER_KEYS,
+    CONVENTION_COLUMNS,
+    HTTP_STATUS_KEYS,
+    MAX_BUDGET_MS,
+    MERGED_COLUMNS,
+    TYPED_ATTRIBUTES,
+    RefusedValue,
+    merge_named_columns,
+)
+from store.rows.vocabulary import EXCEPTION_EVENT
+
+# write/: storing batches, one at a time or grouped by serve's single writer
+from store.write.background_writer import BackgroundWriter
+from store.write.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
+from store.write.writer import (
+    RESOURCE_SCHEMA,
+    SCOPE_SCHEMA,
+    AfterWrite,
+    SpanWriter,
+    WriteResult,
+    logs_to_arrow,
+    to_arrow,
+)
+
+# The ClickHouse backend (clickhouse/), the reader that may open it (read/) and the explanation
+# of a trace's spans (derive/explain.py) import pandas, and the backend renders its derivation:
+# 0.24 s and 41 MB more (measured) for a process that only decodes, writes or derives, such as
+# bench_ingest's decoding, which never loaded them before the front. Their names are imported
+# on first use (`__getattr__` below); type checkers read them here.
+if TYPE_CHECKING:
+    # clickhouse/: the backend, and its declared budgets
+    from store import clickhouse
+    from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
+    from store.clickhouse import declared as clickhouse_declared
+
+    # derive/: why each span of a trace is, or is not, a step
+    from store.derive.explain import explain_trace
+
+    # read/: where the data is (`Source`) and how a command or the dashboard opens it
+    from store.read.reader import (
+        READER_WAIT_SECONDS,
+        NoDatabase,
+        SharedFile,
+        Source,
+        open_for_reading,
+        open_reader,
+        reader,
+    )
+
+# name -> (module, its attribute; None: the module itself), as the block above imports them
+ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
+    "clickhouse": ("store.clickhouse", None),
+    **{name: ("store.clickhouse", name)
+       for name in ("BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection")},
+    "clickhouse_declared": ("store.clickhouse.declared", None),
+    "explain_trace": ("store.derive.explain", "explain_trace"),
+    **{name: ("store.read.reader", name)
+       for name in ("READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source",
+                    "open_for_reading", "open_reader", "reader")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ON_FIRST_USE, imported now (and kept, so this runs once a name)."""
+    if name not in ON_FIRST_USE:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    module, attribute = ON_FIRST_USE[name]
+    found = importlib.import_module(module)
+    value = found if attribute is None else getattr(found, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    # clickhouse/
+    "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
+    "clickhouse_declared",
+    # declared/
+    "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
+    "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
+    # derive/
+    "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
+    "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
+    "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
+    # file/
+    "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
+    "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
+    "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
+    "load_queries", "migration_steps", "serve_sidecar_path",
+    # read/
+    "READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source", "open_for_reading", "open_reader",
+    "reader",
+    # retention/
+    "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
+    # rows/
+    "BUDGET_BOUNDS", "BUDGET_NUMBER_KEYS", "CONVENTIONS", "CONVENTION_COLUMNS",
+    "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
+    "MERGED_COLUMNS", "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES",
+    "merge_named_columns", "vocabulary",
+    # write/
+    "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
+    "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
+]

@@ -25,9 +25,7 @@ from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import connect
-from store.declared_service import DeclaredBudgets
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, DeclaredBudgets, connect
 from tests.test_receivers_common import raw_request
 
 CHANGES = 64

@@ -23,8 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.declared_service import DeclaredBudgets
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, DeclaredBudgets
 from tests.test_serve import CLI, start_serve, stop, stored
 from tests.trace_builder import TraceBuilder, open_db, store
 

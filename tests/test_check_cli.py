@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from queries.filters import Filters
 from queries.signals import recent_signals
-from store.database import connect
+from store import connect
 from tests.ops_traces import EXPECTED, old_run, ops_runs
 from tests.trace_builder import MS, T0_NS, store
 

@@ -12,7 +12,7 @@ import duckdb
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
+from store import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
 from tests.otlp_files import otlp_json, request, sdk_spans
 
 

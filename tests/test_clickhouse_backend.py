@@ -37,9 +37,8 @@ from queries.filters import Filters
 from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run, span_details
-from store import clickhouse
-from store.clickhouse import BACKEND_ENV
-from store.database import connect as duckdb_connect
+from store import BACKEND_ENV, clickhouse
+from store import connect as duckdb_connect
 from tests.browser import support
 from tests.clickhouse_load.traces import load_files, load_requests
 from tests.trace_builder import T0_NS, TraceBuilder, open_db, store

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from ingest.files.loader import load_files as duckdb_load
 from store import clickhouse
-from store.database import connect as duckdb_connect
+from store import connect as duckdb_connect
 from tests.clickhouse_load.logs import load_log_files
 from tests.clickhouse_load.traces import load_files
 from tests.otlp_files import length_prefixed

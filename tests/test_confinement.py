@@ -2,9 +2,9 @@
 
 A budget.* number out of range (a deadline in microseconds, a budget of 2^62 ms) overflowed the
 derivation's BIGINT arithmetic; from then on no trace was derived and every command failed on the
-file. Now such values are refused at ingest with a counted reason (store/typed_attributes.py),
+file. Now such values are refused at ingest with a counted reason (store/rows/typed_attributes.py),
 and a derivation failure of any other cause is confined to the traces that caused it
-(store/derivation.py): they are recorded, every other trace is derived, and every command keeps
+(store/derive/pending.py): they are recorded, every other trace is derived, and every command keeps
 working. Both tests below failed on main before the change (checked: the fuzzer's first
 example with budget.total_ms 2^62 raised "Overflow in multiplication of INT64").
 """
@@ -33,13 +33,17 @@ from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.span_intake import SpanIntake
 from queries import reports
-from store.database import connect
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
-from store.group_commit import GroupCommitter
-from store.rows import FlatBatch
-from store.typed_attributes import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, TYPED_ATTRIBUTES
-from store.writer import SpanWriter
+from store import (
+    BUDGET_BOUNDS,
+    BUDGET_NUMBER_KEYS,
+    TYPED_ATTRIBUTES,
+    FlatBatch,
+    GroupCommitter,
+    PendingDerivations,
+    SpanWriter,
+    connect,
+    refresh_touched,
+)
 from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.otlp_files import otlp_json, request

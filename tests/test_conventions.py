@@ -17,9 +17,9 @@ from opentelemetry.trace import SpanKind
 
 from queries.filters import Filters
 from queries.reports import failures
+from store import BACKEND_QUERIES as CLICKHOUSE_QUERIES  # the derivations: the store's
+from store import DERIVE_QUERIES as QUERIES
 from store import conventions
-from store.clickhouse import BACKEND_QUERIES as CLICKHOUSE_QUERIES  # the derivations: the store's
-from store.derive import QUERIES
 from tests.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
 
 CLIENT = SpanKind.CLIENT

@@ -331,11 +331,11 @@ def test_culprit_and_holder_are_numbered_steps(tmp_path) -> None:
 
 def test_run_spans_says_why_each_span_is_or_is_not_a_step(derived, tmp_path) -> None:
     """`budgetscope run RUN_ID --spans`: every span of the trace with what the recognition made
-    of it, from the derivation itself (store/explain.py)."""
+    of it, from the derivation itself (store/derive/explain.py)."""
     from click.testing import CliRunner
 
     from budgetscope.cli import cli
-    from store.explain import explain_trace
+    from store import explain_trace
 
     con, b, runs = derived
     table = explain_trace(con, b.trace_id(runs["nested twins"])).set_index("name")

@@ -16,12 +16,7 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import fmt
 from dashboard.config import DashboardConfig, configure, current
-from store.declared_budgets import Change
-from store.declared_service import DeclaredBudgets
-from store.derive import refresh_touched
-from store.group_commit import GroupCommitter
-from store.owner import DatabaseOwner
-from store.reader import Source
+from store import Change, DatabaseOwner, DeclaredBudgets, GroupCommitter, Source, refresh_touched
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, open_db, store
 

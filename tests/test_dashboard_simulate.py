@@ -16,7 +16,7 @@ from queries.filters import Filters
 from simulation.data import simulate
 from simulation.policy import SimulationPolicy
 from simulation.replay import SimulationResult
-from store.database import connect
+from store import connect
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 

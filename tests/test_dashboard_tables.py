@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import fmt
 from queries import reports
 from queries.filters import Filters
-from store.database import connect
+from store import connect
 from tests.browser import support
 
 FILTERS = Filters.parse(support.SINCE, support.UNTIL)

@@ -10,7 +10,7 @@ import pytest
 
 from dashboard import colors
 from queries import reports
-from store.database import connect
+from store import connect
 from tests.test_dashboard_pages import FILTERS, PARAMS, open_page, sample  # noqa: F401
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from store.ddl import SCHEMA_VERSION
-from store.declared_budgets import (
+from store import (
+    SCHEMA_VERSION,
     Change,
     DeclarationError,
+    PendingDerivations,
     apply,
     checked_step_key,
     declarations,
     parse_duration_ms,
+    refresh_touched,
 )
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
 from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
@@ -221,7 +221,7 @@ def test_a_refused_change_stores_nothing(con):
 
 
 def test_a_schema_3_file_gains_budget_source_and_the_declaration_tables(tmp_path):
-    """Schema 3 → 4 (store/schema_migrations/3_to_4.sql): runs gain budget_source, 'span'
+    """Schema 3 → 4 (store/file/schema_migrations/3_to_4.sql): runs gain budget_source, 'span'
     wherever a budget is known (nothing could be declared before), and a declaration then
     re-measures the old runs."""
     con = open_db(tmp_path, "v3.duckdb")

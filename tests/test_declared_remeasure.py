@@ -1,4 +1,4 @@
-"""A change of a declared budget re-measures the stored runs and steps (store/sql_derive/
+"""A change of a declared budget re-measures the stored runs and steps (store/derive/sql/
 derive_budgets.sql) instead of deriving their spans again: the numbers must be exactly those a
 full derivation gives, for runs with lifted tools, transparent agents, caps, a run's own
 deadline and a run with its own budget."""
@@ -8,10 +8,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from store.declared_budgets import Change, apply
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
-from store.scheduling import pending_derivations
+from store import Change, PendingDerivations, apply, pending_derivations, refresh_touched
 from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 OP = "gen_ai.operation.name"
@@ -69,7 +66,7 @@ def test_re_measuring_gives_what_a_full_derivation_gives(pair) -> None:
     full, measured = pair
     assert measured.execute("SELECT count(*) FROM step_lifts").fetchone()[0] == 2
     by_derivation = PendingDerivations(refresh_touched)
-    by_measure = pending_derivations()  # as every trigger derives (store/scheduling.py)
+    by_measure = pending_derivations()  # as every trigger derives (store/derive/scheduling.py)
     for change in CHANGES:
         assert apply(full, change).changed and apply(measured, change).changed
         assert measured.execute("SELECT count(*) FROM pending_measurements").fetchone()[0] > 0

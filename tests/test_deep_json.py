@@ -19,8 +19,7 @@ from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI
 from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.declared_service import DeclaredBudgets
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, DeclaredBudgets
 
 DEEP = [b"[" * 60_000, b'{"argv": ' + b"[" * 60_000, b'{"action": ' + b"{" * 30_000]
 

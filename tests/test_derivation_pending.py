@@ -15,11 +15,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
-from store.database import connect
-from store.derivation import PendingDerivations
-from store.derive import refresh_touched
-from store.group_commit import GroupCommitter
-from store.writer import SpanWriter
+from store import GroupCommitter, PendingDerivations, SpanWriter, connect, refresh_touched
 from tests.otlp_files import otlp_json, request, sdk_spans
 
 
@@ -117,7 +113,7 @@ def test_the_receivers_writer_derives_soon_after_acknowledging(
 def test_commits_go_on_while_a_trace_is_derived_and_its_new_spans_are_derived_next(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    """The derivation runs beside the writer (store/group_commit.py): a request is committed
+    """The derivation runs beside the writer (store/write/group_commit.py): a request is committed
     while a derivation turn is still open, and the spans it adds to the trace being derived
     (which that turn's snapshot does not hold) keep their mark and are derived by the next turn.
     With one mark per trace (schema 2's key) the new mark merged into the one being removed."""

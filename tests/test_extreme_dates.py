@@ -21,7 +21,7 @@ from budgetscope.cli import cli
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, open_db, store
 

@@ -129,10 +129,7 @@ def test_a_derivation_on_a_full_disk_fails_with_its_cause(small_disk: Path) -> N
     import duckdb
 
     from ingest.decode.flatten import flatten_request
-    from store.database import connect
-    from store.derivation import PendingDerivations
-    from store.derive import refresh_touched
-    from store.writer import SpanWriter
+    from store import PendingDerivations, SpanWriter, connect, refresh_touched
 
     con = connect(small_disk / "derive.duckdb")
     try:

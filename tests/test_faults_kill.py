@@ -24,7 +24,7 @@ import pyarrow as pa
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from store.database import connect
+from store import connect
 from tests.test_receivers_common import raw_request, sdk_spans
 from tests.test_serve import _stream, _stream_grpc, post, start_serve, stop
 

@@ -1,6 +1,6 @@
 """A database file from a schema version with no migration path, or from no budgetscope at all,
 is refused with a clear message by every command that opens it, and left as it was (issue 6).
-Written relative to store.ddl.SCHEMA_VERSION so that a version bump keeps the test meaningful;
+Written relative to store.SCHEMA_VERSION so that a version bump keeps the test meaningful;
 files that can be migrated are tests/test_schema_migration.py's."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from store.database import connect
-from store.ddl import SCHEMA_VERSION, SchemaError
+from store import SCHEMA_VERSION, SchemaError, connect
 from tests.test_receivers_common import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
@@ -26,7 +25,7 @@ def _older_file(folder: Path, version: int) -> Path:
     con = connect(db)
     try:
         from ingest.decode.flatten import flatten_request
-        from store.writer import SpanWriter
+        from store import SpanWriter
 
         SpanWriter(con).write(flatten_request(raw_request(3)))
         con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",

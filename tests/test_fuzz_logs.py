@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ingest.decode.log_flatten import flatten_logs_request
-from store.database import connect
-from store.writer import SpanWriter
+from store import SpanWriter, connect
 from tests import fuzz_harness as fuzz
 from tests.otlp_files import length_prefixed, otlp_json
 from tests.otlp_logs import logs_request, run_with_logs

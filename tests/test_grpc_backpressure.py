@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 from tests.test_receivers_common import Running, raw_request
 from tests.test_receivers_http import Gate
 

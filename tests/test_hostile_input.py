@@ -57,8 +57,7 @@ from ingest.decode.any_value import (
 from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import connect
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, connect
 from tests.otlp_files import otlp_json, varint
 
 PROTOBUF = "application/x-protobuf"

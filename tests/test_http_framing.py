@@ -23,7 +23,7 @@ from google.rpc import error_details_pb2, status_pb2
 from ingest.receivers.limits import Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 from tests.test_receivers_common import raw_request
 
 PROTOBUF = "application/x-protobuf"

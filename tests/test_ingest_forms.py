@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ingest.files.loader import load_files
-from store.database import connect
+from store import connect
 from tests.otlp_files import sdk_spans, write_every_form
 
 FORMS = ["json", "jsonl", "pb", "pb-stream"]

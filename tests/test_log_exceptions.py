@@ -23,8 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import connect
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, connect
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
 

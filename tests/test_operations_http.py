@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from budgetscope.commands.serve_operations import signal_families
 from ingest.receivers.operations import OperatorPages, Readiness
-from store.derive import refresh_touched
+from store import refresh_touched
 from tests.ops_traces import EXPECTED, old_run, ops_runs
 from tests.prometheus_parser import ExpositionError, parse
 from tests.test_receivers_common import Running, raw_request, running_receivers
@@ -89,7 +89,7 @@ def export_sdk(running: Running, spans) -> None:
 @pytest.fixture
 def running(tmp_path: Path):
     # Derived synchronously in each write, so the signals are exact as soon as a request is
-    # answered (serve derives just after; see store/derivation.py).
+    # answered (serve derives just after; see store/derive/pending.py).
     with running_receivers(tmp_path, token=TOKEN, after_write=refresh_touched) as running:
         yield running
 

@@ -27,7 +27,7 @@ from ingest.decode.log_decode import looks_like_logs
 from ingest.files.loader import load_files
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.operations import OperatorPages
-from store.database import connect
+from store import connect
 from tests.otlp_files import length_prefixed, otlp_json
 from tests.otlp_files import request as spans_request
 from tests.otlp_logs import logs_request, run_with_logs
@@ -334,7 +334,7 @@ def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
         tmp_path: Path) -> None:
     import time
 
-    from store.retention import retain
+    from store import retain
 
     db, run = _run_db(tmp_path)
     loose = tmp_path / "loose.json"  # records of 2026-11-18 whose trace holds no span

@@ -15,7 +15,7 @@ from ingest.decode.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import decode_request
 from ingest.decode.proto_flatten import flatten_parsed, flatten_protobuf
-from store.rows import FlatBatch
+from store import FlatBatch
 
 NOW = 1_795_428_000 * 10**9
 

@@ -26,8 +26,7 @@ from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import connect
-from store.owner import DatabaseOwner
+from store import DatabaseOwner, connect
 from tests.test_receivers_common import raw_request
 
 TOKEN = "bounds-token"

@@ -27,8 +27,7 @@ from streamlit.testing.v1 import AppTest
 
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
-from store.database import connect
-from store.derivation import PendingDerivations
+from store import PendingDerivations, connect
 from tests.browser import support
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]

@@ -20,8 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
-from store.writer import AfterWrite
+from store import AfterWrite, DatabaseOwner
 
 SMALL_LIMIT = 1024 * 1024  # bodies over 1 MiB are refused in these tests
 

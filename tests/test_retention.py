@@ -1,7 +1,8 @@
 """Retention (issue 6): old traces go whole, a trace that straddles the cutoff stays whole,
 nothing else is touched, acknowledged ingestion goes on while it runs, and the space is reused.
 
-A trace is old when its newest span ended before now − N days (store/sql/retention_expired.sql).
+A trace is old when its newest span ended before now − N days
+(store/retention/sql/retention_expired.sql).
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store.database import connect
-from store.retention import DAY_NS, RetentionPass, RetentionSchedule, cutoff_for, retain
-from store.writer import SpanWriter
+from store import DAY_NS, RetentionPass, RetentionSchedule, SpanWriter, connect, cutoff_for, retain
 from tests.test_receivers_common import running_receivers
 from tests.trace_builder import TraceBuilder, store
 

@@ -10,7 +10,7 @@ import pytest
 from dashboard import fmt
 from queries import reports, run_compare
 from queries.run_view import load_run
-from store.database import connect
+from store import connect
 from tests.test_dashboard_pages import FILTERS, PARAMS, charts, open_page, sample  # noqa: F401
 
 

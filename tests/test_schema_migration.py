@@ -14,9 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store.database import connect
-from store.ddl import SCHEMA_VERSION, SchemaError, migration_steps
-from store.writer import SpanWriter
+from store import SCHEMA_VERSION, SchemaError, SpanWriter, connect, migration_steps
 from tests.test_receivers_common import raw_request
 
 
@@ -115,7 +113,7 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
     """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
-    from store.typed_attributes import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
+    from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
     from tests.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=3)
@@ -172,8 +170,7 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
     derivation again, after which the numbers are there."""
     from opentelemetry.trace import SpanKind
 
-    from store.derivation import PendingDerivations
-    from store.derive import refresh_touched
+    from store import PendingDerivations, refresh_touched
     from tests.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=5)

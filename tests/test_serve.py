@@ -20,7 +20,7 @@ import grpc
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from store.database import connect, serve_sidecar_path
+from store import connect, serve_sidecar_path
 from tests.test_receivers_common import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]

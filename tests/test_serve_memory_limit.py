@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store.database import connect
-from store.owner import DatabaseOwner, MemoryLimitError
+from store import DatabaseOwner, MemoryLimitError, connect
 
 
 def test_the_owner_applies_the_limit_to_every_cursor(tmp_path: Path) -> None:
@@ -39,7 +38,7 @@ def test_serve_says_which_option_was_wrong(tmp_path: Path) -> None:
 
 
 def test_the_owner_checkpoints_at_128_mb_of_wal(tmp_path: Path) -> None:
-    """serve's owner raises DuckDB's checkpoint threshold from 16 MB (store/owner.py: each
+    """serve's owner raises DuckDB's checkpoint threshold from 16 MB (store/file/owner.py: each
     checkpoint blocks commits, and costs more as the file grows); a file opened after a crash
     replays at most that much WAL."""
     with DatabaseOwner(tmp_path / "owned.duckdb") as owner:

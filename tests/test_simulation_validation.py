@@ -40,7 +40,7 @@ from sample_traces.generate import write
 from sample_traces.policy import BASELINE, AgentBudget, Policy
 from simulation.data import simulate
 from simulation.policy import SimulationPolicy
-from store.database import connect
+from store import connect
 
 RUNS = 500  # ~7 s to generate and ingest per policy on 2 busy cores
 SEED = 11

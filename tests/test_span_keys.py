@@ -1,5 +1,5 @@
-"""A span is stored once, through span_keys (store/schema/span_keys.sql), on a real DuckDB file:
-resent, repeated within a batch, mixed with new spans; and retention removes the keys of the
+"""A span is stored once, through span_keys (store/file/schema/span_keys.sql), on a real DuckDB
+file: resent, repeated within a batch, mixed with new spans; and retention removes the keys of the
 traces it removes, so that such a trace sent again is stored again (issue 3)."""
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ import duckdb
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.decode.proto_flatten import flatten_protobuf
-from store.database import connect
-from store.retention import retain
-from store.rows import FlatBatch
-from store.writer import SpanWriter
+from store import FlatBatch, SpanWriter, connect, retain
 
 DAY_NS = 86_400 * 10**9
 

@@ -134,7 +134,7 @@ def test_through_the_server_a_terminal_receives_nothing_it_acts_on(hostile, tmp_
 @pytest.mark.parametrize("name", ["agent\x1b]0;owned\x07", "a\x9b2Jb", "x\u202egnp.exe",
                                   "iso\u2066late", "nul\x00"])
 def test_a_name_a_terminal_would_act_on_cannot_be_declared(name: str) -> None:
-    from store.declared_budgets import DeclarationError, checked_agent, checked_step_key
+    from store import DeclarationError, checked_agent, checked_step_key
 
     with pytest.raises(DeclarationError, match="control characters or bidirectional"):
         checked_agent(name)

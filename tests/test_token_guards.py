@@ -24,7 +24,7 @@ from ingest.receivers.cli_endpoint import PATH as CLI_PATH
 from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 from tests.browser import support
 from tests.test_dashboard_access import TOKEN, tiny_db
 from tests.test_receivers_common import raw_request

@@ -1,4 +1,4 @@
-"""The SPEC's vocabulary (store/vocabulary.py) against the SQL: every attribute and every
+"""The SPEC's vocabulary (store/rows/vocabulary.py) against the SQL: every attribute and every
 value reaches both derivations, and no SQL file spells a word the vocabulary does not know."""
 
 from __future__ import annotations
@@ -8,14 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from store import conventions, vocabulary
-from store.clickhouse import BACKEND_QUERIES, DERIVE_BUILD
-from store.derive import QUERIES as DERIVE_QUERIES
-from store.derive import RECOGNISE
-from store.typed_attributes import MERGED_COLUMNS, TYPED_ATTRIBUTES
+from store import (
+    BACKEND_QUERIES,
+    DERIVE_BUILD,
+    DERIVE_QUERIES,
+    MERGED_COLUMNS,
+    RECOGNISE,
+    TYPED_ATTRIBUTES,
+    conventions,
+    vocabulary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each derivation is several files, run one after the other (store.derive.refresh_touched:
+# Each derivation is several files, run one after the other (store.refresh_touched:
 # recognition, then what depends on B; store.clickhouse.ensure_derived).
 DERIVATIONS = {"duckdb": "\n".join(DERIVE_QUERIES[name].text
                                    for name in (*RECOGNISE, "derive_measure")),

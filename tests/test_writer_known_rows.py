@@ -1,6 +1,7 @@
-"""The writer skips the resources and scopes it has already committed (store/writer.py), and that
-memory never outlives the rows: after retention deletes an orphaned resource, or after a write
-rolls back, the next batch that carries it stores it again. Real DuckDB files, real retention."""
+"""The writer skips the resources and scopes it has already committed (store/write/writer.py), and
+that memory never outlives the rows: after retention deletes an orphaned resource, or after a
+write rolls back, the next batch that carries it stores it again. Real DuckDB files, real
+retention."""
 
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ingest.decode.proto_flatten import flatten_protobuf
-from store.database import connect
-from store.retention import retain
-from store.rows import FlatBatch
-from store.writer import SpanWriter
+from store import FlatBatch, SpanWriter, connect, retain
 
 DAY_NS = 86_400 * 10**9
 

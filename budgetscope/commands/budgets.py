@@ -35,20 +35,22 @@ from budgetscope.commands.common import (
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.readable import plural
 from queries.terminal import terminal_safe
-from store import clickhouse, clickhouse_declared
-from store.database import DatabaseBusy, connect
-from store.ddl import SchemaError
-from store.declared_budgets import (
+from store import (
+    READER_WAIT_SECONDS,
     Change,
+    DatabaseBusy,
     DeclarationError,
+    SchemaError,
     apply,
     checked_agent,
     checked_step_key,
+    clickhouse,
+    clickhouse_declared,
+    connect,
     declarations,
+    derive_now,
     parse_duration_ms,
 )
-from store.reader import READER_WAIT_SECONDS
-from store.scheduling import derive_now
 
 
 def format_ms(ms: int) -> str:

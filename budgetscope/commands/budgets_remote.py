@@ -1,6 +1,6 @@
 """`budgetscope budgets` sent to the `budgetscope serve` that holds the database: its /budgets
 endpoint (ingest/receivers/budgets_endpoint.py), found in the sidecar the server announces
-itself in (store/owner.py)."""
+itself in (store/file/owner.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import click
 
 from budgetscope.commands.http_client import urlopen
-from store.declared_budgets import Change
+from store import Change
 
 # A change waits on the server for its runs to be re-derived (up to 60 s there).
 TIMEOUT_SECONDS = 90.0

@@ -15,12 +15,17 @@ import duckdb
 from budgetscope.config import DEMO_DB
 from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
-from store import clickhouse
-from store.database import DatabaseBusy, connect
-from store.ddl import SchemaError
-from store.reader import NoDatabase, Source
-from store.reader import open_reader as open_reader_of
-from store.scheduling import CatchUp, catch_up
+from store import (
+    CatchUp,
+    DatabaseBusy,
+    NoDatabase,
+    SchemaError,
+    Source,
+    catch_up,
+    clickhouse,
+    connect,
+)
+from store import open_reader as open_reader_of
 
 
 class Fail(click.ClickException):
@@ -76,7 +81,7 @@ def refuse_trace_file(db: str) -> None:
 
 
 def say_caught_up(caught: CatchUp) -> None:
-    """What deriving at open (store.scheduling.catch_up) could not do, on standard error: the
+    """What deriving at open (store.catch_up) could not do, on standard error: the
     command goes on with the runs derived so far."""
     if caught.error is not None:
         click.echo(f"warning: {caught.left_marked:,} trace(s) are not derived yet "
@@ -89,7 +94,7 @@ def say_caught_up(caught: CatchUp) -> None:
 
 def catch_up_derivations(con: duckdb.DuckDBPyConnection) -> None:
     """Derive what a stopped or crashed writer left marked, so reports see every stored span
-    (store.scheduling.catch_up); what could not be derived is said on standard error."""
+    (store.catch_up); what could not be derived is said on standard error."""
     say_caught_up(catch_up(con))
 
 
@@ -162,7 +167,7 @@ def source(context: click.Context) -> Source:
 @contextmanager
 def open_reader(context: click.Context) -> Iterator[Connection]:
     """What `report`, `run` and `check` read: the server's own reader when `serve` runs the
-    command for a client; else store.reader's (the ClickHouse backend when --backend names
+    command for a client; else store.open_reader's (the ClickHouse backend when --backend names
     one, its derived tables brought up to date first; else the DuckDB file of --db, what a
     stopped writer left marked derived first)."""
     served = served_reader(context)

@@ -28,10 +28,7 @@ from dashboard.access import AccessGuard, AccessPolicy, is_loopback
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig, configure
 from dashboard.filters import FilterState
 from ingest.receivers.auth import FailedTokens
-from store import clickhouse
-from store.database import DatabaseBusy
-from store.ddl import SchemaError
-from store.reader import Source, open_for_reading
+from store import DatabaseBusy, SchemaError, Source, clickhouse, open_for_reading
 
 DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 ALLOWED_HOSTS_ENV = "BUDGETSCOPE_ALLOWED_HOSTS"
@@ -45,7 +42,7 @@ _refresh_seconds = DEFAULT_REFRESH_SECONDS
 def check_readable(db: str) -> None:
     """Fail early, with the server's address, when another process holds the file. What a
     stopped writer left is derived first when the file can be opened for writing at once
-    (store.reader.open_for_reading); else the dashboard reads it as it is and says so."""
+    (store.open_for_reading); else the dashboard reads it as it is and says so."""
     if not Path(db).exists():
         raise Fail(no_database(db))
     refuse_trace_file(db)

@@ -1,6 +1,6 @@
 """`report`, `run`, `check` and `simulate` sent to a running `budgetscope serve` (its read API,
 POST /cli: ingest/receivers/cli_endpoint.py): with `--server URL`, or on their own when the file
-of --db is held by a serve that announced the API in its sidecar (store/owner.py).
+of --db is held by a serve that announced the API in its sidecar (store/file/owner.py).
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
 reads as on the file without asking the server; --out is written here, never on the server.
@@ -26,8 +26,7 @@ import duckdb
 from budgetscope.commands.common import Fail, is_terminal, write_output
 from budgetscope.commands.http_client import urlopen
 from queries.terminal import for_terminal
-from store.database import DatabaseBusy, connect, serve_sidecar_path
-from store.ddl import SchemaError
+from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
 
 REMOTE_COMMANDS = ("report", "run", "check", "simulate")
 PATH = "/cli"

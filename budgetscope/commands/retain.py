@@ -9,7 +9,7 @@ import click
 
 from budgetscope.commands.common import Fail, db_option, no_database, open_database
 from queries.readable import plural
-from store.retention import retain
+from store import retain
 
 
 @click.command("retain")

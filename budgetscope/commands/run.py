@@ -31,7 +31,7 @@ from queries.run_view import (
     span_details,
 )
 from queries.terminal import terminal_safe
-from store.explain import explain_trace
+from store import explain_trace
 
 # Narrower than this and a waterfall row has no room for its bar.
 MIN_WIDTH = 80

@@ -51,12 +51,15 @@ from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store.database import DatabaseBusy
-from store.ddl import SchemaError
-from store.declared_service import DeclaredBudgets
-from store.owner import DatabaseOwner, MemoryLimitError
-from store.reader import Source
-from store.retention import RetentionSchedule
+from store import (
+    DatabaseBusy,
+    DatabaseOwner,
+    DeclaredBudgets,
+    MemoryLimitError,
+    RetentionSchedule,
+    SchemaError,
+    Source,
+)
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
@@ -176,7 +179,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                             root_grace_seconds=root_grace.total_seconds())
     try:
         # Runs and steps of the traces each transaction touched are derived by the writer
-        # thread right after, when idle or every second (store/scheduling.py).
+        # thread right after, when idle or every second (store/derive/scheduling.py).
         receivers = Receivers(owner, config, derive=True)
     except OSError as error:
         owner.close()

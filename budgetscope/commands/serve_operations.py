@@ -13,8 +13,7 @@ from budgetscope.commands.common import window_label
 from ingest.receivers.operations import counter, gauge
 from queries.filters import Filters
 from queries.signals import recent_signals
-from store.owner import DatabaseOwner
-from store.retention import RetentionSchedule
+from store import DatabaseOwner, RetentionSchedule
 
 # (field of queries.signals.Signals, metric name, help)
 _SIGNALS = (

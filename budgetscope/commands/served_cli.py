@@ -28,7 +28,7 @@ import click
 import duckdb
 
 from queries.loader import TooManyRows, rows_at_most
-from store.owner import DatabaseOwner
+from store import DatabaseOwner
 
 ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
 # Options that would make the server touch its own file system, or read another database.

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, fmt, layout
-from store.declared_budgets import Change, DeclarationError, parse_duration_ms
+from store import Change, DeclarationError, parse_duration_ms
 
 ctx = layout.context()
 DEFAULT = "(default: every agent without its own)"

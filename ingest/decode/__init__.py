@@ -1,1 +1,1 @@
-"""OTLP bytes (protobuf, JSON) -> the store's rows (store.rows.FlatBatch)."""
+"""OTLP bytes (protobuf, JSON) -> the store's rows (store.FlatBatch)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from store.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
+from store import TYPED_ATTRIBUTES, merge_named_columns
 
 # Limits in the spirit of the OpenTelemetry SDK's span limits: keep the span, drop the excess,
 # and count what was dropped, instead of refusing a whole batch for one oversized attribute.

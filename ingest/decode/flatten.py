@@ -25,10 +25,15 @@ from ingest.decode.any_value import (
     span_attributes_to_json,
 )
 from ingest.decode.bounded_cache import BoundedCache
-from store.rejections import Rejection
-from store.rows import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
-from store.typed_attributes import CONVENTION_COLUMNS, RefusedValue
-from store.vocabulary import EXCEPTION_EVENT
+from store import (
+    CONVENTION_COLUMNS,
+    CONVENTIONS,
+    DENSE_TYPED_COLUMNS,
+    EXCEPTION_EVENT,
+    FlatBatch,
+    RefusedValue,
+    Rejection,
+)
 
 INT64_MAX = 2**63 - 1
 UINT32_MAX = 2**32 - 1
@@ -186,7 +191,7 @@ def append_span(
 
 def _report_refused_values(batch: FlatBatch, name: str, typed: dict[str, Any],
                            where: str) -> None:
-    """Empty the typed columns whose budget.* value is unusable (store/typed_attributes.py)
+    """Empty the typed columns whose budget.* value is unusable (store/rows/typed_attributes.py)
     and say so; the span is kept, with the raw value in its attributes."""
     refused = [column for column, value in typed.items() if value.__class__ is RefusedValue]
     for column in refused:

@@ -34,7 +34,7 @@ from ingest.decode.protowire import (
     read_exactly,
     read_varint,
 )
-from store.rejections import Rejection
+from store import Rejection
 
 # Field numbers from opentelemetry/proto/logs/v1/logs.proto and logs_service.proto.
 REQUEST_RESOURCE_LOGS = 1

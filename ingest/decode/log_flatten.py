@@ -1,7 +1,7 @@
 """ExportLogsServiceRequest (protobuf objects or OTLP JSON dicts) → rows of `log_records`.
 
 Log records share resources and scopes with spans (same ids, same tables) and go through the
-same writer and transaction as spans (store/writer.py). Each record is checked on its own: a
+same writer and transaction as spans (store/write/writer.py). Each record is checked on its own: a
 bad one is refused alone, with its position, never its batch.
 
 A log record's identity (so that a record sent twice is stored once) is a 128-bit digest of
@@ -31,8 +31,7 @@ from ingest.decode.flatten import (
     resource_row,
     scope_row,
 )
-from store.rejections import Rejection
-from store.rows import FlatBatch
+from store import FlatBatch, Rejection
 
 # Severity numbers OTLP defines (logs.proto SeverityNumber): 0 unspecified, 1-24.
 MAX_SEVERITY = 24

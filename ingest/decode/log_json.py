@@ -27,7 +27,7 @@ from ingest.decode.otlp_json import (
     export_entries,
     has_surrogate,
 )
-from store.rows import FlatBatch
+from store import FlatBatch
 
 
 def is_logs_document(document: Any) -> bool:

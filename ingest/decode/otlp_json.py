@@ -53,10 +53,7 @@ from ingest.decode.flatten import (
     scope_row,
     time_problem,
 )
-from store.rejections import Rejection
-from store.rows import FlatBatch
-from store.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
-from store.vocabulary import EXCEPTION_EVENT
+from store import EXCEPTION_EVENT, TYPED_ATTRIBUTES, FlatBatch, Rejection, merge_named_columns
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")

@@ -25,7 +25,7 @@ from ingest.decode.protowire import (
     read_exactly,
     skip_exactly,
 )
-from store.rejections import Rejection
+from store import Rejection
 
 # Field numbers from opentelemetry/proto/trace/v1/trace.proto and trace_service.proto.
 REQUEST_RESOURCE_SPANS = 1

@@ -47,9 +47,7 @@ from ingest.decode.flatten import (
 )
 from ingest.decode.proto_decode import decode_request
 from ingest.decode.wire_messages import WireEvent, WireLink, WireRequest
-from store.rows import FlatBatch
-from store.typed_attributes import TYPED_ATTRIBUTES, merge_named_columns
-from store.vocabulary import EXCEPTION_EVENT
+from store import EXCEPTION_EVENT, TYPED_ATTRIBUTES, FlatBatch, merge_named_columns
 
 # Attributes longer than this (prompts, payloads) are converted every time rather than cached:
 # they rarely repeat and would crowd out the short ones that do.

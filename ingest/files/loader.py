@@ -13,11 +13,15 @@ import pyarrow as pa
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.progress import Progress
 from ingest.files.sources import OpenedFile, expand_paths, read_pieces
-from store.background_writer import BackgroundWriter
-from store.rejections import Rejection, RejectionLog
-from store.rows import FlatBatch
-from store.scheduling import measure_rootless, pending_derivations
-from store.writer import SpanWriter
+from store import (
+    BackgroundWriter,
+    FlatBatch,
+    Rejection,
+    RejectionLog,
+    SpanWriter,
+    measure_rootless,
+    pending_derivations,
+)
 
 # Spans per transaction. Measured on a 1M-span protobuf file (2 cores): 5k-span transactions
 # spent 84 s inserting, 20k-span ones 53-56 s; the two 20k batches in flight (one committing,
@@ -126,9 +130,9 @@ def load_files(
 ) -> LoadSummary:
     """Load every file; rejects what is bad, keeps what is good, never stores a span twice.
     With `derive`, the derived tables are brought up to date as the load goes and at its end
-    (store/scheduling.py, trigger 4); with `root_grace_seconds` too, traces whose root has not
-    arrived, and whose last span is older than that once the files are read, are measured from
-    their earliest span (SPEC §9; 0: every one of them)."""
+    (store/derive/scheduling.py, trigger 4); with `root_grace_seconds` too, traces whose root has
+    not arrived, and whose last span is older than that once the files are read, are measured
+    from their earliest span (SPEC §9; 0: every one of them)."""
     summary = LoadSummary()
     writer = writer or SpanWriter(con)
     derivations = pending_derivations() if derive else None

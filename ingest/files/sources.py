@@ -35,8 +35,7 @@ from ingest.decode.otlp_json import NotOtlpJson, check_request_shape, flatten_js
 from ingest.decode.proto_decode import UndecodableMessage, decode_request, iter_streamed_request
 from ingest.decode.proto_flatten import flatten_parsed
 from ingest.decode.protowire import WireError
-from store.rejections import Rejection
-from store.rows import FlatBatch
+from store import FlatBatch, Rejection
 
 GZIP_MAGIC = b"\x1f\x8b"
 # A single JSON line or document larger than this is refused rather than held in memory.

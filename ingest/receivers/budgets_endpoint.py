@@ -29,9 +29,7 @@ from typing import Any, Protocol
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.bounded_pool import BoundedPool
 from ingest.receivers.http_routes import Head, Reply, Request
-from store.declared_budgets import Change, DeclarationError
-from store.declared_service import DeclaredBudgets, WriterBusy
-from store.group_commit import Closed
+from store import Change, Closed, DeclarationError, DeclaredBudgets, WriterBusy
 
 PATH = "/budgets"
 JSON = "application/json"

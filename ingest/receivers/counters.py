@@ -5,7 +5,7 @@ Counted per transport (http, grpc):
   with success: received = accepted + rejected; a rejected span is one that partial_success
   reported (an id of the wrong length, invalid UTF-8, …), the rest of its request was stored;
 - values refused in spans that were stored (by reason: budget_out_of_range, …): the span was
-  kept without that value (store/typed_attributes.py), counted for both transports together;
+  kept without that value (store/rows/typed_attributes.py), counted for both transports together;
 - requests refused whole (by reason: unauthenticated, too_large, undecodable, unavailable, …):
   their spans were never decoded, or never acknowledged (the exporter retries them), so they
   are counted as requests, not spans.

@@ -52,7 +52,7 @@ from ingest.receivers.status import (
     retry_info,
     status_protobuf,
 )
-from store.group_commit import Closed, Overloaded, WriteFailed
+from store import Closed, Overloaded, WriteFailed
 
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"

@@ -4,7 +4,7 @@ The logs counterpart of export.py's trace path, and no more than that: the same 
 group-commit writer, limits and acknowledgement (the answer goes out once the records are
 committed), through `SpanIntake.commit`. The HTTP receiver maps `/v1/logs` here and the gRPC
 receiver its LogsService/Export; a log record with exception.type and a span context becomes
-that span's exception evidence once committed (store/sql/mark_pending_log_exceptions.sql).
+that span's exception evidence once committed (store/write/sql/mark_pending_log_exceptions.sql).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ingest.decode.otlp_json import NotOtlpJson
 from ingest.decode.proto_decode import UndecodableMessage
 from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.span_intake import SpanIntake, Undecodable, summarise
-from store.rows import FlatBatch
+from store import FlatBatch
 
 
 @dataclass(frozen=True)

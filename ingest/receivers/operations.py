@@ -6,7 +6,7 @@
   oldest batch waiting less than `max_wait_seconds`, and, when anything is waiting, a commit
   within `max_commit_age_seconds`. Otherwise 503 with the reason, so that a load balancer sends
   exporters elsewhere before they start getting 503s from /v1/traces. Traces whose derivation
-  failed (store/derivation.py) leave it ready, with the count in the body: they are confined
+  failed (store/derive/pending.py) leave it ready, with the count in the body: they are confined
   to themselves, and another replica or a restart would not derive them either.
 - /metrics: Prometheus text format (prometheus_client's exposition, with OperatorPages as the
   collector asked at each scrape: no process-global registry, so two servers in one process
@@ -40,7 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
-from store.group_commit import GroupCommitter
+from store import GroupCommitter
 
 _LOG = logging.getLogger("budgetscope.operations")
 TEXT = "text/plain; charset=utf-8"

@@ -30,7 +30,7 @@ from ingest.receivers.status import (
     UNAUTHENTICATED,
     UNAVAILABLE,
 )
-from store.group_commit import Closed, Overloaded, WriteFailed
+from store import Closed, Overloaded, WriteFailed
 
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"

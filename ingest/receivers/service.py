@@ -11,9 +11,7 @@ from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
-from store.group_commit import GroupCommitter
-from store.owner import DatabaseOwner
-from store.scheduling import DERIVE, ROOT_GRACE_SECONDS
+from store import DERIVE, ROOT_GRACE_SECONDS, DatabaseOwner, GroupCommitter
 
 
 @dataclass(frozen=True)
@@ -28,7 +26,7 @@ class ReceiverConfig:
     # Wrong tokens per client (auth.py), shared by both ports; serve shares it with its
     # dashboard too. None: the receivers keep their own.
     failed_tokens: FailedTokens | None = None
-    # Back-pressure of the group-commit writer (see store/commit_queue.py).
+    # Back-pressure of the group-commit writer (see store/write/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
     # SPEC §9: how long a trace whose root has not arrived waits before it is measured from its
@@ -42,7 +40,7 @@ class Receivers:
     def __init__(self, owner: DatabaseOwner, config: ReceiverConfig, *,
                  derive: bool = False) -> None:
         """With `derive`, the writer derives runs and steps after its commits (as serve does:
-        store/scheduling.py, triggers 1-3)."""
+        store/derive/scheduling.py, triggers 1-3)."""
         self.config = config
         self.committer = GroupCommitter(
             owner.cursor(), derive=DERIVE if derive else None,

@@ -23,9 +23,7 @@ from ingest.decode.otlp_json import NotOtlpJson, flatten_json_request
 from ingest.decode.proto_decode import UndecodableMessage
 from ingest.decode.proto_flatten import flatten_protobuf
 from ingest.receivers.counters import ReceiverCounters
-from store.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
-from store.rejections import Rejection
-from store.rows import FlatBatch
+from store import Closed, FlatBatch, GroupCommitter, Overloaded, Rejection, WriteFailed
 
 # partial_success.error_message lists this many reasons, with one example each.
 _REASONS_SHOWN = 3

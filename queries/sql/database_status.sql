@@ -1,6 +1,6 @@
 -- name: database_status
 -- What the database holds: spans, runs, when the newest span was stored, traces waiting for
--- their derivation and traces whose derivation failed (store/derivation.py) (filters unused).
+-- their derivation and traces whose derivation failed (store/derive/pending.py) (filters unused).
 SELECT (SELECT count(*) FROM spans) AS spans,
        (SELECT count(*) FROM runs) AS runs,
        (SELECT max(received_at) FROM spans) AS newest_received,

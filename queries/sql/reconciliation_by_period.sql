@@ -4,7 +4,7 @@
 -- Only whether a write was read back counts here, not how often or with what result, so this
 -- asks it of the filter's writes alone instead of reading the write_steps view, which counts
 -- and ranks every reconciliation in the database first (most of the Reconciliation page's
--- time on large files). The rule is the reconciliations view's (store/schema/derived.sql): a
+-- time on large files). The rule is the reconciliations view's (store/file/schema/derived.sql): a
 -- reconcile step with the write's idempotency key in the same run, or a span link to it. A
 -- reconcile step of the same run has the run's start and agent, so the filter holds for it too.
 WITH writes AS (

@@ -10,15 +10,13 @@ service."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import math
 import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -26,10 +24,14 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
-from budgetscope_sdk import ladder
+from budgetscope_sdk import intents, ladder
 from budgetscope_sdk.attributes import RunOutcome, SideEffect, StepKind
 from budgetscope_sdk.classify import qualified_type
 from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
+
+# Duration and seconds live in durations.py (below this module); still importable from here.
+from budgetscope_sdk.durations import Duration as Duration
+from budgetscope_sdk.durations import seconds as seconds
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 from budgetscope_sdk.intents import Intent
 from budgetscope_sdk.propagation import RemoteDeadline, deadline_headers, grpc_timeout_header
@@ -39,7 +41,6 @@ from budgetscope_sdk.step import Step, StepRecord
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-Duration = Union[float, int, dt.timedelta]
 T = TypeVar("T")
 
 CURRENT_BUDGET: ContextVar[RunBudget | None] = ContextVar("budgetscope_sdk_budget", default=None)
@@ -49,20 +50,6 @@ _VERSION = "0.1.0"
 def current_budget() -> RunBudget | None:
     """The innermost RunBudget open in this context."""
     return CURRENT_BUDGET.get()
-
-
-def seconds(value: Duration, what: str) -> float:
-    """Durations are seconds (as in asyncio, httpx and gRPC) or timedeltas: finite and not
-    negative (an infinite or NaN budget would be no deadline at all)."""
-    try:
-        out = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number of seconds or a timedelta, got "
-                         f"{value!r}") from None
-    if not (math.isfinite(out) and out >= 0):
-        raise ValueError(f"{what} must be a finite, non-negative duration in seconds, got "
-                         f"{value!r}")
-    return out
 
 
 def _ms(value: float) -> int:
@@ -484,17 +471,13 @@ class RunBudget:
         landed: re-sent with the same key; unknown: not re-sent), and without `reconcile` is
         not re-sent unless `idempotent=True` says the server deduplicates by key. See
         intents.retry for every option."""
-        from budgetscope_sdk.intents import retry
-
-        return retry(self, intent, call, reconcile=reconcile, **options)
+        return intents.retry(self, intent, call, reconcile=reconcile, **options)
 
     async def aretry(self, intent: Intent, call: Callable[[Step], Awaitable[T]], *,
                      reconcile: Callable[[Step], Awaitable[T | None]] | None = None,
                      **options: Unpack[RetryOptions]) -> T:
         """The asyncio form of `retry`."""
-        from budgetscope_sdk.intents import aretry
-
-        return await aretry(self, intent, call, reconcile=reconcile, **options)
+        return await intents.aretry(self, intent, call, reconcile=reconcile, **options)
 
     # -- propagation -----------------------------------------------------------------------
     def headers(self) -> dict[str, str]:

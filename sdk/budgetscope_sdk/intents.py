@@ -7,27 +7,58 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk.attributes import ReconcileResult, SideEffect, StepKind
+from budgetscope_sdk.clock import Clock
+from budgetscope_sdk.durations import Duration, seconds
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.results import TimedOut, timed_out
 from budgetscope_sdk.retry_after import retry_after_of
+from budgetscope_sdk.retry_budget import RetryBudget
 from budgetscope_sdk.step import Step
-
-if TYPE_CHECKING:
-    from budgetscope_sdk.budget import Duration, RunBudget
-    from budgetscope_sdk.retry_budget import RetryBudget
 
 T = TypeVar("T")
 
 RETRY_ON = frozenset({"client_timeout", "upstream_error"})
 _JITTER = random.Random()  # its own generator: seeding the global one elsewhere never aligns us
+
+
+class IntentBudget(Protocol):
+    """What an intent, its retries and its reconcile reads need of the run they spend: a
+    RunBudget, written here as an interface so that this module, which budget.py imports, does
+    not import budget.py back."""
+
+    @property
+    def intent_namespace(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def span(self) -> Span: ...
+
+    @property
+    def retry_budget(self) -> RetryBudget | None: ...
+
+    def step(self, kind: StepKind, name: str, *, side_effect: SideEffect | None = None,
+             idempotency_key: str | None = None, cap: Duration | None = None,
+             minimum: Duration = 0.0, attempt: int | None = None, hedge: bool | None = None,
+             landing: bool = False, widening: bool = False,
+             attributes: Mapping[str, Any] | None = None,
+             links: Sequence[trace.Link] = ()) -> Step: ...
+
+    def spendable(self) -> float: ...
+
+    def sleep(self, duration: Duration) -> None: ...
+
+    async def asleep(self, duration: Duration) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +86,7 @@ class Intent:
     The key is derived from the run's namespace, the operation and its parts, so asking for the
     same intent twice in a run gives the same key, and another run gets another."""
 
-    def __init__(self, budget: RunBudget, operation: str, parts: tuple[str, ...]) -> None:
+    def __init__(self, budget: IntentBudget, operation: str, parts: tuple[str, ...]) -> None:
         self.budget = budget
         self.operation = operation
         self.parts = parts
@@ -158,13 +189,11 @@ class _ReadBack:
 class _Retrier:
     """The decisions shared by the sync and async retry loops."""
 
-    def __init__(self, budget: RunBudget, intent: Intent, kind: StepKind, name: str | None,
+    def __init__(self, budget: IntentBudget, intent: Intent, kind: StepKind, name: str | None,
                  side_effect: SideEffect, attempts: int, backoff: float, factor: float,
                  max_backoff: float | None, jitter: bool, retry_on: Iterable[str],
                  cap: Duration | None, minimum: Duration, idempotent: bool,
                  retry_budget: RetryBudget | None, reconciles: bool) -> None:
-        from budgetscope_sdk.budget import seconds
-
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, got {attempts}")
         self.budget = budget
@@ -249,7 +278,7 @@ class _Retrier:
             attr.RETRY_REASON: reason})
 
 
-def retry(budget: RunBudget, intent: Intent, call: Callable[[Step], T], *,
+def retry(budget: IntentBudget, intent: Intent, call: Callable[[Step], T], *,
           reconcile: Callable[[Step], T | None] | None = None, kind: StepKind = "tool",
           name: str | None = None, side_effect: SideEffect = "write", attempts: int = 3,
           backoff: float = 0.25, factor: float = 2.0, max_backoff: float | None = None,
@@ -303,7 +332,7 @@ def retry(budget: RunBudget, intent: Intent, call: Callable[[Step], T], *,
                     budget.sleep(pause.timeout)
 
 
-async def aretry(budget: RunBudget, intent: Intent, call: Callable[[Step], Awaitable[T]], *,
+async def aretry(budget: IntentBudget, intent: Intent, call: Callable[[Step], Awaitable[T]], *,
                  reconcile: Callable[[Step], Awaitable[T | None]] | None = None,
                  kind: StepKind = "tool", name: str | None = None,
                  side_effect: SideEffect = "write", attempts: int = 3, backoff: float = 0.25,

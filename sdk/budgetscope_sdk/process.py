@@ -8,12 +8,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from budgetscope_sdk.clock import Clock
 from budgetscope_sdk.errors import StepTimeout
-
-if TYPE_CHECKING:
-    from budgetscope_sdk.step import Step
 
 # After SIGKILL, how long to wait for the pipes to close: a grandchild that left the group
 # (setsid) may hold them open forever, and the step must still return.
@@ -32,6 +30,31 @@ class ProcessTimeout(StepTimeout):
         self.stderr = stderr
 
 
+class _Clocked(Protocol):
+    @property
+    def clock(self) -> Clock: ...
+
+
+class BoundedStep(Protocol):
+    """What `run_bounded` needs of the step whose slice bounds the process: a Step, written
+    here as an interface so that this module, which step.py imports, does not import it back."""
+
+    cleanup_ms: int | None
+
+    @property
+    def budget(self) -> _Clocked: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def allocated_ms(self) -> int: ...
+
+    def remaining(self) -> float: ...
+
+    def record_timeout(self, error: BaseException | None = None) -> None: ...
+
+
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     try:
         if hasattr(os, "killpg"):
@@ -42,7 +65,7 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
         pass  # the group is already gone
 
 
-def run_bounded(step: Step, command: list[str], *, input: bytes | None, kill_grace: float,
+def run_bounded(step: BoundedStep, command: list[str], *, input: bytes | None, kill_grace: float,
                 popen: dict[str, Any]) -> subprocess.CompletedProcess[bytes]:
     """See Step.run_process."""
     clock = step.budget.clock

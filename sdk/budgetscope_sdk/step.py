@@ -24,11 +24,12 @@ import threading
 from collections.abc import Awaitable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk.attributes import (
@@ -46,7 +47,9 @@ from budgetscope_sdk.classify import (
     never_sent,
     qualified_type,
 )
+from budgetscope_sdk.clock import Clock
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
+from budgetscope_sdk.process import run_bounded
 from budgetscope_sdk.propagation import (
     IDEMPOTENCY_HEADER,
     deadline_headers,
@@ -57,8 +60,6 @@ from budgetscope_sdk.retry_after import parse_retry_after
 
 if TYPE_CHECKING:
     import subprocess
-
-    from budgetscope_sdk.budget import RunBudget
 
 T = TypeVar("T")
 
@@ -135,13 +136,39 @@ async def _finished_within(task: asyncio.Future[Any], timeout: float) -> bool:
     return task.done()
 
 
+class StepBudget(Protocol):
+    """What a step needs of the budget it spends from: a RunBudget (or a subagent's
+    ChildBudget), written here as an interface so that this module, which budget.py imports,
+    does not import budget.py back."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def tracer(self) -> Tracer: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def deadline_monotonic(self) -> float: ...
+
+    def remaining(self) -> float: ...
+
+    def now_unix_ms(self) -> int: ...
+
+    def context_for_steps(self, parent_step: Step | None) -> Context: ...
+
+    def step_finished(self, step: Step, record: StepRecord, duration: float) -> None: ...
+
+
 class Step:
     """An admitted call with its slice. `timeout` is the allocation in seconds; `remaining()`
     what is left of it now; `check()` raises StepTimeout once it has passed (for cooperative
     code); `run(awaitable)`, `run_sync(fn)` and `run_process(cmd)` enforce it on asyncio work,
     a function in a thread and a subprocess tree."""
 
-    def __init__(self, budget: RunBudget, kind: StepKind, name: str, *, allocated_s: float,
+    def __init__(self, budget: StepBudget, kind: StepKind, name: str, *, allocated_s: float,
                  remaining_s: float, cap_s: float | None, side_effect: SideEffect | None,
                  idempotency_key: str | None, attempt: int | None, hedge: bool | None,
                  extra: Mapping[str, Any] | None, links: Sequence[trace.Link] = ()) -> None:
@@ -402,8 +429,6 @@ class Step:
         at the deadline the whole group gets SIGTERM, then SIGKILL after `kill_grace` seconds
         (a shell's children die with it), `budget.cleanup_ms` records how long that took, and
         StepTimeout is raised (with what the command had written as `.stdout`/`.stderr`)."""
-        from budgetscope_sdk.process import run_bounded
-
         return run_bounded(self, list(args), input=input, kill_grace=kill_grace, popen=popen)
 
     # -- span lifecycle --------------------------------------------------------------------

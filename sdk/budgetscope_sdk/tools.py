@@ -8,12 +8,13 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from budgetscope_sdk.attributes import SideEffect
+from budgetscope_sdk.durations import Duration, seconds
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.results import TimedOut
 from budgetscope_sdk.step import Step
 
 if TYPE_CHECKING:
-    from budgetscope_sdk.budget import Duration, RunBudget
+    from budgetscope_sdk.budget import RunBudget
     from budgetscope_sdk.intents import Intent
 
 T = TypeVar("T")
@@ -69,7 +70,6 @@ async def hedged_read(budget: RunBudget, name: str, call: Callable[[Step], Await
     `after` seconds (default: the recorded p95 of tool:name; no history, no hedge), a second
     copy starts as its own step with budget.hedge = true, if the budget admits it. The first
     answer wins and the other call is cancelled (its step says `cancelled`). Never for writes."""
-    from budgetscope_sdk.budget import seconds
 
     async def attempt(step: Step) -> T:
         async with step:

@@ -17,7 +17,7 @@ import pytest
 
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
-from store.database import connect
+from store import connect
 from tests.trace_builder import TraceBuilder, store
 
 # A JavaScript function of n for `wait_for_function(CHARTS_DRAWN, arg=n)`: true once n charts are

@@ -11,7 +11,7 @@ import pandas as pd
 
 from queries import reports, run_compare
 from queries.filters import Filters
-from store.database import connect
+from store import connect
 from tests.browser import support
 from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
     CHROMIUM,

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store.database import connect
+from store import connect
 from tests.browser import support
 from tests.trace_builder import TraceBuilder, store
 

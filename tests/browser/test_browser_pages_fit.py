@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store.database import connect
+from store import connect
 from tests.browser import support
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it

@@ -14,7 +14,7 @@ from dashboard import fmt
 from queries.filters import Filters
 from simulation.data import simulate
 from simulation.policy import SimulationPolicy
-from store.database import connect
+from store import connect
 from tests.browser import support
 
 playwright_api = pytest.importorskip("playwright.sync_api")

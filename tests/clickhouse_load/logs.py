@@ -19,8 +19,7 @@ import pyarrow as pa
 
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.sources import expand_paths, read_pieces
-from store.clickhouse import ClickHouseConnection
-from store.rows import FlatBatch
+from store import ClickHouseConnection, FlatBatch
 from tests.clickhouse_load.traces import as_string
 
 TABLE = "otel_logs"
@@ -66,7 +65,7 @@ def log_rows(batch: FlatBatch) -> dict[str, list[Any]]:
 
 
 def create_otel_logs(con: ClickHouseConnection) -> None:
-    """The exporter's table (store/sql_clickhouse/otel_logs_table.sql), if missing."""
+    """The exporter's table (store/clickhouse/sql/otel_logs_table.sql), if missing."""
     con.run_script("otel_logs_table")
 
 

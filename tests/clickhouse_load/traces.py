@@ -28,8 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS, flatten_request
 from ingest.files.sources import expand_paths, read_pieces
-from store.clickhouse import ClickHouseConnection
-from store.rows import FlatBatch
+from store import ClickHouseConnection, FlatBatch
 
 TABLE = "otel_traces"
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
@@ -136,7 +135,7 @@ def table_of_request(request: ExportTraceServiceRequest) -> pa.Table:
 
 
 def create_otel_traces(con: ClickHouseConnection) -> None:
-    """The exporter's table (store/sql_clickhouse/otel_traces_table.sql), if missing."""
+    """The exporter's table (store/clickhouse/sql/otel_traces_table.sql), if missing."""
     con.run_script("otel_traces_table")
 
 

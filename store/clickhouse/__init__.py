@@ -1,0 +1,318 @@
+"""The ClickHouse backend: the same analyses, run where the Collector's ClickHouse exporter writes.
+
+A backend URL picks the engine:
+- `chdb:///path/to/folder` (or `chdb://relative/folder`): ClickHouse in-process (the chdb
+  package), on the data folder given; what the tests and bench/bench_clickhouse.py run on;
+- `clickhouse://user[:password]@host[:port]/database`: a ClickHouse server over HTTP through the
+  optional clickhouse-connect package (`pip install 'budgetscope[clickhouse]'`); the password may
+  instead come from env BUDGETSCOPE_CLICKHOUSE_PASSWORD. NOT exercised by the tests (no server
+  in CI): the SQL is the one the chdb tests run, the transport is clickhouse-connect's.
+
+Report queries come from queries/sql/clickhouse/ (queries.loader.CLICKHOUSE_QUERIES); the
+backend's own tables and derivation from sql/ beside this module (store/clickhouse/sql/,
+BACKEND_QUERIES); values are always bound as
+ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
+Only results travel: report rows (aggregates; for `runs`, one row per run; for the run view,
+one run's steps), never spans. chdb allows one data folder per process at a time.
+
+This module is the room's API (the front exports it as `store.clickhouse`); declared.py keeps
+the declared budgets and caps on ClickHouse (`store.clickhouse_declared`), in sql/declared/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pandas as pd
+import pyarrow as pa
+
+from store.derive.scheduling import ROOT_GRACE_SECONDS
+from store.derive.statements import with_conventions
+from store.file.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
+
+BACKEND_ENV = "BUDGETSCOPE_BACKEND"
+PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
+BACKEND_SCHEMES = ("chdb", "clickhouse")
+
+# Every query runs with these: ClickHouse's JOIN otherwise fills a missing side with default
+# values (0, '') where DuckDB, and so every definition here, gives NULL; and formatDateTime's
+# %f prints as many digits as the value's scale (3: milliseconds, DuckDB strftime's %g, as
+# queries/translate.py maps it) instead of always 6.
+SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1,
+                                    "formatdatetime_f_prints_scale_number_of_digits": 1}
+# The only tables rows are inserted into (their names are shaped into the INSERT's text, so
+# they come from this list, never from a caller's string).
+INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+# The backend's own files: the Collector exporter's tables, and the derivation that builds runs
+# and steps there (rebuilt whole: derive_state says when).
+BACKEND_FOLDER = Path(__file__).with_name("sql")
+BACKEND_NAMES = frozenset({
+    "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
+    "derive_steps", "derive_log_exceptions", "derive_log_exceptions_none",
+    "derive_scratch_drop", "derive_state",
+})
+# The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
+# their traces, then everything else (derive_build.sql says why the walk runs twice).
+DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
+BACKEND_QUERIES = with_conventions(
+    load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
+
+
+class BackendError(ValueError):
+    """A backend URL that cannot be used, or an engine that is not installed."""
+
+
+@dataclass(frozen=True)
+class BackendUrl:
+    scheme: str  # chdb or clickhouse
+    path: str = ""  # chdb data folder
+    host: str = "127.0.0.1"
+    port: int = 8123
+    user: str = "default"
+    password: str = ""
+    database: str = "default"
+
+    def describe(self) -> str:
+        """The URL without its password, for messages and cache keys."""
+        if self.scheme == "chdb":
+            return f"chdb://{self.path}"
+        return f"clickhouse://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def parse_backend_url(text: str) -> BackendUrl:
+    parts = urlsplit(text.strip())
+    if parts.scheme == "chdb":
+        path = unquote((parts.netloc or "") + (parts.path or ""))
+        if not path:
+            raise BackendError(f"{text!r}: chdb needs a data folder, e.g. chdb:///var/lib/traces")
+        return BackendUrl("chdb", path=path)
+    if parts.scheme == "clickhouse":
+        if not parts.hostname:
+            raise BackendError(f"{text!r}: expected clickhouse://user@host:port/database")
+        database = (parts.path or "/").strip("/") or "default"
+        query = parse_qs(parts.query)
+        try:
+            port = parts.port or int(query.get("port", ["8123"])[0])
+        except ValueError:
+            raise BackendError(f"{text!r}: the port is not a number") from None
+        return BackendUrl("clickhouse", host=parts.hostname, port=port,
+                          user=unquote(parts.username or "default"),
+                          password=unquote(parts.password or "") or os.environ.get(
+                              PASSWORD_ENV, ""),
+                          database=database)
+    raise BackendError(f"{text!r}: a backend is chdb:///FOLDER or "
+                       "clickhouse://user@host:port/database")
+
+
+def is_backend_url(text: str | None) -> bool:
+    return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
+
+
+def _parameter_text(value: Any) -> str:
+    """A value in ClickHouse's escaped parameter format (NULL is \\N, a backslash doubled)."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).replace("\\", "\\\\")
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a multi-statement file: each ends with ';' at the end of a line."""
+    code = "\n".join(line.split("--", 1)[0].rstrip() for line in text.splitlines())
+    statements, current = [], []
+    for line in code.splitlines():
+        current.append(line)
+        if line.endswith(";"):
+            statements.append("\n".join(current).rstrip(";").strip())
+            current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        statements.append(rest)
+    return [s for s in statements if s]
+
+
+class ClickHouseConnection:
+    """One open ClickHouse backend. `loader.frame` runs a named query through `frame`."""
+
+    dialect = "clickhouse"
+
+    def __init__(self, url: BackendUrl) -> None:
+        self.url = url
+        # chdb runs one query at a time per session; the dashboard calls from several threads.
+        self._lock = threading.Lock()
+        if url.scheme == "chdb":
+            try:
+                from chdb import session
+            except ImportError:
+                raise BackendError("chdb is not installed: pip install 'budgetscope[clickhouse]'"
+                                   ) from None
+            Path(url.path).mkdir(parents=True, exist_ok=True)
+            self._session = session.Session(url.path)
+            for name, value in SESSION_SETTINGS.items():  # names and values of our own
+                self._session.query(f"SET {name} = {int(value)}")
+            self._client = None
+        else:
+            try:
+                import clickhouse_connect
+            except ImportError:
+                raise BackendError("clickhouse-connect is not installed: "
+                                   "pip install 'budgetscope[clickhouse]'") from None
+            self._session = None
+            self._client = clickhouse_connect.get_client(
+                host=url.host, port=url.port, username=url.user, password=url.password,
+                database=url.database, settings=SESSION_SETTINGS)
+
+    # -- running text ---------------------------------------------------------------------------
+    def _frame_text(self, text: str, parameters: Mapping[str, Any]) -> pd.DataFrame:
+        with self._lock:
+            if self._session is not None:
+                params = {k: _parameter_text(v) for k, v in parameters.items()}
+                return self._session.query(text, "DataFrame", params=params or None)
+            return self._client.query_df(text, parameters=dict(parameters) or None)
+
+    def command(self, text: str, parameters: Mapping[str, Any] | None = None) -> None:
+        with self._lock:
+            if self._session is not None:
+                params = {k: _parameter_text(v) for k, v in (parameters or {}).items()}
+                self._session.query(text, "CSV", params=params or None)
+            else:
+                self._client.command(text, parameters=dict(parameters or {}) or None)
+
+    # -- named queries --------------------------------------------------------------------------
+    def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
+        text = query.text.rstrip().rstrip(";")
+        frame = self._frame_text(text, bound_parameters(query, parameters))
+        return frame.reset_index(drop=True)
+
+    def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
+        """Run every statement of a ClickHouse-only multi-statement file (DDL, derive), each
+        with the `parameters` it names."""
+        for number, statement in enumerate(split_statements(BACKEND_QUERIES[name].text), 1):
+            named = {m["name"] for m in CLICKHOUSE_PARAMETER.finditer(statement)}
+            try:
+                self.command(statement, {key: value for key, value in (parameters or {}).items()
+                                         if key in named})
+            except Exception as error:
+                raise RuntimeError(f"{name}.sql statement {number} failed: {error}") from error
+
+    def scalar(self, text: str) -> Any:
+        frame = self._frame_text(text, {})
+        return None if frame.empty else frame.iat[0, 0]
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append rows (columns named as the table's) to `table`, one of INSERTABLE_TABLES."""
+        if table not in INSERTABLE_TABLES:
+            raise ValueError(f"not a table budgetscope inserts into: {table!r}")
+        names = data.schema.names
+        if not all(_COLUMN_NAME.fullmatch(name) for name in names):
+            raise ValueError(f"not column names: {names!r}")
+        # Named, because a table may have more columns than the rows (otel_logs' TimestampTime
+        # is filled by its DEFAULT).
+        columns = ", ".join(f"`{name}`" for name in names)
+        with self._lock:
+            if self._session is not None:
+                # chdb's Python() table function reads the local variable named in the text.
+                rows = data  # noqa: F841
+                self._session.query(f"INSERT INTO {table} ({columns}) SELECT * FROM Python(rows)")
+            else:
+                self._client.insert_arrow(table, data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+            elif self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+class NoTraces(LookupError):
+    """The backend has no otel_traces table: the Collector's exporter has not written yet."""
+
+
+def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
+    """otel_traces now against what the last derivation read (derive_state.sql), or None when
+    nothing was derived yet. Raises NoTraces when there is no otel_traces table."""
+    if con.scalar("EXISTS TABLE otel_traces") != 1:
+        raise NoTraces(f"{con.url.describe()} has no otel_traces table: point the Collector's "
+                       "ClickHouse exporter at it first")
+    if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1 or \
+            con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1 or \
+            con.scalar("SELECT count() FROM system.columns WHERE database = currentDatabase() "
+                       "AND table = 'budgetscope_derive_state' AND name = 'log_rows'") != 1:
+        # never derived, or derived before declared budgets (SPEC §10) or log records existed
+        return None
+    rows = con.frame(BACKEND_QUERIES["derive_state"], {})
+    if rows.empty:
+        return None
+    state = rows.iloc[0].to_dict()
+    state["log_rows"] = _otel_logs_rows(con)
+    return state
+
+
+def _otel_logs_rows(con: ClickHouseConnection) -> int:
+    """Rows in the Collector's otel_logs; 0 when it has none (no logs pipeline)."""
+    if con.scalar("EXISTS TABLE otel_logs") != 1:
+        return 0
+    return int(con.scalar("SELECT count() FROM otel_logs") or 0)
+
+
+def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
+    """Build the derived tables (derive_build.sql) when they are missing or otel_traces,
+    otel_logs or the declarations changed since they were built; returns whether it built
+    them. Readers call this before querying, so every report covers every stored span. A
+    build reads the whole table: on a cluster, run it from one place (one dashboard, or
+    `budgetscope report` from cron) rather than from each."""
+    state = derived_state(con)
+    current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
+        pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"]) and \
+        state["declared"] == state["derived_declared"] and \
+        int(state["log_rows"]) == int(state["derived_log_rows"])
+    if current and not force:
+        return False
+    con.run_script("derive_scratch_drop")  # what a crashed build may have left
+    try:
+        # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
+        con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
+                       else "derive_log_exceptions_none")
+        # SPEC §9: a trace without its root is measured once its last span ended longer ago than
+        # the grace period (otel_traces keeps no arrival time)
+        cutoff = {"root_cutoff_ns": time.time_ns() - int(ROOT_GRACE_SECONDS * 1e9)}
+        for name in DERIVE_BUILD:
+            con.run_script(name, cutoff)
+    finally:
+        con.run_script("derive_scratch_drop")
+    return True
+
+
+_open: dict[BackendUrl, ClickHouseConnection] = {}
+_open_lock = threading.Lock()
+
+
+def connect(url: str | BackendUrl) -> ClickHouseConnection:
+    """A connection for this URL, shared within the process: chdb allows one data folder per
+    process at a time, and a server client is reusable."""
+    parsed = parse_backend_url(url) if isinstance(url, str) else url
+    with _open_lock:
+        con = _open.get(parsed)
+        if con is None or (con._session is None and con._client is None):
+            con = _open[parsed] = ClickHouseConnection(parsed)
+        return con
+
+
+def close_all() -> None:
+    with _open_lock:
+        for con in _open.values():
+            con.close()
+        _open.clear()

@@ -1,0 +1,264 @@
+"""Declared budgets and step caps (SPEC §10): checking them, storing them, and marking the runs
+a change re-measures.
+
+Most agents send no `budget.total_ms`; a team declares a budget per agent (and a default for all
+agents) and per-step caps by step key instead. Both live in the database
+(store/file/schema/declared_budgets.sql); the derivation reads them. A change is stored and the
+affected traces are marked for measuring again in one transaction
+(sql/declared_affected_by_*.sql): the derivation then re-measures exactly those (their stored
+runs and steps, store/derive/pending.py), whichever process runs it, so past runs follow the change
+as new ones do, and a crash between the two never leaves numbers measured against a budget that
+is no longer declared.
+
+Everything that takes a declaration from a person (the CLI, the server's endpoint, the
+dashboard) checks it with `parse_change` / `Change.checked`, so the three refuse the same things
+with the same messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from store.file.sql_files import load_queries
+
+DECLARED_FOLDER = Path(__file__).with_name("sql")
+DECLARED_QUERIES = load_queries(DECLARED_FOLDER, frozenset({
+    "declared_budget_set", "declared_budget_unset", "declared_cap_set", "declared_cap_unset",
+    "declared_affected_by_budget", "declared_affected_by_cap", "mark_declared_affected",
+    "declared_list"}))
+
+
+def _sql(name: str) -> str:
+    return DECLARED_QUERIES[name].text
+
+
+_BUDGET_SET = _sql("declared_budget_set")
+_BUDGET_UNSET = _sql("declared_budget_unset")
+_CAP_SET = _sql("declared_cap_set")
+_CAP_UNSET = _sql("declared_cap_unset")
+_AFFECTED_BY_BUDGET = _sql("declared_affected_by_budget")
+_AFFECTED_BY_CAP = _sql("declared_affected_by_cap")
+_MARK_AFFECTED = _sql("mark_declared_affected")
+_LIST = _sql("declared_list")
+
+# SPEC §2's step kinds: the first half of a step key.
+STEP_KINDS = ("model", "tool", "subagent", "backoff", "queue", "reconcile", "other")
+ACTIONS = ("set", "set_default", "unset", "unset_default", "cap", "uncap")
+_DURATION = re.compile(r"^\s*(?P<sign>[-+]?)\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*"
+                       r"(?P<unit>[a-zA-Z]*)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+# A budget longer than a year is a typo (and B in ns must stay far inside 64 bits).
+MAX_DURATION_MS = 366 * 86_400_000
+MAX_NAME_CHARS = 512
+# C0, DEL, C1 and the bidirectional overrides and isolates: nothing a name needs, and each
+# acts on a terminal or reorders what is shown where the name is printed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+class DeclarationError(ValueError):
+    """A declaration that cannot be stored, with a one-line message naming the problem."""
+
+
+def parse_duration_ms(text: str, what: str = "duration") -> int:
+    """'90s' → 90000, '250ms' → 250, '1.5m' → 90000, '2h', '1d'. A unit is required; zero,
+    negative and fractional milliseconds are refused."""
+    match = _DURATION.match(str(text))
+    if match is None:
+        raise DeclarationError(f"{what} {text!r} is not a duration; write a positive number "
+                               "with a unit: ms, s, m, h or d (e.g. 90s, 2500ms, 5m)")
+    unit = match["unit"].lower()
+    if not unit:
+        raise DeclarationError(f"{what} {text!r} has no unit: write e.g. {match['number']}s "
+                               f"or {match['number']}ms (ms, s, m, h or d)")
+    if unit not in _UNIT_MS:
+        raise DeclarationError(f"{what} {text!r}: unknown unit {match['unit']!r}; use ms, s, "
+                               "m, h or d")
+    if match["sign"] == "-":
+        raise DeclarationError(f"{what} {text!r} is negative: it must be a positive duration")
+    value = float(match["number"]) * _UNIT_MS[unit]
+    if value != int(value):
+        raise DeclarationError(f"{what} {text!r} is not a whole number of milliseconds")
+    return checked_ms(int(value), what, text)
+
+
+def checked_ms(value: Any, what: str = "duration", shown: Any = None) -> int:
+    """A duration already in milliseconds (the server's wire form): a positive integer."""
+    shown = value if shown is None else shown
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DeclarationError(f"{what} {shown!r} is not a whole number of milliseconds")
+    if value <= 0:
+        raise DeclarationError(f"{what} {shown!r} is {'zero' if value == 0 else 'negative'}: "
+                               "it must be a positive duration")
+    if value > MAX_DURATION_MS:
+        raise DeclarationError(f"{what} {shown!r} is longer than 366 days")
+    return value
+
+
+def checked_agent(name: Any) -> str:
+    """An agent name as runs.agent holds it (gen_ai.agent.name, else service.name)."""
+    if not isinstance(name, str) or not name.strip():
+        raise DeclarationError("agent name is empty: name the agent as reports show it "
+                               "(gen_ai.agent.name, else the service.name)")
+    if _CONTROL.search(name) or len(name) > MAX_NAME_CHARS:
+        raise DeclarationError(f"agent name {name[:80]!r} holds control characters or "
+                               "bidirectional overrides, or is longer than "
+                               f"{MAX_NAME_CHARS} characters")
+    return name
+
+
+def checked_step_key(key: Any) -> str:
+    """A step key `kind:name` (SPEC §4) with a kind of SPEC §2, e.g. tool:fetch_report."""
+    if not isinstance(key, str) or ":" not in key:
+        raise DeclarationError(f"step key {key!r} is not kind:name (e.g. tool:fetch_report); "
+                               f"the kind is one of {', '.join(STEP_KINDS)}")
+    kind, _, name = key.partition(":")
+    if kind not in STEP_KINDS:
+        raise DeclarationError(f"step key {key!r}: {kind!r} is not a step kind; use one of "
+                               f"{', '.join(STEP_KINDS)}")
+    if not name.strip():
+        raise DeclarationError(f"step key {key!r} has no name after {kind}: "
+                               "(e.g. tool:fetch_report)")
+    if _CONTROL.search(key) or len(key) > MAX_NAME_CHARS:
+        raise DeclarationError(f"step key {key[:80]!r} holds control characters or "
+                               "bidirectional overrides, or is longer than "
+                               f"{MAX_NAME_CHARS} characters")
+    return key
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change: set/unset an agent's budget, set/unset the default, cap/uncap a step key.
+    `target` is the agent or step key (None for the default), `duration_ms` for set and cap."""
+
+    action: str
+    target: str | None = None
+    duration_ms: int | None = None
+
+    def checked(self) -> Change:
+        """This change with every field checked; raises DeclarationError."""
+        if self.action not in ACTIONS:
+            raise DeclarationError(f"unknown action {self.action!r}; one of {', '.join(ACTIONS)}")
+        target: str | None
+        if self.action in ("set", "unset"):
+            target = checked_agent(self.target)
+        elif self.action in ("cap", "uncap"):
+            target = checked_step_key(self.target)
+        else:
+            target = None
+        duration = None
+        if self.action in ("set", "set_default", "cap"):
+            duration = checked_ms(self.duration_ms, "cap" if self.action == "cap" else "budget")
+        return Change(self.action, target, duration)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "target": self.target, "duration_ms": self.duration_ms}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Change:
+        """From the server's wire form; raises DeclarationError for anything else."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("action"), str):
+            raise DeclarationError('expected a JSON object {"action": ..., "target": ..., '
+                                   '"duration_ms": ...}')
+        return cls(payload["action"], payload.get("target"),
+                   payload.get("duration_ms")).checked()
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a change did: whether anything changed, and how many runs (in how many traces) it
+    marked for re-derivation."""
+
+    change: Change
+    changed: bool
+    runs: int
+    traces: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change.to_json(), "changed": self.changed, "runs": self.runs,
+                "traces": self.traces}
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> Applied:
+        change = payload["change"]
+        return cls(Change(change["action"], change.get("target"), change.get("duration_ms")),
+                   bool(payload["changed"]), int(payload["runs"]), int(payload["traces"]))
+
+
+@dataclass(frozen=True)
+class Declaration:
+    what: str  # budget or cap
+    scope: str  # agent, default, step
+    target: str | None  # the agent or step key; None for the default
+    duration_ms: int
+    declared_at: str  # ISO 8601 UTC
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def apply(con: duckdb.DuckDBPyConnection, change: Change) -> Applied:
+    """Store `change` and mark the runs it affects, in one transaction of `con` (the process's
+    writing connection). The caller then runs the derivation (or lets serve's run it)."""
+    change = change.checked()
+    con.begin()
+    try:
+        applied = _apply_in_transaction(con, change)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return applied
+
+
+def _apply_in_transaction(con: duckdb.DuckDBPyConnection, change: Change) -> Applied:
+    scope_agent = {"scope": "default", "agent": ""}
+    if change.action in ("set", "unset"):
+        scope_agent = {"scope": "agent", "agent": change.target}
+    before = _current(con, change)
+    if change.action in ("set", "set_default"):
+        con.execute(_BUDGET_SET, {**scope_agent, "budget_ms": change.duration_ms})
+    elif change.action in ("unset", "unset_default"):
+        con.execute(_BUDGET_UNSET, scope_agent)
+    elif change.action == "cap":
+        con.execute(_CAP_SET, {"step_key": change.target, "cap_ms": change.duration_ms})
+    else:
+        con.execute(_CAP_UNSET, {"step_key": change.target})
+    after = _current(con, change)
+    if before == after:  # nothing changed: no run's numbers move
+        return Applied(change, False, 0, 0)
+    if change.action in ("cap", "uncap"):
+        con.execute(_AFFECTED_BY_CAP, {"step_key": change.target})
+    else:
+        con.execute(_AFFECTED_BY_BUDGET, scope_agent)
+    row = con.execute("SELECT count(*), coalesce(sum(runs), 0) FROM declared_affected"
+                      ).fetchone()
+    traces, runs = (int(row[0]), int(row[1])) if row else (0, 0)
+    con.execute(_MARK_AFFECTED)
+    con.execute("DROP TABLE declared_affected")
+    return Applied(change, True, runs, traces)
+
+
+def _current(con: duckdb.DuckDBPyConnection, change: Change) -> int | None:
+    """The stored duration the change concerns (None when nothing is declared)."""
+    if change.action in ("cap", "uncap"):
+        row = con.execute("SELECT cap_ms FROM declared_step_caps WHERE step_key = ?",
+                          [change.target]).fetchone()
+    else:
+        scope = "agent" if change.action in ("set", "unset") else "default"
+        row = con.execute("SELECT budget_ms FROM declared_budgets WHERE scope = ? AND agent = ?",
+                          [scope, change.target or ""]).fetchone()
+    return None if row is None else int(row[0])
+
+
+def declarations(con: duckdb.DuckDBPyConnection) -> list[Declaration]:
+    """Every declared budget (the default first) and cap."""
+    rows = con.execute(_LIST).fetchall()
+    return [Declaration(what, scope, target, int(ms),
+                        declared_at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            for what, scope, target, ms, declared_at in rows]

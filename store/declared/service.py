@@ -1,0 +1,78 @@
+"""Declared budgets inside `budgetscope serve`: changes go through the single writer, and the
+answer waits for the derivation turn that re-measures the affected runs.
+
+While serve holds the file nobody else can open it, so the server carries out `budgetscope
+budgets` for the CLI (ingest/receivers/budgets_endpoint.py) and for the dashboard it runs (which
+is handed this service in its configuration: dashboard.config's `editor`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from dataclasses import dataclass
+
+from store.declared import budgets as declared_budgets
+from store.declared.budgets import Applied, Change, Declaration
+from store.file.owner import DatabaseOwner
+from store.write.group_commit import GroupCommitter
+
+# How long a change waits for its runs to be re-derived before answering "still deriving".
+DERIVE_WAIT_SECONDS = 60.0
+# How long a change waits for the writer to store it (a retention slice or a commit first).
+WRITER_WAIT_SECONDS = 60.0
+
+
+class WriterBusy(RuntimeError):
+    """The writer did not store the change in time (it may still)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A stored change, and whether its runs were re-derived before the answer."""
+
+    applied: Applied
+    derived: bool
+    seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.applied.to_json(), "derived": self.derived,
+                "seconds": round(self.seconds, 3)}
+
+
+class DeclaredBudgets:
+    def __init__(self, owner: DatabaseOwner, committer: GroupCommitter, *,
+                 derive_wait_seconds: float = DERIVE_WAIT_SECONDS) -> None:
+        self.owner = owner
+        self.committer = committer
+        self.derive_wait_seconds = derive_wait_seconds
+
+    def apply(self, change: Change) -> Outcome:
+        """Store a change on the writer and wait for its re-derivation. Raises
+        DeclarationError (bad input, nothing stored), group_commit.Closed and WriterBusy."""
+        change = change.checked()
+        started = time.monotonic()
+
+        def task(con):  # type: ignore[no-untyped-def] - the writer's DuckDB connection
+            applied = declared_budgets.apply(con, change)
+            return applied, self.committer.derivation_ticket()
+
+        try:
+            applied, ticket = self.committer.run_in_writer(task).result(WRITER_WAIT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            # Still queued or running on the writer: it will be stored, or fail, on its own.
+            raise WriterBusy(f"the writer did not take the change within "
+                             f"{WRITER_WAIT_SECONDS:g} s (it is still queued); list the "
+                             "declarations in a moment to see it") from None
+        derived = True
+        if applied.traces:
+            self.committer.request_derivation()
+            derived = self.committer.wait_for_derivation(ticket, self.derive_wait_seconds)
+        return Outcome(applied, derived, time.monotonic() - started)
+
+    def declarations(self) -> list[Declaration]:
+        cursor = self.owner.cursor()
+        try:
+            return declared_budgets.declarations(cursor)
+        finally:
+            cursor.close()

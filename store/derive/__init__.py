@@ -1,0 +1,9 @@
+"""Runs and steps from the stored spans (SPEC §1-§6, §9, §10).
+
+- statements.py runs the derivation's SQL (sql/), whose `/*@name*/` markers are filled from
+  conventions.py (SPEC §9 and §3 as data, which the ClickHouse derivation is rendered from too);
+- pending.py owns the marks the writer leaves (sql/pending/): it derives the marked traces in
+  slices, and confines a trace that fails to itself;
+- scheduling.py says when: every trigger of the derivation, and its pace;
+- explain.py says why each span of a trace is, or is not, a step, from the derivation itself.
+"""

@@ -1,0 +1,301 @@
+-- name: derive_refresh
+-- Recognise the spans of every trace in the temp table touched_traces (SPEC §9, §3): the first of the derivation's files.
+--
+-- Runs in a derivation turn's transaction (store/derive/pending.py), after the spans' own
+-- commit. It reads all stored spans of the touched traces (not only the last batch), so the
+-- result is the same whatever order and in however many batches a trace's spans arrived, and
+-- a duplicate delivery changes nothing.
+-- Set-based throughout: no loop over runs. The derivation is this file, then derive_walk.sql,
+-- derive_recognise.sql, derive_walk.sql once more (for the traces where one call left two
+-- spans or runs nest too deep; skipped when none does), derive_steps.sql, derive_measure.sql
+-- and derive_drop.sql, in one transaction (store/derive/statements.py, which also skips the
+-- statements marked `-- when:` that have nothing to do).
+
+-- 0. Where to start reading spans: the earliest first arrival of a touched trace, less a margin
+-- for a wall clock stepped back between two writes (received_at is now() of each write).
+-- A trace seen for the first time arrives now, in this transaction, and has no derived rows
+-- yet, so step 8 deletes only for traces seen before (most of a stream's batches are new
+-- traces, and each delete is a scan of its whole table).
+-- touched_traces(trace_id, since) says since when each trace has spans not yet derived: the
+-- derivation may run long after the write that stored them (see store/derive/pending.py).
+CREATE OR REPLACE TEMP TABLE derive_touched AS
+SELECT t.trace_id, a.first_received_at, t.since
+FROM (SELECT trace_id, min(since) AS since FROM touched_traces GROUP BY trace_id) t
+LEFT JOIN trace_arrivals a ON a.trace_id = t.trace_id;
+
+INSERT INTO trace_arrivals (trace_id, first_received_at)
+SELECT trace_id, since FROM derive_touched WHERE first_received_at IS NULL;
+
+CREATE OR REPLACE TEMP TABLE derive_floor AS
+SELECT coalesce(min(coalesce(first_received_at, since)), now()) - INTERVAL 1 MINUTE
+           AS received_floor
+FROM derive_touched;
+
+CREATE OR REPLACE TEMP TABLE derive_seen_before AS
+SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
+
+-- What the derivation has to say about a trace (a bound it met) is said again each time.
+DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+
+-- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
+-- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
+-- of a touched trace's records, whenever they came (a record may arrive before or after its
+-- span; a late one marks its trace, store/write/sql/mark_pending_log_exceptions.sql), in time order.
+CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
+SELECT trace_id, span_id,
+       list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types,
+       list(json_extract_string(attributes, '$."exception.message"')
+            ORDER BY time_ns, record_key_hi, record_key_lo) AS messages
+FROM log_records
+WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
+  AND trace_id IN (SELECT trace_id FROM touched_traces)
+GROUP BY trace_id, span_id;
+
+-- 1. The touched traces' spans, recognised as candidate steps by SPEC §9's table and classed
+-- by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py, the one place
+-- those rules are written). `specific` is the class rules 1-4 give other than the fallback
+-- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
+-- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
+-- no step above it, row 11 no step below it, and one call recorded twice is one step.
+CREATE OR REPLACE TEMP TABLE derive_spans AS
+WITH picked AS (
+    SELECT s.*,
+           /*@step_row*/ AS step_row,
+           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
+           -- its `exception` events, then the exception log records carrying its context;
+           -- then their messages, in the same order (read only where there are events or
+           -- records: most spans have none).
+           list_filter(list_concat(s.exception_types, coalesce(le.types, [])),
+                       lambda x: trim(x) <> '') AS exception_texts,
+           CASE WHEN len(s.events) > 0 OR le.messages IS NOT NULL
+           THEN list_filter(list_concat(
+               list_transform(list_filter(s.events, lambda e: e.name = 'exception'),
+                              lambda e: json_extract_string(e.attributes,
+                                                            '$."exception.message"')),
+               coalesce(le.messages, [])), lambda x: coalesce(trim(x), '') <> '')
+           ELSE [] END AS exception_messages
+    FROM spans s
+    LEFT JOIN derive_log_exceptions le ON le.trace_id = s.trace_id AND le.span_id = s.span_id
+    WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
+      AND s.trace_id IN (SELECT trace_id FROM touched_traces)
+), recognised AS (
+    SELECT *,
+           /*@step_kind*/ AS step_kind,
+           /*@step_name*/ AS step_name,
+           /*@convention*/ AS convention,
+           /*@is_agent*/ AS is_agent,
+           /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
+           coalesce(trim(error_type) <> '', false) OR len(exception_texts) > 0 AS has_error_type,
+           -- rule 4's texts in order: error.type, the exception types, the exception
+           -- messages, the status message of an ERROR span; each normalised, with its code
+           -- (only where there is one: the lambdas cost ~10 µs a span, and most spans have
+           -- none)
+           CASE WHEN trim(error_type) <> '' OR len(exception_texts) > 0
+                     OR len(exception_messages) > 0 OR status_code = 2
+           THEN list_transform(list_transform(
+               list_concat(CASE WHEN trim(error_type) <> '' THEN [error_type] ELSE [] END,
+                           exception_texts, exception_messages,
+                           CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
+               lambda x: /*@normalise_x*/),
+               lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts
+    FROM picked
+), classed AS (
+    SELECT *,
+           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+                    list_filter(list_transform(error_texts, lambda p: /*@text_class*/),
+                                lambda c: c IS NOT NULL)[1],
+                    CASE WHEN /*@tool_timeout_result*/ THEN 'client_timeout' END) AS specific
+    FROM recognised
+)
+SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, status_code,
+       service_name, received_at,
+       gen_ai_agent_name,
+       budget_total_ms, budget_deadline_unix_ms, budget_reserve_ms,
+       budget_run_outcome, budget_remaining_ms, budget_cap_ms, budget_allocated_ms,
+       budget_side_effect, budget_effect_status, budget_idempotency_key, budget_attempt,
+       budget_hedge, budget_reconcile_result, budget_cleanup_ms,
+       budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
+       step_row,
+       needs_no_step_ancestor, is_agent,
+       step_kind, step_name, convention,
+       specific,
+       -- rules 4 (fallback) and 5
+       coalesce(specific, CASE WHEN has_error_type OR status_code = 2 THEN 'error' ELSE 'ok' END)
+           AS own_class,
+       -- rule 6: what counts as outcome evidence on a descendant
+       budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
+           OR grpc_status_code IS NOT NULL OR has_error_type OR len(exception_messages) > 0
+           AS has_evidence,
+       list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
+           AS link_targets,
+       -- as the walk reads them, amended below for the few spans concerned (updating those
+       -- rows costs less than writing every span's row a second time): `walk_parent` is the
+       -- parent, or the run's span for a span whose parent is missing; `candidate`: a row
+       -- matched and no twin sibling wraps it; `is_step`: a step whatever its ancestors (rows
+       -- 1-11; row 12 also needs no step above it)
+       parent_span_id AS walk_parent,
+       false AS root_missing,
+       step_row IS NOT NULL AS candidate,
+       step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
+       NULL::VARCHAR AS sibling_twin_of
+FROM classed;
+
+-- 1b. One call, two sibling spans (SPEC §9): candidates with one parent and one step key whose
+-- intervals nest, recorded by two instrumentation scopes (an SDK's own span beside a library's).
+-- Only the inner one is a step (of equal intervals, the larger span id); the outer one is a
+-- wrapper, whose evidence still rolls up. Siblings from one scope are parallel calls. Spans pair
+-- one to one, each with the other scope's span nearest to it (starts and ends apart, summed),
+-- and only when each is the other's nearest: two parallel calls, the second inside the first,
+-- pair as the two calls they are, not the first call's outer span with the second's inner one.
+-- A budget step (row 1) is an agent's own record and never merged. Only groups with two scopes
+-- are paired, so the self-join sees almost nothing in a trace without twins.
+CREATE OR REPLACE TEMP TABLE derive_sibling_twins AS
+WITH grouped AS (
+    SELECT trace_id, parent_span_id, step_kind, step_name
+    FROM derive_spans
+    WHERE step_row IS NOT NULL AND step_row <> '1' AND parent_span_id IS NOT NULL
+    GROUP BY ALL
+    HAVING min(scope_id) <> max(scope_id)
+), candidates AS (
+    SELECT s.trace_id, s.parent_span_id, s.span_id, s.scope_id, s.step_kind, s.step_name,
+           s.start_ns, s.end_ns
+    FROM derive_spans s
+    SEMI JOIN grouped g ON g.trace_id = s.trace_id AND g.parent_span_id = s.parent_span_id
+                       AND g.step_kind = s.step_kind AND g.step_name = s.step_name
+    WHERE s.step_row IS NOT NULL AND s.step_row <> '1'
+), pairs AS (
+    SELECT a.trace_id, a.span_id AS a_id, b.span_id AS b_id,
+           abs(a.start_ns - b.start_ns) + abs(a.end_ns - b.end_ns) AS distance,
+           a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns
+               AND (a.start_ns < b.start_ns OR a.end_ns > b.end_ns OR a.span_id < b.span_id)
+               AS a_outer
+    FROM candidates a
+    JOIN candidates b ON b.trace_id = a.trace_id AND b.parent_span_id = a.parent_span_id
+                     AND b.step_kind = a.step_kind AND b.step_name = a.step_name
+                     AND b.scope_id <> a.scope_id
+    WHERE (a.start_ns <= b.start_ns AND a.end_ns >= b.end_ns)
+       OR (b.start_ns <= a.start_ns AND b.end_ns >= a.end_ns)
+), nearest AS (
+    SELECT * FROM pairs
+    QUALIFY row_number() OVER (PARTITION BY trace_id, a_id ORDER BY distance, b_id) = 1
+)
+SELECT x.trace_id, x.a_id AS span_id, x.b_id AS twin_id
+FROM nearest x
+JOIN nearest y ON y.trace_id = x.trace_id AND y.a_id = x.b_id AND y.b_id = x.a_id
+WHERE x.a_outer;
+
+-- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
+-- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
+-- trace's run span: the earliest-starting run among those with no parent or a missing one
+-- (`anchor`). A trace with no run at all is measured once none of its spans has arrived for the
+-- grace period (the derivation's caller sets the variable budgetscope_root_cutoff: spans
+-- received before it are old enough; unset, no trace qualifies), or when it was already
+-- measured so: it is a run rooted at its earliest-starting span among those whose parent is
+-- missing (in a trace that is all cycles, its earliest span).
+CREATE OR REPLACE TEMP TABLE derive_orphans AS
+SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
+FROM derive_spans r
+WHERE r.parent_span_id IS NOT NULL
+  AND (r.parent_span_id = r.span_id
+       OR NOT EXISTS (SELECT 1 FROM derive_spans p
+                      WHERE p.trace_id = r.trace_id AND p.span_id = r.parent_span_id));
+
+CREATE OR REPLACE TEMP TABLE derive_anchors AS
+WITH traces AS (
+    SELECT trace_id,
+           count(*) AS spans,
+           bool_or(is_run) AS has_run,
+           arg_min(span_id, (start_ns, span_id)) FILTER (WHERE is_run AND parent_span_id IS NULL)
+               AS root_run,
+           arg_min(span_id, (start_ns, span_id)) AS earliest_span,
+           max(received_at) AS last_received_at
+    FROM derive_spans
+    GROUP BY trace_id
+), orphaned AS (
+    SELECT trace_id, arg_min(span_id, (start_ns, span_id)) AS earliest_orphan,
+           arg_min(span_id, (start_ns, span_id)) FILTER (WHERE is_run) AS orphan_run
+    FROM derive_orphans
+    GROUP BY trace_id
+), measured AS (
+    SELECT t.*, o.earliest_orphan, o.orphan_run,
+           NOT t.has_run AND (t.last_received_at < getvariable('budgetscope_root_cutoff')
+                              OR m.trace_id IS NOT NULL) AS root_overdue
+    FROM traces t
+    LEFT JOIN orphaned o ON o.trace_id = t.trace_id
+    LEFT JOIN (SELECT DISTINCT trace_id FROM runs
+               WHERE root_missing AND trace_id IN (SELECT trace_id FROM derive_seen_before)) m
+           ON m.trace_id = t.trace_id
+)
+SELECT trace_id, spans, has_run, last_received_at,
+       CASE WHEN root_overdue THEN coalesce(earliest_orphan, earliest_span) END
+           AS root_missing_run,
+       coalesce(root_run, orphan_run,
+                CASE WHEN root_overdue THEN coalesce(earliest_orphan, earliest_span) END)
+           AS anchor
+FROM measured;
+
+-- gates: which of the statements below have anything to do (store/derive/statements.py)
+SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
+       (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
+       coalesce((SELECT bool_or(root_missing_run IS NOT NULL) FROM derive_anchors), false)
+           AS rootless,
+       coalesce((SELECT bool_or(spans > 250000) FROM derive_anchors), false) AS capped;
+
+-- Work per trace is bounded (docs/design.md): a trace of more than 250,000 spans is measured
+-- on its first 250,000 by start, and the derivation says so on the trace. Only such traces are
+-- ranked, so the others pay nothing for it.
+CREATE OR REPLACE TEMP TABLE derive_capped AS
+SELECT trace_id, span_id FROM derive_spans
+WHERE trace_id IN (SELECT trace_id FROM derive_anchors WHERE spans > 250000)
+QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
+
+-- when: capped
+INSERT INTO derivation_notes BY NAME
+SELECT trace_id, 'spans_capped' AS note,
+       'the trace has ' || spans || ' spans: its runs are measured on the first 250000 by start'
+           AS detail
+FROM derive_anchors WHERE spans > 250000;
+
+-- When each trace was derived and how large it was: a large trace marked again soon is
+-- derived again only after a pause that grows with its size
+-- (store/derive/sql/pending/take_pending_derivations.sql).
+UPDATE trace_arrivals SET spans = a.spans, derived_at = now()
+FROM derive_anchors a WHERE a.trace_id = trace_arrivals.trace_id;
+
+-- Traces that still wait for their root, and since when nothing of them arrived: serve's
+-- derivation thread marks them again once the grace period has passed.
+DELETE FROM traces_awaiting_root WHERE trace_id IN (SELECT trace_id FROM derive_touched);
+INSERT INTO traces_awaiting_root BY NAME
+SELECT trace_id, last_received_at FROM derive_anchors WHERE NOT has_run AND anchor IS NULL;
+
+-- The spans as the walk reads them: the run span of a trace whose root never arrived, each span
+-- whose parent is missing hung below its trace's run span, sibling twins' outer spans no
+-- candidates, a capped trace's spans past the cap gone.
+-- when: rootless
+UPDATE derive_spans SET is_run = true, root_missing = true
+FROM derive_anchors a
+WHERE a.trace_id = derive_spans.trace_id AND a.root_missing_run = derive_spans.span_id;
+
+-- when: orphans
+UPDATE derive_spans SET walk_parent = a.anchor
+FROM derive_orphans o JOIN derive_anchors a ON a.trace_id = o.trace_id
+WHERE o.trace_id = derive_spans.trace_id AND o.span_id = derive_spans.span_id
+  AND o.span_id IS DISTINCT FROM a.anchor;
+
+-- when: twins
+UPDATE derive_spans SET candidate = false, is_step = false, sibling_twin_of = t.twin_id
+FROM derive_sibling_twins t
+WHERE t.trace_id = derive_spans.trace_id AND t.span_id = derive_spans.span_id;
+
+-- when: capped
+DELETE FROM derive_spans
+WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM derive_capped);
+
+-- The walk (derive_walk.sql) reads derive_walk_spans and appends to derive_walk.
+CREATE OR REPLACE TEMP VIEW derive_walk_spans AS SELECT * FROM derive_spans;
+CREATE OR REPLACE TEMP TABLE derive_walk (
+    trace_id VARCHAR, run_span_id VARCHAR, span_id VARCHAR, is_step BOOLEAN,
+    step_parent VARCHAR, step_ctx VARCHAR, plain_step_above BOOLEAN, path VARCHAR[], own BOOLEAN, nested BOOLEAN, depth INTEGER,
+    start_ns BIGINT, end_ns BIGINT, is_agent BOOLEAN, step_row VARCHAR, step_kind VARCHAR,
+    step_name VARCHAR, needs_no_step_ancestor BOOLEAN, specific VARCHAR, has_evidence BOOLEAN
+);

@@ -1,0 +1,135 @@
+"""Keeps the derived runs and steps tables in step with spans (SPEC §1-§6) and with the declared
+budgets (SPEC §10).
+
+`refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
+stored spans: the files of RECOGNISE recognise the steps and classes, derive_measure.sql applies
+B. `remeasure_touched` runs only the second half, over the stored runs and steps
+(derive_budgets.sql): what a change of a declared budget or cap moves. PendingDerivations in
+pending.py calls them; scheduling.py says when. The derivation's SQL is in sql/ beside this
+module (store/derive/sql/), its `/*@name*/` markers filled from conventions.py (SPEC §9, §3)
+once, at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from store.derive import conventions
+from store.file.sql_files import Query, load_queries
+
+DERIVE_FOLDER = Path(__file__).with_name("sql")
+# The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the
+# gate it runs under (None: always).
+RECOGNITION: tuple[tuple[str, str | None], ...] = (
+    ("derive_refresh", None), ("derive_walk", None), ("derive_recognise", None),
+    ("derive_walk", "rewalk"), ("derive_steps", None))
+RECOGNISE = tuple(name for name, _ in RECOGNITION)
+DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
+                          "derive_rebuild_prepare", "derive_explain"})
+# Most statements run whatever the traces hold; one preceded by `-- when: NAME` runs only when
+# the gate NAME is true, and a statement marked `-- gates` is a one-row query whose boolean
+# columns set gates. The statements that amend a few rows (orphans, sibling twins, a second walk)
+# then cost nothing on the traces that have none: each statement has a fixed cost of ~1-3 ms,
+# which the derivation pays once a turn whatever the turn holds.
+_WHEN = re.compile(r"^-- when: (?P<gate>[a-z_]+)\s*$", re.MULTILINE)
+_GATES = re.compile(r"^-- gates\b", re.MULTILINE)
+
+
+def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
+    """The derivations' `/*@name*/` markers filled from conventions.py (SPEC §9, §3)."""
+    return {name: replace(query, text=conventions.render(query.text, dialect))
+            if "/*@" in query.text else query for name, query in queries.items()}
+
+
+QUERIES = with_conventions(load_queries(DERIVE_FOLDER, DERIVE_NAMES), "duckdb")
+
+
+@dataclass(frozen=True)
+class _Piece:
+    statement: duckdb.Statement
+    when: str | None  # the gate it runs under
+    sets_gates: bool
+
+
+_PIECES: dict[str, list[_Piece]] = {}
+
+
+def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
+    """A file's statements, parsed once a process: parsing the derivation's text (its rendered
+    conventions are long) cost ~45 ms of each run, more than executing many of them."""
+    found = _PIECES.get(name)
+    if found is None:
+        found = _PIECES[name] = [
+            _Piece(statement, (m["gate"] if (m := _WHEN.search(statement.query)) else None),
+                   bool(_GATES.search(statement.query)))
+            for statement in con.extract_statements(QUERIES[name].text)]
+    return found
+
+
+def _execute(con: duckdb.DuckDBPyConnection, name: str,
+             gates: dict[str, bool] | None = None) -> None:
+    for piece in _pieces(con, name):
+        if piece.when is not None and not (gates or {}).get(piece.when, True):
+            continue
+        result = con.execute(piece.statement)
+        if piece.sets_gates and gates is not None:
+            row = result.fetchone()
+            names = [column[0] for column in result.description or ()]
+            gates.update({key: bool(value) for key, value in zip(names, row or (), strict=True)})
+
+
+def recognise(con: duckdb.DuckDBPyConnection) -> None:
+    """The recognition of the traces in touched_traces, leaving its temp tables for
+    derive_measure.sql (and derive_explain.sql)."""
+    gates: dict[str, bool] = {}
+    for name, gate in RECOGNITION:
+        if gate is None or gates.get(gate, True):
+            _execute(con, name, gates)
+
+
+def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute runs and steps of the traces listed in the temp table touched_traces."""
+    recognise(con)
+    _execute(con, "derive_measure")
+    _execute(con, "derive_drop")
+
+
+# SPEC §9, "A trace without its root": the derivation measures a trace whose root never arrived
+# once none of its spans was stored after this instant (a connection's setting; unset, none).
+ROOT_CUTOFF_VARIABLE = "budgetscope_root_cutoff"
+
+
+def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
+    """Traces without a root whose spans were all stored before `cutoff` are measured from
+    their earliest span by this connection's derivations from now on; None: no such trace."""
+    if cutoff is None:
+        con.execute("RESET VARIABLE budgetscope_root_cutoff")
+    else:
+        con.execute("SET VARIABLE budgetscope_root_cutoff = ?::TIMESTAMPTZ", [cutoff])
+
+
+def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:
+    """Measure the stored runs and steps of the traces in touched_traces against the declared
+    budgets again (their spans unchanged since they were derived)."""
+    _execute(con, "derive_budgets")
+    _execute(con, "derive_measure")
+
+
+def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute every trace's runs and steps, in one transaction (after an upgrade that
+    changes a derivation, or on a database whose spans were stored without deriving)."""
+    con.begin()
+    try:
+        _execute(con, "derive_rebuild_prepare")
+        refresh_touched(con)
+        con.commit()
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # keep the failure's own error (a full disk)
+            con.rollback()
+        raise

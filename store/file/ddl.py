@@ -1,0 +1,140 @@
+"""Creates or checks the schema from the .sql files in schema/, in the order `_order` gives, and
+brings an older file up to date with schema_migrations/. Both folders are loaded once, at import,
+through the SQL registry (store/file/sql_files.py): a file without its name header, or one that
+nobody lists, stops the program at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from store.file.sql_files import load_queries
+
+# 2: spans lost its primary key to span_keys (integer keys, cheaper to keep).
+# 3: pending_derivations lost its primary key (append-only marks: the derivation runs beside
+#    the writer, see schema/pending.sql).
+# 4: declared budgets and step caps (schema/declared_budgets.sql, SPEC §10); runs gain
+#    budget_source.
+#    log_records (schema/log_records.sql: OTLP log records).
+#    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
+#    spans gain the typed columns SPEC §9's conventions read (issue 13).
+# 5: step_lifts (tools lifted out of model steps) and pending_measurements (traces a change of
+#    a declared budget marked for measuring again), schema/derived.sql and schema/pending.sql.
+# 6: SPEC §9's revised recognition and §4's numbered blame: runs gain culprit_step,
+#    holder_step, holder_at_deadline, root_missing; spans gain mcp_method_name;
+#    traces_awaiting_root and derivation_notes (schema/derived.sql); every trace derived again.
+SCHEMA_VERSION = 6
+SCHEMA_FOLDER = Path(__file__).with_name("schema")
+# A file of an older version is brought up to date, one version at a time, by
+# schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the
+# same transaction as the version stamp; a version with no path up is refused.
+MIGRATIONS_FOLDER = Path(__file__).with_name("schema_migrations")
+
+
+class SchemaError(RuntimeError):
+    """The DDL files are inconsistent, or the database was written by another schema version."""
+
+
+def ddl_files() -> list[str]:
+    """The DDL file names in run order. A .sql file not listed in _order is a mistake that
+    would silently never run, so it stops the program instead."""
+    order_text = (SCHEMA_FOLDER / "_order").read_text(encoding="utf-8")
+    ordered = [line.strip() for line in order_text.splitlines()
+               if line.strip() and not line.lstrip().startswith("#")]
+    present = {entry.name for entry in SCHEMA_FOLDER.iterdir() if entry.name.endswith(".sql")}
+    unlisted = sorted(present - set(ordered))
+    missing = [name for name in ordered if name not in present]
+    if unlisted or missing:
+        raise SchemaError(f"schema/_order does not match the .sql files: unlisted {unlisted}, "
+                          f"missing {missing}")
+    return ordered
+
+
+# The DDL files by name (their set is _order's), and the migration of every version up to this
+# one: `<from>_to_<to>` for each version from 1 (the first schema) on.
+DDL = load_queries(SCHEMA_FOLDER, frozenset(Path(name).stem for name in ddl_files()))
+MIGRATIONS = load_queries(MIGRATIONS_FOLDER, frozenset(
+    f"{version}_to_{version + 1}" for version in range(1, SCHEMA_VERSION)))
+
+
+def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create what is missing; refuse a file written by a different schema version."""
+    found = _stored_version(con)
+    if found is None and _foreign_tables(con):
+        raise SchemaError(
+            "database file holds tables but no budgetscope schema version: it was not written "
+            "by budgetscope (or by one older than schema versions); use a new --db file")
+    steps = migration_steps(found) if found is not None and found != SCHEMA_VERSION else []
+    if found is not None and found != SCHEMA_VERSION and not steps:
+        raise SchemaError(
+            f"database schema version {found} is not the version this budgetscope uses "
+            f"({SCHEMA_VERSION}); open it with a matching budgetscope or re-ingest into a new file")
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name in ddl_files():
+            con.execute(DDL[Path(name).stem].text)
+        for step in steps:
+            try:
+                con.execute(MIGRATIONS[step.stem].text)
+            except duckdb.Error as error:
+                first_line = str(error).splitlines()[0]
+                raise SchemaError(f"could not migrate this file from schema version {found} to "
+                                  f"{SCHEMA_VERSION} ({step.name}: {first_line}); the file is "
+                                  "left unchanged") from None
+        if found is None:
+            con.execute("INSERT INTO budgetscope_meta VALUES ('schema_version', ?)",
+                        [str(SCHEMA_VERSION)])
+        elif steps:
+            con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",
+                        [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def up_to_date(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the file holds this version's schema, so that a read-only connection (which
+    cannot create or migrate anything) reads what the queries expect."""
+    return _stored_version(con) == SCHEMA_VERSION
+
+
+def migration_steps(found: int) -> list[Path]:
+    """The migration files from version `found` up to SCHEMA_VERSION; [] when there is no
+    path (a newer file, or one older than the oldest migration)."""
+    steps = []
+    for version in range(found, SCHEMA_VERSION):
+        name = f"{version}_to_{version + 1}"
+        if name not in MIGRATIONS:
+            return []
+        steps.append(MIGRATIONS_FOLDER / f"{name}.sql")
+    return steps
+
+
+def _foreign_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """Tables in a file without our meta table: adopting them would silently misread them.
+    (Our own interrupted first start is not one: meta.sql runs first, before any table.)"""
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
+        " AND table_schema = 'main' AND table_name <> 'budgetscope_meta'").fetchone()
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
+        " AND table_name = 'budgetscope_meta'").fetchone()
+    return bool(row and row[0]) and not (has_meta and has_meta[0])
+
+
+def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'budgetscope_meta'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return None
+    row = con.execute(
+        "SELECT value FROM budgetscope_meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except ValueError:
+        raise SchemaError(f"database schema version {row[0]!r} is not a number") from None

@@ -1,0 +1,27 @@
+-- name: declared_budgets
+-- declared_budgets and declared_step_caps: budgets a team declares instead of (or before) its
+-- agents sending budget.total_ms and budget.allocated_ms (SPEC §10). Written by
+-- `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the
+-- derivation (store/derive/sql/derive_refresh.sql), which resolves each run's budget B as the
+-- span's own budget.total_ms, else its agent's declared budget, else the declared default.
+-- A change marks the affected traces pending (store/declared/budgets.py), so that past runs'
+-- numbers follow it like new ones.
+
+-- One row per agent with a declared budget, and at most one row with scope 'default' (agent
+-- '') for every agent without one. Two columns rather than a NULL agent: a key cannot be NULL.
+CREATE TABLE IF NOT EXISTS declared_budgets (
+    scope        VARCHAR NOT NULL CHECK (scope IN ('agent', 'default')),
+    agent        VARCHAR NOT NULL,  -- the run's agent (runs.agent); '' for the default
+    budget_ms    BIGINT NOT NULL CHECK (budget_ms > 0),
+    declared_at  TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (scope, agent)
+);
+
+-- One row per step key (`kind:name`, SPEC §4) with a declared cap: steps of that key without
+-- budget.allocated_ms get min(cap, B - (step start - s)) as their allocation (SPEC §5, §10).
+-- A key no step has yet is allowed: the cap applies once such steps arrive.
+CREATE TABLE IF NOT EXISTS declared_step_caps (
+    step_key     VARCHAR PRIMARY KEY,
+    cap_ms       BIGINT NOT NULL CHECK (cap_ms > 0),
+    declared_at  TIMESTAMPTZ NOT NULL
+);

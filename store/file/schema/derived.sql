@@ -1,0 +1,200 @@
+-- name: derived
+-- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
+-- the on-call run view read a few columns instead of walking span trees on every query.
+-- Maintained only by store/derive/sql/derive_refresh.sql, which deletes and recomputes the rows of
+-- the traces a write touched, inside that write's transaction; never edit these rows by hand.
+-- No primary keys: a malformed trace (two roots, a parent cycle) must not make a whole ingest
+-- batch fail on a constraint; the refresh de-duplicates instead.
+
+-- trace_arrivals: when each trace's first span was stored. Spans are appended in arrival order,
+-- so every span of a trace has received_at >= its trace's first arrival; the refresh reads spans
+-- only from the earliest first arrival among the touched traces onwards, which DuckDB's min/max
+-- zone maps turn into skipping all older row groups (103 ms → 15 ms for 20 traces among 1.4M
+-- spans). Filled by the refresh itself, and by rebuild_all from the spans already stored.
+CREATE TABLE IF NOT EXISTS trace_arrivals (
+    trace_id             VARCHAR NOT NULL,
+    first_received_at    TIMESTAMPTZ NOT NULL,
+    -- Schema 6: its spans at its last derivation and when that was, so that a large trace
+    -- marked again and again (late spans, log records) is derived at a bounded pace
+    -- (store/derive/sql/pending/take_pending_derivations.sql).
+    spans                BIGINT,
+    derived_at           TIMESTAMPTZ
+);
+
+-- runs: one row per run (a span carrying budget.total_ms, or a trace root without one).
+CREATE TABLE IF NOT EXISTS runs (
+    run_id               VARCHAR NOT NULL,  -- trace_id, or trace_id/span_id when not the root
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    agent                VARCHAR,           -- gen_ai.agent.name, else the resource's service.name
+    start_ns             BIGINT NOT NULL,   -- s
+    end_ns               BIGINT NOT NULL,   -- the run span's own end
+    budget_ms            BIGINT,            -- B; NULL = unknown budget, budget metrics skip it
+    deadline_ns          BIGINT,            -- d
+    window_end_ns        BIGINT,            -- e = min(run end, d), never before s
+    reserve_ms           BIGINT,
+    outcome              VARCHAR,           -- budget.run.outcome as sent
+    elapsed_ms           DOUBLE NOT NULL,   -- run span end - s
+    utilisation          DOUBLE,            -- elapsed / B
+    latest_end_ns        BIGINT NOT NULL,   -- latest end of the run span or any descendant
+    overrun_ms           DOUBLE,
+    exhausted            BOOLEAN,           -- NULL when the budget is unknown
+    refused_steps        BIGINT NOT NULL,
+    steps                BIGINT NOT NULL,
+    top_level_steps      BIGINT NOT NULL,
+    unattributed_ms      DOUBLE,
+    culprit_span_id      VARCHAR,
+    culprit_key          VARCHAR,
+    culprit_ms           DOUBLE,
+    culprit_share        DOUBLE,
+    holder_span_id       VARCHAR,
+    holder_key           VARCHAR,
+    week                 VARCHAR NOT NULL,  -- ISO week of s in UTC, e.g. 2026-W48
+    -- where B came from (SPEC §8, §10): 'span' (budget.total_ms), 'declared' (the agent's or
+    -- the default declared budget), NULL when the budget is unknown. Last: schema 4 added it.
+    budget_source        VARCHAR,
+    -- Schema 6 (SPEC §4, §9): the culprit's and the holder's numbers (the rank of their start
+    -- among the run's top-level steps, from 1), whether the holder was running when the
+    -- deadline fired (else it is the last step started and none was running at d), and
+    -- whether the run's root span never arrived (measured from its earliest span).
+    culprit_step         INTEGER,
+    holder_step          INTEGER,
+    holder_at_deadline   BOOLEAN,
+    root_missing         BOOLEAN NOT NULL DEFAULT false
+);
+-- The on-call view looks one run up by id. No index on trace_id: the refresh's deletes by
+-- trace are hash joins that would not use it, and every index costs on each refresh's
+-- delete and insert (an early runs_by_trace/steps_by_trace pair is dropped here).
+CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id);
+DROP INDEX IF EXISTS runs_by_trace;
+
+-- steps: one row per step (a descendant of a run that SPEC §9 recognises as one, or a run
+-- span that is its own single step), attached to its nearest run ancestor. Run-level fields are copied in
+-- (agent, run start, exhausted) because every report filters steps by them.
+CREATE TABLE IF NOT EXISTS steps (
+    run_id               VARCHAR NOT NULL,
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    parent_span_id       VARCHAR,
+    top_step_id          VARCHAR NOT NULL,  -- the top-level step it rolls up into (itself if top)
+    is_top_level         BOOLEAN NOT NULL,
+    step_level           INTEGER NOT NULL,  -- 0 for top-level, 1 for a step inside one, ...
+    span_name            VARCHAR NOT NULL,
+    kind                 VARCHAR NOT NULL,
+    name                 VARCHAR NOT NULL,
+    step_key             VARCHAR NOT NULL,  -- kind:name
+    -- what recognised it (store/derive/conventions.py): budget, otel_genai, openinference, ...
+    convention           VARCHAR,
+    class                VARCHAR NOT NULL,  -- SPEC §3
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL,
+    duration_ms          DOUBLE NOT NULL,
+    remaining_ms         BIGINT,
+    cap_ms               BIGINT,
+    allocated_ms         BIGINT,
+    utilisation          DOUBLE,            -- duration / allocated (SPEC §5)
+    consumption_ms       DOUBLE,            -- top-level steps of budgeted runs only (SPEC §4)
+    side_effect          VARCHAR,
+    effect_status        VARCHAR,
+    idempotency_key      VARCHAR,
+    attempt              BIGINT,
+    hedge                BOOLEAN,
+    reconcile_result     VARCHAR,
+    cleanup_ms           BIGINT,
+    is_write             BOOLEAN NOT NULL,
+    is_uncertain         BOOLEAN NOT NULL,  -- SPEC §6
+    -- span links of reconcile steps: a reconcile step may name the write it reads back by link.
+    link_targets         STRUCT(trace_id VARCHAR, span_id VARCHAR)[],
+    agent                VARCHAR,
+    run_start_ns         BIGINT NOT NULL,
+    run_has_budget       BOOLEAN NOT NULL,
+    run_exhausted        BOOLEAN
+);
+CREATE INDEX IF NOT EXISTS steps_by_run_id ON steps (run_id);
+DROP INDEX IF EXISTS steps_by_trace;
+
+-- reconcile_links: each span link of a reconcile step, one row per link. The rows belong to the
+-- reconcile step's trace (refreshed with it); the target may be in any trace, so looking up
+-- "who links to the writes of this trace" is an index lookup on target_trace_id, whatever order
+-- the two traces arrived in.
+CREATE TABLE IF NOT EXISTS reconcile_links (
+    trace_id             VARCHAR NOT NULL,  -- the reconcile step's
+    span_id              VARCHAR NOT NULL,
+    run_id               VARCHAR NOT NULL,
+    target_trace_id      VARCHAR NOT NULL,  -- the linked span's (normally a write)
+    target_span_id       VARCHAR NOT NULL,
+    idempotency_key      VARCHAR,
+    result               VARCHAR NOT NULL,  -- budget.reconcile.result, default unknown
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reconcile_links_by_target ON reconcile_links (target_trace_id);
+
+-- reconciliations: which reconcile step reads back which write (SPEC §6): the same
+-- idempotency key in the same run, or a span link to the write. A view, not a table, because a
+-- link may cross traces: computing it at read time keeps it right whatever order traces arrive.
+CREATE OR REPLACE VIEW reconciliations AS
+WITH reconcile_steps AS (
+    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns,
+           coalesce(reconcile_result, 'unknown') AS result
+    FROM steps WHERE kind = 'reconcile'
+), by_key AS (
+    SELECT w.trace_id AS write_trace_id, w.span_id AS write_span_id,
+           r.trace_id AS reconcile_trace_id, r.span_id AS reconcile_span_id,
+           r.result, r.start_ns, r.end_ns, r.idempotency_key
+    FROM steps w JOIN reconcile_steps r
+      ON r.run_id = w.run_id AND r.idempotency_key = w.idempotency_key
+    WHERE w.is_write
+), by_link AS (
+    SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
+           r.idempotency_key
+    FROM reconcile_links r
+    JOIN steps w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
+    WHERE w.is_write
+)
+SELECT * FROM by_key UNION SELECT * FROM by_link;
+
+-- write_steps: every write step with what is known about it having been read back.
+-- last_result is the result of its latest reconciliation (by start, then end, then span id).
+CREATE OR REPLACE VIEW write_steps AS
+SELECT w.*,
+       coalesce(r.reconciliations, 0) AS reconciliations,
+       r.reconciliations IS NOT NULL AS reconciled,
+       w.is_uncertain AND r.reconciliations IS NULL AS orphan,
+       r.last_result
+FROM steps w
+LEFT JOIN (
+    SELECT write_trace_id, write_span_id, count(*) AS reconciliations,
+           arg_max(result, (start_ns, end_ns, reconcile_span_id)) AS last_result
+    FROM reconciliations GROUP BY ALL
+) r ON r.write_trace_id = w.trace_id AND r.write_span_id = w.span_id
+WHERE w.is_write;
+
+-- step_lifts: the tools lifted out of a model step (SPEC §9: a tool whose parent step is a
+-- model step stands at the model's level, and the model is not active while it runs), which
+-- the consumption share reads. Kept so that a change of a declared budget re-measures stored
+-- runs and steps (store/derive/sql/derive_budgets.sql) without recognising their spans
+-- again.
+CREATE TABLE IF NOT EXISTS step_lifts (
+    trace_id             VARCHAR NOT NULL,
+    run_span_id          VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,  -- the tool step
+    lifted_from          VARCHAR NOT NULL   -- the model step it is lifted out of
+);
+
+-- traces_awaiting_root: traces with spans stored but no run yet, because their root span has not
+-- arrived (SPEC §9, "A trace without its root"), and when their last span was stored. Kept by the
+-- derivation; serve marks a trace for derivation again once nothing of it has arrived for the
+-- grace period, and it is then measured from its earliest span (runs.root_missing).
+CREATE TABLE IF NOT EXISTS traces_awaiting_root (
+    trace_id             VARCHAR NOT NULL,
+    last_received_at     TIMESTAMPTZ NOT NULL
+);
+
+-- derivation_notes: what the derivation could not do in full for a trace, said rather than
+-- hidden (a bound it met), shown with the trace's runs. Rewritten each time the trace is derived.
+CREATE TABLE IF NOT EXISTS derivation_notes (
+    trace_id             VARCHAR NOT NULL,
+    note                 VARCHAR NOT NULL,  -- a stable name, e.g. http_beside_tool_skipped
+    detail               VARCHAR NOT NULL   -- one sentence for the user
+);

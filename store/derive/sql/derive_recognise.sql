@@ -13,8 +13,10 @@
 --   through further row-11 spans).
 -- The traces where either is found are walked again without them (derive_walk.sql): which
 -- spans are steps, their nearest step above and row 12's test all change below a wrapper.
--- gates: whether any trace has a row-11 candidate (the second search below)
-SELECT (SELECT count(*) FROM derive_spans WHERE step_row = '11') > 0 AS row_11;
+-- gates: whether any trace has a row-11 candidate (the second search below), and whether any
+-- run holds another (the depth search of runs below)
+SELECT (SELECT count(*) FROM derive_spans WHERE step_row = '11') > 0 AS row_11,
+       (SELECT count(*) FROM derive_walk WHERE nested AND depth > 0) > 0 AS nested_runs;
 
 CREATE OR REPLACE TEMP TABLE derive_demoted AS
 -- each model or tool step below a model or tool step (its nearest step above)
@@ -54,7 +56,9 @@ SELECT trace_id, span_id, 'over_steps', min(below) FROM over_steps GROUP BY ALL;
 -- Runs nest at most 16 deep (a run inside a run inside …): a span with budget.total_ms deeper
 -- than that is measured as part of the run around it, so that a trace of N nested runs costs
 -- at most 17 rows a run in derive_steps.sql's run tree, not N²/2 (said on the trace).
-CREATE OR REPLACE TEMP TABLE derive_deep_runs AS
+CREATE OR REPLACE TEMP TABLE derive_deep_runs (trace_id VARCHAR, span_id VARCHAR);
+-- when: nested_runs
+INSERT INTO derive_deep_runs
 WITH RECURSIVE edges AS (
     SELECT trace_id, run_span_id AS outer_run, span_id AS inner_run
     FROM derive_walk WHERE nested AND depth > 0
@@ -76,6 +80,7 @@ WHERE w.depth = 0
                   WHERE d.trace_id = w.trace_id AND d.span_id = w.span_id AND d.run_depth <= 16)
   AND w.trace_id IN (SELECT trace_id FROM depths WHERE run_depth > 16);
 
+-- when: nested_runs
 INSERT INTO derivation_notes BY NAME
 SELECT DISTINCT trace_id, 'runs_nested_too_deep' AS note,
        'runs nested more than 16 deep are measured as part of the run around them' AS detail

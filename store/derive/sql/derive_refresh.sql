@@ -150,9 +150,16 @@ FROM classed;
 -- A budget step (row 1) is an agent's own record and never merged. Only groups with two scopes
 -- are paired, so the self-join sees almost nothing in a trace without twins.
 CREATE OR REPLACE TEMP TABLE derive_sibling_twins AS
-WITH grouped AS (
+WITH two_scopes AS (
+    SELECT trace_id
+    FROM derive_spans
+    WHERE step_row IS NOT NULL AND step_row <> '1' AND parent_span_id IS NOT NULL
+    GROUP BY trace_id
+    HAVING min(scope_id) <> max(scope_id)
+), grouped AS (
     SELECT trace_id, parent_span_id, step_kind, step_name
     FROM derive_spans
+    SEMI JOIN two_scopes USING (trace_id)
     WHERE step_row IS NOT NULL AND step_row <> '1' AND parent_span_id IS NOT NULL
     GROUP BY ALL
     HAVING min(scope_id) <> max(scope_id)
@@ -195,10 +202,11 @@ WHERE x.a_outer;
 CREATE OR REPLACE TEMP TABLE derive_orphans AS
 SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
 FROM derive_spans r
-WHERE r.parent_span_id IS NOT NULL
-  AND (r.parent_span_id = r.span_id
-       OR NOT EXISTS (SELECT 1 FROM derive_spans p
-                      WHERE p.trace_id = r.trace_id AND p.span_id = r.parent_span_id));
+-- a self-parented span finds no other span as its parent (an anti join: the NOT EXISTS it
+-- replaces, ORed with the self-parent test, ran as a mark join at 1.5x the CPU)
+ANTI JOIN derive_spans p
+       ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id AND p.span_id <> r.span_id
+WHERE r.parent_span_id IS NOT NULL;
 
 CREATE OR REPLACE TEMP TABLE derive_anchors AS
 WITH traces AS (

@@ -2,7 +2,7 @@
 
 A `:material/…:` page icon makes Streamlit's frontend point the favicon at
 fonts.gstatic.com (and an emoji at its Noto emoji host): every visit would ask an outside
-server (issue 14). A small image drawn with Pillow (installed with Streamlit) is served from
+server. A small image drawn with Pillow (installed with Streamlit) is served from
 the dashboard's own `/media` route instead, and needs no binary file in the repository.
 """
 

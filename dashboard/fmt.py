@@ -49,7 +49,7 @@ def plot_text(value: Any) -> str:
     Plotly is no HTML parser: its `convertEntities` knows numeric references and only eight
     names (amp, lt, gt, nbsp, mu, times, plusmn, deg; plotly.js src/lib/svg_text_utils.js),
     and shows any other as typed, so `html.escape`'s `&quot;` appeared literally in chart
-    labels (issue 14). Quotes therefore go out as numeric references. With `<` escaped no
+    labels. Quotes therefore go out as numeric references. With `<` escaped no
     tag can open, so nothing from a span becomes markup."""
     escaped = html.escape("" if missing(value) else str(value), quote=True)
     return escaped.replace("&quot;", "&#34;")

@@ -12,7 +12,7 @@ same bytes for the same frame. Cell rules:
   doubled) when it holds a comma, a quote, a line feed or a carriage return (Python's csv
   module leaves a lone `\r` unquoted when the line end is `\n`, which splits the row in a
   spreadsheet);
-- formula injection (OWASP, issue 14): a text cell that starts with `=`, `+`, `-`, `@`, a tab
+- formula injection (OWASP): a text cell that starts with `=`, `+`, `-`, `@`, a tab
   or a carriage return gets a leading `'`, so a spreadsheet shows it as text instead of running
   it (an agent named `=HYPERLINK(…)`). The rule looks at the value's type, not its look: a
   number (int or float column) is written as it is, negative ones included (`-0.250000` is a

@@ -128,7 +128,7 @@ def run_streamlit(app: Path, host: str, port: int) -> None:
         "server_headless": True,
         "server_fileWatcherType": "none",
         "server_runOnSave": False,
-        # Nothing goes out (issue 14): no usage statistics; no start-up banner, whose
+        # Nothing goes out: no usage statistics; no start-up banner, whose
         # "Network URL" / "External URL" lines on a wildcard --host connect a UDP socket to
         # 8.8.8.8 and ask checkip.amazonaws.com (the commands print their own addresses); no
         # static folder served from the app's directory.

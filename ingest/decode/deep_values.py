@@ -5,7 +5,7 @@ The runtime stops parsing at 100 nested messages (an array level is 2, a kvlist 
 span with an attribute nested that deep could not be decoded at all, and the careful path
 (ingest/decode/proto_decode.py: files, and bodies the fast path cannot take) refused it, although
 the
-README says values nested deeper than 16 levels are replaced by a marker (issue 14). Here the
+README says values nested deeper than 16 levels are replaced by a marker. Here the
 span is read with the wire classes (attributes, events and links as raw bytes), every part the
 runtime takes is kept as it is, and each attribute it refuses is read from the wire
 (ingest/decode/any_value_wire.py, which stops at the depth limit) and written back as the value that
@@ -105,8 +105,8 @@ def repair_span(data: bytes) -> Span | None:
 def repair_resource(data: bytes) -> tuple[Resource, int] | None:
     """A resource the runtime refuses, attribute by attribute: each attribute that does not
     decode is read again with every invalid UTF-8 sequence replaced by U+FFFD, so that its spans
-    keep their service.name and the rest of the resource (issue 14: the whole resource was
-    dropped). Returns the resource and how many attributes were replaced; None when its bytes
+    keep their service.name and the rest of the resource (the whole resource was dropped
+    before). Returns the resource and how many attributes were replaced; None when its bytes
     are not a Resource at all."""
     resource = Resource()
     replaced = 0

@@ -448,7 +448,7 @@ def flatten_json_request(
             schema_url = str(_get(resource_document, "schemaUrl", "schema_url") or "")
             if check_text and (has_surrogate(resource) or has_surrogate(schema_url)):
                 # Kept with the bad text replaced, so that its spans keep their service.name
-                # (issue 14: the resource and all its spans were refused).
+                # (they were refused with it before).
                 resource, schema_url = replace_surrogates(resource), replace_surrogates(schema_url)
                 batch.rejections.append(Rejection(
                     "resource_text_replaced", "resource text held invalid UTF-8: kept with each "

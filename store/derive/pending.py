@@ -7,7 +7,7 @@ GroupCommitter another) with the temp table `touched_traces(trace_id, since)`, a
 removes the marks, in one transaction. A crash at any point leaves the marks of whatever was
 not derived, and the next run derives it: nothing acknowledged is ever left underived.
 
-A derivation failure is confined to the traces that caused it (issue 14: one span with a
+A derivation failure is confined to the traces that caused it (once, one span with a
 deadline in microseconds overflowed the derivation's arithmetic, and from then on no trace of
 the file was derived and every command failed on it). When a slice fails because of what it
 holds (a DuckDB data or query error), it is bisected: each half is derived in its own

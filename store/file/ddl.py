@@ -18,7 +18,7 @@ from store.file.sql_files import load_queries
 #    budget_source.
 #    log_records (schema/log_records.sql: OTLP log records).
 #    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
-#    spans gain the typed columns SPEC §9's conventions read (issue 13).
+#    spans gain the typed columns SPEC §9's conventions read.
 # 5: step_lifts (tools lifted out of model steps) and pending_measurements (traces a change of
 #    a declared budget marked for measuring again), schema/derived.sql and schema/pending.sql.
 # 6: SPEC §9's revised recognition and §4's numbered blame: runs gain culprit_step,

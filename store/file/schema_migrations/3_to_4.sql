@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS derivation_failures (
     failed_at TIMESTAMPTZ NOT NULL
 );
 
--- spans (issue 13: steps recognised by the conventions of SPEC §9, store/derive/conventions.py):
+-- spans (steps recognised by the conventions of SPEC §9, store/derive/conventions.py):
 -- spans gain the typed columns those rules read (../schema/spans.sql). A file of schema 3 gets
 -- them here, filled from each span's attributes JSON as store/rows/typed_attributes.py types them at
 -- ingest (tests/test_schema_migration.py compares the two), and every trace is marked for

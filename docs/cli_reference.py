@@ -6,6 +6,9 @@
 The reference is the commands' own help, so it cannot say something the CLI does not:
 tests/test_documented.py regenerates it and fails, naming this command, when the file differs.
 Help is rendered at a fixed width, so the file does not depend on the terminal it is made in.
+Run it in a fresh interpreter (as this script, or as the test does): click keeps each command's
+help option once made, so a process that built a context another way first (`click.Context(cli)`
+without the group's settings) would render `--help` where the CLI prints `-h, --help`.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ def commands(command: click.Command = cli, path: tuple[str, ...] = ("budgetscope
              parent: click.Context | None = None
              ) -> Iterator[tuple[tuple[str, ...], click.Command, click.Context]]:
     """(name path, command, its context) of `command` and of every subcommand, depth first,
-    subcommands in name order."""
+    subcommands in name order. Each context takes its command's context_settings, as the CLI's
+    own do: the group's `-h` reaches every subcommand's help, as `budgetscope report -h` shows."""
     context = click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH,
-                            max_content_width=WIDTH)
+                            max_content_width=WIDTH, **command.context_settings)
     yield path, command, context
     if isinstance(command, click.Group):
         for name, sub in sorted(command.commands.items()):

@@ -325,8 +325,8 @@ def empty_state(path: str, serving: bool) -> None:
     st.code(f"OTLP/HTTP  {http}\nOTLP/gRPC  {grpc}", language=None)
     st.markdown("From Python with the OpenTelemetry SDK (the run span carries "
                 "`budget.total_ms`; steps carry `budget.step.kind`, or are recognised from the "
-                "usual instrumentations, docs/conventions.md), or with budgetscope-sdk (README, "
-                "\"Instrument an agent in five lines\"):")
+                "usual instrumentations, docs/conventions.md), or with budgetscope-sdk "
+                "(sdk/README.md):")
     st.code(SDK_SNIPPET.replace("{http}", http), language="python", wrap_lines=True)
     st.markdown("Or load files (OTLP JSON, JSON lines, protobuf, gzipped or not), or try the "
                 "bundled sample:")

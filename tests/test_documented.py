@@ -1,11 +1,19 @@
 """Every option of every `budgetscope` command and every environment variable the code reads
-is named in README.md or docs/ (as datasette's suite checks its own), so that the README cannot
-drift from the CLI: a new option or variable without a line of documentation fails here."""
+is documented (as datasette's suite checks its own), so that the documentation cannot drift
+from the CLI: a new option or variable without a line of documentation fails here.
+
+docs/cli.md, the CLI reference, is generated from the commands' --help by docs/cli_reference.py;
+it must be current, and every option must say what it does in its help text, so that the
+reference describes each option rather than only naming it. Options and variables must also be
+named in README.md or docs/ beside their command."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +53,60 @@ def _options() -> list[tuple[str, str]]:
                 if name.startswith("--") and name != "--help":
                     found.append((" ".join(("budgetscope", *path)), name))
     return found
+
+
+def _reference_module():  # type: ignore[no-untyped-def]
+    """docs/cli_reference.py, the generator of docs/cli.md (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("cli_reference",
+                                                  ROOT / "docs" / "cli_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REFERENCE = _reference_module()
+
+
+def test_the_cli_reference_is_current() -> None:
+    """docs/cli.md is what the generator writes from today's --help. It runs in a fresh
+    interpreter: click keeps each command's help option once made, so in the suite's process a
+    test that built a context without the group's settings decides whether `-h` shows."""
+    checked = subprocess.run([sys.executable, str(ROOT / "docs" / "cli_reference.py"), "--check"],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert checked.returncode == 0, (
+        f"docs/cli.md differs from the commands' --help: run {REFERENCE.COMMAND} and commit "
+        f"docs/cli.md ({checked.stderr.strip()})")
+    assert "-h, --help" in REFERENCE.CLI_MD.read_text(encoding="utf-8")  # the group's -h
+
+
+def _described() -> list[tuple[str, str, str]]:
+    """(command path, option, its help text) of every option of every command."""
+    found = []
+    for path, command, _ in REFERENCE.commands():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.opts[0] != "--help":
+                found.append((" ".join(path), "/".join(param.opts + param.secondary_opts),
+                              param.help or ""))
+    return found
+
+
+DESCRIBED = _described()
+
+
+@pytest.mark.parametrize("command, option, text", DESCRIBED,
+                         ids=[f"{c} {o}" for c, o, _ in DESCRIBED])
+def test_every_option_is_described(command: str, option: str, text: str) -> None:
+    """Its help text says what it does, and docs/cli.md carries that text in the command's
+    section (the reference is current, above, so this holds once the help text is there)."""
+    assert len(text.split()) >= 2, (
+        f"{command} {option} has no help text: say what it does (and its default) in its "
+        f"click.option(help=...), then run {REFERENCE.COMMAND}")
+    reference = REFERENCE.CLI_MD.read_text(encoding="utf-8")
+    section = reference.split(f"\n## {command}\n", 1)[1].split("\n## ", 1)[0]
+    # compared without whitespace: --help wraps lines, and breaks words at their hyphens
+    assert "".join(text.split()) in "".join(section.split()), (
+        f"docs/cli.md's {command} section lacks the help text of {option}")
 
 
 def _mentions(text: str, name: str) -> bool:

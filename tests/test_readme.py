@@ -1,13 +1,14 @@
-"""Every command in the README runs as copied, after `make demo` on a fresh clone.
+"""Every command in the README and the manual runs as copied, after `make demo` on a fresh clone.
 
-The README's ```sh and ```python blocks are extracted and run, not kept in step by hand:
+The ```sh and ```python blocks of README.md, CONTRIBUTING.md, bench/README.md and docs/*.md are
+extracted and run, not kept in step by hand:
 - shell blocks run with bash (`set -eu`), one block a script, in a folder holding what `make
   demo` leaves (`budgetscope-demo.duckdb`, made here by `budgetscope demo --no-ui`, and the
   repository's `.venv`), with `budgetscope` on the PATH as `. .venv/bin/activate` puts it;
   `make` lines are checked with `make -n` in the repository (they install and start things);
   a block of benchmark commands has each script checked to exist and compile (they run for
   minutes to hours);
-- a block that a `<!-- README test: serve … -->` comment says needs a running server gets a
+- a block that a `<!-- docs test: serve … -->` comment says needs a running server gets a
   `budgetscope serve` on the demo's database, its address in place of 127.0.0.1:4318;
 - Python blocks (the OpenTelemetry SDK, OTLP logs, the budget SDK) export to a real
   `budgetscope serve` on free ports, and what they sent must arrive as runs and log records.
@@ -31,20 +32,28 @@ from tests.test_serve import CLI, start_serve, stop
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-BLOCK = re.compile(r"(?:<!-- README test: (?P<note>[^\n]*?) -->\n)?```(?P<lang>sh|python)\n"
+# The pages whose code blocks run: the README, the manual in docs/, the benchmarks' page and the
+# contributors' guide (sdk/README.md's examples are run by tests/test_sdk_examples.py).
+DOCUMENTS = [path for path in (README, REPO / "CONTRIBUTING.md", REPO / "bench" / "README.md",
+                               *sorted((REPO / "docs").glob("*.md"))) if path.exists()]
+BLOCK = re.compile(r"(?:<!-- docs test: (?P<note>[^\n]*?) -->\n)?```(?P<lang>sh|python)\n"
                    r"(?P<body>.*?)```", re.S)
 DEFAULT_OTLP = "127.0.0.1:4318"
 BENCH_LINE = re.compile(r"^\.venv/bin/python (?:-m (?P<module>bench\.\w+)|(?P<path>bench/\S+))")
 
 
-def blocks(lang: str) -> list[tuple[int, str, str]]:
-    """(line number, note, body) of each fenced block of `lang` in the README."""
-    text = README.read_text()
-    return [(text.count("\n", 0, m.start("body")) + 1, m["note"] or "", m["body"])
-            for m in BLOCK.finditer(text) if m["lang"] == lang]
+def blocks(lang: str) -> list[tuple[str, str, str]]:
+    """(page:line, note, body) of each fenced block of `lang` in the documents."""
+    found = []
+    for path in DOCUMENTS:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(REPO)
+        found += [(f"{where}:{text.count(chr(10), 0, m.start('body')) + 1}", m["note"] or "",
+                   m["body"]) for m in BLOCK.finditer(text) if m["lang"] == lang]
+    return found
 
 
-def shell_blocks() -> list[tuple[int, str, str]]:
+def shell_blocks() -> list[tuple[str, str, str]]:
     return blocks("sh")
 
 
@@ -73,8 +82,8 @@ def _run_shell(body: str, folder: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("line,note,body", shell_blocks(),
-                         ids=[f"line{line}" for line, _, _ in shell_blocks()])
-def test_every_shell_block_runs_as_copied(after_make_demo: Path, line: int, note: str,
+                         ids=[line for line, _, _ in shell_blocks()])
+def test_every_shell_block_runs_as_copied(after_make_demo: Path, line: str, note: str,
                                           body: str) -> None:
     commands = [part for part in body.splitlines() if part.strip()]
     if all(part.startswith("make ") for part in commands):
@@ -163,16 +172,24 @@ def _stored_log_records(server: str) -> float:
     return float(stored[0].split()[1]) if stored else 0.0
 
 
+OUTSIDE = ("SPEC", "../shared")  # the project's specification and notes, not in the repository
+
+
 def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
-    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md: nor do
-    the CLI's help texts or /metrics' HELP lines cite it."""
+    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md nor its
+    notes outside the repository: nor do the CLI's help texts, /metrics' HELP lines or the
+    dashboard's texts cite them."""
     import click
 
     from budgetscope.cli import cli
     from budgetscope.commands.serve_operations import _SIGNALS
 
-    for path in (README, *sorted((REPO / "docs").glob("*.md"))):
-        assert "SPEC" not in path.read_text(), path
+    for path in (*DOCUMENTS, REPO / "sdk" / "README.md"):
+        text = path.read_text(encoding="utf-8")
+        assert not [word for word in OUTSIDE if word in text], path
+    for path in sorted((REPO / "dashboard").rglob("*.py")):
+        shown = [text for text in _string_literals(path) if "SPEC" in text or "README," in text]
+        assert not shown, (path, shown)
     context = click.Context(cli)
     commands = [cli, *cli.commands.values()]
     for group in [c for c in commands if isinstance(c, click.Group) and c is not cli]:
@@ -180,3 +197,18 @@ def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
     for command in commands:
         assert "SPEC" not in command.get_help(context), command.name
     assert not [text for *_, text in _SIGNALS if "SPEC" in text]
+
+
+def _string_literals(path: Path) -> list[str]:
+    """The strings of `path` that are not docstrings: what a page may show."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
+                                | ast.ClassDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]

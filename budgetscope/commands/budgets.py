@@ -213,7 +213,8 @@ def budgets_command(context: click.Context, token: str | None) -> None:
 
 @budgets_command.command("list")
 @click.option("--format", "output", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+              show_default=True, help="table (aligned text for a terminal) or json (a list "
+                                      "of objects).")
 @click.pass_context
 def list_command(context: click.Context, output: str) -> None:
     """Every declared budget and cap."""

@@ -106,7 +106,9 @@ def _rate(option: str) -> click.Option:
               help="Breach when fewer runs than this started in the window (traces stopped "
                    "arriving).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]),
-              default="text", show_default=True)
+              default="text", show_default=True,
+              help="text (the window, then one line per threshold) or json (the window, the "
+                   "signals and each threshold's state, one object).")
 @click.pass_context
 def check_command(context: click.Context, window: dt.timedelta, until: str | None,
                   agent: str | None, output_format: str, **limits: float | None) -> None:

@@ -225,7 +225,8 @@ def access_policy(host: str, port: int, token: str | None, allowed_hosts: tuple[
 @click.command("dashboard")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets other machines open it (needs --token).")
-@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535),
+              help="Dashboard port.")
 @token_option("Require this token to open the dashboard: once with ?token=TOKEN, which "
               "leaves a cookie, or Authorization: Bearer TOKEN")
 @access_options

@@ -27,7 +27,9 @@ from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
               "forms as --since.")
 @click.option("--agent", help="Only this agent (gen_ai.agent.name, else service.name).")
 @click.option("--format", "output_format", type=click.Choice(["csv", "json", "table"]),
-              default="csv", show_default=True)
+              default="csv", show_default=True,
+              help="csv (the columns of docs/metrics.md §7–§8), json (a list of objects) or "
+                   "table (aligned text for a terminal).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--outcome", "outcomes", multiple=True, metavar="OUTCOME",

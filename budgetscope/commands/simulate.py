@@ -99,7 +99,8 @@ def _table(result: SimulationResult, view: str | None) -> str:
               help="Which table: summary (default for csv/json), tools (per step key) or fits "
                    "(the latency model); table format shows summary and tools by default.")
 @click.option("--format", "output_format", type=click.Choice(["csv", "json", "table"]),
-              default="csv", show_default=True)
+              default="csv", show_default=True,
+              help="csv, json (a list of objects) or table (aligned text for a terminal).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.pass_context

@@ -5,7 +5,7 @@ a
 message whole before anything can be read from it, so a 60 MB array became ~5 million objects
 before the element limit could drop them (peak 1.1 GB in `serve`), and a value nested deeper
 than the runtime's recursion limit (100) could not be parsed at all: the span was refused
-instead of keeping the depth marker the README documents. Walking the wire format
+instead of keeping the depth marker docs/storage.md documents. Walking the wire format
 reads only what is kept: elements past MAX_VALUE_ELEMENTS are counted, not parsed, and levels
 past MAX_DEPTH are skipped. The result is the same as any_value.py's for every message both
 can read (tests/test_limits.py compares them).

@@ -4,9 +4,8 @@ depth alone (values cut at our depth), and a resource with invalid UTF-8 (the ba
 The runtime stops parsing at 100 nested messages (an array level is 2, a kvlist level 3), so a
 span with an attribute nested that deep could not be decoded at all, and the careful path
 (ingest/decode/proto_decode.py: files, and bodies the fast path cannot take) refused it, although
-the
-README says values nested deeper than 16 levels are replaced by a marker. Here the
-span is read with the wire classes (attributes, events and links as raw bytes), every part the
+docs/storage.md says values nested deeper than 16 levels are replaced by a marker. Here
+the span is read with the wire classes (attributes, events and links as raw bytes), every part the
 runtime takes is kept as it is, and each attribute it refuses is read from the wire
 (ingest/decode/any_value_wire.py, which stops at the depth limit) and written back as the value that
 will be stored: the same rows as the fast path gives for the same bytes.

@@ -47,10 +47,11 @@ class RefusedValue:
     problem: str  # one sentence naming the attribute, the value and the accepted range
 
 
-# Bounds of the budget.* numbers (README, "Budget values"). The derivation multiplies them
-# by 10^6 into nanoseconds and adds them to span times in BIGINT: 2^62 ms, or a deadline in
-# microseconds, overflowed it and stopped every derivation of the file. A year is
-# far beyond any agent run we know of, and 10^6 times it is far inside BIGINT.
+# Bounds of the budget.* numbers (docs/storage.md, "Budget values and failed derivations").
+# The derivation multiplies them by 10^6 into nanoseconds and adds them to span times in
+# BIGINT: 2^62 ms, or a deadline in microseconds, overflowed it and stopped every derivation
+# of the file. A year is far beyond any agent run we know of, and 10^6 times it is
+# far inside BIGINT.
 MAX_BUDGET_MS = 366 * 24 * 3600 * 1000
 # Absolute deadlines: 2000-01-01 up to (not including) 2200-01-01, in epoch milliseconds. A
 # deadline sent in seconds falls below, one in microseconds or nanoseconds far above.

@@ -26,7 +26,7 @@ from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 CHANGES = 64
 EXPORTS = 32

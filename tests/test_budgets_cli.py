@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets
-from tests.test_serve import CLI, start_serve, stop, stored
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.serve import CLI, start_serve, stop, stored
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 TOKEN = "budget-token-0123456"
 

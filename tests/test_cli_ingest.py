@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from store import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
-from tests.otlp_files import otlp_json, request, sdk_spans
+from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 
 def _good_file(folder: Path) -> Path:

@@ -24,7 +24,7 @@ from click.testing import CliRunner, Result
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
-from tests.test_serve import CLI, start_serve, stop
+from tests.support.serve import CLI, start_serve, stop
 
 TOKEN = "read-api-token-0123"
 

@@ -44,9 +44,9 @@ from store import (
     connect,
     refresh_touched,
 )
-from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
-from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
-from tests.otlp_files import otlp_json, request
+from tests.support.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
+from tests.support.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
+from tests.support.otlp_files import otlp_json, request
 
 HOSTILE = st.one_of(
     st.sampled_from(NOTORIOUS_BUDGET_VALUES),
@@ -267,7 +267,7 @@ def test_the_dashboard_opens_on_a_file_with_a_failed_trace_and_says_so(
 ) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from tests.browser import support
+    from tests.support import ui
 
     db = tmp_path / "dash.duckdb"
     con = connect(db)
@@ -282,7 +282,7 @@ def test_the_dashboard_opens_on_a_file_with_a_failed_trace_and_says_so(
     con.close()
     monkeypatch.setenv("BUDGETSCOPE_DB", str(db))
     for page in ("overview", "failures"):
-        at = AppTest.from_file(str(support.APP), default_timeout=120)
+        at = AppTest.from_file(str(ui.APP), default_timeout=120)
         at.query_params["range"] = "all"
         if page != "overview":
             at.switch_page(f"app_pages/{page}.py")

@@ -16,9 +16,9 @@ import duckdb
 import pandas as pd
 import pytest
 
+from bench.support.clickhouse_load.traces import load_files
 from store import clickhouse
-from tests.clickhouse_load.traces import load_files
-from tests.real_fixture_compare import (
+from tests.support.real_fixture_compare import (
     FIXTURES,
     differences,
     expected_runs,

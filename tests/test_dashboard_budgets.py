@@ -17,8 +17,8 @@ from budgetscope.cli import cli
 from dashboard import fmt
 from dashboard.config import DashboardConfig, configure, current
 from store import Change, DatabaseOwner, DeclaredBudgets, GroupCommitter, Source, refresh_touched
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 
 def _db(folder: Path) -> tuple[Path, str, str]:
@@ -38,7 +38,7 @@ def _db(folder: Path) -> tuple[Path, str, str]:
 
 
 def page(name: str, params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     for key, value in (params or {}).items():
         at.query_params[key] = value

@@ -16,15 +16,15 @@ from dashboard import fmt
 from queries import reports
 from queries.filters import Filters
 from store import connect
-from tests.browser import support
+from tests.support import ui
 
-FILTERS = Filters.parse(support.SINCE, support.UNTIL)
-PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
+FILTERS = Filters.parse(ui.SINCE, ui.UNTIL)
+PARAMS = {"range": "custom", "since": ui.SINCE, "until": ui.UNTIL}
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return support.sample_db(tmp_path_factory)
+    return ui.sample_db(tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def query(db: str, name: str) -> pd.DataFrame:
 
 
 def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params.update(PARAMS if params is None else params)
     at.switch_page(f"app_pages/{page}.py")
     at.run()

@@ -10,14 +10,20 @@ import pytest
 
 from queries import reports
 from store import connect
-from tests.test_dashboard_pages import FILTERS, PARAMS, open_page, sample  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import FILTERS, PARAMS, open_page
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
          "compare", "simulate"]
 
 
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
+
+
 @pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
 

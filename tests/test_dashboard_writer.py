@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 HOLD = """
 import sys, duckdb
@@ -80,7 +80,7 @@ def writer_of() -> Iterator[type[Writer]]:
 
 
 def _runs_page() -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     at.switch_page("app_pages/runs.py")
     at.run()
@@ -118,7 +118,7 @@ def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, wr
 
 def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     writer = writer_of(db)
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     at.switch_page("app_pages/runs.py")
     at.run()
@@ -132,7 +132,7 @@ def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
 
 @pytest.mark.parametrize("page", ["overview", "attribution", "failures", "weekly", "run"])
 def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     if page != "overview":
         at.switch_page(f"app_pages/{page}.py")

@@ -20,7 +20,7 @@ from store import (
     parse_duration_ms,
     refresh_touched,
 )
-from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
+from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture

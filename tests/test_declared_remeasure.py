@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from store import Change, PendingDerivations, apply, pending_derivations, refresh_touched
-from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
+from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 OP = "gen_ai.operation.name"
 CHANGES = (Change("set", "support", 6_000), Change("cap", "tool:a", 1_500),

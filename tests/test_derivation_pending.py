@@ -16,7 +16,7 @@ from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
 from store import GroupCommitter, PendingDerivations, SpanWriter, connect, refresh_touched
-from tests.otlp_files import otlp_json, request, sdk_spans
+from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 
 def _runs(con: duckdb.DuckDBPyConnection) -> int:

@@ -21,9 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.receivers.limits import Limits
 from ingest.receivers.operations import Readiness
-from tests.test_hostile_input import Served, serving
-from tests.test_receivers_common import raw_request
-from tests.test_receivers_http import post
+from tests.support.receivers import Served, post, raw_request, serving
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 

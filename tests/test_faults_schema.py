@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from store import SCHEMA_VERSION, SchemaError, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 

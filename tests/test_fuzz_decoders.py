@@ -3,8 +3,8 @@ lines, length-prefixed streams, gzip, trace files and the OTLP/HTTP and gRPC rec
 
 Mutated real payloads never crash a decoder (only our documented rejection errors), never hang
 (a watchdog per example), never produce a row the writer cannot store, and every rejection says
-why (see tests/fuzz_harness.py for the promise checked). Examples are derandomized so CI is
-repeatable and sized to stay in CI's budget; bench/fuzz_long.py runs the same checks at random
+why (see tests/support/fuzz_harness.py for the promise checked). Examples are derandomized so CI is
+repeatable and sized to stay in CI's budget; tests/long/fuzz_long.py runs the same checks at random
 for as long as asked.
 """
 
@@ -28,9 +28,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.files.sources import GunzipReader
-from tests import fuzz_harness as fuzz
-from tests.otlp_files import request, sdk_spans
-from tests.test_receivers_common import running_receivers
+from tests.support import fuzz_harness as fuzz
+from tests.support.otlp_files import request, sdk_spans
+from tests.support.receivers import running_receivers
 
 SEEDS = fuzz.seeds()
 DOCUMENT = json.loads(SEEDS["json"])

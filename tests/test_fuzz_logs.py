@@ -13,9 +13,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from ingest.decode.log_flatten import flatten_logs_request
 from store import SpanWriter, connect
-from tests import fuzz_harness as fuzz
-from tests.otlp_files import length_prefixed, otlp_json
-from tests.otlp_logs import logs_request, run_with_logs
+from tests.support import fuzz_harness as fuzz
+from tests.support.otlp_files import length_prefixed, otlp_json
+from tests.support.otlp_logs import logs_request, run_with_logs
 
 REQUEST = logs_request(run_with_logs().logs)
 SEEDS = {"protobuf": REQUEST.SerializeToString(),

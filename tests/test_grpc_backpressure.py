@@ -24,8 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_receivers_common import Running, raw_request
-from tests.test_receivers_http import Gate
+from tests.support.receivers import Gate, Running, raw_request
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 CALLS = 300

@@ -29,7 +29,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,9 +55,9 @@ from ingest.decode.any_value import (
 )
 from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
-from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, connect
-from tests.otlp_files import otlp_json, varint
+from store import connect
+from tests.support.otlp_files import otlp_json, varint
+from tests.support.receivers import Served, serving
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -438,32 +437,6 @@ CASES = [
     Case("gzip bomb (JSON)", lambda _: _gzip_bomb(64 << 20), content_type=JSON,
          encoding="gzip", http_status=413, stored=0, message="limit", file=None),
 ]
-
-
-# ------------------------------------------------------------------------------- the runners
-@dataclass
-class Served:
-    owner: DatabaseOwner
-    receivers: Receivers
-
-    @property
-    def endpoint(self) -> str:
-        return self.receivers.http.endpoint
-
-    http_url = endpoint  # what tests.test_receivers_http.post() reads
-
-
-@contextmanager
-def serving(folder: Path, limits: Limits) -> Iterator[Served]:
-    owner = DatabaseOwner(folder / "hostile.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
-                                                limits=limits))
-    receivers.start()
-    try:
-        yield Served(owner, receivers)
-    finally:
-        receivers.stop(10)
-        owner.close()
 
 
 @pytest.fixture(scope="module")

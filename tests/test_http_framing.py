@@ -24,7 +24,7 @@ from ingest.receivers.limits import Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 PROTOBUF = "application/x-protobuf"
 LIMIT = 1024 * 1024

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ingest.files.loader import load_files
 from store import connect
-from tests.otlp_files import sdk_spans, write_every_form
+from tests.support.otlp_files import sdk_spans, write_every_form
 
 FORMS = ["json", "jsonl", "pb", "pb-stream"]
 
@@ -143,7 +143,7 @@ def test_json_and_protobuf_store_every_value_kind_alike(tmp_path: Path) -> None:
         ExportTraceServiceRequest,
     )
 
-    from tests.otlp_files import otlp_json
+    from tests.support.otlp_files import otlp_json
 
     message = ExportTraceServiceRequest()
     resource_spans = message.resource_spans.add()

@@ -32,8 +32,8 @@ from ingest.decode.any_value import (
 from ingest.decode.any_value_wire import key_value_from_wire
 from ingest.decode.otlp_json import flatten_json_request
 from ingest.decode.proto_flatten import flatten_protobuf
-from tests.otlp_files import otlp_json
-from tests.test_proto_flatten import assert_same, careful
+from tests.support.flatten_paths import assert_same, careful
+from tests.support.otlp_files import otlp_json
 
 NOW = 1_795_428_000 * 10**9
 

@@ -24,8 +24,8 @@ from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
-from tests.otlp_files import request as spans_request
-from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
+from tests.support.otlp_files import request as spans_request
+from tests.support.otlp_logs import RunWithLogs, logs_request, run_with_logs
 
 CLASSES = "SELECT span_id, class FROM steps WHERE trace_id = ?"
 
@@ -35,7 +35,7 @@ def classes(con, run: RunWithLogs) -> dict[str, str]:  # type: ignore[no-untyped
     return {"tool": rows.get(run.tool_span_id), "model": rows.get(run.model_span_id)}
 
 
-EXPECTED = {"tool": "client_timeout",  # tests.otlp_logs.ReadTimeout: a timeout, ours
+EXPECTED = {"tool": "client_timeout",  # tests.support.otlp_logs.ReadTimeout: a timeout, ours
             "model": "upstream_error"}  # ConnectionResetError (short name): theirs
 WITHOUT_LOGS = {"tool": "error", "model": "error"}  # status ERROR and nothing else
 

@@ -11,7 +11,7 @@ import pytest
 
 from queries.run_view import load_run
 from store import rebuild_all
-from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
+from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 TOKEN = "bounds-token"
 

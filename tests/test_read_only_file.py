@@ -28,7 +28,7 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import PendingDerivations, connect
-from tests.browser import support
+from tests.support import ui
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 READS = [["report", "runs"], ["report", "weekly", "--format", "table"],
@@ -55,7 +55,7 @@ def _build(path: Path, derive: bool) -> Path:
         if not derive:
             more = path.with_suffix(".more.jsonl")
             subprocess.run([sys.executable, "-m", "sample_traces.generate", "--out", str(more),
-                            "--seed", "9", "--runs", "20"], check=True, cwd=support.REPO,
+                            "--seed", "9", "--runs", "20"], check=True, cwd=ui.REPO,
                            capture_output=True, timeout=300)
             assert not load_files(con, [more], derive=False).rejections
             assert PendingDerivations.count(con) > 0
@@ -181,7 +181,7 @@ def test_the_dashboard_reads_a_read_only_file_system(read_only_mount: Path, deri
     _read_only(read_only_mount)
     monkeypatch.setenv("BUDGETSCOPE_DB", str(db))
     for page in ("overview", "runs", "weekly"):
-        at = AppTest.from_file(str(support.APP), default_timeout=120)
+        at = AppTest.from_file(str(ui.APP), default_timeout=120)
         at.query_params["range"] = "all"
         if page != "overview":
             at.switch_page(f"app_pages/{page}.py")
@@ -189,7 +189,7 @@ def test_the_dashboard_reads_a_read_only_file_system(read_only_mount: Path, deri
         assert not at.exception, [e.message for e in at.exception]
         assert not at.error, [e.value for e in at.error]
     # The command itself starts on it (its check that the file can be read is read-only too).
-    app = support.Dashboard(str(db), read_only_mount.parent / "dashboard.log")
+    app = ui.Dashboard(str(db), read_only_mount.parent / "dashboard.log")
     try:
         import urllib.request
         with urllib.request.urlopen(f"{app.url}/_stcore/health", timeout=30) as answer:

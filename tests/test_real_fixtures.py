@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.real_fixture_compare import (
+from tests.support.real_fixture_compare import (
     FIXTURES,
     differences_by_place,
     expected_runs,
@@ -115,7 +115,7 @@ import json, sys
 from click.testing import CliRunner
 from budgetscope.cli import cli
 from store import clickhouse
-from tests.clickhouse_load.traces import load_files
+from bench.support.clickhouse_load.traces import load_files
 out = {"spans": load_files(clickhouse.connect(sys.argv[1]), sys.argv[2:])}
 for report in ("runs", "failures"):
     result = CliRunner().invoke(cli, ["--backend", sys.argv[1], "report", report])

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.real_fixture_compare import FIXTURES, load_truth
 from tests.real_fixtures.generate import BY_NAME, MIN_MARGIN_MS, generate
 from tests.real_fixtures.show import spans
+from tests.support.real_fixture_compare import FIXTURES, load_truth
 
 
 def _truth_shape(truth: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,14 +14,14 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.test_receivers_common import (
+from tests.support.receivers import (
     SMALL_LIMIT,
+    Gate,
     Running,
     raw_request,
     running_receivers,
     sdk_spans,
 )
-from tests.test_receivers_http import Gate
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 

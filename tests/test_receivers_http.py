@@ -20,15 +20,17 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.test_receivers_common import (
+from tests.support.receivers import (
+    PROTOBUF,
     SMALL_LIMIT,
+    Gate,
     Running,
+    post,
     raw_request,
     running_receivers,
     sdk_spans,
 )
 
-PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
 
@@ -36,19 +38,6 @@ JSON = "application/json"
 def server(tmp_path: Path):
     with running_receivers(tmp_path) as running:
         yield running
-
-
-def post(running: Running, body: bytes, content_type: str = PROTOBUF,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    url = urlsplit(running.http_url)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    try:
-        connection.request("POST", url.path, body=body,
-                           headers={"Content-Type": content_type, **(headers or {})})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
 
 
 def rpc_status(body: bytes) -> status_pb2.Status:
@@ -199,19 +188,6 @@ def test_bearer_token_required_when_configured(tmp_path: Path) -> None:
         assert exporter.export(sdk_spans(4)) is SpanExportResult.SUCCESS
         exporter.shutdown()
         assert server.count() == 7
-
-
-class Gate:
-    """An after_write hook that holds the writer inside its transaction until released: a
-    writer that has fallen behind, without touching our code."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.entered.set()
-        assert self.release.wait(30)
 
 
 def test_writer_behind_gets_503_with_retry_after_and_then_commits(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from store import DAY_NS, RetentionPass, RetentionSchedule, SpanWriter, connect, cutoff_for, retain
-from tests.test_receivers_common import running_receivers
-from tests.trace_builder import TraceBuilder, store
+from tests.support.receivers import running_receivers
+from tests.support.trace_builder import TraceBuilder, store
 
 NOW_S = 1_796_000_000.0  # 2026-11-30T06:53:20Z: a fixed "now" for the unit tests
 NOW_NS = int(NOW_S * 10**9)

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_conventions_calls import call_traces, finished_spans
+from tests.support.convention_traces import call_traces, finished_spans
 
 GRACE_SECONDS = 3.0  # longer than a turn's wait for commits (1 s)
 

@@ -20,7 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     FakeModel,
     HangingTool,
     HangState,
@@ -29,8 +30,7 @@ from tests.sdk_servers import (
     ScriptState,
     serve,
 )
-from tests.sdk_support import capture
-from tests.test_serve import start_serve, stop
+from tests.support.serve import start_serve, stop
 
 
 def tool_results(model: ModelState) -> list[dict]:

@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
-from tests.sdk_servers import (
+from tests.support.sdk_servers import (
     CommitThenDropProxy,
     FakeModel,
     HangingTool,
@@ -52,7 +52,7 @@ from tests.sdk_servers import (
     _reply,
     serve,
 )
-from tests.test_serve import CLI, start_serve, stop
+from tests.support.serve import CLI, start_serve, stop
 
 AGENT = "billing-agent"
 TRICKLE_SLICE = 0.5

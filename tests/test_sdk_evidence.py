@@ -28,9 +28,9 @@ from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTranspor
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-from tests.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
-from tests.sdk_support import capture
-from tests.trace_builder import open_db, store
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
+from tests.support.trace_builder import open_db, store
 
 
 def without_outcome(span: ReadableSpan) -> ReadableSpan:

@@ -13,7 +13,8 @@ import pytest
 from budgetscope_sdk import ManualClock, RetryBudget, RunBudget, Step, StepTimeout
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     CommitThenDropProxy,
     LedgerService,
     LedgerState,
@@ -22,7 +23,6 @@ from tests.sdk_servers import (
     ScriptState,
     serve,
 )
-from tests.sdk_support import capture
 
 
 def declined(spans: Any) -> list[str]:

@@ -26,7 +26,8 @@ from budgetscope_sdk.httpx_transport import (
     response_hook,
 )
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     CountingTool,
     CountState,
     ScriptedTool,
@@ -35,7 +36,6 @@ from tests.sdk_servers import (
     TrickleTool,
     serve,
 )
-from tests.sdk_support import capture
 
 SLICE = 0.5
 # The server sends one byte every 100 ms for 3 s: each byte resets a per-read timeout, so only a

@@ -14,10 +14,10 @@ from pathlib import Path
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.ops_traces import ops_runs
-from tests.prometheus_parser import parse
-from tests.test_receivers_common import raw_request
-from tests.test_serve import start_serve, stop, stored
+from tests.support.ops_traces import ops_runs
+from tests.support.prometheus_parser import parse
+from tests.support.receivers import raw_request
+from tests.support.serve import start_serve, stop, stored
 
 TOKEN = "s3cret-token-value"
 MINUTE_NS = 60 * 10**9

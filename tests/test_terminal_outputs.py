@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.test_hostile_output import ESCAPES, _db
-from tests.test_serve import start_serve, stop
+from tests.support.hostile_names import ESCAPES, hostile_names_db
+from tests.support.serve import start_serve, stop
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 # What a terminal acts on, once the pty's own CR before each LF is set aside.
@@ -76,7 +76,7 @@ COMMANDS = [
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
-    db, run_ids = _db(tmp_path_factory.mktemp("terminal"))
+    db, run_ids = hostile_names_db(tmp_path_factory.mktemp("terminal"))
     import duckdb
     con = duckdb.connect(db)
     try:  # a declaration stored before names were checked

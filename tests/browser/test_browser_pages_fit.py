@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from store import connect
-from tests.browser import support
+from tests.support import ui
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
-CHROMIUM = support.CHROMIUM
-SHOTS = support.REPO / "test-artifacts" / "screenshots"
-QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+CHROMIUM = ui.CHROMIUM
+SHOTS = ui.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={ui.SINCE}&until={ui.UNTIL}"
 WIDTH = 1400
 TIMEOUT_MS = 120_000
 # name -> (path, Plotly charts the page draws once it has finished)
@@ -43,10 +43,10 @@ def page(browser: object) -> Iterator[object]:
 
 
 def finished(tab: object, charts: int = 0) -> None:
-    """Wait until the page has drawn (support.settle), then once more for a rerun the page asked
+    """Wait until the page has drawn (ui.settle), then once more for a rerun the page asked
     for (a URL it rewrote)."""
     for _ in range(2):
-        support.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
+        ui.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
 
 
 def shoot_whole(tab: object, name: str) -> None:
@@ -94,15 +94,15 @@ def check_tables(tab: object, name: str) -> list[dict[str, object]]:
 
 
 def runs_of(db: str) -> list[dict[str, object]]:
-    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
-                                      "--until", support.UNTIL, "--format", "json"])
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", ui.SINCE,
+                                      "--until", ui.UNTIL, "--format", "json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
 
 @pytest.mark.parametrize("name", list(PAGES))
 def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
-        sample_app: support.Dashboard, page: object, name: str) -> None:
+        sample_app: ui.Dashboard, page: object, name: str) -> None:
     path, charts = PAGES[name]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
     finished(page, charts)
@@ -113,7 +113,7 @@ def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
 
 
 @pytest.mark.parametrize("kind", ["failed", "exhausted"])
-def test_the_run_view_and_its_comparison_fit(sample_app: support.Dashboard, page: object,
+def test_the_run_view_and_its_comparison_fit(sample_app: ui.Dashboard, page: object,
                                              kind: str) -> None:
     runs = runs_of(sample_app.db)  # type: ignore[attr-defined]
     run = next(r for r in runs if (r["outcome"] == "failed" if kind == "failed"
@@ -130,7 +130,7 @@ def test_the_run_view_and_its_comparison_fit(sample_app: support.Dashboard, page
     shoot_whole(page, f"page-compare-{kind}")
 
 
-def test_headers_say_what_they_count(sample_app: support.Dashboard, page: object) -> None:
+def test_headers_say_what_they_count(sample_app: ui.Dashboard, page: object) -> None:
     """Issue 15: `runs` in the weekly report counts every run while its exhaustion rate divides
     by the budgeted ones, and the utilisation report's `runs` counts budgeted runs only."""
     page.goto(f"{sample_app.url}/weekly?{QUERY}")  # type: ignore[attr-defined]
@@ -144,7 +144,7 @@ def test_headers_say_what_they_count(sample_app: support.Dashboard, page: object
     assert "budgeted runs" in first["headers"] and "runs" not in first["headers"]  # type: ignore[operator]
 
 
-def test_run_lists_show_the_start_to_the_minute(sample_app: support.Dashboard,
+def test_run_lists_show_the_start_to_the_minute(sample_app: ui.Dashboard,
                                                 page: object) -> None:
     """The start of a run in a list reads `2026-11-24 20:04` (UTC in the header), not the
     CSV's `2026-11-24T20:04:32.394Z`, which took a column's width."""
@@ -161,7 +161,7 @@ def test_run_lists_show_the_start_to_the_minute(sample_app: support.Dashboard,
 def test_the_empty_database_page(tmp_path: Path, page: object) -> None:
     db = tmp_path / "empty.duckdb"
     connect(db).close()  # a database with its schema and no run in it
-    app = support.Dashboard(str(db), tmp_path / "dashboard.log")
+    app = ui.Dashboard(str(db), tmp_path / "dashboard.log")
     try:
         page.goto(app.url)  # type: ignore[attr-defined]
         finished(page)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench.bench_hostile_derivation import canary, exception_record, hostile_trace, post
+from bench.support.hostile import canary, exception_record, hostile_trace, post
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, PendingDerivations, SpanWriter, refresh_touched

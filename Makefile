@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install demo serve test lint bench chromium clean
+.PHONY: install demo serve test test-fast lint bench chromium clean
 
 # uv installs this stack in seconds where pip takes half a minute; pip stays the fallback.
 # The budget SDK (sdk/, its own distribution) is installed editable beside it, so the suite tests it.
@@ -41,19 +41,28 @@ chromium:
 				>/tmp/budgetscope-apt.log 2>&1 || { tail -20 /tmp/budgetscope-apt.log >&2; exit 1; }; \
 		else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 
+# The whole suite, what CI runs (.ci/run). Tests marked `root` skip, with the reason, for anyone
+# else; tests marked `network` skip when the package registry does not answer.
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# The inner loop: everything but the four lanes tests/conftest.py describes (browser, slow, root,
+# network), in under 3 minutes on 2 cores; no Chromium needed. `make test` before a merge.
+FAST_LANE := not browser and not slow and not root and not network
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "$(FAST_LANE)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # Long (tens of minutes on 2 cores): every benchmark at its default sizes.
 bench: $(STAMP)
-	$(BIN)/python bench/bench_ingest.py
-	$(BIN)/python bench/bench_receivers.py
-	$(BIN)/python bench/bench_queries.py
-	$(BIN)/python bench/bench_dashboard.py --runs 35000
+	$(BIN)/python -m bench.bench_ingest
+	$(BIN)/python -m bench.bench_receivers
+	$(BIN)/python -m bench.bench_queries
+	$(BIN)/python -m bench.bench_dashboard --runs 35000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

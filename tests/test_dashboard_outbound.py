@@ -27,8 +27,9 @@ def _namespaces_work() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _namespaces_work(),
-                                reason="needs `unshare -n` (root) for a private network")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(not _namespaces_work(),
+                                 reason="needs `unshare -n` (root) for a private network")]
 
 
 def _probe(tmp_path: Path, *command: str, paths: str, ws: str = "") -> tuple[str, str]:

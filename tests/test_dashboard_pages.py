@@ -287,6 +287,7 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     # set no service.name.
     assert str(path) in [c.value for c in at.code]
     assert "noqa" not in code and '"service.name": "my-agent"' in code
+    assert "\\/" not in code + "\n".join(m.value for m in at.markdown)
 
 
 def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathFactory,

@@ -77,6 +77,10 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
     config = json.loads(runs_side.proto.columns)
     assert "(exhaustion_rate in the CSV)" in config["exhaustion_rate"]["help"]
     assert labels(steps_side)["reconciliation_rate"] == "reconciled ÷ writes"
+    # No header shows a bare CSV name that would say something else (issue 15: `runs` counts
+    # every run while the exhaustion rate divides by the budgeted ones).
+    headers = {labels(t).get(c, c) for t in (runs_side, steps_side) for c in shown(t)}
+    assert "runs" not in headers and "exhaustion_rate" not in headers, headers
     # The sample's weekly runs add up to the period's runs, budgeted or not.
     assert weekly["runs"].sum() == len(query(db, "runs"))
 
@@ -86,6 +90,7 @@ def test_utilisation_runs_say_budgeted(db: str) -> None:
     table = at.dataframe[0]
     pd.testing.assert_frame_equal(table.value.reset_index(drop=True), query(db, "utilisation"))
     assert labels(table)["runs"] == "budgeted runs"
+    assert "runs" not in {labels(table).get(c, c) for c in shown(table)}
     runs = query(db, "runs")
     assert table.value["runs"].sum() == runs["budget_ms"].notna().sum()
 

@@ -71,6 +71,7 @@ def _post(receivers: Receivers, path: str, body: bytes, content_type: str
         connection.close()
 
 
+@pytest.mark.slow
 def test_64_budget_changes_leave_every_export_answered(served: Receivers) -> None:
     start = threading.Barrier(CHANGES + 1)
 

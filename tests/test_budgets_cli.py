@@ -59,6 +59,7 @@ def test_set_changes_the_runs_report_at_once(db: Path) -> None:
     assert {r["budget_source"] for r in runs_report(db)} == {"span", None}
 
 
+@pytest.mark.slow
 def test_default_cap_and_list(db: Path) -> None:
     assert invoke(db, "set", "--default", "1m").exit_code == 0
     result = invoke(db, "cap", "tool:fetch", "3s")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
@@ -57,6 +58,7 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.slow
 def test_a_database_held_by_another_process_fails_at_once_naming_it(tmp_path: Path) -> None:
     db = tmp_path / "held.duckdb"
     holder = subprocess.Popen(

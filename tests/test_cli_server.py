@@ -26,6 +26,10 @@ from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
 from tests.support.serve import CLI, start_serve, stop
 
+# slow, left out of make test-fast: a real `budgetscope serve` on a copy of the sample, made
+# once for the module (13 s of set-up on 2 loaded cores).
+pytestmark = pytest.mark.slow
+
 TOKEN = "read-api-token-0123"
 
 
@@ -97,6 +101,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments", COMMANDS, ids=" ".join)
 def test_held_file_answers_through_the_server_byte_for_byte(setup: Setup,
                                                             arguments: list[str]) -> None:
@@ -204,6 +209,7 @@ def test_read_api_refuses_without_token_json_or_a_valid_body(setup: Setup) -> No
     assert status == 200 and answer["status"] == 0 and answer["stdout"]
 
 
+@pytest.mark.slow
 def test_the_real_command_line_uses_the_server(setup: Setup) -> None:
     """As a user runs it: a separate process, the file held, the token from the environment."""
     env = {"BUDGETSCOPE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}

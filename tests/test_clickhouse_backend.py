@@ -43,6 +43,10 @@ from store import connect as duckdb_connect
 from tests.support import ui
 from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
+# slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, one comparison rebuilding
+# 14 times (81 s in all on 2 loaded cores).
+pytestmark = pytest.mark.slow
+
 CLI_REPORTS = list(reports.REPORTS)
 DASHBOARD_ONLY = ["attribution_summary", "utilisation_histogram", "step_utilisation",
                   "reconciliation_by_period", "failures_daily", "attribution_completed",

@@ -18,6 +18,9 @@ from tests.support.otlp_files import length_prefixed
 from tests.support.otlp_files import request as spans_request
 from tests.support.otlp_logs import RunWithLogs, logs_request, run_with_logs
 
+# slow, left out of make test-fast: the Collector's otel_logs table in ClickHouse (chdb), 5 s.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory):

@@ -22,6 +22,9 @@ from tests.support.convention_traces import (
 )
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
+# slow, left out of make test-fast: the convention traces in ClickHouse (chdb) and DuckDB, 10 s.
+pytestmark = pytest.mark.slow
+
 STEP_COLUMNS = ["run_id", "trace_id", "span_id", "parent_span_id", "top_step_id",
                 "is_top_level", "step_level", "span_name", "kind", "name", "step_key",
                 "convention", "class", "start_ns", "end_ns", "consumption_ms", "agent"]

@@ -170,6 +170,7 @@ def test_a_websocket_opened_by_another_site_is_refused(open_app: ui.Dashboard) -
     assert get(port, "/", {"Origin": "http://evil.example"}).status == 403
 
 
+@pytest.mark.slow
 def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
     copy = tmp_path / "serve.duckdb"
     copy.write_bytes(Path(db).read_bytes())
@@ -197,6 +198,7 @@ def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
     assert code == 0, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0"],
     ["dashboard", "--port", "8599"],

@@ -52,6 +52,7 @@ def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+@pytest.mark.slow
 def test_standalone_it_lists_declarations_read_only(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     db, _, _ = _db(tmp_path)
@@ -94,6 +95,7 @@ def _runs(owner: DatabaseOwner) -> list[tuple]:
         cursor.close()
 
 
+@pytest.mark.slow
 def test_inside_serve_the_forms_change_declarations_and_the_runs_follow(served) -> None:
     owner, _ = served
     at = page("budgets")
@@ -140,6 +142,7 @@ def test_inside_serve_the_forms_change_declarations_and_the_runs_follow(served) 
     assert _runs(owner) == [(20_000, "span"), (60_000, "declared")]
 
 
+@pytest.mark.slow
 def test_the_run_view_names_the_budget_source(served) -> None:
     _, declared_run = served
     at = page("run", {"run": declared_run})

@@ -59,6 +59,7 @@ def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 # ---- every page --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_page_renders_without_exception(db: str, page: str) -> None:
     at = open_page(page)
@@ -69,6 +70,7 @@ def test_page_renders_without_exception(db: str, page: str) -> None:
         {k: at.query_params[k] for k in PARAMS} == PARAMS
 
 
+@pytest.mark.slow
 def test_the_pages_said_to_draw_no_charts_draw_none(db: str) -> None:
     """page_list's `charts` decides whether a page's HTML hints the chart code: a page marked
     without charts that drew one would wait for the code unhinted, and the reverse fetches it
@@ -79,6 +81,7 @@ def test_the_pages_said_to_draw_no_charts_draw_none(db: str) -> None:
         assert bool(at.get("plotly_chart")) == entry.charts, entry.name
 
 
+@pytest.mark.slow
 def test_overview_numbers_equal_the_queries(db: str) -> None:
     at = open_page("overview")
     runs = query(db, "runs")
@@ -115,6 +118,7 @@ def test_overview_numbers_equal_the_queries(db: str) -> None:
     assert len(review) > 0
 
 
+@pytest.mark.slow
 def test_attribution_numbers_equal_the_queries(db: str) -> None:
     at = open_page("attribution")
     summary = query(db, "attribution_summary").iloc[0]
@@ -290,6 +294,7 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     assert "\\/" not in code + "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathFactory,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     db = ui.hostile_db(tmp_path_factory)
@@ -307,6 +312,7 @@ def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathF
 
 # ---- where the data comes from -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_pages_leave_the_file_free_for_other_processes(db: str) -> None:
     """Standalone, the dashboard opens the file read-only for a page run and closes it: another
     process can open it read-write (as `budgetscope ingest` would) right after."""
@@ -337,6 +343,7 @@ def test_a_page_run_opens_the_file_once(db: str, monkeypatch: pytest.MonkeyPatch
     data.clear_cache()
 
 
+@pytest.mark.slow
 def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPathFactory,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -355,6 +362,7 @@ def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPa
         owner.close()
 
 
+@pytest.mark.slow
 def test_a_database_held_by_another_process_is_a_message(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
@@ -382,6 +390,7 @@ def test_dashboard_command_without_a_database(tmp_path: Path) -> None:
     assert "no database" in result.output and "budgetscope demo" in result.output
 
 
+@pytest.mark.slow
 def test_attribution_lists_the_runs_of_a_culprit(db: str) -> None:
     at = open_page("attribution")
     key = at.selectbox(key="culprit_pick").value

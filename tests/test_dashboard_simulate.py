@@ -70,6 +70,7 @@ def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
     np.testing.assert_allclose(_array(predicted["x"]), with_calls["timeout_rate"])
 
 
+@pytest.mark.slow
 def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     at = open_simulate()
     # Sliders untouched: every run keeps its own caps and budget, the record replays to itself.
@@ -95,6 +96,7 @@ def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
                and "30000 ms" in caption.value for caption in at.caption)
 
 
+@pytest.mark.slow
 def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path_factory.mktemp("simulate_hostile")

@@ -95,6 +95,7 @@ def test_utilisation_runs_say_budgeted(db: str) -> None:
     assert table.value["runs"].sum() == runs["budget_ms"].notna().sum()
 
 
+@pytest.mark.slow
 def test_every_table_of_every_page_shows_the_no_value_mark() -> None:
     for page in ("overview", "runs", "attribution", "failures", "utilisation",
                  "reconciliation", "weekly", "simulate", "budgets"):

@@ -37,6 +37,7 @@ def _exhausted(db: str) -> str:
     return str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_every_trace_has_a_tooltip_of_its_own(db: str, page: str) -> None:
     params = {**PARAMS, "run": _exhausted(db)} if page in ("run", "compare") else PARAMS

@@ -97,6 +97,7 @@ def _notes(at: AppTest) -> list[str]:
     return [info.value for info in at.info]
 
 
+@pytest.mark.slow
 def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, writer_of):
     at = _runs_page()
     at.selectbox(key="rs_culprit").set_value("tool:fetch_report").run()
@@ -116,6 +117,7 @@ def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, wr
     assert len(at.dataframe[0].value) == 2
 
 
+@pytest.mark.slow
 def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     writer = writer_of(db)
     at = AppTest.from_file(str(ui.APP), default_timeout=120)
@@ -130,6 +132,7 @@ def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     assert len(at.dataframe[0].value) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["overview", "attribution", "failures", "weekly", "run"])
 def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
     at = AppTest.from_file(str(ui.APP), default_timeout=120)
@@ -149,6 +152,7 @@ def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
     _assert_whole(at)
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_before_drawing_the_search_keeps_it(db, writer_of):
     """A range read for the first time while the writer holds the file: nothing read before to
     show, so the page stops before its widgets. The next run must still know the search."""

@@ -62,6 +62,7 @@ def pair(tmp_path):
     measured.close()
 
 
+@pytest.mark.slow
 def test_re_measuring_gives_what_a_full_derivation_gives(pair) -> None:
     full, measured = pair
     assert measured.execute("SELECT count(*) FROM step_lifts").fetchone()[0] == 2

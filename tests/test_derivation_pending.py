@@ -47,6 +47,7 @@ def test_a_write_marks_its_traces_and_derivation_clears_them(
     assert (_runs(con), _pending(con)) == (3, 0)
 
 
+@pytest.mark.slow
 def test_a_failed_derivation_leaves_the_marks_and_the_next_one_catches_up(
     con: duckdb.DuckDBPyConnection,
 ) -> None:

@@ -110,6 +110,7 @@ def owner(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databas
     held.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("arguments", "runs"), ANSWERED,
                          ids=[" ".join(a[1:]) for a, _ in ANSWERED])
 def test_through_the_read_api_the_same_answer(owner: DatabaseOwner, db: str,

@@ -14,11 +14,14 @@ import os
 import random
 from pathlib import Path
 
+import pytest
+
 from tests.support.kill import kill_rounds
 
 KILLS_IN_CI = 3
 
 
+@pytest.mark.slow
 def test_repeated_kill_9_loses_and_duplicates_no_acknowledged_span(tmp_path: Path) -> None:
     seed = int(os.environ.get("BUDGETSCOPE_KILL_SEED", random.randrange(1 << 30)))
     report = kill_rounds(tmp_path, KILLS_IN_CI, seed)

@@ -52,6 +52,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["older", "newer", "unversioned"])
 def test_a_file_from_another_schema_is_refused_by_every_command_and_left_alone(
         tmp_path: Path, kind: str) -> None:

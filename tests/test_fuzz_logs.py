@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -34,6 +35,7 @@ edits = st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.integers(0, 1 
                            st.binary(min_size=1, max_size=8)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(seed=st.sampled_from(["protobuf", "json"]), changes=edits)
 def test_mutated_logs_bodies_are_decoded_or_refused_with_a_reason(
@@ -65,6 +67,7 @@ uint32 = st.integers(0, 2**32 - 1)
 int32 = st.integers(-(2**31), 2**31 - 1)
 
 
+@pytest.mark.slow
 @_settings(150)
 @given(time=uint64, observed=uint64, severity=int32, flags=uint32,
        trace_id=st.binary(max_size=17), span_id=st.binary(max_size=9),

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ingest.receivers.limits import Limits
@@ -81,6 +82,7 @@ asyncio.run(main(sys.argv[1], bodies))
 """
 
 
+@pytest.mark.slow
 def test_300_concurrent_exports_are_answered_ok_or_unavailable_with_retry_info(
         tmp_path: Path) -> None:
     gate = Gate()

@@ -501,6 +501,7 @@ def _payload(case: Case) -> tuple[bytes, bytes]:
     return _payload_by_name(case.name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_over_http(served: Served, case: Case) -> None:
     trace_id, body = _payload(case)
@@ -539,6 +540,7 @@ def test_over_http(served: Served, case: Case) -> None:
 FILE_CASES = [case for case in CASES if case.file is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", FILE_CASES, ids=[case.name for case in FILE_CASES])
 def test_through_a_file(tmp_path: Path, case: Case) -> None:
     trace_id, body = _payload(case)
@@ -615,6 +617,7 @@ def _post_spans(endpoint: str, spans: int) -> tuple[int, dict[str, str]]:
         connection.close()
 
 
+@pytest.mark.slow
 def test_a_client_sending_one_byte_a_second_is_cut_off_and_frees_its_worker(
         tmp_path: Path) -> None:
     """Two tricklers take both connection slots; a third client is told 503 at once (not

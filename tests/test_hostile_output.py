@@ -31,6 +31,7 @@ def _invoke(*args: str) -> bytes:
     return result.stdout_bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report", ["weekly", "runs", "failures", "attribution",
                                     "reconciliation"])
 def test_csv_cells_never_start_a_formula(tmp_path: Path, report: str) -> None:
@@ -82,6 +83,7 @@ def test_the_dashboard_download_is_the_cli_bytes_with_hostile_names(tmp_path: Pa
         con.close()
 
 
+@pytest.mark.slow
 def test_run_summary_writes_no_control_characters(tmp_path: Path) -> None:
     db, run_ids = hostile_names_db(tmp_path)
     for run_id in run_ids:
@@ -93,6 +95,7 @@ def test_run_summary_writes_no_control_characters(tmp_path: Path) -> None:
     assert len(text.splitlines()) == len(_invoke("--db", db, "run", run_ids[0]).splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report", ["runs", "weekly", "failures", "reconciliation"])
 def test_table_format_writes_no_control_characters(tmp_path: Path, report: str) -> None:
     db, run_ids = hostile_names_db(tmp_path)

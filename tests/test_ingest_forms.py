@@ -68,6 +68,7 @@ def _stored(db: Path) -> dict[tuple[str, str], dict[str, object]]:
     return stored
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", [*FORMS, *(f"{f}.gz" for f in FORMS)])
 def test_every_form_stores_exactly_what_the_sdk_made(
     tmp_path: Path, files: dict[str, Path], spans: list[ReadableSpan], form: str

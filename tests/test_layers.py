@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +37,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_import_points_down() -> None:
     wrong = []
     for package, allowed in ALLOWED.items():
@@ -101,6 +104,7 @@ def _store_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_only_through_the_front() -> None:
     front = {f"store.{name}" for name in store.__all__}
     wrong, used = [], set()
@@ -265,6 +269,7 @@ def group_circles(root: Path, folders: tuple[str, ...]) -> list[frozenset[str]]:
                            for name, path in known.items()})
 
 
+@pytest.mark.slow
 def test_no_import_circles() -> None:
     found = {group: group_circles(ROOT, folders) for group, folders in MODULE_GROUPS.items()}
     unknown = [f"{group}: {' <-> '.join(sorted(circle))}" for group, circles in found.items()

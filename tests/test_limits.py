@@ -12,6 +12,7 @@ import math
 import os
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -65,6 +66,7 @@ def _same(a: Any, b: Any) -> bool:
         isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=values, key=st.text(max_size=6))
 def test_the_wire_reader_stores_what_the_runtime_path_stores(value: AnyValue, key: str) -> None:

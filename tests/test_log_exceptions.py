@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
     OTLPLogExporter as GrpcLogExporter,
 )
@@ -45,6 +46,7 @@ def _write(path: Path, message) -> Path:  # type: ignore[no-untyped-def]
     return path
 
 
+@pytest.mark.slow
 def test_exception_log_records_class_their_spans_in_files(tmp_path: Path) -> None:
     run = run_with_logs()
     spans = _write(tmp_path / "spans.pb", spans_request(list(run.spans)))
@@ -108,6 +110,7 @@ def _wait_for(owner: DatabaseOwner, run: RunWithLogs, wanted: dict[str, str]) ->
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):
@@ -122,6 +125,7 @@ def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
         logs.shutdown()
 
 
+@pytest.mark.slow
 def test_log_records_before_their_spans_over_grpc(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):

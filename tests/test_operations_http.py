@@ -94,6 +94,7 @@ def running(tmp_path: Path):
         yield running
 
 
+@pytest.mark.slow
 def test_metrics_count_the_traffic_and_report_the_hand_worked_signals(running: Running) -> None:
     install(running)
     now_ns = time.time_ns()

@@ -204,6 +204,7 @@ def test_logs_and_traces_tell_apart_in_protobuf() -> None:
     assert not looks_like_logs(spans_request(list(run.spans)).SerializeToString())
 
 
+@pytest.mark.slow
 def test_files_with_resource_logs_in_every_form(tmp_path: Path) -> None:
     run = run_with_logs()
     traces, logs = spans_request(list(run.spans)), logs_request(run.logs)
@@ -310,6 +311,7 @@ def test_run_view_and_cli_list_the_runs_log_records(tmp_path: Path) -> None:
     assert "red <b>bold</b>" in lines[start + 1]
 
 
+@pytest.mark.slow
 def test_dashboard_run_view_shows_log_records_as_text(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from streamlit.testing.v1 import AppTest
@@ -355,6 +357,7 @@ def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
         assert con.execute("SELECT count(*) FROM resources").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_budgetscope_serve_takes_logs_and_counts_them(tmp_path: Path) -> None:
     import urllib.request
 

@@ -30,6 +30,10 @@ from ingest.files.loader import load_files
 from store import PendingDerivations, connect
 from tests.support import ui
 
+# slow, left out of make test-fast: concurrent CLI processes and mounts on derived copies of
+# the sample (40 s in all on 2 loaded cores).
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 READS = [["report", "runs"], ["report", "weekly", "--format", "table"],
          ["check", "--max-exhaustion-rate", "1", "--window", "1000d", "--until", "2027-01-01"],

@@ -87,6 +87,7 @@ def test_runs_whose_root_never_arrived_have_no_root_in_the_capture(name: str) ->
     assert sum(1 for has_root in rooted.values() if not has_root) == missing
 
 
+@pytest.mark.slow
 def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:
     """The ClickHouse derivation (chdb, in a process of its own: one data folder per process)
     gives the same runs and failures reports as DuckDB's on every real fixture."""

@@ -190,6 +190,7 @@ def test_bearer_token_required_when_configured(tmp_path: Path) -> None:
         assert server.count() == 7
 
 
+@pytest.mark.slow
 def test_writer_behind_gets_503_with_retry_after_and_then_commits(tmp_path: Path) -> None:
     gate = Gate()
     with running_receivers(tmp_path, after_write=gate, max_lag_seconds=0.2) as server:
@@ -251,6 +252,7 @@ def test_stop_finishes_in_flight_requests_before_returning(tmp_path: Path) -> No
             socket.create_connection(("127.0.0.1", server.receivers.http.port), timeout=2)
 
 
+@pytest.mark.slow
 def test_slow_body_is_cut_off(tmp_path: Path) -> None:
     with running_receivers(tmp_path, socket_timeout=0.5, body_timeout=1.0) as server:
         with socket.create_connection(("127.0.0.1", server.receivers.http.port)) as client:

@@ -217,6 +217,7 @@ def _blocks(path: Path) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+@pytest.mark.slow
 def test_freed_space_is_reused_by_new_spans(tmp_path: Path) -> None:
     """What DuckDB 2.0 does with the space, measured rather than assumed: retention's
     CHECKPOINT marks the blocks of the deleted rows free (it even adds blocks: the rewritten
@@ -249,6 +250,7 @@ def test_freed_space_is_reused_by_new_spans(tmp_path: Path) -> None:
     assert growth["retained"] < growth["control"] / 2, growth
 
 
+@pytest.mark.slow
 def test_ingestion_goes_on_while_retention_runs(tmp_path: Path) -> None:
     with running_receivers(tmp_path) as running:
         # 1 000 old traces of 5 spans, stored before the test's clients start.

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -37,6 +38,7 @@ def _until(predicate, seconds: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_serve_measures_a_rootless_trace_after_the_grace_period(
         tmp_path: Path, caplog) -> None:
     b, runs = call_traces()

@@ -124,6 +124,7 @@ def test_compare_page_shows_the_typical_run_and_the_queries_numbers(db: str) -> 
     assert at.query_params["run"] in (run_id, [run_id])
 
 
+@pytest.mark.slow
 def test_compare_page_with_a_chosen_run_by_deep_link(db: str) -> None:
     run_id, typical_id, _, _ = _exhausted_and_typical(db)
     con = connect(db, read_only=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 import duckdb
 import httpx
+import pytest
 from budgetscope_sdk import BudgetExhausted, RunBudget, StepTimeout, current_step
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 from opentelemetry import context as otel_context
@@ -260,6 +261,7 @@ def report(db: Path, name: str) -> list[dict[str, Any]]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_budgetscope_matches_what_the_servers_and_the_agent_saw(tmp_path: Path) -> None:
     db = tmp_path / "agent.duckdb"
     truth = Truth()

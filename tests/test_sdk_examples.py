@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -58,6 +59,7 @@ def _value(any_value: Any) -> Any:
     return getattr(any_value, any_value.WhichOneof("value"))
 
 
+@pytest.mark.slow
 def test_the_example_agent_runs_and_exports_its_run() -> None:
     with otlp_receiver() as (endpoint, received):
         done = subprocess.run([sys.executable, "agent.py", "--otlp", endpoint], cwd=EXAMPLES,
@@ -83,6 +85,7 @@ def test_the_example_agent_runs_and_exports_its_run() -> None:
     assert ("subagent", "summariser", None, None) in steps  # a nested budget, not a run
 
 
+@pytest.mark.slow
 def test_the_example_agent_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     # MYPYPATH: the editable install of the SDK is an import hook that mypy cannot follow
     # (an installed wheel needs nothing).

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from store import connect, serve_sidecar_path
 from tests.support.receivers import raw_request
@@ -29,6 +30,7 @@ from tests.support.serve import (
 )
 
 
+@pytest.mark.slow
 def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> None:
     db = tmp_path / "served.duckdb"
     process, announced = start_serve(db, "--no-ui")
@@ -60,6 +62,7 @@ def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> N
     assert stored(db) == 7
 
 
+@pytest.mark.slow
 def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
     db = tmp_path / "crash.duckdb"
     process, announced = start_serve(db, "--no-ui")
@@ -110,6 +113,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
     db = tmp_path / "ui.duckdb"
     ui_port = _free_port()

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -36,6 +37,7 @@ def fetch(url: str, token: str | None = None, body: bytes | None = None,
         return error.code, error.read().decode()
 
 
+@pytest.mark.slow
 def test_serve_logs_json_serves_health_and_metrics_and_applies_retention(tmp_path: Path
                                                                          ) -> None:
     db = tmp_path / "ops.duckdb"

@@ -86,6 +86,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
     return db, run_ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments", COMMANDS, ids=[" ".join(c[:2]) for c in COMMANDS])
 def test_on_the_file_a_terminal_receives_nothing_it_acts_on(hostile, arguments) -> None:
     db, _ = hostile
@@ -111,6 +112,7 @@ def test_a_pipe_keeps_the_data(hostile) -> None:
     assert piped.stdout == CliRunner().invoke(cli, ["--db", db, "report", "runs"]).stdout_bytes
 
 
+@pytest.mark.slow
 def test_through_the_server_a_terminal_receives_nothing_it_acts_on(hostile, tmp_path: Path
                                                                     ) -> None:
     db, run_ids = hostile

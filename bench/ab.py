@@ -11,19 +11,24 @@ see the same neighbours on a shared machine. Each run's working directory is its
 Python puts first on sys.path: `budgetscope`, `ingest`, `store`... are that tree's, not the
 editable install's; both use this environment's packages.
 
-Printed: each side's wall time (median and range) with this/base, then every figure of the
-benchmark's output side by side: a line of this tree's output is paired with the base's line
-of the same words (numbers aside, the n-th such line with the n-th), and each number on it is
-given as [base median -> this median (this/base)], or once when both are the same. A
-benchmark's files (--workdir and the like) are shared by both sides: give each side's database
-its own name, or let the first round build it for both. Figures, never assertions: which
-ratio is better depends on the figure.
+Any module runs so, not only bench's: `-- sample_traces.generate --runs 3000 --format pb-stream
+--out /tmp/ab.pb` compares the sample generator (what bench_generate.py did).
+
+Printed: each side's wall and CPU time (median and range; the CPU time, user + system of the
+run and its subprocesses, moves less with the neighbours' load) with this/base, then every
+figure of the benchmark's output side by side: a line of this tree's output is paired with the
+base's line of the same words (numbers aside, the n-th such line with the n-th), and each
+number on it is given as [base median -> this median (this/base)], or once when both are the
+same. A benchmark's files (--workdir and the like) are shared by both sides: give each side's
+database its own name, or let the first round build it for both. Figures, never assertions:
+which ratio is better depends on the figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,16 +58,22 @@ def remove(tree: Path) -> None:
                    check=False, capture_output=True)
 
 
-def run(tree: Path, command: list[str]) -> tuple[float, str]:
-    """Wall seconds and standard output of `python -m command...` in `tree`."""
-    started = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(tree: Path, command: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system, its own subprocesses included) and standard
+    output of `python -m command...` in `tree`."""
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-m", *command], cwd=tree, capture_output=True,
                           text=True)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed in {tree} ({done.returncode}):\n"
                          f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    return seconds, done.stdout
+    return seconds, cpu, done.stdout
 
 
 def figures(output: str) -> dict[tuple[str, int], list[float]]:
@@ -81,6 +92,7 @@ def figures(output: str) -> dict[tuple[str, int], list[float]]:
 
 
 def spread(values: list[float]) -> str:
+    """Median and range, in seconds."""
     return f"{statistics.median(values):.2f} s [{min(values):.2f}-{max(values):.2f}]"
 
 
@@ -124,20 +136,23 @@ def main() -> int:
         try:
             trees = {"base": base, "this": ROOT}
             seconds: dict[str, list[float]] = {side: [] for side in trees}
+            cpu: dict[str, list[float]] = {side: [] for side in trees}
             outputs: dict[str, list[str]] = {side: [] for side in trees}
             for round_ in range(options.rounds):
                 for side in (trees if round_ % 2 == 0 else list(trees)[::-1]):
-                    took, out = run(trees[side], command)
+                    took, used, out = run(trees[side], command)
                     seconds[side].append(took)
+                    cpu[side].append(used)
                     outputs[side].append(out)
                     print(f"round {round_ + 1} {side}: {took:.1f} s", flush=True)
         finally:
             remove(base)
     print(f"\n{' '.join(command)}: {options.base} (base) against {ROOT} (this), "
           f"{options.rounds} alternating rounds each")
-    medians = {side: statistics.median(times) for side, times in seconds.items()}
-    print(f"  wall time: base {spread(seconds['base'])}, this {spread(seconds['this'])}, "
-          f"this/base {ratio(medians['this'], medians['base'])}")
+    for label, figures_ in (("wall time", seconds), ("CPU time", cpu)):
+        medians = {side: statistics.median(times) for side, times in figures_.items()}
+        print(f"  {label}: base {spread(figures_['base'])}, this {spread(figures_['this'])}, "
+              f"this/base {ratio(medians['this'], medians['base'])}")
     print("figures, median of the rounds, [base -> this (this/base)]:")
     for line in compare(outputs):
         print(f"  {line}")

@@ -101,7 +101,6 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("arguments", COMMANDS, ids=" ".join)
 def test_held_file_answers_through_the_server_byte_for_byte(setup: Setup,
                                                             arguments: list[str]) -> None:
@@ -209,7 +208,6 @@ def test_read_api_refuses_without_token_json_or_a_valid_body(setup: Setup) -> No
     assert status == 200 and answer["status"] == 0 and answer["stdout"]
 
 
-@pytest.mark.slow
 def test_the_real_command_line_uses_the_server(setup: Setup) -> None:
     """As a user runs it: a separate process, the file held, the token from the environment."""
     env = {"BUDGETSCOPE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}

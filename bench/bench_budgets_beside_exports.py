@@ -27,12 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.bench_declared_budgets import strip_budgets
+from bench.support.otlp import raw_request
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets, connect, rebuild_all
-from tests.test_receivers_common import raw_request
 
 
 def _post(port: int, path: str, body: bytes, content_type: str) -> tuple[int, float]:

@@ -1,11 +1,11 @@
 """Benchmark of the ClickHouse backend (#8) beside the DuckDB backend, on the same spans.
 
-    .venv/bin/python bench/bench_clickhouse.py --spans 10000000 --workdir /tmp/bench_ch
+    .venv/bin/python -m bench.bench_clickhouse --spans 10000000 --workdir /tmp/bench_ch
 
 How the data is made: the bundled sample (52,198 spans, 1,800 runs) is loaded into both
 engines (DuckDB through `budgetscope ingest`'s loader, ClickHouse through
-tests.clickhouse_load.traces, as the Collector's exporter writes otel_traces), then replicated
-inside each engine with new ids until --spans is reached: copy k of a span gets the ids
+bench/support/clickhouse_load/traces.py, as the Collector's exporter writes otel_traces), then
+replicated inside each engine with new ids until --spans is reached: copy k of a span gets the ids
 md5(id || '/' || k) (bench/sql_clickhouse/), the same function in both engines, so both hold
 the very same spans (same times, so every copy lands in the sample's weeks). DuckDB then
 derives (store.rebuild_all) and ClickHouse builds its derived tables
@@ -18,40 +18,33 @@ report under 2 s on ClickHouse at 10M spans. Also printed: the derivation time, 
 every report would pay on top if the derived data were views computed at query time instead of
 tables built by a derive step.
 
-With `--baseline-tree DIR` (another checkout), the ClickHouse report and run-view timings are
-instead taken by bench/clickhouse_timings.py in child processes that import the product from DIR
-and from this tree in turn (--rounds times, alternating, on the same chdb folder, one process at
-a time as chdb needs), printed side by side with their ratio.
+Against another revision, in one run: `python -m bench.ab --base REV -- bench.bench_clickhouse
+--workdir DIR` (bench/ab.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import re
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from bench.support.clickhouse_load.traces import load_files as clickhouse_load
+from budgetscope.config import SAMPLE_TRACES
+from ingest.files.loader import load_files as duckdb_load
+from queries import reports
+from queries.filters import Filters
+from queries.loader import load_queries
+from queries.render import to_csv_bytes
+from queries.run_view import load_run
+from store import clickhouse, rebuild_all
+from store import connect as duckdb_connect
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import re  # noqa: E402
-
-from budgetscope.config import SAMPLE_TRACES  # noqa: E402
-from ingest.files.loader import load_files as duckdb_load  # noqa: E402
-from queries import reports  # noqa: E402
-from queries.filters import Filters  # noqa: E402
-from queries.loader import load_queries  # noqa: E402
-from queries.render import to_csv_bytes  # noqa: E402
-from queries.run_view import load_run  # noqa: E402
-from store import clickhouse, rebuild_all  # noqa: E402
-from store import connect as duckdb_connect  # noqa: E402
-from tests.clickhouse_load.traces import load_files as clickhouse_load  # noqa: E402
 
 
 def count_sample_spans() -> int:
@@ -123,35 +116,10 @@ def timed(call, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped
     return statistics.median(times), result
 
 
-def compare_with_baseline(url: str, baseline: Path, rounds: int, repeat: int) -> None:
-    trees = {"baseline": baseline.resolve(), "this tree": ROOT}
-    script = str(Path(__file__).with_name("clickhouse_timings.py"))
-    runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
-    for _ in range(rounds):
-        for label, tree in trees.items():  # alternating, so both see the same load
-            out = subprocess.run([sys.executable, script, "--tree", str(tree), "--url", url,
-                                  "--repeat", str(repeat)],
-                                 cwd=tree, check=True, capture_output=True, text=True).stdout
-            runs[label].append(json.loads(out.strip().splitlines()[-1]))
-    print(f"ClickHouse, baseline {trees['baseline']} against this tree {ROOT}: median over "
-          f"{rounds} alternating rounds of each round's median of {repeat} warm calls")
-    print(f"{'':<16}{'baseline ms':>12}{'this tree ms':>14}{'ratio':>8}")
-    ratios = []
-    for name in runs["this tree"][0]:
-        base = statistics.median(r[name] for r in runs["baseline"])
-        mine = statistics.median(r[name] for r in runs["this tree"])
-        ratios.append(mine / base)
-        print(f"{name:<16}{base:>12.1f}{mine:>14.1f}{mine / base:>8.2f}", flush=True)
-    print(f"{'geometric mean of the ratios':<42}{statistics.geometric_mean(ratios):>8.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline-tree", type=Path,
-                        help="time the ClickHouse reports and run view with this checkout's "
-                             "product and with this tree's, in one run, and print the ratios")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="with --baseline-tree: alternating child runs per tree")
     parser.add_argument("--spans", type=int, default=10_000_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench_clickhouse"))
     parser.add_argument("--repeat", type=int, default=3)
@@ -182,11 +150,6 @@ def main() -> None:
         print(f"clickhouse: derivation (derive_build.sql) {seconds(started)}", flush=True)
     spans = int(ch.scalar("SELECT count() FROM otel_traces"))
     runs = int(ch.scalar("SELECT count() FROM budgetscope_runs"))
-    if args.baseline_tree:
-        print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample)")
-        clickhouse.close_all()  # one chdb process at a time: the children's turn
-        compare_with_baseline(url, args.baseline_tree, args.rounds, args.repeat)
-        return
     print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample); "
           f"median of {args.repeat} warm calls, DuckDB and ClickHouse interleaved")
     duck = duckdb_connect(duck_path, read_only=True)

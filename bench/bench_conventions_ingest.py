@@ -1,19 +1,18 @@
-"""Committed spans/s before and after SPEC §9's conventions (issue 13), on the same payloads,
-in one run.
+"""Committed spans/s of the write path and the derivation, on receivers-shaped or
+instrumentation-shaped payloads (written first for SPEC §9's conventions, issue 13).
 
-    .venv/bin/python bench/bench_conventions_ingest.py [--baseline REV] [--spans 100000]
-                                                       [--rounds 3] [--payloads receivers|genai]
+    .venv/bin/python -m bench.bench_conventions_ingest [--spans 100000] [--rounds 3]
+                                                      [--payloads receivers|genai]
 
-The baseline is the code at REV (default: main just before the conventions landed), exported
-with `git archive` into a temporary folder; each round runs the baseline and the current tree
-in turn, each in a fresh process, on the same request bodies (written once to a file):
+Each round runs in a fresh process, on the same request bodies (written once to a file):
 - write path: flatten_protobuf (the receivers' decode+flatten) of 4-request transactions and
   SpanWriter.write into a fresh file database (serve's checkpoint threshold), i.e. spans
   acknowledged per second of one writer;
 - derive: the runs/steps derivation of the pending traces every 20 transactions, timed apart
   (serve runs it on its own connection beside the writer), and the two together.
-Figures are medians over rounds, with the current/baseline ratio. Wall clock on a shared
-2-core machine moves with the neighbours; the rounds alternate so both sides see the same.
+Figures are medians over rounds. Against another revision, in one run (the rounds of both
+alternate, so both see the same neighbours on a shared machine): `python -m bench.ab --base
+REV -- bench.bench_conventions_ingest` (bench/ab.py).
 
 Payloads: `receivers` are bench_receivers' (512-span requests of 32-span runs with the SPEC
 budget.* attributes); `genai` are the same shape with the attributes instrumentations send
@@ -32,8 +31,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from budgetscope.gc_tuning import relax_gc_for_ingest
+from ingest.decode.proto_flatten import flatten_protobuf
+from store import (
+    CHECKPOINT_THRESHOLD,
+    FlatBatch,
+    PendingDerivations,
+    SpanWriter,
+    connect,
+    refresh_touched,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_BASELINE = "d481eb6"  # main before "ingest: type the attributes SPEC §9's ..."
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4
 DERIVE_EVERY = 20
@@ -101,50 +110,10 @@ def make_genai_payloads(count: int) -> list[bytes]:
     return payloads
 
 
-def _from_tree(tree: Path, name: str, *modules: str) -> object:
-    """`name` from the first of `modules` that is a file of `tree` and defines it."""
-    import importlib
-    import importlib.util
-
-    for module in modules:
-        if not (tree / module.split(".")[0]).is_dir():
-            continue  # finding it would import the installed current tree's package
-        try:
-            spec = importlib.util.find_spec(module)
-        except ModuleNotFoundError:
-            continue
-        if spec is None or not spec.origin or not Path(spec.origin).is_relative_to(tree):
-            continue
-        loaded = importlib.import_module(module)
-        if hasattr(loaded, name):
-            return getattr(loaded, name)
-    raise ImportError(f"{name} is in none of {modules} under {tree}")
 
 
-def child(tree: Path, payload_file: Path) -> None:
-    """One measurement, with the ingest and queries packages of `tree`."""
-    sys.path.insert(0, str(tree))
-    # Each name from the first module of `tree` that defines it: the store's front (the store in
-    # rooms) first, then the flat store/ package before it, then the older homes. Revisions in
-    # the middle of those moves have some of each; a name missing from `tree` must never come
-    # from the installed current tree (the "baseline" would then measure the current code), so
-    # each candidate is checked to be a file of `tree`.
-    relax_gc_for_ingest = _from_tree(tree, "relax_gc_for_ingest",
-                                     "budgetscope.gc_tuning", "ingest.gc_tuning")
-    flatten_protobuf = _from_tree(tree, "flatten_protobuf",
-                                  "ingest.decode.proto_flatten", "ingest.proto_flatten")
-    connect = _from_tree(tree, "connect", "store", "store.database", "ingest.database")
-    PendingDerivations = _from_tree(tree, "PendingDerivations",  # noqa: N806
-                                    "store", "store.derivation", "ingest.derivation")
-    refresh_touched = _from_tree(tree, "refresh_touched", "store", "store.derive",
-                                 "queries.derive")
-    CHECKPOINT_THRESHOLD = _from_tree(tree, "CHECKPOINT_THRESHOLD",  # noqa: N806
-                                      "store", "store.owner", "ingest.owner")
-    FlatBatch = _from_tree(tree, "FlatBatch",  # noqa: N806
-                           "store", "store.rows", "ingest.flatten")
-    SpanWriter = _from_tree(tree, "SpanWriter",  # noqa: N806
-                            "store", "store.writer", "ingest.writer")
-
+def child(payload_file: Path) -> None:
+    """One measurement, printed as a JSON line."""
     relax_gc_for_ingest()
     payloads: list[bytes] = pickle.loads(payload_file.read_bytes())
     write_wall = derive_wall = write_cpu = derive_cpu = flatten_cpu = 0.0
@@ -190,70 +159,43 @@ def child(tree: Path, payload_file: Path) -> None:
                       "both_spans_per_s": spans / (write_wall + derive_wall)}))
 
 
-def export_baseline(revision: str, into: Path) -> Path:
-    # The packages the child imports, as that revision has them (store/ exists only since
-    # issue 17; without it a baseline would take `store` from the installed current tree).
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", revision],
-                            check=True, capture_output=True, text=True).stdout.split()
-    packages = [name for name in ("budgetscope", "ingest", "queries", "store") if name in listed]
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, *packages],
-                             check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare")
-    parser.add_argument("--baseline-tree", type=Path, help="a checked-out tree to compare "
-                        "instead (e.g. this branch with the conventions commits reverted, so "
-                        "that nobody else's changes since --baseline count)")
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--payloads", choices=("receivers", "genai"), default="receivers")
-    parser.add_argument("--child", nargs=2, metavar=("TREE", "PAYLOADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=Path, metavar="PAYLOADS", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
-        child(Path(options.child[0]), Path(options.child[1]))
+        child(options.child)
         return
     count = max(options.spans // SPANS_PER_REQUEST, 1)
     if options.payloads == "receivers":
-        sys.path.insert(0, str(ROOT / "bench"))
-        sys.path.insert(0, str(ROOT))
-        from bench_receivers import make_payloads
+        from bench.bench_receivers import make_payloads
         payloads = make_payloads(count, SPANS_PER_REQUEST)
     else:
         payloads = make_genai_payloads(count)
-    results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
+    results: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as folder:
         payload_file = Path(folder) / "payloads.pickle"
         payload_file.write_bytes(pickle.dumps(payloads))
-        (Path(folder) / "baseline").mkdir()
-        baseline = options.baseline_tree or export_baseline(options.baseline,
-                                                            Path(folder) / "baseline")
-        trees = {"baseline": baseline, "current": ROOT}
         for _ in range(options.rounds):
-            for side, tree in trees.items():
-                out = subprocess.run([sys.executable, __file__, "--child", str(tree),
-                                      str(payload_file)], check=True, capture_output=True,
-                                     text=True, cwd=folder).stdout
-                results[side].append(json.loads(out.strip().splitlines()[-1]))
+            out = subprocess.run([sys.executable, "-m", "bench.bench_conventions_ingest",
+                                  "--child", str(payload_file)], check=True,
+                                 capture_output=True, text=True, cwd=ROOT).stdout
+            results.append(json.loads(out.strip().splitlines()[-1]))
     print(f"{count * SPANS_PER_REQUEST:,} spans ({options.payloads} payloads), "
-          f"{options.rounds} alternating rounds, baseline "
-          f"{options.baseline_tree or options.baseline} vs this tree; "
-          "medians")
-    steps = {side: results[side][0]["steps"] for side in results}
-    print(f"  steps derived: baseline {steps['baseline']:,}, current {steps['current']:,}")
+          f"{options.rounds} rounds; medians")
+    print(f"  steps derived: {results[0]['steps']:,}")
     for key, label in (("write_spans_per_s", "write path, committed spans/s"),
                        ("write_cpu_us", "write path, µs CPU per span"),
                        ("flatten_cpu_us", "  of which decode+flatten"),
                        ("derive_spans_per_s", "derivation, spans/s"),
                        ("derive_cpu_us", "derivation, µs CPU per span"),
                        ("both_spans_per_s", "write + derivation, spans/s")):
-        base = statistics.median(r[key] for r in results["baseline"])
-        now = statistics.median(r[key] for r in results["current"])
-        print(f"  {label:32s} baseline {base:10,.1f}  current {now:10,.1f}  "
-              f"ratio {now / base:5.3f}")
+        print(f"  {label:32s} {statistics.median(r[key] for r in results):10,.1f}")
 
 
 if __name__ == "__main__":

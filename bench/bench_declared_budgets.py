@@ -1,6 +1,6 @@
 """Benchmark: how long a declared-budget change takes to re-measure the affected runs (SPEC §10).
 
-    .venv/bin/python bench/bench_declared_budgets.py --db bench/out/bench-declared-1000000.duckdb
+    .venv/bin/python -m bench.bench_declared_budgets --db bench/out/bench-declared-1000000.duckdb
 
 The database is one `budgetscope ingest` of the sample generator's traces (e.g. 34,483 runs,
 ~1M spans: `python -m sample_traces.generate --runs 34483 --format pb-stream --out F` then
@@ -27,25 +27,23 @@ import argparse
 import http.client
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint  # noqa: E402
-from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store import (  # noqa: E402  # noqa: E402
+from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
+from ingest.receivers.service import ReceiverConfig, Receivers
+from store import (
     Change,
     DatabaseOwner,
-    DeclaredBudgets,  # noqa: E402
+    DeclaredBudgets,
     apply,
     connect,
-    derive_now,  # noqa: E402
-    rebuild_all,  # noqa: E402
+    derive_now,
+    rebuild_all,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def strip_budgets(con, agent: str) -> int:  # type: ignore[no-untyped-def]

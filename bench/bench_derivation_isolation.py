@@ -2,7 +2,7 @@
 traces when all are healthy, beside the same slice with K poisoned traces that the derivation
 bisects out (each recorded in derivation_failures, every other trace derived).
 
-    .venv/bin/python bench/bench_derivation_isolation.py [--traces 20000] [--poisoned 0 1 5]
+    .venv/bin/python -m bench.bench_derivation_isolation [--traces 20000] [--poisoned 0 1 5]
 
 The traces are runs made by the OpenTelemetry SDK (a root and a tool step), stored once; each
 scenario derives a copy of that file. A poisoned trace carries what a file written before the
@@ -19,18 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store import (  # noqa: E402
+from bench.support.otlp import budget_run
+from ingest.decode.proto_flatten import flatten_protobuf
+from store import (
     FlatBatch,
-    PendingDerivations,  # noqa: E402
-    SpanWriter,  # noqa: E402
+    PendingDerivations,
+    SpanWriter,
     connect,
-    refresh_touched,  # noqa: E402
+    refresh_touched,
 )
-from tests.fuzz_harness import budget_run  # noqa: E402
-from tests.otlp_files import request  # noqa: E402
 
 
 def _store(path: Path, traces: int) -> list[str]:
@@ -41,7 +40,8 @@ def _store(path: Path, traces: int) -> list[str]:
         spans += budget_run("budget.reserve_ms", 100, start + index * 10**7)
     batch = FlatBatch()
     for offset in range(0, len(spans), 2000):
-        batch.extend(flatten_protobuf(request(spans[offset:offset + 2000]).SerializeToString()))
+        body = encode_spans(spans[offset:offset + 2000]).SerializeToString()
+        batch.extend(flatten_protobuf(body))
     SpanWriter(con).write(batch)
     trace_ids = sorted(set(batch.spans["trace_id"]))
     con.close()

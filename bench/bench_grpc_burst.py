@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.support.otlp import raw_request
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_receivers_common import raw_request
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _CLIENT = """

@@ -3,7 +3,7 @@ a 60 MB array or kvlist attribute, 60 MB of events or links on one span, a 60 MB
 attribute key (issue 14 item 9: a 60 MB array drove the server to 1.3 GB and DuckDB out of
 memory, answered 503, so exporters retried it for ever).
 
-    .venv/bin/python bench/bench_hostile_memory.py [--mb 60] [--shapes array-protobuf ...]
+    .venv/bin/python -m bench.bench_hostile_memory [--mb 60] [--shapes array-protobuf ...]
 
 Starts `serve --no-ui` on a fresh database for each shape, POSTs one body, and prints the HTTP
 status, the seconds to answer, the server's peak resident memory (VmHWM) and its baseline
@@ -25,14 +25,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
-from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from store import connect, serve_sidecar_path  # noqa: E402
+from store import connect, serve_sidecar_path
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 NOW = time.time_ns() - 60 * 10**9

@@ -1,6 +1,6 @@
 """File ingest throughput and peak memory, beside bare decode-and-flatten speed of the same data.
 
-    .venv/bin/python bench/bench_ingest.py [--spans 100000 1000000]
+    .venv/bin/python -m bench.bench_ingest [--spans 100000 1000000]
 
 For each size: generate binary OTLP (the Collector's length-prefixed protobuf stream) with the
 sample generator, then in separate processes (so each peak RSS is its own):
@@ -77,7 +77,8 @@ def _child(task: str, path: Path, db: Path) -> None:
 
 
 def _measure(task: str, path: Path, db: Path) -> dict[str, float]:
-    output = subprocess.run([sys.executable, __file__, "--child", task, str(path), str(db)],
+    output = subprocess.run([sys.executable, "-m", "bench.bench_ingest", "--child", task,
+                             str(path), str(db)],
                             check=True, capture_output=True, text=True, cwd=ROOT).stdout
     line = next(row for row in output.splitlines() if row.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
@@ -109,5 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

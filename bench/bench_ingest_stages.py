@@ -1,6 +1,6 @@
 """CPU microseconds per span for each stage of live ingest, measured one stage at a time.
 
-    .venv/bin/python bench/bench_ingest_stages.py [--spans 200000] [--rounds 3]
+    .venv/bin/python -m bench.bench_ingest_stages [--spans 200000] [--rounds 3]
 
 Wall-clock throughput on a shared 2-core machine moves with the neighbours' load; CPU time
 (time.process_time, this process only, one thread) does much less, so this is the figure to
@@ -24,27 +24,22 @@ At 40,000 spans/s two cores give 50 µs of CPU per span for everything, HTTP inc
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_receivers import make_payloads  # noqa: E402
-
-from budgetscope.gc_tuning import relax_gc_for_ingest  # noqa: E402
-from ingest.decode.flatten import flatten_request  # noqa: E402
-from ingest.decode.proto_decode import decode_request  # noqa: E402
-from ingest.decode.proto_flatten import flatten_protobuf  # noqa: E402
-from store import (  # noqa: E402  # noqa: E402
+from bench.bench_receivers import make_payloads
+from budgetscope.gc_tuning import relax_gc_for_ingest
+from ingest.decode.flatten import flatten_request
+from ingest.decode.proto_decode import decode_request
+from ingest.decode.proto_flatten import flatten_protobuf
+from store import (
     CHECKPOINT_THRESHOLD,
-    FlatBatch,  # noqa: E402
-    PendingDerivations,  # noqa: E402
+    FlatBatch,
+    PendingDerivations,
     SpanWriter,
     connect,
-    refresh_touched,  # noqa: E402
+    refresh_touched,
     to_arrow,
 )
 

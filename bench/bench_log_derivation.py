@@ -1,6 +1,6 @@
 """What OTLP log records cost the derivation: re-deriving traces with and without log_records.
 
-    .venv/bin/python bench/bench_log_derivation.py --records 200000 --traces 1000
+    .venv/bin/python -m bench.bench_log_derivation --records 200000 --traces 1000
 
 Loads the bundled sample traces into a fresh database, then times `refresh_touched` over
 --traces of its traces (one transaction each round, rolled back so every round derives the
@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
+from ingest.files.loader import load_files
+from store import connect, refresh_touched
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import pyarrow as pa  # noqa: E402
-
-from ingest.files.loader import load_files  # noqa: E402
-from store import connect, refresh_touched  # noqa: E402
 
 SAMPLE = ROOT / "sample_traces" / "sample.jsonl.gz"
 

@@ -1,6 +1,6 @@
 """Benchmark of the analytics: report latency, the on-call run lookup, derivation overhead.
 
-    .venv/bin/python bench/bench_queries.py --runs 50000 --workdir /tmp/bench
+    .venv/bin/python -m bench.bench_queries --runs 50000 --workdir /tmp/bench
 
 Generates `runs<N>.pb` with the sample generator and loads it with `budgetscope ingest` (both
 skipped when the files exist), then prints, on that database:
@@ -14,47 +14,74 @@ skipped when the files exist), then prints, on that database:
 Figures, never assertions: targets are in the issue (reports < 300 ms warm on ~1M spans,
 `run` < 100 ms on 10M spans, derivation < 20% of ingest time per 512-span batch).
 
-With `--baseline-tree DIR` (another checkout, e.g. `git worktree add /tmp/base main`), the
-report and run-view timings are instead taken by bench/report_timings.py in child processes
-that import the product from DIR and from this tree in turn (--rounds times, alternating, on
-the same database file), printed side by side with their ratio, so a change is measured
-against its baseline in one run under the same load.
+Against another revision, in one run: `python -m bench.ab --base REV -- bench.bench_queries
+--skip-derivation` (bench/ab.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import duckdb
 
-import duckdb  # noqa: E402
-from report_timings import report_calls, timed_ms  # noqa: E402
-
-from ingest.files.loader import load_files  # noqa: E402
-from queries.loader import load_queries  # noqa: E402
-from queries.run_view import load_run  # noqa: E402
-from store import (  # noqa: E402  # noqa: E402
+from ingest.files.loader import load_files
+from queries.loader import load_queries
+from queries.run_view import load_run
+from store import (
     FlatBatch,
-    PendingDerivations,  # noqa: E402
+    PendingDerivations,
     SpanWriter,
     WriteResult,
     connect,
-    refresh_touched,  # noqa: E402
+    refresh_touched,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PYTHON = sys.executable
 # Bench-only SQL lives beside this script, loaded the same way as the product's queries.
 BENCH_QUERIES = load_queries(Path(__file__).with_name("sql"),
                              frozenset({"bench_replicate_derived"}))
+
+
+def timed_ms(call: Callable[[], object], repeat: int) -> tuple[float, float]:
+    call()  # warm
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times), max(times)
+
+
+def report_calls(con) -> dict[str, Callable[[], object]]:  # type: ignore[no-untyped-def]
+    from queries import reports
+    from queries.filters import Filters
+
+    week = Filters.parse("2026-11-16", "2026-11-23")
+    calls: dict[str, Callable[[], object]] = {
+        f"report {name}": (lambda f=fn: f(con, Filters())) for name, fn in reports.REPORTS.items()}
+    calls["report weekly --agent support-agent"] = lambda: reports.weekly(
+        con, Filters(agent="support-agent"))
+    calls["report attribution (one week)"] = lambda: reports.attribution(con, week)
+    calls["attribution_summary"] = lambda: reports.attribution_summary(con, Filters())
+    calls["utilisation_histogram"] = lambda: reports.utilisation_histogram(con, Filters())
+    calls["step_utilisation"] = lambda: reports.step_utilisation(con, Filters())
+    calls["reconciliation_by_period"] = lambda: reports.reconciliation_by_period(con, Filters())
+    return calls
+
+
+def lookup_ids(con, lookups: int) -> list[str]:  # type: ignore[no-untyped-def]
+    ids = [row[0] for row in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    return random.Random(1).sample(ids, min(lookups, len(ids)))
 
 
 def execute(con: duckdb.DuckDBPyConnection, name: str, parameters: dict) -> None:
@@ -171,36 +198,10 @@ def bench_run_lookup_replicated(db: Path, copies: int, lookups: int) -> None:
         Path(f"{copy}.wal").unlink(missing_ok=True)
 
 
-def compare_with_baseline(db: Path, baseline: Path, args: argparse.Namespace) -> None:
-    trees = {"baseline": baseline.resolve(), "this tree": ROOT}
-    script = str(Path(__file__).with_name("report_timings.py"))
-    runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
-    for _ in range(args.rounds):
-        for label, tree in trees.items():  # alternating, so both see the same load
-            out = subprocess.run([PYTHON, script, "--tree", str(tree), "--db", str(db),
-                                  "--repeat", str(args.repeat), "--lookups", str(args.lookups)],
-                                 cwd=tree, check=True, capture_output=True, text=True).stdout
-            runs[label].append(json.loads(out.strip().splitlines()[-1]))
-    print(f"baseline {trees['baseline']} against this tree {ROOT}: median over {args.rounds} "
-          f"alternating rounds of each round's median of {args.repeat} warm calls")
-    print(f"{'':<40}{'baseline ms':>12}{'this tree ms':>14}{'ratio':>8}")
-    ratios = []
-    for name in runs["this tree"][0]:
-        base = statistics.median(r[name] for r in runs["baseline"])
-        mine = statistics.median(r[name] for r in runs["this tree"])
-        ratios.append(mine / base)
-        print(f"{name:<40}{base:>12.1f}{mine:>14.1f}{mine / base:>8.2f}", flush=True)
-    geo = statistics.geometric_mean(ratios)
-    print(f"{'geometric mean of the ratios':<66}{geo:>8.2f}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline-tree", type=Path,
-                        help="time the reports and the run view with this checkout's product "
-                             "and with this tree's, in one run, and print the ratios")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="with --baseline-tree: alternating child runs per tree")
     parser.add_argument("--runs", type=int, default=50_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/budgetscope-bench"))
     parser.add_argument("--repeat", type=int, default=5)
@@ -222,10 +223,6 @@ def main() -> None:
     spans, runs = (con.execute("SELECT count(*) FROM spans").fetchone()[0],
                    con.execute("SELECT count(*) FROM runs").fetchone()[0])
     print(f"database {db}: {spans:,} spans, {runs:,} runs", flush=True)
-    if args.baseline_tree:
-        con.close()
-        compare_with_baseline(db, args.baseline_tree, args)
-        return
     bench_reports(con, args.repeat)
     bench_run_lookup(con, args.lookups)
     con.close()

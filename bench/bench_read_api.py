@@ -1,8 +1,8 @@
 """What a command costs through a running serve's read API (POST /cli) beside the same command
 on the file, in the same run: the median of --repeat calls of each, and their ratio.
 
-    .venv/bin/python bench/bench_read_api.py                 # the bundled sample, loaded first
-    .venv/bin/python bench/bench_read_api.py --db FILE       # an existing database (copied)
+    .venv/bin/python -m bench.bench_read_api                 # the bundled sample, loaded first
+    .venv/bin/python -m bench.bench_read_api --db FILE       # an existing database (copied)
 
 Both sides run in this process through click (the interpreter's start-up, the same for both, is
 left out): "file" opens a copy of the database as the command does when nobody serves it;
@@ -24,14 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from budgetscope.config import SAMPLE_TRACES
+from store import connect, serve_sidecar_path
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from click.testing import CliRunner  # noqa: E402
-
-from budgetscope.cli import cli  # noqa: E402
-from budgetscope.config import SAMPLE_TRACES  # noqa: E402
-from store import connect, serve_sidecar_path  # noqa: E402
 
 TOKEN = "bench-read-api-token"
 

@@ -1,7 +1,7 @@
 """Benchmark of retention: how long a pass and each slice (the time the writer is taken from
 the receivers) last, and what happens to the file's size.
 
-    .venv/bin/python bench/bench_retention.py --spans 100000 --slice-traces 1000 2000
+    .venv/bin/python -m bench.bench_retention --spans 100000 --slice-traces 1000 2000
 
 For each --slice-traces value: a fresh file with --spans spans 100 days old and --spans a day
 old (5 spans a trace, written 5 000 spans a transaction, then CHECKPOINT), one retention pass of
@@ -16,20 +16,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
-from ingest.decode.flatten import flatten_request  # noqa: E402
-from store import DAY_NS, RetentionPass, SpanWriter, connect, cutoff_for, file_bytes  # noqa: E402  # noqa: E402
+from ingest.decode.flatten import flatten_request
+from store import DAY_NS, RetentionPass, SpanWriter, connect, cutoff_for, file_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PER_REQUEST = 5_000
 

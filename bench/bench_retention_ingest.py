@@ -2,7 +2,7 @@
 before, during and after one retention pass (what `serve --retention-days` does in the
 background).
 
-    .venv/bin/python bench/bench_retention_ingest.py --old-traces 20000 --clients 2
+    .venv/bin/python -m bench.bench_retention_ingest --old-traces 20000 --clients 2
 
 A fresh database gets --old-traces traces of 5 spans, 100 days old. Receivers start on
 127.0.0.1 as `serve` wires them (group commit, derivation after the write); --clients threads
@@ -16,20 +16,18 @@ from __future__ import annotations
 import argparse
 import http.client
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.bench_retention import request
+from ingest.decode.flatten import flatten_request
+from ingest.receivers.service import ReceiverConfig, Receivers
+from store import DAY_NS, DatabaseOwner, RetentionSchedule, SpanWriter
 
-from bench.bench_retention import request  # noqa: E402
-from ingest.decode.flatten import flatten_request  # noqa: E402
-from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from store import DAY_NS, DatabaseOwner, RetentionSchedule, SpanWriter  # noqa: E402  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -1,7 +1,7 @@
 """What a /metrics scrape (after its cache expires) and `budgetscope check` cost: the
 headline query (queries/sql/headline.sql) on a database, for a few window lengths.
 
-    .venv/bin/python bench/bench_signals.py --db bench/out/bench-1000000.duckdb
+    .venv/bin/python -m bench.bench_signals --db bench/out/bench-1000000.duckdb
 
 Copies the database (so the file it reads is never changed), then prints for each window the
 median and max of --repeat timed calls after one untimed call, and what the window held.
@@ -14,17 +14,15 @@ import argparse
 import datetime as dt
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from queries.filters import Filters
+from queries.signals import recent_signals
+from store import connect
 
-from queries.filters import Filters  # noqa: E402
-from queries.signals import recent_signals  # noqa: E402
-from store import connect  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

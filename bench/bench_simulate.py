@@ -1,8 +1,8 @@
 """Benchmark of the timeout-policy simulator (issue #7): ms per simulation at N runs, and the
 What-if page's response to a slider.
 
-    .venv/bin/python bench/bench_simulate.py --runs 50000 --workdir bench/out
-    .venv/bin/python bench/bench_simulate.py --db path/to/existing.duckdb
+    .venv/bin/python -m bench.bench_simulate --runs 50000 --workdir bench/out
+    .venv/bin/python -m bench.bench_simulate --db path/to/existing.duckdb
 
 Without --db it generates `simulate-runs<N>.pb` with the sample generator and loads it with
 `budgetscope ingest` (both skipped when the files exist; 50k runs ≈ 1.4M spans, ~3 min to
@@ -31,16 +31,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
+
+from queries.filters import Filters
+from simulation.data import simulate, simulation_runs, simulation_steps
+from simulation.policy import SimulationPolicy
+from simulation.replay import prepare, replay
+from store import connect
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import duckdb  # noqa: E402
-
-from queries.filters import Filters  # noqa: E402
-from simulation.data import simulate, simulation_runs, simulation_steps  # noqa: E402
-from simulation.policy import SimulationPolicy  # noqa: E402
-from simulation.replay import prepare, replay  # noqa: E402
-from store import connect  # noqa: E402
 
 PYTHON = sys.executable
 POLICIES = {

@@ -26,7 +26,7 @@ from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 CHANGES = 64
 EXPORTS = 32
@@ -71,6 +71,7 @@ def _post(receivers: Receivers, path: str, body: bytes, content_type: str
         connection.close()
 
 
+@pytest.mark.slow
 def test_64_budget_changes_leave_every_export_answered(served: Receivers) -> None:
     start = threading.Barrier(CHANGES + 1)
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 
 @pytest.fixture
@@ -59,6 +59,7 @@ def test_set_changes_the_runs_report_at_once(db: Path) -> None:
     assert {r["budget_source"] for r in runs_report(db)} == {"span", None}
 
 
+@pytest.mark.slow
 def test_default_cap_and_list(db: Path) -> None:
     assert invoke(db, "set", "--default", "1m").exit_code == 0
     result = invoke(db, "cap", "tool:fetch", "3s")

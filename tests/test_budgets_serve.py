@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets
-from tests.test_serve import CLI, start_serve, stop, stored
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.serve import CLI, start_serve, stop, stored
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 TOKEN = "budget-token-0123456"
 
@@ -93,6 +93,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         owner.close()
 
 
+@pytest.mark.slow
 def test_a_change_is_stored_by_the_server_and_its_runs_re_derived_before_the_answer(served):
     status, answer = served.change(action="set", target="billing", duration_ms=8_000)
     assert status == 200, answer
@@ -154,6 +155,7 @@ def _cli(db: Path, *arguments: str, token: str | None = None) -> subprocess.Comp
                           text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_the_cli_sends_the_command_to_the_serve_holding_the_file(tmp_path: Path) -> None:
     db = tmp_path / "held.duckdb"
     con = open_db(tmp_path, db.name)

@@ -1,6 +1,7 @@
 """`budgetscope check` through CliRunner on a real DuckDB file, against hand-worked figures
-(tests/ops_traces.py and tests/fleet.py): what breached is printed with its value, exit 1 on a
-breach, 0 when every threshold holds, 2 on a usage or database error (issue 6)."""
+(tests/support/ops_traces.py and tests/support/fleet.py): what breached is printed with its
+value, exit 1 on a breach, 0 when every threshold holds, 2 on a usage or database error
+(issue 6)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from budgetscope.cli import cli
 from queries.filters import Filters
 from queries.signals import recent_signals
 from store import connect
-from tests.ops_traces import EXPECTED, old_run, ops_runs
-from tests.trace_builder import MS, T0_NS, store
+from tests.support.ops_traces import EXPECTED, old_run, ops_runs
+from tests.support.trace_builder import MS, T0_NS, store
 
 # The ops runs start at T0 (2026-11-23 10:00Z); the old run two days before.
 UNTIL = "2026-11-23T11:00:00Z"

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from store import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
-from tests.otlp_files import otlp_json, request, sdk_spans
+from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 
 def _good_file(folder: Path) -> Path:
@@ -57,6 +58,7 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.slow
 def test_a_database_held_by_another_process_fails_at_once_naming_it(tmp_path: Path) -> None:
     db = tmp_path / "held.duckdb"
     holder = subprocess.Popen(

@@ -1,6 +1,6 @@
 """`budgetscope report` and `budgetscope run` through click, on real DuckDB files.
 
-Golden files: tests/golden/fleet_<report>.csv (the hand-worked fleet of tests/fleet.py) and
+Golden files: tests/golden/fleet_<report>.csv (the hand-worked fleet of tests/support/fleet.py) and
 tests/golden/sample_<report>.csv (the bundled sample traces). Regenerate them with
 BUDGETSCOPE_UPDATE_GOLDEN=1 and review the diff.
 """
@@ -17,8 +17,8 @@ from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
 from queries import reports
 from queries.render import to_csv_bytes
-from tests.fleet import build_fleet
-from tests.trace_builder import open_db
+from tests.support.fleet import build_fleet
+from tests.support.trace_builder import open_db
 
 GOLDEN = Path(__file__).with_name("golden")
 UPDATE = os.environ.get("BUDGETSCOPE_UPDATE_GOLDEN") == "1"
@@ -179,7 +179,7 @@ def test_run_takes_a_unique_prefix_and_lists_an_ambiguous_one(fleet_db):
 
 
 def test_run_view_writes(tmp_path):
-    from tests.trace_builder import TraceBuilder, store
+    from tests.support.trace_builder import TraceBuilder, store
     b = TraceBuilder()
     run = b.run(0, 5_000, 4_000)
     b.step(run, "tool", "pay", 0, 4_000, **{"budget.side_effect": "write",

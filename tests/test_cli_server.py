@@ -24,7 +24,11 @@ from click.testing import CliRunner, Result
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
-from tests.test_serve import CLI, start_serve, stop
+from tests.support.serve import CLI, start_serve, stop
+
+# slow, left out of make test-fast: a real `budgetscope serve` on a copy of the sample, made
+# once for the module (13 s of set-up on 2 loaded cores).
+pytestmark = pytest.mark.slow
 
 TOKEN = "read-api-token-0123"
 

@@ -4,8 +4,8 @@ run view and dashboard number the DuckDB backend gives.
 
 Two data sets, each stored both ways:
 - the bundled sample traces (52k spans), through `budgetscope ingest`'s decoders into DuckDB
-  and through tests.clickhouse_load.traces (the same decoders, written as the exporter writes)
-  into otel_traces;
+  and through bench.support.clickhouse_load.traces (the same decoders, written as the
+  exporter writes) into otel_traces;
 - EDGE: hand-made traces (real OpenTelemetry SDK spans) for what the sample lacks: a run
   nested below a root (run id trace/span), a subagent with steps inside it, parallel steps, a
   reconcile step linking to a write of another trace, gRPC status names, HTTP 504, exception
@@ -31,6 +31,7 @@ from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from streamlit.testing.v1 import AppTest
 
+from bench.support.clickhouse_load.traces import load_files, load_requests
 from budgetscope.cli import cli
 from queries import reports
 from queries.filters import Filters
@@ -39,9 +40,12 @@ from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run, span_details
 from store import BACKEND_ENV, clickhouse
 from store import connect as duckdb_connect
-from tests.browser import support
-from tests.clickhouse_load.traces import load_files, load_requests
-from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
+
+# slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, one comparison rebuilding
+# 14 times (81 s in all on 2 loaded cores).
+pytestmark = pytest.mark.slow
 
 CLI_REPORTS = list(reports.REPORTS)
 DASHBOARD_ONLY = ["attribution_summary", "utilisation_histogram", "step_utilisation",
@@ -64,14 +68,14 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def sample_duckdb(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return support.sample_db(tmp_path_factory)
+    return ui.sample_db(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def sample_backend(folder: Path) -> str:
     url = f"chdb://{folder}"
     con = clickhouse.connect(url)
-    assert load_files(con, [support.SAMPLE_TRACES]) == 52_169
+    assert load_files(con, [ui.SAMPLE_TRACES]) == 52_169
     return url
 
 
@@ -248,9 +252,9 @@ def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BACKEND_ENV, sample_backend)
     monkeypatch.setenv("BUDGETSCOPE_DB", str(Path(sample_duckdb).with_suffix(".absent")))
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
-    for key, value in {"range": "custom", "since": support.SINCE,
-                       "until": support.UNTIL}.items():
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    for key, value in {"range": "custom", "since": ui.SINCE,
+                       "until": ui.UNTIL}.items():
         at.query_params[key] = value
     at.switch_page("app_pages/weekly.py")
     at.run()
@@ -258,7 +262,7 @@ def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
     assert not at.error, [e.value for e in at.error]
     duck = duckdb_connect(sample_duckdb, read_only=True)
     try:
-        weekly = reports.weekly(duck, Filters.parse(support.SINCE, support.UNTIL))
+        weekly = reports.weekly(duck, Filters.parse(ui.SINCE, ui.UNTIL))
     finally:
         duck.close()
     shown = at.dataframe[0].value
@@ -314,7 +318,7 @@ def edge(tmp_path_factory: pytest.TempPathFactory, sample_backend: str) -> tuple
     the sample and EDGE appended."""
     spans = edge_spans()
     path = tmp_path_factory.mktemp("edge") / "edge.duckdb"
-    shutil.copy(support.sample_db(tmp_path_factory), path)
+    shutil.copy(ui.sample_db(tmp_path_factory), path)
     duck = open_db(path.parent, path.name)
     # budget.cap_ms "abc" is left out of its typed column with a counted reason (issue 14)
     store(duck, spans, expected_refusals=frozenset({"budget_not_a_number"}))
@@ -365,7 +369,6 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         assert error.value.candidates
     finally:
         duck.close()
-
 
 
 # ---- declared budgets (SPEC §10, issue 13) -------------------------------------------------

@@ -8,15 +8,18 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from bench.support.clickhouse_load.logs import load_log_files
+from bench.support.clickhouse_load.traces import load_files
 from budgetscope.cli import cli
 from ingest.files.loader import load_files as duckdb_load
 from store import clickhouse
 from store import connect as duckdb_connect
-from tests.clickhouse_load.logs import load_log_files
-from tests.clickhouse_load.traces import load_files
-from tests.otlp_files import length_prefixed
-from tests.otlp_files import request as spans_request
-from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
+from tests.support.otlp_files import length_prefixed
+from tests.support.otlp_files import request as spans_request
+from tests.support.otlp_logs import RunWithLogs, logs_request, run_with_logs
+
+# slow, left out of make test-fast: the Collector's otel_logs table in ClickHouse (chdb), 5 s.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple) -> None:
         "SELECT SpanId, SeverityNumber, Body, LogAttributes['exception.type'] AS t "
         "FROM otel_logs WHERE TraceId = {t:String} ORDER BY Timestamp", {"t": run.trace_id})
     assert len(rows) == 6  # three records of the run, each delivered twice
-    assert set(rows["t"]) == {"", "tests.otlp_logs.ReadTimeout", "ConnectionResetError"}
+    assert set(rows["t"]) == {"", "tests.support.otlp_logs.ReadTimeout", "ConnectionResetError"}
 
 
 def test_run_command_lists_the_same_log_records(loaded: tuple) -> None:

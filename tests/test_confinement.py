@@ -44,9 +44,9 @@ from store import (
     connect,
     refresh_touched,
 )
-from tests.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
-from tests.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
-from tests.otlp_files import otlp_json, request
+from tests.support.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
+from tests.support.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
+from tests.support.otlp_files import otlp_json, request
 
 HOSTILE = st.one_of(
     st.sampled_from(NOTORIOUS_BUDGET_VALUES),
@@ -74,6 +74,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnectio
 _examples = {"n": 0}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(key=st.sampled_from(BUDGET_NUMBER_KEYS), value=HOSTILE, as_json=st.booleans())
 def test_every_budget_number_is_bounded_at_ingest_and_never_stops_the_derivation(
@@ -133,6 +134,7 @@ def _every_command_works(db: Path, run_id: str, folder: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
 def test_every_command_works_on_a_file_with_hostile_budget_values(tmp_path: Path) -> None:
     start = time.time_ns() - 7200 * 10**9
     spans: list[ReadableSpan] = []
@@ -166,6 +168,7 @@ def _poison(con: duckdb.DuckDBPyConnection, trace_id: str) -> None:
     con.execute("INSERT INTO pending_derivations VALUES (?, now())", [trace_id])
 
 
+@pytest.mark.slow
 def test_a_trace_that_fails_derivation_is_confined_and_every_command_keeps_working(
     tmp_path: Path,
 ) -> None:
@@ -206,6 +209,7 @@ def test_a_trace_that_fails_derivation_is_confined_and_every_command_keeps_worki
         con.close()
 
 
+@pytest.mark.slow
 def test_a_slice_with_several_bad_traces_derives_all_the_others(tmp_path: Path) -> None:
     con = connect(tmp_path / "many.duckdb")
     start = time.time_ns() - 7200 * 10**9
@@ -227,6 +231,7 @@ def test_a_slice_with_several_bad_traces_derives_all_the_others(tmp_path: Path) 
     con.close()
 
 
+@pytest.mark.slow
 def test_the_server_stays_ready_and_counts_traces_that_fail_derivation(tmp_path: Path) -> None:
     con = connect(tmp_path / "served.duckdb")
     start = time.time_ns() - 7200 * 10**9
@@ -262,12 +267,13 @@ def test_the_server_stays_ready_and_counts_traces_that_fail_derivation(tmp_path:
         con.close()
 
 
+@pytest.mark.slow
 def test_the_dashboard_opens_on_a_file_with_a_failed_trace_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from tests.browser import support
+    from tests.support import ui
 
     db = tmp_path / "dash.duckdb"
     con = connect(db)
@@ -282,7 +288,7 @@ def test_the_dashboard_opens_on_a_file_with_a_failed_trace_and_says_so(
     con.close()
     monkeypatch.setenv("BUDGETSCOPE_DB", str(db))
     for page in ("overview", "failures"):
-        at = AppTest.from_file(str(support.APP), default_timeout=120)
+        at = AppTest.from_file(str(ui.APP), default_timeout=120)
         at.query_params["range"] = "all"
         if page != "overview":
             at.switch_page(f"app_pages/{page}.py")

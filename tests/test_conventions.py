@@ -1,10 +1,12 @@
 """SPEC §9 (issue 13): which spans are steps, of what kind and name, recognised from which
 convention, and how wrappers, lone agents, tools inside model calls and runs that are one call
-become levels. Traces are hand-built with the real OpenTelemetry SDK (tests/trace_builder.py):
-they test SPEC's rules themselves, not any one library's output.
+become levels. Traces are hand-built with the real OpenTelemetry SDK
+(tests/support/trace_builder.py): they test SPEC's rules themselves, not any one library's
+output.
 
-recognised_traces() is shared with tests/test_conventions_parity.py, which derives the same
-spans on ClickHouse and compares every step and run.
+recognised_traces() (tests/support/convention_traces.py) is shared with
+tests/test_conventions_parity.py, which derives the same spans on ClickHouse and compares every
+step and run.
 """
 
 from __future__ import annotations
@@ -13,140 +15,14 @@ import re
 from typing import Any
 
 import pytest
-from opentelemetry.trace import SpanKind
 
 from queries.filters import Filters
 from queries.reports import failures
 from store import BACKEND_QUERIES as CLICKHOUSE_QUERIES  # the derivations: the store's
 from store import DERIVE_QUERIES as QUERIES
 from store import conventions
-from tests.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
-
-CLIENT = SpanKind.CLIENT
-OP = "gen_ai.operation.name"
-OI = "openinference.span.kind"
-
-
-def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
-    """One run per concern; returns the builder and the run spans by concern."""
-    b = TraceBuilder(seed=1313, service="conv-svc")
-    runs: dict[str, Any] = {}
-
-    # Every row of SPEC §9's table, side by side under one root (so no agent is alone).
-    root = runs["rows"] = b.run(0, 60_000, 60_000)
-    rows = [
-        ("r1", {"budget.step.kind": "backoff", "budget.step.name": "sleep"}, {}),
-        ("r2", {OP: "chat", "gen_ai.response.model": "gpt-resp"}, {}),
-        ("r2 embeddings", {OP: "embeddings", "gen_ai.request.model": "emb-1"}, {}),
-        ("r3", {OP: "retrieval", "gen_ai.data_source.id": "kb"}, {}),
-        ("r4", {OI: "LLM", "llm.invocation_parameters": '{"model": "gpt-inv", "t": 0}'}, {}),
-        ("r4 reranker", {OI: "RERANKER", "reranker.model_name": "rr"}, {}),
-        ("r5", {OI: "RETRIEVER", "tool.name": "search_docs"}, {}),
-        ("r6 tool", {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather"}, {}),
-        ("r6 model", {"llm.request.type": "chat", "gen_ai.request.model": "gpt-ll"}, {}),
-        ("r7", {"ai.operationId": "ai.toolCall", "ai.toolCall.name": "lookup"}, {}),
-        ("r8", {"ai.operationId": "ai.streamText.doStream", "ai.model.id": "gpt-v"}, {}),
-        ("r9", {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-c"},
-         {"kind": CLIENT}),
-        ("r10", {OP: "invoke_agent", "gen_ai.agent.name": "maker"}, {}),
-        ("r10 oi", {OI: "AGENT", "agent.name": "crew-a"}, {}),
-        ("r10 traceloop", {"traceloop.span.kind": "agent", "traceloop.entity.name": "tl"}, {}),
-        ("r11", {OP: "some_new_op"}, {"kind": CLIENT}),
-        ("r12 grpc", {"rpc.system": "grpc", "rpc.service": "pay.Ledger", "rpc.method": "Post"},
-         {"kind": CLIENT}),
-        ("r12 http", {"http.request.method": "GET", "server.address": "api.example.com",
-                      "url.template": "/v1/items/{id}"}, {"kind": CLIENT}),
-        ("r12 old http", {"http.method": "GET", "http.url": "https://Old.Example.com:8443/x?q=1"},
-         {"kind": CLIENT}),
-        ("r12 bare", {"http.request.method": "POST"}, {"kind": CLIENT}),
-        # not steps
-        ("wrapper", {OP: "invoke_workflow"}, {}),
-        ("chain", {OI: "CHAIN"}, {}),
-        ("internal http", {"http.request.method": "GET"}, {}),
-        ("internal model", {"gen_ai.request.model": "x"}, {}),
-        # SPEC §9 row 11: only a leaf call that leaves the process; building an agent never
-        ("internal op", {OP: "execute_event_loop_cycle"}, {}),
-        ("create agent", {OP: "create_agent", "gen_ai.agent.name": "maker"}, {"kind": CLIENT}),
-        # row 10 only with a name attribute; row 9 only for model operations
-        ("unnamed agent", {OI: "AGENT"}, {}),
-        ("agent with system", {OP: "invoke_agent", "gen_ai.system": "openai"}, {"kind": CLIENT}),
-        # SPEC: conflicting conventions follow the table's order
-        ("conflict", {OP: "chat", "gen_ai.request.model": "gpt-first", OI: "TOOL",
-                      "tool.name": "never"}, {}),
-        ("conflict 2", {OI: "TOOL", "tool.name": "oi-tool", "traceloop.span.kind": "agent"},
-         {}),
-    ]
-    for index, (name, attributes, extra) in enumerate(rows):
-        b.span(name, index * 100, index * 100 + 50, parent=root, attributes=attributes,
-               **extra)
-
-    # Wrappers are transparent; a lone agent with steps below is transparent too, twice over.
-    lone = runs["lone"] = b.run(0, 10_000, 10_000)
-    workflow = b.span("workflow", 0, 10_000, parent=lone, attributes={OP: "invoke_workflow"})
-    outer = b.span("outer agent", 0, 10_000, parent=workflow, attributes={
-        OP: "invoke_agent", "gen_ai.agent.name": "outer"})
-    inner = b.span("inner agent", 0, 9_000, parent=outer, attributes={
-        OI: "AGENT", "agent.name": "inner"})
-    chain = b.span("chain", 0, 9_000, parent=inner, attributes={OI: "CHAIN"})
-    b.span("llm", 0, 4_000, parent=chain, attributes={OI: "LLM", "llm.model_name": "m"})
-    tool = b.span("tool", 4_000, 9_000, parent=chain, attributes={OI: "TOOL",
-                                                                  "tool.name": "fetch"})
-    b.span("tool http", 4_000, 9_000, parent=tool, kind=CLIENT,
-           attributes={"http.request.method": "GET", "server.address": "svc"})
-
-    # Two agents side by side stay subagent steps; a lone agent with nothing inside is one.
-    crew = runs["crew"] = b.run(0, 10_000, 10_000)
-    for who, start in (("alice", 0), ("bob", 5_000)):
-        agent = b.span(f"agent {who}", start, start + 5_000, parent=crew,
-                       attributes={OP: "invoke_agent", "gen_ai.agent.name": who})
-        b.span(f"chat {who}", start, start + 4_000, parent=agent,
-               attributes={OP: "chat", "gen_ai.request.model": "m"})
-    empty = runs["empty agent"] = b.run(0, 10_000, 10_000)
-    b.span("failed agent", 0, 100, parent=empty, error=True,
-           attributes={OP: "invoke_agent", "gen_ai.agent.name": "early"})
-
-    # An agent alone under a tool step: transparent there too; its model call is the tool's.
-    under = runs["agent under step"] = b.run(0, 10_000, 10_000)
-    handoff = b.span("handoff tool", 0, 8_000, parent=under,
-                     attributes={OP: "execute_tool", "gen_ai.tool.name": "handoff"})
-    helper = b.span("helper agent", 0, 8_000, parent=handoff,
-                    attributes={OP: "invoke_agent", "gen_ai.agent.name": "helper"})
-    b.span("helper chat", 0, 7_000, parent=helper,
-           attributes={OP: "chat", "gen_ai.request.model": "m"})
-    b.span("side chat", 8_000, 9_000, parent=under,
-           attributes={OP: "chat", "gen_ai.request.model": "m"})
-
-    # A tool inside a model call stands beside it; the model is not active while it runs.
-    stream = runs["tool in model"] = b.run(0, 10_000, 10_000)
-    model = b.span("doStream", 0, 6_000, parent=stream, attributes={
-        "ai.operationId": "ai.streamText.doStream", "ai.model.id": "gpt-v"})
-    b.span("toolCall a", 1_000, 3_000, parent=model, attributes={
-        "ai.operationId": "ai.toolCall", "ai.toolCall.name": "a"})
-    b.span("toolCall b", 2_000, 4_000, parent=model, attributes={
-        "ai.operationId": "ai.toolCall", "ai.toolCall.name": "b"})
-
-    # Pure auto-instrumentation: the trace is one model call, and it failed.
-    runs["one call"] = b.span("chat gpt-4o", 0, 2_000, kind=CLIENT, error=True,
-                              status_message="Error code: 503 - overloaded", attributes={
-                                  OP: "chat", "gen_ai.request.model": "gpt-4o",
-                                  "gen_ai.system": "openai",
-                                  "error.type": "<class 'openai.InternalServerError'>"})
-    runs["one http call"] = b.span("GET", 0, 1_000, kind=CLIENT, attributes={
-        "http.request.method": "GET", "server.address": "api.example.com",
-        "http.response.status_code": 429})
-
-    # An HTTP client span inside a step is no step; inside an agent it is one.
-    nested = runs["http nesting"] = b.run(0, 10_000, 10_000)
-    fetch = b.span("fetch tool", 0, 3_000, parent=nested,
-                   attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch"})
-    b.span("fetch http", 0, 3_000, parent=fetch, kind=CLIENT,
-           attributes={"http.request.method": "GET", "server.address": "a"})
-    agent = b.span("planner", 3_000, 9_000, parent=nested,
-                   attributes={OP: "invoke_agent", "gen_ai.agent.name": "planner"})
-    b.span("planner http", 3_000, 5_000, parent=agent, kind=CLIENT,
-           attributes={"http.request.method": "POST", "server.address": "b",
-                       "http.route": "/plan"})
-    return b, runs
+from tests.support.convention_traces import CLIENT, OP, recognised_traces
+from tests.support.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture(scope="module")

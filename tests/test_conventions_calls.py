@@ -3,8 +3,9 @@ event-loop cycles and other in-process operations, one call recorded as two span
 siblings from two instrumentation scopes), framework bookkeeping, HTTP client spans hung beside
 their tool, spans whose parent never arrived, traces whose root never arrives, the run's agent,
 and the cases that must not merge. Hand-built with the real OpenTelemetry SDK
-(tests/trace_builder.py); tests/test_conventions_parity.py derives the same traces on
-ClickHouse and compares every step and run.
+(tests/support/trace_builder.py, the traces in tests/support/convention_traces.py);
+tests/test_conventions_parity.py derives the same traces on ClickHouse and compares every step
+and run.
 """
 
 from __future__ import annotations
@@ -12,166 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from opentelemetry.trace import SpanKind
 
-from tests.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
-
-CLIENT = SpanKind.CLIENT
-OP = "gen_ai.operation.name"
-OI = "openinference.span.kind"
-CHAT = {OP: "chat", "gen_ai.request.model": "gpt-x"}
-HTTP = {"http.request.method": "GET", "server.address": "tools.example"}
-
-
-def call_traces() -> tuple[TraceBuilder, dict[str, Any]]:
-    """One run per concern; returns the builder and the run spans by concern. Every trace here
-    has its root, except those under "rootless", whose roots are left out of finished()."""
-    b = TraceBuilder(seed=3333, service="calls-svc")
-    runs: dict[str, Any] = {}
-
-    # Strands: each event-loop cycle is an in-process operation around the calls it makes.
-    run = runs["cycles"] = b.run(0, 10_000, 10_000)
-    agent = b.span("invoke_agent helper", 0, 10_000, parent=run,
-                   attributes={OP: "invoke_agent", "gen_ai.agent.name": "helper"})
-    for number, start in enumerate((0, 5_000)):
-        cycle = b.span(f"cycle {number}", start, start + 5_000, parent=agent,
-                       attributes={OP: "execute_event_loop_cycle"})
-        b.span(f"chat {number}", start, start + 2_000, parent=cycle, attributes=CHAT)
-        tool = b.span(f"tool {number}", start + 2_000, start + 5_000, parent=cycle,
-                      attributes={OP: "execute_tool", "gen_ai.tool.name": "search"})
-        b.span(f"tool {number} http", start + 2_000, start + 5_000, parent=tool, kind=CLIENT,
-               attributes=HTTP)
-
-    # Row 11: a call of another operation that leaves the process is a step when it is a leaf,
-    # and a wrapper when a step lies below it; an HTTP call beside that step then stands alone.
-    run = runs["row 11"] = b.run(0, 10_000, 10_000)
-    b.span("remote op", 0, 1_000, parent=run, kind=CLIENT, attributes={OP: "remote_op"})
-    task = b.span("remote task", 1_000, 9_000, parent=run, kind=CLIENT,
-                  attributes={OP: "execute_task"})
-    b.span("task chat", 1_000, 4_000, parent=task, attributes=CHAT)
-    b.span("task http", 5_000, 8_000, parent=task, kind=CLIENT, attributes=HTTP)
-
-    # One call, two nested spans: an instrumentation's model span around an SDK's own, whatever
-    # each names the model; a tool around the same tool. The inner one is the step.
-    run = runs["nested twins"] = b.run(0, 10_000, 10_000)
-    outer = b.span("llm outer", 0, 3_000, parent=run,
-                   attributes={OI: "LLM", "llm.model_name": "fake-model"})
-    b.span("chat inner", 100, 2_900, parent=outer,
-           attributes={OP: "chat", "gen_ai.request.model": "openai/fake-model"}, error=True,
-           status_message="Error code: 503 - overloaded")
-    tool = b.span("tool outer", 3_000, 6_000, parent=run,
-                  attributes={OI: "TOOL", "tool.name": "fetch"})
-    b.span("tool inner", 3_100, 5_900, parent=tool,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch"})
-    # a tool inside another tool is a nested step, not a twin
-    other = b.span("tool caller", 6_000, 9_000, parent=run,
-                   attributes={OI: "TOOL", "tool.name": "plan"})
-    b.span("tool callee", 6_100, 8_900, parent=other,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch"})
-
-    # Budget steps are the agent's own record: a retry attempt inside its step stays a step;
-    # an instrumentation's span inside a budget step of its kind is the wrapper instead.
-    run = runs["budget steps"] = b.run(0, 10_000, 10_000)
-    fetch = b.step(run, "tool", "fetch", 0, 4_000)
-    for attempt, (start, end) in enumerate(((0, 1_000), (1_500, 4_000)), 1):
-        b.span(f"attempt {attempt}", start, end, parent=fetch, attributes={
-            "budget.step.kind": "tool", "budget.step.name": "fetch", "budget.attempt": attempt})
-    model = b.step(run, "model", "gpt-x", 4_000, 8_000,
-                   **{"budget.allocated_ms": 5_000, "budget.outcome": "ok"})
-    b.span("sdk chat", 4_100, 7_900, parent=model, kind=CLIENT, attributes=CHAT)
-
-    # One call, two sibling spans from two scopes: the inner is the step. From one scope they
-    # are two calls, even one inside the other. Two parallel calls, the second inside the
-    # first, each recorded twice: two steps, each pairing with its own twin.
-    run = runs["sibling twins"] = b.run(0, 10_000, 10_000)
-    b.span("chat library", 0, 2_000, parent=run, attributes=CHAT, scope="library")
-    b.span("chat sdk", 10, 1_990, parent=run, attributes=CHAT, scope="sdk", error=True,
-           status_message="Error code: 429 - rate limited")
-    b.span("chat one", 3_000, 5_000, parent=run, attributes=CHAT, scope="sdk")
-    b.span("chat two", 3_500, 4_500, parent=run, attributes=CHAT, scope="sdk")
-    b.span("first library", 6_000, 9_000, parent=run, attributes=CHAT, scope="library")
-    b.span("first sdk", 6_010, 8_990, parent=run, attributes=CHAT, scope="sdk")
-    b.span("second library", 7_000, 8_000, parent=run, attributes=CHAT, scope="library")
-    b.span("second sdk", 7_010, 7_990, parent=run, attributes=CHAT, scope="sdk")
-
-    # Framework bookkeeping, an MCP client's call, an agent span with no name.
-    run = runs["bookkeeping"] = b.run(0, 10_000, 10_000)
-    workflow = b.span("agent workflow", 0, 10_000, parent=run, attributes={OI: "AGENT"})
-    b.span("tool a", 0, 2_000, parent=workflow,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "a"})
-    b.span("tool b", 0, 3_000, parent=workflow,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "b"})
-    b.span("merged", 3_000, 3_001, parent=workflow,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "(merged tools)"})
-    b.span("tools/call fetch_report", 4_000, 6_000, parent=workflow, kind=CLIENT,
-           attributes={"mcp.method.name": "tools/call"})
-
-    # HTTP client spans hung beside their tool (a tracer that does not make its tool span
-    # current): inside exactly one tool and no other step, they are the tool's.
-    run = runs["beside"] = b.run(0, 10_000, 10_000)
-    b.span("lookup", 0, 3_000, parent=run, ok=True,
-           attributes={OI: "TOOL", "tool.name": "lookup"})
-    b.span("lookup http", 100, 2_900, parent=run, kind=CLIENT,
-           attributes={**HTTP, "http.response.status_code": 503})
-    # inside two overlapping tools: it stays where it is
-    b.span("left", 4_000, 7_000, parent=run, attributes={OI: "TOOL", "tool.name": "left"})
-    b.span("right", 4_500, 7_500, parent=run, attributes={OI: "TOOL", "tool.name": "right"})
-    b.span("shared http", 5_000, 6_000, parent=run, kind=CLIENT, attributes=HTTP)
-    # inside a tool and a model call running beside it: it stays too
-    b.span("slow tool", 8_000, 9_900, parent=run, attributes={OI: "TOOL", "tool.name": "slow"})
-    b.span("side chat", 8_000, 9_900, parent=run, attributes=CHAT)
-    b.span("side http", 8_500, 9_000, parent=run, kind=CLIENT, attributes=HTTP)
-
-    # A span whose parent never arrived counts as a child of the run span.
-    run = runs["orphan"] = b.run(0, 10_000, 10_000)
-    lost = b.span("lost parent", 0, 9_000, parent=run)
-    b.span("orphan chat", 1_000, 3_000, parent=lost, attributes=CHAT)
-    runs["lost"] = lost
-
-    # The run's agent: a subagent beside a tool belongs to the service; nested lone agents
-    # to the outermost.
-    run = runs["agent beside tool"] = b.run(0, 10_000, 10_000)
-    sub = b.span("researcher", 0, 5_000, parent=run,
-                 attributes={OP: "invoke_agent", "gen_ai.agent.name": "researcher"})
-    b.span("researcher chat", 0, 4_000, parent=sub, attributes=CHAT)
-    b.span("after tool", 5_000, 9_000, parent=run,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "after"})
-    run = runs["nested agents"] = b.run(0, 10_000, 10_000)
-    outer_agent = b.span("outer agent", 0, 9_000, parent=run,
-                         attributes={OI: "AGENT", "agent.name": "outer"})
-    inner_agent = b.span("inner agent", 0, 9_000, parent=outer_agent,
-                         attributes={OP: "invoke_agent", "gen_ai.agent.name": "inner"})
-    b.span("agent chat", 0, 4_000, parent=inner_agent, attributes=CHAT)
-
-    # A trace whose root never arrives (smolagents never ends the agent span of a run that
-    # raised): measured from its earliest span whose parent is missing.
-    root = runs["rootless"] = b.span("agent.run", 0, 12_000, attributes={OI: "AGENT"})
-    first = b.span("step 1", 1_000, 4_000, parent=root, attributes={OI: "CHAIN"})
-    b.span("rootless chat", 1_000, 3_500, parent=first, error=True,
-           attributes={OI: "LLM", "llm.model_name": "gpt-x"}, exceptions=["openai.APIError"],
-           messages=["Error code: 503 - Service Unavailable"])
-    second = b.span("step 2", 5_000, 9_000, parent=root, attributes={OI: "CHAIN"})
-    b.span("rootless tool", 5_000, 8_000, parent=second,
-           attributes={OI: "TOOL", "tool.name": "search"})
-    # Runs nested 40 deep (each span with its own budget): 16 are measured as runs, the deeper
-    # ones as part of the 16th; the outermost run's latest end is the deepest span's.
-    parent = runs["nested runs"] = b.run(0, 9_000, 10_000)
-    for depth in range(1, 40):
-        parent = b.span(f"nested run {depth}", depth, 9_000 + (2_000 if depth == 39 else 0),
-                        parent=parent, attributes={"budget.total_ms": 10_000 - depth})
-    # exception.message decides where the type says nothing (pydantic-ai's own tool timeout)
-    run = runs["message"] = b.run(0, 10_000, 10_000)
-    b.span("execute_tool fetch", 0, 300, parent=run, error=True,
-           attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch"},
-           exceptions=["pydantic_ai.exceptions.ToolRetryError"],
-           messages=["Timed out after 0.3 seconds."])
-    return b, runs
-
-
-def finished_spans(b: TraceBuilder, runs: dict[str, Any]) -> list:
-    """Every span but those that never arrive: the lost parent and the rootless root."""
-    missing = {b.span_id(runs["lost"]), b.span_id(runs["rootless"])}
-    return [span for span in b.finished() if b.span_id(span) not in missing]
+from tests.support.convention_traces import call_traces, finished_spans
+from tests.support.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture(scope="module")

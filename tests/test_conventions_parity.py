@@ -1,4 +1,4 @@
-"""The conventions' traces (tests/test_conventions.py, tests/test_conventions_classes.py) through
+"""The conventions' traces (tests/support/convention_traces.py) through
 the ClickHouse derivation (chdb, in-process) give the same steps and runs, row for row, as
 through DuckDB's: recognition, names, conventions, levels, classes, consumption, agents."""
 
@@ -11,10 +11,19 @@ import pandas as pd
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
+from bench.support.clickhouse_load.traces import load_requests
 from store import clickhouse
-from tests import test_conventions, test_conventions_calls, test_conventions_classes
-from tests.clickhouse_load.traces import load_requests
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.convention_traces import (
+    call_traces,
+    finished_spans,
+    recognised_traces,
+    roll_up_trace,
+    text_trace,
+)
+from tests.support.trace_builder import TraceBuilder, open_db, store
+
+# slow, left out of make test-fast: the convention traces in ClickHouse (chdb) and DuckDB, 10 s.
+pytestmark = pytest.mark.slow
 
 STEP_COLUMNS = ["run_id", "trace_id", "span_id", "parent_span_id", "top_step_id",
                 "is_top_level", "step_level", "span_name", "kind", "name", "step_key",
@@ -27,13 +36,12 @@ RUN_COLUMNS = ["run_id", "trace_id", "span_id", "agent", "budget_ms", "exhausted
 
 def _spans() -> list:
     spans = []
-    builders: list[TraceBuilder] = [test_conventions.recognised_traces()[0],
-                                    test_conventions_classes.roll_up_trace()[0],
-                                    test_conventions_classes.text_trace()[0]]
+    builders: list[TraceBuilder] = [recognised_traces()[0], roll_up_trace()[0],
+                                    text_trace()[0]]
     for builder in builders:
         spans.extend(builder.finished())
     # the calls' traces without the spans that never arrive (a lost parent, a rootless root)
-    spans.extend(test_conventions_calls.finished_spans(*test_conventions_calls.call_traces()))
+    spans.extend(finished_spans(*call_traces()))
     return spans
 
 

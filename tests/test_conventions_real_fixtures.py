@@ -16,9 +16,9 @@ import duckdb
 import pandas as pd
 import pytest
 
+from bench.support.clickhouse_load.traces import load_files
 from store import clickhouse
-from tests.clickhouse_load.traces import load_files
-from tests.real_fixture_compare import (
+from tests.support.real_fixture_compare import (
     FIXTURES,
     differences,
     expected_runs,
@@ -79,6 +79,7 @@ def test_every_fixture_is_recognised_by_its_convention(databases: dict[str, Path
     assert conventions["anthropic_openinference"] == {"otel_genai"}
 
 
+@pytest.mark.slow
 def test_clickhouse_finds_the_same_steps(databases: dict[str, Path],
                                          tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("real_chdb") / "data"

@@ -16,23 +16,11 @@ from pathlib import Path
 import pytest
 import websockets
 
-from tests.browser import support
-from tests.test_serve import start_serve, stop
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.serve import start_serve, stop
+from tests.support.ui import TOKEN, tiny_db
 
-TOKEN = "s3cret-Token_4242"
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
-
-
-def tiny_db(path: Path) -> str:
-    b = TraceBuilder(seed=5)
-    run = b.run(0, 12_000, 10_000, gen__ai_agent_name="support-agent",
-                budget_run_outcome="exhausted")
-    b.step(run, "tool", 'say "hi" & <b>bold</b>', 0, 11_000, **{"budget.outcome": "client_timeout"})
-    con = open_db(path.parent, path.name)
-    store(con, b.finished())
-    con.close()
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +29,17 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def guarded(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "guarded.log",
+def guarded(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
+    app = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "guarded.log",
                             extra_args=("--token", TOKEN))
     yield app
     app.stop()
 
 
 @pytest.fixture(scope="module")
-def open_app(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+def open_app(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
     """No token, loopback only: Host and Origin are still checked."""
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "open.log",
+    app = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "open.log",
                             extra_args=("--allowed-host", "dash.internal"))
     yield app
     app.stop()
@@ -83,7 +71,7 @@ def websocket(port: int, headers: dict[str, str], host: str | None = None) -> st
     return asyncio.run(attempt())
 
 
-def session_cookie(app: support.Dashboard) -> str:
+def session_cookie(app: ui.Dashboard) -> str:
     reply = get(app.port, f"/?token={TOKEN}")
     assert reply.status == 303
     cookie = reply.headers["set-cookie"].split(";")[0]
@@ -91,7 +79,7 @@ def session_cookie(app: support.Dashboard) -> str:
     return cookie
 
 
-def a_static_file(app: support.Dashboard) -> str:
+def a_static_file(app: ui.Dashboard) -> str:
     index = get(app.port, "/", {"Authorization": f"Bearer {TOKEN}"})
     assert index.status == 200
     match = re.search(rb'src="\.?(/static/js/[^"]+\.js)"', index.read_body)  # type: ignore[attr-defined]
@@ -99,7 +87,7 @@ def a_static_file(app: support.Dashboard) -> str:
     return match.group(1).decode()
 
 
-def test_without_the_token_nothing_but_health_answers(guarded: support.Dashboard) -> None:
+def test_without_the_token_nothing_but_health_answers(guarded: ui.Dashboard) -> None:
     static = a_static_file(guarded)
     for path in ("/", "/attribution?range=all", static, "/_stcore/host-config",
                  "/_stcore/metrics", "/media/x.png", "/component/x/index.html",
@@ -116,7 +104,7 @@ def test_without_the_token_nothing_but_health_answers(guarded: support.Dashboard
         == "403"
 
 
-def test_token_in_the_url_leaves_a_cookie_and_leaves_the_url(guarded: support.Dashboard) -> None:
+def test_token_in_the_url_leaves_a_cookie_and_leaves_the_url(guarded: ui.Dashboard) -> None:
     reply = get(guarded.port, f"/attribution?range=all&token={TOKEN}&agent=a")
     assert reply.status == 303
     assert reply.headers["location"] == "/attribution?range=all&agent=a"
@@ -136,7 +124,7 @@ def test_token_in_the_url_leaves_a_cookie_and_leaves_the_url(guarded: support.Da
         .startswith("/evil.example")
 
 
-def test_the_login_form(guarded: support.Dashboard) -> None:
+def test_the_login_form(guarded: ui.Dashboard) -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded",
             "Origin": f"http://127.0.0.1:{guarded.port}"}
     ok = get(guarded.port, "/_budgetscope/login", form, "POST",
@@ -156,7 +144,7 @@ def test_the_login_form(guarded: support.Dashboard) -> None:
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8501", "10.0.0.7",
                                   "127.0.0.1.evil.example"])
-def test_a_rebound_host_name_is_refused(open_app: support.Dashboard, host: str) -> None:
+def test_a_rebound_host_name_is_refused(open_app: ui.Dashboard, host: str) -> None:
     """DNS rebinding: the attacker's name, resolved to 127.0.0.1, reaches the port."""
     reply = get(open_app.port, "/", {"Host": host})
     assert reply.status == 403
@@ -164,7 +152,7 @@ def test_a_rebound_host_name_is_refused(open_app: support.Dashboard, host: str) 
     assert websocket(open_app.port, {}, host=host.split(":")[0]) == "403"
 
 
-def test_known_host_names_are_answered(open_app: support.Dashboard) -> None:
+def test_known_host_names_are_answered(open_app: ui.Dashboard) -> None:
     port = open_app.port
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"dash.internal:{port}",
                  f"DASH.internal:{port}"):
@@ -173,7 +161,7 @@ def test_known_host_names_are_answered(open_app: support.Dashboard) -> None:
     assert websocket(port, {}, host="dash.internal") == "open"
 
 
-def test_a_websocket_opened_by_another_site_is_refused(open_app: support.Dashboard) -> None:
+def test_a_websocket_opened_by_another_site_is_refused(open_app: ui.Dashboard) -> None:
     port = open_app.port
     for origin in ("http://evil.example", f"http://localhost:{port + 1}", "null",
                    f"http://127.0.0.1:{port}.evil.example", "file://"):
@@ -182,10 +170,11 @@ def test_a_websocket_opened_by_another_site_is_refused(open_app: support.Dashboa
     assert get(port, "/", {"Origin": "http://evil.example"}).status == 403
 
 
+@pytest.mark.slow
 def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
     copy = tmp_path / "serve.duckdb"
     copy.write_bytes(Path(db).read_bytes())
-    port = support.free_port()
+    port = ui.free_port()
     process, _ = start_serve(copy, "--ui-port", str(port), token=TOKEN)
     try:
         import time
@@ -209,6 +198,7 @@ def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
     assert code == 0, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0"],
     ["dashboard", "--port", "8599"],

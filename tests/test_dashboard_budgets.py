@@ -17,8 +17,8 @@ from budgetscope.cli import cli
 from dashboard import fmt
 from dashboard.config import DashboardConfig, configure, current
 from store import Change, DatabaseOwner, DeclaredBudgets, GroupCommitter, Source, refresh_touched
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 
 def _db(folder: Path) -> tuple[Path, str, str]:
@@ -38,7 +38,7 @@ def _db(folder: Path) -> tuple[Path, str, str]:
 
 
 def page(name: str, params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     for key, value in (params or {}).items():
         at.query_params[key] = value
@@ -52,6 +52,7 @@ def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+@pytest.mark.slow
 def test_standalone_it_lists_declarations_read_only(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     db, _, _ = _db(tmp_path)
@@ -94,6 +95,7 @@ def _runs(owner: DatabaseOwner) -> list[tuple]:
         cursor.close()
 
 
+@pytest.mark.slow
 def test_inside_serve_the_forms_change_declarations_and_the_runs_follow(served) -> None:
     owner, _ = served
     at = page("budgets")
@@ -140,6 +142,7 @@ def test_inside_serve_the_forms_change_declarations_and_the_runs_follow(served) 
     assert _runs(owner) == [(20_000, "span"), (60_000, "declared")]
 
 
+@pytest.mark.slow
 def test_the_run_view_names_the_budget_source(served) -> None:
     _, declared_run = served
     at = page("run", {"run": declared_run})

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from budgetscope.commands import dashboard, demo
-from tests.browser.support import REPO
+from tests.support.ui import REPO
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ a "Network URL" and ask checkip.amazonaws.com for an "External URL"; usage stati
 
 Listening on 0.0.0.0 here would expose a server beyond 127.0.0.1, so the command runs inside
 a private network namespace (`unshare -n`, which holds only its own loopback): whatever it
-tries cannot leave, and tests/outbound_probe.py records every attempt anyway. The browser's
+tries cannot leave, and tests/support/outbound_probe.py records every attempt anyway. The browser's
 side (favicon, fonts) is tests/browser/test_browser_access.py."""
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.support import REPO
-from tests.test_dashboard_access import TOKEN, tiny_db
+from tests.support.ui import REPO, TOKEN, tiny_db
 
 PORT = 8765  # inside the namespace nothing else listens
 
@@ -28,13 +27,14 @@ def _namespaces_work() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _namespaces_work(),
-                                reason="needs `unshare -n` (root) for a private network")
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(not _namespaces_work(),
+                                 reason="needs `unshare -n` (root) for a private network")]
 
 
 def _probe(tmp_path: Path, *command: str, paths: str, ws: str = "") -> tuple[str, str]:
     log = tmp_path / "outbound.log"
-    inner = [sys.executable, "-m", "tests.outbound_probe", str(log),
+    inner = [sys.executable, "-m", "tests.support.outbound_probe", str(log),
              f"http://127.0.0.1:{PORT}", "--", *command]
     result = subprocess.run(
         ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *inner],

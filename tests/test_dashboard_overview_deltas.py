@@ -9,15 +9,21 @@ from streamlit.proto.Metric_pb2 import Metric
 
 from dashboard import summaries
 from queries.filters import Filters
-from tests.test_dashboard_pages import PREVIOUS, open_page, query, sample  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import PREVIOUS, open_page, query
 
 # A rise of each of these is bad: red when it rises, green when it falls.
 RISE_IS_BAD = ("Exhaustion rate", "Utilisation p99", "Client give-ups", "Upstream failures",
                "Reconciliation rate", "Orphan writes")
 
 
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
+
+
 @pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
 

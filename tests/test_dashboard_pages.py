@@ -4,9 +4,7 @@ filters. Plus the empty-database state, deep links and hostile span names."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
 import re
 import shutil
 import subprocess
@@ -22,7 +20,6 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import data, fmt, layout, page_list
 from dashboard.config import DashboardConfig, configure
-from queries import reports
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
@@ -31,19 +28,27 @@ from store import DatabaseOwner, Source, connect
 # The reader's module itself, below the front: a test counts the opens it makes by replacing the
 # connect it calls (tests/test_layers.py lists this exception).
 from store.read import reader as store_reader
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, store
+from tests.support import ui
+from tests.support.apptest import (
+    FILTERS,
+    PARAMS,
+    PREVIOUS,
+    charts,
+    metrics,
+    open_page,
+    plotly_array,
+    query,
+    trace,
+)
+from tests.support.trace_builder import TraceBuilder, store
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
          "weekly", "simulate", "budgets"]
-FILTERS = Filters.parse(support.SINCE, support.UNTIL)
-PREVIOUS = Filters.parse("2026-11-02", support.SINCE)
-PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return support.sample_db(tmp_path_factory)
+    return ui.sample_db(tmp_path_factory)
 
 
 @pytest.fixture()
@@ -52,56 +57,9 @@ def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return sample
 
 
-def query(db: str, name: str, filters: Filters = FILTERS) -> pd.DataFrame:
-    con = connect(db, read_only=True)
-    try:
-        return getattr(reports, name)(con, filters)
-    finally:
-        con.close()
-
-
-def open_page(page: str, params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
-    for key, value in (PARAMS if params is None else params).items():
-        at.query_params[key] = value
-    if page != "overview":
-        at.switch_page(f"app_pages/{page}.py")
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
-
-
-def _array(value: object) -> np.ndarray:
-    """Plotly JSON sends numeric arrays base64-encoded as {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        if "shape" in value:
-            array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
-        return array
-    return np.asarray(value)
-
-
-def charts(at: AppTest) -> dict[str, dict]:
-    """Plotly figures on the page by title."""
-    found = {}
-    for element in at.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
-        title = spec["layout"].get("title", {}).get("text", "")
-        found[title] = spec
-    return found
-
-
-def trace(spec: dict, name: str) -> dict:
-    return next(t for t in spec["data"] if t.get("name") == name)
-
-
 # ---- every page --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_page_renders_without_exception(db: str, page: str) -> None:
     at = open_page(page)
@@ -112,6 +70,7 @@ def test_page_renders_without_exception(db: str, page: str) -> None:
         {k: at.query_params[k] for k in PARAMS} == PARAMS
 
 
+@pytest.mark.slow
 def test_the_pages_said_to_draw_no_charts_draw_none(db: str) -> None:
     """page_list's `charts` decides whether a page's HTML hints the chart code: a page marked
     without charts that drew one would wait for the code unhinted, and the reverse fetches it
@@ -122,6 +81,7 @@ def test_the_pages_said_to_draw_no_charts_draw_none(db: str) -> None:
         assert bool(at.get("plotly_chart")) == entry.charts, entry.name
 
 
+@pytest.mark.slow
 def test_overview_numbers_equal_the_queries(db: str) -> None:
     at = open_page("overview")
     runs = query(db, "runs")
@@ -147,17 +107,18 @@ def test_overview_numbers_equal_the_queries(db: str) -> None:
     # Daily trend: the bars add up to the period's runs; top culprits are the attribution rows.
     figures = charts(at)
     daily = figures["Daily runs, exhaustion rate and utilisation"]
-    assert _array(trace(daily, "runs")["y"]).sum() == len(runs)
+    assert plotly_array(trace(daily, "runs")["y"]).sum() == len(runs)
     top = trace(figures["Largest budget shares of exhausted runs (by step key)"], "budget share")
     attribution = query(db, "attribution").head(10)
     assert list(reversed(top["y"])) == list(attribution["step_key"])
-    np.testing.assert_allclose(_array(top["x"])[::-1], attribution["budget_share"])
+    np.testing.assert_allclose(plotly_array(top["x"])[::-1], attribution["budget_share"])
     # The review list holds exhausted, overrun or failed runs of the period.
     review = at.dataframe[0].value
     assert set(review["run_id"]) <= set(runs["run_id"])
     assert len(review) > 0
 
 
+@pytest.mark.slow
 def test_attribution_numbers_equal_the_queries(db: str) -> None:
     at = open_page("attribution")
     summary = query(db, "attribution_summary").iloc[0]
@@ -166,7 +127,7 @@ def test_attribution_numbers_equal_the_queries(db: str) -> None:
     attribution = query(db, "attribution")
     pd.testing.assert_frame_equal(at.dataframe[-1].value.reset_index(drop=True), attribution)
     share = trace(charts(at)["Budget share per step key (exhausted runs)"], "budget share")
-    np.testing.assert_allclose(_array(share["x"])[::-1], attribution["budget_share"].head(15))
+    np.testing.assert_allclose(plotly_array(share["x"])[::-1], attribution["budget_share"].head(15))
     # Holder × culprit: every exhausted run with both is counted once.
     runs = query(db, "runs")
     dead = runs[runs["exhausted"].fillna(False).astype(bool) & runs["culprit"].notna()
@@ -211,8 +172,8 @@ def test_failures_numbers_equal_the_queries(db: str) -> None:
     give_ups = trace(by_step, "client give-up (client_timeout)")
     upstream = trace(by_step, "upstream failure (upstream_error)")
     assert give_ups["marker"]["color"] != upstream["marker"]["color"]
-    assert _array(give_ups["x"]).sum() == failures["client_timeouts"].sum()
-    assert _array(upstream["x"]).sum() == failures["upstream_errors"].sum()
+    assert plotly_array(give_ups["x"]).sum() == failures["client_timeouts"].sum()
+    assert plotly_array(upstream["x"]).sum() == failures["upstream_errors"].sum()
 
 
 def test_utilisation_numbers_equal_the_queries(db: str) -> None:
@@ -223,11 +184,11 @@ def test_utilisation_numbers_equal_the_queries(db: str) -> None:
                                   query(db, "step_utilisation"))
     histogram = charts(at)["Run utilisation histogram"]
     bars = [t for t in histogram["data"] if t["type"] == "bar"]
-    assert sum(_array(t["y"]).sum() for t in bars) == query(db, "utilisation")["runs"].sum()
+    assert sum(plotly_array(t["y"]).sum() for t in bars) == query(db, "utilisation")["runs"].sum()
     cdf = charts(at)["Cumulative distribution of run utilisation"]
     lines = [t for t in cdf["data"] if t["type"] == "scatter" and t.get("fill") is None
              and t.get("name") not in ("p50", "p90", "p99")]
-    assert lines and all(abs(_array(t["y"])[-1] - 1) < 1e-9 for t in lines)
+    assert lines and all(abs(plotly_array(t["y"])[-1] - 1) < 1e-9 for t in lines)
 
 
 def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
@@ -246,30 +207,30 @@ def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
     by_period = query(db, "reconciliation_by_period").groupby("day")[
         ["reconciled_writes", "write_steps"]].sum()
     assert len(by_period) > 7
-    np.testing.assert_allclose(_array(daily["y"]),
+    np.testing.assert_allclose(plotly_array(daily["y"]),
                                by_period["reconciled_writes"] / by_period["write_steps"])
     by_tool = charts(at)["Writes by tool: read back (landed / not landed / unknown) or orphaned"]
-    assert _array(trace(by_tool, "landed")["x"]).sum() == report["landed"].sum()
+    assert plotly_array(trace(by_tool, "landed")["x"]).sum() == report["landed"].sum()
 
 
 def test_weekly_table_and_csv_equal_the_cli(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
     pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), weekly)
-    result = CliRunner().invoke(cli, ["--db", db, "report", "weekly", "--since", support.SINCE,
-                                      "--until", support.UNTIL])
+    result = CliRunner().invoke(cli, ["--db", db, "report", "weekly", "--since", ui.SINCE,
+                                      "--until", ui.UNTIL])
     assert result.exit_code == 0, result.output
     # The page renders the table it shows with the CLI's renderer; the browser test checks the
     # downloaded bytes themselves.
     assert to_csv_bytes(at.dataframe[0].value) == result.stdout_bytes
     command = at.code[0].value
-    assert f"report weekly --since {support.SINCE} --until {support.UNTIL}" in command
+    assert f"report weekly --since {ui.SINCE} --until {ui.UNTIL}" in command
     assert len(at.get("download_button")) == 1
 
 
 def test_weekly_honours_the_agent_filter(db: str) -> None:
     at = open_page("weekly", {**PARAMS, "agent": "support-agent"})
-    weekly = query(db, "weekly", Filters.parse(support.SINCE, support.UNTIL, "support-agent"))
+    weekly = query(db, "weekly", Filters.parse(ui.SINCE, ui.UNTIL, "support-agent"))
     table = at.dataframe[0].value
     assert set(table["agent"]) == {"support-agent"}
     pd.testing.assert_frame_equal(table.reset_index(drop=True), weekly)
@@ -310,7 +271,7 @@ def test_run_view_by_deep_link(db: str) -> None:
     marked = next(t for t in waterfall["data"] if t.get("name", "").startswith("failed"))
     assert len(marked["y"]) == int((view.steps["step_class"] != "ok").sum())
     left = next(t for t in waterfall["data"] if t.get("name") == "budget left at its start")
-    assert len(_array(left["y"])) == int(view.steps["is_top_level"].sum())
+    assert len(plotly_array(left["y"])) == int(view.steps["is_top_level"].sum())
     # the four answers above the fold, in the words `budgetscope run` prints
     summary = " ".join(m.value for m in at.markdown)
     assert "**What happened:**" in summary and "**Failures:**" in summary
@@ -348,7 +309,7 @@ def test_root_link_with_run_opens_the_run_view(db: str) -> None:
 
 
 def test_unknown_run_is_a_message_not_a_traceback(db: str) -> None:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["run"] = "0" * 32
     at.switch_page("app_pages/run.py")
     at.run()
@@ -371,7 +332,7 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     if kind == "empty":
         connect(path).close()
     monkeypatch.setenv("BUDGETSCOPE_DB", str(path))
-    at = AppTest.from_file(str(support.APP), default_timeout=60)
+    at = AppTest.from_file(str(ui.APP), default_timeout=60)
     at.run()
     assert not at.exception
     assert at.header[0].value == "No agent runs here yet"
@@ -383,11 +344,13 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     # set no service.name.
     assert str(path) in [c.value for c in at.code]
     assert "noqa" not in code and '"service.name": "my-agent"' in code
+    assert "\\/" not in code + "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathFactory,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    db = support.hostile_db(tmp_path_factory)
+    db = ui.hostile_db(tmp_path_factory)
     monkeypatch.setenv("BUDGETSCOPE_DB", db)
     runs = query(db, "runs", Filters())
     at = open_page("run", {"range": "all", "run": str(runs.iloc[0]["run_id"])})
@@ -402,6 +365,7 @@ def test_span_data_is_escaped_before_markdown(tmp_path_factory: pytest.TempPathF
 
 # ---- where the data comes from -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_pages_leave_the_file_free_for_other_processes(db: str) -> None:
     """Standalone, the dashboard opens the file read-only for a page run and closes it: another
     process can open it read-write (as `budgetscope ingest` would) right after."""
@@ -432,10 +396,11 @@ def test_a_page_run_opens_the_file_once(db: str, monkeypatch: pytest.MonkeyPatch
     data.clear_cache()
 
 
+@pytest.mark.slow
 def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPathFactory,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    source = Path(support.hostile_db(tmp_path_factory))
+    source = Path(ui.hostile_db(tmp_path_factory))
     copy = tmp_path / "served.duckdb"
     shutil.copy(source, copy)
     monkeypatch.setenv("BUDGETSCOPE_DB", str(tmp_path / "not-this-one.duckdb"))
@@ -450,6 +415,7 @@ def test_inside_serve_it_reads_through_the_owner(tmp_path_factory: pytest.TempPa
         owner.close()
 
 
+@pytest.mark.slow
 def test_a_database_held_by_another_process_is_a_message(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
@@ -460,7 +426,7 @@ def test_a_database_held_by_another_process_is_a_message(tmp_path: Path,
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         monkeypatch.setenv("BUDGETSCOPE_DB", str(path))
-        at = AppTest.from_file(str(support.APP), default_timeout=60)
+        at = AppTest.from_file(str(ui.APP), default_timeout=60)
         at.run()
         assert not at.exception
         assert "held by" in at.error[0].value
@@ -477,6 +443,7 @@ def test_dashboard_command_without_a_database(tmp_path: Path) -> None:
     assert "no database" in result.output and "budgetscope demo" in result.output
 
 
+@pytest.mark.slow
 def test_attribution_lists_the_runs_of_a_culprit(db: str) -> None:
     at = open_page("attribution")
     key = at.selectbox(key="culprit_pick").value
@@ -548,7 +515,7 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
     """Inside serve, every commit grows the database's WAL, which is part of the cache key:
     the next page run shows what came in, without waiting for the cache to expire."""
     copy = tmp_path / "growing.duckdb"
-    shutil.copy(support.hostile_db(tmp_path_factory), copy)
+    shutil.copy(ui.hostile_db(tmp_path_factory), copy)
     owner = DatabaseOwner(copy)
     configure(DashboardConfig(Source(owner.path, owner=owner)))  # as serve does
     try:

@@ -5,28 +5,24 @@ filters and policy, before and after moving sliders."""
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import fmt
-from queries.filters import Filters
 from simulation.data import simulate
 from simulation.policy import SimulationPolicy
 from simulation.replay import SimulationResult
 from store import connect
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, store
-
-FILTERS = Filters.parse(support.SINCE, support.UNTIL)
-PARAMS = {"range": "custom", "since": support.SINCE, "until": support.UNTIL}
+from tests.support import ui
+from tests.support.apptest import FILTERS, PARAMS, chart, check, open_simulate
+from tests.support.trace_builder import TraceBuilder, store
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return support.sample_db(tmp_path_factory)
+    return ui.sample_db(tmp_path_factory)
 
 
 @pytest.fixture()
@@ -43,21 +39,6 @@ def expected(db: str, policy: SimulationPolicy) -> SimulationResult:
         con.close()
 
 
-def open_simulate() -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
-    for key, value in PARAMS.items():
-        at.query_params[key] = value
-    at.switch_page("app_pages/simulate.py")
-    at.run()
-    check(at)
-    return at
-
-
-def check(at: AppTest) -> None:
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
 def shown(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
@@ -66,14 +47,6 @@ def _array(value: object) -> np.ndarray:
     if isinstance(value, dict) and "bdata" in value:
         return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
     return np.asarray(value, dtype=float)
-
-
-def chart(at: AppTest, title: str) -> dict:
-    for element in at.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
-        if spec["layout"].get("title", {}).get("text") == title:
-            return spec
-    raise AssertionError(f"no chart {title!r}")
 
 
 def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
@@ -97,6 +70,7 @@ def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
     np.testing.assert_allclose(_array(predicted["x"]), with_calls["timeout_rate"])
 
 
+@pytest.mark.slow
 def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     at = open_simulate()
     # Sliders untouched: every run keeps its own caps and budget, the record replays to itself.
@@ -123,15 +97,16 @@ def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
                and "deadline\\: 30\\.0 s" in caption.value for caption in at.caption)
 
 
+@pytest.mark.slow
 def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path_factory.mktemp("simulate_hostile")
     con = connect(folder / "hostile.duckdb")
     try:
         b = TraceBuilder(seed=5)
-        run = b.run(0, 9_000, 10_000, gen_ai_agent_name=support.HOSTILE_AGENT)
-        for index, (name, end) in enumerate(((support.HOSTILE_LINK, 3_000),
-                                             (support.HOSTILE_IMG, 6_000), ("a=b", 8_000))):
+        run = b.run(0, 9_000, 10_000, gen_ai_agent_name=ui.HOSTILE_AGENT)
+        for index, (name, end) in enumerate(((ui.HOSTILE_LINK, 3_000),
+                                             (ui.HOSTILE_IMG, 6_000), ("a=b", 8_000))):
             b.step(run, "tool", name, end - 2_500, end, **{
                 "budget.cap_ms": 4_000 + index, "budget.allocated_ms": 4_000 + index,
                 "budget.remaining_ms": 10_000 - end + 2_500, "budget.outcome": "ok"})
@@ -139,15 +114,15 @@ def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
     finally:
         con.close()
     monkeypatch.setenv("BUDGETSCOPE_DB", str(folder / "hostile.duckdb"))
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     at.switch_page("app_pages/simulate.py")
     at.run()
     check(at)
     labels = {s.key: s.label for s in at.slider}
-    link = labels[f"sim_cap:tool:{support.HOSTILE_LINK}"]
-    assert link == fmt.escape_md(f"tool:{support.HOSTILE_LINK}") and link != \
-        f"tool:{support.HOSTILE_LINK}"
+    link = labels[f"sim_cap:tool:{ui.HOSTILE_LINK}"]
+    assert link == fmt.escape_md(f"tool:{ui.HOSTILE_LINK}") and link != \
+        f"tool:{ui.HOSTILE_LINK}"
     # Moving the slider of a name with '=' in it simulates that step, not a parse error.
     # Its 2500 ms call now times out at 1 s; without retries that is 1 call in 3 (with them,
     # a step with one completed call has no fit, so both retries would time out too: 3 in 5).
@@ -165,7 +140,7 @@ def test_hostile_step_names_stay_text(tmp_path_factory: pytest.TempPathFactory,
 def test_a_link_opens_what_if_with_a_cap_set(db: str) -> None:
     """The run view's next step links here with `cap=STEP_KEY=MS`: the slider starts there, and
     the page's figures are that policy's."""
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     for key, value in {**PARAMS, "cap": "tool:fetch_report=4500"}.items():
         at.query_params[key] = value
     at.switch_page("app_pages/simulate.py")

@@ -4,12 +4,34 @@ recorded cap get no cap slider; the rate axis has round ticks and the tooltips s
 
 from __future__ import annotations
 
+import pytest
 from streamlit.proto.Metric_pb2 import Metric
 
-from tests.test_dashboard_simulate import chart, db, open_simulate, sample  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import chart, open_simulate
 
 
-def test_untouched_policy_shows_no_change_uncoloured(db: str) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
+
+
+@pytest.fixture()
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
+    return sample
+
+
+def test_a_moved_slider_colours_its_change(db: str) -> None:
+    at = open_simulate()
+    at.toggle(key="sim_deadline_on").set_value(True).run()
+    at.slider(key="sim_deadline_s").set_value(5.0).run()
+    exhaustion = next(m for m in at.metric if m.label == "Exhaustion rate")
+    assert exhaustion.delta.startswith("+") and exhaustion.delta.endswith(" pp")
+    assert Metric.MetricColor.Name(exhaustion.proto.color) == "RED"
+
+
+def test_untouched_policy_shows_no_change_uncoloured(db: str) -> None:
     at = open_simulate()
     assert at.metric
     for m in at.metric:
@@ -28,12 +50,3 @@ def test_untouched_policy_shows_no_change_uncoloured(db: str) -> None:  # noqa: 
     assert axis["tickformat"] == (".1%" if axis["dtick"] < 0.01 else ".0%")
     for bars in spec["data"]:
         assert "calls" in bars["hovertemplate"] and "step key" in bars["hovertemplate"]
-
-
-def test_a_moved_slider_colours_its_change(db: str) -> None:  # noqa: F811
-    at = open_simulate()
-    at.toggle(key="sim_deadline_on").set_value(True).run()
-    at.slider(key="sim_deadline_s").set_value(5.0).run()
-    exhaustion = next(m for m in at.metric if m.label == "Exhaustion rate")
-    assert exhaustion.delta.startswith("+") and exhaustion.delta.endswith(" pp")
-    assert Metric.MetricColor.Name(exhaustion.proto.color) == "RED"

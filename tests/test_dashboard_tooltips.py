@@ -11,14 +11,20 @@ import pytest
 from dashboard import colors
 from queries import reports
 from store import connect
-from tests.test_dashboard_pages import FILTERS, PARAMS, open_page, sample  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import FILTERS, PARAMS, open_page
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
          "compare", "simulate"]
 
 
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
+
+
 @pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
 
@@ -32,6 +38,7 @@ def _exhausted(db: str) -> str:
     return str(runs[runs["exhausted"].fillna(False).astype(bool)].iloc[0]["run_id"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_every_trace_has_a_tooltip_of_its_own(db: str, page: str) -> None:
     params = {**PARAMS, "run": _exhausted(db)} if page in ("run", "compare") else PARAMS

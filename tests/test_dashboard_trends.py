@@ -12,13 +12,19 @@ import pytest
 
 from dashboard import figures, summaries
 from queries.filters import Filters
-from tests.test_dashboard_pages import _array, charts, open_page, query, sample, trace  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import charts, open_page, plotly_array, query, trace
 
 UTC = dt.UTC
 
 
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
+
+
 @pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
 
@@ -65,7 +71,7 @@ def test_overview_last_24_hours_is_hourly_on_three_axes(db: str) -> None:
     runs = query(db, "runs", Filters.parse(since, until))
     bars = trace(spec, "runs")
     assert len(bars["x"]) == 24
-    assert _array(bars["y"]).sum() == len(runs)
+    assert plotly_array(bars["y"]).sum() == len(runs)
     axes = {trace(spec, name)["yaxis"] for name in ("exhaustion rate", "utilisation p50")}
     assert axes == {"y2", "y3"}  # each on an axis of its own, none on the runs axis
     for axis in ("yaxis2", "yaxis3"):
@@ -80,7 +86,7 @@ def test_overview_trend_hovers_the_counts(db: str) -> None:
     at = open_page("overview")
     spec = charts(at)["Daily runs, exhaustion rate and utilisation"]
     rate = trace(spec, "exhaustion rate")
-    custom = _array(rate["customdata"]).astype(float)
-    y = _array(rate["y"]).astype(float)
+    custom = plotly_array(rate["customdata"]).astype(float)
+    y = plotly_array(rate["y"]).astype(float)
     shown = ~np.isnan(y)
     np.testing.assert_allclose(custom[shown, 0] / custom[shown, 1], y[shown])

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 HOLD = """
 import sys, duckdb
@@ -80,7 +80,7 @@ def writer_of() -> Iterator[type[Writer]]:
 
 
 def _runs_page() -> AppTest:
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     at.switch_page("app_pages/runs.py")
     at.run()
@@ -97,6 +97,7 @@ def _notes(at: AppTest) -> list[str]:
     return [info.value for info in at.info]
 
 
+@pytest.mark.slow
 def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, writer_of):
     at = _runs_page()
     at.selectbox(key="rs_culprit").set_value("tool:fetch_report").run()
@@ -116,9 +117,10 @@ def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, wr
     assert len(at.dataframe[0].value) == 2
 
 
+@pytest.mark.slow
 def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     writer = writer_of(db)
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     at.switch_page("app_pages/runs.py")
     at.run()
@@ -130,9 +132,10 @@ def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     assert len(at.dataframe[0].value) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["overview", "attribution", "failures", "weekly", "run"])
 def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["range"] = "all"
     if page != "overview":
         at.switch_page(f"app_pages/{page}.py")
@@ -149,6 +152,7 @@ def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
     _assert_whole(at)
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_before_drawing_the_search_keeps_it(db, writer_of):
     """A range read for the first time while the writer holds the file: nothing read before to
     show, so the page stops before its widgets. The next run must still know the search."""

@@ -20,7 +20,7 @@ from store import (
     parse_duration_ms,
     refresh_touched,
 )
-from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
+from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture
@@ -75,6 +75,7 @@ def test_a_run_without_budget_total_ms_is_measured_against_its_agent_s_declarati
     assert run_row(con, support)["budget_source"] is None
 
 
+@pytest.mark.slow
 def test_the_default_covers_agents_without_a_declaration_and_changes_move_past_runs(con):
     billing, own, support = _two_agents(con)
     declare(con, Change("set", "billing", 8_000))
@@ -129,6 +130,7 @@ def test_a_repeated_declaration_changes_nothing_and_marks_nothing(con):
     assert PendingDerivations.count(con) == 0
 
 
+@pytest.mark.slow
 def test_declared_caps_give_steps_an_allocation_for_step_utilisation(con):
     b = TraceBuilder()
     run = b.run(0, 9_000, 10_000)

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from store import Change, PendingDerivations, apply, pending_derivations, refresh_touched
-from tests.trace_builder import T0_NS, TraceBuilder, open_db, store
+from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 OP = "gen_ai.operation.name"
 CHANGES = (Change("set", "support", 6_000), Change("cap", "tool:a", 1_500),
@@ -62,6 +62,7 @@ def pair(tmp_path):
     measured.close()
 
 
+@pytest.mark.slow
 def test_re_measuring_gives_what_a_full_derivation_gives(pair) -> None:
     full, measured = pair
     assert measured.execute("SELECT count(*) FROM step_lifts").fetchone()[0] == 2

@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench.bench_hostile_derivation import canary, exception_record, hostile_trace, post
+import pytest
+
+from bench.support.hostile import canary, exception_record, hostile_trace, post
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, PendingDerivations, SpanWriter, refresh_touched
@@ -25,6 +27,7 @@ PAUSE_SECONDS = SPANS / 10_000
 RECORDS = 8
 
 
+@pytest.mark.slow
 def test_a_trickle_into_a_hostile_trace_holds_no_run_back(tmp_path: Path) -> None:
     owner = DatabaseOwner(tmp_path / "hostile.duckdb")
     request, trace_id, deepest = hostile_trace(SPANS)

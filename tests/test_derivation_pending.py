@@ -16,7 +16,7 @@ from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
 from store import GroupCommitter, PendingDerivations, SpanWriter, connect, refresh_touched
-from tests.otlp_files import otlp_json, request, sdk_spans
+from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 
 def _runs(con: duckdb.DuckDBPyConnection) -> int:
@@ -47,6 +47,7 @@ def test_a_write_marks_its_traces_and_derivation_clears_them(
     assert (_runs(con), _pending(con)) == (3, 0)
 
 
+@pytest.mark.slow
 def test_a_failed_derivation_leaves_the_marks_and_the_next_one_catches_up(
     con: duckdb.DuckDBPyConnection,
 ) -> None:

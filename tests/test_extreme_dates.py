@@ -22,8 +22,8 @@ from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 RUNS = 3
 
@@ -110,6 +110,7 @@ def owner(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databas
     held.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("arguments", "runs"), ANSWERED,
                          ids=[" ".join(a[1:]) for a, _ in ANSWERED])
 def test_through_the_read_api_the_same_answer(owner: DatabaseOwner, db: str,
@@ -162,7 +163,7 @@ def _send_token(receivers: Receivers, arguments: list[str]) -> tuple[int, dict, 
 def test_the_dashboard_draws_at_the_ends_of_time(db: str, params: dict[str, str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUDGETSCOPE_DB", db)
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     for key, value in params.items():
         at.query_params[key] = value
     at.run()

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from store import SCHEMA_VERSION, SchemaError, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 
@@ -52,6 +52,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["older", "newer", "unversioned"])
 def test_a_file_from_another_schema_is_refused_by_every_command_and_left_alone(
         tmp_path: Path, kind: str) -> None:

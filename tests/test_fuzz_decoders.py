@@ -3,8 +3,8 @@ lines, length-prefixed streams, gzip, trace files and the OTLP/HTTP and gRPC rec
 
 Mutated real payloads never crash a decoder (only our documented rejection errors), never hang
 (a watchdog per example), never produce a row the writer cannot store, and every rejection says
-why (see tests/fuzz_harness.py for the promise checked). Examples are derandomized so CI is
-repeatable and sized to stay in CI's budget; bench/fuzz_long.py runs the same checks at random
+why (see tests/support/fuzz_harness.py for the promise checked). Examples are derandomized so CI is
+repeatable and sized to stay in CI's budget; tests/long/fuzz_long.py runs the same checks at random
 for as long as asked.
 """
 
@@ -28,9 +28,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.files.sources import GunzipReader
-from tests import fuzz_harness as fuzz
-from tests.otlp_files import request, sdk_spans
-from tests.test_receivers_common import running_receivers
+from tests.support import fuzz_harness as fuzz
+from tests.support.otlp_files import request, sdk_spans
+from tests.support.receivers import running_receivers
 
 SEEDS = fuzz.seeds()
 DOCUMENT = json.loads(SEEDS["json"])
@@ -48,6 +48,7 @@ edits = st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.integers(0, 1 
                            st.binary(min_size=1, max_size=8)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(seed=st.sampled_from(["protobuf", "prefixed"]), changes=edits)
 def test_mutated_protobuf_bodies_are_decoded_or_refused_with_a_reason(
@@ -67,6 +68,7 @@ def test_mutated_json_bodies_are_decoded_or_refused_with_a_reason(
         fuzz.json_body(body)
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(seed=st.integers(0, 2**32), rounds=st.integers(1, 4))
 def test_json_documents_with_hostile_values_in_any_field(seed: int, rounds: int) -> None:
@@ -88,6 +90,7 @@ def test_arbitrary_bytes_as_protobuf_json_and_gzip(body: bytes) -> None:
         fuzz.gzip_body(b"\x1f\x8b\x08\x00" + body, fuzz.json_body)
 
 
+@pytest.mark.slow
 @_settings(120)
 @given(seed=st.sampled_from(sorted(SEEDS)), changes=edits, compress=st.booleans(),
        mutate_compressed=st.booleans())
@@ -108,6 +111,7 @@ uint32 = st.integers(0, 2**32 - 1)
 int32 = st.integers(-(2**31), 2**31 - 1)
 
 
+@pytest.mark.slow
 @_settings(200)
 @given(kind=int32, code=int32, flags=uint32, start=uint64, end=uint64, event_time=uint64,
        dropped=st.tuples(uint32, uint32, uint32, uint32), grpc_code=st.integers(-(2**63),
@@ -160,6 +164,7 @@ def _post(url: str, body: bytes, content_type: str, encoding: str | None
         connection.close()
 
 
+@pytest.mark.slow
 @_settings(120)
 @given(seed=st.sampled_from(["protobuf", "json"]), changes=edits, compress=st.booleans())
 def test_http_receiver_answers_every_mutated_body(receiver, seed: str,
@@ -181,6 +186,7 @@ def test_http_receiver_answers_every_mutated_body(receiver, seed: str,
         assert problem.code in (3, 8) and problem.message.strip()
 
 
+@pytest.mark.slow
 @_settings(50)
 @given(seed=st.integers(0, 2**32), rounds=st.integers(1, 4))
 def test_http_receiver_stores_or_refuses_json_with_hostile_values(receiver, seed: int,
@@ -230,6 +236,7 @@ def _peak(function, *args) -> int:  # noqa: ANN001 - a test helper
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_memory_of_a_big_mutated_input_stays_bounded() -> None:
     """A 500-span request decoded whole, then mutated: no mutation makes decoding keep more
     than the valid request needs (measured peak, Python allocations, ×2 plus 8 MB slack), and a
@@ -257,6 +264,7 @@ def test_memory_of_a_big_mutated_input_stays_bounded() -> None:
     assert liar_peak < 1_000_000
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_in_a_file_inflates_in_bounded_pieces(tmp_path: Path) -> None:
     """1 GB of zeros compresses to ~1 MB; the file reader's peak stays far below the size."""
     bomb = tmp_path / "bomb.gz"

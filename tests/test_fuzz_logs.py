@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ingest.decode.log_flatten import flatten_logs_request
 from store import SpanWriter, connect
-from tests import fuzz_harness as fuzz
-from tests.otlp_files import length_prefixed, otlp_json
-from tests.otlp_logs import logs_request, run_with_logs
+from tests.support import fuzz_harness as fuzz
+from tests.support.otlp_files import length_prefixed, otlp_json
+from tests.support.otlp_logs import logs_request, run_with_logs
 
 REQUEST = logs_request(run_with_logs().logs)
 SEEDS = {"protobuf": REQUEST.SerializeToString(),
@@ -34,6 +35,7 @@ edits = st.lists(st.tuples(st.integers(0, 5), st.floats(0, 1), st.integers(0, 1 
                            st.binary(min_size=1, max_size=8)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @_settings(300)
 @given(seed=st.sampled_from(["protobuf", "json"]), changes=edits)
 def test_mutated_logs_bodies_are_decoded_or_refused_with_a_reason(
@@ -65,6 +67,7 @@ uint32 = st.integers(0, 2**32 - 1)
 int32 = st.integers(-(2**31), 2**31 - 1)
 
 
+@pytest.mark.slow
 @_settings(150)
 @given(time=uint64, observed=uint64, severity=int32, flags=uint32,
        trace_id=st.binary(max_size=17), span_id=st.binary(max_size=9),

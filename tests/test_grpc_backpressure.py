@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_receivers_common import Running, raw_request
-from tests.test_receivers_http import Gate
+from tests.support.receivers import Gate, Running, raw_request
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 CALLS = 300
@@ -82,6 +82,7 @@ asyncio.run(main(sys.argv[1], bodies))
 """
 
 
+@pytest.mark.slow
 def test_300_concurrent_exports_are_answered_ok_or_unavailable_with_retry_info(
         tmp_path: Path) -> None:
     gate = Gate()

@@ -29,7 +29,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,9 +55,9 @@ from ingest.decode.any_value import (
 )
 from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
-from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, connect
-from tests.otlp_files import otlp_json, varint
+from store import connect
+from tests.support.otlp_files import otlp_json, varint
+from tests.support.receivers import Served, serving
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -440,32 +439,6 @@ CASES = [
 ]
 
 
-# ------------------------------------------------------------------------------- the runners
-@dataclass
-class Served:
-    owner: DatabaseOwner
-    receivers: Receivers
-
-    @property
-    def endpoint(self) -> str:
-        return self.receivers.http.endpoint
-
-    http_url = endpoint  # what tests.test_receivers_http.post() reads
-
-
-@contextmanager
-def serving(folder: Path, limits: Limits) -> Iterator[Served]:
-    owner = DatabaseOwner(folder / "hostile.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
-                                                limits=limits))
-    receivers.start()
-    try:
-        yield Served(owner, receivers)
-    finally:
-        receivers.stop(10)
-        owner.close()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with serving(tmp_path_factory.mktemp("hostile"), Limits(max_body_bytes=BODY_LIMIT)) as run:
@@ -528,6 +501,7 @@ def _payload(case: Case) -> tuple[bytes, bytes]:
     return _payload_by_name(case.name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_over_http(served: Served, case: Case) -> None:
     trace_id, body = _payload(case)
@@ -566,6 +540,7 @@ def test_over_http(served: Served, case: Case) -> None:
 FILE_CASES = [case for case in CASES if case.file is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", FILE_CASES, ids=[case.name for case in FILE_CASES])
 def test_through_a_file(tmp_path: Path, case: Case) -> None:
     trace_id, body = _payload(case)
@@ -642,6 +617,7 @@ def _post_spans(endpoint: str, spans: int) -> tuple[int, dict[str, str]]:
         connection.close()
 
 
+@pytest.mark.slow
 def test_a_client_sending_one_byte_a_second_is_cut_off_and_frees_its_worker(
         tmp_path: Path) -> None:
     """Two tricklers take both connection slots; a third client is told 503 at once (not

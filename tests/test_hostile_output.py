@@ -18,32 +18,11 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from budgetscope.log_format import configure_logging
 from queries.terminal import terminal_safe
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.hostile_names import ESCAPES, FORMULAS, SPLIT, hostile_names_db
+from tests.support.trace_builder import open_db
 
-# Names an attacker who can reach the OTLP port gives an agent or a tool.
-FORMULAS = ["=HYPERLINK(\"http://evil\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3",
-            "@SUM(A1:A2)", "\tHYPERLINK", "\r=1+1"]
-SPLIT = "two\rrows"
-# Window title, screen clear, a hyperlink, C1 CSI, a carriage return that hides the line start.
-ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\x9b31m\rx"
 # Anything a terminal acts on: C0 but the line feed, DEL, C1, bidi overrides.
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _db(tmp_path: Path) -> tuple[str, list[str]]:
-    b = TraceBuilder(seed=14)
-    run_ids = []
-    for i, name in enumerate([*FORMULAS, SPLIT, ESCAPES]):
-        run = b.run(i * 20_000, i * 20_000 + 12_000, 10_000, gen__ai_agent_name=name,
-                    budget_run_outcome="exhausted")
-        b.step(run, "tool", name, i * 20_000, i * 20_000 + 11_000,
-               **{"budget.outcome": "client_timeout", "budget.side_effect": "write",
-                  "budget.idempotency_key": name})
-        run_ids.append(b.trace_id(run))
-    con = open_db(tmp_path)
-    store(con, b.finished())
-    con.close()
-    return str(tmp_path / "test.duckdb"), run_ids
 
 
 def _invoke(*args: str) -> bytes:
@@ -52,10 +31,11 @@ def _invoke(*args: str) -> bytes:
     return result.stdout_bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report", ["weekly", "runs", "failures", "attribution",
                                     "reconciliation"])
 def test_csv_cells_never_start_a_formula(tmp_path: Path, report: str) -> None:
-    db, _ = _db(tmp_path)
+    db, _ = hostile_names_db(tmp_path)
     data = _invoke("--db", db, "report", report, "--since", "2026-01-01")
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     header, body = rows[0], rows[1:]
@@ -71,7 +51,7 @@ def test_csv_cells_never_start_a_formula(tmp_path: Path, report: str) -> None:
 
 
 def test_a_carriage_return_in_a_cell_does_not_split_its_row(tmp_path: Path) -> None:
-    db, run_ids = _db(tmp_path)
+    db, run_ids = hostile_names_db(tmp_path)
     data = _invoke("--db", db, "report", "runs", "--since", "2026-01-01")
     # A spreadsheet (and Python's csv module) ends a row at an unquoted CR: one row per run.
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
@@ -94,7 +74,7 @@ def test_the_dashboard_download_is_the_cli_bytes_with_hostile_names(tmp_path: Pa
     from queries.filters import Filters
     from queries.render import to_csv_bytes
 
-    db, _ = _db(tmp_path)
+    db, _ = hostile_names_db(tmp_path)
     cli_bytes = _invoke("--db", db, "report", "weekly")
     con = open_db(tmp_path)
     try:  # what dashboard/app_pages/weekly.py hands to st.download_button
@@ -103,8 +83,9 @@ def test_the_dashboard_download_is_the_cli_bytes_with_hostile_names(tmp_path: Pa
         con.close()
 
 
+@pytest.mark.slow
 def test_run_summary_writes_no_control_characters(tmp_path: Path) -> None:
-    db, run_ids = _db(tmp_path)
+    db, run_ids = hostile_names_db(tmp_path)
     for run_id in run_ids:
         text = _invoke("--db", db, "run", run_id).decode("utf-8")
         assert not CONTROL.search(text), repr(text)
@@ -117,9 +98,10 @@ def test_run_summary_writes_no_control_characters(tmp_path: Path) -> None:
                                                  "400").splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("report", ["runs", "weekly", "failures", "reconciliation"])
 def test_table_format_writes_no_control_characters(tmp_path: Path, report: str) -> None:
-    db, run_ids = _db(tmp_path)
+    db, run_ids = hostile_names_db(tmp_path)
     text = _invoke("--db", db, "report", report, "--format", "table").decode("utf-8")
     assert not CONTROL.search(text), repr(text)
     if report == "runs":
@@ -178,7 +160,7 @@ def test_chart_labels_show_the_name_as_typed(name: str) -> None:
 
 
 def test_json_report_is_inert_on_a_terminal_and_keeps_the_values(tmp_path: Path) -> None:
-    db, _ = _db(tmp_path)
+    db, _ = hostile_names_db(tmp_path)
     text = _invoke("--db", db, "report", "runs", "--format", "json").decode("utf-8")
     assert not CONTROL.search(text.replace("\n", "")), repr(text)
     assert ESCAPES in [row["agent"] for row in json.loads(text)]

@@ -24,7 +24,7 @@ from ingest.receivers.limits import Limits
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 PROTOBUF = "application/x-protobuf"
 LIMIT = 1024 * 1024
@@ -116,6 +116,7 @@ _SIZE_FORMS = {"0x": "0x{h}", "plus": "+{h}", "underscore": "{h0}_{rest}",
                "minus": "-{h}", "70 digits": "0" * 70 + "{h}"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", list(_SIZE_FORMS.values()), ids=list(_SIZE_FORMS))
 def test_chunk_sizes_are_plain_hex_digits(tmp_path: Path, form: str) -> None:
     """A chunk size with a sign, 0x, an underscore, whitespace or 70 digits is refused; int(…,
@@ -190,6 +191,7 @@ def test_many_gzip_members_are_refused_by_count(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------- item 4: idle and slow connections
+@pytest.mark.slow
 def test_idle_connections_never_starve_health_checks_or_exports(tmp_path: Path) -> None:
     """80 idle TCP connections (more than the connection cap of 64 the stdlib receiver had)
     took the port down for 30 s: exports, /healthz, /readyz and /metrics all got 503."""
@@ -205,6 +207,7 @@ def test_idle_connections_never_starve_health_checks_or_exports(tmp_path: Path) 
                 connection.close()
 
 
+@pytest.mark.slow
 def test_at_the_connection_cap_the_longest_idle_connection_makes_room(tmp_path: Path) -> None:
     with serving(tmp_path, Limits(max_body_bytes=LIMIT, max_connections=8)) as served:
         idle = [socket.create_connection(("127.0.0.1", served.http_port)) for _ in range(16)]
@@ -217,6 +220,7 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(tmp_path: 
                 connection.close()
 
 
+@pytest.mark.slow
 def test_a_slow_request_head_is_cut_off(tmp_path: Path) -> None:
     """A client sending its request head a byte every 0.2 s was held until the whole-body
     deadline (60 s by default); the head now has the idle timeout (1 s here)."""
@@ -244,6 +248,7 @@ def test_a_slow_request_head_is_cut_off(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------- item 10: many simultaneous connections
+@pytest.mark.slow
 def test_500_simultaneous_exports_get_200_or_503_never_a_broken_connection(
         tmp_path: Path) -> None:
     """97 of 500 simultaneous connections saw a broken pipe or a reset instead of an answer."""
@@ -313,6 +318,7 @@ class _Gate:
         assert self.release.wait(30)
 
 
+@pytest.mark.slow
 def test_grpc_calls_over_the_limit_are_unavailable_with_retry_info(tmp_path: Path) -> None:
     """Calls over the concurrency limit got RESOURCE_EXHAUSTED without RetryInfo, which OTLP
     clients other than the Python SDK drop; they get UNAVAILABLE with RetryInfo now."""

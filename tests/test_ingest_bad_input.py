@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.decode.proto_decode import iter_streamed_request
 from ingest.files.loader import LoadSummary, load_files
 from store import connect
-from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans, varint
+from tests.support.otlp_files import length_prefixed, otlp_json, request, sdk_spans, varint
 
 
 @pytest.fixture(scope="module")

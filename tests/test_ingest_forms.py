@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ingest.files.loader import load_files
 from store import connect
-from tests.otlp_files import sdk_spans, write_every_form
+from tests.support.otlp_files import sdk_spans, write_every_form
 
 FORMS = ["json", "jsonl", "pb", "pb-stream"]
 
@@ -68,6 +68,7 @@ def _stored(db: Path) -> dict[tuple[str, str], dict[str, object]]:
     return stored
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", [*FORMS, *(f"{f}.gz" for f in FORMS)])
 def test_every_form_stores_exactly_what_the_sdk_made(
     tmp_path: Path, files: dict[str, Path], spans: list[ReadableSpan], form: str
@@ -143,7 +144,7 @@ def test_json_and_protobuf_store_every_value_kind_alike(tmp_path: Path) -> None:
         ExportTraceServiceRequest,
     )
 
-    from tests.otlp_files import otlp_json
+    from tests.support.otlp_files import otlp_json
 
     message = ExportTraceServiceRequest()
     resource_spans = message.resource_spans.add()

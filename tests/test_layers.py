@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +37,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_import_points_down() -> None:
     wrong = []
     for package, allowed in ALLOWED.items():
@@ -66,7 +69,7 @@ def test_the_layers_are_the_drawing() -> None:
 # with X one of its names. A module of a room is imported directly only by these files, each a
 # test of that room's internals, with the module it may import and why.
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
-    "tests/fuzz_harness.py": (
+    "tests/support/fuzz_harness.py": (
         "store.write.writer", "converts decoded resource and scope rows to Arrow exactly as the "
         "writer does (its private _rows_to_arrow), so a row it accepts is one the writer stores"),
     "tests/test_dashboard_pages.py": (
@@ -101,6 +104,7 @@ def _store_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_only_through_the_front() -> None:
     front = {f"store.{name}" for name in store.__all__}
     wrong, used = [], set()
@@ -128,7 +132,7 @@ def test_the_front_walk_sees_the_imports() -> None:
                              *BELOW_THE_FRONT)}
     assert "store.SpanWriter" in seen["bench/bench_queries.py"]
     assert "store.FlatBatch" in seen["ingest/decode/flatten.py"]
-    assert "store.write.writer._rows_to_arrow" in seen["tests/fuzz_harness.py"]
+    assert "store.write.writer._rows_to_arrow" in seen["tests/support/fuzz_harness.py"]
     assert "store.read.reader" in seen["tests/test_dashboard_pages.py"]
     files = {path.relative_to(ROOT).as_posix() for path in _outside_the_store()}
     assert {"tests/test_layers.py", "bench/bench_queries.py", "dashboard/data.py"} <= files
@@ -265,6 +269,7 @@ def group_circles(root: Path, folders: tuple[str, ...]) -> list[frozenset[str]]:
                            for name, path in known.items()})
 
 
+@pytest.mark.slow
 def test_no_import_circles() -> None:
     found = {group: group_circles(ROOT, folders) for group, folders in MODULE_GROUPS.items()}
     unknown = [f"{group}: {' <-> '.join(sorted(circle))}" for group, circles in found.items()

@@ -12,6 +12,7 @@ import math
 import os
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -32,8 +33,8 @@ from ingest.decode.any_value import (
 from ingest.decode.any_value_wire import key_value_from_wire
 from ingest.decode.otlp_json import flatten_json_request
 from ingest.decode.proto_flatten import flatten_protobuf
-from tests.otlp_files import otlp_json
-from tests.test_proto_flatten import assert_same, careful
+from tests.support.flatten_paths import assert_same, careful
+from tests.support.otlp_files import otlp_json
 
 NOW = 1_795_428_000 * 10**9
 
@@ -65,6 +66,7 @@ def _same(a: Any, b: Any) -> bool:
         isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=values, key=st.text(max_size=6))
 def test_the_wire_reader_stores_what_the_runtime_path_stores(value: AnyValue, key: str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
     OTLPLogExporter as GrpcLogExporter,
 )
@@ -24,8 +25,8 @@ from ingest.files.loader import load_files
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
-from tests.otlp_files import request as spans_request
-from tests.otlp_logs import RunWithLogs, logs_request, run_with_logs
+from tests.support.otlp_files import request as spans_request
+from tests.support.otlp_logs import RunWithLogs, logs_request, run_with_logs
 
 CLASSES = "SELECT span_id, class FROM steps WHERE trace_id = ?"
 
@@ -35,7 +36,7 @@ def classes(con, run: RunWithLogs) -> dict[str, str]:  # type: ignore[no-untyped
     return {"tool": rows.get(run.tool_span_id), "model": rows.get(run.model_span_id)}
 
 
-EXPECTED = {"tool": "client_timeout",  # tests.otlp_logs.ReadTimeout: a timeout, ours
+EXPECTED = {"tool": "client_timeout",  # tests.support.otlp_logs.ReadTimeout: a timeout, ours
             "model": "upstream_error"}  # ConnectionResetError (short name): theirs
 WITHOUT_LOGS = {"tool": "error", "model": "error"}  # status ERROR and nothing else
 
@@ -45,6 +46,7 @@ def _write(path: Path, message) -> Path:  # type: ignore[no-untyped-def]
     return path
 
 
+@pytest.mark.slow
 def test_exception_log_records_class_their_spans_in_files(tmp_path: Path) -> None:
     run = run_with_logs()
     spans = _write(tmp_path / "spans.pb", spans_request(list(run.spans)))
@@ -108,6 +110,7 @@ def _wait_for(owner: DatabaseOwner, run: RunWithLogs, wanted: dict[str, str]) ->
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):
@@ -122,6 +125,7 @@ def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
         logs.shutdown()
 
 
+@pytest.mark.slow
 def test_log_records_before_their_spans_over_grpc(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from budgetscope.log_format import PRODUCT_LOGGERS, configure_logging
 
 
@@ -48,6 +50,7 @@ def test_text_lines() -> None:
                         r"refused 3 spans\n", text), text
 
 
+@pytest.mark.slow
 def test_ingest_log_format_json_keeps_stderr_json_only(tmp_path: Path) -> None:
     trace = tmp_path / "two.json"
     span = ('{{"traceId":"{t}","spanId":"{s}","name":"{n}",'

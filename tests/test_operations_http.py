@@ -1,7 +1,7 @@
 """GET /healthz, /readyz and /metrics on the OTLP/HTTP port (issue 6), on real receivers over a
 real DuckDB file, fed by the OpenTelemetry SDK exporter and raw requests; the exposition is read
 back with a strict parser and compared with hand-counted traffic and hand-worked runs
-(tests/ops_traces.py)."""
+(tests/support/ops_traces.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from budgetscope.commands.serve_operations import signal_families
 from ingest.receivers.operations import OperatorPages, Readiness
 from store import refresh_touched
-from tests.ops_traces import EXPECTED, old_run, ops_runs
-from tests.prometheus_parser import ExpositionError, parse
-from tests.test_receivers_common import Running, raw_request, running_receivers
+from tests.support.ops_traces import EXPECTED, old_run, ops_runs
+from tests.support.prometheus_parser import ExpositionError, parse
+from tests.support.receivers import Running, raw_request, running_receivers
 
 TOKEN = "ops-token"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -94,6 +94,7 @@ def running(tmp_path: Path):
         yield running
 
 
+@pytest.mark.slow
 def test_metrics_count_the_traffic_and_report_the_hand_worked_signals(running: Running) -> None:
     install(running)
     now_ns = time.time_ns()

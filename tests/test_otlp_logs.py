@@ -28,11 +28,11 @@ from ingest.files.loader import load_files
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.operations import OperatorPages
 from store import connect
-from tests.otlp_files import length_prefixed, otlp_json
-from tests.otlp_files import request as spans_request
-from tests.otlp_logs import logs_request, run_with_logs
-from tests.prometheus_parser import parse
-from tests.test_receivers_common import Running, running_receivers
+from tests.support.otlp_files import length_prefixed, otlp_json
+from tests.support.otlp_files import request as spans_request
+from tests.support.otlp_logs import logs_request, run_with_logs
+from tests.support.prometheus_parser import parse
+from tests.support.receivers import Running, running_receivers
 
 LOGS = "SELECT count(*) FROM log_records"
 
@@ -80,7 +80,8 @@ def test_sdk_http_log_exporter_stores_records_once_even_when_resent(server: Runn
     assert exporter.export(run.logs) is LogRecordExportResult.SUCCESS  # an exporter retry
     assert server.count(LOGS) == 4
     assert server.count(
-        "SELECT count(*) FROM log_records WHERE exception_type = 'tests.otlp_logs.ReadTimeout'"
+        "SELECT count(*) FROM log_records"
+        " WHERE exception_type = 'tests.support.otlp_logs.ReadTimeout'"
         f" AND trace_id = '{run.trace_id}' AND span_id = '{run.tool_span_id}'") == 1
     assert server.count("SELECT count(*) FROM log_records WHERE span_id IS NULL "
                         "AND body ->> '$' = 'outside any span' AND severity_number = 13") == 1
@@ -203,6 +204,7 @@ def test_logs_and_traces_tell_apart_in_protobuf() -> None:
     assert not looks_like_logs(spans_request(list(run.spans)).SerializeToString())
 
 
+@pytest.mark.slow
 def test_files_with_resource_logs_in_every_form(tmp_path: Path) -> None:
     run = run_with_logs()
     traces, logs = spans_request(list(run.spans)), logs_request(run.logs)
@@ -295,29 +297,30 @@ def test_run_view_and_cli_list_the_runs_log_records(tmp_path: Path) -> None:
     # the run's three records (the one outside any span is in no trace), by time
     assert len(records) == 3
     assert list(records["step_key"].fillna("-")) == ["-", "tool:fetch_report", "model:gpt-x"]
-    assert list(records["exception_type"])[1:] == ["tests.otlp_logs.ReadTimeout",
+    assert list(records["exception_type"])[1:] == ["tests.support.otlp_logs.ReadTimeout",
                                                    "ConnectionResetError"]
     result = CliRunner().invoke(cli, ["--db", db, "run", run.trace_id, "--width", "200"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     start = lines.index("Log records: 3")
-    assert "ERROR  tool:fetch_report: tool call failed  exception tests.otlp_logs.ReadTimeout" \
-        in lines[start + 2]
+    assert ("ERROR  tool:fetch_report: tool call failed  exception "
+            "tests.support.otlp_logs.ReadTimeout") in lines[start + 2]
     assert "ERROR  model:gpt-x: model call failed  exception ConnectionResetError" \
         in lines[start + 3]
     assert "\x1b" not in result.output  # nothing from a record reaches the terminal raw
     assert "red <b>bold</b>" in lines[start + 1]
 
 
+@pytest.mark.slow
 def test_dashboard_run_view_shows_log_records_as_text(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from tests.browser import support
+    from tests.support import ui
 
     db, run = _run_db(tmp_path, HOSTILE)
     monkeypatch.setenv("BUDGETSCOPE_DB", db)
-    at = AppTest.from_file(str(support.APP), default_timeout=120)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
     at.query_params["run"] = run.trace_id
     at.switch_page("app_pages/run.py")
     at.run()
@@ -354,10 +357,11 @@ def test_retention_removes_log_records_with_their_trace_and_loose_ones_by_time(
         assert con.execute("SELECT count(*) FROM resources").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_budgetscope_serve_takes_logs_and_counts_them(tmp_path: Path) -> None:
     import urllib.request
 
-    from tests.test_serve import start_serve, stop, stored
+    from tests.support.serve import start_serve, stop, stored
 
     run = run_with_logs()
     db = tmp_path / "served.duckdb"

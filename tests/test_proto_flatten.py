@@ -12,27 +12,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest.decode.any_value import MAX_ATTRIBUTES, MAX_DEPTH, MAX_VALUE_CHARS
-from ingest.decode.flatten import flatten_request
-from ingest.decode.proto_decode import decode_request
 from ingest.decode.proto_flatten import flatten_parsed, flatten_protobuf
-from store import FlatBatch
+from tests.support.flatten_paths import assert_same, careful
 
 NOW = 1_795_428_000 * 10**9
-
-
-def careful(body: bytes, where: str = "") -> FlatBatch:
-    request, rejections = decode_request(body, where)
-    batch = flatten_request(request, where=where)
-    batch.rejections[:0] = rejections
-    return batch
-
-
-def assert_same(fast: FlatBatch, slow: FlatBatch) -> None:
-    assert fast.span_count == slow.span_count
-    assert fast.spans == slow.spans
-    assert fast.resources == slow.resources
-    assert fast.scopes == slow.scopes
-    assert fast.rejections == slow.rejections
 
 
 def put(attributes, key: str, value: object) -> AnyValue:  # type: ignore[no-untyped-def]

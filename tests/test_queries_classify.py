@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trace_builder import TraceBuilder, open_db, step_rows, store
+from tests.support.trace_builder import TraceBuilder, open_db, step_rows, store
 
 HTTP = "http.response.status_code"
 GRPC = "rpc.grpc.status_code"

@@ -7,7 +7,7 @@ import pytest
 
 from queries import reports
 from queries.filters import Filters
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 WRITE = {"budget.side_effect": "write"}
 

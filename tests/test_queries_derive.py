@@ -11,7 +11,7 @@ import pytest
 
 from queries.run_view import load_run
 from store import rebuild_all
-from tests.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
+from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 
 @pytest.fixture
@@ -264,6 +264,7 @@ def _snapshot(con):
     return runs, steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_out_of_order_arrival_across_batches(tmp_path, seed):
     """Children before their root, one span per request, shuffled: same rows as one batch."""
@@ -286,6 +287,7 @@ def test_out_of_order_arrival_across_batches(tmp_path, seed):
     assert early.execute("SELECT count(*) FROM steps").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_duplicate_delivery_changes_nothing(con):
     b = TraceBuilder()
     _complex_trace(b)

@@ -9,8 +9,8 @@ import pytest
 from queries import loader, reports
 from queries.filters import Filters
 from queries.render import to_csv_bytes, to_json_text
-from tests.fleet import build_fleet
-from tests.trace_builder import open_db
+from tests.support.fleet import build_fleet
+from tests.support.trace_builder import open_db
 
 
 def test_every_registered_query_has_a_header_and_loads():

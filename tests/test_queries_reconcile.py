@@ -6,7 +6,7 @@ import pytest
 
 from queries import reports
 from queries.run_view import load_run
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 WRITE = {"budget.side_effect": "write"}
 

@@ -1,4 +1,4 @@
-"""The aggregate reports (SPEC §4-§7) on the hand-worked fleet of tests/fleet.py."""
+"""The aggregate reports (SPEC §4-§7) on the hand-worked fleet of tests/support/fleet.py."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from queries import reports
 from queries.filters import FilterError, Filters
-from tests.fleet import build_fleet
-from tests.trace_builder import open_db
+from tests.support.fleet import build_fleet
+from tests.support.trace_builder import open_db
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def test_partial_weeks_are_marked(fleet):
 
 
 def test_step_utilisation(tmp_path):
-    from tests.trace_builder import TraceBuilder, store
+    from tests.support.trace_builder import TraceBuilder, store
     b = TraceBuilder()
     run = b.run(0, 10_000, 10_000)
     b.step(run, "tool", "a", 0, 1_000, **{"budget.allocated_ms": 2_000})   # 0.5

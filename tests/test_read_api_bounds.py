@@ -27,7 +27,7 @@ from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 TOKEN = "bounds-token"
 
@@ -122,6 +122,7 @@ def _run(owner: DatabaseOwner, argv: list[str], **bounds: int) -> tuple[int, str
     return result.status, result.stdout.decode(), result.stderr.decode()
 
 
+@pytest.mark.slow
 def test_a_huge_json_answer_is_refused_with_how_to_narrow_it(sample_owner) -> None:
     status, out, err = _run(sample_owner, ["report", "runs", "--format", "json"],
                             answer_rows=1_000)
@@ -135,6 +136,7 @@ def test_a_huge_json_answer_is_refused_with_how_to_narrow_it(sample_owner) -> No
     assert len(json.loads(out)) == 1_000
 
 
+@pytest.mark.slow
 def test_a_command_reading_more_rows_than_the_bound_is_refused(sample_owner) -> None:
     status, out, err = _run(sample_owner, ["report", "runs", "--limit", "5"], read_rows=1_000)
     assert (status, out) == (1, "")
@@ -144,6 +146,7 @@ def test_a_command_reading_more_rows_than_the_bound_is_refused(sample_owner) -> 
         _run(sample_owner, ["report", "runs"])
 
 
+@pytest.mark.slow
 def test_an_answer_past_its_bytes_is_refused_and_check_says_it_could_not_check(
         sample_owner) -> None:
     status, out, err = _run(sample_owner, ["report", "runs", "--limit", "200"],
@@ -155,6 +158,7 @@ def test_an_answer_past_its_bytes_is_refused_and_check_says_it_could_not_check(
     assert (status, out) == (2, ""), err
 
 
+@pytest.mark.slow
 def test_the_refusal_reaches_the_client_over_http(sample_owner, tmp_path: Path) -> None:
     receivers = Receivers(sample_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
     commands = ServedCommands(sample_owner, seconds=60, answer_rows=100)

@@ -28,7 +28,11 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import PendingDerivations, connect
-from tests.browser import support
+from tests.support import ui
+
+# slow, left out of make test-fast: concurrent CLI processes and mounts on derived copies of
+# the sample (40 s in all on 2 loaded cores).
+pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 READS = [["report", "runs"], ["report", "weekly", "--format", "table"],
@@ -55,7 +59,7 @@ def _build(path: Path, derive: bool) -> Path:
         if not derive:
             more = path.with_suffix(".more.jsonl")
             subprocess.run([sys.executable, "-m", "sample_traces.generate", "--out", str(more),
-                            "--seed", "9", "--runs", "20"], check=True, cwd=support.REPO,
+                            "--seed", "9", "--runs", "20"], check=True, cwd=ui.REPO,
                            capture_output=True, timeout=300)
             assert not load_files(con, [more], derive=False).rejections
             assert PendingDerivations.count(con) > 0
@@ -120,9 +124,6 @@ def test_concurrent_reads_of_a_file_a_writer_left_marked(marked: Path, tmp_path:
 
 @pytest.fixture()
 def read_only_mount(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.fail("the read-only file system test mounts a tmpfs and needs root (CI runs as "
-                    "root); run it as root, e.g. in the CI container")
     mount_point = tmp_path / "ro"
     mount_point.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mount_point)],
@@ -139,6 +140,7 @@ def _read_only(mount_point: Path) -> None:
         (mount_point / "probe").write_text("x")
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("source", ["derived", "marked"])
 def test_every_read_command_reads_a_read_only_file_system(read_only_mount: Path, source: str,
                                                           request: pytest.FixtureRequest
@@ -157,9 +159,8 @@ def test_every_read_command_reads_a_read_only_file_system(read_only_mount: Path,
                 result.stderr
 
 
+@pytest.mark.root
 def test_a_read_only_directory_too(derived: Path, tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.fail("the read-only directory test bind-mounts a directory and needs root")
     folder, view = tmp_path / "data", tmp_path / "view"
     folder.mkdir()
     view.mkdir()
@@ -174,6 +175,7 @@ def test_a_read_only_directory_too(derived: Path, tmp_path: Path) -> None:
         subprocess.run(["umount", "-l", str(view)], check=False)
 
 
+@pytest.mark.root
 def test_the_dashboard_reads_a_read_only_file_system(read_only_mount: Path, derived: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     db = read_only_mount / "db.duckdb"
@@ -181,7 +183,7 @@ def test_the_dashboard_reads_a_read_only_file_system(read_only_mount: Path, deri
     _read_only(read_only_mount)
     monkeypatch.setenv("BUDGETSCOPE_DB", str(db))
     for page in ("overview", "runs", "weekly"):
-        at = AppTest.from_file(str(support.APP), default_timeout=120)
+        at = AppTest.from_file(str(ui.APP), default_timeout=120)
         at.query_params["range"] = "all"
         if page != "overview":
             at.switch_page(f"app_pages/{page}.py")
@@ -189,7 +191,7 @@ def test_the_dashboard_reads_a_read_only_file_system(read_only_mount: Path, deri
         assert not at.exception, [e.message for e in at.exception]
         assert not at.error, [e.value for e in at.error]
     # The command itself starts on it (its check that the file can be read is read-only too).
-    app = support.Dashboard(str(db), read_only_mount.parent / "dashboard.log")
+    app = ui.Dashboard(str(db), read_only_mount.parent / "dashboard.log")
     try:
         import urllib.request
         with urllib.request.urlopen(f"{app.url}/_stcore/health", timeout=30) as answer:

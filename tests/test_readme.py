@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve import CLI, start_serve, stop
+from tests.support.serve import CLI, start_serve, stop
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -39,7 +39,8 @@ DOCUMENTS = [path for path in (README, REPO / "CONTRIBUTING.md", REPO / "bench" 
 BLOCK = re.compile(r"(?:<!-- docs test: (?P<note>[^\n]*?) -->\n)?```(?P<lang>sh|python)\n"
                    r"(?P<body>.*?)```", re.S)
 DEFAULT_OTLP = "127.0.0.1:4318"
-BENCH_LINE = re.compile(r"^\.venv/bin/python (?:-m (?P<module>bench\.\w+)|(?P<path>bench/\S+))")
+BENCH_LINE = re.compile(
+    r"^\.venv/bin/python (?:-m (?P<module>(?:bench|tests\.long)\.\w+)|(?P<path>bench/\S+))")
 
 
 def blocks(lang: str) -> list[tuple[str, str, str]]:

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.real_fixture_compare import (
+from tests.support.real_fixture_compare import (
     FIXTURES,
     differences_by_place,
     expected_runs,
@@ -87,6 +87,7 @@ def test_runs_whose_root_never_arrived_have_no_root_in_the_capture(name: str) ->
     assert sum(1 for has_root in rooted.values() if not has_root) == missing
 
 
+@pytest.mark.slow
 def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:
     """The ClickHouse derivation (chdb, in a process of its own: one data folder per process)
     gives the same runs and failures reports as DuckDB's on every real fixture."""
@@ -115,7 +116,7 @@ import json, sys
 from click.testing import CliRunner
 from budgetscope.cli import cli
 from store import clickhouse
-from tests.clickhouse_load.traces import load_files
+from bench.support.clickhouse_load.traces import load_files
 out = {"spans": load_files(clickhouse.connect(sys.argv[1]), sys.argv[2:])}
 for report in ("runs", "failures"):
     result = CliRunner().invoke(cli, ["--backend", sys.argv[1], "report", report])

@@ -8,9 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.real_fixture_compare import FIXTURES, load_truth
+import pytest
+
 from tests.real_fixtures.generate import BY_NAME, MIN_MARGIN_MS, generate
 from tests.real_fixtures.show import spans
+from tests.support.real_fixture_compare import FIXTURES, load_truth
+
+# Builds a venv from the package registry (tests/conftest.py skips it when that does not
+# answer); a whole real-library run too.
+pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 
 def _truth_shape(truth: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,22 +18,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser import support
-from tests.test_receivers_common import raw_request
-from tests.test_serve import start_serve, stop
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support import ui
+from tests.support.receivers import raw_request
+from tests.support.serve import rebinding_db, start_serve, stop
 
 EVIL = "evil.example"
 ALLOWED = "budgets.internal"
-
-
-def _db(folder: Path) -> Path:
-    b = TraceBuilder(seed=34)
-    b.run(0, 12_000, None, gen__ai_agent_name="support-agent")
-    con = open_db(folder, "rebinding.duckdb")
-    store(con, b.finished())
-    con.close()
-    return folder / "rebinding.duckdb"
 
 
 class Served:
@@ -44,8 +34,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    db = _db(tmp_path_factory.mktemp("rebinding"))
-    ui_port = support.free_port()
+    db = rebinding_db(tmp_path_factory.mktemp("rebinding"))
+    ui_port = ui.free_port()
     process, announced = start_serve(db, "--ui-port", str(ui_port), "--allowed-host", ALLOWED)
     try:
         deadline = time.monotonic() + 90

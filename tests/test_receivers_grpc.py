@@ -14,14 +14,14 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.test_receivers_common import (
+from tests.support.receivers import (
     SMALL_LIMIT,
+    Gate,
     Running,
     raw_request,
     running_receivers,
     sdk_spans,
 )
-from tests.test_receivers_http import Gate
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -123,6 +123,7 @@ def test_writer_behind_is_unavailable(tmp_path: Path) -> None:
         assert server.count() == 4
 
 
+@pytest.mark.slow
 def test_writer_behind_is_unavailable_with_retry_info(tmp_path: Path) -> None:
     """OTLP/gRPC Throttling: UNAVAILABLE carrying google.rpc.RetryInfo, both in the standard
     grpc-status-details-bin Status and under the key the OTel Python exporter reads."""
@@ -155,6 +156,7 @@ def test_writer_behind_is_unavailable_with_retry_info(tmp_path: Path) -> None:
     assert alone.retry_delay.seconds == 7
 
 
+@pytest.mark.slow
 def test_sdk_exporter_waits_the_retry_delay_then_succeeds(tmp_path: Path) -> None:
     """The SDK exporter's first retry comes after 0.8-1.2 s of its own backoff; with our
     RetryInfo of 4 s it must wait those 4 s, then its retry is committed."""

@@ -20,15 +20,17 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.test_receivers_common import (
+from tests.support.receivers import (
+    PROTOBUF,
     SMALL_LIMIT,
+    Gate,
     Running,
+    post,
     raw_request,
     running_receivers,
     sdk_spans,
 )
 
-PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
 
@@ -36,19 +38,6 @@ JSON = "application/json"
 def server(tmp_path: Path):
     with running_receivers(tmp_path) as running:
         yield running
-
-
-def post(running: Running, body: bytes, content_type: str = PROTOBUF,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    url = urlsplit(running.http_url)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    try:
-        connection.request("POST", url.path, body=body,
-                           headers={"Content-Type": content_type, **(headers or {})})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
 
 
 def rpc_status(body: bytes) -> status_pb2.Status:
@@ -201,19 +190,7 @@ def test_bearer_token_required_when_configured(tmp_path: Path) -> None:
         assert server.count() == 7
 
 
-class Gate:
-    """An after_write hook that holds the writer inside its transaction until released: a
-    writer that has fallen behind, without touching our code."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.entered.set()
-        assert self.release.wait(30)
-
-
+@pytest.mark.slow
 def test_writer_behind_gets_503_with_retry_after_and_then_commits(tmp_path: Path) -> None:
     gate = Gate()
     with running_receivers(tmp_path, after_write=gate, max_lag_seconds=0.2) as server:
@@ -275,6 +252,7 @@ def test_stop_finishes_in_flight_requests_before_returning(tmp_path: Path) -> No
             socket.create_connection(("127.0.0.1", server.receivers.http.port), timeout=2)
 
 
+@pytest.mark.slow
 def test_slow_body_is_cut_off(tmp_path: Path) -> None:
     with running_receivers(tmp_path, socket_timeout=0.5, body_timeout=1.0) as server:
         with socket.create_connection(("127.0.0.1", server.receivers.http.port)) as client:

@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from store import DAY_NS, RetentionPass, RetentionSchedule, SpanWriter, connect, cutoff_for, retain
-from tests.test_receivers_common import running_receivers
-from tests.trace_builder import TraceBuilder, store
+from tests.support.receivers import running_receivers
+from tests.support.trace_builder import TraceBuilder, store
 
 NOW_S = 1_796_000_000.0  # 2026-11-30T06:53:20Z: a fixed "now" for the unit tests
 NOW_NS = int(NOW_S * 10**9)
@@ -217,6 +217,7 @@ def _blocks(path: Path) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+@pytest.mark.slow
 def test_freed_space_is_reused_by_new_spans(tmp_path: Path) -> None:
     """What DuckDB 2.0 does with the space, measured rather than assumed: retention's
     CHECKPOINT marks the blocks of the deleted rows free (it even adds blocks: the rewritten
@@ -249,6 +250,7 @@ def test_freed_space_is_reused_by_new_spans(tmp_path: Path) -> None:
     assert growth["retained"] < growth["control"] / 2, growth
 
 
+@pytest.mark.slow
 def test_ingestion_goes_on_while_retention_runs(tmp_path: Path) -> None:
     with running_receivers(tmp_path) as running:
         # 1 000 old traces of 5 spans, stored before the test's clients start.

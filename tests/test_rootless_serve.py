@@ -11,13 +11,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.test_conventions_calls import call_traces, finished_spans
+from tests.support.convention_traces import call_traces, finished_spans
 
 GRACE_SECONDS = 3.0  # longer than a turn's wait for commits (1 s)
 
@@ -37,6 +38,7 @@ def _until(predicate, seconds: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_serve_measures_a_rootless_trace_after_the_grace_period(
         tmp_path: Path, caplog) -> None:
     b, runs = call_traces()

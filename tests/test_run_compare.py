@@ -11,11 +11,17 @@ from dashboard import fmt
 from queries import reports, run_compare
 from queries.run_view import load_run
 from store import connect
-from tests.test_dashboard_pages import FILTERS, PARAMS, charts, open_page, sample  # noqa: F401
+from tests.support import ui
+from tests.support.apptest import FILTERS, PARAMS, charts, open_page
 
 
 def _runs(rows: list[tuple[str, str, str, float | None, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "agent", "outcome", "utilisation", "start"])
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return ui.sample_db(tmp_path_factory)
 
 
 def test_typical_run_is_the_lower_median_completed_run_of_the_agent() -> None:
@@ -113,7 +119,7 @@ def test_steps_match_by_key_and_occurrence() -> None:
 # ---- the page --------------------------------------------------------------------------
 
 @pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
 
@@ -154,6 +160,7 @@ def test_compare_page_shows_the_typical_run_and_the_queries_numbers(db: str) -> 
     assert at.query_params["run"] in (run_id, [run_id])
 
 
+@pytest.mark.slow
 def test_compare_page_with_a_chosen_run_by_deep_link(db: str) -> None:
     run_id, typical_id, _, _ = _exhausted_and_typical(db)
     con = connect(db, read_only=True)

@@ -92,6 +92,7 @@ def _outcomes(runs: list[dict]) -> Counter:
 # ---- reproducibility and format ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_arguments_regenerate_the_committed_sample(tmp_path: Path) -> None:
     out = tmp_path / "sample.jsonl.gz"
     assert generate.main(["--out", str(out)]) == 0

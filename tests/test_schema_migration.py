@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from store import SCHEMA_VERSION, SchemaError, SpanWriter, connect, migration_steps
-from tests.test_receivers_common import raw_request
+from tests.support.receivers import raw_request
 
 
 def _version_1_file(folder: Path, request: ExportTraceServiceRequest) -> Path:
@@ -114,7 +114,7 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
     """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
     from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
-    from tests.trace_builder import TraceBuilder
+    from tests.support.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=3)
     run = b.run(0, 1_000, 1_000)
@@ -171,7 +171,7 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
     from opentelemetry.trace import SpanKind
 
     from store import PendingDerivations, refresh_touched
-    from tests.trace_builder import TraceBuilder
+    from tests.support.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=5)
     run = b.run(0, 1_000, 1_000)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import httpx
+import pytest
 from budgetscope_sdk import REMAINING_HEADER, RunBudget, current_step
 from budgetscope_sdk.adapters.common import ToolPolicy
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport
@@ -20,7 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     FakeModel,
     HangingTool,
     HangState,
@@ -29,8 +31,7 @@ from tests.sdk_servers import (
     ScriptState,
     serve,
 )
-from tests.sdk_support import capture
-from tests.test_serve import start_serve, stop
+from tests.support.serve import start_serve, stop
 
 
 def tool_results(model: ModelState) -> list[dict]:
@@ -44,6 +45,7 @@ def openai_client(model_url: str) -> AsyncOpenAI:
                        http_client=httpx.AsyncClient(transport=AsyncBudgetTransport()))
 
 
+@pytest.mark.slow
 def test_openai_agents_tool_timeout_is_a_timed_out_result_from_the_slice() -> None:
     from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
     from budgetscope_sdk.adapters.openai_agents import budgeted_agent, run
@@ -95,6 +97,7 @@ def test_openai_agents_tool_timeout_is_a_timed_out_result_from_the_slice() -> No
     assert run_span.attributes["budget.run.outcome"] == "completed"
 
 
+@pytest.mark.slow
 def test_pydantic_ai_tools_and_model_run_as_budget_steps() -> None:
     from budgetscope_sdk.adapters.pydantic_ai import BudgetedModel, BudgetedToolset, run
     from pydantic_ai import Agent
@@ -170,6 +173,7 @@ def test_pydantic_ai_tool_refused_when_its_minimum_does_not_fit() -> None:
     assert spans.run().attributes["budget.run.outcome"] == "partial"
 
 
+@pytest.mark.slow
 def test_openai_agents_spans_are_annotated_and_each_call_is_one_step_in_budgetscope(
         tmp_path: Path) -> None:
     """With the Agents SDK's tracing on and BudgetTracingProcessor registered, each Agents SDK

@@ -24,7 +24,7 @@ from budgetscope_sdk import (
 )
 from opentelemetry import trace
 
-from tests.sdk_support import capture
+from tests.support.sdk_capture import capture
 
 SDK = Path(__file__).resolve().parent.parent / "sdk" / "budgetscope_sdk"
 

@@ -21,7 +21,8 @@ from budgetscope_sdk import (
 )
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     CommitThenDropProxy,
     CooperativeExport,
     CountingTool,
@@ -34,7 +35,6 @@ from tests.sdk_servers import (
     ProxyState,
     serve,
 )
-from tests.sdk_support import capture
 
 
 def test_hanging_tool_gets_an_honest_timed_out_result_and_no_open_transport() -> None:
@@ -73,6 +73,7 @@ def test_hanging_tool_gets_an_honest_timed_out_result_and_no_open_transport() ->
     assert spans.run().attributes["budget.run.outcome"] == "completed"
 
 
+@pytest.mark.slow
 def test_retry_after_timeout_replays_with_the_same_key_and_executes_once() -> None:
     spans = capture()
     ledger = LedgerState()
@@ -107,6 +108,7 @@ def test_retry_after_timeout_replays_with_the_same_key_and_executes_once() -> No
     assert {first["budget.idempotency_key"], second["budget.idempotency_key"]} == {intent.key}
 
 
+@pytest.mark.slow
 def test_cooperative_handler_stops_at_its_deadline_and_records_its_cancellation() -> None:
     spans = capture()
     export = ExportState(batches=200, batch_seconds=0.02, margin=0.1)
@@ -261,7 +263,7 @@ def test_event_hook_applies_the_slice_to_a_client_built_elsewhere() -> None:
 def test_hedged_read_wins_with_the_second_copy_and_cancels_the_first() -> None:
     from budgetscope_sdk import hedged_read
 
-    from tests.sdk_servers import ScriptedTool, ScriptState
+    from tests.support.sdk_servers import ScriptedTool, ScriptState
 
     spans = capture()
     script = ScriptState({"/quote": [(200, 3.0), (200, 0.01)]})  # the first call is the slow one
@@ -305,6 +307,7 @@ def test_a_run_bounded_by_its_deadline_is_exhausted_and_its_cleanup_timed() -> N
     assert cleanup.attributes["budget.cleanup_ms"] >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["hangs", "down"])
 def test_an_exporter_that_hangs_or_is_down_never_blocks_or_raises_in_the_agent(
         exporter: str) -> None:

@@ -14,6 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 
+# Installs from the package registry (tests/conftest.py skips it when that does not answer).
+pytestmark = pytest.mark.network
+
 PROBE = """
 import sys
 from importlib import metadata

@@ -25,6 +25,7 @@ from typing import Any
 
 import duckdb
 import httpx
+import pytest
 from budgetscope_sdk import BudgetExhausted, RunBudget, StepTimeout, current_step
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 from opentelemetry import context as otel_context
@@ -35,7 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
-from tests.sdk_servers import (
+from tests.support.sdk_servers import (
     CommitThenDropProxy,
     FakeModel,
     HangingTool,
@@ -52,7 +53,7 @@ from tests.sdk_servers import (
     _reply,
     serve,
 )
-from tests.test_serve import CLI, start_serve, stop
+from tests.support.serve import CLI, start_serve, stop
 
 AGENT = "billing-agent"
 TRICKLE_SLICE = 0.5
@@ -260,6 +261,7 @@ def report(db: Path, name: str) -> list[dict[str, Any]]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_budgetscope_matches_what_the_servers_and_the_agent_saw(tmp_path: Path) -> None:
     db = tmp_path / "agent.duckdb"
     truth = Truth()

@@ -28,9 +28,9 @@ from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTranspor
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-from tests.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
-from tests.sdk_support import capture
-from tests.trace_builder import open_db, store
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
+from tests.support.trace_builder import open_db, store
 
 
 def without_outcome(span: ReadableSpan) -> ReadableSpan:
@@ -53,6 +53,7 @@ def derived(tmp_path: Path, spans: list[ReadableSpan], name: str) -> dict[str, t
         con.close()
 
 
+@pytest.mark.slow
 def test_timeouts_handled_inside_steps_are_client_timeouts_and_writes_stay_uncertain(
         tmp_path: Path) -> None:
     """Three ways an agent keeps a timeout as a result; the server saw each request arrive."""
@@ -102,6 +103,7 @@ def test_timeouts_handled_inside_steps_are_client_timeouts_and_writes_stay_uncer
     assert derived(tmp_path, [without_outcome(s) for s in sent], "stripped") == expected
 
 
+@pytest.mark.slow
 def test_a_handled_503_is_an_upstream_error_as_under_a_plain_opentelemetry_tool_span(
         tmp_path: Path) -> None:
     spans = capture()
@@ -205,6 +207,7 @@ def test_run_sync_waits_no_longer_than_the_slice_and_the_thread_sees_the_step() 
     assert [e.name for e in legacy_span.events].count("budget.cleanup_abandoned") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
 def test_run_process_stops_the_whole_process_group_at_the_deadline() -> None:
     spans = capture()

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -59,6 +60,7 @@ def _value(any_value: Any) -> Any:
     return getattr(any_value, any_value.WhichOneof("value"))
 
 
+@pytest.mark.slow
 def test_the_example_agent_runs_and_exports_its_run() -> None:
     with otlp_receiver() as (endpoint, received):
         done = subprocess.run([sys.executable, "agent.py", "--otlp", endpoint], cwd=EXAMPLES,
@@ -84,6 +86,7 @@ def test_the_example_agent_runs_and_exports_its_run() -> None:
     assert ("subagent", "summariser", None, None) in steps  # a nested budget, not a run
 
 
+@pytest.mark.slow
 def test_the_example_agent_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     # MYPYPATH: the editable install of the SDK is an import hook that mypy cannot follow
     # (an installed wheel needs nothing).

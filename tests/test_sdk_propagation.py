@@ -19,8 +19,8 @@ from budgetscope_sdk.httpx_transport import BudgetTransport
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.sdk_servers import ScriptedTool, ScriptState, serve
-from tests.sdk_support import capture
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import ScriptedTool, ScriptState, serve
 
 
 def test_deadline_propagation_forms() -> None:

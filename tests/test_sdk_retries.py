@@ -13,7 +13,8 @@ import pytest
 from budgetscope_sdk import ManualClock, RetryBudget, RunBudget, Step, StepTimeout
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     CommitThenDropProxy,
     LedgerService,
     LedgerState,
@@ -22,7 +23,6 @@ from tests.sdk_servers import (
     ScriptState,
     serve,
 )
-from tests.sdk_support import capture
 
 
 def declined(spans: Any) -> list[str]:
@@ -46,6 +46,7 @@ def test_a_retry_after_that_does_not_fit_declines_the_retry() -> None:
     assert [s["budget.step.kind"] for s in spans.steps()] == ["tool"]
 
 
+@pytest.mark.slow
 def test_a_retry_after_that_fits_is_waited_for() -> None:
     spans = capture()
     script = ScriptState({"/quote": [(503, 0.0, {"Retry-After": "1"}), (200, 0.0)]})
@@ -133,6 +134,7 @@ def test_a_timed_out_write_is_read_back_not_re_sent_to_a_server_that_does_not_de
     assert kinds == [("tool", "client_timeout", None), ("reconcile", "ok", "landed")]
 
 
+@pytest.mark.slow
 def test_a_write_that_did_not_land_is_re_sent_with_its_key() -> None:
     spans = capture()
     ledger = LedgerState(dedupe=False, hang_first=1)  # the first request is lost before work
@@ -157,6 +159,7 @@ def test_a_write_that_did_not_land_is_re_sent_with_its_key() -> None:
     assert kinds[1] == ("reconcile", "not_landed")
 
 
+@pytest.mark.slow
 def test_without_a_read_back_an_uncertain_write_is_not_re_sent() -> None:
     spans = capture()
     ledger = LedgerState(dedupe=False)

@@ -26,7 +26,8 @@ from budgetscope_sdk.httpx_transport import (
     response_hook,
 )
 
-from tests.sdk_servers import (
+from tests.support.sdk_capture import capture
+from tests.support.sdk_servers import (
     CountingTool,
     CountState,
     ScriptedTool,
@@ -35,7 +36,6 @@ from tests.sdk_servers import (
     TrickleTool,
     serve,
 )
-from tests.sdk_support import capture
 
 SLICE = 0.5
 # The server sends one byte every 100 ms for 3 s: each byte resets a per-read timeout, so only a
@@ -51,6 +51,7 @@ def _cut_short(state: TrickleState) -> None:
     assert sent < state.size // 2, state.sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", ["body", "headers"])
 def test_sync_transport_ends_a_trickling_exchange_at_the_slice(part: str) -> None:
     spans = capture()
@@ -67,6 +68,7 @@ def test_sync_transport_ends_a_trickling_exchange_at_the_slice(part: str) -> Non
     assert step["budget.outcome"] == "client_timeout"
 
 
+@pytest.mark.slow
 def test_call_tool_through_the_transport_ends_a_trickle_and_returns_timed_out() -> None:
     spans = capture()
     state = TrickleState(**TRICKLE)
@@ -81,6 +83,7 @@ def test_call_tool_through_the_transport_ends_a_trickle_and_returns_timed_out() 
     assert step["budget.outcome"] == "client_timeout"
 
 
+@pytest.mark.slow
 def test_async_transport_ends_a_trickle_without_call_run() -> None:
     spans = capture()
     state = TrickleState(**TRICKLE)
@@ -196,6 +199,7 @@ def test_a_connection_never_made_leaves_the_write_never_sent() -> None:
     assert (step["budget.outcome"], step["budget.effect_status"]) == ("upstream_error", "none")
 
 
+@pytest.mark.slow
 def test_event_hooks_bound_a_client_built_elsewhere_and_record_its_responses() -> None:
     spans = capture()
     counter = CountState()

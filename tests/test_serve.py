@@ -3,81 +3,34 @@ SIGTERM stops it cleanly, and kill -9 loses nothing that was acknowledged (issue
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import grpc
 import pyarrow as pa
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+import pytest
 
 from store import connect, serve_sidecar_path
-from tests.test_receivers_common import raw_request
-
-CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-START_TIMEOUT = 90  # seconds; imports are slow on a loaded 2-core machine
-
-
-def start_serve(db: Path, *flags: str, token: str | None = None
-                ) -> tuple[subprocess.Popen[str], dict]:
-    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
-    if token:
-        env["BUDGETSCOPE_TOKEN"] = token
-    process = subprocess.Popen(
-        [*CLI, "--db", str(db), "serve", "--otlp-http-port", "0", "--otlp-grpc-port", "0",
-         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    sidecar = serve_sidecar_path(db)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited {process.returncode}: {process.stderr.read()}")
-        try:
-            announced = json.loads(sidecar.read_text())
-        except (OSError, ValueError):
-            announced = None
-        if announced and announced.get("pid") == process.pid:
-            return process, announced
-        time.sleep(0.1)
-    process.kill()
-    raise AssertionError("serve did not start in time")
+from tests.support.receivers import raw_request
+from tests.support.serve import (
+    CLI,
+    START_TIMEOUT,
+    post,
+    start_serve,
+    stop,
+    stored,
+    stream_grpc,
+    stream_http,
+)
 
 
-def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=60)
-    return process.returncode, out, err
-
-
-def post(endpoint: str, body: bytes, token: str | None = None) -> int:
-    headers = {"Content-Type": "application/x-protobuf"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        with urllib.request.urlopen(urllib.request.Request(endpoint, data=body, headers=headers),
-                                    timeout=30) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-def stored(db: Path, sql: str = "SELECT count(*) FROM spans") -> int:
-    con = connect(db)
-    try:
-        return int(con.execute(sql).fetchone()[0])
-    finally:
-        con.close()
-
-
+@pytest.mark.slow
 def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> None:
     db = tmp_path / "served.duckdb"
     process, announced = start_serve(db, "--no-ui")
@@ -109,50 +62,15 @@ def test_serve_owns_the_file_names_itself_and_stops_cleanly(tmp_path: Path) -> N
     assert stored(db) == 7
 
 
-def _stream(endpoint: str, acknowledged: list[tuple[str, str]], stop: threading.Event) -> None:
-    """Send 64-span requests until the server dies; remember the spans of every 200."""
-    url = endpoint.removeprefix("http://")
-    host, _, rest = url.partition(":")
-    port, _, path = rest.partition("/")
-    while not stop.is_set():
-        request = raw_request(64)
-        connection = http.client.HTTPConnection(host, int(port), timeout=30)
-        try:
-            connection.request("POST", "/" + path, body=request.SerializeToString(),
-                               headers={"Content-Type": "application/x-protobuf"})
-            if connection.getresponse().status != 200:
-                continue
-        except OSError:
-            return  # the server is gone
-        finally:
-            connection.close()
-        spans = request.resource_spans[0].scope_spans[0].spans
-        acknowledged.extend((s.trace_id.hex(), s.span_id.hex()) for s in spans)
-
-
-def _stream_grpc(target: str, acknowledged: list[tuple[str, str]],
-                 stop: threading.Event) -> None:
-    with grpc.insecure_channel(target) as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=None,
-                                     response_deserializer=ExportTraceServiceResponse.FromString)
-        while not stop.is_set():
-            request = raw_request(64)
-            try:
-                export(request.SerializeToString(), timeout=30)
-            except grpc.RpcError:
-                return
-            spans = request.resource_spans[0].scope_spans[0].spans
-            acknowledged.extend((s.trace_id.hex(), s.span_id.hex()) for s in spans)
-
-
+@pytest.mark.slow
 def test_kill_9_loses_no_acknowledged_span(tmp_path: Path) -> None:
     db = tmp_path / "crash.duckdb"
     process, announced = start_serve(db, "--no-ui")
     acknowledged: list[tuple[str, str]] = []
     stop_sending = threading.Event()
-    clients = [threading.Thread(target=_stream, args=(announced["otlp_http"], acknowledged,
+    clients = [threading.Thread(target=stream_http, args=(announced["otlp_http"], acknowledged,
                                                       stop_sending)) for _ in range(3)]
-    clients.append(threading.Thread(target=_stream_grpc, args=(
+    clients.append(threading.Thread(target=stream_grpc, args=(
         announced["otlp_grpc"], acknowledged, stop_sending)))
     for client in clients:
         client.start()
@@ -195,6 +113,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
     db = tmp_path / "ui.duckdb"
     ui_port = _free_port()

@@ -11,13 +11,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.ops_traces import ops_runs
-from tests.prometheus_parser import parse
-from tests.test_receivers_common import raw_request
-from tests.test_serve import start_serve, stop, stored
+from tests.support.ops_traces import ops_runs
+from tests.support.prometheus_parser import parse
+from tests.support.receivers import raw_request
+from tests.support.serve import start_serve, stop, stored
 
 TOKEN = "s3cret-token-value"
 MINUTE_NS = 60 * 10**9
@@ -36,6 +37,7 @@ def fetch(url: str, token: str | None = None, body: bytes | None = None,
         return error.code, error.read().decode()
 
 
+@pytest.mark.slow
 def test_serve_logs_json_serves_health_and_metrics_and_applies_retention(tmp_path: Path
                                                                          ) -> None:
     db = tmp_path / "ops.duckdb"

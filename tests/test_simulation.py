@@ -35,7 +35,7 @@ from simulation.fit import (
 )
 from simulation.policy import PolicyError, SimulationPolicy, parse_duration_ms
 from simulation.replay import prepare, replay
-from tests.trace_builder import TraceBuilder, open_db, store
+from tests.support.trace_builder import TraceBuilder, open_db, store
 
 
 def _tool(b: TraceBuilder, run, kind: str, name: str, start: float, end: float,  # noqa: ANN001

@@ -42,6 +42,10 @@ from simulation.data import simulate
 from simulation.policy import SimulationPolicy
 from store import connect
 
+# slow, left out of make test-fast: its module fixture generates and replays whole worlds
+# (18 s of set-up on 2 loaded cores).
+pytestmark = pytest.mark.slow
+
 RUNS = 500  # ~7 s to generate and ingest per policy on 2 busy cores
 SEED = 11
 CAP_FACTOR, BUDGET_FACTOR = 0.5, 0.75

@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.test_hostile_output import ESCAPES, _db
-from tests.test_serve import start_serve, stop
+from tests.support.hostile_names import ESCAPES, hostile_names_db
+from tests.support.serve import start_serve, stop
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 # What a terminal acts on, once the pty's own CR before each LF is set aside.
@@ -76,7 +76,7 @@ COMMANDS = [
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
-    db, run_ids = _db(tmp_path_factory.mktemp("terminal"))
+    db, run_ids = hostile_names_db(tmp_path_factory.mktemp("terminal"))
     import duckdb
     con = duckdb.connect(db)
     try:  # a declaration stored before names were checked
@@ -86,6 +86,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
     return db, run_ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments", COMMANDS, ids=[" ".join(c[:2]) for c in COMMANDS])
 def test_on_the_file_a_terminal_receives_nothing_it_acts_on(hostile, arguments) -> None:
     db, _ = hostile
@@ -111,6 +112,7 @@ def test_a_pipe_keeps_the_data(hostile) -> None:
     assert piped.stdout == CliRunner().invoke(cli, ["--db", db, "report", "runs"]).stdout_bytes
 
 
+@pytest.mark.slow
 def test_through_the_server_a_terminal_receives_nothing_it_acts_on(hostile, tmp_path: Path
                                                                     ) -> None:
     db, run_ids = hostile

@@ -25,9 +25,9 @@ from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
-from tests.browser import support
-from tests.test_dashboard_access import TOKEN, tiny_db
-from tests.test_receivers_common import raw_request
+from tests.support import ui
+from tests.support.receivers import raw_request
+from tests.support.ui import TOKEN, tiny_db
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -141,9 +141,9 @@ def test_wrong_tokens_on_the_grpc_port_are_paced(receivers: Receivers) -> None:
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
     db = tiny_db(tmp_path_factory.mktemp("token-guards") / "tiny.duckdb")
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "tokens.log",
+    app = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "tokens.log",
                             extra_args=("--token", TOKEN))
     yield app
     app.stop()
@@ -165,7 +165,7 @@ def _get(port: int, path: str, source: str = "127.0.0.1", method: str = "GET",
 
 @pytest.mark.parametrize("path", ["/%09/evil.example/", "/%0A/evil.example/", "/%0D%0A/evil",
                                   "/%5C%5Cevil.example/", "//evil.example/", "/%5C/evil"])
-def test_the_redirect_after_the_token_stays_on_this_server(dashboard: support.Dashboard,
+def test_the_redirect_after_the_token_stays_on_this_server(dashboard: ui.Dashboard,
                                                            path: str) -> None:
     status, headers = _get(dashboard.port, f"{path}?token={TOKEN}", source="127.0.0.3")
     assert status == 303
@@ -176,7 +176,7 @@ def test_the_redirect_after_the_token_stays_on_this_server(dashboard: support.Da
     assert urlsplit(f"http://127.0.0.1{browsed}").hostname == "127.0.0.1"
 
 
-def test_the_login_form_keeps_an_encoded_path(dashboard: support.Dashboard) -> None:
+def test_the_login_form_keeps_an_encoded_path(dashboard: ui.Dashboard) -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded",
             "Origin": f"http://127.0.0.1:{dashboard.port}"}
     status, headers = _get(dashboard.port, "/_budgetscope/login", "127.0.0.3", "POST",
@@ -184,7 +184,7 @@ def test_the_login_form_keeps_an_encoded_path(dashboard: support.Dashboard) -> N
     assert status == 303 and headers["location"] == "/a%20b?range=all"
 
 
-def test_wrong_tokens_on_the_dashboard_are_paced(dashboard: support.Dashboard) -> None:
+def test_wrong_tokens_on_the_dashboard_are_paced(dashboard: ui.Dashboard) -> None:
     source = "127.0.0.4"
     answers = [_get(dashboard.port, f"/?token=wrong-{n:012d}", source)[0]
                for n in range(BURST)]

@@ -31,6 +31,7 @@ def _start(tmp_path: Path, *args: str, env_token: str | None = None
 SERVE = ("serve", "--no-ui", "--otlp-http-port", "0", "--otlp-grpc-port", "0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("token", "says"), [
     ("", "the token is empty"),
     ("   ", "the token is empty"),

@@ -12,11 +12,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser import support
-from tests.test_dashboard_access import TOKEN, tiny_db
+from tests.support import ui
+from tests.support.ui import TOKEN, tiny_db
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = support.CHROMIUM
+CHROMIUM = ui.CHROMIUM
 TIMEOUT_MS = 90_000
 LABEL = 'say "hi" & <b>bold</b>'
 
@@ -28,15 +28,15 @@ def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         # Every name resolves to 127.0.0.1 in this browser: what DNS rebinding achieves.
         instance = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            *support.CHROMIUM_ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
+            *ui.CHROMIUM_ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
         yield instance
         instance.close()
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
     db = tiny_db(tmp_path_factory.mktemp("browser-access") / "tiny.duckdb")
-    dashboard = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "access.log",
+    dashboard = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "access.log",
                                   extra_args=("--token", TOKEN))
     yield dashboard
     dashboard.stop()
@@ -54,7 +54,7 @@ def page(browser: object) -> Iterator[object]:
     context.close()
 
 
-def test_no_token_shows_only_the_login_page(app: support.Dashboard, page: object) -> None:
+def test_no_token_shows_only_the_login_page(app: ui.Dashboard, page: object) -> None:
     response = page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
     assert response.status == 401
     assert "needs the token" in page.locator("body").inner_text()  # type: ignore[attr-defined]
@@ -62,20 +62,20 @@ def test_no_token_shows_only_the_login_page(app: support.Dashboard, page: object
     assert not page.sockets  # type: ignore[attr-defined]
 
 
-def test_token_once_then_the_cookie_opens_every_page(app: support.Dashboard,
+def test_token_once_then_the_cookie_opens_every_page(app: ui.Dashboard,
                                                       page: object) -> None:
     page.goto(f"{app.url}/attribution?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    support.settle(page, 2)
+    ui.settle(page, 2)
     assert "token" not in urlsplit(page.url).query  # type: ignore[attr-defined]
     assert page.locator("[data-testid=stMain] h1").first.inner_text().strip() == "Attribution"  # type: ignore[attr-defined]
     # A fresh page load in the same browser: no token in the URL, the cookie does it.
     page.goto(f"{app.url}/failures?range=all")  # type: ignore[attr-defined]
-    support.settle(page, 2)
+    ui.settle(page, 2)
     assert page.sockets and all(  # type: ignore[attr-defined]
         not socket.is_closed() for socket in page.sockets[-1:])  # type: ignore[attr-defined]
     # Chart labels show the name as typed: no `&quot;`, no bold markup.
     page.goto(f"{app.url}/attribution?range=all")  # type: ignore[attr-defined]
-    support.settle(page, 2)
+    ui.settle(page, 2)
     texts = page.evaluate(  # type: ignore[attr-defined]
         "Array.from(document.querySelectorAll('.js-plotly-plot text'))"
         ".map(t => t.textContent)")
@@ -84,30 +84,30 @@ def test_token_once_then_the_cookie_opens_every_page(app: support.Dashboard,
     assert not any("&quot;" in text or "&amp;" in text for text in texts), texts
 
 
-def test_the_login_form_opens_the_dashboard(app: support.Dashboard, page: object) -> None:
+def test_the_login_form_opens_the_dashboard(app: ui.Dashboard, page: object) -> None:
     page.goto(f"{app.url}/failures?range=all")  # type: ignore[attr-defined]
     page.fill("#token", "wrong")  # type: ignore[attr-defined]
     page.click("button[type=submit]")  # type: ignore[attr-defined]
     assert "That token is not this dashboard's" in page.locator("body").inner_text()  # type: ignore[attr-defined]
     page.fill("#token", TOKEN)  # type: ignore[attr-defined]
     page.click("button[type=submit]")  # type: ignore[attr-defined]
-    support.settle(page, 2)
+    ui.settle(page, 2)
     assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
 
 
-def test_a_rebound_name_is_refused(app: support.Dashboard, page: object) -> None:
+def test_a_rebound_name_is_refused(app: ui.Dashboard, page: object) -> None:
     """The attacker's page, on a name that resolves to 127.0.0.1, even with the token."""
     response = page.goto(f"http://rebind.evil.example:{app.port}/?token={TOKEN}")  # type: ignore[attr-defined]
     assert response.status == 403
     assert "DNS rebinding" in page.locator("body").inner_text()  # type: ignore[attr-defined]
 
 
-def test_the_pages_ask_nothing_of_the_outside(app: support.Dashboard, page: object) -> None:
+def test_the_pages_ask_nothing_of_the_outside(app: ui.Dashboard, page: object) -> None:
     page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    support.settle(page, 1)
+    ui.settle(page, 1)
     for path in ("attribution?range=all", "failures?range=all", "weekly?range=all"):
         page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
-        support.settle(page)
+        ui.settle(page)
     page.wait_for_timeout(2000)  # type: ignore[attr-defined]  # late fetches (favicon, metrics)
     outside = [url for url in page.requests  # type: ignore[attr-defined]
                if not url.startswith((app.url + "/", "data:", "blob:"))]
@@ -150,13 +150,13 @@ _OPEN_SOCKET = """url => new Promise(done => {
 })"""
 
 
-def test_another_origin_cannot_open_the_websocket(app: support.Dashboard, page: object,
+def test_another_origin_cannot_open_the_websocket(app: ui.Dashboard, page: object,
                                                   other_site: str) -> None:
     """Signed in (the cookie is sent to 127.0.0.1 whatever the port), a page of another
     origin still cannot drive the dashboard: its Origin is not the dashboard's."""
     stream = f"ws://127.0.0.1:{app.port}/_stcore/stream"
     page.goto(f"{app.url}/?range=all&token={TOKEN}")  # type: ignore[attr-defined]
-    support.settle(page, 1)
+    ui.settle(page, 1)
     assert page.evaluate(_OPEN_SOCKET, stream) == "open"  # type: ignore[attr-defined]
     page.goto(other_site)  # type: ignore[attr-defined]
     assert page.evaluate(_OPEN_SOCKET, stream) == "refused"  # type: ignore[attr-defined]

@@ -8,26 +8,21 @@ from contextlib import closing
 from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
+import pytest
 
 from queries import reports, run_compare
 from queries.filters import Filters
 from store import connect
-from tests.browser import support
-from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
-    CHROMIUM,
-    QUERY,
-    TIMEOUT_MS,
-    exhausted_run,
-    heading,
-    page,
-    pytestmark,
-    shoot,
-)
+from tests.support import ui
+
+pytestmark = pytest.mark.skipif(not ui.CHROMIUM.exists(), reason="needs Debian's chromium")
+QUERY = ui.QUERY
+TIMEOUT_MS = 90_000
 
 
 def _typical_and_another(db: str, run_id: str) -> tuple[str, str]:
     with closing(connect(db, read_only=True)) as con:
-        runs = reports.runs(con, Filters.parse(support.SINCE, support.UNTIL))
+        runs = reports.runs(con, Filters.parse(ui.SINCE, ui.UNTIL))
         agent = runs.set_index("run_id").loc[run_id, "agent"]
         start = runs.set_index("run_id").loc[run_id, "start"]
         # around the run's own start, as the page looks for it (not the sidebar's range)
@@ -40,19 +35,19 @@ def _typical_and_another(db: str, run_id: str) -> tuple[str, str]:
     return typical, another
 
 
-def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # noqa: F811
-                                            page: object) -> None:  # noqa: F811
-    run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
+def test_comparison_opens_from_the_run_view(sample_app: ui.Dashboard,
+                                            page: object) -> None:
+    run_id = ui.exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     typical, another = _typical_and_another(sample_app.db, run_id)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
-    support.settle(page, charts=1)
+    ui.settle(page, charts=1)
     page.get_by_role("link", name="Compare with a typical run of this agent").click()  # type: ignore[attr-defined]
     page.wait_for_url("**/compare?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, charts=1)
-    assert heading(page) == "Compare runs"
+    ui.settle(page, charts=1)
+    assert ui.heading(page) == "Compare runs"
     query = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
     assert query["run"] == [run_id] and "with" not in query
-    assert query["since"] == [support.SINCE]  # the filters came along
+    assert query["since"] == [ui.SINCE]  # the filters came along
     main = page.locator("[data-testid=stMain]")  # type: ignore[attr-defined]
     text = main.inner_text()
     assert f"against the typical run {typical}" in text
@@ -72,12 +67,12 @@ def test_comparison_opens_from_the_run_view(sample_app: support.Dashboard,  # no
         timeout=TIMEOUT_MS)
     tooltip = hover.first.text_content() or ""
     assert "step(s)" in tooltip and "consumption" in tooltip, tooltip
-    shoot(page, "compare-typical")
+    ui.shoot(page, "compare-typical")
 
     # A deep link naming the other run compares with that one.
     page.goto(f"{sample_app.url}/compare?{QUERY}&run={run_id}&with={another}")  # type: ignore[attr-defined]
-    support.settle(page, charts=1)
+    ui.settle(page, charts=1)
     text = page.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
     assert f"against the chosen run {another}" in text
     assert parse_qs(urlsplit(page.url).query)["with"] == [another]  # type: ignore[attr-defined]
-    shoot(page, "compare-chosen")
+    ui.shoot(page, "compare-chosen")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, urlsplit
@@ -18,13 +17,12 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from store import connect
-from tests.browser import support
-from tests.trace_builder import TraceBuilder, store
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, store
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
-CHROMIUM = support.CHROMIUM
-SHOTS = support.REPO / "test-artifacts" / "screenshots"
-QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+CHROMIUM = ui.CHROMIUM
+QUERY = ui.QUERY
 # page path -> Plotly charts drawn on it (the utilisation CDF sits in a hidden tab)
 PAGES = {"": 3, "attribution": 3, "failures": 3, "utilisation": 3, "reconciliation": 2,
          "weekly": 0, "simulate": 2}
@@ -33,55 +31,22 @@ TIMEOUT_MS = 90_000
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
 
-@pytest.fixture()
-def page(browser: object) -> Iterator[object]:
-    # Tall viewport: Streamlit scrolls an inner container, so a full-page screenshot only
-    # holds what fits the window.
-    context = browser.new_context(viewport={"width": 1400, "height": 3200},  # type: ignore[attr-defined]
-                                  accept_downloads=True)
-    tab = context.new_page()
-    dialogs: list[str] = []
-    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    tab.dialogs = dialogs
-    yield tab
-    context.close()
-
-
-def shoot(tab: object, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
-
-
-def heading(tab: object) -> str:
-    return tab.locator("[data-testid=stMain] h1").first.inner_text().strip()  # type: ignore[attr-defined]
-
-
-def exhausted_run(db: str) -> str:
-    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
-                                      "--until", support.UNTIL, "--format", "json"])
-    assert result.exit_code == 0, result.output
-    import json
-
-    runs = json.loads(result.output)
-    return next(r["run_id"] for r in runs if r["exhausted"] is True)
-
-
 @pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_its_charts(sample_app: support.Dashboard, page: object,
+def test_every_page_renders_its_charts(sample_app: ui.Dashboard, page: object,
                                        path: str) -> None:
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, PAGES[path])
+    ui.settle(page, PAGES[path])
     assert page.locator(".js-plotly-plot").count() >= PAGES[path]  # type: ignore[attr-defined]
-    shoot(page, path or "overview")
+    ui.shoot(page, path or "overview")
     assert not page.dialogs  # type: ignore[attr-defined]
 
 
-def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: support.Dashboard,
+def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: ui.Dashboard,
                                                           page: object) -> None:
     """The page's HTML carries modulepreload hints (dashboard/page_hints.py) for the very files
     the charts and tables then import, so one download serves both, at the start of the visit."""
     page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, PAGES[""])
+    ui.settle(page, PAGES[""])
     hints = page.evaluate(  # type: ignore[attr-defined]
         "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
         ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
@@ -93,13 +58,13 @@ def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: support.Da
     assert sorted(fetched) == sorted(hints)  # each fetched once, by the name in the hint
 
 
-def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: support.Dashboard,
+def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dashboard,
                                                              page: object) -> None:
     """Runs draws tables only: its HTML hints the table code, not the 4.7 MB chart code, and a
     first visit fetches no chart code at all."""
     page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, 0)
-    assert heading(page) == "Runs"
+    ui.settle(page, 0)
+    assert ui.heading(page) == "Runs"
     hints = page.evaluate(  # type: ignore[attr-defined]
         "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
         ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
@@ -112,48 +77,48 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: support
 
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
 def test_a_page_address_connects_at_once_and_navigates_from_there(
-        sample_app: support.Dashboard, page: object, path: str) -> None:
+        sample_app: ui.Dashboard, page: object, path: str) -> None:
     """Told where its server is (dashboard/page_hints.py), the client never asks the page's
     address for Streamlit's endpoints (`/attribution/_stcore/health`, a 404 and a retry), and
     the sidebar's links from there lead to the pages at the root, not under the page."""
     asked: list[str] = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, 3 if path == "attribution" else 0)
-    assert heading(page) == ("Attribution" if path == "attribution" else "Runs")
+    ui.settle(page, 3 if path == "attribution" else 0)
+    assert ui.heading(page) == ("Attribution" if path == "attribution" else "Runs")
     assert "/_stcore/health" in asked and "/_stcore/host-config" in asked
     assert [p for p in asked if "/_stcore/" in p and not p.startswith("/_stcore/")] == []
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     nav.get_by_text("Failures", exact=True).click()
     page.wait_for_url(re.compile(r"/failures\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, PAGES["failures"])
-    assert heading(page) == "Failures"
+    ui.settle(page, PAGES["failures"])
+    assert ui.heading(page) == "Failures"
     assert urlsplit(page.url).path == "/failures"  # type: ignore[attr-defined]
-    assert parse_qs(urlsplit(page.url).query)["since"] == [support.SINCE]  # type: ignore[attr-defined]
+    assert parse_qs(urlsplit(page.url).query)["since"] == [ui.SINCE]  # type: ignore[attr-defined]
 
 
-def test_run_view_by_deep_link(sample_app: support.Dashboard, page: object) -> None:
-    run_id = exhausted_run(sample_app.db)  # type: ignore[attr-defined]
+def test_run_view_by_deep_link(sample_app: ui.Dashboard, page: object) -> None:
+    run_id = ui.exhausted_run(sample_app.db)  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/run?{QUERY}&run={run_id}")  # type: ignore[attr-defined]
-    support.settle(page, 1)
-    assert heading(page) == "Run view"
+    ui.settle(page, 1)
+    assert ui.heading(page) == "Run view"
     assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
-    shoot(page, "run")
+    ui.shoot(page, "run")
     # A link to the root with ?run= (pasted into a chat) opens the same view.
     page.goto(f"{sample_app.url}/?run={run_id}")  # type: ignore[attr-defined]
-    support.settle(page, 1)
-    assert heading(page) == "Run view"
+    ui.settle(page, 1)
+    assert ui.heading(page) == "Run view"
     assert urlsplit(page.url).path.endswith("/run")  # type: ignore[attr-defined]
 
 
-def test_overview_typed_by_hand_forwards_to_the_root(sample_app: support.Dashboard,
+def test_overview_typed_by_hand_forwards_to_the_root(sample_app: ui.Dashboard,
                                                     page: object) -> None:
     page.goto(f"{sample_app.url}/overview?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, 3)
-    assert heading(page) == "Overview"
+    ui.settle(page, 3)
+    assert ui.heading(page) == "Overview"
     params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
-    assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
+    assert params["since"] == [ui.SINCE] and params["agent"] == ["support-agent"]
 
 
 def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
@@ -163,10 +128,10 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
     builder.span("first run", 0, 1_000, attributes={"budget.total_ms": 5_000})
     with closing(connect(db)) as con:
         store(con, builder.finished())
-    app = support.Dashboard(db, tmp_path / "growing.log", refresh_seconds=1)
+    app = ui.Dashboard(db, tmp_path / "growing.log", refresh_seconds=1)
     try:
         page.goto(f"{app.url}/?range=all")  # type: ignore[attr-defined]
-        support.settle(page)
+        ui.settle(page)
         sidebar = page.locator('[data-testid="stSidebar"]')  # type: ignore[attr-defined]
         assert "runs   1" in sidebar.inner_text()
         more = TraceBuilder(seed=8)
@@ -180,7 +145,7 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
         page.wait_for_function(  # type: ignore[attr-defined]
             "() => document.querySelector('[data-testid=stSidebar]').innerText"
             ".includes('runs   3')", timeout=30_000)
-        support.settle(page)
+        ui.settle(page)
     finally:
         app.stop()
 
@@ -193,8 +158,8 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
     selectboxes back at their first option, and the redraw then showed "Last 24 hours" and all
     agents (found by bench_dashboard's navigation). The timing varies, so three tabs try it."""
     db = tmp_path / "growing.duckdb"
-    shutil.copyfile(support.sample_db(tmp_path_factory), db)
-    app = support.Dashboard(str(db), tmp_path / "growing.log", refresh_seconds=1)
+    shutil.copyfile(ui.sample_db(tmp_path_factory), db)
+    app = ui.Dashboard(str(db), tmp_path / "growing.log", refresh_seconds=1)
     query = f"{QUERY}&agent=support-agent"
     try:
         for attempt in range(3):
@@ -204,7 +169,7 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
             tab.locator('[data-testid="stSidebarNav"]').get_by_text(
                 "Overview", exact=True).click()
             tab.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)
-            support.settle(tab, PAGES[""])
+            ui.settle(tab, PAGES[""])
             sidebar_before = tab.locator('[data-testid="stSidebar"]').inner_text()
             tab.wait_for_timeout(2_500)  # the watcher's timer runs
             more = TraceBuilder(seed=8 + attempt, service="support-agent")
@@ -214,76 +179,76 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
             tab.wait_for_function(
                 "(before) => document.querySelector('[data-testid=stSidebar]').innerText"
                 " !== before", arg=sidebar_before, timeout=30_000)
-            support.settle(tab)
+            ui.settle(tab)
             assert parse_qsl(urlsplit(tab.url).query) == parse_qsl(query), attempt
             shown = {label: tab.locator(
                 f'[data-testid="stSidebar"] input[aria-label="{label}"]').input_value()
                 for label in ("Time range", "Agent")}
             assert shown == {"Time range": "Custom (UTC)", "Agent": "support-agent"}, attempt
-            assert heading(tab) == "Overview"
+            assert ui.heading(tab) == "Overview"
             context.close()
     finally:
         app.stop()
 
 
-def test_navigation_keeps_the_filters(sample_app: support.Dashboard, page: object) -> None:
+def test_navigation_keeps_the_filters(sample_app: ui.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
-    support.settle(page, 3)
+    ui.settle(page, 3)
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     for title, path in (("Attribution", "attribution"), ("Failures", "failures"),
                         ("Weekly report", "weekly"), ("Overview", "")):
         nav.get_by_text(title, exact=True).click()
         page.wait_for_url(re.compile(rf"/{path}\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-        support.settle(page)
-        assert heading(page) == title
+        ui.settle(page)
+        assert ui.heading(page) == title
         params = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
-        assert params["since"] == [support.SINCE] and params["agent"] == ["support-agent"]
+        assert params["since"] == [ui.SINCE] and params["agent"] == ["support-agent"]
 
 
-def test_run_opens_from_the_overview_list(sample_app: support.Dashboard, page: object) -> None:
+def test_run_opens_from_the_overview_list(sample_app: ui.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, 3)
+    ui.settle(page, 3)
     page.get_by_text("Open this run").click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, 1)
-    assert heading(page) == "Run view"
+    ui.settle(page, 1)
+    assert ui.heading(page) == "Run view"
     run_id = parse_qs(urlsplit(page.url).query)["run"][0]  # type: ignore[attr-defined]
     assert run_id in page.locator("body").inner_text()  # type: ignore[attr-defined]
     # Selecting a row of the list (the table is a canvas: click its first row's marker) opens
     # that run too, once: back on the overview, it stays there.
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, 3)
+    ui.settle(page, 3)
     grid = page.locator('[data-testid="stDataFrame"]').first  # type: ignore[attr-defined]
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/run\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, 1)
-    assert heading(page) == "Run view"
+    ui.settle(page, 1)
+    assert ui.heading(page) == "Run view"
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview", exact=True).click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page, 3)
-    assert heading(page) == "Overview"
+    ui.settle(page, 3)
+    assert ui.heading(page) == "Overview"
 
 
-def test_weekly_csv_download_equals_the_cli(sample_app: support.Dashboard, page: object) -> None:
+def test_weekly_csv_download_equals_the_cli(sample_app: ui.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/weekly?{QUERY}&agent=support-agent")  # type: ignore[attr-defined]
-    support.settle(page)
+    ui.settle(page)
     with page.expect_download(timeout=TIMEOUT_MS) as download:  # type: ignore[attr-defined]
         page.get_by_text("Download CSV").click()  # type: ignore[attr-defined]
     downloaded = Path(download.value.path()).read_bytes()
     cli_output = CliRunner().invoke(cli, [
-        "--db", sample_app.db, "report", "weekly", "--since", support.SINCE,  # type: ignore[attr-defined]
-        "--until", support.UNTIL, "--agent", "support-agent"]).stdout_bytes
+        "--db", sample_app.db, "report", "weekly", "--since", ui.SINCE,  # type: ignore[attr-defined]
+        "--until", ui.UNTIL, "--agent", "support-agent"]).stdout_bytes
     assert downloaded == cli_output
     assert downloaded.startswith(b"week,agent,runs,")
 
 
 def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactory,
                                          page: object) -> None:
-    db = support.hostile_db(tmp_path_factory)
-    app = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "hostile.log")
+    db = ui.hostile_db(tmp_path_factory)
+    app = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "hostile.log")
     try:
         result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--format", "json"])
         import json
@@ -292,11 +257,11 @@ def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactor
         for path, charts in ((f"run?range=all&run={run_id}", 1), ("attribution?range=all", 2),
                              ("failures?range=all", 2), ("?range=all", 2)):
             page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
-            support.settle(page, charts)
+            ui.settle(page, charts)
             body = page.locator("body").inner_text()  # type: ignore[attr-defined]
             if path.startswith("run"):
-                assert support.HOSTILE_IMG in body and support.HOSTILE_LINK in body
-                shoot(page, "hostile-run")
+                assert ui.HOSTILE_IMG in body and ui.HOSTILE_LINK in body
+                ui.shoot(page, "hostile-run")
             assert page.locator('img[src="x"]').count() == 0  # type: ignore[attr-defined]
             assert page.locator('a[href^="javascript"]').count() == 0  # type: ignore[attr-defined]
             assert page.locator("script:text('alert(2)')").count() == 0  # type: ignore[attr-defined]
@@ -307,7 +272,7 @@ def test_hostile_span_names_show_as_text(tmp_path_factory: pytest.TempPathFactor
 
 def _long_runs_db(tmp_path: Path) -> tuple[str, dict[str, str]]:
     """A 60 s budget run that overran to 72.4 s, and a 10 min budget run."""
-    from tests.trace_builder import TraceBuilder, open_db, store
+    from tests.support.trace_builder import TraceBuilder, open_db, store
     b = TraceBuilder(seed=7)
     minute = b.run(0, 72_400, 60_000)
     b.step(minute, "tool", "fetch_report", 0, 50_000)
@@ -323,11 +288,11 @@ def _long_runs_db(tmp_path: Path) -> tuple[str, dict[str, str]]:
 def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -> None:
     """Issue 15: Budget and Elapsed showed "1 min …" on every run of 60 s or more."""
     db, runs = _long_runs_db(tmp_path)
-    app = support.Dashboard(db, tmp_path / "dashboard.log")
+    app = ui.Dashboard(db, tmp_path / "dashboard.log")
     try:
         for name, run_id in runs.items():
             page.goto(f"{app.url}/run?range=all&run={run_id}")  # type: ignore[attr-defined]
-            support.settle(page, 1)
+            ui.settle(page, 1)
             tiles = page.locator('[data-testid="stMetricValue"]')  # type: ignore[attr-defined]
             shown = {t.inner_text().strip() for t in tiles.all()}
             assert "…" not in "".join(shown)
@@ -337,30 +302,30 @@ def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -
             assert cut == [], f"{name}: cut metric text {cut}"
             expected = {"60s": {"60.0 s", "1 min 12 s"}, "10m": {"10 min", "9 min 59 s"}}
             assert expected[name] <= shown, shown
-            shoot(page, f"run-{name}")
+            ui.shoot(page, f"run-{name}")
     finally:
         app.stop()
 
 
-def test_a_click_on_a_culprit_bar_opens_its_runs(sample_app: support.Dashboard,
+def test_a_click_on_a_culprit_bar_opens_its_runs(sample_app: ui.Dashboard,
                                                  page: object) -> None:
     """Issue 15: clicking a bar opens the Runs page filtered to the runs behind it."""
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, PAGES["attribution"])
+    ui.settle(page, PAGES["attribution"])
     chart = page.locator(".stPlotlyChart").first  # type: ignore[attr-defined]
     chart.locator(".barlayer .point path").last.click(force=True)
     page.wait_for_url("**/runs?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page)
-    assert heading(page) == "Runs"
+    ui.settle(page)
+    assert ui.heading(page) == "Runs"
     params = dict(parse_qsl(urlsplit(page.url).query))  # type: ignore[attr-defined]
     assert params["exhausted"] == "yes" and params["culprit"]
-    assert params.get("since") == support.SINCE, page.url  # type: ignore[attr-defined]
+    assert params.get("since") == ui.SINCE, page.url  # type: ignore[attr-defined]
     result = CliRunner().invoke(cli, [
-        "--db", sample_app.db, "report", "runs", "--since", support.SINCE,  # type: ignore[attr-defined]
-        "--until", support.UNTIL, "--exhausted", "--culprit", params["culprit"],
+        "--db", sample_app.db, "report", "runs", "--since", ui.SINCE,  # type: ignore[attr-defined]
+        "--until", ui.UNTIL, "--exhausted", "--culprit", params["culprit"],
         "--format", "json"])
     import json
     expected = len(json.loads(result.output))
     body = page.locator("body").inner_text()  # type: ignore[attr-defined]
     assert f"{expected:,} runs match" in body
-    shoot(page, "runs-from-culprit")
+    ui.shoot(page, "runs-from-culprit")

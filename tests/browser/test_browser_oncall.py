@@ -20,24 +20,23 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.browser import support
-from tests.browser.test_browser_dashboard import (  # noqa: F401 - fixtures
-    QUERY,
-    TIMEOUT_MS,
-    heading,
-    page,
-    pytestmark,
-    shoot,
-)
-from tests.trace_builder import TraceBuilder, store
+from store import connect
+from tests.support import ui
+from tests.support.trace_builder import TraceBuilder, store
+
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+
+QUERY = ui.QUERY
+TIMEOUT_MS = 90_000
+heading, shoot = ui.heading, ui.shoot
 
 # A run's first screen at 1400 × 900: what shows without scrolling.
 ABOVE_THE_FOLD = {"width": 1400, "height": 900}
 
 
 def _runs(db: str, *extra: str) -> list[dict]:
-    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
-                                      "--until", support.UNTIL, "--format", "json", *extra])
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", ui.SINCE,
+                                      "--until", ui.UNTIL, "--format", "json", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -46,7 +45,7 @@ def _main_text(tab: object) -> str:
     return tab.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
 
 
-def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: support.Dashboard,
+def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: ui.Dashboard,
                                                            browser: object) -> None:
     """A run whose culprit and holder share a step key but are two calls reads "#3 … #9 …,
     another call of the same step", in the summary above the fold, the steps table and the
@@ -59,7 +58,7 @@ def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: support.D
     tab = context.new_page()
     try:
         tab.goto(f"{sample_app.url}/run?{QUERY}&run={two['run_id']}")
-        support.settle(tab, charts=1)
+        ui.settle(tab, charts=1)
         culprit = f"#{two['culprit_step']} {two['culprit']}"
         holder = f"#{two['holder_step']} {two['holder']}"
         summary = tab.locator(".st-key-run_summary")
@@ -79,7 +78,7 @@ def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: support.D
         shoot(tab, "run-two-calls-of-one-step")
 
         tab.goto(f"{sample_app.url}/run?{QUERY}&run={one['run_id']}")
-        support.settle(tab, charts=1)
+        ui.settle(tab, charts=1)
         said = tab.locator(".st-key-run_summary").inner_text()
         assert "It is also the holder" in said and "the same call" in said, said
     finally:
@@ -87,9 +86,9 @@ def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: support.D
 
 
 def test_the_matrix_shares_one_key_order_and_a_cell_opens_its_runs(
-        sample_app: support.Dashboard, page: object) -> None:  # noqa: F811
+        sample_app: ui.Dashboard, page: object) -> None:
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(page, 3)
+    ui.settle(page, 3)
     figure = page.evaluate(  # type: ignore[attr-defined]
         "(() => { const c = [...document.querySelectorAll('.js-plotly-plot')]"
         ".find(p => (p._fullLayout.title.text || '').includes('Holder')); return "
@@ -106,7 +105,7 @@ def test_the_matrix_shares_one_key_order_and_a_cell_opens_its_runs(
         has_text="Holder × culprit")
     chart.locator(".scatterlayer .point").nth(index).click(force=True)
     page.wait_for_url("**/runs?**", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
-    support.settle(page)
+    ui.settle(page)
     assert heading(page) == "Runs"
     params = dict(parse_qsl(urlsplit(page.url).query))  # type: ignore[attr-defined]
     assert (params["exhausted"], params["holder"], params["culprit"]) == (
@@ -121,7 +120,7 @@ def refusal_app(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     """One exhausted run: a tool that used its allocation, a 0 ms refusal, a 9 ms upstream
     failure (HTTP 503) and an orphan write with its idempotency key."""
     path = tmp_path_factory.mktemp("refusal") / "refusal.duckdb"
-    con = support.connect(path)
+    con = connect(path)
     b = TraceBuilder(seed=36)
     run = b.run(0, 10_500, 10_000, gen__ai_agent_name="oncall-agent",
                 budget_run_outcome="exhausted")
@@ -135,19 +134,19 @@ def refusal_app(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         "budget.outcome": "client_timeout"})
     store(con, b.finished())
     con.close()
-    app = support.Dashboard(str(path), tmp_path_factory.mktemp("logs") / "refusal.log")
+    app = ui.Dashboard(str(path), tmp_path_factory.mktemp("logs") / "refusal.log")
     app.run_id = b.trace_id(run)  # type: ignore[attr-defined]
     yield app
     app.stop()
 
 
-def test_the_summary_block_and_a_mark_on_a_0_ms_refusal(refusal_app: support.Dashboard,
+def test_the_summary_block_and_a_mark_on_a_0_ms_refusal(refusal_app: ui.Dashboard,
                                                         browser: object) -> None:
     context = browser.new_context(viewport=ABOVE_THE_FOLD)  # type: ignore[attr-defined]
     tab = context.new_page()
     try:
         tab.goto(f"{refusal_app.url}/run?range=all&run={refusal_app.run_id}")  # type: ignore[attr-defined]
-        support.settle(tab, charts=1)
+        ui.settle(tab, charts=1)
         summary = tab.locator(".st-key-run_summary")
         said = summary.inner_text()
         assert "Culprit #1 tool:fetch_report" in said, said
@@ -173,10 +172,10 @@ def test_the_summary_block_and_a_mark_on_a_0_ms_refusal(refusal_app: support.Das
         context.close()
 
 
-def test_step_details_show_the_error_text_as_text(refusal_app: support.Dashboard,
-                                                  page: object) -> None:  # noqa: F811
+def test_step_details_show_the_error_text_as_text(refusal_app: ui.Dashboard,
+                                                  page: object) -> None:
     page.goto(f"{refusal_app.url}/run?range=all&run={refusal_app.run_id}")  # type: ignore[attr-defined]
-    support.settle(page, charts=1)
+    ui.settle(page, charts=1)
     assert "Step details" in _main_text(page)
     # opened on the first failed step (its status, attributes and events are tables below)
     picker = page.locator("[data-testid=stSelectbox]").filter(  # type: ignore[attr-defined]
@@ -190,15 +189,15 @@ def test_step_details_show_the_error_text_as_text(refusal_app: support.Dashboard
     page.wait_for_function(  # type: ignore[attr-defined]
         f"document.querySelectorAll('[data-testid=stDataFrame]').length > {before}",
         timeout=TIMEOUT_MS)
-    support.settle(page, charts=1)  # the explanation's table (a canvas: its text is not DOM)
+    ui.settle(page, charts=1)  # the explanation's table (a canvas: its text is not DOM)
     shoot(page, "run-refusal-details")
 
 
 def test_the_demo_opens_on_the_samples_runs(tmp_path: Path,
-                                            page: object) -> None:  # noqa: F811
+                                            page: object) -> None:
     """`budgetscope demo` on a fresh folder: its first screen holds the sample's 1,800 runs
     (it held 24 under "Last 7 days"), as the table the terminal printed did."""
-    port = support.free_port()
+    port = ui.free_port()
     log = tmp_path / "demo.log"
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("BUDGETSCOPE_")}
@@ -221,7 +220,7 @@ def test_the_demo_opens_on_the_samples_runs(tmp_path: Path,
         printed = log.read_text()
         assert f"{url}/?range=custom&since=2026-10-26&until=2026-11-30" in printed, printed
         page.goto(url)  # type: ignore[attr-defined]
-        support.settle(page, 3)
+        ui.settle(page, 3)
         metrics = page.locator("[data-testid=stMetric]").all_inner_texts()  # type: ignore[attr-defined]
         runs = next(m for m in metrics if m.startswith("Runs"))
         assert "1,800" in runs, metrics

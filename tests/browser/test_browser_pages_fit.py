@@ -1,26 +1,25 @@
 """Every page as a demanding user meets it at a 1400 px window (issue 15): headless Debian
 Chromium, each page waited for until Streamlit's script run is over and no skeleton is left,
 then shot whole into test-artifacts/screenshots/. On each page no table scrolls sideways (a
-column cut on the right), no table cell reads Python's None or NaN, and the headers that used
-to say `runs` for two different counts say what they count."""
+column cut on the right) and no table cell reads Python's None or NaN. What a page's text
+says (its headers, the start to the minute, the empty database's page) is read under AppTest,
+without a browser: tests/test_dashboard_tables.py and tests/test_dashboard_pages.py."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store import connect
-from tests.browser import support
+from tests.support import ui
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
-CHROMIUM = support.CHROMIUM
-SHOTS = support.REPO / "test-artifacts" / "screenshots"
-QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+CHROMIUM = ui.CHROMIUM
+SHOTS = ui.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={ui.SINCE}&until={ui.UNTIL}"
 WIDTH = 1400
 TIMEOUT_MS = 120_000
 # name -> (path, Plotly charts the page draws once it has finished)
@@ -43,10 +42,10 @@ def page(browser: object) -> Iterator[object]:
 
 
 def finished(tab: object, charts: int = 0) -> None:
-    """Wait until the page has drawn (support.settle), then once more for a rerun the page asked
+    """Wait until the page has drawn (ui.settle), then once more for a rerun the page asked
     for (a URL it rewrote)."""
     for _ in range(2):
-        support.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
+        ui.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
 
 
 def shoot_whole(tab: object, name: str) -> None:
@@ -94,15 +93,15 @@ def check_tables(tab: object, name: str) -> list[dict[str, object]]:
 
 
 def runs_of(db: str) -> list[dict[str, object]]:
-    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", support.SINCE,
-                                      "--until", support.UNTIL, "--format", "json"])
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", ui.SINCE,
+                                      "--until", ui.UNTIL, "--format", "json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
 
 @pytest.mark.parametrize("name", list(PAGES))
 def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
-        sample_app: support.Dashboard, page: object, name: str) -> None:
+        sample_app: ui.Dashboard, page: object, name: str) -> None:
     path, charts = PAGES[name]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
     finished(page, charts)
@@ -113,7 +112,7 @@ def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
 
 
 @pytest.mark.parametrize("kind", ["failed", "exhausted"])
-def test_the_run_view_and_its_comparison_fit(sample_app: support.Dashboard, page: object,
+def test_the_run_view_and_its_comparison_fit(sample_app: ui.Dashboard, page: object,
                                              kind: str) -> None:
     runs = runs_of(sample_app.db)  # type: ignore[attr-defined]
     run = next(r for r in runs if (r["outcome"] == "failed" if kind == "failed"
@@ -128,46 +127,3 @@ def test_the_run_view_and_its_comparison_fit(sample_app: support.Dashboard, page
     finished(page, 1)
     check_tables(page, f"compare-{kind}")
     shoot_whole(page, f"page-compare-{kind}")
-
-
-def test_headers_say_what_they_count(sample_app: support.Dashboard, page: object) -> None:
-    """Issue 15: `runs` in the weekly report counts every run while its exhaustion rate divides
-    by the budgeted ones, and the utilisation report's `runs` counts budgeted runs only."""
-    page.goto(f"{sample_app.url}/weekly?{QUERY}")  # type: ignore[attr-defined]
-    finished(page)
-    headers = [h for t in tables(page) for h in t["headers"]]  # type: ignore[attr-defined]
-    assert "runs (all)" in headers and "exhausted ÷ budgeted" in headers, headers
-    assert "runs" not in headers and "exhaustion_rate" not in headers
-    page.goto(f"{sample_app.url}/utilisation?{QUERY}")  # type: ignore[attr-defined]
-    finished(page, PAGES["utilisation"][1])
-    first = tables(page)[0]
-    assert "budgeted runs" in first["headers"] and "runs" not in first["headers"]  # type: ignore[operator]
-
-
-def test_run_lists_show_the_start_to_the_minute(sample_app: support.Dashboard,
-                                                page: object) -> None:
-    """The start of a run in a list reads `2026-11-24 20:04` (UTC in the header), not the
-    CSV's `2026-11-24T20:04:32.394Z`, which took a column's width."""
-    page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
-    finished(page)
-    table = tables(page)[0]
-    assert "start (UTC)" in table["headers"]  # type: ignore[operator]
-    starts = {r["start"] for r in runs_of(sample_app.db)}  # type: ignore[attr-defined]
-    minutes = {str(s)[:16].replace("T", " ") for s in starts}
-    shown = [c for c in table["cells"] if c in minutes]  # type: ignore[attr-defined]
-    assert shown and not [c for c in table["cells"] if c in starts]  # type: ignore[attr-defined]
-
-
-def test_the_empty_database_page(tmp_path: Path, page: object) -> None:
-    db = tmp_path / "empty.duckdb"
-    connect(db).close()  # a database with its schema and no run in it
-    app = support.Dashboard(str(db), tmp_path / "dashboard.log")
-    try:
-        page.goto(app.url)  # type: ignore[attr-defined]
-        finished(page)
-        body = page.locator("[data-testid=stMain]").inner_text()  # type: ignore[attr-defined]
-        assert "No agent runs here yet" in body
-        assert "\\/" not in body and "noqa" not in body
-        shoot_whole(page, "page-empty-database")
-    finally:
-        app.stop()

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import support
-from tests.test_rebinding import _db
-from tests.test_serve import start_serve, stop
+from tests.support import ui
+from tests.support.serve import rebinding_db, start_serve, stop
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not support.CHROMIUM.exists(), reason="needs Debian's chromium")
+pytestmark = pytest.mark.skipif(not ui.CHROMIUM.exists(), reason="needs Debian's chromium")
 
 _FETCH = """([path, body]) => fetch(path, {method: body === null ? "GET" : "POST",
     headers: {"Content-Type": "application/json"}, body: body})
@@ -26,7 +25,7 @@ _FETCH = """([path, body]) => fetch(path, {method: body === null ? "GET" : "POST
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]:
-    db = _db(tmp_path_factory.mktemp("browser-rebinding"))
+    db = rebinding_db(tmp_path_factory.mktemp("browser-rebinding"))
     process, announced = start_serve(db, "--no-ui")
     yield db, int(announced["http_port"])
     code, _, err = stop(process)
@@ -37,8 +36,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int
 def page() -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         # The attacker's name now resolves to 127.0.0.1: what the rebinding achieved.
-        browser = p.chromium.launch(executable_path=str(support.CHROMIUM), args=[
-            *support.CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"])
+        browser = p.chromium.launch(executable_path=str(ui.CHROMIUM), args=[
+            *ui.CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"])
         tab = browser.new_page()
         yield tab
         browser.close()

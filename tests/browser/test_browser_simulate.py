@@ -15,31 +15,31 @@ from queries.filters import Filters
 from simulation.data import simulate
 from simulation.policy import SimulationPolicy
 from store import connect
-from tests.browser import support
+from tests.support import ui
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = support.CHROMIUM
-SHOTS = support.REPO / "test-artifacts" / "screenshots"
-QUERY = f"range=custom&since={support.SINCE}&until={support.UNTIL}"
+CHROMIUM = ui.CHROMIUM
+SHOTS = ui.REPO / "test-artifacts" / "screenshots"
+QUERY = f"range=custom&since={ui.SINCE}&until={ui.UNTIL}"
 TIMEOUT_MS = 90_000
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Dashboard]:
-    db = support.sample_db(tmp_path_factory)
-    dashboard = support.Dashboard(db, tmp_path_factory.mktemp("logs") / "simulate.log")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
+    db = ui.sample_db(tmp_path_factory)
+    dashboard = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "simulate.log")
     dashboard.db = db  # type: ignore[attr-defined]
     yield dashboard
     dashboard.stop()
 
 
 @pytest.fixture()
-def tab(app: support.Dashboard) -> Iterator[object]:
+def tab(app: ui.Dashboard) -> Iterator[object]:
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=list(support.CHROMIUM_ARGS))
+                                    args=list(ui.CHROMIUM_ARGS))
         context = browser.new_context(viewport={"width": 1400, "height": 3200})
         yield context.new_page()
         context.close()
@@ -55,7 +55,7 @@ def predicted(db: str, deadline: str | None) -> dict[str, str]:
     con = connect(db, read_only=True)
     try:
         result = simulate(con, SimulationPolicy.parse(deadline=deadline),
-                          Filters.parse(support.SINCE, support.UNTIL))
+                          Filters.parse(ui.SINCE, ui.UNTIL))
     finally:
         con.close()
     rows = result.summary.set_index("metric")["predicted"]
@@ -63,10 +63,10 @@ def predicted(db: str, deadline: str | None) -> dict[str, str]:
             "Client timeout rate": fmt.percent(rows["client_timeout_rate"])}
 
 
-def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboard,
+def test_moving_the_deadline_slider_changes_the_prediction(app: ui.Dashboard,
                                                            tab: object) -> None:
     tab.goto(f"{app.url}/simulate?{QUERY}")  # type: ignore[attr-defined]
-    support.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2, pause_ms=0)
     db = app.db  # type: ignore[attr-defined]
     assert {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")} == \
         predicted(db, None)
@@ -75,7 +75,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
         has_text="Set one run deadline").locator("label").first.click()
     tab.wait_for_selector('[data-testid="stSlider"]:has-text("Run deadline")',  # type: ignore[attr-defined]
                           timeout=TIMEOUT_MS)
-    support.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2, pause_ms=0)
     slider = (tab.locator('[data-testid="stSlider"]')  # type: ignore[attr-defined]
               .filter(has_text="Run deadline").locator('input[type="range"]'))
     before = metric(tab, "Exhaustion rate")
@@ -88,7 +88,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: support.Dashboar
                      && !m.querySelector('[data-testid="stMetricValue"]').innerText
                           .includes(old))""",
         arg=["Exhaustion rate", before], timeout=TIMEOUT_MS)
-    support.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2, pause_ms=0)
     print(f"slider to new figures in the browser: {time.perf_counter() - began:.2f} s")
     assert float(slider.input_value()) == 1.0
     after = {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")}

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import support
+from tests.support import ui
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
-pytestmark = pytest.mark.skipif(not support.CHROMIUM.exists(), reason="needs Debian's chromium")
+pytestmark = pytest.mark.skipif(not ui.CHROMIUM.exists(), reason="needs Debian's chromium")
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 CULPRIT = "tool:fetch_report"
 MATCH = re.compile(r"([\d,]+)\*?\*? runs match")
@@ -36,7 +36,7 @@ def _traces(folder: Path, seed: int) -> Path:
     """About 6,000 spans of 200 runs the sample generator has not made yet (another seed)."""
     out = folder / f"more-{seed}.jsonl"
     subprocess.run([sys.executable, "-m", "sample_traces.generate", "--out", str(out),
-                    "--seed", str(seed), "--runs", "200"], check=True, cwd=support.REPO,
+                    "--seed", str(seed), "--runs", "200"], check=True, cwd=ui.REPO,
                    capture_output=True, timeout=600)
     return out
 
@@ -51,13 +51,13 @@ def _matching(tab: object) -> int:
 def test_runs_page_through_ingests(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
                                    page: object) -> None:
     db = tmp_path / "ingested.duckdb"
-    shutil.copyfile(support.sample_db(tmp_path_factory), db)
+    shutil.copyfile(ui.sample_db(tmp_path_factory), db)
     files = [_traces(tmp_path, seed) for seed in (101, 102, 103)]
-    app = support.Dashboard(str(db), tmp_path / "dashboard.log", refresh_seconds=1)
+    app = ui.Dashboard(str(db), tmp_path / "dashboard.log", refresh_seconds=1)
     env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_DB"}
     try:
         page.goto(f"{app.url}/runs?range=all&culprit={CULPRIT}")  # type: ignore[attr-defined]
-        support.settle(page)
+        ui.settle(page)
         before = _matching(page)
         for traces in files:
             ingest = subprocess.Popen([*CLI, "--db", str(db), "ingest", "--no-progress",

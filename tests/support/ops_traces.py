@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.trace_builder import TraceBuilder
+from tests.support.trace_builder import TraceBuilder
 
 EXPECTED = {
     "runs": 3, "budgeted_runs": 2, "exhausted_runs": 1, "exhaustion_rate": 1 / 2,

@@ -1,5 +1,5 @@
-"""What every decoder promises about hostile bytes, as checks the fuzz tests and bench/fuzz_long.py
-share (this module holds no tests).
+"""What every decoder promises about hostile bytes, as checks the fuzz tests and
+tests/long/fuzz_long.py share (this module holds no tests).
 
 The promise, for any bytes: the decoder returns rows it can store plus rejections, or raises one
 of our documented rejection errors — never another exception; every rejection names a reason
@@ -24,12 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
+from bench.support.otlp import RUN_BUDGET_KEYS, budget_run
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import UndecodableMessage, decode_request
 from ingest.files.loader import load_files
@@ -50,7 +47,7 @@ from store import (
 
 # The writer's own conversion of resource and scope rows: below the front (tests/test_layers.py).
 from store.write.writer import _rows_to_arrow
-from tests.otlp_files import length_prefixed, otlp_json, request, sdk_spans
+from tests.support.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
 _SPECIAL = [b"\x00", b"\xff", b"\x80", b"\x7f", b"\x0a", b"\x12", b"\x1a", b"\x08",
@@ -284,7 +281,6 @@ NOTORIOUS_BUDGET_VALUES: list[Any] = [
     NOW_MS + 60_000, MAX_BUDGET_MS + 1, float("nan"), float("inf"), -float("inf"), 1.5e300,
     1500.5, -0.0, "1e400", "NaN", "12 ", "0x10", "", "soon", True, [1, 2], ["a"],
 ]
-RUN_BUDGET_KEYS = frozenset({"budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms"})
 
 
 def budget_value(rng: random.Random) -> Any:
@@ -301,26 +297,6 @@ def budget_value(rng: random.Random) -> Any:
         return str(rng.randrange(-(10**30), 10**30))
     return rng.choice([0, 1, 1000, 30_000, NOW_MS]) * rng.choice([1, 1000, 10**6]) + rng.choice(
         [0, 0.5, -1])
-
-
-def budget_run(key: str, value: Any, start_ns: int) -> list[ReadableSpan]:
-    """One run made by the OpenTelemetry SDK: a root with a budget and a tool step; `key`
-    carries `value` (on the root for run keys, on the step otherwise)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "fuzzed-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("budgetscope.fuzz")
-    run_attributes: dict[str, Any] = {"budget.total_ms": 2_000}
-    step_attributes: dict[str, Any] = {"budget.step.kind": "tool", "budget.step.name": "fetch",
-                                       "budget.allocated_ms": 1_000}
-    (run_attributes if key in RUN_BUDGET_KEYS else step_attributes)[key] = value
-    root = tracer.start_span("run", attributes=run_attributes, start_time=start_ns)
-    step = tracer.start_span("fetch", context=trace.set_span_in_context(root),
-                             attributes=step_attributes, start_time=start_ns + 10**8)
-    step.end(end_time=start_ns + 9 * 10**8)
-    root.end(end_time=start_ns + 10**9)
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
 
 
 def budget_body(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 
-FIXTURES = Path(__file__).resolve().parent / "real_fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "real_fixtures"
 RUNS_SQL = """
 SELECT run_id, trace_id, agent, budget_ms, culprit_span_id, culprit_key, holder_span_id,
        holder_key

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import duckdb
 
-from tests.trace_builder import T0_NS, TraceBuilder, store
+from tests.support.trace_builder import T0_NS, TraceBuilder, store
 
 HOUR_NS = 3_600 * 10**9
 WEEK_NS = 7 * 24 * HOUR_NS

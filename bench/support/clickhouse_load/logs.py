@@ -17,10 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.support.clickhouse_load.traces import as_string
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.sources import expand_paths, read_pieces
 from store import ClickHouseConnection, FlatBatch
-from tests.clickhouse_load.traces import as_string
 
 TABLE = "otel_logs"
 _TIME = pa.timestamp("ns", tz="UTC")

@@ -2,7 +2,7 @@
 minutes; prints spans/s, request latency, the server's resident memory over time, and whether
 any acknowledged span was lost or duplicated.
 
-    .venv/bin/python bench/soak.py --minutes 5 --rate 4000 [--exporters 4] [--spans 256]
+    .venv/bin/python -m tests.long.soak --minutes 5 --rate 4000 [--exporters 4] [--spans 256]
 
 This process plays `budgetscope serve`, wired as serve wires it: the receivers, the
 group-commit writer with the runs/steps derivation, and a dashboard thread running the
@@ -29,16 +29,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
-from ingest.receivers.service import ReceiverConfig, Receivers  # noqa: E402
-from queries import reports  # noqa: E402
-from queries.filters import Filters  # noqa: E402
-from store import DatabaseOwner  # noqa: E402
+from ingest.receivers.service import ReceiverConfig, Receivers
+from queries import reports
+from queries.filters import Filters
+from store import DatabaseOwner
 
 DASHBOARD_REPORTS = ("database_status", "runs", "attribution", "failures", "utilisation",
                      "weekly")

@@ -6,7 +6,7 @@ sent raw to a real receiver on 127.0.0.1). Prints examples/s
 per target and every distinct failure with the input
 that caused it (saved under --out), then exits non-zero if anything failed.
 
-    .venv/bin/python bench/fuzz_long.py --seconds 600 --seed 1
+    .venv/bin/python -m tests.long.fuzz_long --seconds 600 --seed 1
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests import fuzz_harness as fuzz  # noqa: E402
+from tests.support import fuzz_harness as fuzz
 
 TARGETS = ("protobuf", "receiver-protobuf", "json", "json-fields", "file", "file-gzip",
            "gzip-corrupt", "bytes", "budget", "http-framing")

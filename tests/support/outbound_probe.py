@@ -1,5 +1,5 @@
 """Run a budgetscope command with every outbound connection attempt recorded (issue 14):
-`python -m tests.outbound_probe LOG URL -- budgetscope arguments…`.
+`python -m tests.support.outbound_probe LOG URL -- budgetscope arguments…`.
 
 Python's socket layer is wrapped (connect, connect_ex, sendto and getaddrinfo: a name lookup
 is how an HTTP client starts), and each destination that is not loopback, a wildcard or a

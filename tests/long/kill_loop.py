@@ -1,7 +1,7 @@
 """kill -9 `budgetscope serve` at random moments of a sustained stream, many times over, then
 check every acknowledged span is stored exactly once (the rounds of tests/test_faults_kill.py).
 
-    .venv/bin/python bench/kill_loop.py --kills 20 --seed 7
+    .venv/bin/python -m tests.long.kill_loop --kills 20 --seed 7
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.test_faults_kill import kill_rounds  # noqa: E402
+from tests.support.kill import kill_rounds
 
 
 def main() -> int:

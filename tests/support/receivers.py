@@ -1,28 +1,32 @@
 """Shared by the receiver tests: a real server on 127.0.0.1 (free ports) over a real database,
-spans made by the real OpenTelemetry SDK, and hand-built requests for the error paths.
-
-Kept as a module of helpers (it holds no tests) so both receiver test files use one server set-up.
-"""
+spans made by the real OpenTelemetry SDK, and hand-built requests for the error paths
+(bench/support/otlp.py's raw_request, which the benchmarks send too)."""
 
 from __future__ import annotations
 
-import os
+import http.client
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+import duckdb
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.support.otlp import raw_request
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import AfterWrite, DatabaseOwner
 
+__all__ = ["PROTOBUF", "SMALL_LIMIT", "Gate", "Running", "Served", "post", "raw_request",
+           "running_receivers", "sdk_spans", "serving"]
 SMALL_LIMIT = 1024 * 1024  # bodies over 1 MiB are refused in these tests
+PROTOBUF = "application/x-protobuf"
 
 
 @dataclass
@@ -85,21 +89,54 @@ def sdk_spans(count: int, service: str = "agent-under-test") -> Sequence[Readabl
     return memory.get_finished_spans()
 
 
-def raw_request(spans: int, *, bad_trace_ids: int = 0, seed: bytes | None = None
-                ) -> ExportTraceServiceRequest:
-    """A request of `spans` spans with random ids, the first `bad_trace_ids` with a 15-byte
-    trace id (which OTLP requires to be 16)."""
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    attribute = resource_spans.resource.attributes.add()
-    attribute.key, attribute.value.string_value = "service.name", "raw-client"
-    scope_spans = resource_spans.scope_spans.add()
-    trace_id = seed or os.urandom(16)
-    for index in range(spans):
-        span = scope_spans.spans.add()
-        span.trace_id = trace_id[:15] if index < bad_trace_ids else trace_id
-        span.span_id = os.urandom(8)
-        span.name = f"span {index}"
-        span.start_time_unix_nano = 1_764_000_000_000_000_000 + index
-        span.end_time_unix_nano = span.start_time_unix_nano + 1_000_000
-    return request
+def post(running: Running, body: bytes, content_type: str = PROTOBUF,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    url = urlsplit(running.http_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("POST", url.path, body=body,
+                           headers={"Content-Type": content_type, **(headers or {})})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+class Gate:
+    """An after_write hook that holds the writer inside its transaction until released: a
+    writer that has fallen behind, without touching our code."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.entered.set()
+        assert self.release.wait(30)
+
+
+@dataclass
+class Served:
+    """Receivers with the limits a test chose (`serving`), where `post` reaches them."""
+
+    owner: DatabaseOwner
+    receivers: Receivers
+
+    @property
+    def endpoint(self) -> str:
+        return self.receivers.http.endpoint
+
+    http_url = endpoint  # what post() reads
+
+
+@contextmanager
+def serving(folder: Path, limits: Limits) -> Iterator[Served]:
+    owner = DatabaseOwner(folder / "hostile.duckdb")
+    receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
+                                                limits=limits))
+    receivers.start()
+    try:
+        yield Served(owner, receivers)
+    finally:
+        receivers.stop(10)
+        owner.close()

@@ -1,0 +1,57 @@
+"""The suite's lanes (pyproject.toml registers the markers; CONTRIBUTING.md and the Makefile say
+which command runs which):
+
+- `browser`: every test under tests/browser/ (headless Chromium), marked here by its folder;
+- `slow`: a test that takes seconds on its own (a soak, a ClickHouse rebuild, a long fuzz);
+- `root`: a test that mounts a file system or makes a network namespace, which needs root: it is
+  skipped, with the reason, for anyone else (CI runs as root, so there it runs);
+- `network`: a test that installs from the package registry: skipped, with the reason, when the
+  registry does not answer.
+
+`make test-fast` leaves all four out; `make test` (what CI runs) runs everything.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+BROWSER = Path(__file__).resolve().parent / "browser"
+# Where uv and pip look for packages unless told otherwise.
+DEFAULT_INDEX = "https://pypi.org/simple"
+
+
+@functools.cache
+def _registry_unreachable() -> str | None:
+    """Why the package registry cannot be used from here, or None when it answers."""
+    index = (os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
+             or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX).rstrip("/")
+    if not index.startswith(("http://", "https://")):
+        return None  # a local index: nothing to reach
+    try:
+        with urllib.request.urlopen(f"{index}/setuptools/", timeout=10) as reply:
+            reply.read(1)
+    except (OSError, urllib.error.URLError) as error:
+        return f"needs the package registry ({index}), which did not answer: {error}"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROWSER in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.browser)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("root") is not None and os.geteuid() != 0:
+        pytest.skip("needs root (it mounts a file system or makes a network namespace); "
+                    "CI runs as root")
+    if item.get_closest_marker("network") is not None:
+        reason = _registry_unreachable()
+        if reason is not None:
+            pytest.skip(reason)

@@ -1,0 +1,135 @@
+"""What the dashboard tests share: the sample traces in a DuckDB file (built once per test
+session, through the same loader and derivation hook as `budgetscope ingest`), a database of
+hostile span names, and the dashboard as a real subprocess on a free port (bench/support/
+browser.py's, the one the benchmarks time, as is the measure of a page drawn)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bench.support.browser import (
+    CHARTS_DRAWN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PAGE_DRAWN,
+    Dashboard,
+    free_port,
+)
+from budgetscope.cli import cli
+from budgetscope.config import SAMPLE_TRACES
+from ingest.files.loader import load_files
+from store import connect
+from tests.support.trace_builder import TraceBuilder, open_db, store
+
+__all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
+           "HOSTILE_LINK", "PAGE_DRAWN", "QUERY", "REPO", "SAMPLE_TRACES", "SHOTS", "SINCE",
+           "TOKEN", "UNTIL", "Dashboard", "exhausted_run", "free_port", "heading", "hostile_db",
+           "sample_db", "settle", "shoot", "tiny_db"]
+SETTLE_TIMEOUT_MS = 90_000
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "dashboard" / "streamlit_app.py"
+# Two ISO weeks of the sample (W47 and W48), so that the overview has a previous period too.
+SINCE, UNTIL = "2026-11-16", "2026-11-30"
+# The sample's two weeks in a page's address.
+QUERY = f"range=custom&since={SINCE}&until={UNTIL}"
+# Where the browser tests' screenshots go (CI keeps them as artifacts).
+SHOTS = REPO / "test-artifacts" / "screenshots"
+HOSTILE_IMG = "<img src=x onerror=alert(1)>"
+HOSTILE_LINK = "[click](javascript:alert(1))"
+HOSTILE_AGENT = "<script>alert(2)</script>"
+
+
+def _build_once(path: Path, build) -> str:  # type: ignore[no-untyped-def]
+    """Build `path` unless an earlier test of this session already did (a marker file is
+    written last, so that a half-built database from an interrupted build is rebuilt)."""
+    done = path.with_suffix(".done")
+    if not done.exists():
+        for stale in (path, Path(f"{path}.wal")):
+            stale.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = connect(path)
+        try:
+            build(con)
+        finally:
+            con.close()
+        done.write_text("ok")
+    return str(path)
+
+
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    if not SAMPLE_TRACES.exists():
+        pytest.skip(f"{SAMPLE_TRACES} is not there yet")
+
+    def build(con):  # type: ignore[no-untyped-def]
+        summary = load_files(con, [SAMPLE_TRACES],
+                             derive=True)
+        assert not summary.rejections
+
+    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "sample.duckdb", build)
+
+
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One exhausted run whose agent, steps, tool names and keys are HTML and Markdown."""
+
+    def build(con):  # type: ignore[no-untyped-def]
+        b = TraceBuilder(seed=99)
+        run = b.span("agent run", 0, 12_000, attributes={
+            "budget.total_ms": 10_000, "budget.run.outcome": "exhausted",
+            "gen_ai.agent.name": HOSTILE_AGENT})
+        b.step(run, "tool", HOSTILE_IMG, 0, 8_000)
+        b.step(run, "tool", HOSTILE_LINK, 8_000, 12_000, **{
+            "budget.side_effect": "write", "budget.effect_status": "possible",
+            "budget.idempotency_key": HOSTILE_IMG, "budget.outcome": "client_timeout"})
+        store(con, b.finished())
+
+    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "hostile.duckdb", build)
+
+
+def settle(tab: object, charts: int = 0, pause_ms: int = 500,
+           timeout_ms: int = SETTLE_TIMEOUT_MS) -> None:
+    """Wait until the page in `tab` has drawn (PAGE_DRAWN) with `charts` charts, then `pause_ms`
+    more (a rerun the page asked for, such as a URL it rewrote, starts within it), and fail if
+    the page shows an exception."""
+    tab.wait_for_function(PAGE_DRAWN, arg=charts, timeout=timeout_ms)  # type: ignore[attr-defined]
+    if pause_ms:
+        tab.wait_for_timeout(pause_ms)  # type: ignore[attr-defined]
+    exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
+    assert exception.count() == 0, exception.first.inner_text()
+
+
+# The token the access tests start a dashboard with.
+TOKEN = "s3cret-Token_4242"
+
+
+def tiny_db(path: Path) -> str:
+    """One exhausted run whose step's name has quotes, an ampersand and HTML in it."""
+    b = TraceBuilder(seed=5)
+    run = b.run(0, 12_000, 10_000, gen__ai_agent_name="support-agent",
+                budget_run_outcome="exhausted")
+    b.step(run, "tool", 'say "hi" & <b>bold</b>', 0, 11_000, **{"budget.outcome": "client_timeout"})
+    con = open_db(path.parent, path.name)
+    store(con, b.finished())
+    con.close()
+    return str(path)
+
+
+def shoot(tab: object, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def heading(tab: object) -> str:
+    return tab.locator("[data-testid=stMain] h1").first.inner_text().strip()  # type: ignore[attr-defined]
+
+
+def exhausted_run(db: str) -> str:
+    result = CliRunner().invoke(cli, ["--db", db, "report", "runs", "--since", SINCE,
+                                      "--until", UNTIL, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output)
+    return next(r["run_id"] for r in runs if r["exhausted"] is True)

@@ -1,5 +1,5 @@
 """Committed spans/s of the write path and the derivation, on receivers-shaped or
-instrumentation-shaped payloads (written first for SPEC §9's conventions, issue 13).
+instrumentation-shaped payloads (written first for SPEC §9's conventions).
 
     .venv/bin/python -m bench.bench_conventions_ingest [--spans 100000] [--rounds 3]
                                                       [--payloads receivers|genai]
@@ -123,7 +123,7 @@ def child(payload_file: Path) -> None:
         # (importing pandas, which pyarrow and DuckDB load lazily at the first Arrow insert;
         # DuckDB's first-statement setup) is not ingest throughput, and it moved with the layout:
         # a revision whose imports happened to load pandas at start did not count it, one that
-        # loads it at the first write counted ~1.5-2.5 s of it (issue 17's "write path x0.61").
+        # loads it at the first write counted ~1.5-2.5 s of it (a "write path x0.61" once).
         warm = connect(Path(folder) / "warm-up.duckdb")
         warm_batch = FlatBatch()
         for body in payloads[:REQUESTS_PER_TRANSACTION]:

@@ -1,6 +1,6 @@
 """Peak memory of `budgetscope serve` for the largest hostile shapes a body limit lets through:
 a 60 MB array or kvlist attribute, 60 MB of events or links on one span, a 60 MB span name or
-attribute key (issue 14 item 9: a 60 MB array drove the server to 1.3 GB and DuckDB out of
+attribute key (a 60 MB array drove the server to 1.3 GB and DuckDB out of
 memory, answered 503, so exporters retried it for ever).
 
     .venv/bin/python -m bench.bench_hostile_memory [--mb 60] [--shapes array-protobuf ...]

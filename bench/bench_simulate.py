@@ -1,4 +1,4 @@
-"""Benchmark of the timeout-policy simulator (issue #7): ms per simulation at N runs, and the
+"""Benchmark of the timeout-policy simulator: ms per simulation at N runs, and the
 What-if page's response to a slider.
 
     .venv/bin/python -m bench.bench_simulate --runs 50000 --workdir bench/out

@@ -1,4 +1,4 @@
-"""`budgetscope budgets` on a file nobody holds (SPEC §8, §10; issue 13): declarations are stored
+"""`budgetscope budgets` on a file nobody holds (SPEC §8, §10): declarations are stored
 in the database, the affected runs re-derived before the command returns, bad input refused
 with exit status 2 and a message naming the problem."""
 

@@ -1,4 +1,4 @@
-"""Declared budgets while `budgetscope serve` holds the file (SPEC §8, §10; issue 13): the
+"""Declared budgets while `budgetscope serve` holds the file (SPEC §8, §10): the
 command is carried out by the server, through its single writer, over its authenticated
 /budgets endpoint; the affected runs are re-derived before the answer.
 

@@ -1,7 +1,6 @@
 """`budgetscope check` through CliRunner on a real DuckDB file, against hand-worked figures
 (tests/support/ops_traces.py and tests/support/fleet.py): what breached is printed with its
-value, exit 1 on a breach, 0 when every threshold holds, 2 on a usage or database error
-(issue 6)."""
+value, exit 1 on a breach, 0 when every threshold holds, 2 on a usage or database error."""
 
 from __future__ import annotations
 
@@ -143,7 +142,7 @@ def test_usage_and_database_errors_exit_2(db: Path, tmp_path: Path) -> None:
 
 
 def test_one_threshold_reads_as_one(db: Path) -> None:
-    """Issue 15: a single threshold printed "all 1 thresholds hold"."""
+    """Regression: a single threshold printed "all 1 thresholds hold"."""
     held = check(db, "--max-exhaustion-rate", "0.5", "--window", "1h", "--until", UNTIL)
     assert held.exit_code == 0, held.output
     assert held.output.splitlines()[-1] == "the threshold holds"

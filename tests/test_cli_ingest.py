@@ -103,7 +103,7 @@ def test_a_database_from_another_schema_version_is_refused(tmp_path: Path) -> No
 
 
 def test_a_missing_path_is_a_usage_error_and_creates_nothing(tmp_path: Path) -> None:
-    """Issue 15: a missing path said "0 rejected" then "rejected ×1" and exited 1."""
+    """Regression: a missing path said "0 rejected" then "rejected ×1" and exited 1."""
     db = tmp_path / "t.duckdb"
     result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(tmp_path / "nope.json")])
     assert result.exit_code == 2, result.output
@@ -112,7 +112,7 @@ def test_a_missing_path_is_a_usage_error_and_creates_nothing(tmp_path: Path) -> 
 
 
 def test_an_empty_file_says_nothing_was_loaded_and_leaves_no_database(tmp_path: Path) -> None:
-    """Issue 15: an empty file exited 0 silently and left an 800 KB database behind."""
+    """Regression: an empty file exited 0 silently and left an 800 KB database behind."""
     db = tmp_path / "t.duckdb"
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

@@ -225,7 +225,7 @@ def test_sample_report_golden(sample_db, name):
 
 
 def test_a_mistyped_report_name_is_a_usage_error(fleet_db):
-    """Issue 15: a typo'd report name exited 1 while other usage errors exit 2."""
+    """Regression: a typo'd report name exited 1 while other usage errors exit 2."""
     db, _ = fleet_db
     result = invoke("--db", db, "report", "runz")
     assert result.exit_code == 2, result.output
@@ -295,7 +295,7 @@ def test_writers_refuse_a_missing_database_instead_of_creating_one(tmp_path, com
 
 
 def test_runs_report_narrows_sorts_and_limits(fleet_db):
-    """Issue 15: `report runs` gains --outcome, --exhausted, --culprit, --sort, --limit, and a
+    """`report runs` has --outcome, --exhausted, --culprit, --sort, --limit, and a
     table lists the newest runs first."""
     import json
     db, ids = fleet_db
@@ -331,7 +331,7 @@ def test_runs_report_narrows_sorts_and_limits(fleet_db):
 
 
 def test_tables_read_as_the_dashboard_does(fleet_db):
-    """Issue 15: six-decimal fractions and raw milliseconds in `--format table`."""
+    """Regression: six-decimal fractions and raw milliseconds in `--format table`."""
     db, _ = fleet_db
     table = invoke("--db", db, "report", "utilisation", "--format", "table").output
     assert "116.0%" in table and "1.160000" not in table

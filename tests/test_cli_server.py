@@ -1,4 +1,4 @@
-"""The CLI against a running `budgetscope serve` (issue 15, "The CLI in production"): report,
+"""The CLI against a running `budgetscope serve` ("The CLI in production"): report,
 run, check and simulate go to the server's read API (POST /cli) when serve holds the file, or
 with --server URL, and print the same bytes with the same exit status as on the file.
 

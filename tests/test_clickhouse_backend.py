@@ -320,7 +320,7 @@ def edge(tmp_path_factory: pytest.TempPathFactory, sample_backend: str) -> tuple
     path = tmp_path_factory.mktemp("edge") / "edge.duckdb"
     shutil.copy(ui.sample_db(tmp_path_factory), path)
     duck = open_db(path.parent, path.name)
-    # budget.cap_ms "abc" is left out of its typed column with a counted reason (issue 14)
+    # budget.cap_ms "abc" is left out of its typed column with a counted reason
     store(duck, spans, expected_refusals=frozenset({"budget_not_a_number"}))
     duck.close()
     con = clickhouse.connect(sample_backend)
@@ -371,7 +371,7 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         duck.close()
 
 
-# ---- declared budgets (SPEC §10, issue 13) -------------------------------------------------
+# ---- declared budgets (SPEC §10) -------------------------------------------------
 
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],

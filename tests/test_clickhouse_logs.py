@@ -1,4 +1,4 @@
-"""OTLP log records on the ClickHouse backend (issue 13): the Collector's otel_logs table, as its
+"""OTLP log records on the ClickHouse backend: the Collector's otel_logs table, as its
 ClickHouse exporter writes it, read beside otel_traces; the same run output as on DuckDB."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 item 1: one span must never stop the database.
+"""One span must never stop the database.
 
 A budget.* number out of range (a deadline in microseconds, a budget of 2^62 ms) overflowed the
 derivation's BIGINT arithmetic; from then on no trace was derived and every command failed on the

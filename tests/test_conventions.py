@@ -1,4 +1,4 @@
-"""SPEC §9 (issue 13): which spans are steps, of what kind and name, recognised from which
+"""SPEC §9: which spans are steps, of what kind and name, recognised from which
 convention, and how wrappers, lone agents, tools inside model calls and runs that are one call
 become levels. Traces are hand-built with the real OpenTelemetry SDK
 (tests/support/trace_builder.py): they test SPEC's rules themselves, not any one library's

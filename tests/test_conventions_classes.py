@@ -1,4 +1,4 @@
-"""SPEC §3 as issue 13 revised it: normalised error texts with their codes, the older
+"""SPEC §3 as revised for other instrumentations: normalised error texts with their codes, the older
 http.status_code, status messages, the OpenAI Agents SDK's timeout result, and rule 6's roll-up
 of a nested span's outcome into a step without evidence of its own. Hand-built traces of the
 real OpenTelemetry SDK (tests/support/trace_builder.py)."""

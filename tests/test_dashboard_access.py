@@ -1,4 +1,4 @@
-"""The dashboard behind the token, and behind Host and Origin checks (issue 14, item 5), tried
+"""The dashboard behind the token, and behind Host and Origin checks, tried
 with raw HTTP and websocket requests against `budgetscope dashboard` and `budgetscope serve`
 as real processes on 127.0.0.1. The same in a real browser: tests/browser/test_browser_access.py.
 """

@@ -1,5 +1,5 @@
 """With `--host 0.0.0.0`, starting the dashboard (alone or inside `serve`) makes no outbound
-connection attempt (issue 14): Streamlit's banner used to connect a UDP socket to 8.8.8.8 for
+connection attempt: Streamlit's banner used to connect a UDP socket to 8.8.8.8 for
 a "Network URL" and ask checkip.amazonaws.com for an "External URL"; usage statistics are off.
 
 Listening on 0.0.0.0 here would expose a server beyond 127.0.0.1, so the command runs inside

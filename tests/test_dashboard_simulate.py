@@ -1,4 +1,4 @@
-"""The What-if page (dashboard/app_pages/simulate.py, issue #7) under Streamlit's AppTest on the
+"""The What-if page (dashboard/app_pages/simulate.py) under Streamlit's AppTest on the
 bundled sample traces: the numbers it shows equal simulation.data.simulate for the same
 filters and policy, before and after moving sliders."""
 

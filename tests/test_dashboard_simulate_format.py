@@ -1,4 +1,4 @@
-"""The What-if page reads right (issue 15): untouched, every change is `±0` with no colour and
+"""The What-if page reads right: untouched, every change is `±0` with no colour and
 no arrow; the deadline is "as recorded" with no slider showing a value; tools without a
 recorded cap get no cap slider; the rate axis has round ticks and the tooltips say the counts."""
 

@@ -1,4 +1,4 @@
-"""The dashboard's tables under AppTest, on the bundled sample (issue 15): each shows the report's
+"""The dashboard's tables under AppTest, on the bundled sample: each shows the report's
 own numbers (those of `queries`), its headers say what each column counts, its columns are
 chosen so that it fits a 1400 px window (the rest one click away, not lost), and a missing value
 is the one no-value mark. The browser test (tests/browser/test_browser_pages_fit.py) checks
@@ -79,7 +79,7 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
         assert config[name]["help"].endswith(f"CSV column: {name}"), (name, config[name])
     assert heads["budgeted_runs"] == "budgeted"
     assert labels(steps_side)["reconciliation_rate"] == "reconciled ÷ writes"
-    # No header shows a bare CSV name that would say something else (issue 15: `runs` counts
+    # No header shows a bare CSV name that would say something else (`runs` counts
     # every run while the exhaustion rate divides by the budgeted ones).
     headers = {labels(t).get(c, c) for t in (runs_side, steps_side) for c in shown(t)}
     assert "runs" not in headers and "exhaustion_rate" not in headers, headers

@@ -1,4 +1,4 @@
-"""Every chart on every page has a tooltip written for it (issue 15): each visible trace
+"""Every chart on every page has a tooltip written for it: each visible trace
 carries a hovertemplate (or, on the run view's waterfall, a hover text per step), none falls
 back to Plotly's default, and the step key is shown in full."""
 

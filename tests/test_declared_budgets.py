@@ -1,4 +1,4 @@
-"""Declared budgets and step caps (SPEC §10, issue 13): a run without budget.total_ms is measured
+"""Declared budgets and step caps (SPEC §10): a run without budget.total_ms is measured
 against its agent's declared budget, else the declared default; a run's own budget wins; a
 change re-measures past runs; declared caps give steps an allocation for step utilisation.
 

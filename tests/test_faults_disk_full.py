@@ -1,4 +1,4 @@
-"""Disk full (issue 6): on a small tmpfs the test mounts, the receivers answer 503 with
+"""Disk full: on a small tmpfs the test mounts, the receivers answer 503 with
 Retry-After (gRPC UNAVAILABLE) instead of acknowledging, nothing acknowledged is lost, and
 ingestion resumes by itself once space returns — no restart.
 

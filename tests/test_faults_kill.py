@@ -1,4 +1,4 @@
-"""kill -9 at random moments during a sustained stream, repeated (issue 6): after every kill the
+"""kill -9 at random moments during a sustained stream, repeated: after every kill the
 file left behind opens cleanly and holds every span acknowledged so far exactly once (checked on a
 copy, so that the next restart still replays the original), serve restarts on it each time, and
 at the end every acknowledged span is present exactly once.

@@ -1,5 +1,5 @@
 """A database file from a schema version with no migration path, or from no budgetscope at all,
-is refused with a clear message by every command that opens it, and left as it was (issue 6).
+is refused with a clear message by every command that opens it, and left as it was.
 Written relative to store.SCHEMA_VERSION so that a version bump keeps the test meaningful;
 files that can be migrated are tests/test_schema_migration.py's."""
 

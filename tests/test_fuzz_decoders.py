@@ -1,4 +1,4 @@
-"""Property-based and mutation fuzzing of every decoder (issue 6): protobuf, OTLP JSON, JSON
+"""Property-based and mutation fuzzing of every decoder: protobuf, OTLP JSON, JSON
 lines, length-prefixed streams, gzip, trace files and the OTLP/HTTP and gRPC receivers.
 
 Mutated real payloads never crash a decoder (only our documented rejection errors), never hang

@@ -1,4 +1,4 @@
-"""Fuzzing the OTLP logs decoders (issue 13): hostile bytes and field values give stored records
+"""Fuzzing the OTLP logs decoders: hostile bytes and field values give stored records
 or refusals with a reason, never another exception, and never a row the writer cannot store.
 Seeds are log records made by the OpenTelemetry SDK and encoded by its own OTLP encoder."""
 

@@ -1,4 +1,4 @@
-"""Hostile and broken input, one table row per case, each naming its expected outcome (issue 6).
+"""Hostile and broken input, one table row per case, each naming its expected outcome.
 
 Every row runs through the OTLP/HTTP receiver and, where a file can carry it, through
 `budgetscope ingest`'s file loader, each into a real database. Outcomes:
@@ -145,7 +145,7 @@ def _wire_attribute(key: bytes, value: bytes) -> bytes:
 
 
 def _big_array(count: int) -> Callable[[Any], None]:
-    """An array attribute of `count` 8-character strings, from wire bytes (issue 14 item 9)."""
+    """An array attribute of `count` 8-character strings, from wire bytes."""
     def apply(span: Any) -> None:
         element = b"\x0a\x08abcdefgh"  # AnyValue.string_value = 1
         items = (b"\x0a" + varint(len(element)) + element) * count  # ArrayValue.values = 1
@@ -391,12 +391,12 @@ CASES = [
     Case("array nested 40 deep", _pb(_nested(40, "array")), check=_nesting_marked),
     Case("kvlist nested 200 deep as JSON", _js(_nested(25, "kvlist"), _deepen_json(200)),
          content_type=JSON, check=_nesting_marked),
-    # Past that limit the span was refused (issue 14 item 10); now it keeps the marker too
+    # Past that limit the span was refused; now it keeps the marker too
     # (ingest/decode/any_value_wire.py reads the value from the wire, as deep as it is kept).
     Case("array nested past protobuf's recursion limit", _pb(_nested(120, "array")),
          check=_nesting_marked),
     Case("kvlist nested 500 deep", _pb(_nested(500, "kvlist")), check=_nesting_marked),
-    # Element, event, link and key limits (issue 14 item 9).
+    # Element, event, link and key limits.
     Case("array of 200,000 elements: 4,096 kept and the rest counted in a marker",
          _pb(_big_array(200_000)), check=_array_capped(200_000)),
     Case("array of 100,000 elements as JSON", _js(_set(), _json_big_array(100_000)),
@@ -415,7 +415,7 @@ CASES = [
          reasons=("undecodable_span",), file=("undecodable_span",)),
     Case("invalid UTF-8 in a span name (JSON)", _json_invalid_utf8, content_type=JSON,
          stored=1, reasons=("bad_span",), file=("bad_span",)),
-    # The resource was dropped and its spans lost service.name (issue 14 item 10).
+    # The resource was dropped and its spans lost service.name.
     Case("invalid UTF-8 in a resource attribute (protobuf)", _invalid_utf8_resource(False),
          reasons=("resource_text_replaced",), file=("resource_text_replaced",),
          check=_resource_kept),

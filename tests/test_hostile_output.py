@@ -1,4 +1,4 @@
-"""What the product writes from span data is inert where it lands (issue 14, items 7 and 10):
+"""What the product writes from span data is inert where it lands:
 CSV cells a spreadsheet would run as formulas get a leading `'` (OWASP) and a carriage return
 inside a cell is quoted; text for a terminal (`run`, `report --format table`, log lines)
 carries no escape sequence or control character."""

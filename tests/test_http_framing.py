@@ -1,6 +1,6 @@
 """HTTP framing, slow and idle clients, connection floods and port ownership against the real
-receivers on 127.0.0.1 (issue 14, items 2, 3, 4, 8 and 10). Each test here failed on the
-hand-written stdlib receiver it replaced; the report of issue 14 says how each was checked."""
+receivers on 127.0.0.1. Each test here failed on the
+hand-written stdlib receiver it replaced."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry-style limits beyond attribute values (issue 14 items 9 and 10): elements of
+"""OpenTelemetry-style limits beyond attribute values: elements of
 arrays and kvlists, events and links per span, span-name and attribute-key length, and values
 nested past the protobuf runtime's own depth limit. The same rows on every path: the fast
 protobuf path, the careful one, and OTLP JSON. The cases over HTTP and through files are rows of

@@ -1,4 +1,4 @@
-"""Exceptions recorded as OTLP log records (SPEC §9, §3 rule 4; issue 13): a log record with
+"""Exceptions recorded as OTLP log records (SPEC §9, §3 rule 4): a log record with
 exception.type and a span context is an exception event of that span, so it changes the span's
 class, whichever arrives first, over the real receivers and in files."""
 

@@ -1,4 +1,4 @@
-"""The two log formats of `serve` (issue 6): one JSON object per line with the event's fields,
+"""The two log formats of `serve`: one JSON object per line with the event's fields,
 or one text line; the serve process test (test_serve_operations.py) reads the real stderr."""
 
 from __future__ import annotations

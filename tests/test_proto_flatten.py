@@ -1,6 +1,6 @@
 """The receivers' fast protobuf flattener (ingest/decode/proto_flatten.py) makes exactly the rows,
 ids and
-refusals of the careful path (decode_request + flatten_request) it replaces (issue 3)."""
+refusals of the careful path (decode_request + flatten_request) it replaces."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_rich_request_same_rows_ids_and_refusals() -> None:
     body = rich_request().SerializeToString()
     fast = flatten_protobuf(body, "here")
     assert_same(fast, careful(body, "here"))
-    # 16 spans refused, and (issue 14) budget.attempt -3 on the first span of each scope
+    # 16 spans refused, and budget.attempt -3 on the first span of each scope
     # reported as out of range: the span kept without it.
     refused = [r for r in fast.rejections if r.reason != "budget_out_of_range"]
     assert fast.span_count == 48 and len(refused) == 16

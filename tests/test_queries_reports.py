@@ -161,7 +161,7 @@ def test_weekly_report(fleet):
 
 
 def test_partial_weeks_are_marked(fleet):
-    """SPEC §7 partial_week / issue 15: a rolling range labelled a cut week as a whole one."""
+    """SPEC §7 partial_week: a rolling range labelled a cut week as a whole one."""
     import datetime as dt
     con, _ = fleet
     utc = dt.UTC

@@ -1,4 +1,4 @@
-"""OTLP/gRPC receiver against the real OpenTelemetry SDK exporter and raw stubs (issue 3)."""
+"""OTLP/gRPC receiver against the real OpenTelemetry SDK exporter and raw stubs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OTLP/HTTP receiver against the real OpenTelemetry SDK exporter and raw requests (issue 3)."""
+"""OTLP/HTTP receiver against the real OpenTelemetry SDK exporter and raw requests."""
 
 from __future__ import annotations
 

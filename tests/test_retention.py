@@ -1,4 +1,4 @@
-"""Retention (issue 6): old traces go whole, a trace that straddles the cutoff stays whole,
+"""Retention: old traces go whole, a trace that straddles the cutoff stays whole,
 nothing else is touched, acknowledged ingestion goes on while it runs, and the space is reused.
 
 A trace is old when its newest span ended before now − N days

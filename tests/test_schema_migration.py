@@ -1,6 +1,6 @@
 """A file of schema version 1 (spans unique through their primary key, no span_keys) is brought
 to the current version when a command opens it read-write: its spans stay, each gets its key,
-so a span sent again after the upgrade is still stored once (issue 6)."""
+so a span sent again after the upgrade is still stored once."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_a_failed_migration_leaves_the_file_at_version_1(tmp_path: Path) -> None
 
 
 def test_version_2_marks_survive_and_lose_their_key(tmp_path: Path) -> None:
-    """Schema 2 → 3 (issue 3): pending_derivations had a primary key on trace_id; its marks are
+    """Schema 2 → 3: pending_derivations had a primary key on trace_id; its marks are
     kept, and a trace can then be marked again by a second write (marks are appended)."""
     db = tmp_path / "v2.duckdb"
     con = connect(db)
@@ -111,7 +111,7 @@ def test_version_2_marks_survive_and_lose_their_key(tmp_path: Path) -> None:
 
 def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
-    """Schema 3 → 4 (issue 13): spans gain SPEC §9's typed columns, filled from the stored
+    """Schema 3 → 4: spans gain SPEC §9's typed columns, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
     from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
     from tests.support.trace_builder import TraceBuilder

@@ -1,5 +1,5 @@
 """`budgetscope serve` as a real process: it owns the file, other commands say so at once,
-SIGTERM stops it cleanly, and kill -9 loses nothing that was acknowledged (issue 3)."""
+SIGTERM stops it cleanly, and kill -9 loses nothing that was acknowledged."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_serve_runs_the_dashboard_in_the_same_process(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.2)
         assert health == b"ok"
-        # With --token the dashboard wants it too (issue 14): here as a Bearer header.
+        # With --token the dashboard wants it too: here as a Bearer header.
         page = urllib.request.Request(f"http://127.0.0.1:{ui_port}/",
                                       headers={"Authorization": "Bearer from-env-token-0123"})
         with urllib.request.urlopen(page, timeout=10) as response:

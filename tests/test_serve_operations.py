@@ -1,4 +1,4 @@
-"""`budgetscope serve` as a real process with the operating options (issue 6): JSON log lines on
+"""`budgetscope serve` as a real process with the operating options: JSON log lines on
 stderr (start-up without the token, each rejection with reason and peer, retention, shutdown),
 health and metrics on the OTLP/HTTP port, and --retention-days removing old traces in the
 background while it serves."""

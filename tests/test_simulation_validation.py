@@ -1,4 +1,4 @@
-"""Validation of the timeout-policy replay against the sample-trace generator (issue #7).
+"""Validation of the timeout-policy replay against the sample-trace generator.
 
 The generator draws every call's latency and failure from a stream keyed by (seed, run, step,
 attempt), never from the policy (sample_traces/latency.py), so the same seed under two policies

@@ -1,4 +1,4 @@
-"""The soak of tests/long/soak.py, short (20 s) for CI (issue 6): four paced exporters and the
+"""The soak of tests/long/soak.py, short (20 s) for CI: four paced exporters and the
 dashboard's report queries in parallel against the receivers, writer and derivation as serve
 wires them. Asserts correctness only (nothing lost, nothing duplicated, every dashboard round
 answered); spans/s, latency and memory over time are printed, never asserted, because timing

@@ -1,6 +1,6 @@
 """A span is stored once, through span_keys (store/file/schema/span_keys.sql), on a real DuckDB
 file: resent, repeated within a batch, mixed with new spans; and retention removes the keys of the
-traces it removes, so that such a trace sent again is stored again (issue 3)."""
+traces it removes, so that such a trace sent again is stored again."""
 
 from __future__ import annotations
 

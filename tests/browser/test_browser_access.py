@@ -1,5 +1,5 @@
 """The dashboard's access rules and its outside calls in a real browser (Debian's Chromium,
-headless, through Playwright), issue 14: without the token a page shows only the login form;
+headless, through Playwright): without the token a page shows only the login form;
 one visit with `?token=` leaves a cookie and the app then works on every page, websocket
 included; a page reached under another Host name is refused; every request the pages make
 goes to the dashboard itself (no favicon from fonts.gstatic.com, no usage statistics); and a

@@ -1,4 +1,4 @@
-"""Every page as a demanding user meets it at a 1400 px window (issue 15): headless Debian
+"""Every page as a demanding user meets it at a 1400 px window: headless Debian
 Chromium, each page waited for until Streamlit's script run is over and no skeleton is left,
 then shot whole into test-artifacts/screenshots/. On each page no table scrolls sideways (a
 column cut on the right) and no table cell reads Python's None or NaN. What a page's text

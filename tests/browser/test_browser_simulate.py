@@ -1,4 +1,4 @@
-"""The What-if page (issue #7) in a real browser: Debian's Chromium, headless, driven by
+"""The What-if page in a real browser: Debian's Chromium, headless, driven by
 Playwright, against `budgetscope dashboard` as a subprocess on the sample traces. Moving the
 deadline slider with the keyboard reruns the replay and the predicted figures change to what
 `simulate` says for that deadline."""

@@ -272,7 +272,7 @@ def logs_body(body: bytes, json_body: bool = False) -> str:
     return "accepted" if batch.log_count else "empty"
 
 
-# ------------------------------------------------------------------ budget.* numbers (issue 14)
+# ------------------------------------------------------------------ budget.* numbers
 # Values that broke the derivation or that agents get wrong: units (a deadline in seconds,
 # microseconds, nanoseconds), overflow, signs, non-finite and non-numbers.
 NOW_MS = time.time_ns() // 10**6
@@ -333,7 +333,7 @@ def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int)
     return "kept" if stored is not None else "refused"
 
 
-# ------------------------------------------------------------------ HTTP framing (issue 14)
+# ------------------------------------------------------------------ HTTP framing
 _CHUNK_FORMS = ("{h}", "{h}", "0x{h}", "+{h}", "-{h}", "{h}_", " {h}", "{h} ", "{h}\t",
                 "{h};ext=1", "0" * 70 + "{h}", "{H}", "")
 # What a framing example may be answered: an answer, or a close without one (tornado closes on

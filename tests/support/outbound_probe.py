@@ -1,4 +1,4 @@
-"""Run a budgetscope command with every outbound connection attempt recorded (issue 14):
+"""Run a budgetscope command with every outbound connection attempt recorded:
 `python -m tests.support.outbound_probe LOG URL -- budgetscope arguments…`.
 
 Python's socket layer is wrapped (connect, connect_ex, sendto and getaddrinfo: a name lookup

@@ -37,7 +37,8 @@ DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "deriv
 # columns set gates. The statements that amend a few rows (orphans, sibling twins, a second walk)
 # then cost nothing on the traces that have none: each statement has a fixed cost of ~1-3 ms,
 # which the derivation pays once a turn whatever the turn holds.
-_WHEN = re.compile(r"^-- when: (?P<gate>[a-z_]+)\s*$", re.MULTILINE)
+_WHEN = re.compile(r"^-- when: (?P<gate>\w+)\s*$", re.MULTILINE)
+_WHEN_LINE = re.compile(r"^-- when:", re.MULTILINE)
 _GATES = re.compile(r"^-- gates\b", re.MULTILINE)
 
 
@@ -65,18 +66,29 @@ def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
     conventions are long) cost ~45 ms of each run, more than executing many of them."""
     found = _PIECES.get(name)
     if found is None:
-        found = _PIECES[name] = [
-            _Piece(statement, (m["gate"] if (m := _WHEN.search(statement.query)) else None),
-                   bool(_GATES.search(statement.query)))
-            for statement in con.extract_statements(QUERIES[name].text)]
+        found = []
+        for statement in con.extract_statements(QUERIES[name].text):
+            when = _WHEN.search(statement.query)
+            if when is None and _WHEN_LINE.search(statement.query):
+                # a gate this pattern cannot read would silently run the statement always (as
+                # `row_11` did under a letters-only pattern)
+                raise ValueError(f"{name}.sql: a `-- when:` line names no gate: "
+                                 f"{statement.query.strip()[:80]!r}")
+            found.append(_Piece(statement, when["gate"] if when else None,
+                                bool(_GATES.search(statement.query))))
+        _PIECES[name] = found
     return found
 
 
 def _execute(con: duckdb.DuckDBPyConnection, name: str,
              gates: dict[str, bool] | None = None) -> None:
     for piece in _pieces(con, name):
-        if piece.when is not None and not (gates or {}).get(piece.when, True):
-            continue
+        if piece.when is not None and gates is not None:
+            if piece.when not in gates:
+                raise LookupError(f"{name}.sql: `-- when: {piece.when}` names a gate that no "
+                                  "earlier `-- gates` statement sets")
+            if not gates[piece.when]:
+                continue
         result = con.execute(piece.statement)
         if piece.sets_gates and gates is not None:
             row = result.fetchone()

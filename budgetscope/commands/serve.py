@@ -24,15 +24,11 @@ import duckdb
 
 from budgetscope.commands.common import Fail, refuse_trace_file, window_label
 from budgetscope.commands.dashboard import (
-    DASHBOARD_APP,
     access_options,
     access_policy,
-    configure_dashboard,
     refresh_option,
     refuse_open_exposure,
-    run_streamlit,
-    set_access,
-    set_refresh,
+    run_dashboard,
 )
 from budgetscope.commands.durations import Duration
 from budgetscope.commands.serve_operations import (
@@ -42,7 +38,8 @@ from budgetscope.commands.serve_operations import (
 from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
-from dashboard.config import DashboardConfig, configure
+from dashboard.config import DashboardConfig
+from dashboard.server.bootstrap import DashboardServer
 from ingest.receivers.auth import FailedTokens
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
@@ -158,12 +155,10 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
-    set_refresh(refresh_seconds)
     # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
     # count of wrong tokens per client for both ports and the dashboard.
     failed_tokens = FailedTokens()
     access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
-    set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
     refuse_trace_file(db)
@@ -220,10 +215,10 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         "cli": f"http://{local}:{receivers.http.port}{CLI_PATH}",
     })
     # The dashboard this process runs reads through the owner and edits through the writer.
-    configure_dashboard(DashboardConfig(
-        Source(db=db, owner=owner), editor=budgets,
+    dashboard_config = DashboardConfig(
+        Source(db=db, owner=owner), refresh_seconds=refresh_seconds, editor=budgets,
         endpoints=(f"http://{local}:{receivers.http.port}/v1/traces",
-                   f"{local}:{receivers.grpc.port}")))
+                   f"{local}:{receivers.grpc.port}"))
     _say_where(db, host, local, receivers, dashboard, token is not None)
     _LOG.info("serving %s", db, extra={
         "event": "start", "pid": os.getpid(), "db": db, "host": host,
@@ -238,7 +233,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if no_ui:
             _wait_for_signal()
         else:
-            run_streamlit(DASHBOARD_APP, host, ui_port)
+            run_dashboard(DashboardServer(host, ui_port, access), dashboard_config)
     finally:
         stats = receivers.committer.stats
         written_before = stats.spans_written
@@ -248,7 +243,6 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if retention is not None:
             retention.stop()  # between two slices; a slice is one transaction
         drained = receivers.stop(DRAIN_SECONDS)
-        configure(None)
         owner.close()
         _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "
                   "%s closed%s", f"{stats.spans_inserted:,}", f"{stats.transactions:,}",

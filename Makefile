@@ -10,25 +10,36 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: install demo serve test test-fast lint bench chromium clean
 
-# uv installs this stack in seconds where pip takes half a minute; pip stays the fallback.
+# Every package comes from uv.lock (`uv lock` writes it from pyproject.toml; commit both): a
+# fresh clone, a developer's venv and CI get the same versions. uv itself is pinned and brought
+# by pip into the venv; there is no pip fallback, because it would install whatever versions
+# the registry serves that day, which is what the lock exists to prevent (a machine that cannot
+# install uv's wheel from the registry cannot install the stack's wheels either).
+# --inexact: uv and pip stay in the venv beside the locked packages (exact would remove them).
 # --compile-bytecode: uv, unlike pip, leaves the installed packages without .pyc files, and where
 # PYTHONDONTWRITEBYTECODE=1 is set (as on these machines) every process then compiles pandas,
 # Streamlit, Plotly and pyarrow from source at each import: 5.5 s against 1.6 s for importing the
 # four, paid by every CLI command, server and dashboard the suite starts.
-UV_INSTALL = $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
+UV_VERSION := 0.13.9
+UV_SYNC = UV_PYTHON_DOWNLOADS=never $(BIN)/uv sync --frozen --inexact --compile-bytecode -q
+
+$(BIN)/uv:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q 'uv==$(UV_VERSION)' || { \
+		echo "cannot install uv $(UV_VERSION) into $(VENV); every install goes through it and uv.lock" >&2; exit 1; }
 
 # The runtime alone, what `make demo` and `make serve` need: the test extras (chdb, Playwright,
 # the agent frameworks the SDK's adapters are tested against) made a fresh demo's venv 1.6 GB
 # and most of its first start.
-$(RUNTIME): pyproject.toml Makefile
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( $(UV_INSTALL) -e . ) || $(BIN)/python -m pip install -q -e .
+$(RUNTIME): pyproject.toml uv.lock Makefile | $(BIN)/uv
+	$(UV_SYNC) --no-dev
 	touch $(RUNTIME)
 
 # Everything the suite needs on top: the test extras, and the budget SDK (sdk/, its own
-# distribution) installed editable beside it, so the suite tests it.
+# distribution, the `dev` group of pyproject.toml) installed editable beside it, so the suite
+# tests it.
 $(STAMP): $(RUNTIME) sdk/pyproject.toml
-	( $(UV_INSTALL) -e '.[test]' -e ./sdk ) || $(BIN)/python -m pip install -q -e '.[test]' -e ./sdk
+	$(UV_SYNC) --extra test
 	touch $(STAMP)
 
 install: $(STAMP)

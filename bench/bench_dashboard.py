@@ -1,8 +1,9 @@
 """Benchmark of the dashboard on a large database: each page's queries, and each page drawn in
 headless Chromium.
 
-    .venv/bin/python bench/bench_dashboard.py --db PATH           # an existing database
-    .venv/bin/python bench/bench_dashboard.py --runs 35000        # generate + ingest first
+    .venv/bin/python -m bench.bench_dashboard --db PATH           # an existing database
+    .venv/bin/python -m bench.bench_dashboard --runs 35000        # generate + ingest first
+    .venv/bin/python -m bench.bench_dashboard --db PATH --against DIR [--rounds 5] [--pages …]
 
 With --runs, `runs<N>.pb` is generated with the sample generator and loaded with
 `budgetscope ingest` into --workdir (both skipped when the files exist; ~35k runs ≈ 1M spans).
@@ -14,8 +15,16 @@ Then, for two filters (the data's last 7 days, and all time):
   Chromium, timed from navigation to the page drawn (script finished, no skeleton left) with
   all its Plotly charts; first visit in a fresh browser context (no cached JavaScript,
   Streamlit cache cold for that filter) and revisits in the same context (median of --repeat).
-  Each first visit is also given against two floors measured beside it (bench_browser_floor.py):
-  the bare floor, and the floor furnished with a dashboard page's elements.
+  Each first visit is also given against two floors measured beside it (FloorApp, floor_app.py:
+  Streamlit pages with as many trivial Plotly charts): the bare floor (a title and the charts),
+  and the floor furnished with a dashboard page's elements.
+- with --against DIR (another checkout of budgetscope, e.g. `git archive COMMIT | tar -x -C
+  DIR`, run with this environment's packages), the browser part is instead each page's first
+  visit on DIR's dashboard and on this one, served side by side on the same database, beside
+  the two floors: all four visited in turn (the order reversed every round), --rounds rounds,
+  the file's mtime moved before every visit so that each is a first visit on the server too
+  (the dashboard's cache keys on the file's state). Medians and [min-max] of each, and this
+  checkout's median over DIR's.
 Figures, never assertions: the target is every page's queries < 1 s and drawn < 3 s on ~1M
 spans.
 """
@@ -24,21 +33,22 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.support.browser import PAGE_DRAWN, Dashboard, free_port
+from queries import reports
+from queries.filters import Filters
+from queries.run_view import load_run
+from store import connect
 
-from queries import reports  # noqa: E402
-from queries.filters import Filters  # noqa: E402
-from queries.run_view import load_run  # noqa: E402
-from store import connect  # noqa: E402
-from tests.browser.support import PAGE_DRAWN, Dashboard  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PYTHON = sys.executable
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -60,6 +70,45 @@ PAGE_QUERIES: dict[str, list[str]] = {
 PAGE_CHARTS = {"overview": 3, "attribution": 3, "failures": 3, "utilisation": 3,
                "reconciliation": 2, "runs": 0, "run": 1, "compare": 1, "weekly": 0,
                "simulate": 2, "budgets": 0}
+
+
+FLOOR_APP = Path(__file__).with_name("floor_app.py")
+FLOOR_SAMPLES = 3  # first visits of each floor per dashboard page
+
+
+class FloorApp:
+    """`streamlit run floor_app.py` on a free port: the floors a page's first visit is given
+    against (bare: a title and `charts` trivial Plotly charts; furnished: the same charts among
+    a dashboard page's sidebar, widgets, metrics and tables, with constant data)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.server = subprocess.Popen(
+            [PYTHON, "-m", "streamlit", "run", str(FLOOR_APP), "--server.port",
+             str(self.port), "--server.address", "127.0.0.1", "--server.headless", "true",
+             "--browser.gatherUsageStats", "false"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_stcore/health",
+                                            timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("streamlit did not start")
+
+    def url(self, charts: int, furnished: bool = False) -> str:
+        return f"http://127.0.0.1:{self.port}/?n={charts}" + ("&furnish=1" if furnished else "")
+
+    def stop(self) -> None:
+        self.server.terminate()
+        try:
+            self.server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
 
 
 def build(workdir: Path, runs: int) -> Path:
@@ -142,7 +191,7 @@ def url_for(page: str, filters: Filters, run_id: str) -> str:
 def time_visit(tab: object, url: str, charts: int) -> float:
     """Seconds from navigating `tab` to `url` to the page drawn with `charts` charts (its script
     over, no skeleton left: tests/browser/support.PAGE_DRAWN): the same measure for the
-    dashboard's pages and for the floor page (bench_browser_floor)."""
+    dashboard's pages and for the floor pages (FloorApp)."""
     started = time.perf_counter()
     tab.goto(url)  # type: ignore[attr-defined]
     tab.wait_for_function(PAGE_DRAWN, arg=charts, timeout=120_000)  # type: ignore[attr-defined]
@@ -163,14 +212,12 @@ def first_visit(browser: object, url: str, charts: int) -> tuple[float, float]:
 def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
     from playwright.sync_api import sync_playwright
 
-    from bench.bench_browser_floor import FLOOR_SAMPLES, FloorApp
-
     log = Path("/tmp") / f"bench-dashboard-{db.stem}.log"
     app = Dashboard(str(db), log)
     floor = FloorApp()
     print(f"\nbrowser: {app.url}, headless Chromium; seconds from navigation to the page drawn"
           " with its Plotly charts: first visit / revisit median; then the page's first visit "
-          "against two floors with as many charts (bench_browser_floor.py, median of "
+          "against two floors with as many charts (floor_app.py, median of "
           f"{FLOOR_SAMPLES} first visits each, measured just before the page's): the bare floor "
           "(a title and the charts) and the furnished floor (the charts among a dashboard "
           "page's sidebar, widgets, metrics and tables, with constant data)")
@@ -258,6 +305,62 @@ def bench_navigation(browser: object, base: str, week: Filters, run_id: str,
         f"{page} {t[0]:.2f}/{statistics.median(t[1:]):.2f}" for page, t in times.items()))
 
 
+def visit(browser: object, url: str, charts: int) -> float:
+    """One first visit in a fresh browser context, timed (time_visit)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})  # type: ignore
+    try:
+        return time_visit(context.new_page(), url, charts)
+    finally:
+        context.close()
+
+
+def _spread(times: list[float]) -> str:
+    return f"{statistics.median(times):.2f} [{min(times):.2f}-{max(times):.2f}]"
+
+
+def bench_against(db: Path, other: Path, week: Filters, run_id: str, rounds: int,
+                  pages: list[str]) -> None:
+    """Each page's first visit on `other`'s dashboard and on this checkout's, beside the two
+    floors, in turn, `rounds` rounds (the docstring's --against)."""
+    from playwright.sync_api import sync_playwright
+
+    servers = {"other": Dashboard(str(db), Path("/tmp") / "bench-dashboard-other.log",
+                                  checkout=other.resolve()),
+               "this": Dashboard(str(db), Path("/tmp") / "bench-dashboard-this.log")}
+    floor = FloorApp()
+    print(f"\nfirst visits (s), median [min-max] of {rounds} rounds, last 7 days: the page on "
+          f"{other} (other) and on {ROOT} (this), the bare and the furnished floor with as "
+          "many charts; headless Chromium 1400x2400")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            for page in pages:
+                charts = PAGE_CHARTS[page]
+                urls = {name: server.url + url_for(page, week, run_id)
+                        for name, server in servers.items()}
+                urls["bare"] = floor.url(charts)
+                urls["furnished"] = floor.url(charts, furnished=True)
+                for url in urls.values():  # untimed: each server imports the page's code once
+                    visit(browser, url, charts)
+                times: dict[str, list[float]] = {name: [] for name in urls}
+                for round_ in range(rounds):
+                    for name in (list(urls) if round_ % 2 == 0 else list(urls)[::-1]):
+                        os.utime(db)
+                        times[name].append(visit(browser, urls[name], charts))
+                this, other_ = (statistics.median(times[name]) for name in ("this", "other"))
+                furnished = statistics.median(times["furnished"])
+                print(f"  {page:<15} other {_spread(times['other'])}  this "
+                      f"{_spread(times['this'])}  this/other {this / other_:.2f}x  bare "
+                      f"{_spread(times['bare'])}  furnished {_spread(times['furnished'])}  "
+                      f"/ furnished: other {other_ / furnished:.2f}x this "
+                      f"{this / furnished:.2f}x", flush=True)
+            browser.close()
+    finally:
+        for server in servers.values():
+            server.stop()
+        floor.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, help="an existing database (else --runs builds one)")
@@ -266,12 +369,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument("--no-queries", action="store_true", help="the browser part only")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="another checkout: first visits on its dashboard and this one's")
+    parser.add_argument("--rounds", type=int, default=5, help="with --against")
+    parser.add_argument("--pages", default=",".join(PAGE_CHARTS),
+                        help="with --against, comma-separated, of: " + ", ".join(PAGE_CHARTS))
     options = parser.parse_args()
+    pages = [page for page in options.pages.split(",") if page]
+    if set(pages) - PAGE_CHARTS.keys():
+        parser.error(f"unknown pages {sorted(set(pages) - PAGE_CHARTS.keys())}")
     db = options.db or build(options.workdir, options.runs)
     week, run_id = describe(db)
     if not options.no_queries:
         bench_queries(db, week, run_id, options.repeat)
-    if not options.no_browser:
+    if options.against is not None:
+        bench_against(db, options.against, week, run_id, options.rounds, pages)
+    elif not options.no_browser:
         bench_browser(db, week, run_id, options.repeat)
 
 

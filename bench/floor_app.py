@@ -1,5 +1,6 @@
 """The least a Streamlit page with Plotly charts can be: a title and `?n=` eight-bar charts.
-bench_browser_floor.py times it to show what any dashboard page on this stack starts from.
+bench_dashboard.py (FloorApp) times it beside each page, to show what any dashboard page on this
+stack starts from.
 
 With `?furnish=1` the same charts come with the elements a dashboard page carries (Attribution's
 count of each: a sidebar of page links, two selectboxes, two date inputs, a toggle and a button;

@@ -12,9 +12,6 @@ class PageEntry:
     name: str  # app_pages/<name>.py, and the address it answers at
     title: str
     icon: str  # a Material icon name
-    # Whether the page draws Plotly charts: a first visit of a page that draws none is not made
-    # to fetch the 4.7 MB chart code (dashboard/page_hints.py).
-    charts: bool = True
 
 
 # In the sidebar's order; the first is the default page (served at `/`).
@@ -24,14 +21,13 @@ PAGES = (
     PageEntry("failures", "Failures", "error"),
     PageEntry("utilisation", "Utilisation", "speed"),
     PageEntry("reconciliation", "Reconciliation", "sync"),
-    PageEntry("runs", "Runs", "list", charts=False),
+    PageEntry("runs", "Runs", "list"),
     PageEntry("run", "Run view", "search"),
     PageEntry("compare", "Compare runs", "compare_arrows"),
-    PageEntry("weekly", "Weekly report", "calendar_month", charts=False),
+    PageEntry("weekly", "Weekly report", "calendar_month"),
     PageEntry("simulate", "What if", "tune"),
-    PageEntry("budgets", "Budgets", "hourglass_top", charts=False),
+    PageEntry("budgets", "Budgets", "hourglass_top"),
 )
 DEFAULT_PAGE = PAGES[0].name
 # The addresses the pages answer at (`/overview` too: a hidden alias of the default page).
 PAGE_PATHS = frozenset(page.name for page in PAGES)
-PAGES_WITHOUT_CHARTS = frozenset(page.name for page in PAGES if not page.charts)

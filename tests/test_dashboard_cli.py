@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from budgetscope.commands import dashboard, demo
+from dashboard.filters import FilterState
+from dashboard.server.bootstrap import DashboardServer
 from tests.support.ui import REPO
 
 
@@ -26,15 +28,21 @@ def small_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
-    calls: list[tuple[str, str, int]] = []
-    monkeypatch.setattr(demo, "serve_dashboard", lambda *a: calls.append(a))
-    monkeypatch.setattr(dashboard, "serve_dashboard", lambda *a: calls.append(a))
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """(db, host, port, opening) of each serve_dashboard call, which is recorded, not run."""
+    calls: list[tuple] = []
+
+    def record(db: str, server: DashboardServer, opening: FilterState | None = None,
+               **_: object) -> None:
+        calls.append((db, server.host, server.port, opening))
+
+    monkeypatch.setattr(demo, "serve_dashboard", record)
+    monkeypatch.setattr(dashboard, "serve_dashboard", record)
     return calls
 
 
 def test_demo_opens_the_dashboard_on_the_demo_database(
-        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]],
+        small_sample: Path, tmp_path: Path, served: list[tuple],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(demo, "SAMPLE_TRACES", small_sample)
     db = tmp_path / "demo.duckdb"
@@ -55,7 +63,7 @@ def test_demo_opens_the_dashboard_on_the_demo_database(
 
 
 def test_dashboard_command_serves_an_existing_database(
-        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]]) -> None:
+        small_sample: Path, tmp_path: Path, served: list[tuple]) -> None:
     db = tmp_path / "traces.duckdb"
     loaded = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--no-progress",
                                       str(small_sample)])
@@ -64,11 +72,11 @@ def test_dashboard_command_serves_an_existing_database(
     result = CliRunner().invoke(cli, ["--db", str(db), "dashboard", "--port", "8600",
                                       "--host", "0.0.0.0", "--insecure-no-auth"])
     assert result.exit_code == 0, result.output
-    assert served == [(str(db), "0.0.0.0", 8600)]
+    assert [call[:3] for call in served] == [(str(db), "0.0.0.0", 8600)]
 
 
 def test_demo_follows_the_global_db_option(
-        small_sample: Path, tmp_path: Path, served: list[tuple[str, str, int]],
+        small_sample: Path, tmp_path: Path, served: list[tuple],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 15: `budgetscope --db X demo` ignored --db and wrote budgetscope-demo.duckdb."""
     monkeypatch.setattr(demo, "SAMPLE_TRACES", small_sample)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import data, fmt, layout, page_list
+from dashboard import data, fmt, layout
 from dashboard.config import DashboardConfig, configure
 from queries.filters import Filters
 from queries.render import to_csv_bytes
@@ -70,18 +70,6 @@ def test_page_renders_without_exception(db: str, page: str) -> None:
         {k: at.query_params[k] for k in PARAMS} == PARAMS
 
 
-@pytest.mark.slow
-def test_the_pages_said_to_draw_no_charts_draw_none(db: str) -> None:
-    """page_list's `charts` decides whether a page's HTML hints the chart code: a page marked
-    without charts that drew one would wait for the code unhinted, and the reverse fetches it
-    for nothing."""
-    run = {**PARAMS, "run": _an_exhausted_run(db)}
-    for entry in page_list.PAGES:
-        at = open_page(entry.name, run if entry.name in ("run", "compare") else None)
-        assert bool(at.get("plotly_chart")) == entry.charts, entry.name
-
-
-@pytest.mark.slow
 def test_overview_numbers_equal_the_queries(db: str) -> None:
     at = open_page("overview")
     runs = query(db, "runs")

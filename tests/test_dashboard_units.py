@@ -153,7 +153,7 @@ def test_the_start_up_warm_up_draws_every_figure_kind() -> None:
     """`budgetscope dashboard` and `serve` run this in a thread at start-up (its failures are
     only logged there), so here it must run clean: a renamed figure helper would otherwise
     quietly lose the head start."""
-    from dashboard.warm_up import warm
+    from dashboard.server.warm_up import warm
 
     warm()
 

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
+from budgetscope.cli import cli
+from budgetscope.server.read_api import RefusedCommand, ServedCommands
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI
@@ -30,7 +31,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receivers]:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0))
     receivers.http.add_route(BUDGETS, BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer),
                                                       receivers.http.token))
-    receivers.http.add_route(CLI, CliEndpoint(ServedCommands(owner, seconds=60).run,
+    receivers.http.add_route(CLI, CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run,
                                               RefusedCommand, receivers.http.token))
     receivers.start()
     yield receivers
@@ -67,8 +68,6 @@ def test_the_cli_client_reads_a_deep_answer_as_a_bad_answer(tmp_path: Path) -> N
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from click.testing import CliRunner
-
-    from budgetscope.cli import cli
 
     class Deep(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
+from budgetscope.server.read_api import RefusedCommand, ServedCommands
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
@@ -115,14 +115,14 @@ def owner(db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databas
                          ids=[" ".join(a[1:]) for a, _ in ANSWERED])
 def test_through_the_read_api_the_same_answer(owner: DatabaseOwner, db: str,
                                               arguments: list[str], runs: int | None) -> None:
-    served = ServedCommands(owner, seconds=60).run(arguments)
+    served = ServedCommands(owner, group=cli, seconds=60).run(arguments)
     assert served.status == 0, served.stderr
     assert served.stdout == CliRunner().invoke(cli, ["--db", db, *arguments]).stdout_bytes
 
 
 def test_over_http_never_a_500(owner: DatabaseOwner) -> None:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token="t" * 16))
-    commands = ServedCommands(owner, seconds=60)
+    commands = ServedCommands(owner, group=cli, seconds=60)
     receivers.http.add_route(PATH, CliEndpoint(commands.run, RefusedCommand,
                                                receivers.http.token))
     receivers.start()

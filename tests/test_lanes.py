@@ -17,18 +17,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-
-# bench/ files another branch (the dashboard server's) is rewriting or deleting, left as they
-# were so that both branches merge cleanly; the merge brings them in line, and this list is
-# then emptied (test_the_exemptions_are_still_needed fails on any entry that no longer needs it).
-AWAITING_MERGE = frozenset({
-    "bench/bench_browser_floor.py", "bench/bench_dashboard.py", "bench/bench_page_elements.py",
-    "bench/bench_receivers.py",
-})
-
 
 def _python_files(folder: str) -> list[Path]:
     return sorted(path for path in (ROOT / folder).rglob("*.py")
@@ -87,7 +76,7 @@ def test_bench_imports_nothing_from_tests() -> None:
                                       if name == "tests" or name.startswith("tests.")})
              for path in _python_files("bench")}
     found = {path: names for path, names in found.items()
-             if names and path not in AWAITING_MERGE}
+             if names}
     assert not found, ("bench/ importing tests/ (move what both need to bench/support/): "
                        f"{found}")
 
@@ -105,7 +94,7 @@ def test_tests_import_only_the_support_of_bench() -> None:
 def test_no_bench_file_edits_sys_path() -> None:
     found = {_relative(path): _edits_sys_path(path) for path in _python_files("bench")}
     found = {path: lines for path, lines in found.items()
-             if lines and path not in AWAITING_MERGE}
+             if lines}
     assert not found, ("bench/ files editing sys.path (run them as `python -m bench.NAME`; "
                        f"compare revisions with bench/ab.py): lines {found}")
 
@@ -113,16 +102,6 @@ def test_no_bench_file_edits_sys_path() -> None:
 def test_bench_is_a_package() -> None:
     assert (ROOT / "bench" / "__init__.py").is_file()
     assert (ROOT / "bench" / "support" / "__init__.py").is_file()
-
-
-@pytest.mark.parametrize("name", sorted(AWAITING_MERGE))
-def test_the_exemptions_are_still_needed(name: str) -> None:
-    path = ROOT / name
-    if not path.exists():
-        pytest.fail(f"{name} is gone: take it out of AWAITING_MERGE")
-    imports_tests = any(n == "tests" or n.startswith("tests.") for n in _imports(path))
-    assert imports_tests or _edits_sys_path(path), \
-        f"{name} no longer needs its exemption: take it out of AWAITING_MERGE"
 
 
 def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:

@@ -174,13 +174,8 @@ MODULE_GROUPS: dict[str, tuple[str, ...]] = {
     "sdk": ("sdk/budgetscope_sdk",),
     "sample generator": ("sample_traces",),
 }
-# Circles known and owned elsewhere, each to be removed from here when it is gone: the read API
-# runs the click group inside serve (cli -> serve -> served_cli -> cli), which moving the
-# server's composition out of serve_command undoes.
-KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
-    frozenset({"budgetscope.cli", "budgetscope.commands.serve",
-               "budgetscope.commands.served_cli"}),
-})
+# Circles known and owned elsewhere, each to be removed from here when it is gone (none now).
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
 
 def module_files(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:

@@ -19,7 +19,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from budgetscope.commands.serve_operations import signal_families
+from budgetscope.server.metrics import signal_families
 from ingest.receivers.operations import OperatorPages, Readiness
 from store import refresh_touched
 from tests.support.ops_traces import EXPECTED, old_run, ops_runs

@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
+from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
+from budgetscope.server.read_api import RefusedCommand, ServedCommands
 from ingest.files.loader import load_files
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import PATH, CliEndpoint
@@ -53,7 +54,7 @@ def receivers(tmp_path: Path) -> Iterator[tuple[Receivers, CliEndpoint]]:
     owner = DatabaseOwner(tmp_path / "bounds.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
                           derive=True)
-    endpoint = CliEndpoint(ServedCommands(owner, seconds=60).run, RefusedCommand,
+    endpoint = CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run, RefusedCommand,
                            receivers.http.token)
     receivers.http.add_route(PATH, endpoint)
     receivers.http.pages.update(OperatorPages(receivers.committer, receivers.exporter.counters,
@@ -118,7 +119,7 @@ def sample_owner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseO
 
 
 def _run(owner: DatabaseOwner, argv: list[str], **bounds: int) -> tuple[int, str, str]:
-    result = ServedCommands(owner, seconds=60, **bounds).run(argv)
+    result = ServedCommands(owner, group=cli, seconds=60, **bounds).run(argv)
     return result.status, result.stdout.decode(), result.stderr.decode()
 
 
@@ -161,7 +162,7 @@ def test_an_answer_past_its_bytes_is_refused_and_check_says_it_could_not_check(
 @pytest.mark.slow
 def test_the_refusal_reaches_the_client_over_http(sample_owner, tmp_path: Path) -> None:
     receivers = Receivers(sample_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
-    commands = ServedCommands(sample_owner, seconds=60, answer_rows=100)
+    commands = ServedCommands(sample_owner, group=cli, seconds=60, answer_rows=100)
     receivers.http.add_route(PATH, CliEndpoint(commands.run, RefusedCommand,
                                                receivers.http.token))
     receivers.start()

@@ -183,7 +183,7 @@ def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
     import click
 
     from budgetscope.cli import cli
-    from budgetscope.commands.serve_operations import _SIGNALS
+    from budgetscope.server.metrics import _SIGNALS
 
     for path in (*DOCUMENTS, REPO / "sdk" / "README.md"):
         text = path.read_text(encoding="utf-8")

@@ -68,8 +68,8 @@ def receivers(tmp_path: Path) -> Iterator[Receivers]:
     owner = DatabaseOwner(tmp_path / "tokens.duckdb")
     running = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
                                               token=TOKEN))
-    from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
-    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, seconds=60).run,
+    from budgetscope.server.read_api import RefusedCommand, ServedCommands
+    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run,
                                                  RefusedCommand, running.http.token))
     running.http.pages.update(OperatorPages(running.committer, running.exporter.counters,
                                             running.http.token).pages())

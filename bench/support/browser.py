@@ -46,26 +46,24 @@ class Dashboard:
     """`budgetscope dashboard` in a subprocess, stopped with SIGTERM."""
 
     def __init__(self, db: str, log: Path, refresh_seconds: float | None = None,
-                 extra_args: tuple[str, ...] = (), app: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        """`app` serves another Streamlit script in the command's place (a benchmark's variant
-        of the dashboard); `env` adds to the process's environment."""
+                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 checkout: Path = ROOT) -> None:
+        """`env` adds to the process's environment; `checkout` is the copy of budgetscope whose
+        code runs (a benchmark's other commit, bench_dashboard --against)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         for name in ("BUDGETSCOPE_DB", "BUDGETSCOPE_TOKEN", "BUDGETSCOPE_ALLOWED_HOSTS"):
             env.pop(name, None)
+        # `python -c` puts its working directory first on sys.path: the checkout's packages.
         start = "from budgetscope.cli import main; main()"
-        if app is not None:
-            start = ("import pathlib, budgetscope.commands.dashboard as command; "
-                     f"command.DASHBOARD_APP = pathlib.Path({str(app)!r}); {start}")
         self.process = subprocess.Popen(
             [sys.executable, "-c", start,
              "--db", db, "dashboard", "--port", str(self.port),
              *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)]),
              *extra_args],
-            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=checkout, env=env)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -134,7 +134,7 @@ def backend_option(context: click.Context) -> str | None:
 
 def served_reader(context: click.Context) -> Connection | None:
     """The connection `budgetscope serve` hands a command it runs for a client (its read API,
-    budgetscope/commands/served_cli.py), else None: the command opens what --db names."""
+    budgetscope/server/read_api.py), else None: the command opens what --db names."""
     return context.find_root().obj.get("reader")
 
 
@@ -151,7 +151,7 @@ def error_stream(context: click.Context) -> IO[str] | None:
 
 def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
     """Refuse an answer of more rows than the server's read API sends for one command
-    (budgetscope/commands/served_cli.py); no bound on the file."""
+    (budgetscope/server/read_api.py); no bound on the file."""
     limit = context.find_root().obj.get("answer_rows")
     if limit is not None and rows > limit:
         raise Fail(f"{what} would answer {rows:,} rows; the server's read API answers at most "

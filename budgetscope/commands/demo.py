@@ -13,6 +13,7 @@ from budgetscope.commands.common import Fail, open_database
 from budgetscope.commands.dashboard import serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from dashboard.filters import FilterState, start_of_week
+from dashboard.server.bootstrap import DashboardServer
 from ingest.files.loader import load_files
 from queries import readable
 from queries.render import to_text_table
@@ -96,4 +97,4 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)
     if not no_ui:
         click.echo("")
-        serve_dashboard(str(path), "127.0.0.1", port, opening)
+        serve_dashboard(str(path), DashboardServer("127.0.0.1", port), opening)

@@ -1,17 +1,15 @@
 """`budgetscope serve`: OTLP/HTTP, OTLP/gRPC and the dashboard in the one process that owns the
 database file (DESIGN.md, "Storage and concurrency").
 
-Threads: the receivers and the group-commit writer run in the background; the main thread runs
-Streamlit's server (it wants the main thread for its event loop and signal handlers), or, with
---no-ui, just waits for a signal. On SIGTERM or Ctrl-C the receivers stop accepting, in-flight
-requests finish (each is answered only after its commit), the writer drains, the database is
-closed (checkpointed) and the sidecar announcing the server is removed.
+This command parses the options and says where the server listens; what runs, and how it
+stops, is budgetscope/server/compose.py. The main thread runs the dashboard's server (it wants
+the main thread for its event loop and signal handlers: dashboard/server/bootstrap.py), or,
+with --no-ui, just waits for a signal. On SIGTERM or Ctrl-C the server drains and closes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 import signal
 import socket
@@ -20,62 +18,22 @@ import threading
 from types import FrameType
 
 import click
-import duckdb
 
-from budgetscope.commands.common import Fail, refuse_trace_file, window_label
+from budgetscope.commands.common import Fail
 from budgetscope.commands.dashboard import (
-    DASHBOARD_APP,
     access_options,
     access_policy,
-    configure_dashboard,
     refresh_option,
     refuse_open_exposure,
-    run_streamlit,
-    set_access,
-    set_refresh,
+    run_dashboard,
 )
 from budgetscope.commands.durations import Duration
-from budgetscope.commands.serve_operations import (
-    retention_families,
-    signal_families,
-)
-from budgetscope.commands.served_cli import RefusedCommand, ServedCommands
 from budgetscope.commands.tokens import token_option
 from budgetscope.log_format import configure_logging
-from dashboard.config import DashboardConfig, configure
+from budgetscope.server.compose import ServeOptions, Server
+from dashboard.server.bootstrap import DashboardServer
 from ingest.receivers.auth import FailedTokens
-from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
-from ingest.receivers.budgets_endpoint import BudgetsEndpoint
-from ingest.receivers.cli_endpoint import PATH as CLI_PATH
-from ingest.receivers.cli_endpoint import CliEndpoint
-from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES, Limits
-from ingest.receivers.operations import OperatorPages
-from ingest.receivers.service import ReceiverConfig, Receivers
-from store import (
-    DatabaseBusy,
-    DatabaseOwner,
-    DeclaredBudgets,
-    MemoryLimitError,
-    RetentionSchedule,
-    SchemaError,
-    Source,
-)
-
-# Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
-DRAIN_SECONDS = 30.0
-# The longest one command of the read API runs (its queries are interrupted after that).
-READ_API_SECONDS = 120.0
-_WILDCARDS = ("0.0.0.0", "::", "")
-_LOG = logging.getLogger("budgetscope.serve")
-
-
-def _local_host(host: str) -> str:
-    """The address a local client uses to reach a server listening on `host`."""
-    return "127.0.0.1" if host in _WILDCARDS else host
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES
 
 
 def _wait_for_signal() -> None:
@@ -158,117 +116,47 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
-    set_refresh(refresh_seconds)
     # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
     # count of wrong tokens per client for both ports and the dashboard.
     failed_tokens = FailedTokens()
     access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
-    set_access(access)
     if not no_ui:
         _check_port_free(host, ui_port)
-    refuse_trace_file(db)
-    try:
-        owner = DatabaseOwner(db, memory_limit=memory_limit)
-    except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
-        raise Fail(str(error)) from None
-    except duckdb.Error as error:
-        raise Fail(f"cannot open database {db}: {error}") from None
-    config = ReceiverConfig(host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
-                            token=token, limits=Limits(max_body_bytes=max_body_bytes),
-                            hosts=access, failed_tokens=failed_tokens,
-                            root_grace_seconds=root_grace.total_seconds())
-    try:
-        # Runs and steps of the traces each transaction touched are derived by the writer
-        # thread right after, when idle or every second (store/derive/scheduling.py).
-        receivers = Receivers(owner, config, derive=True)
-    except OSError as error:
-        owner.close()
-        raise Fail(str(error)) from None
-    retention = None
-    if retention_days is not None:
-        retention = RetentionSchedule(receivers.committer.run_in_writer, retention_days, db,
-                                      interval=retention_interval.total_seconds())
-    sources = [signal_families(owner, metrics_window)]
-    if retention is not None:
-        sources.append(retention_families(retention))
-    pages = OperatorPages(receivers.committer, receivers.exporter.counters,
-                          receivers.http.token, sources=sources,
-                          cache_seconds=metrics_cache_seconds)
-    receivers.http.pages.update(pages.pages())
-    # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
-    budgets = DeclaredBudgets(owner, receivers.committer)
-    receivers.http.add_route(BUDGETS_PATH, BudgetsEndpoint(budgets, receivers.http.token))
-    # `report`, `run`, `check` and `simulate` while this process holds the file: run here, on
-    # the owner's reader, for the CLI (its read API).
-    commands = ServedCommands(owner, seconds=READ_API_SECONDS)
-    receivers.http.add_route(CLI_PATH, CliEndpoint(commands.run, RefusedCommand,
-                                                   receivers.http.token))
-    receivers.start()
-    if retention is not None:
-        retention.start()
-    local = _url_host(_local_host(host))
-    dashboard = None if no_ui else f"http://{local}:{ui_port}"
-    owner.announce({
-        "command": "budgetscope serve", "host": host,
-        "http_port": receivers.http.port, "grpc_port": receivers.grpc.port,
-        "ui_port": None if no_ui else ui_port,
-        "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
-        "otlp_http_logs": f"http://{local}:{receivers.http.port}/v1/logs",
-        "otlp_grpc": f"{local}:{receivers.grpc.port}",
-        "dashboard": dashboard,
-        "budgets": f"http://{local}:{receivers.http.port}{BUDGETS_PATH}",
-        "cli": f"http://{local}:{receivers.http.port}{CLI_PATH}",
-    })
-    # The dashboard this process runs reads through the owner and edits through the writer.
-    configure_dashboard(DashboardConfig(
-        Source(db=db, owner=owner), editor=budgets,
-        endpoints=(f"http://{local}:{receivers.http.port}/v1/traces",
-                   f"{local}:{receivers.grpc.port}")))
-    _say_where(db, host, local, receivers, dashboard, token is not None)
-    _LOG.info("serving %s", db, extra={
-        "event": "start", "pid": os.getpid(), "db": db, "host": host,
-        "otlp_http": f"http://{local}:{receivers.http.port}/v1/traces",
-        "otlp_http_logs": f"http://{local}:{receivers.http.port}/v1/logs",
-        "otlp_grpc": f"{local}:{receivers.grpc.port}", "dashboard": dashboard,
-        "health": f"http://{local}:{receivers.http.port}/healthz",
-        "metrics": f"http://{local}:{receivers.http.port}/metrics",
-        "token_required": token is not None, "retention_days": retention_days,
-        "metrics_window": window_label(metrics_window)})
+    server = Server(ServeOptions(
+        db=db, host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
+        ui_port=None if no_ui else ui_port, token=token, access=access,
+        failed_tokens=failed_tokens, max_body_bytes=max_body_bytes,
+        refresh_seconds=refresh_seconds, retention_days=retention_days,
+        retention_interval=retention_interval, metrics_window=metrics_window,
+        metrics_cache_seconds=metrics_cache_seconds, memory_limit=memory_limit,
+        root_grace=root_grace, commands=_root_group(context)))
+    server.start()
+    _say_where(server, token is not None)
+    server.log_serving()
     try:
         if no_ui:
             _wait_for_signal()
         else:
-            run_streamlit(DASHBOARD_APP, host, ui_port)
+            run_dashboard(DashboardServer(host, ui_port, access), server.dashboard_config())
     finally:
-        stats = receivers.committer.stats
-        written_before = stats.spans_written
-        queued = receivers.committer.queued_spans
-        _LOG.info("stopping; finishing in-flight requests (%d spans queued)", queued,
-                  extra={"event": "stopping", "spans_queued": queued})
-        if retention is not None:
-            retention.stop()  # between two slices; a slice is one transaction
-        drained = receivers.stop(DRAIN_SECONDS)
-        configure(None)
-        owner.close()
-        _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "
-                  "%s closed%s", f"{stats.spans_inserted:,}", f"{stats.transactions:,}",
-                  f"{stats.spans_written - written_before:,}", db,
-                  "" if drained else "; some requests were cut off unanswered (their "
-                  "exporters retry them)",
-                  extra={"event": "stop", "spans_stored": stats.spans_inserted,
-                         "transactions": stats.transactions,
-                         "spans_drained": stats.spans_written - written_before,
-                         "drained": drained, "db": db})
+        server.stop()
 
 
-def _say_where(db: str, host: str, local: str, receivers: Receivers, dashboard: str | None,
-               token: bool) -> None:
+def _root_group(context: click.Context) -> click.Group:
+    """The `budgetscope` group this command runs under: the commands /cli runs for a client."""
+    root = context.find_root().command
+    if not isinstance(root, click.Group):
+        raise click.UsageError("serve runs under the budgetscope command group")
+    return root
+
+
+def _say_where(server: Server, token: bool) -> None:
+    host = server.options.host
     lines = [
-        f"budgetscope serve (pid {os.getpid()}) owns {db}",
-        f"  OTLP/HTTP  http://{local}:{receivers.http.port}/v1/traces "
-        f"(logs: http://{local}:{receivers.http.port}/v1/logs)",
-        f"  OTLP/gRPC  {local}:{receivers.grpc.port}",
-        f"  dashboard  {dashboard or 'off (--no-ui)'}",
+        f"budgetscope serve (pid {os.getpid()}) owns {server.options.db}",
+        f"  OTLP/HTTP  {server.endpoint('/v1/traces')} (logs: {server.endpoint('/v1/logs')})",
+        f"  OTLP/gRPC  {server.grpc_endpoint}",
+        f"  dashboard  {server.dashboard_url or 'off (--no-ui)'}",
     ]
     if host in ("127.0.0.1", "localhost", "::1"):
         lines.append(f"listening on {host} only: other machines cannot connect "

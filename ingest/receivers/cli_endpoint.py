@@ -6,7 +6,7 @@ The request is `{"argv": ["report", "weekly", "--format", "csv"]}` with `Content
 application/json` and the same bearer token as the exports and /metrics; the answer is
 `{"status": EXIT_STATUS, "stdout": BASE64, "stderr": BASE64}`: the exact bytes the command
 writes, so that the client prints what the command prints on the file. Which commands are
-allowed, and how they run, is the runner's business (budgetscope/commands/served_cli.py);
+allowed, and how they run, is the runner's business (budgetscope/server/read_api.py);
 this module is the HTTP side: token, media type, size, and a pool of its own with a bound,
 so that a slow report never takes a thread of the exports or of the health checks.
 """

@@ -9,7 +9,7 @@ stay open to any Host, as the Collector's receivers are (exporters name the serv
 they reach it), and so do `/healthz` and `/readyz`, which say nothing about the data.
 
 `budgetscope serve` hands the receiver the same policy object as its dashboard's guard
-(dashboard/access.py, built from `--host` and `--allowed-host`), so both surfaces answer the
+(dashboard/server/access.py, built from `--host` and `--allowed-host`), so both surfaces answer the
 same names. Without one (the receivers started on their own, in tests and benchmarks), only the
 loopback names and the listening address are answered.
 """

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -99,11 +98,6 @@ class SpanIntake:
         # it only multiplies the memory of inflated bodies and half-built rows (a 64 MiB body
         # is several hundred MB of Python objects). Requests beyond this wait their turn.
         self._decoding = threading.BoundedSemaphore(max_decoding)
-        # Totals for whoever watches (the benchmark): requests decoded, and seconds spent
-        # inflating, decoding and flattening them.
-        self.requests = 0
-        self.decode_seconds = 0.0
-        self._counting = threading.Lock()
         self.counters = ReceiverCounters()  # what both receivers answered, for /metrics
 
     @contextmanager
@@ -165,7 +159,6 @@ class SpanIntake:
         the part both signals share (traces here, logs in logs_export.py). Returns the batch
         (its rows and rejections). Raises Undecodable, Overloaded, WriteFailed, Closed."""
         with self._decoding_slot():
-            started = time.monotonic()
             self.committer.decoding_started()  # lets the writer wait for this one (linger)
             try:
                 if inflate is not None:
@@ -173,9 +166,6 @@ class SpanIntake:
                 batch = decode(body, where)
                 del body  # only the rows wait for the commit, not the body or its objects
                 rejections = batch.rejections
-                with self._counting:
-                    self.requests += 1
-                    self.decode_seconds += time.monotonic() - started
                 future = self.committer.submit(batch)
             finally:
                 self.committer.decoding_finished()

@@ -41,53 +41,14 @@ def test_every_page_renders_its_charts(sample_app: ui.Dashboard, page: object,
     assert not page.dialogs  # type: ignore[attr-defined]
 
 
-def test_the_preload_hints_name_the_chunks_the_page_loads(sample_app: ui.Dashboard,
-                                                          page: object) -> None:
-    """The page's HTML carries modulepreload hints (dashboard/page_hints.py) for the very files
-    the charts and tables then import, so one download serves both, at the start of the visit."""
-    page.goto(f"{sample_app.url}/?{QUERY}")  # type: ignore[attr-defined]
-    ui.settle(page, PAGES[""])
-    hints = page.evaluate(  # type: ignore[attr-defined]
-        "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
-        ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
-    assert [href.rsplit("/", 1)[1].split(".")[0] for href in hints] == ["PlotlyChart",
-                                                                       "DataFrame"]
-    fetched = page.evaluate(  # type: ignore[attr-defined]
-        "performance.getEntriesByType('resource').map(r => r.name)"
-        ".filter(name => /\\/js\\/(PlotlyChart|DataFrame)\\./.test(name))")
-    assert sorted(fetched) == sorted(hints)  # each fetched once, by the name in the hint
-
-
-def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dashboard,
-                                                             page: object) -> None:
-    """Runs draws tables only: its HTML hints the table code, not the 4.7 MB chart code, and a
-    first visit fetches no chart code at all."""
-    page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
-    ui.settle(page, 0)
-    assert ui.heading(page) == "Runs"
-    hints = page.evaluate(  # type: ignore[attr-defined]
-        "[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
-        ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
-    assert [href.rsplit("/", 1)[1].split(".")[0] for href in hints] == ["DataFrame"]
-    fetched = page.evaluate(  # type: ignore[attr-defined]
-        "performance.getEntriesByType('resource').map(r => r.name)"
-        ".filter(name => /\\/js\\/PlotlyChart\\./.test(name))")
-    assert fetched == []
-
-
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
-def test_a_page_address_connects_at_once_and_navigates_from_there(
+def test_a_page_address_connects_and_navigates_from_there(
         sample_app: ui.Dashboard, page: object, path: str) -> None:
-    """Told where its server is (dashboard/page_hints.py), the client never asks the page's
-    address for Streamlit's endpoints (`/attribution/_stcore/health`, a 404 and a retry), and
-    the sidebar's links from there lead to the pages at the root, not under the page."""
-    asked: list[str] = []
-    page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
+    """Opened at a page's address, the client finds its server at the root, and the sidebar's
+    links from there lead to the pages at the root, not under the page."""
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, 3 if path == "attribution" else 0)
     assert ui.heading(page) == ("Attribution" if path == "attribution" else "Runs")
-    assert "/_stcore/health" in asked and "/_stcore/host-config" in asked
-    assert [p for p in asked if "/_stcore/" in p and not p.startswith("/_stcore/")] == []
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     nav.get_by_text("Failures", exact=True).click()
     page.wait_for_url(re.compile(r"/failures\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]

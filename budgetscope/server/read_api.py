@@ -2,7 +2,9 @@
 ingest/receivers/cli_endpoint.py), so that `report`, `run`, `check` and `simulate` work while
 the server holds the file, with the bytes and exit status the same command gives on the file.
 
-The server runs the very command code, parsed by the same click group, with two differences
+The server runs the very command code, parsed by the same click group (handed in by serve,
+which gets it from its own click context: this module never imports the CLI, which imports
+serve), with two differences
 only: it reads through a cursor of the server's DatabaseOwner (as the dashboard inside serve
 does) instead of opening a path, and its standard output and error are captured for the
 answer. What a client sends is a list of arguments, never code and never a path the server
@@ -109,18 +111,18 @@ def _captured(stream: io.TextIOWrapper) -> bytes:
 
 
 class ServedCommands:
-    """Runs allowed commands against the owner's data, each for at most `seconds`."""
+    """Runs allowed commands of `group` (the `budgetscope` click group) against the owner's
+    data, each for at most `seconds`."""
 
-    def __init__(self, owner: DatabaseOwner, *, seconds: float, read_rows: int = READ_ROWS,
-                 answer_rows: int = ANSWER_ROWS, answer_bytes: int = ANSWER_BYTES) -> None:
+    def __init__(self, owner: DatabaseOwner, *, group: click.Group, seconds: float,
+                 read_rows: int = READ_ROWS, answer_rows: int = ANSWER_ROWS,
+                 answer_bytes: int = ANSWER_BYTES) -> None:
         self.owner = owner
+        self.group = group
         self.seconds = seconds
         self.read_rows, self.answer_rows, self.answer_bytes = read_rows, answer_rows, answer_bytes
 
     def run(self, argv: Sequence[str]) -> CommandResult:
-        # Imported here: budgetscope.cli imports `serve`, which mounts this.
-        from budgetscope.cli import cli
-
         arguments = check_arguments(list(argv))
         out, err = _stream(self.answer_bytes), _stream(self.answer_bytes)
         cursor = self.owner.cursor()
@@ -133,9 +135,9 @@ class ServedCommands:
         refused = 2 if arguments[0] == "check" else 1
         try:
             with rows_at_most(self.read_rows):
-                status = _invoke(cli, arguments, {"reader": cursor, "stdout": out,
-                                                  "stderr": err, "answer_rows": self.answer_rows},
-                                 err)
+                status = _invoke(self.group, arguments,
+                                 {"reader": cursor, "stdout": out, "stderr": err,
+                                  "answer_rows": self.answer_rows}, err)
         except duckdb.InterruptException:
             return _refused(refused, f"the server stopped the command after "
                             f"{self.seconds:g} s (its limit for one call); narrow it with "

@@ -26,6 +26,12 @@ static files, `/_stcore/*` and the `/_stcore/stream` websocket).
 
 `/_stcore/health` stays open (it answers "ok" and nothing else), as the receivers' `/healthz`
 does: probes send neither token nor the public Host name.
+
+The guard is `st.App` middleware (dashboard/server/bootstrap.py): it runs before Streamlit's
+own middleware and routes. Streamlit's websocket check compares the Origin with the Host byte for
+byte and, when they differ in spelling only (`LOCALHOST`, an explicit `:80`), asks this
+machine's addresses by reaching out (dashboard/server/ground.py); the guard, which has compared
+them properly, hands a websocket it admits on with its Origin spelled as its Host.
 """
 
 from __future__ import annotations
@@ -218,6 +224,8 @@ class AccessGuard:
         if refused is not None:
             await self._refuse(scope, receive, send, 403, refused)
             return
+        if scope["type"] == "websocket":
+            scope = _origin_spelled_as_host(scope, headers)
         if self.policy.token is None or self._in_session(headers):
             await self.app(scope, receive, send)
             return
@@ -360,6 +368,20 @@ class TokenPace(Protocol):
 def _client(scope: Scope) -> str:
     client = scope.get("client")
     return str(client[0]) if client else ""
+
+
+def _origin_spelled_as_host(scope: Scope, headers: dict[str, list[str]]) -> Scope:
+    """`scope` with its Origin header (already found the same origin as its Host) spelled as
+    `scheme://` + the Host header, so that Streamlit's byte-for-byte comparison agrees."""
+    origins, hosts = headers.get("origin", []), headers.get("host", [])
+    if not origins or len(hosts) != 1:
+        return scope
+    spelled = f"{urlsplit(origins[0].strip()).scheme}://{hosts[0].strip()}"
+    if spelled == origins[0]:
+        return scope
+    return {**scope, "headers": [(name, value) for name, value in scope.get("headers", [])
+                                 if name.lower() != b"origin"]
+            + [(b"origin", spelled.encode("latin-1"))]}
 
 
 def _bearer(headers: dict[str, list[str]]) -> str | None:

@@ -23,7 +23,6 @@ def warm() -> None:
     import pandas as pd
     import plotly.colors  # noqa: F401 - the heatmaps' named colour scales
     import plotly.io as pio
-    import streamlit.material_icon_names  # noqa: F401 - checks the pages' :material/…: icons
     from plotly.subplots import make_subplots
 
     # Every module a page imports (dashboard/app_pages/*.py): each page's first visit would

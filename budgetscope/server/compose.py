@@ -1,0 +1,213 @@
+"""`Server`: the parts of `budgetscope serve` on one database owner, wired, started and stopped
+(DESIGN.md, "Storage and concurrency").
+
+Threads: the receivers and the group-commit writer run in the background (retention too, with
+--retention-days); the caller's thread runs the dashboard or waits for a signal. `stop()`: the
+receivers stop accepting, in-flight requests finish (each is answered only after its commit),
+the writer drains, the database is closed (checkpointed) and the sidecar announcing the server
+is removed.
+
+Two HTTP servers run in this process: the OTLP/HTTP port on Tornado (ingest/receivers/
+http_receiver.py) and the dashboard on the uvicorn/Starlette server Streamlit brings. Why the
+OTLP/HTTP port does not move onto the second: docs/design.md, "Two HTTP servers".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from dataclasses import dataclass
+
+import click
+import duckdb
+
+from budgetscope.commands.common import Fail, refuse_trace_file, window_label
+from budgetscope.server.metrics import retention_families, signal_families
+from budgetscope.server.read_api import RefusedCommand, ServedCommands
+from dashboard.config import DashboardConfig
+from dashboard.server.access import AccessPolicy
+from ingest.receivers.auth import FailedTokens
+from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
+from ingest.receivers.budgets_endpoint import BudgetsEndpoint
+from ingest.receivers.cli_endpoint import PATH as CLI_PATH
+from ingest.receivers.cli_endpoint import CliEndpoint
+from ingest.receivers.limits import Limits
+from ingest.receivers.operations import OperatorPages
+from ingest.receivers.service import ReceiverConfig, Receivers
+from store import (
+    DatabaseBusy,
+    DatabaseOwner,
+    DeclaredBudgets,
+    MemoryLimitError,
+    RetentionSchedule,
+    SchemaError,
+    Source,
+)
+
+# Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
+DRAIN_SECONDS = 30.0
+# The longest one command of the read API runs (its queries are interrupted after that).
+READ_API_SECONDS = 120.0
+_WILDCARDS = ("0.0.0.0", "::", "")
+_LOG = logging.getLogger("budgetscope.serve")
+
+
+def local_host(host: str) -> str:
+    """The address a local client uses to reach a server listening on `host`."""
+    return "127.0.0.1" if host in _WILDCARDS else host
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `budgetscope serve` was asked for (its options, and the click group /cli runs)."""
+
+    db: str
+    host: str
+    http_port: int
+    grpc_port: int
+    ui_port: int | None  # None: --no-ui
+    token: str | None
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
+    # count of wrong tokens per client for both ports and the dashboard.
+    access: AccessPolicy
+    failed_tokens: FailedTokens
+    max_body_bytes: int
+    refresh_seconds: float
+    retention_days: float | None
+    retention_interval: dt.timedelta
+    metrics_window: dt.timedelta
+    metrics_cache_seconds: float
+    memory_limit: str
+    root_grace: dt.timedelta
+    commands: click.Group
+
+
+class Server:
+    """serve's parts on one owner of `options.db`; raises Fail when the file or a port cannot
+    be had (nothing is left open then)."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        db = options.db
+        refuse_trace_file(db)
+        try:
+            self.owner = owner = DatabaseOwner(db, memory_limit=options.memory_limit)
+        except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
+            raise Fail(str(error)) from None
+        except duckdb.Error as error:
+            raise Fail(f"cannot open database {db}: {error}") from None
+        config = ReceiverConfig(host=options.host, http_port=options.http_port,
+                                grpc_port=options.grpc_port, token=options.token,
+                                limits=Limits(max_body_bytes=options.max_body_bytes),
+                                hosts=options.access, failed_tokens=options.failed_tokens,
+                                root_grace_seconds=options.root_grace.total_seconds())
+        try:
+            # Runs and steps of the traces each transaction touched are derived by the writer
+            # thread right after, when idle or every second (store/derive/scheduling.py).
+            self.receivers = receivers = Receivers(owner, config, derive=True)
+        except OSError as error:
+            owner.close()
+            raise Fail(str(error)) from None
+        self.retention = None
+        if options.retention_days is not None:
+            self.retention = RetentionSchedule(
+                receivers.committer.run_in_writer, options.retention_days, db,
+                interval=options.retention_interval.total_seconds())
+        sources = [signal_families(owner, options.metrics_window)]
+        if self.retention is not None:
+            sources.append(retention_families(self.retention))
+        pages = OperatorPages(receivers.committer, receivers.exporter.counters,
+                              receivers.http.token, sources=sources,
+                              cache_seconds=options.metrics_cache_seconds)
+        receivers.http.pages.update(pages.pages())
+        # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
+        self.budgets = DeclaredBudgets(owner, receivers.committer)
+        receivers.http.add_route(BUDGETS_PATH,
+                                 BudgetsEndpoint(self.budgets, receivers.http.token))
+        # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
+        # on the owner's reader, for the CLI (its read API).
+        commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS)
+        receivers.http.add_route(CLI_PATH, CliEndpoint(commands.run, RefusedCommand,
+                                                       receivers.http.token))
+
+    @property
+    def local(self) -> str:
+        """This server's host as a URL's host, for a client on this machine."""
+        return url_host(local_host(self.options.host))
+
+    @property
+    def dashboard_url(self) -> str | None:
+        ui_port = self.options.ui_port
+        return None if ui_port is None else f"http://{self.local}:{ui_port}"
+
+    def endpoint(self, path: str) -> str:
+        return f"http://{self.local}:{self.receivers.http.port}{path}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"{self.local}:{self.receivers.grpc.port}"
+
+    def start(self) -> None:
+        """Start receiving (and retention), and announce the server beside the file."""
+        self.receivers.start()
+        if self.retention is not None:
+            self.retention.start()
+        self.owner.announce({
+            "command": "budgetscope serve", "host": self.options.host,
+            "http_port": self.receivers.http.port, "grpc_port": self.receivers.grpc.port,
+            "ui_port": self.options.ui_port,
+            "otlp_http": self.endpoint("/v1/traces"),
+            "otlp_http_logs": self.endpoint("/v1/logs"),
+            "otlp_grpc": self.grpc_endpoint,
+            "dashboard": self.dashboard_url,
+            "budgets": self.endpoint(BUDGETS_PATH),
+            "cli": self.endpoint(CLI_PATH),
+        })
+
+    def dashboard_config(self) -> DashboardConfig:
+        """The dashboard this process runs reads through the owner and edits through the
+        writer."""
+        return DashboardConfig(Source(db=self.options.db, owner=self.owner),
+                               refresh_seconds=self.options.refresh_seconds,
+                               editor=self.budgets,
+                               endpoints=(self.endpoint("/v1/traces"), self.grpc_endpoint))
+
+    def log_serving(self) -> None:
+        options = self.options
+        _LOG.info("serving %s", options.db, extra={
+            "event": "start", "pid": os.getpid(), "db": options.db, "host": options.host,
+            "otlp_http": self.endpoint("/v1/traces"),
+            "otlp_http_logs": self.endpoint("/v1/logs"),
+            "otlp_grpc": self.grpc_endpoint, "dashboard": self.dashboard_url,
+            "health": self.endpoint("/healthz"),
+            "metrics": self.endpoint("/metrics"),
+            "token_required": options.token is not None,
+            "retention_days": options.retention_days,
+            "metrics_window": window_label(options.metrics_window)})
+
+    def stop(self) -> None:
+        """Drain and close: every acknowledged span is stored once this returns."""
+        stats = self.receivers.committer.stats
+        written_before = stats.spans_written
+        queued = self.receivers.committer.queued_spans
+        _LOG.info("stopping; finishing in-flight requests (%d spans queued)", queued,
+                  extra={"event": "stopping", "spans_queued": queued})
+        if self.retention is not None:
+            self.retention.stop()  # between two slices; a slice is one transaction
+        drained = self.receivers.stop(DRAIN_SECONDS)
+        self.owner.close()
+        db = self.options.db
+        _LOG.info("stopped; %s spans stored in %s transactions (%s committed while draining); "
+                  "%s closed%s", f"{stats.spans_inserted:,}", f"{stats.transactions:,}",
+                  f"{stats.spans_written - written_before:,}", db,
+                  "" if drained else "; some requests were cut off unanswered (their "
+                  "exporters retry them)",
+                  extra={"event": "stop", "spans_stored": stats.spans_inserted,
+                         "transactions": stats.transactions,
+                         "spans_drained": stats.spans_written - written_before,
+                         "drained": drained, "db": db})

@@ -1,0 +1,154 @@
+"""The dashboard on Streamlit's public ground (dashboard/server/ground.py): the installed Streamlit
+is the series the code is written for, pyproject.toml bounds it to that series, the dashboard
+refuses another one naming the range, and every Streamlit internal the dashboard still leans
+on (ground.INTERNALS) is where it was. A failure here after an upgrade names the entry that
+moved and the series it was written for: change the code that uses it, then the entry."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from budgetscope.cli import cli
+from dashboard.server import ground
+from dashboard.server.bootstrap import STREAMLIT_OPTIONS
+from tests.test_dashboard_access import tiny_db
+
+ROOT = Path(__file__).resolve().parents[1]
+WRITTEN_FOR = f"written for Streamlit {ground.SUPPORTED}"
+
+
+def _entry(start: str) -> ground.Internal:
+    (entry,) = [entry for entry in ground.INTERNALS if entry.what.startswith(start)]
+    return entry
+
+
+def _moved(entry: ground.Internal, seen: str) -> str:
+    return (f"a Streamlit internal moved ({WRITTEN_FOR}): {entry.what}; {seen}. Used in "
+            f"{entry.used_in}; if moved: {entry.if_moved}")
+
+
+def test_the_installed_streamlit_is_the_supported_series() -> None:
+    ground.require_supported()
+
+
+def test_pyproject_bounds_streamlit_to_the_supported_series() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (streamlit,) = [entry for entry in project["dependencies"]
+                    if entry.startswith("streamlit")]
+    assert streamlit.replace(" ", "") == f"streamlit{ground.SUPPORTED}"
+
+
+@pytest.mark.parametrize("version", ["1.40.2", "1.66.1", "1.68.0", "2.0.0", "nonsense"])
+def test_another_streamlit_is_refused_naming_the_range(version: str) -> None:
+    why = ground.refusal(version)
+    assert why is not None and ground.SUPPORTED in why and version in why
+
+
+def test_the_supported_series_is_admitted() -> None:
+    assert ground.refusal(f"{ground.LOWEST[0]}.{ground.LOWEST[1]}.0") is None
+    assert ground.refusal(f"{ground.LOWEST[0]}.{ground.LOWEST[1]}.3rc1") is None
+    assert ground.SUPPORTED in (ground.refusal(None) or "")
+
+
+def test_the_dashboard_command_refuses_another_streamlit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anything is served: the error names the supported range and the installed
+    version, and the exit status is 1 (as for any other failure)."""
+    db = tiny_db(tmp_path / "t.duckdb")
+    monkeypatch.setattr(ground.metadata, "version", lambda name: "1.40.2")
+    result = CliRunner().invoke(cli, ["--db", db, "dashboard", "--port", "1"])
+    assert result.exit_code == 1, result.output
+    assert f"needs Streamlit {ground.SUPPORTED} and this environment has 1.40.2" \
+        in result.output
+
+
+def test_every_internal_names_where_it_is_used() -> None:
+    for entry in ground.INTERNALS:
+        path = entry.used_in.split(" ", 1)[0]
+        assert (ROOT / path).exists(), entry.used_in
+
+
+def test_the_url_layout_is_streamlits() -> None:
+    from streamlit.web.server.starlette import starlette_routes as routes
+
+    from dashboard.server.access import OPEN_PATHS, is_page
+
+    entry = _entry("the server's URL layout")
+    seen = {name: getattr(routes, name, None) for name in (
+        "BASE_ROUTE_CORE", "BASE_ROUTE_STATIC", "BASE_ROUTE_MEDIA", "BASE_ROUTE_COMPONENT")}
+    assert seen == {"BASE_ROUTE_CORE": "_stcore", "BASE_ROUTE_STATIC": "static",
+                    "BASE_ROUTE_MEDIA": "media", "BASE_ROUTE_COMPONENT": "component"}, \
+        _moved(entry, f"its route prefixes are {seen}")
+    assert "/_stcore/health" in OPEN_PATHS
+    assert not any(is_page(f"/{prefix}/x") for prefix in seen.values())
+
+
+def test_the_websocket_origin_check_compares_spelling() -> None:
+    """Streamlit admits a websocket whose Origin is spelled as its Host without asking this
+    machine's addresses: what the guard hands it (access._origin_spelled_as_host)."""
+    from dashboard.server.access import _origin_spelled_as_host
+
+    entry = _entry("the websocket handshake's Origin check")
+    try:
+        from streamlit.web.server.starlette.starlette_websocket import _is_origin_allowed
+    except ImportError:
+        pytest.fail(_moved(entry, "starlette_websocket._is_origin_allowed is gone"))
+    scope = {"type": "websocket", "headers": [(b"host", b"dash.internal:8501"),
+                                              (b"origin", b"http://DASH.internal:8501")]}
+    spelled = _origin_spelled_as_host(scope, {"host": ["dash.internal:8501"],
+                                              "origin": ["http://DASH.internal:8501"]})
+    origin = dict(spelled["headers"])[b"origin"].decode()
+    assert origin == "http://dash.internal:8501"
+    assert _is_origin_allowed(origin, "dash.internal:8501"), \
+        _moved(entry, "an Origin spelled as the Host is no longer admitted as it is")
+
+
+@pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
+def test_every_option_the_dashboard_sets_exists(name: str) -> None:
+    from streamlit import config
+
+    entry = _entry("hidden config options")
+    try:
+        config.get_option(name)
+    except RuntimeError as error:
+        pytest.fail(_moved(entry, f"{name}: {error}"))
+
+
+def test_uvicorn_raises_the_signal_again_for_the_handler_before_it() -> None:
+    """bootstrap._Signals relies on it: uvicorn stops on SIGTERM, then raises SIGTERM again for
+    the handler that was installed before it ran, and returns."""
+    import uvicorn
+
+    entry = _entry("uvicorn (the server App.run runs on)")
+
+    async def app(scope: dict, receive: object, send: object) -> None:
+        return None
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="off",
+                                           log_level="warning"))
+    handled: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: handled.append(signum))
+
+    def terminate_once_started() -> None:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_once_started, daemon=True)
+    killer.start()
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        killer.join(5)
+    assert server.started
+    assert handled == [signal.SIGTERM], _moved(entry, f"the handler before it saw {handled}")

@@ -68,7 +68,7 @@ def test_dashboard_command_serves_an_existing_database(
     loaded = CliRunner().invoke(cli, ["--db", str(db), "ingest", "--no-progress",
                                       str(small_sample)])
     assert loaded.exit_code == 0, loaded.output
-    # Beyond loopback with no token is refused unless told (issue 14): --insecure-no-auth.
+    # Beyond loopback with no token is refused unless told: --insecure-no-auth.
     result = CliRunner().invoke(cli, ["--db", str(db), "dashboard", "--port", "8600",
                                       "--host", "0.0.0.0", "--insecure-no-auth"])
     assert result.exit_code == 0, result.output
@@ -78,7 +78,7 @@ def test_dashboard_command_serves_an_existing_database(
 def test_demo_follows_the_global_db_option(
         small_sample: Path, tmp_path: Path, served: list[tuple],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 15: `budgetscope --db X demo` ignored --db and wrote budgetscope-demo.duckdb."""
+    """Regression: `budgetscope --db X demo` ignored --db and wrote budgetscope-demo.duckdb."""
     monkeypatch.setattr(demo, "SAMPLE_TRACES", small_sample)
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "mine.duckdb"
@@ -93,7 +93,7 @@ def test_demo_follows_the_global_db_option(
 
 def test_demo_on_a_taken_port_says_so_before_loading(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 15: with 8501 taken, `make demo` failed only after printing the URL."""
+    """Regression: with 8501 taken, `make demo` failed only after printing the URL."""
     import socket
     monkeypatch.chdir(tmp_path)
     with socket.socket() as holder:

@@ -328,7 +328,7 @@ def test_empty_database_explains_how_to_send_data(tmp_path: Path, kind: str,
     assert "http://127.0.0.1:4318/v1/traces" in code
     assert "OTLPSpanExporter" in code and "budget.total_ms" in code
     assert not at.get("plotly_chart")
-    # Issue 15: the path was shown escaped (\/tmp\/…), the snippet held a lint comment and
+    # Regression: the path was shown escaped (\/tmp\/…), the snippet held a lint comment and
     # set no service.name.
     assert str(path) in [c.value for c in at.code]
     assert "noqa" not in code and '"service.name": "my-agent"' in code
@@ -524,7 +524,7 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
 
 
 def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
-    """Issue 15: the default rolling range labelled cut weeks as whole ISO weeks."""
+    """Regression: the default rolling range labelled cut weeks as whole ISO weeks."""
     at = open_page("weekly", {})
     expected = layout.default_preset(data_status(db), dt.datetime.now(dt.UTC), "weekly")
     assert expected in ("4w", "all")
@@ -544,7 +544,7 @@ def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
 
 
 def test_run_view_has_one_mark_for_no_value(db: str) -> None:
-    """Issue 15: Python's None showed in the steps table; one rendering of "no value"."""
+    """Regression: Python's None showed in the steps table; one rendering of "no value"."""
     at = open_page("run", {**PARAMS, "run": _an_exhausted_run(db)})
     steps = at.dataframe[0].value
     for column in ("effect status", "idempotency key", "attempt", "utilisation", "allocated"):
@@ -556,7 +556,7 @@ def test_run_view_has_one_mark_for_no_value(db: str) -> None:
 
 
 def test_runs_page_finds_what_the_cli_finds(db: str) -> None:
-    """Issue 15: "Runs worth reviewing" stopped at 25 rows; the Runs page lists every run in
+    """Regression: "Runs worth reviewing" stopped at 25 rows; the Runs page lists every run in
     the filters, narrowed by the URL a chart links to, paged."""
     from queries.run_search import RunSearch, search_runs
     con = connect(db, read_only=True)

@@ -170,7 +170,7 @@ def test_full_week_presets_end_at_the_start_of_this_week() -> None:
 
 
 def test_class_colours_are_reserved_for_classes() -> None:
-    """Issue 15: amber was client give-up on one page, p95 on another and an agent elsewhere."""
+    """Regression: amber was client give-up on one page, p95 on another and an agent elsewhere."""
     reserved = {c.upper() for c in colors.CLASS_COLORS.values()}
     others = [*colors.SERIES, *colors.PERCENTILE_COLORS.values(), *colors.OUTCOME_COLORS.values(),
               *colors.RECONCILE_COLORS.values(), colors.DEADLINE, colors.RESERVE,

@@ -1,4 +1,4 @@
-"""GET /healthz, /readyz and /metrics on the OTLP/HTTP port (issue 6), on real receivers over a
+"""GET /healthz, /readyz and /metrics on the OTLP/HTTP port, on real receivers over a
 real DuckDB file, fed by the OpenTelemetry SDK exporter and raw requests; the exposition is read
 back with a strict parser and compared with hand-counted traffic and hand-worked runs
 (tests/support/ops_traces.py)."""

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from dashboard.server import ground
 from dashboard.server.bootstrap import STREAMLIT_OPTIONS
-from tests.test_dashboard_access import tiny_db
+from tests.support.ui import tiny_db
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITTEN_FOR = f"written for Streamlit {ground.SUPPORTED}"

@@ -247,7 +247,7 @@ def _long_runs_db(tmp_path: Path) -> tuple[str, dict[str, str]]:
 
 
 def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -> None:
-    """Issue 15: Budget and Elapsed showed "1 min …" on every run of 60 s or more."""
+    """Regression: Budget and Elapsed showed "1 min …" on every run of 60 s or more."""
     db, runs = _long_runs_db(tmp_path)
     app = ui.Dashboard(db, tmp_path / "dashboard.log")
     try:
@@ -270,7 +270,7 @@ def test_run_view_headline_numbers_are_never_cut(tmp_path: Path, page: object) -
 
 def test_a_click_on_a_culprit_bar_opens_its_runs(sample_app: ui.Dashboard,
                                                  page: object) -> None:
-    """Issue 15: clicking a bar opens the Runs page filtered to the runs behind it."""
+    """Clicking a bar opens the Runs page filtered to the runs behind it."""
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, PAGES["attribution"])
     chart = page.locator(".stPlotlyChart").first  # type: ignore[attr-defined]

@@ -55,3 +55,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         reason = _registry_unreachable()
         if reason is not None:
             pytest.skip(reason)
+
+
+# The bundled sample as most dashboard and report tests read it: a DuckDB file per test module
+# (a module may change its copy, e.g. declare budgets), and the same file where the dashboard's
+# pages look for it. A module with a database of its own defines its own `db`.
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.support import ui
+
+    return ui.sample_db(tmp_path_factory)
+
+
+@pytest.fixture()
+def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
+    return sample

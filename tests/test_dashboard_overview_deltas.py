@@ -9,23 +9,11 @@ from streamlit.proto.Metric_pb2 import Metric
 
 from dashboard import summaries
 from queries.filters import Filters
-from tests.support import ui
 from tests.support.apptest import PREVIOUS, open_page, query
 
 # A rise of each of these is bad: red when it rises, green when it falls.
 RISE_IS_BAD = ("Exhaustion rate", "Utilisation p99", "Client give-ups", "Upstream failures",
                "Reconciliation rate", "Orphan writes")
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
 
 
 def _totals(db: str, filters: object = None) -> summaries.PeriodTotals:

@@ -46,17 +46,6 @@ PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation",
          "weekly", "simulate", "budgets"]
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
-
-
 # ---- every page --------------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -20,17 +20,6 @@ from tests.support.apptest import FILTERS, PARAMS, chart, check, open_simulate
 from tests.support.trace_builder import TraceBuilder, store
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
-
-
 def expected(db: str, policy: SimulationPolicy) -> SimulationResult:
     con = connect(db, read_only=True)
     try:

@@ -4,22 +4,9 @@ recorded cap get no cap slider; the rate axis has round ticks and the tooltips s
 
 from __future__ import annotations
 
-import pytest
 from streamlit.proto.Metric_pb2 import Metric
 
-from tests.support import ui
 from tests.support.apptest import chart, open_simulate
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
 
 
 def test_a_moved_slider_colours_its_change(db: str) -> None:

@@ -11,22 +11,10 @@ import pytest
 from dashboard import colors
 from queries import reports
 from store import connect
-from tests.support import ui
 from tests.support.apptest import FILTERS, PARAMS, open_page
 
 PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
          "compare", "simulate"]
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
 
 
 def _exhausted(db: str) -> str:

@@ -12,21 +12,9 @@ import pytest
 
 from dashboard import figures, summaries
 from queries.filters import Filters
-from tests.support import ui
 from tests.support.apptest import charts, open_page, plotly_array, query, trace
 
 UTC = dt.UTC
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
-
-
-@pytest.fixture()
-def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BUDGETSCOPE_DB", sample)
-    return sample
 
 
 def _runs(starts: list[str]) -> pd.DataFrame:

@@ -11,17 +11,11 @@ from dashboard import fmt
 from queries import reports, run_compare
 from queries.run_view import load_run
 from store import connect
-from tests.support import ui
 from tests.support.apptest import FILTERS, PARAMS, charts, open_page
 
 
 def _runs(rows: list[tuple[str, str, str, float | None, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "agent", "outcome", "utilisation", "start"])
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return ui.sample_db(tmp_path_factory)
 
 
 def test_typical_run_is_the_lower_median_completed_run_of_the_agent() -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import duckdb
 
+from bench.support.timing import timed_ms
 from ingest.files.loader import load_files
 from queries.loader import load_queries
 from queries.run_view import load_run
@@ -50,16 +51,6 @@ PYTHON = sys.executable
 # Bench-only SQL lives beside this script, loaded the same way as the product's queries.
 BENCH_QUERIES = load_queries(Path(__file__).with_name("sql"),
                              frozenset({"bench_replicate_derived"}))
-
-
-def timed_ms(call: Callable[[], object], repeat: int) -> tuple[float, float]:
-    call()  # warm
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times), max(times)
 
 
 def report_calls(con) -> dict[str, Callable[[], object]]:  # type: ignore[no-untyped-def]

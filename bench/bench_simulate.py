@@ -28,11 +28,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
+from bench.support.timing import timed_ms
 from queries.filters import Filters
 from simulation.data import simulate, simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
@@ -69,16 +69,6 @@ def build(workdir: Path, runs: int, seed: int) -> Path:
                         str(db), "ingest", "--no-progress", str(traces)], cwd=ROOT, check=True)
         print(f"ingest: {time.monotonic() - started:.1f} s", flush=True)
     return db
-
-
-def timed_ms(call: Callable[[], object], repeat: int) -> tuple[float, float]:
-    call()  # warm
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times), max(times)
 
 
 def line(name: str, median: float, worst: float) -> None:

@@ -18,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.support import ui
+from tests.support.apptest import check
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 HOLD = """
@@ -84,13 +85,8 @@ def _runs_page() -> AppTest:
     at.query_params["range"] = "all"
     at.switch_page("app_pages/runs.py")
     at.run()
-    _assert_whole(at)
+    check(at)
     return at
-
-
-def _assert_whole(at: AppTest) -> None:
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def _notes(at: AppTest) -> list[str]:
@@ -101,17 +97,17 @@ def _notes(at: AppTest) -> list[str]:
 def test_runs_keeps_its_data_and_its_search_while_a_writer_holds_the_file(db, writer_of):
     at = _runs_page()
     at.selectbox(key="rs_culprit").set_value("tool:fetch_report").run()
-    _assert_whole(at)
+    check(at)
     writer = writer_of(db)
     at.run()  # what the page's own refresh does once the file moved
-    _assert_whole(at)
+    check(at)
     assert any("busy" in note and "redraws by itself" in note for note in _notes(at)), \
         _notes(at)
     assert at.selectbox(key="rs_culprit").value == "tool:fetch_report"
     assert len(at.dataframe[0].value) == 2  # the runs read before, still shown
     writer.release()
     at.run()
-    _assert_whole(at)
+    check(at)
     assert not any("busy" in note for note in _notes(at))
     assert at.selectbox(key="rs_culprit").value == "tool:fetch_report"
     assert len(at.dataframe[0].value) == 2
@@ -128,7 +124,7 @@ def test_a_first_visit_while_held_says_why_and_recovers(db, writer_of):
     assert any("held by" in error.value for error in at.error), [e.value for e in at.error]
     writer.release()
     at.run()
-    _assert_whole(at)
+    check(at)
     assert len(at.dataframe[0].value) == 3
 
 
@@ -140,16 +136,16 @@ def test_other_pages_show_their_last_data_too(db, writer_of, page: str):
     if page != "overview":
         at.switch_page(f"app_pages/{page}.py")
     at.run()
-    _assert_whole(at)
+    check(at)
     drawn = len(at.main.children)
     writer = writer_of(db)
     at.run()
-    _assert_whole(at)
+    check(at)
     assert any("busy" in note for note in _notes(at)), _notes(at)
     assert len(at.main.children) >= drawn
     writer.release()
     at.run()
-    _assert_whole(at)
+    check(at)
 
 
 @pytest.mark.slow
@@ -158,13 +154,13 @@ def test_a_run_that_fails_before_drawing_the_search_keeps_it(db, writer_of):
     show, so the page stops before its widgets. The next run must still know the search."""
     at = _runs_page()
     at.selectbox(key="rs_culprit").set_value("tool:fetch_report").run()
-    _assert_whole(at)
+    check(at)
     writer = writer_of(db)
     at.selectbox(key="f_range").set_value("90d").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("held by" in error.value for error in at.error), [e.value for e in at.error]
     writer.release()
     at.selectbox(key="f_range").set_value("all").run()
-    _assert_whole(at)
+    check(at)
     assert at.selectbox(key="rs_culprit").value == "tool:fetch_report"
     assert len(at.dataframe[0].value) == 2

@@ -23,8 +23,8 @@ from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import AfterWrite, DatabaseOwner
 
-__all__ = ["PROTOBUF", "SMALL_LIMIT", "Gate", "Running", "post", "raw_request",
-           "running_receivers", "sdk_spans"]
+__all__ = ["PROTOBUF", "SMALL_LIMIT", "Gate", "Running", "Served", "post", "raw_request",
+           "running_receivers", "sdk_spans", "serving"]
 SMALL_LIMIT = 1024 * 1024  # bodies over 1 MiB are refused in these tests
 PROTOBUF = "application/x-protobuf"
 
@@ -113,3 +113,30 @@ class Gate:
     def __call__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.entered.set()
         assert self.release.wait(30)
+
+
+@dataclass
+class Served:
+    """Receivers with the limits a test chose (`serving`), where `post` reaches them."""
+
+    owner: DatabaseOwner
+    receivers: Receivers
+
+    @property
+    def endpoint(self) -> str:
+        return self.receivers.http.endpoint
+
+    http_url = endpoint  # what post() reads
+
+
+@contextmanager
+def serving(folder: Path, limits: Limits) -> Iterator[Served]:
+    owner = DatabaseOwner(folder / "hostile.duckdb")
+    receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
+                                                limits=limits))
+    receivers.start()
+    try:
+        yield Served(owner, receivers)
+    finally:
+        receivers.stop(10)
+        owner.close()

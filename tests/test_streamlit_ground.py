@@ -111,6 +111,22 @@ def test_the_websocket_origin_check_compares_spelling() -> None:
         _moved(entry, "an Origin spelled as the Host is no longer admitted as it is")
 
 
+@pytest.mark.parametrize("pattern", ["PlotlyChart.*.js", "DataFrame.*.js"])
+def test_the_chart_and_table_code_are_one_chunk_each_imported_by_name(pattern: str) -> None:
+    """What chart_preload hints is the very file the client imports, so one download serves
+    both; a renamed or split chunk would leave the pages without the hint."""
+    from dashboard.server.chart_preload import CHART_CHUNK, TABLE_CHUNK, chunk, static_js
+
+    assert pattern in (CHART_CHUNK, TABLE_CHUNK)
+    entry = _entry("the client's lazily loaded chunks")
+    found = sorted(path.name for path in static_js().glob(pattern))
+    assert len(found) == 1, _moved(entry, f"{pattern} matches {found}")
+    assert chunk(pattern) == found[0]
+    imports = [path.name for path in static_js().glob("*.js")
+               if f"import(`./{found[0]}`)".encode() in path.read_bytes()]
+    assert imports, _moved(entry, f"no client code imports ./{found[0]} by that address")
+
+
 @pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
 def test_every_option_the_dashboard_sets_exists(name: str) -> None:
     from streamlit import config

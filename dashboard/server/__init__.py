@@ -4,6 +4,8 @@
   options the product needs, until SIGTERM or Ctrl-C; the commands hand it a `DashboardServer`
   (where, and who may open it) and a `DashboardConfig` (what the pages read).
 - access.py: the guard every request passes (Host, Origin, token), as `st.App` middleware.
+- chart_preload.py: a page's HTML tells the browser to fetch the chart and table code at once,
+  not when the first chart arrives (st.App middleware inside the guard).
 - warm_up.py: what the first page view would otherwise pay for, done in the background at start.
 - ground.py: the Streamlit series this is written for, and every Streamlit internal the
   dashboard still leans on, listed in one place (tests/test_streamlit_ground.py checks each).

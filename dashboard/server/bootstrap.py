@@ -1,11 +1,11 @@
 """Streamlit's server for the dashboard, on Streamlit's public ground.
 
 `serve(server, config)` builds `st.App` for dashboard/streamlit_app.py with the access guard as
-its middleware (so every request passes it: pages, static files, media, `/_stcore/*` and the
-websocket), hands the pages their `DashboardConfig` and runs the app with `App.run` on this
-thread until SIGTERM or Ctrl-C, then returns, so that `budgetscope serve` can drain its
-receivers and close the database. The warm-up starts in the app's lifespan, once Streamlit's
-runtime is up.
+its first middleware (so every request passes it: pages, static files, media, `/_stcore/*` and
+the websocket) and the chart code's preload inside it, hands the pages their `DashboardConfig`
+and runs the app with `App.run` on this thread until SIGTERM or Ctrl-C, then returns, so that
+`budgetscope serve` can drain its receivers and close the database. The warm-up starts in the
+app's lifespan, once Streamlit's runtime is up.
 
 The commands (`dashboard`, `demo`, `serve`) build a `DashboardServer` (where it listens, and the
 access policy) and call `serve`; nothing is left in module globals between the two.
@@ -24,6 +24,7 @@ from typing import Any
 
 from dashboard.config import DashboardConfig, configure
 from dashboard.server.access import AccessGuard, AccessPolicy
+from dashboard.server.chart_preload import ChartPreload
 from dashboard.server.ground import require_supported
 from dashboard.server.warm_up import start_warm_up
 
@@ -78,7 +79,10 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     from starlette.middleware import Middleware
 
     signals = _Signals()
-    app = st.App(str(server.app), middleware=[Middleware(AccessGuard, policy=server.policy())],
+    # The guard first: nothing reaches the preload, or Streamlit, that it has not admitted.
+    app = st.App(str(server.app),
+                 middleware=[Middleware(AccessGuard, policy=server.policy()),
+                             Middleware(ChartPreload)],
                  lifespan=signals.lifespan)
     configure(config)
     try:

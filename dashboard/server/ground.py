@@ -91,6 +91,16 @@ INTERNALS: tuple[Internal, ...] = (
         if_moved="nothing breaks if Streamlit compares properly; if it adds another lookup, "
                  "tests/test_dashboard_outbound.py records the attempt"),
     Internal(
+        what="the client's lazily loaded chunks: the code behind st.plotly_chart and "
+             "st.dataframe is one file each in the package's static/static/js/, "
+             "PlotlyChart.<hash>.js and DataFrame.<hash>.js, imported by that address",
+        used_in="dashboard/server/chart_preload.py (CHART_CHUNK, TABLE_CHUNK)",
+        why="a page's HTML preloads them, and imports the chart code when the browser is "
+            "idle: without, a chart page's first visit took 1.03-1.28x as long (1.17-1.32x "
+            "the furnished floor), docs/design.md 'How fast a page draws'",
+        if_moved="renamed or split, no hint is added and pages draw as without it; hinted by "
+                 "another address than the client imports, the code would download twice"),
+    Internal(
         what="hidden config options logger.hideWelcomeMessage and runner.postScriptGC",
         used_in="dashboard/server/bootstrap.py (STREAMLIT_OPTIONS)",
         why="no start-up banner (its Network/External URL lines reach out on a wildcard "

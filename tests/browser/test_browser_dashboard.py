@@ -41,6 +41,39 @@ def test_every_page_renders_its_charts(sample_app: ui.Dashboard, page: object,
     assert not page.dialogs  # type: ignore[attr-defined]
 
 
+_HINTED = ("[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
+           ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
+_FETCHED = ("performance.getEntriesByType('resource').map(r => r.name)"
+            ".filter(name => /\\/js\\/(PlotlyChart|DataFrame)\\./.test(name))")
+
+
+def _chunk_kinds(addresses: list[str]) -> list[str]:
+    return sorted(address.rsplit("/", 1)[1].split(".")[0] for address in addresses)
+
+
+def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
+                                                     page: object) -> None:
+    """The page's HTML preloads (dashboard/server/chart_preload.py) the very files the charts
+    and tables then import: each is fetched once, by the name in the hint."""
+    page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
+    ui.settle(page, PAGES["attribution"])
+    hinted = page.evaluate(_HINTED)  # type: ignore[attr-defined]
+    assert _chunk_kinds(hinted) == ["DataFrame", "PlotlyChart"]
+    fetched = page.evaluate(_FETCHED)  # type: ignore[attr-defined]
+    assert sorted(fetched) == sorted(hinted)
+
+
+def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dashboard,
+                                                             page: object) -> None:
+    """Runs draws tables only: its HTML preloads the table code, not the 4.7 MB chart code, and
+    its first visit fetches no chart code at all."""
+    page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
+    ui.settle(page, 0)
+    assert ui.heading(page) == "Runs"
+    assert _chunk_kinds(page.evaluate(_HINTED)) == ["DataFrame"]  # type: ignore[attr-defined]
+    assert _chunk_kinds(page.evaluate(_FETCHED)) == ["DataFrame"]  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
 def test_a_page_address_connects_and_navigates_from_there(
         sample_app: ui.Dashboard, page: object, path: str) -> None:

@@ -22,8 +22,9 @@ Then, for two filters (the data's last 7 days, and all time):
   DIR`, run with this environment's packages), the browser part is instead each page's first
   visit on DIR's dashboard and on this one, served side by side on the same database, beside
   the two floors: all four visited in turn (the order reversed every round), --rounds rounds,
-  the file's mtime moved before every visit so that each is a first visit on the server too
-  (the dashboard's cache keys on the file's state). Medians and [min-max] of each, and this
+  over the last 7 days (with --all-time, over all time), the file's mtime moved before every
+  visit so that each is a first visit on the server too (the dashboard's cache keys on the
+  file's state). Medians and [min-max] of each, and this
   checkout's median over DIR's.
 Figures, never assertions: the target is every page's queries < 1 s and drawn < 3 s on ~1M
 spans.
@@ -318,17 +319,18 @@ def _spread(times: list[float]) -> str:
     return f"{statistics.median(times):.2f} [{min(times):.2f}-{max(times):.2f}]"
 
 
-def bench_against(db: Path, other: Path, week: Filters, run_id: str, rounds: int,
-                  pages: list[str]) -> None:
-    """Each page's first visit on `other`'s dashboard and on this checkout's, beside the two
-    floors, in turn, `rounds` rounds (the docstring's --against)."""
+def bench_against(db: Path, other: Path, filters: Filters, label: str, run_id: str,
+                  rounds: int, pages: list[str]) -> None:
+    """Each page's first visit on `other`'s dashboard and on this checkout's, with `filters`
+    (`label` says which), beside the two floors, in turn, `rounds` rounds (the docstring's
+    --against)."""
     from playwright.sync_api import sync_playwright
 
     servers = {"other": Dashboard(str(db), Path("/tmp") / "bench-dashboard-other.log",
                                   checkout=other.resolve()),
                "this": Dashboard(str(db), Path("/tmp") / "bench-dashboard-this.log")}
     floor = FloorApp()
-    print(f"\nfirst visits (s), median [min-max] of {rounds} rounds, last 7 days: the page on "
+    print(f"\nfirst visits (s), median [min-max] of {rounds} rounds, {label}: the page on "
           f"{other} (other) and on {ROOT} (this), the bare and the furnished floor with as "
           "many charts; headless Chromium 1400x2400")
     try:
@@ -336,7 +338,7 @@ def bench_against(db: Path, other: Path, week: Filters, run_id: str, rounds: int
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for page in pages:
                 charts = PAGE_CHARTS[page]
-                urls = {name: server.url + url_for(page, week, run_id)
+                urls = {name: server.url + url_for(page, filters, run_id)
                         for name, server in servers.items()}
                 urls["bare"] = floor.url(charts)
                 urls["furnished"] = floor.url(charts, furnished=True)
@@ -372,6 +374,8 @@ def main() -> None:
     parser.add_argument("--against", type=Path, metavar="DIR",
                         help="another checkout: first visits on its dashboard and this one's")
     parser.add_argument("--rounds", type=int, default=5, help="with --against")
+    parser.add_argument("--all-time", action="store_true",
+                        help="with --against, the pages over all time (else the last 7 days)")
     parser.add_argument("--pages", default=",".join(PAGE_CHARTS),
                         help="with --against, comma-separated, of: " + ", ".join(PAGE_CHARTS))
     options = parser.parse_args()
@@ -383,7 +387,8 @@ def main() -> None:
     if not options.no_queries:
         bench_queries(db, week, run_id, options.repeat)
     if options.against is not None:
-        bench_against(db, options.against, week, run_id, options.rounds, pages)
+        filters, label = (Filters(), "all time") if options.all_time else (week, "last 7 days")
+        bench_against(db, options.against, filters, label, run_id, options.rounds, pages)
     elif not options.no_browser:
         bench_browser(db, week, run_id, options.repeat)
 

@@ -57,6 +57,12 @@ def assert_page_equals(at: AppTest, result: SimulationResult) -> None:
     predicted = next(t for t in spec["data"] if t["name"] == "predicted")
     with_calls = result.tools[(result.tools["calls_actual"] > 0) | (result.tools["calls"] > 0)]
     np.testing.assert_allclose(_array(predicted["x"]), with_calls["timeout_rate"])
+    # The utilisation curve's points are exact: the share of runs at or below each.
+    spec = chart(at, "Run utilisation: actual vs predicted")
+    predicted = next(t for t in spec["data"] if t["name"] == "predicted")
+    utilisation = np.sort(result.runs["utilisation"].dropna().to_numpy(dtype=float))
+    at_or_below = np.searchsorted(utilisation, _array(predicted["x"]), side="right")
+    np.testing.assert_allclose(_array(predicted["y"]), at_or_below / len(utilisation))
 
 
 @pytest.mark.slow

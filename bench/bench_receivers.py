@@ -2,18 +2,11 @@
 speed of the same payloads, with request latency and a dashboard-sized query while loading.
 
     .venv/bin/python -m bench.bench_receivers [--seconds 20] [--exporters 4 16] [--spans 512]
-        [--baseline-tree DIR]
 
-With --baseline-tree (a checkout of an older commit, e.g. `git worktree add /tmp/old <commit>`),
-every scenario runs twice in the same run, on the same payloads: first with that tree's
-OTLP/HTTP receiver (ingest/receivers/http_receiver.py and the modules it alone imported, loaded
-from DIR), then with this tree's; everything else (exporter, writer, derivation) is this tree's.
+Against another revision, in one run, rounds alternated (bench/ab.py; --own-bench where the
+base's bench cannot import this tree's packages, as across the store's split into rooms):
 
-With --whole-baseline-tree DIR, the whole bench runs twice in one invocation, each in a process
-of its own: first DIR's own bench/bench_receivers.py on DIR's packages (receivers, decoders,
-writer, derivation: all of DIR), then this tree's, with the same options; both outputs are
-printed and then their spans/s and p99 side by side. For a change that moves code between
-packages, where the receiver alone cannot be swapped in.
+    .venv/bin/python -m bench.ab --base REV --own-bench -- bench.bench_receivers --seconds 10
 
 One process plays `budgetscope serve` (receivers, group-commit writer, and a dashboard reader
 on its own cursor, exactly as serve wires them); a forked process plays the exporters: N threads,
@@ -29,24 +22,18 @@ derivation (the receivers and writer alone), then the other exporter counts with
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
-import importlib.util
 import multiprocessing
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from types import ModuleType
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -54,7 +41,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from ingest.decode.proto_flatten import flatten_protobuf
-from ingest.receivers import service
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
 
@@ -209,55 +195,12 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
-# The old receiver's own modules, loaded from the baseline tree in place of this tree's while
-# its http_receiver.py is executed (it binds what it imports at that moment).
-_BASELINE_MODULES = ("ingest.receivers.limits", "ingest.receivers.connection_guards")
-
-
-def load_baseline_receiver(tree: Path) -> type:
-    """HttpReceiver as the baseline tree has it, under another module name."""
-    saved = {name: sys.modules.get(name) for name in _BASELINE_MODULES}
-    try:
-        for name in _BASELINE_MODULES:
-            path = tree / (name.replace(".", "/") + ".py")
-            if path.exists():
-                sys.modules[name] = _load(f"baseline_{name.rsplit('.', 1)[1]}", path)
-        module = _load("baseline_http_receiver", tree / "ingest/receivers/http_receiver.py")
-    finally:
-        for name, original in saved.items():
-            if original is not None:
-                sys.modules[name] = original
-    return module.HttpReceiver
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@contextlib.contextmanager
-def http_receiver_class(receiver: type | None) -> Iterator[None]:
-    """Receivers built inside use `receiver` for OTLP/HTTP (None: this tree's)."""
-    original = service.HttpReceiver
-    service.HttpReceiver = receiver or original  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        service.HttpReceiver = original  # type: ignore[misc]
-
-
 @dataclass
 class Scenario:
     exporters: int
     derive: bool
     client: multiprocessing.process.BaseProcess | None = None
     pipe: Connection | None = None
-    receiver: type | None = None  # the baseline's HttpReceiver; None: this tree's
-    label: str = "this tree"
 
 
 class DecodeClock:
@@ -284,16 +227,15 @@ class DecodeClock:
         intake._decode_protobuf = timed  # type: ignore[attr-defined]
 
 
-def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float, float]:
-    """Prints the figures; returns (spans/s committed, p99 latency in seconds)."""
+def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
+    """Runs one scenario on a fresh database and prints its figures."""
     assert scenario.pipe is not None and scenario.client is not None
     with tempfile.TemporaryDirectory() as folder:
         owner = DatabaseOwner(Path(folder) / "bench.duckdb")
         # Wired as `budgetscope serve` wires it (with the runs/steps derivation after each
         # acknowledged write, unless measuring the receivers and writer without it).
-        with http_receiver_class(scenario.receiver):
-            receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                                  derive=scenario.derive)
+        receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
+                              derive=scenario.derive)
         decoding = DecodeClock(receivers.exporter)
         receivers.start()
         stop_queries = threading.Event()
@@ -321,7 +263,7 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float,
     label = "with" if scenario.derive else "WITHOUT"
     print(f"\nOTLP/HTTP protobuf, {scenario.exporters} exporters x {spans}-span requests, "
           f"{label} the runs/steps derivation (beside the writer, after its commits), "
-          f"{wall:.1f} s, HTTP receiver of {scenario.label}:")
+          f"{wall:.1f} s:")
     if derivations is not None:
         print(f"  derivation: {derivations.traces_derived:,} traces in "
               f"{derivations.seconds:.1f} s of the derivation thread ({runs:,} runs derived)")
@@ -346,57 +288,6 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> tuple[float,
         print(f"  dashboard query '{name}' while loading: p50 "
               f"{statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms "
               f"({len(values)} runs)")
-    return acknowledged / wall, _percentile(every, 0.99)
-
-
-_SCENARIO_LINE = re.compile(r"^OTLP/HTTP protobuf, (?P<exporters>\d+) exporters .*?, "
-                            r"(?P<label>with|WITHOUT) the runs/steps", re.MULTILINE)
-_RATE_LINE = re.compile(r"^  (?P<rate>[\d,]+) spans/s committed", re.MULTILINE)
-_P99_LINE = re.compile(r"^  request latency: .*?p99 (?P<p99>\d+) ms", re.MULTILINE)
-
-
-def _figures(output: str) -> list[tuple[str, float, float]]:
-    """(scenario, spans/s, p99 ms) of each scenario a bench_receivers output reports."""
-    figures = []
-    for block in output.split("\nOTLP/HTTP protobuf, ")[1:]:
-        block = "OTLP/HTTP protobuf, " + block
-        scenario, rate, p99 = (_SCENARIO_LINE.search(block), _RATE_LINE.search(block),
-                               _P99_LINE.search(block))
-        if scenario and rate:
-            figures.append((f"{scenario['exporters']} exporters, "
-                            f"{scenario['label'].lower()} derivation",
-                            float(rate["rate"].replace(",", "")),
-                            float(p99["p99"]) if p99 else float("nan")))
-    return figures
-
-
-def compare_whole_trees(baseline: Path, options: argparse.Namespace) -> None:
-    arguments = ["--seconds", str(options.seconds), "--spans", str(options.spans),
-                 "--exporters", *map(str, options.exporters)]
-    if options.skip_without_derivation:
-        arguments.append("--skip-without-derivation")
-    this_tree = Path(__file__).resolve().parent.parent
-    outputs: dict[str, list[list[tuple[str, float, float]]]] = {"baseline": [], "this tree": []}
-    # Alternated, so that a change of the machine's load mid-run falls on both trees.
-    for round_number in range(options.rounds):
-        for name, tree in (("baseline", baseline), ("this tree", this_tree)):
-            print(f"== round {round_number + 1}, {name}: {tree}", flush=True)
-            done = subprocess.run([sys.executable, str(tree / "bench" / "bench_receivers.py"),
-                                   *arguments], cwd=tree, capture_output=True, text=True)
-            print(done.stdout + done.stderr[-2000:], flush=True)
-            outputs[name].append(_figures(done.stdout))
-    print(f"this tree against {baseline}, same options, one run, {options.rounds} round(s) "
-          f"alternated (load average {os.getloadavg()[0]:.1f}):")
-    for index, (scenario, *_) in enumerate(outputs["baseline"][0]):
-        old = [figures[index] for figures in outputs["baseline"] if index < len(figures)]
-        new = [figures[index] for figures in outputs["this tree"] if index < len(figures)]
-        old_rate = statistics.median(f[1] for f in old)
-        new_rate = statistics.median(f[1] for f in new)
-        print(f"  {scenario}: median {old_rate:,.0f} -> {new_rate:,.0f} spans/s "
-              f"(x{new_rate / max(old_rate, 1):.2f}); per round "
-              + ", ".join(f"{o[1]:,.0f}->{n[1]:,.0f}" for o, n in zip(old, new, strict=False))
-              + "; p99 ms per round "
-              + ", ".join(f"{o[2]:.0f}->{n[2]:.0f}" for o, n in zip(old, new, strict=False)))
 
 
 def main() -> None:
@@ -406,18 +297,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=512, help="spans per request")
     parser.add_argument("--skip-without-derivation", action="store_true",
                         help="do not also measure the first exporter count without the hook")
-    parser.add_argument("--baseline-tree", type=Path, default=None,
-                        help="also run each scenario with the OTLP/HTTP receiver of this "
-                             "checkout (before this tree's), on the same payloads")
-    parser.add_argument("--whole-baseline-tree", type=Path, default=None,
-                        help="run this whole bench in that checkout, then in this tree, in "
-                             "processes of their own, and compare")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="with --whole-baseline-tree: alternate the two trees this often")
     options = parser.parse_args()
-    if options.whole_baseline_tree is not None:
-        compare_whole_trees(options.whole_baseline_tree.resolve(), options)
-        return
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr] # lines show as made
     relax_gc_for_ingest()  # as `budgetscope serve` runs (budgetscope.cli.main)
 
@@ -434,12 +314,6 @@ def main() -> None:
     if not options.skip_without_derivation:
         scenarios.append(Scenario(options.exporters[0], False))
     scenarios += [Scenario(exporters, True) for exporters in options.exporters[1:]]
-    if options.baseline_tree is not None:
-        baseline = load_baseline_receiver(options.baseline_tree.resolve())
-        label = f"the baseline {options.baseline_tree}"
-        scenarios = [pair for scenario in scenarios for pair in (
-            Scenario(scenario.exporters, scenario.derive, receiver=baseline, label=label),
-            scenario)]
     # Fork every client before any server thread exists (forking a threaded process, grpc's
     # above all, is unsafe); the children inherit the payloads without copying them.
     context = multiprocessing.get_context("fork")
@@ -453,20 +327,9 @@ def main() -> None:
     print(f"bare decode+flatten of the same payloads (1 thread, nothing stored): "
           f"{bare:,.0f} spans/s")
     del payloads
-    results = []
     try:
         for scenario in scenarios:
-            results.append(run_scenario(scenario, options.spans, options.seconds))
-        if options.baseline_tree is not None:
-            print("\nthis tree against the baseline, same payloads, same run:")
-            for index in range(0, len(scenarios), 2):
-                (old_rate, old_p99), (new_rate, new_p99) = results[index:index + 2]
-                scenario = scenarios[index + 1]
-                print(f"  {scenario.exporters} exporters, "
-                      f"{'with' if scenario.derive else 'without'} derivation: "
-                      f"{old_rate:,.0f} -> {new_rate:,.0f} spans/s "
-                      f"(x{new_rate / max(old_rate, 1):.2f}), p99 {old_p99 * 1000:.0f} -> "
-                      f"{new_p99 * 1000:.0f} ms")
+            run_scenario(scenario, options.spans, options.seconds)
     finally:
         # A failed scenario must not leave later clients waiting for their start for ever.
         for scenario in scenarios:

@@ -100,8 +100,12 @@ class FloorApp:
         self.stop()
         raise RuntimeError("streamlit did not start")
 
-    def url(self, charts: int, furnished: bool = False) -> str:
-        return f"http://127.0.0.1:{self.port}/?n={charts}" + ("&furnish=1" if furnished else "")
+    def url(self, charts: int, furnished: bool = False, page: str = "") -> str:
+        """The bare floor, or furnished: with What if's own elements for `page` "simulate",
+        with Attribution's for any other."""
+        furnish = "simulate" if page == "simulate" else "1"
+        return f"http://127.0.0.1:{self.port}/?n={charts}" + (
+            f"&furnish={furnish}" if furnished else "")
 
     def stop(self) -> None:
         self.server.terminate()
@@ -229,7 +233,7 @@ def bench_browser(db: Path, week: Filters, run_id: str, repeat: int) -> None:
                 cells, ratios = [], []
                 for page, charts in PAGE_CHARTS.items():
                     bare, furnished = (
-                        statistics.median(first_visit(browser, floor.url(charts, furnish),
+                        statistics.median(first_visit(browser, floor.url(charts, furnish, page),
                                                       charts)[0]
                                           for _ in range(FLOOR_SAMPLES))
                         for furnish in (False, True))
@@ -341,7 +345,7 @@ def bench_against(db: Path, other: Path, filters: Filters, label: str, run_id: s
                 urls = {name: server.url + url_for(page, filters, run_id)
                         for name, server in servers.items()}
                 urls["bare"] = floor.url(charts)
-                urls["furnished"] = floor.url(charts, furnished=True)
+                urls["furnished"] = floor.url(charts, furnished=True, page=page)
                 for url in urls.values():  # untimed: each server imports the page's code once
                     visit(browser, url, charts)
                 times: dict[str, list[float]] = {name: [] for name in urls}

@@ -24,11 +24,12 @@ from store.derive import conventions
 from store.file.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql")
-# The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the
-# gate it runs under (None: always).
+# The recognition, in order (derive_refresh.sql says why the walk runs more than once): each file
+# with the gate it runs under (None: always; a gate no earlier statement set: never).
 RECOGNITION: tuple[tuple[str, str | None], ...] = (
-    ("derive_refresh", None), ("derive_walk", None), ("derive_recognise", None),
-    ("derive_walk", "rewalk"), ("derive_steps", None))
+    ("derive_refresh", None), ("derive_walk", None),
+    ("derive_reach", "orphans_later"), ("derive_walk", "orphans_rewalk"),
+    ("derive_recognise", None), ("derive_walk", "rewalk"), ("derive_steps", None))
 RECOGNISE = tuple(name for name, _ in RECOGNITION)
 DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
                           "derive_rebuild_prepare", "derive_explain"})
@@ -101,7 +102,7 @@ def recognise(con: duckdb.DuckDBPyConnection) -> None:
     derive_measure.sql (and derive_explain.sql)."""
     gates: dict[str, bool] = {}
     for name, gate in RECOGNITION:
-        if gate is None or gates.get(gate, True):
+        if gate is None or gates.get(gate, False):
             _execute(con, name, gates)
 
 

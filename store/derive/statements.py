@@ -97,19 +97,20 @@ def _execute(con: duckdb.DuckDBPyConnection, name: str,
             gates.update({key: bool(value) for key, value in zip(names, row or (), strict=True)})
 
 
-def recognise(con: duckdb.DuckDBPyConnection) -> None:
+def recognise(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
     """The recognition of the traces in touched_traces, leaving its temp tables for
-    derive_measure.sql (and derive_explain.sql)."""
+    derive_measure.sql (and derive_explain.sql); returns its gates."""
     gates: dict[str, bool] = {}
     for name, gate in RECOGNITION:
         if gate is None or gates.get(gate, False):
             _execute(con, name, gates)
+    return gates
 
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
-    recognise(con)
-    _execute(con, "derive_measure")
+    gates = recognise(con)
+    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
     _execute(con, "derive_drop")
 
 

@@ -249,6 +249,7 @@ JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
 
 -- The tools lifted out of a model step (SPEC §9), kept for derive_budgets.sql: what the
 -- consumption share needs of the step tree when only B changed.
+-- when: seen_before
 DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 INSERT INTO step_lifts BY NAME
 SELECT trace_id, run_span_id, span_id, lifted_from FROM derive_tree WHERE lifted_from IS NOT NULL;

@@ -289,9 +289,16 @@ def step_row_sql() -> str:
 
 
 def _by_row(value: Callable[[StepRule], str | None], default: str = "NULL") -> str:
-    whens = [f"WHEN {_literal(rule.row)} THEN {text}" for rule in STEP_RULES
-             if (text := value(rule)) is not None]
-    return "CASE step_row " + " ".join(whens) + f" ELSE {default} END"
+    """The value of the span's row. Rows of one value share one test (`step_row IN (...)`):
+    one WHEN a row cost DuckDB ~2 ms more per 40,960 GenAI spans across step_kind, step_name
+    and convention, most spans being tested against every row."""
+    rows_of: dict[str, list[str]] = {}
+    for rule in STEP_RULES:
+        if (text := value(rule)) is not None:
+            rows_of.setdefault(text, []).append(_literal(rule.row))
+    whens = [f"WHEN step_row IN ({', '.join(rows)}) THEN {text}"
+             for text, rows in rows_of.items()]
+    return "CASE " + " ".join(whens) + f" ELSE {default} END"
 
 
 def step_kind_sql() -> str:

@@ -24,11 +24,12 @@ from store.derive import conventions
 from store.file.sql_files import Query, load_queries
 
 DERIVE_FOLDER = Path(__file__).with_name("sql")
-# The recognition, in order (derive_refresh.sql says why the walk runs twice): each file with the
-# gate it runs under (None: always).
+# The recognition, in order (derive_refresh.sql says why the walk runs more than once): each file
+# with the gate it runs under (None: always; a gate no earlier statement set: never).
 RECOGNITION: tuple[tuple[str, str | None], ...] = (
-    ("derive_refresh", None), ("derive_walk", None), ("derive_recognise", None),
-    ("derive_walk", "rewalk"), ("derive_steps", None))
+    ("derive_refresh", None), ("derive_walk", None),
+    ("derive_reach", "orphans_later"), ("derive_walk", "orphans_rewalk"),
+    ("derive_recognise", None), ("derive_walk", "rewalk"), ("derive_steps", None))
 RECOGNISE = tuple(name for name, _ in RECOGNITION)
 DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
                           "derive_rebuild_prepare", "derive_explain"})
@@ -96,19 +97,20 @@ def _execute(con: duckdb.DuckDBPyConnection, name: str,
             gates.update({key: bool(value) for key, value in zip(names, row or (), strict=True)})
 
 
-def recognise(con: duckdb.DuckDBPyConnection) -> None:
+def recognise(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
     """The recognition of the traces in touched_traces, leaving its temp tables for
-    derive_measure.sql (and derive_explain.sql)."""
+    derive_measure.sql (and derive_explain.sql); returns its gates."""
     gates: dict[str, bool] = {}
     for name, gate in RECOGNITION:
-        if gate is None or gates.get(gate, True):
+        if gate is None or gates.get(gate, False):
             _execute(con, name, gates)
+    return gates
 
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
-    recognise(con)
-    _execute(con, "derive_measure")
+    gates = recognise(con)
+    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
     _execute(con, "derive_drop")
 
 

@@ -5,7 +5,7 @@ DROP TABLE derive_beside;
 DROP TABLE derive_run_tree;
 DROP TABLE derive_deep_runs;
 DROP TABLE derive_rewalked;
-DROP TABLE derive_capped;
+DROP TABLE IF EXISTS derive_capped;  -- made only for a capped trace
 DROP TABLE derive_beside_runs;
 DROP TABLE derive_beside_steps;
 DROP TABLE derive_demoted;

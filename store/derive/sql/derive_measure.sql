@@ -222,12 +222,16 @@ LEFT JOIN (SELECT run_id, count(*) AS steps, count(*) FILTER (WHERE is_top_level
 LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM derive_consumption) u USING (run_id)
 LEFT JOIN derive_blame b USING (run_id);
 
--- 8. Replace the touched traces' rows.
+-- 8. Replace the touched traces' rows (those of traces derived before: derive_refresh.sql's
+-- gate `seen_before`; after derive_budgets.sql, always).
+-- when: seen_before
 DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+-- when: seen_before
 DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 
 INSERT INTO runs BY NAME SELECT * FROM derive_final_runs;
 
+-- when: seen_before
 DELETE FROM reconcile_links WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 INSERT INTO reconcile_links BY NAME
 SELECT trace_id, span_id, run_id, target.trace_id AS target_trace_id,

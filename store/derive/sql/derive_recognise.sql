@@ -13,10 +13,9 @@
 --   through further row-11 spans).
 -- The traces where either is found are walked again without them (derive_walk.sql): which
 -- spans are steps, their nearest step above and row 12's test all change below a wrapper.
--- gates: whether any trace has a row-11 candidate (the second search below), and whether any
--- run holds another (the depth search of runs below)
-SELECT (SELECT count(*) FROM derive_spans WHERE step_row = '11') > 0 AS row_11,
-       (SELECT count(*) FROM derive_walk WHERE nested AND depth > 0) > 0 AS nested_runs;
+-- gates: whether any run holds another (the depth search of runs below); whether any trace has
+-- a row-11 candidate (the second search below) derive_refresh.sql said
+SELECT (SELECT count(*) FROM derive_walk WHERE nested AND depth > 0) > 0 AS nested_runs;
 
 CREATE OR REPLACE TEMP TABLE derive_demoted AS
 -- each model or tool step below a model or tool step (its nearest step above)

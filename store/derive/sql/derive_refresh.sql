@@ -6,6 +6,8 @@
 -- result is the same whatever order and in however many batches a trace's spans arrived, and
 -- a duplicate delivery changes nothing.
 -- Set-based throughout: no loop over runs. The derivation is this file, then derive_walk.sql,
+-- derive_reach.sql and derive_walk.sql again (for the traces where a parent never arrived,
+-- when this file left them to be found after the walk; skipped when none did),
 -- derive_recognise.sql, derive_walk.sql once more (for the traces where one call left two
 -- spans or runs nest too deep; skipped when none does), derive_steps.sql, derive_measure.sql
 -- and derive_drop.sql, in one transaction (store/derive/statements.py, which also skips the
@@ -33,9 +35,6 @@ FROM derive_touched;
 
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
-
--- What the derivation has to say about a trace (a bound it met) is said again each time.
-DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 
 -- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
 -- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
@@ -148,19 +147,14 @@ FROM classed;
 -- received before it are old enough; unset, no trace qualifies), or when it was already
 -- measured so: it is a run rooted at its earliest-starting span among those whose parent is
 -- missing (in a trace that is all cycles, its earliest span).
-CREATE OR REPLACE TEMP TABLE derive_orphans AS
-SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
-FROM derive_spans r
--- a self-parented span finds no other span as its parent (an anti join: the NOT EXISTS it
--- replaces, ORed with the self-parent test, ran as a mark join at 1.5x the CPU)
-ANTI JOIN derive_spans p
-       ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id AND p.span_id <> r.span_id
-WHERE r.parent_span_id IS NOT NULL;
-
+--
 -- Most turns have no orphan and no trace without a run: the anchors are NULL then, and only
 -- the trace facts below are computed (the anchors' two arg_min cost ~3 ms of 5.7 per 40,960
 -- GenAI spans). `two_scopes`: the trace has candidates of one parent from two instrumentation
 -- scopes, without which 1b below has nothing to pair (it cost ~5 ms per 40,960 spans with none).
+-- `with_parent`: the spans the walk must reach below a run when no parent is missing
+-- (derive_reach.sql); `row_11`: derive_recognise.sql's second search has candidates (a scan of
+-- its own cost ~0.9 ms per 40,960 GenAI spans, ~0.5 here).
 CREATE OR REPLACE TEMP TABLE derive_anchors AS
 SELECT trace_id,
        count(*) AS spans,
@@ -171,18 +165,50 @@ SELECT trace_id,
        min(scope_id) FILTER (WHERE step_row IS NOT NULL AND step_row <> '1'
                                  AND parent_span_id IS NOT NULL)
            <> max(scope_id) FILTER (WHERE step_row IS NOT NULL AND step_row <> '1'
-                                        AND parent_span_id IS NOT NULL) AS two_scopes
+                                        AND parent_span_id IS NOT NULL) AS two_scopes,
+       count(parent_span_id) AS with_parent,
+       bool_or(step_row = '11') AS row_11
 FROM derive_spans
 GROUP BY trace_id;
 
--- gates: which of the statements below have anything to do (store/derive/statements.py)
-SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
-       (SELECT count(*) FROM derive_orphans) > 0
-           OR NOT coalesce((SELECT bool_and(has_run) FROM derive_anchors), true) AS anchored,
-       coalesce((SELECT bool_or(two_scopes) FROM derive_anchors), false) AS scopes,
-       coalesce((SELECT bool_or(spans > 250000) FROM derive_anchors), false) AS capped;
+-- gates: which of the statements below have anything to do (store/derive/statements.py).
+-- Missing parents are looked for here only where a trace has no run (its anchor needs them) or
+-- is capped (they must be found before its spans past the cap go); otherwise after the walk,
+-- and only when it did not reach every span with a parent (derive_reach.sql): the anti join
+-- below cost ~7 ms per 40,960 GenAI spans, nearly always to find nothing; that check ~1 ms.
+-- `seen_before`: some touched trace has derived rows to replace (most of a stream's turns have
+-- none, and each of the five deletes below and in derive_steps.sql and derive_measure.sql cost
+-- ~0.6 ms per turn all the same). One scan of the trace facts (five subqueries cost ~0.3 ms
+-- more).
+SELECT coalesce(bool_or(two_scopes), false) AS scopes,
+       coalesce(bool_or(spans > 250000), false) AS capped,
+       coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_first,
+       NOT coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_later,
+       coalesce(bool_or(row_11), false) AS row_11,
+       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
+FROM derive_anchors;
 
--- when: anchored
+-- What the derivation has to say about a trace (a bound it met) is said again each time.
+-- when: seen_before
+DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+
+CREATE OR REPLACE TEMP TABLE derive_orphans (
+    trace_id VARCHAR, span_id VARCHAR, start_ns BIGINT, is_run BOOLEAN
+);
+-- when: orphans_first
+INSERT INTO derive_orphans
+SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
+FROM derive_spans r
+-- a self-parented span finds no other span as its parent (an anti join: the NOT EXISTS it
+-- replaces, ORed with the self-parent test, ran as a mark join at 1.5x the CPU)
+ANTI JOIN derive_spans p
+       ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id AND p.span_id <> r.span_id
+WHERE r.parent_span_id IS NOT NULL;
+
+-- The anchors, where a trace may need one before the walk. In a turn with a capped trace but
+-- no orphan and a run in every trace they equal the ones above: the statements reading them
+-- below find nothing to do either way.
+-- when: orphans_first
 CREATE OR REPLACE TEMP TABLE derive_anchors AS
 WITH traces AS (
     SELECT trace_id,
@@ -273,13 +299,15 @@ JOIN nearest y ON y.trace_id = x.trace_id AND y.a_id = x.b_id AND y.b_id = x.a_i
 WHERE x.a_outer;
 
 -- gates: the amendments below
-SELECT (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
+SELECT (SELECT count(*) FROM derive_orphans) > 0 AS orphans,
+       (SELECT count(*) FROM derive_sibling_twins) > 0 AS twins,
        coalesce((SELECT bool_or(root_missing_run IS NOT NULL) FROM derive_anchors), false)
            AS rootless;
 
 -- Work per trace is bounded (docs/design.md): a trace of more than 250,000 spans is measured
 -- on its first 250,000 by start, and the derivation says so on the trace. Only such traces are
--- ranked, so the others pay nothing for it.
+-- ranked, so the others pay nothing for it (nor for this statement: ~1 ms per 40,960 spans).
+-- when: capped
 CREATE OR REPLACE TEMP TABLE derive_capped AS
 SELECT trace_id, span_id FROM derive_spans
 WHERE trace_id IN (SELECT trace_id FROM derive_anchors WHERE spans > 250000)

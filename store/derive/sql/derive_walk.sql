@@ -1,5 +1,5 @@
 -- name: derive_walk
--- Walk down from every run span of derive_walk_spans, appending to derive_walk (run twice: see derive_refresh.sql).
+-- Walk down from every run span of derive_walk_spans, appending to derive_walk (run up to three times: see derive_refresh.sql).
 --
 -- A nested run (a span with its own budget.total_ms) is still a step of the outer run when it is
 -- one, but what is below it belongs to it: the outer run's walk stops there (`nested`), so each

@@ -252,9 +252,9 @@ def simulation_inputs(filters: Filters) -> Prepared:
 
 # What a page's first visit reads longest, by page: read ahead when its address is asked for
 # (dashboard/server/page_prefetch.py), so that the page's own read finds it done or under way
-# (Streamlit computes a cached value once, the other callers wait for it). What if's inputs
-# over all time take ~0.9-1.5 s on 35,000 runs (586k steps read and prepared); every other
-# page's reads are a fraction of that.
+# (Streamlit computes a cached value once, the other callers wait for it: ground.INTERNALS).
+# What if's inputs over all time take ~0.9-1.5 s on 35,000 runs (586k steps read and
+# prepared); every other page's reads are a fraction of that.
 PREFETCHED: dict[str, Callable[[Filters], object]] = {
     "simulate": lambda filters: simulation_inputs(filters),
 }

@@ -101,6 +101,13 @@ INTERNALS: tuple[Internal, ...] = (
         if_moved="renamed or split, no hint is added and pages draw as without it; hinted by "
                  "another address than the client imports, the code would download twice"),
     Internal(
+        what="a cached function called with the same arguments by two threads at once "
+             "computes once: the second caller waits for the first's value",
+        used_in="dashboard/server/page_prefetch.py (What if's inputs read ahead)",
+        why="the page's own read then waits for the read ahead instead of starting over",
+        if_moved="the page computes the value a second time beside the read ahead: slower, "
+                 "never wrong"),
+    Internal(
         what="hidden config options logger.hideWelcomeMessage and runner.postScriptGC",
         used_in="dashboard/server/bootstrap.py (STREAMLIT_OPTIONS)",
         why="no start-up banner (its Network/External URL lines reach out on a wildcard "

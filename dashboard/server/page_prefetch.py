@@ -6,9 +6,10 @@ before the websocket opens and the page's script runs; only then does the script
 queries. For What if over all time on 35,000 runs, reading and preparing the replay's inputs
 took 0.9–1.5 s more after that (dashboard/data.PREFETCHED names what is read ahead, per page).
 Started on the HTML request instead, the read runs while the browser loads the client, and the
-script finds it cached or waits for the rest (Streamlit computes a cached value once; other
-callers wait for it). Links open pages this way: a shared link, the run view's "What if at a
-smaller cap".
+script finds it cached or waits for the rest: Streamlit computes a cached value once while other
+callers of the same key wait for it (not in its documented API, so listed in
+ground.INTERNALS; were it to compute again, the page would be slower, never wrong). Links open
+pages this way: a shared link, the run view's "What if at a smaller cap".
 
 Only an address that carries the filters (`range`, `since`, `until`, `agent`) is read ahead,
 with the filters the page will read from it (dashboard/filters.from_params); without them the

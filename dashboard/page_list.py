@@ -13,7 +13,7 @@ class PageEntry:
     title: str
     icon: str  # a Material icon name
     # Whether the page draws Plotly charts: a page that draws none is not sent the chart code's
-    # preload (dashboard/server/chart_preload.py).
+    # preload (dashboard/server/page_head.py).
     charts: bool = True
 
 

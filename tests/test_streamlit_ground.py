@@ -113,9 +113,9 @@ def test_the_websocket_origin_check_compares_spelling() -> None:
 
 @pytest.mark.parametrize("pattern", ["PlotlyChart.*.js", "DataFrame.*.js"])
 def test_the_chart_and_table_code_are_one_chunk_each_imported_by_name(pattern: str) -> None:
-    """What chart_preload hints is the very file the client imports, so one download serves
+    """What page_head hints is the very file the client imports, so one download serves
     both; a renamed or split chunk would leave the pages without the hint."""
-    from dashboard.server.chart_preload import CHART_CHUNK, TABLE_CHUNK, chunk, static_js
+    from dashboard.server.page_head import CHART_CHUNK, TABLE_CHUNK, chunk, static_js
 
     assert pattern in (CHART_CHUNK, TABLE_CHUNK)
     entry = _entry("the client's lazily loaded chunks")

@@ -4,7 +4,7 @@
   options the product needs, until SIGTERM or Ctrl-C; the commands hand it a `DashboardServer`
   (where, and who may open it) and a `DashboardConfig` (what the pages read).
 - access.py: the guard every request passes (Host, Origin, token), as `st.App` middleware.
-- chart_preload.py: a page's HTML tells the browser to fetch the chart and table code at once,
+- page_head.py: a page's HTML tells the browser to fetch the chart and table code at once,
   not when the first chart arrives (st.App middleware inside the guard).
 - page_prefetch.py: a page's longest read started when its address is asked for, while the
   browser loads the client (st.App middleware inside the guard).

@@ -24,8 +24,8 @@ from typing import Any
 
 from dashboard.config import DashboardConfig, configure
 from dashboard.server.access import AccessGuard, AccessPolicy
-from dashboard.server.chart_preload import ChartPreload
 from dashboard.server.ground import require_supported
+from dashboard.server.page_head import PageHead
 from dashboard.server.page_prefetch import PagePrefetch
 from dashboard.server.warm_up import start_warm_up
 
@@ -84,7 +84,7 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     # not admitted.
     app = st.App(str(server.app),
                  middleware=[Middleware(AccessGuard, policy=server.policy()),
-                             Middleware(ChartPreload), Middleware(PagePrefetch)],
+                             Middleware(PageHead), Middleware(PagePrefetch)],
                  lifespan=signals.lifespan)
     configure(config)
     try:

@@ -94,12 +94,21 @@ INTERNALS: tuple[Internal, ...] = (
         what="the client's lazily loaded chunks: the code behind st.plotly_chart and "
              "st.dataframe is one file each in the package's static/static/js/, "
              "PlotlyChart.<hash>.js and DataFrame.<hash>.js, imported by that address",
-        used_in="dashboard/server/chart_preload.py (CHART_CHUNK, TABLE_CHUNK)",
+        used_in="dashboard/server/page_head.py (CHART_CHUNK, TABLE_CHUNK)",
         why="a page's HTML preloads them, and imports the chart code when the browser is "
-            "idle: without, a chart page's first visit took 1.03-1.28x as long (1.17-1.32x "
-            "the furnished floor), docs/design.md 'How fast a page draws'",
+            "idle: without, a chart page's first visit took 1.03-1.28x as long, "
+            "docs/design.md 'How fast a page draws'",
         if_moved="renamed or split, no hint is added and pages draw as without it; hinted by "
                  "another address than the client imports, the code would download twice"),
+    Internal(
+        what="the client reads where its server is from window.__streamlit.BACKEND_BASE_URL "
+             "when set before it loads; unset, on a page's address it asks "
+             "<page>/_stcore/health first",
+        used_in="dashboard/server/page_head.py (_SERVER_IS_THE_PARENT)",
+        why="without it every first visit opened at a page's address waits for two 404s "
+            "and a retry, about 110 ms in Chromium here",
+        if_moved="the client ignores the setting and retries as before (110 ms slower); "
+                 "tests/browser/test_browser_dashboard.py sees the page-relative requests"),
     Internal(
         what="a cached function called with the same arguments by two threads at once "
              "computes once: the second caller waits for the first's value",

@@ -53,7 +53,7 @@ def _chunk_kinds(addresses: list[str]) -> list[str]:
 
 def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
                                                      page: object) -> None:
-    """The page's HTML preloads (dashboard/server/chart_preload.py) the very files the charts
+    """The page's HTML preloads (dashboard/server/page_head.py) the very files the charts
     and tables then import: each is fetched once, by the name in the hint."""
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, PAGES["attribution"])
@@ -77,11 +77,17 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dash
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
 def test_a_page_address_connects_and_navigates_from_there(
         sample_app: ui.Dashboard, page: object, path: str) -> None:
-    """Opened at a page's address, the client finds its server at the root, and the sidebar's
-    links from there lead to the pages at the root, not under the page."""
+    """Opened at a page's address, the client finds its server at the root at once (told by
+    dashboard/server/page_head.py, it never asks `/attribution/_stcore/health`, a 404 and a
+    retry), and the sidebar's links from there lead to the pages at the root, not under the
+    page."""
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, 3 if path == "attribution" else 0)
     assert ui.heading(page) == ("Attribution" if path == "attribution" else "Runs")
+    assert "/_stcore/health" in asked and "/_stcore/host-config" in asked
+    assert [p for p in asked if "/_stcore/" in p and not p.startswith("/_stcore/")] == []
     nav = page.locator('[data-testid="stSidebarNav"]')  # type: ignore[attr-defined]
     nav.get_by_text("Failures", exact=True).click()
     page.wait_for_url(re.compile(r"/failures\?"), timeout=TIMEOUT_MS)  # type: ignore[attr-defined]

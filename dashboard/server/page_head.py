@@ -1,32 +1,36 @@
-"""Tell a first-time visitor's browser, in the page's own HTML, to fetch the chart and table
-code at once instead of when the first chart arrives.
+"""What a first-time visitor's browser is told in the page's own HTML: where Streamlit's server
+is, and to fetch the chart and table code at once instead of when the first chart arrives.
 
-Streamlit's client loads the JavaScript behind `st.plotly_chart` (one 4.7 MB chunk in 1.67) and
-`st.dataframe` (486 KB) only when the first such element arrives over the websocket, that is
-after the page's script has run its queries; a first visit then waits for the download, the
-parse and the evaluation of plotly.js (one main-thread task of 0.5–1.1 s on this project's
-test machines) before a chart is drawn. Without this, a chart page's first visit took
-1.03–1.28× as long (docs/design.md, "How fast a page draws", gives the measurement).
-
-Two additions to `<head>`, on a page's address only:
-- a `<link rel="modulepreload">` for each chunk, so both download in parallel with the
-  client's start-up and the websocket handshake; a page that draws no charts
+Three additions to `<head>`, on a page's address only:
+- where the server is (`window.__streamlit.BACKEND_BASE_URL`, the client's setting for it,
+  read once as it loads): the page's parent, relative to the page, which is the app's base
+  wherever it is mounted. Unsaid, on any address but the app's root the client first asks
+  `<page>/_stcore/health` and `<page>/_stcore/host-config`, gets two 404s and tries the parent
+  about 110 ms later (measured in Chromium on this project's machine), on every first visit
+  opened from a link to a page;
+- a `<link rel="modulepreload">` for each of the chart and table chunks. Streamlit's client
+  loads the JavaScript behind `st.plotly_chart` (one 4.7 MB chunk in 1.67) and `st.dataframe`
+  (486 KB) only when the first such element arrives over the websocket, after the page's
+  queries; the links start both downloads with the client's own. A page that draws no charts
   (page_list.PAGES_WITHOUT_CHARTS) is not sent the chart chunk's (on Runs that download held
   the page's load back by about 100 ms for nothing);
 - on a page that draws charts, a module script that imports the chart chunk once the browser
-  is idle, so that evaluating plotly.js overlaps the server's queries instead of following
-  them. Idle, not at once: evaluation is one long task, and at once it delayed the client's own
-  start-up. Same address as Streamlit's own import, so the module is evaluated once; a failure
-  here is left for that import to report.
+  is idle, so that evaluating plotly.js (one main-thread task of 0.5–1.1 s on this project's
+  machines) overlaps the server's queries instead of following them. Idle, not at once:
+  evaluation is one long task, and at once it delayed the client's own start-up. Same address
+  as Streamlit's own import, so the module is evaluated once; a failure here is left for that
+  import to report.
+Without them, first visits took 1.05–1.28× as long (docs/design.md, "How fast a page draws").
 
-The chunks' file names change with every Streamlit release; they are read from the installed
-package (the one Streamlit internal this leans on, listed in ground.INTERNALS). When an
-upgrade renames or splits them nothing is added, pages draw as they would without, and
-tests/test_streamlit_ground.py fails naming the entry.
+The client's setting and the chunks' file names (which change with every Streamlit release,
+and are read from the installed package) are Streamlit internals, listed in ground.INTERNALS.
+When an upgrade renames or splits a chunk, its hint is left out and pages draw as they would
+without; tests/test_streamlit_ground.py fails naming the entry. Nothing from the request goes
+into the page: the additions are constants chosen by the page's name.
 
-`ChartPreload` is `st.App` middleware inside the access guard: it rewrites only the HTML
-Streamlit answers a page address with (GET, 200, uncompressed `text/html`); everything else
-passes untouched.
+`PageHead` is `st.App` middleware inside the access guard: it rewrites only the HTML Streamlit
+answers a page address with (GET, 200, uncompressed `text/html`); everything else passes
+untouched.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from dashboard.page_list import PAGES_WITHOUT_CHARTS
+from dashboard.page_list import PAGE_PATHS, PAGES_WITHOUT_CHARTS
 from dashboard.server.access import ASGIApp, Message, Receive, Scope, Send, is_page
 
 # The client's lazily loaded chunks worth fetching before the page asks for them, as globs in
@@ -78,17 +82,39 @@ def _import_when_idle(name: str | None) -> str:
             "</script>")
 
 
-@functools.cache
+# The client's server is the page's parent: "." from `/app/runs`, ".." from `/app/runs/`.
+_SERVER_IS_THE_PARENT = {
+    False: '<script>window.__streamlit={BACKEND_BASE_URL:new URL(".",location.href).href}'
+           '</script>',
+    True: '<script>window.__streamlit={BACKEND_BASE_URL:new URL("..",location.href).href}'
+          '</script>',
+}
+
+
 def head_additions(path: str) -> bytes:
-    """What goes into the head of the page at `path`. The page is the address's last segment
-    (the app may live under a base path); an address that names no page without charts (the
-    root, a chart page, an unknown page Streamlit answers with the default one) gets both."""
+    """What goes into the head of the page at `path` (not cached: paths come from clients).
+    The page is the address's last segment (the app may live under a base path). A page's
+    address says where the server is (the app's root needs not: the client looks there
+    first); an address that names no page without charts (the root, a chart page, an unknown
+    page Streamlit answers with the default one) gets both chunks' links and the idle import,
+    a page without charts only the table chunk's link."""
     page = path.rstrip("/").rsplit("/", 1)[-1]
+    server = (_SERVER_IS_THE_PARENT[path.endswith("/")]
+              if page in PAGE_PATHS and not _is_the_base(path) else "")
     table = _link(chunk(TABLE_CHUNK))
     if page in PAGES_WITHOUT_CHARTS:
-        return table.encode()
+        return (server + table).encode()
     chart = chunk(CHART_CHUNK)
-    return (_link(chart) + table + _import_when_idle(chart)).encode()
+    return (server + _link(chart) + table + _import_when_idle(chart)).encode()
+
+
+def _is_the_base(path: str) -> bool:
+    """Whether `path` is Streamlit's own `server.baseUrlPath` (the root of an app mounted at,
+    say, `/runs`), whose last segment only looks like a page."""
+    from streamlit import config
+
+    base = str(config.get_option("server.baseUrlPath") or "").strip("/")
+    return bool(base) and path.strip("/") == base
 
 
 def with_head_additions(page: bytes, additions: bytes) -> bytes:
@@ -99,7 +125,7 @@ def with_head_additions(page: bytes, additions: bytes) -> bytes:
     return page[:head_end] + additions + page[head_end:]
 
 
-class ChartPreload:
+class PageHead:
     """ASGI middleware: adds `additions_for(path)` (head_additions) to the HTML Streamlit serves
     for a page address."""
 

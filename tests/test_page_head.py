@@ -1,6 +1,6 @@
-"""ChartPreload (dashboard/server/chart_preload.py): the chart and table code's preload goes into
-the HTML of a page address and nowhere else, a page without charts is not sent the chart code,
-and whatever it does not rewrite reaches the browser as it was sent."""
+"""PageHead (dashboard/server/page_head.py): where the server is and the chart and table code's
+preload go into the HTML of a page address and nowhere else, a page without charts is not sent
+the chart code, and whatever it does not rewrite reaches the browser as it was sent."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import gzip
 
 from dashboard.page_list import PAGES, PAGES_WITHOUT_CHARTS
 from dashboard.server.access import Message, Receive, Scope, Send
-from dashboard.server.chart_preload import (
+from dashboard.server.page_head import (
     CHART_CHUNK,
     TABLE_CHUNK,
-    ChartPreload,
+    PageHead,
     chunk,
     head_additions,
 )
@@ -21,9 +21,9 @@ PAGE = b"<!doctype html><html><head><title>Streamlit</title></head><body></body>
 LINK = b'<link rel="modulepreload" crossorigin href="./static/js/PlotlyChart.x.js">'
 
 
-def hinting(app: object) -> ChartPreload:
+def hinting(app: object) -> PageHead:
     """The middleware around `app`, with LINK for every page."""
-    return ChartPreload(app, lambda path: LINK)  # type: ignore[arg-type]
+    return PageHead(app, lambda path: LINK)  # type: ignore[arg-type]
 
 
 class Answer:
@@ -132,6 +132,32 @@ def test_a_chart_page_imports_the_chart_code_when_the_browser_is_idle() -> None:
             assert additions.index(script) > additions.index(b"modulepreload")
             assert b"requestIdleCallback(load)" in additions
             assert b"setTimeout(load,0)" in additions
+
+
+def test_a_page_address_says_its_server_is_at_its_parent() -> None:
+    """On `/attribution` Streamlit's client would first look for its server at
+    `/attribution/_stcore/…`; the page says, before the client runs, that it is at the page's
+    parent, relative to the page so that it holds under any mount point."""
+    here = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL(".",location.href).href}'
+    above = b'<script>window.__streamlit={BACKEND_BASE_URL:new URL("..",location.href).href}'
+    for path in ("/attribution", "/runs", "/overview", "/app/under/a/base/budgets"):
+        assert head_additions(path).startswith(here), path
+    assert head_additions("/weekly/").startswith(above)
+    for path in ("/", "/nosuch", "/app/"):  # the root, or not a page: nothing said
+        assert b"window.__streamlit" not in head_additions(path), path
+
+
+def test_an_app_mounted_at_a_page_name_is_not_told_its_root_is_a_page() -> None:
+    from streamlit import config
+
+    before = config.get_option("server.baseUrlPath")
+    config.set_option("server.baseUrlPath", "runs")
+    try:
+        for path in ("/runs", "/runs/"):
+            assert b"window.__streamlit" not in head_additions(path), path
+        assert b"window.__streamlit" in head_additions("/runs/attribution")
+    finally:
+        config.set_option("server.baseUrlPath", before)
 
 
 def test_nothing_of_the_request_goes_into_the_page() -> None:

@@ -75,6 +75,10 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "tests/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),
+    "tests/test_derive_missing_parents.py": (
+        "store.derive.statements", "records which of the derivation's statement files ran "
+        "(calling through its private _execute), to tell that the same traces were derived "
+        "both ways: missing parents looked for after the walk, and before it"),
     "tests/test_sql_registry.py": (
         "store.file.sql_files", "reads the registry's record of the folders it loaded, to tell "
         "that every .sql file of the store went through it"),

@@ -1,6 +1,7 @@
 -- name: derive_drop
 -- Drop the derivation's temp tables, last (store/derive/statements.py runs a span explanation before it).
 DROP VIEW derive_walk_spans;
+DROP VIEW derive_missing_parents;
 DROP TABLE derive_beside;
 DROP TABLE derive_run_tree;
 DROP TABLE derive_deep_runs;

@@ -17,12 +17,7 @@ SELECT (SELECT count(*) FROM derive_walk WHERE depth > 0)
 
 -- The missing parents, as derive_refresh.sql finds them when it looks first.
 -- when: unreached
-INSERT INTO derive_orphans
-SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
-FROM derive_spans r
-ANTI JOIN derive_spans p
-       ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id AND p.span_id <> r.span_id
-WHERE r.parent_span_id IS NOT NULL;
+INSERT INTO derive_orphans SELECT * FROM derive_missing_parents;
 
 -- gates: whether any trace has an orphan to hang below its run span and walk again
 -- when: unreached

@@ -192,11 +192,9 @@ FROM derive_anchors;
 -- when: seen_before
 DELETE FROM derivation_notes WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 
-CREATE OR REPLACE TEMP TABLE derive_orphans (
-    trace_id VARCHAR, span_id VARCHAR, start_ns BIGINT, is_run BOOLEAN
-);
--- when: orphans_first
-INSERT INTO derive_orphans
+-- The spans whose parent is not stored, looked for here or after the walk (derive_reach.sql):
+-- one definition, read by whichever looks.
+CREATE OR REPLACE TEMP VIEW derive_missing_parents AS
 SELECT r.trace_id, r.span_id, r.start_ns, r.is_run
 FROM derive_spans r
 -- a self-parented span finds no other span as its parent (an anti join: the NOT EXISTS it
@@ -204,6 +202,12 @@ FROM derive_spans r
 ANTI JOIN derive_spans p
        ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id AND p.span_id <> r.span_id
 WHERE r.parent_span_id IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE derive_orphans (
+    trace_id VARCHAR, span_id VARCHAR, start_ns BIGINT, is_run BOOLEAN
+);
+-- when: orphans_first
+INSERT INTO derive_orphans SELECT * FROM derive_missing_parents;
 
 -- The anchors, where a trace may need one before the walk. In a turn with a capped trace but
 -- no orphan and a run in every trace they equal the ones above: the statements reading them

@@ -39,11 +39,10 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.support.browser import PAGE_DRAWN, Dashboard, free_port
+from bench.support.browser import PAGE_DRAWN, Dashboard, free_port, wait_until_served
 from queries import reports
 from queries.filters import Filters
 from queries.run_view import load_run
@@ -89,16 +88,9 @@ class FloorApp:
              str(self.port), "--server.address", "127.0.0.1", "--server.headless", "true",
              "--browser.gatherUsageStats", "false"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_stcore/health",
-                                            timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError("streamlit did not start")
+        if not wait_until_served(f"http://127.0.0.1:{self.port}", self.server, 60):
+            self.stop()
+            raise RuntimeError("streamlit did not start")
 
     def url(self, charts: int, furnished: bool = False, page: str = "") -> str:
         """The bare floor, or furnished: with What if's own elements for `page` "simulate",

@@ -42,6 +42,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_until_served(url: str, process: subprocess.Popen, seconds: float) -> bool:
+    """Whether Streamlit's server at `url` answered its health probe ("ok", the one address of
+    its URL layout that dashboard/server/ground.py lists for probes) within `seconds`, while
+    `process` kept running; False when the process ended or the time ran out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                if reply.read() == b"ok":
+                    return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
 class Dashboard:
     """`budgetscope dashboard` in a subprocess, stopped with SIGTERM."""
 
@@ -64,16 +81,10 @@ class Dashboard:
              *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)]),
              *extra_args],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=checkout, env=env)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"dashboard exited: {log.read_text(errors='replace')}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as reply:
-                    if reply.read() == b"ok":
-                        return
-            except OSError:
-                time.sleep(0.3)
+        if wait_until_served(self.url, self.process, 90):
+            return
+        if self.process.poll() is not None:
+            raise RuntimeError(f"dashboard exited: {log.read_text(errors='replace')}")
         self.stop()
         raise RuntimeError(f"dashboard did not start: {log.read_text(errors='replace')}")
 

@@ -405,6 +405,11 @@ def _offers_token(scope: Scope, headers: dict[str, list[str]]) -> bool:
     return any(name == "token" for name, _ in query)
 
 
+def page_of(path: str) -> str:
+    """The page a page address names: its last segment (the app may live under a base path)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
 def is_page(path: str) -> bool:
     """A path a person opens (the app's pages), not one of Streamlit's own endpoints."""
     return not path.startswith(("/_stcore/", "/static/", "/media/", "/component/",

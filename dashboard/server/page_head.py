@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashboard.page_list import PAGE_PATHS, PAGES_WITHOUT_CHARTS
-from dashboard.server.access import ASGIApp, Message, Receive, Scope, Send, is_page
+from dashboard.server.access import ASGIApp, Message, Receive, Scope, Send, is_page, page_of
 
 # The client's lazily loaded chunks worth fetching before the page asks for them, as globs in
 # the installed Streamlit's static/static/js/.
@@ -98,7 +98,7 @@ def head_additions(path: str) -> bytes:
     first); an address that names no page without charts (the root, a chart page, an unknown
     page Streamlit answers with the default one) gets both chunks' links and the idle import,
     a page without charts only the table chunk's link."""
-    page = path.rstrip("/").rsplit("/", 1)[-1]
+    page = page_of(path)
     server = (_SERVER_IS_THE_PARENT[path.endswith("/")]
               if page in PAGE_PATHS and not _is_the_base(path) else "")
     table = _link(chunk(TABLE_CHUNK))

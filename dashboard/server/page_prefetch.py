@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import parse_qsl
 
-from dashboard.server.access import ASGIApp, Receive, Scope, Send, is_page
+from dashboard.server.access import ASGIApp, Receive, Scope, Send, is_page, page_of
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class PagePrefetch:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "/")
         if scope["type"] == "http" and scope.get("method") == "GET" and is_page(path):
-            page = path.rstrip("/").rsplit("/", 1)[-1]
+            page = page_of(path)
             if page in PREFETCHED_PAGES:
                 self.prefetcher.offer(page, scope.get("query_string", b"").decode("latin-1"))
         await self.app(scope, receive, send)

@@ -11,8 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -206,17 +204,7 @@ def test_the_demo_opens_on_the_samples_runs(tmp_path: Path,
          str(port)], cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert process.poll() is None, log.read_text()
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.read() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise AssertionError(f"the demo did not start: {log.read_text()}")
+        assert ui.wait_until_served(url, process, 240), f"the demo did not start: {log.read_text()}"
         printed = log.read_text()
         assert f"{url}/?range=custom&since=2026-10-26&until=2026-11-30" in printed, printed
         page.goto(url)  # type: ignore[attr-defined]

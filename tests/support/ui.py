@@ -18,6 +18,7 @@ from bench.support.browser import (
     PAGE_DRAWN,
     Dashboard,
     free_port,
+    wait_until_served,
 )
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
@@ -28,7 +29,7 @@ from tests.support.trace_builder import TraceBuilder, open_db, store
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
            "HOSTILE_LINK", "PAGE_DRAWN", "QUERY", "REPO", "SAMPLE_TRACES", "SHOTS", "SINCE",
            "TOKEN", "UNTIL", "Dashboard", "exhausted_run", "free_port", "heading", "hostile_db",
-           "sample_db", "settle", "shoot", "tiny_db"]
+           "sample_db", "settle", "shoot", "tiny_db", "wait_until_served"]
 SETTLE_TIMEOUT_MS = 90_000
 
 REPO = Path(__file__).resolve().parents[2]

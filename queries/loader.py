@@ -170,6 +170,24 @@ def frame(con: Connection, name: str,
 _VECTOR_ROWS = 2048
 
 
+def arrow_frame(con: Connection, name: str,
+                parameters: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Query `name` as a DataFrame whose columns are Arrow arrays (pd.ArrowDtype), for a
+    large read that only goes on to numpy: the same rows and values as `frame`, NULL kept as
+    NA, without the per-value conversion to pandas' own dtypes. DuckDB hands its result over
+    as Arrow with Python's lock released; `frame` builds each string as a Python object with
+    it held. Measured on the replay's 586k steps: 0.11 s here, 0.24-0.30 s through `frame`,
+    and a thread beside the read (the server answering the browser) waited up to 0.27 s at a
+    time there, 5 ms here. Another dialect, or a row budget (`rows_at_most`), reads through
+    `frame`."""
+    if getattr(con, "dialect", "duckdb") == "clickhouse" or _row_budget.get() is not None:
+        return frame(con, name, parameters)
+    query = QUERIES[name]
+    relation = con.sql(query.text,  # type: ignore[union-attr]
+                       params=bound_parameters(query, parameters) or None)
+    return relation.to_arrow_table().to_pandas(types_mapper=pd.ArrowDtype)
+
+
 def execute(con: duckdb.DuckDBPyConnection, name: str,
             parameters: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """Run query `name`, binding the parameters it uses from `parameters` (extra ones, such as
@@ -183,5 +201,5 @@ def execute(con: duckdb.DuckDBPyConnection, name: str,
 
 __all__ = ["CLICKHOUSE_PARAMETER", "CLICKHOUSE_QUERIES", "CLICKHOUSE_QUERY_NAMES", "QUERIES",
            "QUERY_NAMES", "SQL_FOLDER", "Connection", "DialectConnection", "Query",
-           "QueryFileError", "TooManyRows", "bound_parameters", "execute", "frame",
+           "QueryFileError", "TooManyRows", "arrow_frame", "bound_parameters", "execute", "frame",
            "load_queries", "rows_at_most"]

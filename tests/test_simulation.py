@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from queries.filters import Filters
+from queries.loader import TooManyRows, arrow_frame, frame, rows_at_most
 from queries.render import to_csv_bytes
 from simulation.data import simulate, simulation_runs, simulation_steps
 from simulation.fit import (
@@ -199,6 +200,33 @@ def test_replay_never_needs_a_connection(hand):
     a = replay(prepared, SimulationPolicy.parse(["fetch=2500ms"]))
     b = replay(prepared, SimulationPolicy.parse(["fetch=2500ms"]))
     pd.testing.assert_frame_equal(a.summary, b.summary)  # seeded: the same world every time
+
+
+def test_steps_come_as_arrow_with_the_values_of_the_pandas_read(hand):
+    # simulation_steps reads through Arrow (queries.loader.arrow_frame): the same rows and
+    # values as the pandas read, NULL as NA, and the same replay from either.
+    con, _ = hand
+    parameters = Filters().parameters()
+    arrow, plain = (read(con, "simulation_steps", parameters) for read in (arrow_frame, frame))
+    assert all(isinstance(dtype, pd.ArrowDtype) for dtype in arrow.dtypes)
+    assert list(arrow.columns) == list(plain.columns) and len(arrow) == len(plain) == 5
+    order = ["run_index", "start_offset_ns"]
+    arrow, plain = (f.sort_values(order, ignore_index=True) for f in (arrow, plain))
+    for column in plain.columns:
+        assert arrow[column].astype(object).where(arrow[column].notna(), None).tolist() == \
+            plain[column].astype(object).where(plain[column].notna(), None).tolist(), column
+    assert arrow["cap_ms"].isna().sum() == 1  # gpt carries no cap
+    runs = simulation_runs(con)
+    policy = SimulationPolicy.parse(["fetch=2500ms", "search=3s"], "9s")
+    through_arrow, through_pandas = (replay(prepare(runs, f), policy) for f in (arrow, plain))
+    pd.testing.assert_frame_equal(through_arrow.runs, through_pandas.runs)
+    pd.testing.assert_frame_equal(through_arrow.tools, through_pandas.tools)
+
+
+def test_a_row_budget_still_bounds_the_arrow_read(hand):
+    con, _ = hand
+    with rows_at_most(2), pytest.raises(TooManyRows):
+        arrow_frame(con, "simulation_steps", Filters().parameters())
 
 
 def test_row_order_does_not_matter(hand):

@@ -86,6 +86,12 @@ class SimulationPolicy:
                    None if min_start is None else parse_duration_ms(min_start, "--min-start"),
                    retries)
 
+    def key(self) -> tuple[object, ...]:
+        """Every field as a hashable tuple, caps sorted: equal policies, equal keys (a cache of
+        replays keys on it; the caps mapping itself cannot be hashed)."""
+        return (tuple(sorted(self.caps_ms.items())), self.deadline_ms, self.min_start_ms,
+                self.retries, self.max_attempts, self.backoff_base_ms)
+
     def describe(self) -> str:
         """The policy in words, durations as every view writes them (2.5 s, 1 min 30 s)."""
         caps = ", ".join(f"{k}={'none' if v is None else duration(v)}"

@@ -75,6 +75,7 @@ def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     assert list(rows["predicted"]) == list(rows["actual"])
     assert any("Exact" in caption.value for caption in at.caption)
     before = shown(at)
+    recorded_cap_s = at.slider(key="sim_cap:tool:fetch_report").value
 
     # The deadline slider is there once a deadline is set (off: "as recorded", no slider).
     assert not [w for w in at.slider if w.key == "sim_deadline_s"]
@@ -90,6 +91,15 @@ def test_page_shows_the_simulation_and_follows_its_sliders(db: str) -> None:
     # durations as every view writes them (escaped: the caption is Markdown)
     assert any(caption.value.startswith("Policy") and "3\\.0 s" in caption.value
                and "deadline\\: 30\\.0 s" in caption.value for caption in at.caption)
+
+    # Back where they started: the untouched replay again (kept per policy, never another's).
+    at.slider(key="sim_cap:tool:fetch_report").set_value(recorded_cap_s)
+    at.toggle(key="sim_deadline_on").set_value(False)
+    at.toggle(key="sim_retries").set_value(True)
+    at.run()
+    check(at)
+    assert_page_equals(at, untouched)
+    assert shown(at) == before
 
 
 @pytest.mark.slow

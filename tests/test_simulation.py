@@ -229,6 +229,19 @@ def test_a_row_budget_still_bounds_the_arrow_read(hand):
         arrow_frame(con, "simulation_steps", Filters().parameters())
 
 
+def test_equal_policies_have_equal_keys():
+    key = SimulationPolicy({"tool:a": 100, "tool:b": None}, 5_000).key()
+    assert SimulationPolicy({"tool:b": None, "tool:a": 100}, 5_000).key() == key
+    hash(key)  # a cache key
+    for other in (SimulationPolicy({"tool:a": 101, "tool:b": None}, 5_000),
+                  SimulationPolicy({"tool:a": 100}, 5_000),
+                  SimulationPolicy({"tool:a": 100, "tool:b": None}, 5_000, 10),
+                  SimulationPolicy({"tool:a": 100, "tool:b": None}, 5_000, retries=False),
+                  SimulationPolicy({"tool:a": 100, "tool:b": None}, 5_000, max_attempts=2),
+                  SimulationPolicy({"tool:a": 100, "tool:b": None}, 5_000, backoff_base_ms=1)):
+        assert other.key() != key
+
+
 def test_row_order_does_not_matter(hand):
     # Another backend may return the steps in any order: the replay sorts them itself.
     con, _ = hand

@@ -262,23 +262,6 @@ def _cached_replay(since: str | None, until: str | None, agent: str | None,
     return replay(_cached_simulation_inputs(since, until, agent, source), _policy)
 
 
-# What a page's first visit reads longest, by page: read ahead when its address is asked for
-# (dashboard/server/page_prefetch.py), so that the page's own read finds it done or under way
-# (Streamlit computes a cached value once, the other callers wait for it: ground.INTERNALS).
-# What if's inputs over all time take ~0.9-1.5 s on 35,000 runs (586k steps read and
-# prepared); every other page's reads are a fraction of that.
-PREFETCHED: dict[str, Callable[[Filters], object]] = {
-    "simulate": lambda filters: simulation_inputs(filters),
-}
-
-
-def prefetch(page: str, filters: Filters) -> object:
-    """Read what `page` reads first and longest with `filters`, and return it (None: `page`
-    reads nothing ahead)."""
-    read = PREFETCHED.get(page)
-    return None if read is None else read(filters)
-
-
 def simulation(filters: Filters, policy: SimulationPolicy) -> SimulationResult:
     """The runs in `filters` replayed under `policy` (simulation.replay.replay)."""
     arguments = (_iso(filters.since), _iso(filters.until), filters.agent)

@@ -127,32 +127,6 @@ def test_the_chart_and_table_code_are_one_chunk_each_imported_by_name(pattern: s
     assert imports, _moved(entry, f"no client code imports ./{found[0]} by that address")
 
 
-def test_a_cached_value_under_way_is_waited_for_not_computed_again() -> None:
-    import streamlit as st
-
-    entry = _entry("a cached function called with the same arguments by two threads")
-    computed: list[int] = []
-
-    @st.cache_resource(show_spinner=False)
-    def slow(key: int) -> list[int]:
-        computed.append(key)
-        time.sleep(0.5)
-        return [key]
-
-    try:
-        results: list[list[int]] = []
-        threads = [threading.Thread(target=lambda: results.append(slow(7))) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-            time.sleep(0.05)  # the first is computing when the second asks
-        for thread in threads:
-            thread.join(10)
-        assert len(results) == 2 and results[0] is results[1]
-        assert computed == [7], _moved(entry, f"two callers computed {len(computed)} times")
-    finally:
-        slow.clear()
-
-
 @pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
 def test_every_option_the_dashboard_sets_exists(name: str) -> None:
     from streamlit import config

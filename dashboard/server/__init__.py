@@ -6,8 +6,6 @@
 - access.py: the guard every request passes (Host, Origin, token), as `st.App` middleware.
 - page_head.py: a page's HTML tells the browser to fetch the chart and table code at once,
   not when the first chart arrives (st.App middleware inside the guard).
-- page_prefetch.py: a page's longest read started when its address is asked for, while the
-  browser loads the client (st.App middleware inside the guard).
 - warm_up.py: what the first page view would otherwise pay for, done in the background at start.
 - ground.py: the Streamlit series this is written for, and every Streamlit internal the
   dashboard still leans on, listed in one place (tests/test_streamlit_ground.py checks each).

@@ -2,7 +2,7 @@
 
 `serve(server, config)` builds `st.App` for dashboard/streamlit_app.py with the access guard as
 its first middleware (so every request passes it: pages, static files, media, `/_stcore/*` and
-the websocket), the chart code's preload and the page read-ahead inside it, hands the pages
+the websocket) and the chart code's preload inside it, hands the pages
 their `DashboardConfig` and runs the app with `App.run` on this thread until SIGTERM or Ctrl-C,
 then returns, so that `budgetscope serve` can drain its receivers and close the database. The
 warm-up starts in the app's lifespan, once Streamlit's runtime is up.
@@ -26,7 +26,6 @@ from dashboard.config import DashboardConfig, configure
 from dashboard.server.access import AccessGuard, AccessPolicy
 from dashboard.server.ground import require_supported
 from dashboard.server.page_head import PageHead
-from dashboard.server.page_prefetch import PagePrefetch
 from dashboard.server.warm_up import start_warm_up
 
 APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
@@ -80,11 +79,10 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     from starlette.middleware import Middleware
 
     signals = _Signals()
-    # The guard first: nothing reaches the preload, the read-ahead or Streamlit that it has
-    # not admitted.
+    # The guard first: nothing reaches the preload or Streamlit that it has not admitted.
     app = st.App(str(server.app),
                  middleware=[Middleware(AccessGuard, policy=server.policy()),
-                             Middleware(PageHead), Middleware(PagePrefetch)],
+                             Middleware(PageHead)],
                  lifespan=signals.lifespan)
     configure(config)
     try:

@@ -110,13 +110,6 @@ INTERNALS: tuple[Internal, ...] = (
         if_moved="the client ignores the setting and retries as before (110 ms slower); "
                  "tests/browser/test_browser_dashboard.py sees the page-relative requests"),
     Internal(
-        what="a cached function called with the same arguments by two threads at once "
-             "computes once: the second caller waits for the first's value",
-        used_in="dashboard/server/page_prefetch.py (What if's inputs read ahead)",
-        why="the page's own read then waits for the read ahead instead of starting over",
-        if_moved="the page computes the value a second time beside the read ahead: slower, "
-                 "never wrong"),
-    Internal(
         what="hidden config options logger.hideWelcomeMessage and runner.postScriptGC",
         used_in="dashboard/server/bootstrap.py (STREAMLIT_OPTIONS)",
         why="no start-up banner (its Network/External URL lines reach out on a wildcard "

@@ -8,7 +8,8 @@ prepare over 586k steps spent 0.4-0.9 s in the kernel with them and 0.06-0.10 s 
 made it the slowest part of the page's first visit. The arrays here live for one page run or one
 batch, too briefly for huge pages to pay back. NUMPY_MADVISE_HUGEPAGE is NumPy's documented switch
 and is read once, when NumPy is imported, so it is set when the budgetscope package is; a value
-already in the environment is kept.
+already in the environment is kept. The app started another way (`streamlit run`, which imports
+NumPy before the app's code) keeps NumPy's default.
 """
 
 from __future__ import annotations

@@ -127,6 +127,20 @@ def test_the_chart_and_table_code_are_one_chunk_each_imported_by_name(pattern: s
     assert imports, _moved(entry, f"no client code imports ./{found[0]} by that address")
 
 
+def test_the_client_reads_its_server_from_window_streamlit() -> None:
+    """What page_head sets before the client loads is a setting the installed client reads:
+    window.__streamlit's BACKEND_BASE_URL (the browser test sees its effect; this names the
+    series when an upgrade drops it)."""
+    from dashboard.server.page_head import static_js
+
+    entry = _entry("the client reads where its server is")
+    readers = [path.name for path in static_js().glob("*.js")
+               if b"window.__streamlit" in (code := path.read_bytes())
+               and b"BACKEND_BASE_URL" in code]
+    assert readers, _moved(entry, "no client code reads BACKEND_BASE_URL from "
+                                  "window.__streamlit")
+
+
 @pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
 def test_every_option_the_dashboard_sets_exists(name: str) -> None:
     from streamlit import config

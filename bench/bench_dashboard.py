@@ -24,8 +24,7 @@ Then, for two filters (the data's last 7 days, and all time):
   the two floors: all four visited in turn (the order reversed every round), --rounds rounds,
   over the last 7 days (with --all-time, over all time), the file's mtime moved before every
   visit so that each is a first visit on the server too (the dashboard's cache keys on the
-  file's state). Medians and [min-max] of each, and this
-  checkout's median over DIR's.
+  file's state). Medians and [min-max] of each, and this checkout's median over DIR's.
 Figures, never assertions: the target is every page's queries < 1 s and drawn < 3 s on ~1M
 spans.
 """

@@ -2,10 +2,10 @@
 
 `serve(server, config)` builds `st.App` for dashboard/streamlit_app.py with the access guard as
 its first middleware (so every request passes it: pages, static files, media, `/_stcore/*` and
-the websocket) and the chart code's preload inside it, hands the pages
-their `DashboardConfig` and runs the app with `App.run` on this thread until SIGTERM or Ctrl-C,
-then returns, so that `budgetscope serve` can drain its receivers and close the database. The
-warm-up starts in the app's lifespan, once Streamlit's runtime is up.
+the websocket) and the page hints inside it (page_head.py), hands the pages their
+`DashboardConfig` and runs the app with `App.run` on this thread until SIGTERM or Ctrl-C, then
+returns, so that `budgetscope serve` can drain its receivers and close the database. The warm-up
+starts in the app's lifespan, once Streamlit's runtime is up.
 
 The commands (`dashboard`, `demo`, `serve`) build a `DashboardServer` (where it listens, and the
 access policy) and call `serve`; nothing is left in module globals between the two.
@@ -79,7 +79,7 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     from starlette.middleware import Middleware
 
     signals = _Signals()
-    # The guard first: nothing reaches the preload or Streamlit that it has not admitted.
+    # The guard first: nothing reaches the page hints or Streamlit that it has not admitted.
     app = st.App(str(server.app),
                  middleware=[Middleware(AccessGuard, policy=server.policy()),
                              Middleware(PageHead)],

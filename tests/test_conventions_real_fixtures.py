@@ -30,12 +30,7 @@ from tests.support.real_fixture_compare import (
 NAMES = sorted(path.name.split(".")[0] for path in (FIXTURES / "otlp").glob("*.otlp.pb"))
 # Fixtures where SPEC's rules, applied as written, give another answer than the harness logged:
 # strict xfails naming the spans. Empty: none.
-KNOWN: dict[str, str] = {
-    # smolagents' failed model call: OpenInference's LLM span 'OpenAIModel.generate' carries no
-    # model name when the call raised (llm.invocation_parameters '{}', no llm.model_name), so
-    # SPEC §9 row 4 names the step after the span (tests/test_real_fixtures.py's SPEC_GAPS).
-    "smolagents": "a failed model call's span names no model",
-}
+KNOWN: dict[str, str] = {}
 STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level", "kind",
                 "name", "step_key", "convention", "class", "consumption_ms", "agent"]
 

@@ -33,21 +33,11 @@ from tests.support.real_fixture_compare import (
 NAMES = sorted(path.stem for path in (FIXTURES / "truth").glob("*.json"))
 
 # (fixture, run number in start order, field) → why SPEC §9/§3 as written differs from the
-# ground truth there, with the spans that cause it.
-_UNNAMED_FAILED_MODEL = (
-    "smolagents with OpenInference: the LLM span of a model call that raised, "
-    "'OpenAIModel.generate' (INTERNAL, openinference.span.kind=LLM, ERROR, exception "
-    "openai.InternalServerError or RateLimitError), carries no model name: "
-    "llm.invocation_parameters is '{}' and llm.model_name is set only from a response. SPEC §9 "
-    "row 4 then names the step after the span, model:OpenAIModel.generate, where the harness "
-    "called gpt-4o-mini. Its class (upstream_error) and interval are right; no attribute of "
-    "the span says which model it called")
-SPEC_GAPS: dict[tuple[str, int, str], str] = {
-    ("smolagents", 1, "steps"): _UNNAMED_FAILED_MODEL,
-    ("smolagents", 2, "steps"): _UNNAMED_FAILED_MODEL,
-    ("smolagents", 4, "steps"): _UNNAMED_FAILED_MODEL,
-    ("smolagents", 4, "holder"): _UNNAMED_FAILED_MODEL + " (the failed call holds the deadline)",
-}
+# ground truth there, with the spans that cause it. Empty: smolagents' failed model calls, whose
+# LLM span 'OpenAIModel.generate' names no model (llm.model_name is set only from a response),
+# take the one model name its service's named spans of that span name carry (SPEC §9, "A model
+# step without a model name").
+SPEC_GAPS: dict[tuple[str, int, str], str] = {}
 
 
 def test_every_library_has_a_fixture() -> None:

@@ -17,8 +17,32 @@
 -- a row-11 candidate (the second search below) derive_refresh.sql said
 SELECT (SELECT count(*) FROM derive_walk WHERE nested AND depth > 0) > 0 AS nested_runs;
 
-CREATE OR REPLACE TEMP TABLE derive_demoted AS
--- each model or tool step below a model or tool step (its nearest step above)
+-- An event record is not a call (SPEC §9): an unnamed step of rows 2-9 (named by its span name)
+-- with a span of its kind among the steps above it, or the run span, is a wrapper (an
+-- instrumentation built from a framework's events records a failure again as a 0 ms `error`
+-- child of the failed call). Decided first: such a child never makes the call above it a twin.
+-- Its evidence rolls up as any span's. `because_of`: the nearest such span above it.
+CREATE OR REPLACE TEMP TABLE derive_demoted (
+    trace_id VARCHAR, span_id VARCHAR, reason VARCHAR, because_of VARCHAR
+);
+-- when: unnamed
+INSERT INTO derive_demoted
+SELECT e.trace_id, e.span_id, 'event_record', arg_max(e.above, e.position)
+FROM (
+    SELECT w.trace_id, w.span_id, w.step_kind, unnest(w.path[:-2]) AS above,
+           generate_subscripts(w.path[:-2], 1) AS position
+    FROM derive_walk w
+    SEMI JOIN (SELECT trace_id, span_id FROM derive_spans WHERE unnamed) u
+           ON u.trace_id = w.trace_id AND u.span_id = w.span_id
+    WHERE w.own AND w.is_step AND w.step_kind IN ('model', 'tool') AND len(w.path) > 1
+) e
+JOIN derive_spans p ON p.trace_id = e.trace_id AND p.span_id = e.above
+WHERE p.step_row IS NOT NULL AND p.step_kind = e.step_kind
+GROUP BY e.trace_id, e.span_id;
+
+INSERT INTO derive_demoted
+-- each model or tool step below a model or tool step (its nearest step above), an event record
+-- apart
 SELECT w.trace_id,
        CASE WHEN p.step_row = '1' THEN w.span_id ELSE w.step_parent END AS span_id,
        'twin' AS reason,
@@ -28,6 +52,8 @@ JOIN (SELECT trace_id, span_id, step_row, step_kind, step_name FROM derive_spans
       WHERE step_kind IN ('model', 'tool')) p
   ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
 WHERE w.own AND w.is_step AND w.step_kind IN ('model', 'tool')
+  AND NOT EXISTS (SELECT 1 FROM derive_demoted d
+                  WHERE d.trace_id = w.trace_id AND d.span_id = w.span_id)
   AND NOT (w.step_row = '1' AND p.step_row = '1')
   AND ((w.step_kind = 'model' AND p.step_kind = 'model')
        OR (w.step_kind = 'tool' AND p.step_kind = 'tool' AND p.step_name = w.step_name));

@@ -40,15 +40,19 @@ SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 -- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
 -- span; a late one marks its trace, store/write/sql/mark_pending_log_exceptions.sql), in time order.
-CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
+-- Read through views of the traces in derive_reading: the touched traces, then those that the
+-- rules across traces bring in (1a below) are read the same way.
+CREATE OR REPLACE TEMP TABLE derive_reading AS SELECT trace_id FROM derive_touched;
+CREATE OR REPLACE TEMP VIEW derive_log_exceptions_read AS
 SELECT trace_id, span_id,
        list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types,
        list(json_extract_string(attributes, '$."exception.message"')
             ORDER BY time_ns, record_key_hi, record_key_lo) AS messages
 FROM log_records
 WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
-  AND trace_id IN (SELECT trace_id FROM touched_traces)
+  AND trace_id IN (SELECT trace_id FROM derive_reading)
 GROUP BY trace_id, span_id;
+CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS SELECT * FROM derive_log_exceptions_read;
 
 -- 1. The touched traces' spans, recognised as candidate steps by SPEC §9's table and classed
 -- by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py, the one place
@@ -56,7 +60,7 @@ GROUP BY trace_id, span_id;
 -- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
 -- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
 -- no step above it, row 11 no step below it, and one call recorded twice is one step.
-CREATE OR REPLACE TEMP TABLE derive_spans AS
+CREATE OR REPLACE TEMP VIEW derive_spans_read AS
 WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
@@ -76,11 +80,14 @@ WITH picked AS (
     FROM spans s
     LEFT JOIN derive_log_exceptions le ON le.trace_id = s.trace_id AND le.span_id = s.span_id
     WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
-      AND s.trace_id IN (SELECT trace_id FROM touched_traces)
+      AND s.trace_id IN (SELECT trace_id FROM derive_reading)
+), named AS (
+    -- the name the matched row gives from the span's attributes, if any (SPEC §9)
+    SELECT *, /*@row_name*/ AS row_name FROM picked
 ), recognised AS (
     SELECT *,
            /*@step_kind*/ AS step_kind,
-           /*@step_name*/ AS step_name,
+           /*@raw_step_name*/ AS raw_step_name,
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
@@ -97,9 +104,13 @@ WITH picked AS (
                            CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
                lambda x: /*@normalise_x*/),
                lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts
-    FROM picked
+    FROM named
 ), classed AS (
     SELECT *,
+           -- SPEC §9: a callable's `.__call__` dropped; an unnamed span of rows 2-9 (named by
+           -- its span name) may be an event record below a span of its kind
+           /*@step_name*/ AS step_name,
+           /*@unnamed*/ AS unnamed,
            coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
                     list_filter(list_transform(error_texts, lambda p: /*@text_class*/),
                                 lambda c: c IS NOT NULL)[1],
@@ -121,10 +132,17 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        -- rules 4 (fallback) and 5
        coalesce(specific, CASE WHEN has_error_type OR status_code = 2 THEN 'error' ELSE 'ok' END)
            AS own_class,
-       -- rule 6: what counts as outcome evidence on a descendant
+       -- rule 6: what counts as outcome evidence on a descendant; an error.type or exception
+       -- from which rule 4 gives only the fallback `error` (a framework's wrapper exception,
+       -- re-raised around the client's timeout or 503) is passed over
        budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
-           OR grpc_status_code IS NOT NULL OR has_error_type OR len(exception_messages) > 0
+           OR grpc_status_code IS NOT NULL
+           OR ((has_error_type OR len(exception_messages) > 0) AND specific IS NOT NULL)
            AS has_evidence,
+       unnamed,
+       -- SPEC §9, "HTTP client spans in a trace of their own": a root HTTP client span of row 12
+       -- without a budget, which a trace of one span may be
+       /*@stray_call*/ AND parent_span_id IS NULL AND budget_total_ms IS NULL AS stray_root,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
            AS link_targets,
        -- as the walk reads them, amended below for the few spans concerned (updating those
@@ -138,6 +156,110 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
        NULL::VARCHAR AS sibling_twin_of
 FROM classed;
+CREATE OR REPLACE TEMP TABLE derive_spans AS SELECT * FROM derive_spans_read;
+
+-- 1a. Rules across traces (SPEC §9, "HTTP client spans in a trace of their own"): a trace that is
+-- one root HTTP client span (a stray) joins the one model or tool step of another trace of its
+-- service that holds its interval. Whether it does changes with the traces on both sides, so the
+-- turn derives them together, in one transaction: never two answers for one call (the stray a run
+-- and part of a step), never none. With the touched traces come (1) the strays stored inside a
+-- touched trace's interval, the touched strays, and the strays whose trace is touched; (2) the
+-- traces of the steps stored around those strays, and of the steps they joined; (3) the strays
+-- joined to those traces. Steps change only in touched traces (their spans did), so every stray
+-- whose answer may change, and every trace whose steps that answer reads, is derived here.
+-- derive_steps.sql decides, on the steps of this turn and those stored (call_steps).
+-- Looked at only where a stray is stored or read: most files have none.
+-- gates: whether any stray is stored or read
+SELECT (SELECT count(*) FROM stray_calls) > 0
+       OR coalesce((SELECT bool_or(stray_root) FROM derive_spans), false) AS strays,
+       false AS closure;
+
+-- Each trace read, per service: its interval, and whether it is a stray (one root HTTP span).
+-- when: strays
+CREATE OR REPLACE TEMP TABLE derive_hulls AS
+SELECT trace_id, coalesce(service_name, '') AS service_name, min(start_ns) AS start_ns,
+       max(end_ns) AS end_ns, count(*) AS spans, bool_and(stray_root) AS stray_root
+FROM derive_spans GROUP BY ALL;
+
+-- when: strays
+CREATE OR REPLACE TEMP TABLE derive_closure AS
+WITH strayed AS (
+    SELECT trace_id FROM derive_hulls GROUP BY trace_id
+    HAVING sum(spans) = 1 AND bool_and(stray_root)
+), hull_buckets AS (
+    -- the other traces' intervals in 2^27 ns buckets (store/file/schema/recognition.sql); an
+    -- interval of more than 4,096 buckets is compared by service alone
+    SELECT h.service_name, h.start_ns, h.end_ns,
+           unnest(range(h.start_ns // 134217728, h.end_ns // 134217728 + 1)) AS bucket
+    FROM derive_hulls h ANTI JOIN strayed USING (trace_id)
+    WHERE h.end_ns // 134217728 - h.start_ns // 134217728 < 4096
+), long_hulls AS (
+    SELECT h.service_name, h.start_ns, h.end_ns
+    FROM derive_hulls h ANTI JOIN strayed USING (trace_id)
+    WHERE h.end_ns // 134217728 - h.start_ns // 134217728 >= 4096
+), affected AS (
+    -- (1) strays stored inside a touched trace's interval
+    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+    FROM stray_calls c
+    JOIN hull_buckets h ON h.service_name = c.service_name AND h.bucket = c.bucket
+    WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+    UNION
+    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+    FROM stray_calls c
+    JOIN long_hulls h ON h.service_name = c.service_name
+    WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+    UNION
+    -- the strays read, and those stored whose trace is touched (it may have grown past one span)
+    SELECT s.trace_id, h.service_name, h.start_ns, h.end_ns, NULL
+    FROM strayed s JOIN derive_hulls h USING (trace_id)
+    UNION
+    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+    FROM stray_calls c SEMI JOIN derive_touched t ON t.trace_id = c.trace_id
+), holders AS (
+    -- (2) the traces of the steps stored around them, and of the steps they joined
+    SELECT k.trace_id
+    FROM affected a
+    JOIN call_steps k ON k.service_name = a.service_name
+                     AND k.bucket = a.start_ns // 134217728
+    WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
+    UNION
+    SELECT k.trace_id
+    FROM affected a
+    JOIN call_steps k ON k.service_name = a.service_name AND k.bucket IS NULL
+    WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
+    UNION
+    SELECT holder_trace_id FROM affected WHERE holder_trace_id IS NOT NULL
+)
+SELECT trace_id FROM affected
+UNION SELECT trace_id FROM holders
+-- (3) the strays joined to those traces
+UNION SELECT c.trace_id FROM stray_calls c SEMI JOIN holders h ON h.trace_id = c.holder_trace_id
+EXCEPT SELECT trace_id FROM derive_touched;
+
+-- gates: whether the rules across traces bring in traces to derive with the touched ones
+-- when: strays
+SELECT (SELECT count(*) FROM derive_closure) > 0 AS closure;
+
+-- They are read as the touched traces are (all derived before: each has its first arrival).
+-- when: closure
+INSERT INTO derive_touched
+SELECT c.trace_id, a.first_received_at, a.first_received_at
+FROM derive_closure c JOIN trace_arrivals a ON a.trace_id = c.trace_id;
+-- when: closure
+INSERT INTO derive_seen_before
+SELECT trace_id FROM derive_closure WHERE trace_id IN (SELECT trace_id FROM trace_arrivals);
+-- when: closure
+CREATE OR REPLACE TEMP TABLE derive_floor AS
+SELECT least((SELECT received_floor FROM derive_floor),
+             coalesce(min(a.first_received_at) - INTERVAL 1 MINUTE,
+                      (SELECT received_floor FROM derive_floor))) AS received_floor
+FROM derive_closure c JOIN trace_arrivals a ON a.trace_id = c.trace_id;
+-- when: closure
+CREATE OR REPLACE TEMP TABLE derive_reading AS SELECT trace_id FROM derive_closure;
+-- when: closure
+INSERT INTO derive_log_exceptions SELECT * FROM derive_log_exceptions_read;
+-- when: closure
+INSERT INTO derive_spans SELECT * FROM derive_spans_read;
 
 -- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
 -- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
@@ -167,7 +289,11 @@ SELECT trace_id,
            <> max(scope_id) FILTER (WHERE step_row IS NOT NULL AND step_row <> '1'
                                         AND parent_span_id IS NOT NULL) AS two_scopes,
        count(parent_span_id) AS with_parent,
-       bool_or(step_row = '11') AS row_11
+       bool_or(step_row = '11') AS row_11,
+       -- model spans of rows 2-9 (their names are kept across traces, 1d), and unnamed spans
+       -- (event records, derive_recognise.sql)
+       bool_or(step_kind = 'model' AND step_row IN (/*@named_rows*/)) AS model_spans,
+       bool_or(unnamed) AS unnamed
 FROM derive_spans
 GROUP BY trace_id;
 
@@ -185,8 +311,75 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_first,
        NOT coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_later,
        coalesce(bool_or(row_11), false) AS row_11,
+       coalesce(bool_or(model_spans), false) AS model_names,
+       coalesce(bool_or(unnamed), false) AS unnamed,
        (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
 FROM derive_anchors;
+
+-- 1d. SPEC §9, "A model step without a model name": an unnamed model span (some
+-- instrumentations read the model name from the response, so a call that failed has none) takes
+-- the one name that the named model spans of its service with its span name carry, among every
+-- stored trace's (model_span_names); none, or two or more: its span name. When the touched
+-- traces change that answer for a span name, the other traces with unnamed spans of it are
+-- marked to be derived again (the next turn). Only span names with unnamed spans somewhere are
+-- resolved.
+-- when: model_names
+CREATE OR REPLACE TEMP TABLE derive_model_names AS
+SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, trace_id,
+       CASE WHEN NOT unnamed THEN step_name END AS step_name
+FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/);
+
+-- when: model_names
+CREATE OR REPLACE TEMP TABLE derive_name_pairs AS
+WITH touched AS (
+    SELECT service_name, span_name FROM derive_model_names
+    UNION
+    SELECT service_name, span_name FROM model_span_names SEMI JOIN derive_touched USING (trace_id)
+), unnamed AS (
+    SELECT service_name, span_name FROM derive_model_names WHERE step_name IS NULL
+    UNION
+    SELECT service_name, span_name FROM model_span_names m
+    SEMI JOIN touched t USING (service_name, span_name)
+    WHERE m.step_name IS NULL
+)
+SELECT t.service_name, t.span_name, NULL::VARCHAR AS before, NULL::VARCHAR AS after
+FROM touched t SEMI JOIN unnamed u USING (service_name, span_name);
+
+-- when: model_names
+UPDATE derive_name_pairs SET before = r.name
+FROM (SELECT service_name, span_name,
+             CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
+      FROM model_span_names SEMI JOIN derive_name_pairs USING (service_name, span_name)
+      GROUP BY ALL) r
+WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
+
+-- when: model_names
+DELETE FROM model_span_names WHERE trace_id IN (SELECT trace_id FROM derive_touched);
+-- when: model_names
+INSERT INTO model_span_names BY NAME SELECT * FROM derive_model_names;
+
+-- when: model_names
+UPDATE derive_name_pairs SET after = r.name
+FROM (SELECT service_name, span_name,
+             CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
+      FROM model_span_names SEMI JOIN derive_name_pairs USING (service_name, span_name)
+      GROUP BY ALL) r
+WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
+
+-- when: model_names
+INSERT INTO pending_derivations
+SELECT DISTINCT m.trace_id, now()
+FROM model_span_names m
+JOIN derive_name_pairs p USING (service_name, span_name)
+WHERE m.step_name IS NULL AND p.before IS DISTINCT FROM p.after
+  AND m.trace_id NOT IN (SELECT trace_id FROM derive_touched);
+
+-- when: model_names
+UPDATE derive_spans SET step_name = p.after
+FROM derive_name_pairs p
+WHERE derive_spans.unnamed AND derive_spans.step_kind = 'model' AND p.after IS NOT NULL
+  AND p.service_name = coalesce(derive_spans.service_name, '')
+  AND p.span_name = derive_spans.name;
 
 -- What the derivation has to say about a trace (a bound it met) is said again each time.
 -- when: seen_before

@@ -4,12 +4,12 @@
 -- Reads what derive_refresh.sql, derive_walk.sql and derive_recognise.sql built; what depends on
 -- B is derive_measure.sql, run next in the same transaction.
 
--- 2b. HTTP client spans beside their tool (SPEC §9): some tracers do not make their tool span
--- current, so the HTTP or gRPC client span a tool makes hangs from the run or a wrapper. A
--- row-12 step with no step below it whose interval lies inside exactly one tool step of its run
--- and inside no other step (agents, its own ancestors or not, do not count: they hold whatever
--- runs during them) is that tool's descendant for every rule: no step, its evidence and that of
--- the spans below it rolls up into the tool. Bounded: a run where the pairs to compare would
+-- 2b. HTTP client spans beside their call (SPEC §9): some tracers do not make their tool or model
+-- span current, so the HTTP or gRPC client span the call makes hangs from the run or a wrapper.
+-- A row-12 step with no step below it whose interval lies inside exactly one tool or model step
+-- of its run and inside no other step (agents, its own ancestors or not, do not count: they hold
+-- whatever runs during them) is that call's descendant for every rule: no step, its evidence and
+-- that of the spans below it rolls up into the call. Bounded: a run where the pairs to compare would
 -- pass PAIR_LIMIT keeps its HTTP spans where they are, and says so (derivation_notes).
 CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
 WITH calls AS (
@@ -32,7 +32,8 @@ SELECT trace_id, run_span_id, count(*) FILTER (WHERE lone_call) AS calls, count(
        count(*) FILTER (WHERE lone_call) * count(*) <= 4000000 AS within_bound
 FROM derive_beside_steps
 GROUP BY ALL
-HAVING count(*) FILTER (WHERE lone_call) > 0 AND count(*) FILTER (WHERE step_kind = 'tool') > 0;
+HAVING count(*) FILTER (WHERE lone_call) > 0
+   AND count(*) FILTER (WHERE step_kind IN (/*@holder_kinds*/)) > 0;
 
 CREATE OR REPLACE TEMP TABLE derive_beside AS
 SELECT c.trace_id, c.run_span_id, c.span_id,
@@ -44,19 +45,119 @@ JOIN derive_beside_steps s ON s.trace_id = c.trace_id AND s.run_span_id = c.run_
                           AND s.start_ns <= c.start_ns AND s.end_ns >= c.end_ns
 WHERE c.lone_call AND r.within_bound
 GROUP BY ALL
-HAVING count(*) = 1 AND bool_and(s.step_kind = 'tool');
+HAVING count(*) = 1 AND bool_and(s.step_kind IN (/*@holder_kinds*/));
 
 INSERT INTO derivation_notes BY NAME
 SELECT DISTINCT trace_id, 'http_beside_tool_skipped' AS note,
        'a run with ' || calls || ' HTTP or gRPC client steps among ' || steps
-       || ' steps: client spans hanging beside their tool were not matched to it' AS detail
+       || ' steps: client spans hanging beside their call were not matched to it' AS detail
 FROM derive_beside_runs WHERE NOT within_bound;
 
--- Such a span, and every span whose nearest step it was, roll up into the tool instead.
+-- Such a span, and every span whose nearest step it was, roll up into the call instead.
 UPDATE derive_walk w
 SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b
 WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
+
+-- 2d. HTTP client spans in a trace of their own (SPEC §9). The model and tool steps of the turn's
+-- runs replace their traces' rows in call_steps (what a stray of their service may lie inside),
+-- one row per 2^27 ns bucket they touch (store/file/schema/recognition.sql); a run that is its
+-- own single step (step 4 below) is one too.
+CREATE OR REPLACE TEMP TABLE derive_call_steps AS
+WITH walked AS (
+    SELECT trace_id, span_id, run_span_id, start_ns, end_ns FROM derive_walk
+    WHERE own AND is_step AND step_kind IN (/*@holder_kinds*/)
+), held AS (
+    SELECT w.*, coalesce(s.service_name, '') AS service_name
+    FROM walked w JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    UNION ALL
+    SELECT r.trace_id, r.span_id, r.span_id, r.start_ns, r.end_ns, coalesce(r.service_name, '')
+    FROM derive_spans r
+    WHERE r.is_run AND r.candidate AND r.step_kind IN (/*@holder_kinds*/)
+      AND NOT EXISTS (SELECT 1 FROM derive_walk w
+                      WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id
+                        AND w.own AND w.is_step)
+      AND NOT EXISTS (SELECT 1 FROM derive_walk w
+                      WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id
+                        AND w.own AND w.is_step)
+)
+SELECT service_name, unnest(range(start_ns // 134217728, end_ns // 134217728 + 1)) AS bucket,
+       start_ns, end_ns, trace_id, span_id, run_span_id
+FROM held WHERE end_ns // 134217728 - start_ns // 134217728 < 4096
+UNION ALL
+SELECT service_name, NULL, start_ns, end_ns, trace_id, span_id, run_span_id
+FROM held WHERE end_ns // 134217728 - start_ns // 134217728 >= 4096;
+
+-- when: seen_before
+DELETE FROM call_steps WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+INSERT INTO call_steps BY NAME SELECT * FROM derive_call_steps;
+
+-- Each stray read this turn (a trace of one root HTTP client span of row 12 without a budget)
+-- joins the one model or tool step of another trace of its service whose interval holds its
+-- own, among every stored trace's (call_steps, its touched traces' rows replaced above);
+-- held by two or more, or none, it stays a run. derive_refresh.sql brought in every trace on
+-- either side. Also read by the token and dollar derivation: a stray's usage is its holder's.
+CREATE OR REPLACE TEMP TABLE derive_stray_joins (
+    trace_id VARCHAR, span_id VARCHAR, holder_trace_id VARCHAR, holder_span_id VARCHAR,
+    holder_run_span_id VARCHAR
+);
+-- when: strays
+INSERT INTO derive_stray_joins
+WITH strays AS (
+    SELECT s.trace_id, s.span_id, coalesce(s.service_name, '') AS service_name, s.start_ns,
+           s.end_ns
+    FROM derive_spans s
+    SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
+    WHERE s.stray_root
+), holding AS (
+    SELECT s.trace_id, s.span_id, k.trace_id AS holder_trace_id, k.span_id AS holder_span_id,
+           k.run_span_id AS holder_run_span_id
+    FROM strays s
+    JOIN call_steps k ON k.service_name = s.service_name AND k.bucket = s.start_ns // 134217728
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
+    UNION ALL
+    SELECT s.trace_id, s.span_id, k.trace_id, k.span_id, k.run_span_id
+    FROM strays s
+    JOIN call_steps k ON k.service_name = s.service_name AND k.bucket IS NULL
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
+)
+SELECT trace_id, span_id, any_value(holder_trace_id), any_value(holder_span_id),
+       any_value(holder_run_span_id)
+FROM holding GROUP BY trace_id, span_id HAVING count(*) = 1;
+
+-- when: strays
+DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM derive_touched);
+-- when: strays
+INSERT INTO stray_calls BY NAME
+SELECT s.trace_id, s.span_id, coalesce(s.service_name, '') AS service_name,
+       s.start_ns // 134217728 AS bucket, s.start_ns, s.end_ns, j.holder_trace_id,
+       j.holder_span_id, j.holder_run_span_id
+FROM derive_spans s
+SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
+LEFT JOIN derive_stray_joins j ON j.trace_id = s.trace_id AND j.span_id = s.span_id
+WHERE s.stray_root;
+
+-- gates: whether a stray joined a step this turn
+SELECT (SELECT count(*) FROM derive_stray_joins) > 0 AS stray_joins;
+
+-- A stray that joined a step is no run: its own walk goes, and it is walked below that step
+-- (not a step, its evidence rolling up, its end counting to the run's latest end).
+-- when: stray_joins
+DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_stray_joins);
+-- when: stray_joins
+UPDATE derive_spans SET is_run = false
+FROM derive_stray_joins j
+WHERE j.trace_id = derive_spans.trace_id AND j.span_id = derive_spans.span_id;
+-- when: stray_joins
+INSERT INTO derive_walk BY NAME
+SELECT h.trace_id, h.run_span_id, s.span_id, false AS is_step, h.span_id AS step_parent,
+       h.span_id AS step_ctx, true AS plain_step_above, h.path, true AS own, false AS nested,
+       h.depth + 1 AS depth, s.start_ns, s.end_ns, s.is_agent, s.step_row, s.step_kind,
+       s.step_name, s.needs_no_step_ancestor, s.specific, s.has_evidence
+FROM derive_stray_joins j
+JOIN derive_walk h ON h.trace_id = j.holder_trace_id AND h.span_id = j.holder_span_id
+                  AND h.run_span_id = j.holder_run_span_id
+JOIN derive_spans s ON s.trace_id = j.trace_id AND s.span_id = j.span_id;
 
 -- Spans deeper than 200 levels below their run (or on a parent cycle) are not walked: said on
 -- the trace, looked for only where the walk reached that depth.

@@ -1,0 +1,51 @@
+-- name: recognition
+-- What SPEC §9's rules across traces keep between derivations (docs/conventions.md, "Across
+-- traces"). Each trace's rows are replaced whenever the trace is derived
+-- (store/derive/sql/derive_refresh.sql and derive_steps.sql), like its runs and steps; never edit
+-- them by hand. No keys or indexes, as runs and steps: the derivation's deletes by trace are hash
+-- joins, and the lookups by service and time go through `bucket` (below), whose zone maps skip
+-- every row group far from the traces of a turn (rows are appended in arrival order).
+--
+-- Times are cut into buckets of 2^27 ns (~134 ms): a step is stored once per bucket its interval
+-- touches, so "which steps of this service hold this span" is an equality join on (service,
+-- bucket) followed by a containment test among the few steps of that bucket, never a comparison
+-- of every span with every step of the service. A step touching more than 4,096 buckets (over
+-- ~9 minutes) is stored once with bucket NULL and compared by service alone.
+
+-- call_steps: the model and tool steps of every run (SPEC §9, "HTTP client spans in a trace of
+-- their own": what may hold a one-span HTTP trace of the same service.name).
+CREATE TABLE IF NOT EXISTS call_steps (
+    service_name         VARCHAR NOT NULL,  -- the step span's service.name ('' when absent)
+    bucket               BIGINT,            -- a 2^27 ns bucket its interval touches; NULL: long
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL,
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    run_span_id          VARCHAR NOT NULL   -- the run it belongs to
+);
+
+-- stray_calls: every trace that is one root HTTP client span of row 12 without budget.total_ms,
+-- and the step it joined (SPEC §9): the holder columns are NULL while it stays a run of its own
+-- (held by no step, or by two or more).
+CREATE TABLE IF NOT EXISTS stray_calls (
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    service_name         VARCHAR NOT NULL,
+    bucket               BIGINT NOT NULL,   -- the 2^27 ns bucket of its start
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL,
+    holder_trace_id      VARCHAR,
+    holder_span_id       VARCHAR,
+    holder_run_span_id   VARCHAR
+);
+
+-- model_span_names: per trace, the span names of its model spans of rows 2-9 by service.name,
+-- with the name each named one carries, and NULL for the unnamed ones (SPEC §9, "A model step
+-- without a model name": an unnamed model step takes the one name its service's named spans of
+-- that span name carry).
+CREATE TABLE IF NOT EXISTS model_span_names (
+    service_name         VARCHAR NOT NULL,
+    span_name            VARCHAR NOT NULL,
+    trace_id             VARCHAR NOT NULL,
+    step_name            VARCHAR            -- NULL: the trace has unnamed spans of this name
+);

@@ -1,0 +1,245 @@
+"""SPEC §9's third revision with hand-built spans (tests/support/convention_traces.py's
+revised_traces), each rule with the cases that must not merge: a callable's method, event
+records, a wrapper exception passed over by the roll-up, HTTP client spans beside a model call,
+a model step without a model name, and HTTP client spans in a trace of their own, decided on the
+spans stored whatever order they arrive in (tests/test_conventions_parity.py derives the same
+spans on ClickHouse)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pytest
+from opentelemetry.trace import SpanKind
+
+from tests.support.convention_traces import HTTP, revised_traces
+from tests.support.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
+
+
+@pytest.fixture(scope="module")
+def revised(tmp_path_factory: pytest.TempPathFactory):
+    b, runs = revised_traces()
+    con = open_db(tmp_path_factory.mktemp("revised"))
+    store(con, b.finished())
+    yield con, b, runs
+    con.close()
+
+
+def _steps(revised, concern: str) -> dict[str, dict[str, Any]]:
+    con, b, runs = revised
+    return step_rows(con, b.trace_id(runs[concern]))
+
+
+def _runs_of(con: duckdb.DuckDBPyConnection, trace_id: str) -> int:
+    return con.execute("SELECT count(*) FROM runs WHERE trace_id = ?", [trace_id]).fetchone()[0]
+
+
+def test_a_callables_method_is_not_its_name(revised) -> None:
+    steps = _steps(revised, "callable")
+    assert steps["fetch_report.__call__"]["step_key"] == "tool:fetch_report"
+    assert steps["Planner.__call__"]["step_key"] == "tool:Planner"
+    # nothing is left before the ending: the name stays as it is
+    assert steps[".__call__"]["step_key"] == "tool:.__call__"
+
+
+def test_an_event_record_is_not_a_call(revised) -> None:
+    con, b, runs = revised
+    rows = con.execute("SELECT span_name, step_key, class, is_top_level FROM steps "
+                       "WHERE run_id = ? ORDER BY start_ns", [b.trace_id(runs["event records"])]
+                       ).fetchall()
+    assert rows == [
+        # the failed calls stay steps, with their own classes; their `error` children are none
+        ("fetch tool", "tool:fetch", "client_timeout", True),
+        ("llm call", "model:gpt-x", "upstream_error", True),
+        # not merged: a named 0 ms child under a tool of another name is a nested step
+        ("search tool", "tool:search", "ok", True),
+        ("fetch_report", "tool:fetch_report", "ok", False),
+        # nor an unnamed tool with nothing of its kind above it
+        ("lonely", "tool:lonely", "ok", True),
+    ]
+
+
+def test_a_later_wrapper_exception_is_passed_over(revised) -> None:
+    steps = _steps(revised, "wrapper exception")
+    assert steps["wrapped tool"]["class"] == "client_timeout"
+
+
+def test_http_client_span_beside_its_model_call(revised) -> None:
+    steps = _steps(revised, "beside model")
+    assert list(steps) == ["chat beside"]
+    assert steps["chat beside"]["class"] == "upstream_error"
+
+
+@pytest.mark.parametrize("service,key", [
+    ("named-svc", "model:gpt-4o"),
+    ("two-names-svc", "model:Generator.run two-names-svc"),
+    ("no-names-svc", "model:Generator.run no-names-svc"),
+])
+def test_a_model_step_without_a_model_name(revised, service: str, key: str) -> None:
+    steps = _steps(revised, f"unnamed {service}")
+    assert [row["step_key"] for row in steps.values()] == [key]
+    assert next(iter(steps.values()))["class"] == "upstream_error"
+
+
+def test_another_services_names_are_not_taken(revised) -> None:
+    steps = _steps(revised, "unnamed other service")
+    assert [row["step_key"] for row in steps.values()] == ["model:Generator.run named-svc"]
+
+
+def test_http_client_spans_in_a_trace_of_their_own(revised) -> None:
+    con, b, runs = revised
+    a, run_b = b.trace_id(runs["stray run a"]), b.trace_id(runs["stray run b"])
+    # inside one step of another trace of the service: part of it, and no run
+    for joined in ("stray in a", "stray in b", "stray in model"):
+        assert _runs_of(con, b.trace_id(runs[joined])) == 0, joined
+    # inside two overlapping steps (concurrent runs), or none: a run of its own
+    for alone in ("stray in both", "stray in none"):
+        assert _runs_of(con, b.trace_id(runs[alone])) == 1, alone
+    # its evidence rolls up into the step that holds it (the tool of run a said OK)
+    assert step_rows(con, a)["tool a"]["class"] == "upstream_error"
+    steps_b = step_rows(con, run_b)
+    assert steps_b["tool b"]["class"] == "client_timeout"
+    assert steps_b["model b"]["class"] == "upstream_error"
+    assert run_row(con, a)["steps"] == 1 and run_row(con, run_b)["steps"] == 2
+
+
+@pytest.mark.parametrize("concern", ["row 9 alone", "budgeted http", "grpc alone",
+                                     "other service http", "two spans"])
+def test_what_is_no_stray_stays_a_run(revised, concern: str) -> None:
+    con, b, runs = revised
+    assert _runs_of(con, b.trace_id(runs[concern])) == 1
+
+
+def test_the_stray_join_is_exposed(revised) -> None:
+    """call_steps and stray_calls keep what the rule decided (the token and dollar derivation
+    reads the same join)."""
+    con, b, runs = revised
+    joined = dict(con.execute("SELECT trace_id, holder_span_id FROM stray_calls "
+                              "WHERE holder_span_id IS NOT NULL").fetchall())
+    assert joined == {b.trace_id(runs["stray in a"]): _span_named(b, "tool a"),
+                      b.trace_id(runs["stray in b"]): _span_named(b, "tool b"),
+                      b.trace_id(runs["stray in model"]): _span_named(b, "model b")}
+
+
+def _span_named(b: TraceBuilder, name: str) -> str:
+    return next(b.span_id(s) for s in b.finished() if s.name == name)
+
+
+# -- decided on the spans stored, whatever order they arrive in --------------------------------
+
+def _answers(con: duckdb.DuckDBPyConnection, b: TraceBuilder, stray, holders) -> list:
+    """(stray's runs, each holder's tool class): one answer for the call at every moment."""
+    return [_runs_of(con, b.trace_id(stray))] + [
+        con.execute("SELECT class FROM steps WHERE span_id = ?", [b.span_id(h)]).fetchone()[0]
+        for h in holders]
+
+
+def test_a_stray_joins_when_its_step_arrives_and_leaves_when_a_second_does(tmp_path) -> None:
+    b = TraceBuilder(seed=461, service="order-svc")
+    stray = b.span("GET", 1_000, 2_000, kind=SpanKind.CLIENT,
+                   attributes={**HTTP, "http.response.status_code": 503})
+    first = b.run(0, 10_000, 10_000)
+    tool_1 = b.span("tool 1", 500, 3_000, parent=first, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    second = b.run(0, 10_000, 10_000)
+    tool_2 = b.span("tool 2", 800, 2_500, parent=second, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    spans = {b.span_id(s): s for s in b.finished()}
+
+    def batch(*which) -> list:
+        return [spans[b.span_id(w)] for w in which]
+
+    con = open_db(tmp_path)
+    store(con, batch(stray))
+    assert _answers(con, b, stray, []) == [1]
+    store(con, batch(first, tool_1))  # its step arrives: it joins, its run goes
+    assert _answers(con, b, stray, [tool_1]) == [0, "upstream_error"]
+    store(con, batch(second, tool_2))  # a second step holds it: a run again, the first drops it
+    assert _answers(con, b, stray, [tool_1, tool_2]) == [1, "ok", "ok"]
+    con.close()
+
+
+def test_a_stray_that_grows_a_second_span_is_a_trace_again(tmp_path) -> None:
+    b = TraceBuilder(seed=462, service="grow-svc")
+    run = b.run(0, 10_000, 10_000)
+    tool = b.span("tool", 0, 3_000, parent=run, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    stray = b.span("GET", 1_000, 2_000, kind=SpanKind.CLIENT,
+                   attributes={**HTTP, "http.response.status_code": 503})
+    late = b.span("GET child", 1_100, 1_900, parent=stray, kind=SpanKind.CLIENT,
+                  attributes=HTTP)
+    con = open_db(tmp_path)
+    store(con, [s for s in b.finished() if b.span_id(s) != b.span_id(late)])
+    assert _answers(con, b, stray, [tool]) == [0, "upstream_error"]
+    store(con, [s for s in b.finished() if b.span_id(s) == b.span_id(late)])
+    assert _answers(con, b, stray, [tool]) == [1, "ok"]
+    con.close()
+
+
+def test_a_model_name_arriving_later_renames_the_unnamed_step(tmp_path) -> None:
+    b = TraceBuilder(seed=463, service="late-names")
+    unnamed_run = b.run(0, 10_000, 10_000)
+    unnamed = b.span("Gen.run", 0, 1_000, parent=unnamed_run, error=True,
+                     attributes={"openinference.span.kind": "LLM"})
+    named_run = b.run(0, 10_000, 10_000)
+    b.span("Gen.run", 0, 1_000, parent=named_run,
+           attributes={"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o"})
+    finished = b.finished()
+    first = {b.span_id(unnamed_run), b.span_id(unnamed)}
+    con = open_db(tmp_path)
+    store(con, [s for s in finished if b.span_id(s) in first])
+    key = "SELECT step_key FROM steps WHERE span_id = ?"
+    assert con.execute(key, [b.span_id(unnamed)]).fetchone()[0] == "model:Gen.run"
+    store(con, [s for s in finished if b.span_id(s) not in first])
+    assert con.execute(key, [b.span_id(unnamed)]).fetchone()[0] == "model:gpt-4o"
+    con.close()
+
+
+def test_thousands_of_strays_are_joined_by_bucket(tmp_path) -> None:
+    """A busy service whose HTTP client has no parent: 2,000 one-span traces, each inside one of
+    2,000 tool calls of its own run, one after the other. Each is joined to its own call; every
+    stray is compared only with the steps of its service in its 2^27 ns bucket (the join's key),
+    never with every step of the service."""
+    b = TraceBuilder(seed=464, service="busy-svc")
+    count = 2_000
+    for number in range(count):
+        start = number * 500
+        run = b.run(start, start + 400, 10_000)
+        b.span(f"tool {number}", start + 10, start + 390, parent=run, attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+        b.span(f"GET {number}", start + 20, start + 380, kind=SpanKind.CLIENT, attributes={
+            **HTTP, "http.response.status_code": 503})
+    con = open_db(tmp_path)
+    store(con, b.finished())
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == count
+    assert con.execute("SELECT count(*) FROM stray_calls WHERE holder_span_id IS NOT NULL"
+                       ).fetchone()[0] == count
+    assert con.execute("SELECT count(*) FROM steps WHERE class = 'upstream_error'"
+                       ).fetchone()[0] == count
+    most = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM call_steps "
+                       "GROUP BY service_name, bucket)").fetchone()[0]
+    assert most <= 2  # ~134 ms a bucket, a call every 500 ms
+    con.close()
+
+
+def test_parallel_runs_never_capture_each_others_strays(tmp_path) -> None:
+    """Two runs of one service at once whose tool calls overlap in time: the HTTP call inside
+    both stays a run of its own; those inside one run's call only are that call's."""
+    b = TraceBuilder(seed=465, service="parallel-svc")
+    left, right = b.run(0, 5_000, 10_000), b.run(0, 5_000, 10_000)
+    tool_l = b.span("tool left", 0, 3_000, parent=left, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    tool_r = b.span("tool right", 1_000, 4_000, parent=right, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    only_left = b.span("GET left", 100, 900, kind=SpanKind.CLIENT,
+                       attributes={**HTTP, "http.response.status_code": 503})
+    both = b.span("GET both", 1_200, 2_800, kind=SpanKind.CLIENT,
+                  attributes={**HTTP, "http.response.status_code": 429})
+    only_right = b.span("GET right", 3_100, 3_900, kind=SpanKind.CLIENT,
+                        attributes={**HTTP, "http.response.status_code": 404})
+    con = open_db(tmp_path)
+    store(con, b.finished())
+    assert [_runs_of(con, b.trace_id(s)) for s in (only_left, both, only_right)] == [0, 1, 0]
+    assert _answers(con, b, both, [tool_l, tool_r]) == [1, "upstream_error", "client_error"]
+    con.close()

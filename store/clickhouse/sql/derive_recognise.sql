@@ -14,6 +14,24 @@ JOIN budgetscope_tmp_spans c ON c.trace_id = w.trace_id AND c.span_id = w.span_i
 JOIN budgetscope_tmp_spans p ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
 WHERE w.own AND w.is_step AND w.step_parent IS NOT NULL;
 
+-- An event record is not a call (as derive_recognise.sql): an unnamed step of rows 2-9 with a
+-- span of its kind among the steps above it, or the run span, is a wrapper; decided first.
+CREATE TABLE budgetscope_tmp_event_records ENGINE = MergeTree ORDER BY tuple() AS
+SELECT e.e_trace_id AS trace_id, e.e_span_id AS span_id, argMax(e.above, e.position) AS because_of
+FROM (
+    SELECT w.trace_id AS e_trace_id, w.span_id AS e_span_id, c.step_kind AS e_kind, above,
+           position
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans c ON c.trace_id = w.trace_id AND c.span_id = w.span_id
+    ARRAY JOIN arrayPopBack(w.path) AS above, arrayEnumerate(arrayPopBack(w.path)) AS position
+    WHERE w.own AND w.is_step AND c.unnamed AND c.step_kind IN ('model', 'tool')
+      AND length(w.path) > 1
+) e
+JOIN (SELECT trace_id AS p_trace_id, span_id AS p_span_id, step_row, step_kind
+      FROM budgetscope_tmp_spans) p ON p.p_trace_id = e.e_trace_id AND p.p_span_id = e.above
+WHERE p.step_row IS NOT NULL AND p.step_kind = e.e_kind
+GROUP BY e.e_trace_id, e.e_span_id;
+
 CREATE TABLE budgetscope_tmp_demoted ENGINE = MergeTree ORDER BY tuple() AS
 WITH RECURSIVE over_steps AS (
     SELECT trace_id, step_parent AS span_id, span_id AS below
@@ -27,10 +45,16 @@ WITH RECURSIVE over_steps AS (
 )
 SELECT trace_id, if(parent_row = '1', span_id, step_parent) AS span_id, 'twin' AS reason,
        if(parent_row = '1', step_parent, span_id) AS because_of
-FROM budgetscope_tmp_below_step
+FROM budgetscope_tmp_below_step b
 WHERE NOT (step_row = '1' AND parent_row = '1')
+  -- (the table's own span_id: the column list above names another span_id)
+  AND (b.trace_id, b.span_id) NOT IN (SELECT trace_id, span_id
+                                      FROM budgetscope_tmp_event_records)
   AND ((step_kind = 'model' AND parent_kind = 'model')
        OR (step_kind = 'tool' AND parent_key = step_key))
+UNION ALL
+SELECT trace_id, span_id, 'event_record' AS reason, because_of
+FROM budgetscope_tmp_event_records
 UNION ALL
 SELECT trace_id, span_id, 'over_steps' AS reason, min(below) AS because_of
 FROM over_steps GROUP BY trace_id, span_id;

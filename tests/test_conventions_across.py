@@ -243,3 +243,32 @@ def test_parallel_runs_never_capture_each_others_strays(tmp_path) -> None:
     assert [_runs_of(con, b.trace_id(s)) for s in (only_left, both, only_right)] == [0, 1, 0]
     assert _answers(con, b, both, [tool_l, tool_r]) == [1, "upstream_error", "client_error"]
     con.close()
+
+
+def test_run_spans_names_each_new_rule(revised) -> None:
+    """`budgetscope run RUN_ID --spans` says which of the new rules decided a span's fate."""
+    from store import explain_trace
+
+    con, b, runs = revised
+    events = explain_trace(con, b.trace_id(runs["event records"]))
+    records = events[events["name"] == "error"]
+    assert list(records["role"]) == ["part", "part"]  # inside the failed call
+    assert all(why.startswith("an event record") for why in records["why"])
+    wrapped = explain_trace(con, b.trace_id(runs["wrapper exception"])).set_index("name")
+    assert "passed over by the roll-up" in wrapped.loc["framework", "why"]
+    beside = explain_trace(con, b.trace_id(runs["beside model"])).set_index("name")
+    assert beside.loc["chat http", "why"].startswith("a client call beside its tool or model")
+    named = explain_trace(con, b.trace_id(runs["unnamed named-svc"])).set_index("name")
+    assert "no model name of its own" in named.loc["Generator.run named-svc", "why"]
+    # the holder's trace lists the stray joined to its step, below that step
+    held = explain_trace(con, b.trace_id(runs["stray run a"])).set_index("name")
+    assert held.loc["GET in a", "role"] == "part"
+    assert held.loc["GET in a", "other_span_id"] == held.loc["tool a", "span_id"]
+    assert held.loc["GET in a", "indent"] == held.loc["tool a", "indent"] + 1
+    assert held.loc["GET in a", "why"].startswith("an HTTP client span in a trace of its own")
+    # and the stray's own trace says where it went
+    alone = explain_trace(con, b.trace_id(runs["stray in a"]))
+    assert list(alone["role"]) == ["part"]
+    # a stray held by two steps stays a run
+    both = explain_trace(con, b.trace_id(runs["stray in both"]))
+    assert list(both["role"]) == ["step"]

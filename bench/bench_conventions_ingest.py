@@ -126,7 +126,7 @@ def make_stray_payloads(count: int) -> list[bytes]:
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
     rng = random.Random(17)
-    now = time.time_ns() - 3600 * 10**9
+    now = time.time_ns() - 7 * 86400 * 10**9  # a week back: 17 s a run, one after another
 
     def attrs(**values: object) -> list[KeyValue]:
         return [KeyValue(key=key.replace("__", "."),
@@ -139,6 +139,7 @@ def make_stray_payloads(count: int) -> list[bytes]:
     http = dict(http__request__method="GET", server__address="api.internal",
                 http__response__status_code=503)
     payloads = []
+    runs = 0
     for _ in range(count):
         request = ExportTraceServiceRequest()
         resource = request.resource_spans.add()
@@ -146,7 +147,11 @@ def make_stray_payloads(count: int) -> list[bytes]:
         scope = resource.scope_spans.add()
         for _trace in range(SPANS_PER_REQUEST // 32):
             trace_id, root_id = rng.randbytes(16), rng.randbytes(8)
-            start = now + rng.randrange(10**12)
+            # one run after another, as one worker's: each stray lies inside exactly one call
+            # and joins it (runs overlapping at random, as this payload first had them, held
+            # each stray in ~17 calls of ~20 concurrent runs: every stray stayed a run)
+            start = now + runs * 17 * 10**9
+            runs += 1
             root = scope.spans.add(trace_id=trace_id, span_id=root_id, name="agent run",
                                    start_time_unix_nano=start,
                                    end_time_unix_nano=start + 16 * 10**9)

@@ -69,6 +69,9 @@ def test_the_layers_are_the_drawing() -> None:
 # with X one of its names. A module of a room is imported directly only by these files, each a
 # test of that room's internals, with the module it may import and why.
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
+    "bench/bench_derivation_statements.py": (
+        "store.derive.statements", "times each statement of the derivation as it runs (its "
+        "private _execute replaced by a copy that times each one), to tell where the CPU goes"),
     "tests/support/fuzz_harness.py": (
         "store.write.writer", "converts decoded resource and scope rows to Arrow exactly as the "
         "writer does (its private _rows_to_arrow), so a row it accepts is one the writer stores"),

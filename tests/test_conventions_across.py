@@ -112,7 +112,7 @@ def test_what_is_no_stray_stays_a_run(revised, concern: str) -> None:
 
 
 def test_the_stray_join_is_exposed(revised) -> None:
-    """call_steps and stray_calls keep what the rule decided (the token and dollar derivation
+    """stray_calls keeps what the rule decided (the token and dollar derivation
     reads the same join)."""
     con, b, runs = revised
     joined = dict(con.execute("SELECT trace_id, holder_span_id FROM stray_calls "
@@ -160,6 +160,44 @@ def test_a_stray_joins_when_its_step_arrives_and_leaves_when_a_second_does(tmp_p
     con.close()
 
 
+def test_a_trace_derived_again_for_one_stray_keeps_the_others_it_holds(tmp_path) -> None:
+    """A run arriving later around one stray brings in the trace holding it, which is derived
+    again with it; the strays that trace already held, far from the newcomer, stay joined to it
+    (they are re-decided on the turn's steps), and one the newcomer's hull holds but none of its
+    steps keeps its call."""
+    b = TraceBuilder(seed=466, service="kept-svc")
+    holder = b.run(0, 20_000, 30_000)
+    early = b.span("early tool", 0, 3_000, parent=holder, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    late = b.span("late tool", 10_000, 14_000, parent=holder, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "u"})
+    far = b.span("GET far", 1_000, 2_000, kind=SpanKind.CLIENT,
+                 attributes={**HTTP, "http.response.status_code": 503})
+    shared = b.span("GET shared", 11_000, 12_000, kind=SpanKind.CLIENT,
+                    attributes={**HTTP, "http.response.status_code": 429})
+    between = b.span("GET between", 12_500, 13_000, kind=SpanKind.CLIENT,
+                     attributes={**HTTP, "http.response.status_code": 404})
+    newcomer = b.run(9_000, 16_000, 30_000)
+    other = b.span("other tool", 10_500, 12_200, parent=newcomer, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    b.span("other model", 14_500, 15_500, parent=newcomer, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
+    later = {b.span_id(s) for s in b.finished() if s.name in ("other tool", "other model")}
+    later.add(b.span_id(newcomer))
+    finished = b.finished()
+    con = open_db(tmp_path)
+    store(con, [s for s in finished if b.span_id(s) not in later])
+    assert [_runs_of(con, b.trace_id(s)) for s in (far, shared, between)] == [0, 0, 0]
+    assert _answers(con, b, shared, [early, late]) == [0, "upstream_error", "client_error"]
+    store(con, [s for s in finished if b.span_id(s) in later])
+    # `shared` now lies in two calls: a run again; `far` stays with its call, `between` too
+    # (inside the newcomer's hull, in none of its steps)
+    assert [_runs_of(con, b.trace_id(s)) for s in (far, shared, between)] == [0, 1, 0]
+    assert _answers(con, b, far, [early, late, other]) == [
+        0, "upstream_error", "client_error", "ok"]
+    con.close()
+
+
 def test_a_stray_that_grows_a_second_span_is_a_trace_again(tmp_path) -> None:
     b = TraceBuilder(seed=462, service="grow-svc")
     run = b.run(0, 10_000, 10_000)
@@ -199,8 +237,8 @@ def test_a_model_name_arriving_later_renames_the_unnamed_step(tmp_path) -> None:
 def test_thousands_of_strays_are_joined_by_bucket(tmp_path) -> None:
     """A busy service whose HTTP client has no parent: 2,000 one-span traces, each inside one of
     2,000 tool calls of its own run, one after the other. Each is joined to its own call; every
-    stray is compared only with the steps of its service in its 2^27 ns bucket (the join's key),
-    never with every step of the service."""
+    stray is looked up only among the traces of its service whose hull touches its 2^34 ns
+    bucket (the join's key: ~35 runs of 500 ms), never among every trace of the service."""
     b = TraceBuilder(seed=464, service="busy-svc")
     count = 2_000
     for number in range(count):
@@ -217,9 +255,11 @@ def test_thousands_of_strays_are_joined_by_bucket(tmp_path) -> None:
                        ).fetchone()[0] == count
     assert con.execute("SELECT count(*) FROM steps WHERE class = 'upstream_error'"
                        ).fetchone()[0] == count
-    most = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM call_steps "
+    most = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM call_hulls "
                        "GROUP BY service_name, bucket)").fetchone()[0]
-    assert most <= 2  # ~134 ms a bucket, a call every 500 ms
+    assert most <= 36  # ~17.2 s a bucket, a run every 500 ms
+    assert con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM call_hulls "
+                       "GROUP BY trace_id)").fetchone()[0] <= 2  # a hull in one bucket or two
     con.close()
 
 

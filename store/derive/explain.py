@@ -22,19 +22,17 @@ from store.rows import vocabulary
 
 # What is copied: the spans and log records of the trace and of the traces SPEC §9's rules
 # across traces tie it to (a one-span HTTP trace and the step of another trace it joined), and
-# what those rules keep of every other trace (store/file/schema/recognition.sql) for its
-# service: the recognition reads nothing else.
+# the model names its service's other traces carry (store/file/schema/recognition.sql): the
+# recognition reads nothing else. A stray joined one step of the file, so the copy, holding
+# that step's trace, decides as the file did; one that stayed a run ties no trace to it.
 _LINKED = ("SELECT trace_id FROM stray_calls WHERE holder_trace_id = $trace "
            "UNION SELECT holder_trace_id FROM stray_calls "
            "WHERE trace_id = $trace AND holder_trace_id IS NOT NULL")
 _READS = ("SELECT * FROM spans WHERE trace_id IN (SELECT unnest($traces))",
           "SELECT * FROM log_records WHERE trace_id IN (SELECT unnest($traces))",
           "SELECT * FROM trace_arrivals WHERE trace_id IN (SELECT unnest($traces))",
-          "SELECT * FROM stray_calls WHERE service_name IN (SELECT unnest($services))",
-          "SELECT * FROM call_steps WHERE service_name IN (SELECT unnest($services))",
           "SELECT * FROM model_span_names WHERE service_name IN (SELECT unnest($services))")
-_TABLES = ("spans", "log_records", "trace_arrivals", "stray_calls", "call_steps",
-           "model_span_names")
+_TABLES = ("spans", "log_records", "trace_arrivals", "model_span_names")
 _SERVICES = ("SELECT DISTINCT coalesce(service_name, '') FROM spans "
              "WHERE trace_id IN (SELECT unnest($traces))")
 ROLES = vocabulary.SPAN_ROLES

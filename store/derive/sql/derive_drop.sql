@@ -4,11 +4,12 @@ DROP VIEW derive_walk_spans;
 DROP VIEW derive_spans_read;
 DROP VIEW derive_log_exceptions_read;
 DROP TABLE derive_reading;
-DROP TABLE IF EXISTS derive_hulls;  -- made only where strays are stored or read
+DROP TABLE IF EXISTS derive_hulls;  -- made only where a stray is read or stored
+DROP TABLE IF EXISTS derive_affected;
 DROP TABLE IF EXISTS derive_closure;
+DROP TABLE IF EXISTS derive_strays;
 DROP TABLE IF EXISTS derive_model_names;  -- made only where model spans are read
 DROP TABLE IF EXISTS derive_name_pairs;
-DROP TABLE derive_call_steps;
 DROP TABLE derive_stray_joins;
 DROP VIEW derive_missing_parents;
 DROP TABLE derive_beside;

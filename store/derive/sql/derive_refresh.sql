@@ -162,83 +162,109 @@ CREATE OR REPLACE TEMP TABLE derive_spans AS SELECT * FROM derive_spans_read;
 -- one root HTTP client span (a stray) joins the one model or tool step of another trace of its
 -- service that holds its interval. Whether it does changes with the traces on both sides, so the
 -- turn derives them together, in one transaction: never two answers for one call (the stray a run
--- and part of a step), never none. With the touched traces come (1) the strays stored inside a
--- touched trace's interval, the touched strays, and the strays whose trace is touched; (2) the
--- traces of the steps stored around those strays, and of the steps they joined; (3) the strays
--- joined to those traces. Steps change only in touched traces (their spans did), so every stray
--- whose answer may change, and every trace whose steps that answer reads, is derived here.
--- derive_steps.sql decides, on the steps of this turn and those stored (call_steps).
--- Looked at only where a stray is stored or read: most files have none.
--- gates: whether any stray is stored or read
-SELECT (SELECT count(*) FROM stray_calls) > 0
-       OR coalesce((SELECT bool_or(stray_root) FROM derive_spans), false) AS strays,
-       false AS closure;
+-- and part of a step), never none. A trace's hull, per service (the interval its model and tool
+-- spans cover, call_hulls in store/file/schema/recognition.sql), holds every step that may hold a
+-- stray. With the touched traces come (1) the strays stored inside a touched trace's hull, and
+-- those whose own trace is touched (it may have grown past one span); (2) the traces whose stored
+-- hull holds one of those strays or of the strays read, and the traces those strays joined; (3)
+-- the strays joined to the traces of (2), whose walk is made again. Every trace that may hold a
+-- stray of (1) or a stray read is then in the turn, and derive_steps.sql decides on the turn's
+-- steps alone; a stray of (3) lies in no touched trace's hull, so the steps around it are those
+-- it was decided on, unchanged.
+-- Looked at only where a stray is read or stored (most files have none), and then only around
+-- the touched traces: a turn with no stray inside its hulls costs one lookup by service and time.
+-- gates: whether any stray is read (a root HTTP client span: one-span traces are told below) or
+-- stored; whether a touched trace has stored rows to replace (set again below, 1c)
+SELECT coalesce((SELECT bool_or(stray_root) FROM derive_spans), false)
+           OR EXISTS (SELECT 1 FROM stray_calls) AS strays_near,
+       false AS strays, false AS closure, false AS strays_seen_before, false AS stray_joins,
+       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before;
 
--- Each trace read, per service: its interval, and whether it is a stray (one root HTTP span).
--- when: strays
+-- The touched traces' hulls.
+-- when: strays_near
 CREATE OR REPLACE TEMP TABLE derive_hulls AS
 SELECT trace_id, coalesce(service_name, '') AS service_name, min(start_ns) AS start_ns,
-       max(end_ns) AS end_ns, count(*) AS spans, bool_and(stray_root) AS stray_root
-FROM derive_spans GROUP BY ALL;
+       max(end_ns) AS end_ns
+FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)
+GROUP BY ALL;
 
+-- (1) The strays whose answer this turn may change: those read, those stored inside a touched
+-- trace's hull (by service and 2^34 ns bucket, then containment), and those stored whose trace
+-- is touched (looked up by their own service and bucket: the zone maps of `bucket` skip the
+-- rest of stray_calls). `holder_trace_id`: the trace it joined, if any.
+-- when: strays_near
+CREATE OR REPLACE TEMP TABLE derive_affected AS
+WITH hull_buckets AS (
+    SELECT service_name, start_ns, end_ns,
+           unnest(range(start_ns // 17179869184, end_ns // 17179869184 + 1)) AS bucket
+    FROM derive_hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 < 4096
+), long_hulls AS (
+    SELECT service_name, start_ns, end_ns FROM derive_hulls
+    WHERE end_ns // 17179869184 - start_ns // 17179869184 >= 4096
+), stray_roots AS (
+    SELECT trace_id, coalesce(service_name, '') AS service_name, start_ns, end_ns
+    FROM derive_spans WHERE stray_root
+)
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN hull_buckets h ON h.service_name = c.service_name AND h.bucket = c.bucket
+WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+UNION
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN long_hulls h ON h.service_name = c.service_name
+WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+UNION
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN stray_roots r ON r.trace_id = c.trace_id AND r.service_name = c.service_name
+                  AND c.bucket = r.start_ns // 17179869184
+UNION
+SELECT r.trace_id, any_value(r.service_name), any_value(r.start_ns), any_value(r.end_ns), NULL
+FROM stray_roots r JOIN derive_spans s USING (trace_id)
+GROUP BY r.trace_id HAVING count(*) = 1;
+
+-- gates: whether a stray's answer may change this turn
+-- when: strays_near
+SELECT count(*) > 0 AS strays FROM derive_affected;
+
+-- (2) and (3): the traces to derive with the touched ones.
 -- when: strays
 CREATE OR REPLACE TEMP TABLE derive_closure AS
-WITH strayed AS (
-    SELECT trace_id FROM derive_hulls GROUP BY trace_id
-    HAVING sum(spans) = 1 AND bool_and(stray_root)
-), hull_buckets AS (
-    -- the other traces' intervals in 2^27 ns buckets (store/file/schema/recognition.sql); an
-    -- interval of more than 4,096 buckets is compared by service alone
-    SELECT h.service_name, h.start_ns, h.end_ns,
-           unnest(range(h.start_ns // 134217728, h.end_ns // 134217728 + 1)) AS bucket
-    FROM derive_hulls h ANTI JOIN strayed USING (trace_id)
-    WHERE h.end_ns // 134217728 - h.start_ns // 134217728 < 4096
-), long_hulls AS (
-    SELECT h.service_name, h.start_ns, h.end_ns
-    FROM derive_hulls h ANTI JOIN strayed USING (trace_id)
-    WHERE h.end_ns // 134217728 - h.start_ns // 134217728 >= 4096
-), affected AS (
-    -- (1) strays stored inside a touched trace's interval
-    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
-    FROM stray_calls c
-    JOIN hull_buckets h ON h.service_name = c.service_name AND h.bucket = c.bucket
-    WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
-    UNION
-    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
-    FROM stray_calls c
-    JOIN long_hulls h ON h.service_name = c.service_name
-    WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
-    UNION
-    -- the strays read, and those stored whose trace is touched (it may have grown past one span)
-    SELECT s.trace_id, h.service_name, h.start_ns, h.end_ns, NULL
-    FROM strayed s JOIN derive_hulls h USING (trace_id)
-    UNION
-    SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
-    FROM stray_calls c SEMI JOIN derive_touched t ON t.trace_id = c.trace_id
-), holders AS (
-    -- (2) the traces of the steps stored around them, and of the steps they joined
+WITH holders AS (
     SELECT k.trace_id
-    FROM affected a
-    JOIN call_steps k ON k.service_name = a.service_name
-                     AND k.bucket = a.start_ns // 134217728
+    FROM derive_affected a
+    JOIN call_hulls k ON k.service_name = a.service_name
+                     AND k.bucket = a.start_ns // 17179869184
     WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
     UNION
     SELECT k.trace_id
-    FROM affected a
-    JOIN call_steps k ON k.service_name = a.service_name AND k.bucket IS NULL
+    FROM derive_affected a
+    JOIN call_hulls k ON k.service_name = a.service_name AND k.bucket IS NULL
     WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
     UNION
-    SELECT holder_trace_id FROM affected WHERE holder_trace_id IS NOT NULL
+    SELECT holder_trace_id FROM derive_affected WHERE holder_trace_id IS NOT NULL
+), holder_hulls AS (
+    -- a stray joined to a trace lies inside that trace's hull: looked up by its buckets
+    SELECT k.* FROM call_hulls k SEMI JOIN holders h USING (trace_id)
 )
-SELECT trace_id FROM affected
+SELECT trace_id FROM derive_affected
 UNION SELECT trace_id FROM holders
--- (3) the strays joined to those traces
-UNION SELECT c.trace_id FROM stray_calls c SEMI JOIN holders h ON h.trace_id = c.holder_trace_id
+UNION SELECT c.trace_id FROM stray_calls c
+      JOIN holder_hulls k ON k.service_name = c.service_name AND k.bucket = c.bucket
+                         AND k.trace_id = c.holder_trace_id
+UNION SELECT c.trace_id FROM stray_calls c
+      JOIN holder_hulls k ON k.service_name = c.service_name AND k.bucket IS NULL
+                         AND k.trace_id = c.holder_trace_id
 EXCEPT SELECT trace_id FROM derive_touched;
 
 -- gates: whether the rules across traces bring in traces to derive with the touched ones
 -- when: strays
-SELECT (SELECT count(*) FROM derive_closure) > 0 AS closure;
+SELECT (SELECT count(*) FROM derive_closure) > 0 AS closure,
+       (SELECT count(*) FROM derive_closure) > 0
+           OR (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before,
+       (SELECT count(*) FROM derive_closure) > 0
+           OR (SELECT count(*) FROM derive_seen_before) > 0 AS strays_seen_before;
 
 -- They are read as the touched traces are (all derived before: each has its first arrival).
 -- when: closure
@@ -260,6 +286,26 @@ CREATE OR REPLACE TEMP TABLE derive_reading AS SELECT trace_id FROM derive_closu
 INSERT INTO derive_log_exceptions SELECT * FROM derive_log_exceptions_read;
 -- when: closure
 INSERT INTO derive_spans SELECT * FROM derive_spans_read;
+
+-- Every trace read replaces its hulls in call_hulls (for the strays to come), one row per 2^34 ns
+-- bucket they touch: 0.22 rows a span of bench/bench_conventions_ingest.py's receivers' payload,
+-- where a row per model or tool step and 2^27 ns bucket cost 12, and over a quarter of the
+-- derivation's CPU.
+-- when: seen_before
+DELETE FROM call_hulls WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+INSERT INTO call_hulls BY NAME
+WITH hulls AS (
+    SELECT trace_id, coalesce(service_name, '') AS service_name, min(start_ns) AS start_ns,
+           max(end_ns) AS end_ns
+    FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)
+    GROUP BY ALL
+)
+SELECT service_name, unnest(range(start_ns // 17179869184, end_ns // 17179869184 + 1)) AS bucket,
+       start_ns, end_ns, trace_id
+FROM hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 < 4096
+UNION ALL
+SELECT service_name, NULL AS bucket, start_ns, end_ns, trace_id
+FROM hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 >= 4096;
 
 -- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
 -- without its root"). A span whose parent is not stored (or is itself) counts as a child of its

@@ -59,85 +59,92 @@ SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b
 WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
 
--- 2d. HTTP client spans in a trace of their own (SPEC §9). The model and tool steps of the turn's
--- runs replace their traces' rows in call_steps (what a stray of their service may lie inside),
--- one row per 2^27 ns bucket they touch (store/file/schema/recognition.sql); a run that is its
--- own single step (step 4 below) is one too.
-CREATE OR REPLACE TEMP TABLE derive_call_steps AS
-WITH walked AS (
-    SELECT trace_id, span_id, run_span_id, start_ns, end_ns FROM derive_walk
-    WHERE own AND is_step AND step_kind IN (/*@holder_kinds*/)
-), held AS (
-    SELECT w.*, coalesce(s.service_name, '') AS service_name
-    FROM walked w JOIN derive_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+-- 2d. HTTP client spans in a trace of their own (SPEC §9). Each stray of the turn (a trace of one
+-- root HTTP client span of row 12 without a budget) joins the one model or tool step of another
+-- trace of its service whose interval holds its own; held by two or more, or none, it stays a
+-- run. derive_refresh.sql (1a) brought into the turn every trace whose hull holds a stray whose
+-- answer may change, so the turn's steps are all there is to look at: the steps of the strays'
+-- services, a run that is its own single step (step 4 below) too, cut into 2^30 ns (~1 s)
+-- buckets, and each stray compared with those of its bucket. Each stray keeps what its walk
+-- below the step reads of it, so that no statement below joins derive_spans again.
+-- Keys are numbered (`stray`, `step`) so that the pairs are counted on integers, not on ids.
+-- when: strays
+CREATE OR REPLACE TEMP TABLE derive_strays AS
+WITH strays AS MATERIALIZED (
+    SELECT row_number() OVER () AS stray, s.trace_id, s.span_id,
+           coalesce(s.service_name, '') AS service_name, s.start_ns, s.end_ns, s.is_agent,
+           s.step_row, s.step_kind, s.step_name, s.needs_no_step_ancestor, s.specific,
+           s.has_evidence
+    FROM derive_spans s
+    SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
+    WHERE s.stray_root
+), self_runs AS MATERIALIZED (
+    -- runs whose own span is a model or tool candidate, few: those that hold no step are their
+    -- own single step (step 4 below)
+    SELECT trace_id, span_id, start_ns, end_ns, coalesce(service_name, '') AS service_name
+    FROM derive_spans WHERE is_run AND candidate AND step_kind IN (/*@holder_kinds*/)
+), self_walked AS MATERIALIZED (
+    SELECT w.trace_id, w.run_span_id, w.span_id
+    FROM derive_walk w SEMI JOIN self_runs USING (trace_id)
+    WHERE w.own AND w.is_step
+), held AS MATERIALIZED (
+    SELECT row_number() OVER () AS step, *
+    FROM (SELECT w.trace_id, w.span_id, w.run_span_id, w.start_ns, w.end_ns, s.service_name
+          FROM derive_walk w
+          JOIN (SELECT trace_id, span_id, coalesce(service_name, '') AS service_name
+                FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)) s
+            ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+          WHERE w.own AND w.is_step AND w.step_kind IN (/*@holder_kinds*/)
+          UNION ALL
+          SELECT r.trace_id, r.span_id, r.span_id, r.start_ns, r.end_ns, r.service_name
+          FROM self_runs r
+          WHERE NOT EXISTS (SELECT 1 FROM self_walked w
+                            WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id)
+            AND NOT EXISTS (SELECT 1 FROM self_walked w
+                            WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id))
+    WHERE service_name IN (SELECT service_name FROM strays)
+), holding AS (
+    SELECT s.stray, k.step
+    FROM strays s
+    JOIN (SELECT step, trace_id, service_name, start_ns, end_ns,
+                 unnest(range(start_ns // 1073741824, end_ns // 1073741824 + 1)) AS bucket
+          FROM held WHERE end_ns // 1073741824 - start_ns // 1073741824 < 4096) k
+      ON k.service_name = s.service_name AND k.bucket = s.start_ns // 1073741824
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
     UNION ALL
-    SELECT r.trace_id, r.span_id, r.span_id, r.start_ns, r.end_ns, coalesce(r.service_name, '')
-    FROM derive_spans r
-    WHERE r.is_run AND r.candidate AND r.step_kind IN (/*@holder_kinds*/)
-      AND NOT EXISTS (SELECT 1 FROM derive_walk w
-                      WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id
-                        AND w.own AND w.is_step)
-      AND NOT EXISTS (SELECT 1 FROM derive_walk w
-                      WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id
-                        AND w.own AND w.is_step)
+    SELECT s.stray, k.step
+    FROM strays s
+    JOIN (SELECT * FROM held WHERE end_ns // 1073741824 - start_ns // 1073741824 >= 4096) k
+      ON k.service_name = s.service_name
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
+), joined AS (
+    SELECT stray, any_value(step) AS step FROM holding GROUP BY stray HAVING count(*) = 1
 )
-SELECT service_name, unnest(range(start_ns // 134217728, end_ns // 134217728 + 1)) AS bucket,
-       start_ns, end_ns, trace_id, span_id, run_span_id
-FROM held WHERE end_ns // 134217728 - start_ns // 134217728 < 4096
-UNION ALL
-SELECT service_name, NULL, start_ns, end_ns, trace_id, span_id, run_span_id
-FROM held WHERE end_ns // 134217728 - start_ns // 134217728 >= 4096;
+SELECT s.* EXCLUDE (stray), h.trace_id AS holder_trace_id, h.span_id AS holder_span_id,
+       h.run_span_id AS holder_run_span_id
+FROM strays s LEFT JOIN joined j USING (stray) LEFT JOIN held h USING (step);
 
--- when: seen_before
-DELETE FROM call_steps WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
-INSERT INTO call_steps BY NAME SELECT * FROM derive_call_steps;
-
--- Each stray read this turn (a trace of one root HTTP client span of row 12 without a budget)
--- joins the one model or tool step of another trace of its service whose interval holds its
--- own, among every stored trace's (call_steps, its touched traces' rows replaced above);
--- held by two or more, or none, it stays a run. derive_refresh.sql brought in every trace on
--- either side. Also read by the token and dollar derivation: a stray's usage is its holder's.
+-- The strays that joined a step (derive_explain.sql reads it; so does the token and dollar
+-- derivation: a stray's usage is its holder's).
 CREATE OR REPLACE TEMP TABLE derive_stray_joins (
     trace_id VARCHAR, span_id VARCHAR, holder_trace_id VARCHAR, holder_span_id VARCHAR,
     holder_run_span_id VARCHAR
 );
 -- when: strays
 INSERT INTO derive_stray_joins
-WITH strays AS (
-    SELECT s.trace_id, s.span_id, coalesce(s.service_name, '') AS service_name, s.start_ns,
-           s.end_ns
-    FROM derive_spans s
-    SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
-    WHERE s.stray_root
-), holding AS (
-    SELECT s.trace_id, s.span_id, k.trace_id AS holder_trace_id, k.span_id AS holder_span_id,
-           k.run_span_id AS holder_run_span_id
-    FROM strays s
-    JOIN call_steps k ON k.service_name = s.service_name AND k.bucket = s.start_ns // 134217728
-    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
-    UNION ALL
-    SELECT s.trace_id, s.span_id, k.trace_id, k.span_id, k.run_span_id
-    FROM strays s
-    JOIN call_steps k ON k.service_name = s.service_name AND k.bucket IS NULL
-    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
-)
-SELECT trace_id, span_id, any_value(holder_trace_id), any_value(holder_span_id),
-       any_value(holder_run_span_id)
-FROM holding GROUP BY trace_id, span_id HAVING count(*) = 1;
+SELECT trace_id, span_id, holder_trace_id, holder_span_id, holder_run_span_id
+FROM derive_strays WHERE holder_span_id IS NOT NULL;
 
--- when: strays
-DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM derive_touched);
+-- when: strays_seen_before
+DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 -- when: strays
 INSERT INTO stray_calls BY NAME
-SELECT s.trace_id, s.span_id, coalesce(s.service_name, '') AS service_name,
-       s.start_ns // 134217728 AS bucket, s.start_ns, s.end_ns, j.holder_trace_id,
-       j.holder_span_id, j.holder_run_span_id
-FROM derive_spans s
-SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
-LEFT JOIN derive_stray_joins j ON j.trace_id = s.trace_id AND j.span_id = s.span_id
-WHERE s.stray_root;
+SELECT trace_id, span_id, service_name, start_ns // 17179869184 AS bucket, start_ns, end_ns,
+       holder_trace_id, holder_span_id, holder_run_span_id
+FROM derive_strays;
 
 -- gates: whether a stray joined a step this turn
+-- when: strays
 SELECT (SELECT count(*) FROM derive_stray_joins) > 0 AS stray_joins;
 
 -- A stray that joined a step is no run: its own walk goes, and it is walked below that step
@@ -154,10 +161,9 @@ SELECT h.trace_id, h.run_span_id, s.span_id, false AS is_step, h.span_id AS step
        h.span_id AS step_ctx, true AS plain_step_above, h.path, true AS own, false AS nested,
        h.depth + 1 AS depth, s.start_ns, s.end_ns, s.is_agent, s.step_row, s.step_kind,
        s.step_name, s.needs_no_step_ancestor, s.specific, s.has_evidence
-FROM derive_stray_joins j
-JOIN derive_walk h ON h.trace_id = j.holder_trace_id AND h.span_id = j.holder_span_id
-                  AND h.run_span_id = j.holder_run_span_id
-JOIN derive_spans s ON s.trace_id = j.trace_id AND s.span_id = j.span_id;
+FROM derive_strays s
+JOIN derive_walk h ON h.trace_id = s.holder_trace_id AND h.span_id = s.holder_span_id
+                  AND h.run_span_id = s.holder_run_span_id;
 
 -- Spans deeper than 200 levels below their run (or on a parent cycle) are not walked: said on
 -- the trace, looked for only where the walk reached that depth.

@@ -6,22 +6,24 @@
 -- joins, and the lookups by service and time go through `bucket` (below), whose zone maps skip
 -- every row group far from the traces of a turn (rows are appended in arrival order).
 --
--- Times are cut into buckets of 2^27 ns (~134 ms): a step is stored once per bucket its interval
--- touches, so "which steps of this service hold this span" is an equality join on (service,
--- bucket) followed by a containment test among the few steps of that bucket, never a comparison
--- of every span with every step of the service. A step touching more than 4,096 buckets (over
--- ~9 minutes) is stored once with bucket NULL and compared by service alone.
+-- Times are cut into buckets of 2^34 ns (~17 s): an interval is stored once per bucket it
+-- touches, so "which traces of this service may hold this span" is an equality join on
+-- (service, bucket) followed by a containment test among the few rows of that bucket, never a
+-- comparison of every span with every trace of the service. An interval touching more than
+-- 4,096 buckets (over ~19 hours) is stored once with bucket NULL and compared by service alone.
 
--- call_steps: the model and tool steps of every run (SPEC §9, "HTTP client spans in a trace of
--- their own": what may hold a one-span HTTP trace of the same service.name).
-CREATE TABLE IF NOT EXISTS call_steps (
-    service_name         VARCHAR NOT NULL,  -- the step span's service.name ('' when absent)
-    bucket               BIGINT,            -- a 2^27 ns bucket its interval touches; NULL: long
-    start_ns             BIGINT NOT NULL,
-    end_ns               BIGINT NOT NULL,
-    trace_id             VARCHAR NOT NULL,
-    span_id              VARCHAR NOT NULL,
-    run_span_id          VARCHAR NOT NULL   -- the run it belongs to
+-- call_hulls: per trace and service.name, the interval its model and tool spans cover (those a
+-- row of SPEC §9's table makes model or tool candidates, whether or not the walk keeps them as
+-- steps). Every model or tool step of the trace lies inside it, so a one-span HTTP trace of the
+-- same service outside it is held by none of them (SPEC §9, "HTTP client spans in a trace of
+-- their own"): the derivation reads the traces whose hull holds a stray, and decides on their
+-- steps. One row a trace and service for most runs, where a row per step cost ~8 rows a step.
+CREATE TABLE IF NOT EXISTS call_hulls (
+    service_name         VARCHAR NOT NULL,  -- the spans' service.name ('' when absent)
+    bucket               BIGINT,            -- a 2^34 ns bucket its interval touches; NULL: long
+    start_ns             BIGINT NOT NULL,   -- the earliest start of those spans
+    end_ns               BIGINT NOT NULL,   -- their latest end
+    trace_id             VARCHAR NOT NULL
 );
 
 -- stray_calls: every trace that is one root HTTP client span of row 12 without budget.total_ms,
@@ -31,7 +33,7 @@ CREATE TABLE IF NOT EXISTS stray_calls (
     trace_id             VARCHAR NOT NULL,
     span_id              VARCHAR NOT NULL,
     service_name         VARCHAR NOT NULL,
-    bucket               BIGINT NOT NULL,   -- the 2^27 ns bucket of its start
+    bucket               BIGINT NOT NULL,   -- the 2^34 ns bucket of its start
     start_ns             BIGINT NOT NULL,
     end_ns               BIGINT NOT NULL,
     holder_trace_id      VARCHAR,
@@ -42,7 +44,8 @@ CREATE TABLE IF NOT EXISTS stray_calls (
 -- model_span_names: per trace, the span names of its model spans of rows 2-9 by service.name,
 -- with the name each named one carries, and NULL for the unnamed ones (SPEC §9, "A model step
 -- without a model name": an unnamed model step takes the one name its service's named spans of
--- that span name carry).
+-- that span name carry). Unnamed rows are few: a turn whose span names have none anywhere
+-- resolves nothing.
 CREATE TABLE IF NOT EXISTS model_span_names (
     service_name         VARCHAR NOT NULL,
     span_name            VARCHAR NOT NULL,

@@ -14,7 +14,7 @@ DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM retention_slice W
 -- call whose step is removed keeps its stored answer until its own trace is removed (retention
 -- removes whole traces by age, so the stray, no newer than its step, goes in the same pass or
 -- the next)
-DELETE FROM call_steps WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM call_hulls WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM model_span_names
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);

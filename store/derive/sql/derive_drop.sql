@@ -8,8 +8,7 @@ DROP TABLE IF EXISTS derive_hulls;  -- made only where a stray is read or stored
 DROP TABLE IF EXISTS derive_affected;
 DROP TABLE IF EXISTS derive_closure;
 DROP TABLE IF EXISTS derive_strays;
-DROP TABLE IF EXISTS derive_model_names;  -- made only where model spans are read
-DROP TABLE IF EXISTS derive_name_pairs;
+DROP TABLE IF EXISTS derive_name_pairs;  -- made only where unnamed model spans are
 DROP TABLE derive_stray_joins;
 DROP VIEW derive_missing_parents;
 DROP TABLE derive_beside;

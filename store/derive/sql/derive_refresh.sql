@@ -339,7 +339,8 @@ SELECT trace_id,
        -- model spans of rows 2-9 (their names are kept across traces, 1d), and unnamed spans
        -- (event records, derive_recognise.sql)
        bool_or(step_kind = 'model' AND step_row IN (/*@named_rows*/)) AS model_spans,
-       bool_or(unnamed) AS unnamed
+       bool_or(unnamed) AS unnamed,
+       bool_or(unnamed AND step_kind = 'model') AS unnamed_models
 FROM derive_spans
 GROUP BY trace_id;
 
@@ -358,6 +359,17 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        NOT coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_later,
        coalesce(bool_or(row_11), false) AS row_11,
        coalesce(bool_or(model_spans), false) AS model_names,
+       coalesce(bool_or(model_spans), false) AND (SELECT count(*) FROM derive_seen_before) > 0
+           AS model_names_seen_before,
+       -- a span name of the turn's model spans with unnamed spans, in the turn or stored (row
+       -- groups of model_span_names without a NULL step_name are skipped by their statistics)
+       coalesce(bool_or(unnamed_models), false) OR EXISTS (
+           SELECT 1 FROM model_span_names m
+           SEMI JOIN (SELECT coalesce(service_name, '') AS service_name, name AS span_name
+                      FROM derive_spans
+                      WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)) d
+                  USING (service_name, span_name)
+           WHERE m.step_name IS NULL) AS names_to_resolve,
        coalesce(bool_or(unnamed), false) AS unnamed,
        (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
 FROM derive_anchors;
@@ -368,21 +380,21 @@ FROM derive_anchors;
 -- stored trace's (model_span_names); none, or two or more: its span name. When the touched
 -- traces change that answer for a span name, the other traces with unnamed spans of it are
 -- marked to be derived again (the next turn). Only span names with unnamed spans somewhere are
--- resolved.
--- when: model_names
-CREATE OR REPLACE TEMP TABLE derive_model_names AS
-SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, trace_id,
-       CASE WHEN NOT unnamed THEN step_name END AS step_name
-FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/);
-
--- when: model_names
+-- resolved (gate `names_to_resolve`, above): in a turn whose span names have none, in the turn
+-- or stored (most files), the touched traces' rows are replaced and nothing more (the
+-- resolution's seven statements cost ~16 ms per 40,960 spans of the receivers' payload,
+-- bench/bench_derivation_statements.py).
+-- when: names_to_resolve
 CREATE OR REPLACE TEMP TABLE derive_name_pairs AS
-WITH touched AS (
-    SELECT service_name, span_name FROM derive_model_names
+WITH turn AS (
+    SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, unnamed
+    FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)
+), touched AS (
+    SELECT service_name, span_name FROM turn
     UNION
     SELECT service_name, span_name FROM model_span_names SEMI JOIN derive_touched USING (trace_id)
 ), unnamed AS (
-    SELECT service_name, span_name FROM derive_model_names WHERE step_name IS NULL
+    SELECT service_name, span_name FROM turn WHERE unnamed
     UNION
     SELECT service_name, span_name FROM model_span_names m
     SEMI JOIN touched t USING (service_name, span_name)
@@ -391,7 +403,7 @@ WITH touched AS (
 SELECT t.service_name, t.span_name, NULL::VARCHAR AS before, NULL::VARCHAR AS after
 FROM touched t SEMI JOIN unnamed u USING (service_name, span_name);
 
--- when: model_names
+-- when: names_to_resolve
 UPDATE derive_name_pairs SET before = r.name
 FROM (SELECT service_name, span_name,
              CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
@@ -399,12 +411,15 @@ FROM (SELECT service_name, span_name,
       GROUP BY ALL) r
 WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
 
+-- when: model_names_seen_before
+DELETE FROM model_span_names WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
 -- when: model_names
-DELETE FROM model_span_names WHERE trace_id IN (SELECT trace_id FROM derive_touched);
--- when: model_names
-INSERT INTO model_span_names BY NAME SELECT * FROM derive_model_names;
+INSERT INTO model_span_names BY NAME
+SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, trace_id,
+       CASE WHEN NOT unnamed THEN step_name END AS step_name
+FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/);
 
--- when: model_names
+-- when: names_to_resolve
 UPDATE derive_name_pairs SET after = r.name
 FROM (SELECT service_name, span_name,
              CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
@@ -412,7 +427,7 @@ FROM (SELECT service_name, span_name,
       GROUP BY ALL) r
 WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
 
--- when: model_names
+-- when: names_to_resolve
 INSERT INTO pending_derivations
 SELECT DISTINCT m.trace_id, now()
 FROM model_span_names m
@@ -420,7 +435,7 @@ JOIN derive_name_pairs p USING (service_name, span_name)
 WHERE m.step_name IS NULL AND p.before IS DISTINCT FROM p.after
   AND m.trace_id NOT IN (SELECT trace_id FROM derive_touched);
 
--- when: model_names
+-- when: names_to_resolve
 UPDATE derive_spans SET step_name = p.after
 FROM derive_name_pairs p
 WHERE derive_spans.unnamed AND derive_spans.step_kind = 'model' AND p.after IS NOT NULL

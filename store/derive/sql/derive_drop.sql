@@ -1,8 +1,8 @@
 -- name: derive_drop
 -- Drop the derivation's temp tables, last (store/derive/statements.py runs a span explanation before it).
 DROP VIEW derive_walk_spans;
-DROP VIEW derive_spans_read;
-DROP VIEW derive_log_exceptions_read;
+-- derive_spans_read and derive_log_exceptions_read are kept for the connection's next turn
+-- (derive_refresh.sql, 0b)
 DROP TABLE derive_reading;
 DROP TABLE IF EXISTS derive_hulls;  -- made only where a stray is read or stored
 DROP TABLE IF EXISTS derive_affected;

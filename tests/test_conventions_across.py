@@ -195,6 +195,12 @@ def test_a_trace_derived_again_for_one_stray_keeps_the_others_it_holds(tmp_path)
     assert [_runs_of(con, b.trace_id(s)) for s in (far, shared, between)] == [0, 1, 0]
     assert _answers(con, b, far, [early, late, other]) == [
         0, "upstream_error", "client_error", "ok"]
+    # the same as every span stored at once
+    at_once = open_db(tmp_path, "at_once.duckdb")
+    store(at_once, finished)
+    derived = "SELECT trace_id, span_id, step_key, class FROM steps ORDER BY ALL"
+    assert con.execute(derived).fetchall() == at_once.execute(derived).fetchall()
+    at_once.close()
     con.close()
 
 

@@ -364,14 +364,16 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        coalesce(bool_or(model_spans), false) AND (SELECT count(*) FROM derive_seen_before) > 0
            AS model_names_seen_before,
        -- a span name of the turn's model spans with unnamed spans, in the turn or stored (row
-       -- groups of model_span_names without a NULL step_name are skipped by their statistics)
+       -- groups of model_span_names without a NULL step_name are skipped by their statistics;
+       -- joined on that side, nearly always empty, the turn's spans are then not read)
        coalesce(bool_or(unnamed_models), false) OR EXISTS (
-           SELECT 1 FROM model_span_names m
-           SEMI JOIN (SELECT coalesce(service_name, '') AS service_name, name AS span_name
-                      FROM derive_spans
-                      WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)) d
-                  USING (service_name, span_name)
-           WHERE m.step_name IS NULL) AS names_to_resolve,
+           SELECT 1
+           FROM (SELECT coalesce(service_name, '') AS service_name, name AS span_name
+                 FROM derive_spans
+                 WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)) d
+           SEMI JOIN (SELECT service_name, span_name FROM model_span_names
+                      WHERE step_name IS NULL) m USING (service_name, span_name))
+           AS names_to_resolve,
        coalesce(bool_or(unnamed), false) AS unnamed,
        (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
 FROM derive_anchors;

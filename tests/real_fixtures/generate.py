@@ -72,6 +72,7 @@ LIBRARIES = [
     # LITELLM_LOCAL_MODEL_COST_MAP: LiteLLM would fetch its model-cost map at import
     Library("adk", "adk", ("adk_agent.py",),
             {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
+    Library("llama_index", "llama_index", ("llama_index_agent.py",)),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

@@ -77,6 +77,7 @@ LIBRARIES = [
     Library("stray_httpx", "httpx", ("stray_calls.py", "httpx")),
     Library("stray_requests", "requests", ("stray_calls.py", "requests"),
             {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),
+    Library("stray_undici", "stray_undici", ("stray_undici.mjs",), node=True),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

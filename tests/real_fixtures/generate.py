@@ -78,6 +78,7 @@ LIBRARIES = [
     Library("stray_requests", "requests", ("stray_calls.py", "requests"),
             {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),
     Library("stray_undici", "stray_undici", ("stray_undici.mjs",), node=True),
+    Library("span_shapes", "httpx", ("span_shapes.py",)),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

@@ -13,8 +13,8 @@ The ground truth is what the harness did and saw. Which calls SPEC's rule can gi
 decided here from the harness's own intervals, as the culprit is (harness.py): a call that two
 of the service's steps held while it ran is a run of its own in the truth, with what it got.
 Every call is asserted to stand at least MARGIN_MS from the boundaries of the steps of the
-runs going on at the same time (a run's own calls and steps follow one another), so that the spans' clock and the harness's
-cannot decide it otherwise."""
+runs going on at the same time (a run's own calls and steps follow one another), so that the
+spans' clock and the harness's cannot decide it otherwise."""
 
 from __future__ import annotations
 

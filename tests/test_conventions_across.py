@@ -318,3 +318,41 @@ def test_run_spans_names_each_new_rule(revised) -> None:
     # a stray held by two steps stays a run
     both = explain_trace(con, b.trace_id(runs["stray in both"]))
     assert list(both["role"]) == ["step"]
+    # a preparation names the call after it
+    prepared = explain_trace(con, b.trace_id(runs["prep llama"])).set_index("name")
+    assert prepared.loc["prepare 1", "role"] == "wrapper"
+    assert prepared.loc["prepare 1", "why"].startswith("a preparation of the model call after")
+    assert prepared.loc["prepare 1", "other_span_id"] == prepared.loc["achat outer", "span_id"]
+
+
+# -- a preparation span is not a call -----------------------------------------------------------
+
+def test_a_preparation_span_is_not_a_call(revised) -> None:
+    """LlamaIndex's shape: `_prepare_chat_with_tools` (LLM kind, no I/O) before every call.
+    The call is one step whatever shows it made one: its POST, its usage, its failure."""
+    con, b, runs = revised
+    rows = con.execute("SELECT span_name, step_key, class FROM steps WHERE run_id = ? "
+                       "ORDER BY start_ns", [b.trace_id(runs["prep llama"])]).fetchall()
+    assert rows == [("achat inner", "model:gpt-x", "ok"),
+                    ("achat usage only", "model:gpt-x", "ok"),
+                    ("achat failed", "model:gpt-x", "upstream_error")]
+    assert run_row(con, b.trace_id(runs["prep llama"]))["steps"] == 3
+
+
+@pytest.mark.parametrize("concern,steps", [
+    # two short calls in parallel: neither ends before the other starts
+    ("prep parallel", ["parallel 1", "parallel 2"]),
+    # a cached answer carries the response: a call of its own
+    ("prep cached", ["cached answer", "real call"]),
+    # nothing after it shows a call
+    ("prep quiet pair", ["quiet 1", "quiet 2"]),
+    # the next span is a call of another model, a tool, or the span's own HTTP call beside it
+    ("prep other model", ["quiet before other", "other model call"]),
+    ("prep tool between", ["quiet before tool", "tool between", "call after tool"]),
+    ("prep beside http", ["model not current", "next call"]),
+    # a CLIENT span leaves the process; a failed span did something
+    ("prep client", ["quiet client", "client call"]),
+    ("prep failed", ["quiet failed", "call after failure"]),
+])
+def test_what_is_no_preparation_stays_a_step(revised, concern: str, steps: list[str]) -> None:
+    assert list(_steps(revised, concern)) == steps

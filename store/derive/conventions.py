@@ -153,6 +153,15 @@ HOLDER_KINDS = ("model", "tool")
 STRAY_CALL_ATTRIBUTES = ("http.request.method", "http.method")
 # SPEC §9, "A callable's method is not its name": a step name with this ending drops it.
 CALLABLE_METHOD_SUFFIX = ".__call__"
+# SPEC §9, "A preparation span is not a call": what a model span carries once a model answered
+# it, by attribute key prefix (usage, the response, what it cost): OpenTelemetry GenAI,
+# OpenInference, OpenLLMetry, the Vercel AI SDK, budget.cost_usd. A model span without any of
+# them, not a CLIENT span, with no outcome evidence and no error, shows no sign of a call (an
+# input record such as output.value says nothing: a preparation returns the request).
+ANSWER_ATTRIBUTE_PREFIXES = ("gen_ai.usage.", "gen_ai.response.", "gen_ai.output.",
+                             "gen_ai.completion", "llm.token_count.", "llm.output_messages",
+                             "llm.finish_reason", "llm.usage.", "ai.usage.", "ai.response.",
+                             "budget.cost_usd")
 # The rows before row 11: a step of one of them below a row-11 span makes that span a wrapper.
 ROWS_BEFORE_11 = tuple(rule.row for rule in STEP_RULES[:STEP_RULES.index(
     next(rule for rule in STEP_RULES if rule.wrapper_over_steps))])
@@ -357,6 +366,21 @@ def unnamed_sql() -> str:
            "AND row_name IS NULL"
 
 
+def model_sign_sql(dialect: Dialect) -> str:
+    """SPEC §9, "A preparation span is not a call": NULL for a span that is no model span of
+    the table; true when it shows a sign of a call of its own (a CLIENT span, outcome evidence
+    or an error, an answer's attributes); false when it shows none (what is below it is the
+    derivation's to look at). The attribute keys are read only for the few model spans that
+    the cheaper tests leave. Reads step_kind, specific, has_error_type and the typed columns."""
+    evidence = " OR ".join((f"kind = {CLIENT_SPAN_KIND}", "specific IS NOT NULL",
+                            "has_error_type", f"status_code = {STATUS_ERROR}",
+                            "budget_outcome IS NOT NULL",
+                            "http_response_status_code IS NOT NULL",
+                            "grpc_status_code IS NOT NULL"))
+    return f"CASE WHEN coalesce(step_kind, '') <> 'model' THEN NULL WHEN {evidence} THEN true " \
+           f"ELSE {dialect.any_key_prefix(ANSWER_ATTRIBUTE_PREFIXES)} END"
+
+
 def holder_kinds_sql() -> str:
     return ", ".join(map(_literal, HOLDER_KINDS))
 
@@ -440,6 +464,8 @@ class Dialect:
     to_int: Callable[[str], str]
     regex_search: Callable[[str, str], str]
     drop_suffix: Callable[[str, str], str]  # the text without that ending, when more is left
+    # whether a key of the span's attributes starts with one of these
+    any_key_prefix: Callable[[tuple[str, ...]], str]
 
 
 DUCKDB = Dialect(
@@ -451,6 +477,8 @@ DUCKDB = Dialect(
     regex_search=lambda x, p: f"regexp_matches({x}, {p})",
     drop_suffix=lambda x, s: f"CASE WHEN length({x}) > {len(s)} AND suffix({x}, {_literal(s)}) "
                              f"THEN left({x}, length({x}) - {len(s)}) ELSE {x} END",
+    any_key_prefix=lambda prefixes: "len(list_filter(json_keys(attributes), lambda k: "
+    + " OR ".join(f"starts_with(k, {_literal(p)})" for p in prefixes) + ")) > 0",
 )
 CLICKHOUSE = Dialect(
     "clickhouse",
@@ -461,6 +489,9 @@ CLICKHOUSE = Dialect(
     regex_search=lambda x, p: f"match({x}, {p})",
     drop_suffix=lambda x, s: f"if(length({x}) > {len(s)} AND endsWith({x}, {_literal(s)}), "
                              f"substring({x}, 1, length({x}) - {len(s)}), {x})",
+    # mapKeys of the Collector's SpanAttributes, read in derive_build.sql's raw step
+    any_key_prefix=lambda prefixes: "arrayExists(k -> "
+    + " OR ".join(f"startsWith(k, {_literal(p)})" for p in prefixes) + ", attribute_keys)",
 )
 DIALECTS = {d.name: d for d in (DUCKDB, CLICKHOUSE)}
 
@@ -539,6 +570,7 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "raw_step_name": raw_step_name_sql(dialect),
         "step_name": step_name_sql(dialect),
         "unnamed": unnamed_sql(),
+        "model_sign": model_sign_sql(dialect),
         "holder_kinds": holder_kinds_sql(),
         "named_rows": ", ".join(map(_literal, NAMED_ROWS)),
         "stray_call": stray_call_sql(),

@@ -72,6 +72,13 @@ LIBRARIES = [
     # LITELLM_LOCAL_MODEL_COST_MAP: LiteLLM would fetch its model-cost map at import
     Library("adk", "adk", ("adk_agent.py",),
             {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
+    Library("llama_index", "llama_index", ("llama_index_agent.py",)),
+    # spans never made current: each HTTP call a trace of its own (SPEC §9)
+    Library("stray_httpx", "httpx", ("stray_calls.py", "httpx")),
+    Library("stray_requests", "requests", ("stray_calls.py", "requests"),
+            {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),
+    Library("stray_undici", "stray_undici", ("stray_undici.mjs",), node=True),
+    Library("span_shapes", "httpx", ("span_shapes.py",)),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 

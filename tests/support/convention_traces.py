@@ -482,4 +482,72 @@ def revised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
     two = runs["two spans"] = b.span("GET two", 200, 800, **stray, attributes=HTTP)
     b.span("GET two child", 300, 700, parent=two, service="stray-svc", kind=CLIENT,
            attributes=HTTP)
+    preparation_traces(b, runs)
     return b, runs
+
+
+# An LLM span as LlamaIndex's OpenInference spans carry it, and what a model's answer adds.
+LLM = {OI: "LLM", "llm.model_name": "gpt-x", "output.value": '{"messages": []}'}
+ANSWERED = {**LLM, "llm.token_count.total": 18, "llm.output_messages.0.message.role": "assistant"}
+
+
+def preparation_traces(b: TraceBuilder, runs: dict[str, Any]) -> None:
+    """SPEC §9, "A preparation span is not a call": a model span with no sign of a call (no
+    span below it, not CLIENT, no evidence nor error, no usage nor response) right before a
+    model call of the same name under the same parent, one run per case (concern "prep …")."""
+    # LlamaIndex's shape: the preparation, then the call (a wrapper around the LLM's own span,
+    # the client's POST below it), under one workflow step; then a second call whose only sign
+    # is its usage (no HTTP instrumentation).
+    run = runs["prep llama"] = b.run(0, 10_000, 10_000)
+    step = b.span("run_agent_step", 0, 9_000, parent=run, attributes={OI: "CHAIN"})
+    b.span("prepare 1", 0, 1, parent=step, attributes=LLM)
+    outer = b.span("achat outer", 2, 3_000, parent=step, attributes=LLM)
+    inner = b.span("achat inner", 3, 2_990, parent=outer, attributes=ANSWERED)
+    b.span("POST", 10, 2_980, parent=inner, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 200})
+    b.span("prepare 2", 4_000, 4_001, parent=step, attributes=LLM)
+    b.span("achat usage only", 4_002, 6_000, parent=step,
+           attributes={**LLM, "llm.token_count.total": 18})
+    # the call failed (503 on its HTTP span): its preparation is still none
+    b.span("prepare 3", 7_000, 7_001, parent=step, attributes=LLM)
+    failed = b.span("achat failed", 7_002, 8_000, parent=step, error=True, attributes=LLM,
+                    exceptions=["openai.InternalServerError"])
+    b.span("POST failed", 7_010, 7_990, parent=failed, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 503})
+
+    # Not merged:
+    # two short calls in parallel, neither answering anything it records
+    run = runs["prep parallel"] = b.run(0, 10_000, 10_000)
+    b.span("parallel 1", 0, 100, parent=run, attributes=LLM)
+    b.span("parallel 2", 50, 150, parent=run, attributes=LLM)
+    # a cached answer (no I/O, but it carries the response) right before a real call
+    run = runs["prep cached"] = b.run(0, 10_000, 10_000)
+    b.span("cached answer", 0, 1, parent=run,
+           attributes={**LLM, "llm.output_messages.0.message.role": "assistant"})
+    b.span("real call", 2, 1_000, parent=run, attributes=ANSWERED)
+    # a quiet span followed by another quiet one: nothing shows a call
+    run = runs["prep quiet pair"] = b.run(0, 10_000, 10_000)
+    b.span("quiet 1", 0, 1, parent=run, attributes=LLM)
+    b.span("quiet 2", 2, 3, parent=run, attributes=LLM)
+    # followed by a call of another model, by a tool first, or by its HTTP call beside it
+    run = runs["prep other model"] = b.run(0, 10_000, 10_000)
+    b.span("quiet before other", 0, 1, parent=run, attributes=LLM)
+    b.span("other model call", 2, 1_000, parent=run,
+           attributes={**ANSWERED, "llm.model_name": "gpt-y"})
+    run = runs["prep tool between"] = b.run(0, 10_000, 10_000)
+    b.span("quiet before tool", 0, 1, parent=run, attributes=LLM)
+    b.span("tool between", 2, 10, parent=run, attributes={OI: "TOOL", "tool.name": "lookup"})
+    b.span("call after tool", 20, 1_000, parent=run, attributes=ANSWERED)
+    run = runs["prep beside http"] = b.run(0, 10_000, 10_000)
+    b.span("model not current", 0, 1_000, parent=run, attributes=LLM)
+    b.span("its http beside", 10, 990, parent=run, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 200})
+    b.span("next call", 1_100, 2_000, parent=run, attributes=ANSWERED)
+    # a quiet span that is a CLIENT span (a call that leaves the process), or that failed
+    run = runs["prep client"] = b.run(0, 10_000, 10_000)
+    b.span("quiet client", 0, 1, parent=run, kind=CLIENT, attributes=CHAT)
+    b.span("client call", 2, 1_000, parent=run, kind=CLIENT,
+           attributes={**CHAT, "gen_ai.usage.output_tokens": 7})
+    run = runs["prep failed"] = b.run(0, 10_000, 10_000)
+    b.span("quiet failed", 0, 1, parent=run, attributes=LLM, error=True)
+    b.span("call after failure", 2, 1_000, parent=run, attributes=ANSWERED)

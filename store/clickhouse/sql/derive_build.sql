@@ -124,7 +124,9 @@ WITH raw AS (
                arrayFilter(x -> trimBoth(x) != '',
                            arrayMap((n, a) -> if(n = 'exception', a['exception.message'], ''),
                                     Events.Name, Events.Attributes)) AS event_messages,
-               arrayZip(Links.TraceId, Links.SpanId) AS links
+               arrayZip(Links.TraceId, Links.SpanId) AS links,
+               -- for a model span's sign of a call (SPEC §9, a preparation span)
+               mapKeys(SpanAttributes) AS attribute_keys
         FROM otel_traces
         LIMIT 1 BY TraceId, SpanId
 ), typed AS (
@@ -212,6 +214,9 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
            AS has_evidence,
        links AS link_targets,
        unnamed,
+       -- SPEC §9, "A preparation span is not a call": a model span's own sign of a call (NULL
+       -- for other spans), read by derive_recognise.sql
+       /*@model_sign*/ AS model_sign,
        -- SPEC §9, "HTTP client spans in a trace of their own": a root HTTP client span of row 12
        -- without a budget, which a trace of one span may be
        /*@stray_call*/ AND parent_span_id IS NULL AND budget_total_ms IS NULL AS stray_root

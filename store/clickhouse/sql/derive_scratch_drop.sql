@@ -7,6 +7,7 @@ DROP TABLE IF EXISTS budgetscope_tmp_spans_read;
 DROP TABLE IF EXISTS budgetscope_tmp_sibling_twins;
 DROP TABLE IF EXISTS budgetscope_tmp_model_names;
 DROP TABLE IF EXISTS budgetscope_tmp_event_records;
+DROP TABLE IF EXISTS budgetscope_tmp_preparations;
 DROP TABLE IF EXISTS budgetscope_tmp_call_steps;
 DROP TABLE IF EXISTS budgetscope_tmp_stray_joins;
 DROP TABLE IF EXISTS budgetscope_tmp_parents;

@@ -94,6 +94,9 @@ SELECT trace_id, run_trace_id, span_id, parent_span_id, walk_parent, name, span_
            WHEN demoted = 'event_record'
                THEN 'an event record of the call above it (no name of its own, below a span '
                     || 'of its kind): not a call, its evidence rolls up'
+           WHEN demoted = 'preparation'
+               THEN 'a preparation of the model call after it (no sign of a call of its own: '
+                    || 'nothing below it, no usage, no answer, no evidence): not a call'
            WHEN stray_of IS NOT NULL
                THEN 'an HTTP client span in a trace of its own, inside one step of another '
                     || 'trace of its service: part of that step'

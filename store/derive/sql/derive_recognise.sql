@@ -40,9 +40,44 @@ JOIN derive_spans p ON p.trace_id = e.trace_id AND p.span_id = e.above
 WHERE p.step_row IS NOT NULL AND p.step_kind = e.step_kind
 GROUP BY e.trace_id, e.span_id;
 
+-- A preparation span is not a call (SPEC §9): a model step that shows no sign of a call (no span
+-- below it, not a CLIENT span, no outcome evidence nor error, no usage nor response: model_sign
+-- false) whose next span under the same parent starts after it ends and is a model span of the
+-- same name that shows one (model_sign true, or a span below it) is the in-process preparation
+-- of that call (LlamaIndex's `OpenAILike._prepare_chat_with_tools`, before every call): a
+-- wrapper. Not merged: two calls in parallel (neither ends before the other starts), a cached
+-- answer (it carries the response), a quiet span followed by another quiet one, or by anything
+-- else first. Decided before the twins, as event records are. `because_of`: that call.
+-- when: quiet_models
+INSERT INTO derive_demoted
+WITH quiet AS (
+    SELECT s.trace_id, s.span_id, s.walk_parent, s.start_ns, s.end_ns, s.step_name
+    FROM derive_spans s
+    SEMI JOIN (SELECT trace_id, span_id FROM derive_walk
+               WHERE own AND is_step AND step_kind = 'model') w
+           ON w.trace_id = s.trace_id AND w.span_id = s.span_id
+    ANTI JOIN derive_spans c ON c.trace_id = s.trace_id AND c.walk_parent = s.span_id
+    WHERE NOT s.model_sign AND s.walk_parent IS NOT NULL
+), next_span AS (
+    -- the span under the same parent that starts next (ties: the smaller span id first)
+    SELECT q.trace_id, q.span_id, q.end_ns, q.step_name,
+           arg_min(n.span_id, (n.start_ns, n.span_id)) AS next_id
+    FROM quiet q
+    JOIN derive_spans n ON n.trace_id = q.trace_id AND n.walk_parent = q.walk_parent
+    WHERE (n.start_ns, n.span_id) > (q.start_ns, q.span_id)
+    GROUP BY ALL
+)
+SELECT q.trace_id, q.span_id, 'preparation', q.next_id
+FROM next_span q
+JOIN derive_spans n ON n.trace_id = q.trace_id AND n.span_id = q.next_id
+WHERE n.start_ns >= q.end_ns AND n.step_row IS NOT NULL AND n.step_kind = 'model'
+  AND n.step_name = q.step_name
+  AND (n.model_sign OR EXISTS (SELECT 1 FROM derive_spans c
+                               WHERE c.trace_id = n.trace_id AND c.walk_parent = n.span_id));
+
 INSERT INTO derive_demoted
 -- each model or tool step below a model or tool step (its nearest step above), an event record
--- apart
+-- or a preparation apart
 SELECT w.trace_id,
        CASE WHEN p.step_row = '1' THEN w.span_id ELSE w.step_parent END AS span_id,
        'twin' AS reason,

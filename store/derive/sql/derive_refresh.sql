@@ -142,6 +142,9 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
            OR ((has_error_type OR len(exception_messages) > 0) AND specific IS NOT NULL)
            AS has_evidence,
        unnamed,
+       -- SPEC §9, "A preparation span is not a call": a model span's own sign of a call (NULL
+       -- for other spans), read by derive_recognise.sql
+       /*@model_sign*/ AS model_sign,
        -- SPEC §9, "HTTP client spans in a trace of their own": a root HTTP client span of row 12
        -- without a budget, which a trace of one span may be
        parent_span_id IS NULL AND budget_total_ms IS NULL AND /*@stray_call*/ AS stray_root,
@@ -342,7 +345,9 @@ SELECT trace_id,
        -- (event records, derive_recognise.sql)
        bool_or(step_kind = 'model' AND step_row IN (/*@named_rows*/)) AS model_spans,
        bool_or(unnamed) AS unnamed,
-       bool_or(unnamed AND step_kind = 'model') AS unnamed_models
+       bool_or(unnamed AND step_kind = 'model') AS unnamed_models,
+       -- model spans with no sign of a call of their own (preparations, derive_recognise.sql)
+       bool_or(NOT model_sign) AS quiet_models
 FROM derive_spans
 GROUP BY trace_id;
 
@@ -375,6 +380,7 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
                       WHERE step_name IS NULL) m USING (service_name, span_name))
            AS names_to_resolve,
        coalesce(bool_or(unnamed), false) AS unnamed,
+       coalesce(bool_or(quiet_models), false) AS quiet_models,
        (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
 FROM derive_anchors;
 

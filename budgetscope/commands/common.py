@@ -195,6 +195,8 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
                    ) from None
     try:
         yield opened.connection
+    except clickhouse.QueryFailed as error:  # one line naming the backend, not a traceback
+        raise Fail(str(error)) from None
     finally:
         opened.close()
 

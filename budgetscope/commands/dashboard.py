@@ -130,8 +130,8 @@ def access_options(function):  # type: ignore[no-untyped-def]
 
 def access_policy(host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...],
                   failed_tokens: FailedTokens | None = None) -> AccessPolicy:
-    """The dashboard's Host/Origin/token policy; `failed_tokens`: the pace of wrong tokens
-    shared with this process's receivers (serve), else the dashboard's own."""
+    """The dashboard's Host/Origin/token policy, with its own pace of wrong tokens unless one
+    is given (ingest/receivers/auth.py: each surface keeps its own)."""
     return AccessPolicy.build(listen_host=host, port=port, token=token,
                               extra_hosts=allowed_hosts,
                               failed_tokens=failed_tokens or FailedTokens())

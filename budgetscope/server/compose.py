@@ -27,7 +27,6 @@ from budgetscope.server.metrics import retention_families, signal_families
 from budgetscope.server.read_api import RefusedCommand, ServedCommands
 from dashboard.config import DashboardConfig
 from dashboard.server.access import AccessPolicy
-from ingest.receivers.auth import FailedTokens
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -72,10 +71,9 @@ class ServeOptions:
     grpc_port: int
     ui_port: int | None  # None: --no-ui
     token: str | None
-    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
-    # count of wrong tokens per client for both ports and the dashboard.
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes (each
+    # surface counts wrong tokens on its own: ingest/receivers/auth.py).
     access: AccessPolicy
-    failed_tokens: FailedTokens
     max_body_bytes: int
     refresh_seconds: float
     retention_days: float | None
@@ -104,7 +102,7 @@ class Server:
         config = ReceiverConfig(host=options.host, http_port=options.http_port,
                                 grpc_port=options.grpc_port, token=options.token,
                                 limits=Limits(max_body_bytes=options.max_body_bytes),
-                                hosts=options.access, failed_tokens=options.failed_tokens,
+                                hosts=options.access,
                                 root_grace_seconds=options.root_grace.total_seconds())
         try:
             # Runs and steps of the traces each transaction touched are derived by the writer

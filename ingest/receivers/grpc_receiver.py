@@ -83,6 +83,7 @@ class GrpcReceiver:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        # Wrong tokens per client address (auth.py): this port's own count.
         self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         self.logs_exporter = LogIntake(exporter)
         self.host = host
@@ -176,7 +177,7 @@ class GrpcReceiver:
         client = grpc_client(context.peer())
         if self.token.required and authorization is not None:
             wait = self.failed_tokens.wait(client)
-            if wait:  # not compared: the answer tells a guesser nothing
+            if wait and not self.token.allows(authorization):  # the right one goes through
                 seconds = math.ceil(wait)
                 message = (f"too many wrong tokens from {client}; the next may be tried in "
                            f"{seconds} s")

@@ -108,7 +108,7 @@ class HttpReceiver:
         self.exporter = exporter
         self.token = token
         self.limits = limits
-        # Wrong tokens per client address (auth.py), shared with the other port in serve.
+        # Wrong tokens per client address (auth.py): this port's own count.
         self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         # Host and Origin of every route but the exports and the probes (host_check.py).
         self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
@@ -412,14 +412,14 @@ class _Exchange(httputil.HTTPMessageDelegate):
         return self._framing_refusal(head)
 
     def _throttled(self, head: Head) -> Reply | None:
-        """429 for a request carrying a token from a client that sent too many wrong ones,
-        before its token is compared (auth.FailedTokens)."""
+        """429 for a wrong token from a client that sent too many wrong ones (auth.FailedTokens),
+        not counted; the right token is let through, whoever else guessed from its address."""
         receiver = self.receiver
-        if (not receiver.token.required or head.path in OPEN_PATHS
-                or head.headers.get("Authorization") is None):
+        authorization = head.headers.get("Authorization")
+        if not receiver.token.required or head.path in OPEN_PATHS or authorization is None:
             return None
         wait = receiver.failed_tokens.wait(head.peer)
-        if not wait:
+        if not wait or receiver.token.allows(authorization):
             return None
         seconds = math.ceil(wait)
         return status_reply(head, HTTPStatus.TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED,

@@ -126,6 +126,41 @@ def test_a_signed_in_browser_gets_streamlits_own_health(guarded: ui.Dashboard) -
     assert "_streamlit_xsrf" in reply.headers.get("set-cookie", "")
 
 
+@pytest.mark.slow
+def test_connections_must_send_a_head_in_time_and_websockets_may_idle(
+        guarded: ui.Dashboard) -> None:
+    """dashboard/server/connections.py: a connection that sends nothing is closed, one that
+    sent half a head is answered 408 and closed, both within a few seconds of the head timeout;
+    a signed-in websocket that sends nothing for longer stays open (it is the websocket's)."""
+    import socket
+    import time
+
+    from dashboard.server.connections import HEAD_SECONDS
+
+    cookie = session_cookie(guarded)
+    idle = socket.create_connection(("127.0.0.1", guarded.port), timeout=30)
+    half = socket.create_connection(("127.0.0.1", guarded.port), timeout=30)
+    half.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    started = time.monotonic()
+
+    async def quiet_websocket() -> bool:
+        async with websockets.connect(f"ws://127.0.0.1:{guarded.port}/_stcore/stream",
+                                      additional_headers={"Cookie": cookie},
+                                      subprotocols=["streamlit"], open_timeout=30,
+                                      ping_interval=None) as socket_:
+            await asyncio.sleep(HEAD_SECONDS + 3)
+            pong = await socket_.ping()
+            await asyncio.wait_for(pong, 10)
+            return True
+
+    assert asyncio.run(quiet_websocket())
+    assert idle.recv(64) == b""
+    assert half.recv(64).startswith(b"HTTP/1.1 408")
+    assert time.monotonic() - started < HEAD_SECONDS + 20
+    idle.close()
+    half.close()
+
+
 # What a browser sends for an image another site's page loads, and for an address typed in.
 CROSS_SITE_IMAGE = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
                     "Sec-Fetch-Dest": "image"}

@@ -29,7 +29,7 @@ from budgetscope.commands.dashboard import (
 )
 from budgetscope.commands.durations import Duration
 from budgetscope.commands.tokens import token_option
-from budgetscope.log_format import configure_logging
+from budgetscope.log_format import configure_logging, pace_client_logs
 from budgetscope.server.compose import ServeOptions, Server
 from dashboard.server.bootstrap import DashboardServer
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES
@@ -115,6 +115,7 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
+    pace_client_logs()
     # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes; each
     # surface counts wrong tokens on its own (the dashboard's here, each port its own).
     access = access_policy(host, ui_port, token, allowed_hosts)
@@ -135,7 +136,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if no_ui:
             _wait_for_signal()
         else:
-            run_dashboard(DashboardServer(host, ui_port, access), server.dashboard_config())
+            run_dashboard(DashboardServer(host, ui_port, access,
+                                          connections=server.dashboard_connections),
+                          server.dashboard_config())
     finally:
         server.stop()
 

@@ -23,10 +23,12 @@ import click
 import duckdb
 
 from budgetscope.commands.common import Fail, refuse_trace_file, window_label
+from budgetscope.server import descriptors
 from budgetscope.server.metrics import retention_families, signal_families
 from budgetscope.server.read_api import RefusedCommand, ServedCommands
 from dashboard.config import DashboardConfig
 from dashboard.server.access import AccessPolicy
+from dashboard.server.connections import DEFAULT_MAX_CONNECTIONS, ConnectionLimits
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -93,6 +95,12 @@ class Server:
         self.options = options
         db = options.db
         refuse_trace_file(db)
+        # The soft descriptor limit raised, and each port's share of it (descriptors.py).
+        defaults = Limits()
+        self.descriptors = descriptors.of_this_process(
+            dashboard=options.ui_port is not None, otlp_http_default=defaults.max_connections,
+            otlp_grpc_default=defaults.max_grpc_connections,
+            dashboard_default=DEFAULT_MAX_CONNECTIONS)
         try:
             self.owner = owner = DatabaseOwner(db, memory_limit=options.memory_limit)
         except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
@@ -101,7 +109,10 @@ class Server:
             raise Fail(f"cannot open database {db}: {error}") from None
         config = ReceiverConfig(host=options.host, http_port=options.http_port,
                                 grpc_port=options.grpc_port, token=options.token,
-                                limits=Limits(max_body_bytes=options.max_body_bytes),
+                                limits=Limits(
+                                    max_body_bytes=options.max_body_bytes,
+                                    max_connections=self.descriptors.otlp_http,
+                                    max_grpc_connections=self.descriptors.otlp_grpc),
                                 hosts=options.access,
                                 root_grace_seconds=options.root_grace.total_seconds())
         try:
@@ -167,6 +178,11 @@ class Server:
             "cli": self.endpoint(CLI_PATH),
         })
 
+    @property
+    def dashboard_connections(self) -> ConnectionLimits:
+        """The dashboard's connection cap: its share of the descriptors."""
+        return ConnectionLimits(max_connections=self.descriptors.dashboard)
+
     def dashboard_config(self) -> DashboardConfig:
         """The dashboard this process runs reads through the owner and edits through the
         writer."""
@@ -186,7 +202,8 @@ class Server:
             "metrics": self.endpoint("/metrics"),
             "token_required": options.token is not None,
             "retention_days": options.retention_days,
-            "metrics_window": window_label(options.metrics_window)})
+            "metrics_window": window_label(options.metrics_window),
+            **self.descriptors.describe()})
 
     def stop(self) -> None:
         """Drain and close: every acknowledged span is stored once this returns."""

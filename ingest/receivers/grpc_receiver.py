@@ -108,6 +108,11 @@ class GrpcReceiver:
             # Clients that stop reading are dropped rather than holding a call open.
             ("grpc.keepalive_time_ms", 60_000),
             ("grpc.so_reuseport", 0),  # a taken port fails here instead of being shared
+            # A flood of connections that never finish their handshake holds at most this
+            # many descriptors, each for at most the handshake timeout (limits.py). grpc's
+            # own accept loop backs off a second on EMFILE and logs once a second.
+            ("grpc.max_allowed_incoming_connections", self.limits.max_grpc_connections),
+            ("grpc.server_handshake_timeout_ms", int(self.limits.handshake_timeout * 1000)),
         ])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(SERVICE, {"Export": self._method(

@@ -69,9 +69,9 @@ def receivers(tmp_path: Path) -> Iterator[Receivers]:
     owner = DatabaseOwner(tmp_path / "tokens.duckdb")
     running = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
                                               token=TOKEN))
-    from budgetscope.server.read_api import RefusedCommand, ServedCommands
-    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run,
-                                                 RefusedCommand, running.http.token))
+    from budgetscope.server.read_api import ServedCommands
+    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60),
+                                                 running.http.token))
     running.http.pages.update(OperatorPages(running.committer, running.exporter.counters,
                                             running.http.token).pages())
     running.start()

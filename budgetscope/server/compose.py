@@ -25,7 +25,7 @@ import duckdb
 from budgetscope.commands.common import Fail, refuse_trace_file, window_label
 from budgetscope.server import descriptors
 from budgetscope.server.metrics import retention_families, signal_families
-from budgetscope.server.read_api import RefusedCommand, ServedCommands
+from budgetscope.server.read_api import ServedCommands
 from dashboard.config import DashboardConfig
 from dashboard.server.access import AccessPolicy
 from dashboard.server.connections import DEFAULT_MAX_CONNECTIONS, ConnectionLimits
@@ -141,8 +141,7 @@ class Server:
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
         commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS)
-        receivers.http.add_route(CLI_PATH, CliEndpoint(commands.run, RefusedCommand,
-                                                       receivers.http.token))
+        receivers.http.add_route(CLI_PATH, CliEndpoint(commands, receivers.http.token))
 
     @property
     def local(self) -> str:

@@ -27,12 +27,17 @@ from queries.terminal import json_inert, terminal_safe
 PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries", "dashboard")
 # Loggers a client can make speak, one line per request at worst: a malformed request, an
 # accept() that fails for lack of descriptors (asyncio's at EMFILE, the dashboard's own accept
-# loop), an error in a handler. Each gets one filter that lets one line of a kind through per
-# period, with how many it stands for (ingest/receivers/log_pace.py); the receivers pace their
-# own rejection lines and the OTLP/HTTP port's accept loop its own, the same way.
+# loop), an error in a handler, a malformed websocket message. Each gets one filter that lets
+# one line of a kind through per period, with how many it stands for
+# (ingest/receivers/log_pace.py); the receivers pace their own rejection lines and the
+# OTLP/HTTP port's accept loop its own, the same way.
 CLIENT_LOGGERS = ("asyncio", "tornado.access", "tornado.application", "tornado.general",
                   "uvicorn.error", "uvicorn.access", "dashboard.server.connections",
-                  "grpc._cython.cygrpc", "grpc._server", "grpc.aio._server")
+                  "grpc._cython.cygrpc", "grpc._server", "grpc.aio._server",
+                  # a signed-in browser's websocket messages (a malformed one is a traceback)
+                  "streamlit.web.server.starlette.starlette_websocket",
+                  "streamlit.web.server.starlette.starlette_routes",
+                  "streamlit.runtime.app_session")
 # Attributes every LogRecord has: whatever else a record carries came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 

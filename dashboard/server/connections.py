@@ -16,9 +16,9 @@ So the dashboard's port is served by:
   `head_seconds` of connecting or of the last byte answered to it, else it is closed (408 when
   it had sent part of one); a request whose head is in must be answered within
   `request_seconds`. At `max_connections`, the connection waiting longest for a head (for at
-  least IDLE_AFTER_SECONDS) is closed to make room, and when none waits the new one is answered
-  503 and closed, so the port never holds more descriptors than its share
-  (budgetscope/server/descriptors.py);
+  least IDLE_AFTER_SECONDS) is closed to make room, and when none may be, the new one is
+  answered 503 and the port pauses (EVICTIONS_PER_SECOND), so that it never holds more
+  descriptors than its share (budgetscope/server/descriptors.py) nor spins on a flood;
 - `_Guarded`, the protocol the event loop drives: it wraps uvicorn's own, sees the bytes both
   ways (a head is complete at its blank line) and hands uvicorn a view of the transport that
   reports its writes, and its switch to the websocket protocol, after which the connection is
@@ -48,6 +48,16 @@ HEAD_SECONDS = 5.0
 REQUEST_SECONDS = 60.0
 IDLE_AFTER_SECONDS = 1.0
 BACK_OFF_SECONDS = 1.0
+# At the cap, a newcomer is let in by closing the connection idle longest (for a second at
+# least), at most this many times a second; when none may be closed, one newcomer is answered
+# 503 and the port stops accepting for _FULL_PAUSE, the others waiting in the kernel's backlog.
+# A flood that keeps its connections up brings back at once each one closed: taking and
+# refusing newcomers as fast as they came turned 1,000 of them into 4,300 accepts a second,
+# a fifth of a core and the GIL taken from the receivers (export p50 3.0x, p99 6.7x,
+# bench/bench_idle_dashboard.py); paused, about 300 a second, and a browser still gets in
+# within a few seconds.
+EVICTIONS_PER_SECOND = 200.0
+_FULL_PAUSE = 0.1
 DEFAULT_MAX_CONNECTIONS = 512
 _SWEEP_SECONDS = 0.5
 _PER_TURN = 128  # connections taken per turn of the loop
@@ -91,11 +101,15 @@ class _Seen:
 
 
 class _Guarded(asyncio.Protocol):
-    """One connection: uvicorn's protocol inside, the table told what happens."""
+    """One connection: uvicorn's protocol inside, made when the first byte arrives (a
+    connection that sends nothing costs this object and its transport, never uvicorn's
+    parser), the table told what happens."""
 
-    def __init__(self, table: ConnectionTable, inner: asyncio.BaseProtocol) -> None:
+    def __init__(self, table: ConnectionTable,
+                 make_inner: Callable[[], asyncio.BaseProtocol]) -> None:
         self.table = table
-        self.inner: Any = inner
+        self._make_inner = make_inner
+        self.inner: Any = None
         self.transport: asyncio.Transport | None = None
         self.head_bytes = 0  # bytes of the head being awaited
         self._tail = b""  # the last bytes seen, for a blank line split between two reads
@@ -104,7 +118,6 @@ class _Guarded(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.table.opened(self)
-        self.inner.connection_made(_Seen(transport, self))  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
         if self.table.awaits_head(self):
@@ -115,20 +128,26 @@ class _Guarded(asyncio.Protocol):
                 self.table.head_in(self)
             else:
                 self._tail = seen[-3:]
+        if self.inner is None:
+            self.inner = self._make_inner()
+            self.inner.connection_made(_Seen(self.transport, self))  # type: ignore[arg-type]
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
+        return None if self.inner is None else self.inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.table.closed(self)
-        self.inner.connection_lost(exc)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self.inner.pause_writing()
+        if self.inner is not None:
+            self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self.inner.resume_writing()
+        if self.inner is not None:
+            self.inner.resume_writing()
 
     # what _Seen reports
     def answering(self) -> None:
@@ -162,6 +181,8 @@ class ConnectionTable:
         self._websockets: set[_Guarded] = set()
         self.pending = 0  # accepted, their transport being made
         self.refused = 0  # new connections answered 503 at the cap
+        self._evictions = EVICTIONS_PER_SECOND  # the budget of idle ones closed to make room
+        self._evicted_at = clock()
         self.closed_idle = 0  # closed for want of a head, or to make room
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -178,17 +199,26 @@ class ConnectionTable:
 
     # ----------------------------------------------------------------------- transitions
     def make_room(self) -> bool:
-        """True when a new connection may be served, closing the longest idle one if needed."""
+        """True when a new connection may be served, closing the longest idle one if needed
+        (at most EVICTIONS_PER_SECOND); False: the port is full for now."""
         if len(self) < self.limits.max_connections:
             return True
-        if self._waiting:
-            connection, since = next(iter(self._waiting.items()))
-            if self._clock() - since >= IDLE_AFTER_SECONDS:
-                self._forget(connection)
-                self.closed_idle += 1
-                connection.close(_TOO_SLOW if connection.head_bytes else b"")
-                return True
-        return False
+        if not self._waiting:
+            return False
+        connection, since = next(iter(self._waiting.items()))
+        now = self._clock()
+        if now - since < IDLE_AFTER_SECONDS:
+            return False
+        self._evictions = min(EVICTIONS_PER_SECOND,
+                              self._evictions + (now - self._evicted_at) * EVICTIONS_PER_SECOND)
+        self._evicted_at = now
+        if self._evictions < 1:
+            return False
+        self._evictions -= 1
+        self._forget(connection)
+        self.closed_idle += 1
+        connection.close(_TOO_SLOW if connection.head_bytes else b"")
+        return True
 
     def opened(self, connection: _Guarded) -> None:
         self._waiting[connection] = self._clock()
@@ -294,27 +324,44 @@ class Listener:
                 return
             connection.setblocking(False)
             if not self.table.make_room():
+                # Full: this one is answered 503; the next ones wait in the backlog a moment
+                # (a slot frees as connections end or time out), rather than being taken and
+                # refused as fast as they come.
                 self.table.refused += 1
                 with contextlib.suppress(OSError):
                     connection.send(_REFUSED)
                 connection.close()
-                continue
+                self._pause(_FULL_PAUSE)
+                return
             self.table.pending += 1
             self.loop.create_task(self._serve(connection))
 
     async def _serve(self, connection: socket.socket) -> None:
         try:
             await self.loop.connect_accepted_socket(  # type: ignore[call-overload]
-                lambda: _Guarded(self.table, self.protocol_factory()), connection)
+                lambda: _Guarded(self.table, self.protocol_factory), connection)
         except Exception:  # noqa: BLE001 - a connection that could not be set up is dropped
             connection.close()
         finally:
             self.table.pending -= 1
 
+    def _pause(self, seconds: float) -> None:
+        """Leave the socket alone for `seconds` (or longer, when a longer pause is on)."""
+        self._unlisten()
+        until = self.loop.time() + seconds
+        if self._resume is not None:
+            if self._resume.when() >= until:
+                return
+            self._resume.cancel()
+        self._resume = self.loop.call_at(until, self._listen_again)
+
+    def _listen_again(self) -> None:
+        self._resume = None
+        self._listen()
+
     def _back_off(self, error: OSError) -> None:
         self.failures += 1
-        self._unlisten()
-        self._resume = self.loop.call_later(BACK_OFF_SECONDS, self._listen)
+        self._pause(BACK_OFF_SECONDS)
         _LOG.warning("dashboard: accept() failed (%s); new connections wait in the backlog, "
                      "accepted again every %g s", error.strerror or error, BACK_OFF_SECONDS,
                      extra={"event": "accept_failed", "listener": "dashboard",

@@ -168,6 +168,7 @@ TYPED = {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest
          "Sec-Fetch-User": "?1"}
 
 
+@pytest.mark.slow  # a dashboard process each
 @pytest.mark.parametrize("fetch", [
     CROSS_SITE_IMAGE,
     {**CROSS_SITE_IMAGE, "Sec-Fetch-Site": "same-site"},  # a page on another local port

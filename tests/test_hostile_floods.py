@@ -14,6 +14,7 @@ every accept loop backs off instead of spinning when the process has no descript
 
 from __future__ import annotations
 
+import http.client
 import resource
 import socket
 import time
@@ -96,6 +97,37 @@ def test_a_flood_at_one_port_never_stops_ingestion(serve: LimitedServe, port: st
     assert serve.stop() == 0, serve.log.read_text(errors="replace")
     assert _stored_of(serve.db, port) == 40
     assert serve.log_bytes() < MB, serve.log.read_text(errors="replace")[-3000:]
+
+
+def test_guesses_from_another_page_hold_back_no_export_nor_the_owner(
+        serve: LimitedServe) -> None:
+    """Twelve cross-site image requests with wrong tokens at the dashboard (the headers a
+    browser sends for them; tests/browser/test_browser_cross_site.py has Chromium send them),
+    then exports with the right token from the same address and the owner's visit: all
+    admitted. Before, the guesses were counted for the whole address and every port."""
+    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+             "Sec-Fetch-Dest": "image", "Accept": "image/avif,image/webp,*/*"}
+    assert [get(f"{serve.dashboard}/?token=guess-{n:012d}", image)[0] for n in range(12)] \
+        == [403] * 12
+    # And as many wrong bearer tokens from a local script: the dashboard's own count.
+    assert [get(f"{serve.dashboard}/", {"Authorization": f"Bearer wrong-{n:012d}"})[0]
+            for n in range(12)][-1] == 429
+    assert _export(serve, "after-guesses") == {"http": SpanExportResult.SUCCESS,
+                                               "grpc": SpanExportResult.SUCCESS}
+    typed = {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate",
+             "Sec-Fetch-Dest": "document"}
+    connection = http.client.HTTPConnection("127.0.0.1", serve.ui_port, timeout=30)
+    connection.request("GET", f"/?token={TOKEN}", headers=typed)
+    welcome = connection.getresponse()
+    welcome.read()
+    assert welcome.status == 303
+    cookie = welcome.getheader("Set-Cookie").split(";")[0]
+    connection.request("GET", "/", headers={**typed, "Cookie": cookie})
+    page = connection.getresponse()
+    assert page.status == 200 and b"<html" in page.read().lower()  # the app's own page
+    connection.close()
+    assert serve.stop() == 0
+    assert _stored_of(serve.db, "after-guesses") == 40
 
 
 def test_every_accept_loop_backs_off_at_the_descriptor_limit(tmp_path: Path) -> None:

@@ -232,3 +232,32 @@ def test_a_client_that_leaves_stops_the_command(large_owner) -> None:
         assert status == 200 and code == 0 and len(out) > 16 * 1024 * 1024
     finally:
         receivers.stop(10)
+
+
+@pytest.mark.slow
+def test_pieces_write_the_bytes_of_the_whole_frame(large_owner) -> None:
+    """A report streamed in pieces is the report whole: the same CSV, and the JSON that
+    json.dumps writes for the whole list (checked against it, not against json_chunks), for
+    every report, the runs report in many pieces."""
+    import datetime as dt
+
+    from queries.render import cell, csv_chunks, json_chunks, to_csv_bytes
+    from queries.reports import REPORTS, report_pieces
+    from queries.terminal import json_inert
+
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    cursor = large_owner.cursor()
+    try:
+        for name, report in REPORTS.items():
+            whole = report(cursor, now=now) if name == "weekly" else report(cursor)
+            pieces = list(report_pieces(cursor, name, now=now))
+            if name == "runs":
+                assert len(pieces) > 10 and sum(map(len, pieces)) == len(whole) == 36_000
+            columns = [str(c) for c in whole.columns]
+            records = [{c: cell(v, c) for v, c in zip(row, columns, strict=True)}
+                       for row in whole.itertuples(index=False, name=None)]
+            expected = json_inert(json.dumps(records, indent=2, ensure_ascii=False)) + "\n"
+            assert b"".join(json_chunks(pieces)).decode() == expected, name
+            assert b"".join(csv_chunks(pieces)) == to_csv_bytes(whole), name
+    finally:
+        cursor.close()

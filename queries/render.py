@@ -1,7 +1,10 @@
 """DataFrame → CSV, JSON or a text table, deterministically.
 
 The dashboard's CSV download and `budgetscope report` call `to_csv_bytes`, so both give the
-same bytes for the same frame. Cell rules:
+same bytes for the same frame. A report too large to hold is written in pieces instead
+(`csv_chunks`, `json_chunks`, from the query's result a few thousand rows at a time): the
+pieces joined are the bytes of the whole frame, and the whole frame's functions are those
+pieces joined, so there is one definition of each format. Cell rules:
 - undefined (NULL, NaN) → empty cell (JSON: null);
 - booleans → `true` / `false`;
 - integers → decimal digits;
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -101,21 +104,46 @@ def _csv_line(fields: list[str]) -> str:
     return ",".join(_csv_field(field) for field in fields) + "\n"
 
 
+def csv_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
+    """The CSV of the rows of `pieces` (one frame's rows in order, the header from the first
+    piece, which is there even when no row is), a piece's rows at a time."""
+    header = True
+    for piece in pieces:
+        columns = [str(c) for c in piece.columns]
+        lines = [_csv_line([csv_text(c, "") for c in columns])] if header else []
+        header = False
+        lines.extend(_csv_line([csv_text(value, column)
+                                for value, column in zip(row, columns, strict=True)])
+                     for row in piece.itertuples(index=False, name=None))
+        if lines:
+            yield "".join(lines).encode("utf-8")
+
+
 def to_csv_bytes(frame: pd.DataFrame) -> bytes:
-    columns = [str(c) for c in frame.columns]
-    lines = [_csv_line([csv_text(c, "") for c in columns])]
-    lines.extend(_csv_line([csv_text(value, column)
-                            for value, column in zip(row, columns, strict=True)])
-                 for row in frame.itertuples(index=False, name=None))
-    return "".join(lines).encode("utf-8")
+    return b"".join(csv_chunks([frame]))
+
+
+def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
+    """The JSON list of the rows of `pieces` as `json.dumps(records, indent=2)` writes it (a
+    record's lines indented two more, `,` between records), a piece's rows at a time. Often
+    read on a terminal: the controls JSON leaves raw are escaped (the same values)."""
+    opened = False
+    for piece in pieces:
+        columns = [str(c) for c in piece.columns]
+        parts = []
+        for row in piece.itertuples(index=False, name=None):
+            record = {column: cell(value, column)
+                      for value, column in zip(row, columns, strict=True)}
+            text = json.dumps(record, indent=2, ensure_ascii=False)
+            parts.append((",\n  " if opened else "[\n  ") + text.replace("\n", "\n  "))
+            opened = True
+        if parts:
+            yield json_inert("".join(parts)).encode("utf-8")
+    yield b"\n]\n" if opened else b"[]\n"
 
 
 def to_json_text(frame: pd.DataFrame) -> str:
-    columns = [str(c) for c in frame.columns]
-    records = [{column: cell(value, column) for value, column in zip(row, columns, strict=True)}
-               for row in frame.itertuples(index=False, name=None)]
-    # Often read on a terminal: the controls JSON leaves raw are escaped (same values).
-    return json_inert(json.dumps(records, indent=2, ensure_ascii=False)) + "\n"
+    return b"".join(json_chunks([frame])).decode("utf-8")
 
 
 def to_text_table(frame: pd.DataFrame,

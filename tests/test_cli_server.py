@@ -7,7 +7,6 @@ the same commands run on a copy of that file taken before the server opened it."
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import shutil
@@ -24,6 +23,7 @@ from click.testing import CliRunner, Result
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
+from ingest.receivers.cli_endpoint import ANSWER_TYPE, read_answer
 from tests.support.serve import CLI, start_serve, stop
 
 # slow, left out of make test-fast: a real `budgetscope serve` on a copy of the sample, made
@@ -176,7 +176,11 @@ def post_cli(setup: Setup, payload: object, token: str | None = TOKEN,
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         connection.request("POST", url.path, body=body, headers=headers)
         response = connection.getresponse()
-        return response.status, json.loads(response.read() or b"{}")
+        data = response.read()
+        if response.status == 200 and response.getheader("Content-Type") == ANSWER_TYPE:
+            status, out, err = read_answer(data.splitlines())
+            return 200, {"status": status, "stdout": out, "stderr": err}
+        return response.status, json.loads(data or b"{}")
     finally:
         connection.close()
 
@@ -242,4 +246,4 @@ def test_concurrent_calls_keep_their_own_output(setup: Setup) -> None:
         answers = list(pool.map(lambda argv: post_cli(setup, {"argv": argv}), calls))
     for (status, answer), wanted in zip(answers, expected, strict=True):
         assert status == 200 and answer["status"] == 0
-        assert base64.b64decode(answer["stdout"]) == wanted
+        assert answer["stdout"] == wanted

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -195,6 +195,8 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
                    ) from None
     try:
         yield opened.connection
+    except clickhouse.QueryFailed as error:  # one line naming the backend, not a traceback
+        raise Fail(str(error)) from None
     finally:
         opened.close()
 
@@ -213,6 +215,27 @@ def write_output(data: bytes, out: Path | None, context: click.Context | None = 
         out.write_bytes(data)
     except OSError as error:
         raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def write_chunks(chunks: Iterable[bytes], out: Path | None,
+                 context: click.Context | None = None) -> None:
+    """`write_output` for an answer made in pieces: each piece written as it comes, to `--out`
+    FILE or to a file or pipe on standard output (the same bytes as the whole); gathered
+    first for a terminal, whose sanitising reads the whole."""
+    stream = None if context is None else output_stream(context)
+    if out is None and is_terminal(sys.stdout if stream is None else stream):
+        write_output(b"".join(chunks), None, context)
+        return
+    try:
+        if out is not None:
+            with out.open("wb") as file:
+                for chunk in chunks:
+                    file.write(chunk)
+            return
+    except OSError as error:
+        raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+    for chunk in chunks:
+        click.echo(chunk, nl=False, file=stream)
 
 
 def require_known_agent(con: Connection, agent: str | None) -> None:

@@ -10,7 +10,7 @@ import click
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_database
-from budgetscope.commands.dashboard import serve_dashboard
+from budgetscope.commands.dashboard import alone_connections, serve_dashboard
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from dashboard.filters import FilterState, start_of_week
 from dashboard.server.bootstrap import DashboardServer
@@ -97,4 +97,5 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)
     if not no_ui:
         click.echo("")
-        serve_dashboard(str(path), DashboardServer("127.0.0.1", port), opening)
+        serve_dashboard(str(path), DashboardServer("127.0.0.1", port,
+                                                   connections=alone_connections()), opening)

@@ -29,10 +29,9 @@ from budgetscope.commands.dashboard import (
 )
 from budgetscope.commands.durations import Duration
 from budgetscope.commands.tokens import token_option
-from budgetscope.log_format import configure_logging
+from budgetscope.log_format import configure_logging, pace_client_logs
 from budgetscope.server.compose import ServeOptions, Server
 from dashboard.server.bootstrap import DashboardServer
-from ingest.receivers.auth import FailedTokens
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES
 
 
@@ -116,16 +115,16 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
-    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
-    # count of wrong tokens per client for both ports and the dashboard.
-    failed_tokens = FailedTokens()
-    access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
+    pace_client_logs()
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes; each
+    # surface counts wrong tokens on its own (the dashboard's here, each port its own).
+    access = access_policy(host, ui_port, token, allowed_hosts)
     if not no_ui:
         _check_port_free(host, ui_port)
     server = Server(ServeOptions(
         db=db, host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
         ui_port=None if no_ui else ui_port, token=token, access=access,
-        failed_tokens=failed_tokens, max_body_bytes=max_body_bytes,
+        max_body_bytes=max_body_bytes,
         refresh_seconds=refresh_seconds, retention_days=retention_days,
         retention_interval=retention_interval, metrics_window=metrics_window,
         metrics_cache_seconds=metrics_cache_seconds, memory_limit=memory_limit,
@@ -137,7 +136,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if no_ui:
             _wait_for_signal()
         else:
-            run_dashboard(DashboardServer(host, ui_port, access), server.dashboard_config())
+            run_dashboard(DashboardServer(host, ui_port, access,
+                                          connections=server.dashboard_connections),
+                          server.dashboard_config())
     finally:
         server.stop()
 

@@ -123,4 +123,16 @@ INTERNALS: tuple[Internal, ...] = (
         why="SIGTERM and Ctrl-C must return from the dashboard, so that `serve` drains its "
             "receivers and closes the database, instead of ending the process",
         if_moved="tests/test_serve.py (SIGTERM drains) fails"),
+    Internal(
+        what="uvicorn creates its listening server with loop.create_server(factory, sock=...) "
+             "on the running event loop once the app's lifespan has started (the ASGI "
+             "lifespan's startup comes before the server accepts), and calls only close() "
+             "and wait_closed() on what it gets back",
+        used_in="dashboard/server/connections.py (take_over, entered in bootstrap._lifespan)",
+        why="uvicorn closes no connection that has not sent a request and caps none below "
+            "the descriptor limit, and Python 3.11's asyncio accept loop spins at EMFILE: "
+            "1,100 idle connections to the dashboard stopped serve's ingestion. The "
+            "dashboard's own accept loop and connection guard take that call's place",
+        if_moved="the dashboard is served unguarded again; tests/test_streamlit_ground.py "
+                 "and the dashboard flood of tests/test_hostile_floods.py fail"),
 )

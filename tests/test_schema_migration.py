@@ -206,3 +206,88 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
         assert con.execute("SELECT count(*) FROM traces_awaiting_root").fetchone() == (0,)
     finally:
         con.close()
+
+
+def test_version_6_gains_tokens_and_dollars_filled_as_ingest_types_them(tmp_path: Path) -> None:
+    """Schema 6 → 7 (docs/metrics.md §11): spans gain the usage, cost and budget columns,
+    filled from the stored attributes the way ingest types them (each quantity from its first
+    valid spelling, bad values named), runs and steps their token and dollar columns, the
+    declared budgets their new dimensions (a budget of 6 kept), metered_spans and the price
+    tables exist, and every trace is derived again, after which its cost is there."""
+    from store import USAGE_COLUMNS, PendingDerivations, refresh_touched
+    from tests.support.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=6)
+    run = b.run(0, 1_000, 1_000, budget_total__usd="0.0123", budget_total__tokens="2e3",
+                budget_run_exhausted__by=" USD ")
+    values = [
+        {"gen_ai.usage.input_tokens": -3, "gen_ai.usage.prompt_tokens": "1200",
+         "ai.usage.inputTokens": 7, "gen_ai.usage.output_tokens": 80.0,
+         "gen_ai.usage.reasoning.output_tokens": 2.5, "llm.token_count.completion_details"
+         ".reasoning": " 30 ", "gen_ai.usage.cache_read.input_tokens": 10**12 + 1,
+         "ai.usage.cachedInputTokens": 1e3, "budget.usage.input_includes_cache": "no",
+         "gen_ai.usage.cost.amount": 0.5, "gen_ai.usage.cost.currency": "EUR",
+         "llm.cost.prompt": 0.001, "llm.cost.completion": "0.0025",
+         "gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+         "gen_ai.operation.name": "chat", "ai.response.model": "gpt-4o-x",
+         "llm.provider": "OpenAI", "ai.model.provider": "openai.chat"},
+        {"gen_ai.usage.total_tokens": True, "llm.usage.total_tokens": float("nan"),
+         "ai.usage.totalTokens": "77", "budget.cost_usd": "1e-05", "operation.cost": 3,
+         "budget.refused_by": "Tokens", "budget.usage.input_includes_cache": 1},
+        {"gen_ai.usage.cost": 0.123456789499, "llm.cost.total": "cheap",
+         "gen_ai.usage.input_tokens": "  12 ", "budget.total_usd": -1},
+    ]
+    for index, attributes in enumerate(values):
+        b.span(f"usage {index}", index * 10, index * 10 + 5, parent=run, attributes=attributes)
+    db = tmp_path / "v6.duckdb"
+    con = connect(db)
+    columns = (*USAGE_COLUMNS, "usage_input_includes_cache", "budget_refused_by",
+               "budget_run_exhausted_by", "ai_response_model", "llm_provider",
+               "ai_model_provider")
+    select = f"SELECT name, {', '.join(columns)} FROM spans ORDER BY name"
+    run_columns = ("tokens", "cost_nano", "usd_budget_nano", "exhausted_by")
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        PendingDerivations(refresh_touched).run(con)
+        expected = con.execute(select).fetchall()
+        derived = con.execute(f"SELECT {', '.join(run_columns)} FROM runs").fetchall()
+        # a check of ingest: 1200 input said to leave out its 1000 cache reads, and 80 out
+        # (30 of them reasoning); a total of 77; 12 input
+        assert derived[0][0] == (1200 + 1000 + 80) + 77 + 12
+        for column in columns:
+            con.execute(f"ALTER TABLE spans DROP COLUMN {column}")
+        con.execute("DROP INDEX runs_by_run_id")
+        con.execute("DROP INDEX steps_by_run_id")
+        for table, new in (("runs", "tokens"), ("steps", "input_tokens")):
+            names = [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+            for column in names[names.index(new):]:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        con.execute("CREATE INDEX runs_by_run_id ON runs (run_id)")
+        con.execute("CREATE INDEX steps_by_run_id ON steps (run_id)")
+        con.execute("DROP TABLE declared_budgets")
+        con.execute("CREATE TABLE declared_budgets (scope VARCHAR NOT NULL CHECK (scope IN "
+                    "('agent', 'default')), agent VARCHAR NOT NULL, budget_ms BIGINT NOT NULL "
+                    "CHECK (budget_ms > 0), declared_at TIMESTAMPTZ NOT NULL, "
+                    "PRIMARY KEY (scope, agent))")
+        con.execute("INSERT INTO declared_budgets VALUES ('agent', 'billing', 45000, now())")
+        for table in ("metered_spans", "price_overrides", "price_matches",
+                      "bundled_conditions", "bundled_prices"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM budgetscope_meta WHERE key <> 'schema_version'")
+        con.execute("UPDATE budgetscope_meta SET value = '6' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute(select).fetchall() == expected
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
+                           ).fetchone()[0] == 1
+        PendingDerivations(refresh_touched).run(con)
+        assert con.execute(f"SELECT {', '.join(run_columns)} FROM runs").fetchall() == derived
+        assert con.execute("SELECT count(*) FROM metered_spans").fetchone()[0] == 3
+        con.execute("INSERT INTO declared_budgets (scope, agent, declared_at, tokens) "
+                    "VALUES ('default', '', now(), 5)")  # a row without a duration: allowed
+        assert con.execute("SELECT agent, budget_ms, tokens FROM declared_budgets ORDER BY agent"
+                           ).fetchall() == [("", None, 5), ("billing", 45000, None)]
+    finally:
+        con.close()

@@ -62,7 +62,7 @@ declared = data.declarations()
 if declared is None:
     st.info("On the ClickHouse backend the declarations are not shown here.")
     st.stop()
-budgets = declared[declared["what"] == "budget"]
+budgets = declared[(declared["what"] == "budget") & declared["duration_ms"].notna()]
 caps = declared[declared["what"] == "cap"]
 
 st.subheader("Declared budgets")

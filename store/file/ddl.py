@@ -24,7 +24,11 @@ from store.file.sql_files import load_queries
 # 6: SPEC §9's revised recognition and §4's numbered blame: runs gain culprit_step,
 #    holder_step, holder_at_deadline, root_missing; spans gain mcp_method_name;
 #    traces_awaiting_root and derivation_notes (schema/derived.sql); every trace derived again.
-SCHEMA_VERSION = 6
+# 7: tokens and dollars (docs/metrics.md §11): spans gain the usage, cost and budget columns;
+#    runs and steps their token and dollar columns; declared_budgets the token, dollar and
+#    weekly dimensions; metered_spans (schema/derived.sql) and the price tables
+#    (schema/prices.sql) are new; every trace derived again.
+SCHEMA_VERSION = 7
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by
 # schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the

@@ -96,15 +96,26 @@ WITH picked AS (
                            exception_texts, exception_messages,
                            CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
                lambda x: /*@normalise_x*/),
-               lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts
+               lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts,
+           -- docs/metrics.md §11.2: whether the span carries usage or a reported cost
+           /*@carries_usage*/ AS carries
     FROM picked
 ), classed AS (
     SELECT *,
-           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+           -- rule 1b: a gateway's budget refusal in error.type, an exception type or message
+           -- (error_texts less the status message an ERROR span adds last)
+           coalesce(list_bool_or(list_transform(
+               error_texts[1:len(error_texts) - CASE WHEN status_code = 2 THEN 1 ELSE 0 END],
+               lambda p: /*@budget_refusal*/)), false) AS budget_refusal
+    FROM recognised
+), classed_specific AS (
+    SELECT *,
+           coalesce(/*@outcome_class*/, CASE WHEN budget_refusal THEN 'refused' END,
+                    /*@http_class*/, /*@grpc_class*/,
                     list_filter(list_transform(error_texts, lambda p: /*@text_class*/),
                                 lambda c: c IS NOT NULL)[1],
                     CASE WHEN /*@tool_timeout_result*/ THEN 'client_timeout' END) AS specific
-    FROM recognised
+    FROM classed
 )
 SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, status_code,
        service_name, received_at,
@@ -136,8 +147,16 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        false AS root_missing,
        step_row IS NOT NULL AS candidate,
        step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
-       NULL::VARCHAR AS sibling_twin_of
-FROM classed;
+       NULL::VARCHAR AS sibling_twin_of,
+       -- docs/metrics.md §11 (derive_usage.sql, derive_cost.sql read them): usage and cost,
+       -- what prices the span, the budgets a run states and which budget a refusal names
+       carries, usage_ignored, budget_refusal, budget_refused_by, budget_run_exhausted_by,
+       budget_total_tokens, budget_total_usd_nano,
+       usage_input, usage_cache_read, usage_cache_write, usage_output, usage_reasoning,
+       usage_total, usage_input_includes_cache, cost_reported_nano,
+       CASE WHEN carries THEN /*@pricing_model*/ END AS model_ref,
+       CASE WHEN carries THEN /*@pricing_provider_raw*/ END AS provider_raw
+FROM classed_specific;
 
 -- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
 -- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
@@ -167,7 +186,8 @@ SELECT trace_id,
            <> max(scope_id) FILTER (WHERE step_row IS NOT NULL AND step_row <> '1'
                                         AND parent_span_id IS NOT NULL) AS two_scopes,
        count(parent_span_id) AS with_parent,
-       bool_or(step_row = '11') AS row_11
+       bool_or(step_row = '11') AS row_11,
+       bool_or(carries OR usage_ignored IS NOT NULL) AS usage
 FROM derive_spans
 GROUP BY trace_id;
 
@@ -185,7 +205,10 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_first,
        NOT coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_later,
        coalesce(bool_or(row_11), false) AS row_11,
-       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
+       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before,
+       -- docs/metrics.md §11: some span carries usage or cost (or a value that was ignored)
+       coalesce(bool_or(usage), false) AS usage,
+       NOT coalesce(bool_or(usage), false) AS no_usage
 FROM derive_anchors;
 
 -- What the derivation has to say about a trace (a bound it met) is said again each time.

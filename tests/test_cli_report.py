@@ -321,8 +321,13 @@ def test_runs_report_narrows_sorts_and_limits(fleet_db):
         (r["utilisation"] for r in every if r["utilisation"] is not None), reverse=True)[:2]
     table = invoke("--db", db, "report", "runs", "--format", "table")
     assert table.exit_code == 0, table.output
-    rows = [line for line in table.output.splitlines()[2:] if line.strip()]
-    starts = [next(r["start"] for r in every if line.startswith(r["run_id"])) for line in rows]
+    lines = table.output.splitlines()[2:]
+    # up to the note naming the columns that did not fit 80 characters
+    rows = lines[:next(i for i, line in enumerate(lines) if line.startswith("("))]
+    assert rows and all(len(line) <= 80 for line in table.output.splitlines())
+    # each run by the shortest start of its id that no other run shares
+    starts = [next(r["start"] for r in every if r["run_id"].startswith(line.split()[0]))
+              for line in rows]
     assert starts == sorted(starts, reverse=True)
     wrong = invoke("--db", db, "report", "weekly", "--culprit", "tool:fetch")
     assert wrong.exit_code == 2 and "apply to the runs report only" in wrong.output
@@ -335,7 +340,7 @@ def test_tables_read_as_the_dashboard_does(fleet_db):
     db, _ = fleet_db
     table = invoke("--db", db, "report", "utilisation", "--format", "table").output
     assert "116.0%" in table and "1.160000" not in table
-    runs = invoke("--db", db, "report", "runs", "--format", "table").output
+    runs = invoke("--db", db, "report", "runs", "--format", "table", "--width", "300").output
     assert "10.0 s" in runs and "10000.000" not in runs
     assert "–" in runs  # N1 has no budget: one mark for no value, never a blank
     csv = invoke("--db", db, "report", "utilisation").output

@@ -116,8 +116,12 @@ class ServedCommands:
 
     def __init__(self, owner: DatabaseOwner, *, group: click.Group, seconds: float,
                  read_rows: int = READ_ROWS, answer_rows: int = ANSWER_ROWS,
-                 answer_bytes: int = ANSWER_BYTES) -> None:
+                 answer_bytes: int = ANSWER_BYTES, db: str | None = None,
+                 dashboard_url: str | None = None) -> None:
+        """`db`: the file the server holds, which the commands an answer prints name;
+        `dashboard_url`: the server's dashboard, which `check` and `run` link to."""
         self.owner = owner
+        self.db, self.dashboard_url = db, dashboard_url
         self.group = group
         self.seconds = seconds
         self.read_rows, self.answer_rows, self.answer_bytes = read_rows, answer_rows, answer_bytes
@@ -137,7 +141,8 @@ class ServedCommands:
             with rows_at_most(self.read_rows):
                 status = _invoke(self.group, arguments,
                                  {"reader": cursor, "stdout": out, "stderr": err,
-                                  "answer_rows": self.answer_rows}, err)
+                                  "answer_rows": self.answer_rows, "served_db": self.db,
+                                  "dashboard_url": self.dashboard_url}, err)
         except duckdb.InterruptException:
             return _refused(refused, f"the server stopped the command after "
                             f"{self.seconds:g} s (its limit for one call); narrow it with "

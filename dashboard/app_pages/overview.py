@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, drill, figures, fmt, layout, summaries
+from dashboard.metrics import Metric, headline
 from queries.filters import Filters
 
 ctx = layout.context()
@@ -91,12 +92,8 @@ helps = {
                      f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
                      f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
 }
-for row in (metrics[:4], metrics[4:]):
-    for column, (label, value, change, color) in zip(st.columns(4), row, strict=True):
-        unchanged = change == "±0"
-        column.metric(label, value, change,
-                      delta_color="off" if unchanged else color,
-                      delta_arrow="off" if unchanged else "auto", help=helps.get(label))
+headline([Metric(label, value, change, color, helps.get(label))
+          for label, value, change, color in metrics], key="overview_headline")
 if empty_before:
     st.caption("The previous period of the same length holds no runs: nothing to compare "
                "with.")

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import data, fmt, layout
 from dashboard.config import DashboardConfig, configure
+from queries import run_story
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
@@ -254,8 +256,55 @@ def test_run_view_by_deep_link(db: str) -> None:
     assert "**What happened:**" in summary and "**Failures:**" in summary
     assert f"#{int(view.summary['culprit_step'])}" in summary
     # The copyable link names the run and the filters.
-    link = at.code[0].value
+    link = next(c.value for c in at.code if "/run?" in c.value)
     assert f"run={run_id}" in link and "since=2026-11-16" in link
+
+
+def _page_links(at: AppTest) -> list[tuple[str, str, dict]]:
+    """(label, page, query parameters) of every page link."""
+    return [(link.proto.label, link.proto.page, dict(urllib.parse.parse_qsl(
+        link.proto.query_string))) for link in at.get("page_link")]
+
+
+def test_the_run_views_next_step_fits_the_run(db: str) -> None:
+    """For 31 of 40 exhausted demo runs the next step was the generic Compare, which for an
+    agent's only run led to "Nothing to compare with". Each run's next step is the one
+    run_story.next_step gives it, its What if link carries that scenario, its commands are
+    shown, and Compare is offered only when a completed run of its agent exists."""
+    runs = query(db, "runs")
+    con = connect(db, read_only=True)
+    try:
+        kinds: dict[str, str] = {}
+        for row in runs[runs["exhausted"].fillna(False).astype(bool)].itertuples():
+            view = load_run(con, row.run_id)
+            step = run_story.next_step(view.summary, view.steps, view.writes, True)
+            kinds.setdefault(step.kind, row.run_id)
+        no_budget = str(runs[runs["budget_ms"].isna()].iloc[0]["run_id"])
+    finally:
+        con.close()
+    # the sample's exhausted runs need What if at a smaller cap and a declared cap both
+    assert {run_story.SMALLER_CAP, run_story.DECLARE_CAP} <= set(kinds)
+    for kind in (run_story.SMALLER_CAP, run_story.DECLARE_CAP):
+        at = open_page("run", {**PARAMS, "run": kinds[kind]})
+        view_step = next(m.value for m in at.markdown if m.value.startswith("**Next step:**"))
+        what_if = [(label, query) for label, page, query in _page_links(at)
+                   if page == "simulate"]
+        assert len(what_if) == 1, _page_links(at)
+        label, scenario = what_if[0]
+        key, _, cap_ms = scenario["cap"].rpartition("=")
+        assert label == f"What if, with {key} capped at {fmt.duration(int(cap_ms))}"
+        assert fmt.escape_md(key) in view_step
+        commands = next(c.value for c in at.code if "simulate --cap" in c.value)
+        assert f"--cap {key}=" in commands and f"--db {db}" in commands
+        if kind == run_story.DECLARE_CAP:
+            assert f"budgets cap {key} " in commands
+    # a run without a budget: declare one; its agent (triage-agent) states no outcome, so no
+    # completed run exists to compare with and no Compare link is offered
+    at = open_page("run", {**PARAMS, "run": no_budget})
+    assert any(m.value.startswith("**Next step:** Declare") for m in at.markdown)
+    assert any("budgets set" in c.value for c in at.code)
+    assert not [p for _, p, _ in _page_links(at) if p == "compare"]
+    assert not [p for _, p, _ in _page_links(at) if p == "simulate"]
 
 
 def test_run_view_says_why_each_span_is_or_is_not_a_step(db: str) -> None:
@@ -587,3 +636,36 @@ def test_runs_page_offers_each_culprit_once_and_keeps_a_linked_one(db: str) -> N
                       and not pd.isna(value)})
     assert present and culprit.options == ["any step key", *present, "tool:nosuch"]
     assert culprit.value == "tool:nosuch"
+
+
+@pytest.mark.slow
+def test_no_line_crosses_a_label_of_the_waterfall(db: str) -> None:
+    """The reserve and deadline lines crossed the '★ culprit' label, and 'run end' ran into
+    the deadline: on every exhausted run of the sample, no vertical line falls within a
+    label's width (run_figures' estimate of it, on the narrowest plot) on its side."""
+    from dashboard import run_figures
+
+    runs = query(db, "runs")
+    con = connect(db, read_only=True)
+    try:
+        views = [load_run(con, run_id) for run_id in
+                 runs[runs["exhausted"].fillna(False).astype(bool)]["run_id"]]
+    finally:
+        con.close()
+    for view in views:
+        figure = run_figures.waterfall(view.summary, view.steps)
+        lines = [float(shape.x0) for shape in figure.layout.shapes if shape.x0 == shape.x1]
+        run = view.summary
+        end_ms = (int(run["latest_end_ns"]) - int(run["start_ns"])) / 1e6
+        deadline_ms = (int(run["deadline_ns"]) - int(run["start_ns"])) / 1e6
+        horizon = max(end_ms, deadline_ms)
+        room = horizon / fmt.duration_axis_unit(horizon)[1]  # the time axis, in its unit
+        for note in figure.layout.annotations:
+            width = run_figures._label_width(str(note.text), room)
+            x = float(note.x)
+            right = note.xanchor == "left" or (note.xanchor is None and "right" in str(
+                getattr(note, "name", "") or "right"))
+            span = (x, x + width) if right else (x - width, x)
+            others = [line for line in lines if abs(line - x) > 1e-9]  # not its own line
+            assert not [line for line in others if span[0] < line < span[1]], (
+                view.summary["run_id"], note.text, note.xanchor, span, lines)

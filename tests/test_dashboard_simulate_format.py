@@ -1,6 +1,7 @@
 """The What-if page reads right: untouched, every change is `±0` with no colour and
 no arrow; the deadline is "as recorded" with no slider showing a value; tools without a
-recorded cap are offered a cap instead of a slider; the rate axis has round ticks and the tooltips say the counts."""
+recorded cap are offered a cap instead of a slider; the rate axis has round ticks and the
+tooltips say the counts."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every colour a chart draws a line or a marker in stands out from the page in both of
 Streamlit's themes: at least 3:1 (WCAG's contrast for graphics) against the light theme's white
-and the dark theme's near-black (BACKGROUNDS; tests/test_dashboard_palette.py measures every
+and the dark theme's near-black (BACKGROUNDS, as Streamlit 1.67 draws them; tests/test_dashboard_palette.py measures every
 line and marker of every chart in both). That is a luminance between about 0.12 and 0.30: a
 black line (the cap, "all write steps") was 1.1:1 on the dark page, a wine deadline 2.2:1, a
 sky-blue line 1.8:1 on the white one. Bars and areas keep the Okabe-Ito fills; where a class's
@@ -104,7 +104,7 @@ CLASS_MARKS: dict[str, str] = {**CLASS_COLORS, "client_timeout": "#B07A00",
 
 # The page behind every chart: Streamlit's light and dark themes (Plotly's background is
 # transparent under st.plotly_chart's Streamlit theme).
-BACKGROUNDS = {"light": "#FFFFFF", "dark": "#0E1117"}
+BACKGROUNDS = {"light": "#FFFFFF", "dark": "#171614"}
 # WCAG 2.1's least contrast for graphics that carry meaning (1.4.11, non-text contrast).
 LEAST_CONTRAST = 3.0
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import data, fmt, layout
+from dashboard import data, fmt, layout, summaries
 from dashboard.config import DashboardConfig, configure
 from queries import run_story
 from queries.filters import Filters
@@ -192,16 +192,25 @@ def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
     assert plotly_array(trace(by_tool, "landed")["x"]).sum() == report["landed"].sum()
 
 
+def _agents_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The weekly page's rows of the report itself (each week's row over all agents left
+    out), its week as the report writes it."""
+    rows = table[table["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
+    return rows.assign(week=rows["week"].str.split(" ").str[0])
+
+
 def test_weekly_table_and_csv_equal_the_cli(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
-    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), weekly)
+    shown = _agents_rows(at.dataframe[0].value)
+    pd.testing.assert_frame_equal(shown.drop(columns="week"), weekly.drop(columns="week"))
+    assert list(shown["week"]) == [f"W{week[-2:]}" for week in weekly["week"]]
     result = CliRunner().invoke(cli, ["--db", db, "report", "weekly", "--since", ui.SINCE,
                                       "--until", ui.UNTIL])
     assert result.exit_code == 0, result.output
-    # The page renders the table it shows with the CLI's renderer; the browser test checks the
-    # downloaded bytes themselves.
-    assert to_csv_bytes(at.dataframe[0].value) == result.stdout_bytes
+    # The download is the report's own rows with the CLI's renderer (the table above adds a
+    # row over all agents a week); the browser test checks the downloaded bytes themselves.
+    assert to_csv_bytes(weekly) == result.stdout_bytes
     command = at.code[0].value
     assert f"report weekly --since {ui.SINCE} --until {ui.UNTIL}" in command
     assert len(at.get("download_button")) == 1
@@ -211,8 +220,9 @@ def test_weekly_honours_the_agent_filter(db: str) -> None:
     at = open_page("weekly", {**PARAMS, "agent": "support-agent"})
     weekly = query(db, "weekly", Filters.parse(ui.SINCE, ui.UNTIL, "support-agent"))
     table = at.dataframe[0].value
-    assert set(table["agent"]) == {"support-agent"}
-    pd.testing.assert_frame_equal(table.reset_index(drop=True), weekly)
+    assert set(table["agent"]) == {"support-agent", summaries.ALL_AGENTS}
+    pd.testing.assert_frame_equal(_agents_rows(table).drop(columns="week"),
+                                  weekly.drop(columns="week"))
     assert at.query_params["agent"] in ("support-agent", ["support-agent"])
 
 
@@ -523,7 +533,7 @@ def test_the_demo_opens_on_its_samples_weeks(db: str) -> None:
         # an empty previous period is nothing to compare with, not "+1,800 runs"
         assert at.metric[0].proto.delta == ""
         assert any("holds no runs" in c.value for c in at.caption)
-        weekly = open_page("weekly", {}).dataframe[0].value
+        weekly = _agents_rows(open_page("weekly", {}).dataframe[0].value)
         assert int(weekly["runs"].sum()) == len(runs) and not weekly["partial_week"].any()
     finally:
         configure(None)
@@ -568,13 +578,14 @@ def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
     assert expected in ("4w", "all")
     assert at.query_params["range"] in (expected, [expected])
     table = at.dataframe[0].value
-    assert not table["partial_week"].any()
+    assert not table["partial_week"].any() and not table["week"].str.endswith("*").any()
     assert not [i for i in at.info if "Partial weeks" in i.value]
 
     # Wednesday 2026-11-18 to Monday 2026-11-23 cuts 2026-W47 short.
     at = open_page("weekly", {"range": "custom", "since": "2026-11-18", "until": "2026-11-23"})
     table = at.dataframe[0].value
-    assert set(table.loc[table["partial_week"], "week"]) == {"2026-W47"}
+    # marked in the main table, with the days it counts (Wednesday to Sunday)
+    assert set(table.loc[table["partial_week"], "week"]) == {"W47 Nov 18–22*"}
     note = next(i.value for i in at.info if "Partial weeks" in i.value)
     assert "2026-W47" in note
     at.button(key="weekly_full_weeks").click().run()

@@ -169,13 +169,18 @@ height = min(38 + 35 * len(table), 1790)
 event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
                      column_order=["run", "agent", "start", "outcome", "exhausted",
-                                   "utilisation", "culprit", "root_missing"])
+                                   "utilisation", "culprit"])
 st.caption("Select a row to open that run.")
-with st.expander("More columns: budget, elapsed, its share, holder, overrun, budget source"):
+missing_roots = int(shown["root_missing"].astype(bool).sum())
+if missing_roots:
+    st.caption(f"{fmt.plural(missing_roots, 'run')} on this page measured from its earliest "
+               "span: its root never arrived (root, under More columns).")
+with st.expander("More columns: the whole run id, budget, elapsed, its share, holder, overrun, "
+                 "budget source, root"):
     layout.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
                  column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",
-                               "holder", "overrun", "budget_source"])
+                               "holder", "overrun", "budget_source", "root_missing"])
 chosen = event.selection.rows if event is not None else []
 if chosen:
     run_id = str(table.iloc[chosen[0]]["run_id"])

@@ -148,7 +148,9 @@ def test_run_at_80_columns_keeps_labels_with_values_and_names_whole(sample: str)
     run_id = ui.exhausted_run(sample)
     lines = _run(sample, run_id)
     for line in lines:
-        if not line.lstrip().startswith("http"):
+        # a line that is one word too long for any (an address, a path in a command) is
+        # copied whole, never cut
+        if " " in line.strip().removesuffix(" \\"):
             assert len(line) <= 80, line
     header = "\n".join(lines[:4])
     for label in ("run", "agent", "started", "outcome", "exhausted", "budget", "elapsed",

@@ -140,17 +140,24 @@ def test_a_healthy_run_has_a_largest_consumer(fleet_db):
     assert "LH #2 model:gpt" in text  # the largest consumer's and the holder's row
 
 
+def widest(text: str) -> int:
+    """The widest line, but for a line that is one word too long for any (a path in a
+    command, continued with ` \\`; an address): never cut, it is copied whole."""
+    return max([len(line) for line in text.splitlines()
+                if " " in line.strip().removesuffix(" \\")] or [0])
+
+
 @pytest.mark.parametrize("width", [80, 100, 160])
 def test_run_fits_the_width(fleet_db, width, monkeypatch):
     """Every line fits: given --width, else the terminal's width (COLUMNS), at least 80."""
     db, ids = fleet_db
     for run in ("A1", "B1", "N1"):
         text = invoke("--db", db, "run", ids[run], "--width", str(width)).output
-        assert max(len(line) for line in text.splitlines()) <= width, text
+        assert widest(text) <= width, text
     monkeypatch.setenv("COLUMNS", str(width))
     text = invoke("--db", db, "run", ids["A1"]).output
-    widest = max(len(line) for line in text.splitlines())
-    assert widest <= width and (width == 160 or widest > width - 10), text
+    widest_line = widest(text)
+    assert widest_line <= width and (width == 160 or widest_line > width - 10), text
     monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal still gets 80: rows need room
     assert max(len(line) for line in invoke("--db", db, "run", ids["A1"]).output
                .splitlines()) > 40

@@ -83,6 +83,7 @@ def _demo_folder(folder: Path) -> Path:
 def test_the_folder_tests_pass_from_a_folder_holding_a_demo_database(tmp_path: Path) -> None:
     tests = folder_tests()
     assert "tests/test_dashboard_pages.py" in tests and "tests/test_cli_report.py" in tests
+    (tmp_path / "caller").mkdir()
     folder = _demo_folder(tmp_path / "caller")
     before = sorted(path.name for path in folder.iterdir())
     result = _pytest(folder, REPO, tests, tmp_path / "basetemp")

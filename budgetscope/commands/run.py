@@ -177,9 +177,11 @@ def render_run(view: RunView, width: int, leads: Leads | None = None) -> str:
         lines.extend(_said("Note", "The root span never arrived: the run is measured from its "
                                    "earliest span.", width))
     if leads.dashboard:
-        # A link is never cut or wrapped: a terminal makes it clickable only whole.
-        lines.append(f"{'Run view':<{_LABEL_WIDTH}}" + links.page_url(
-            leads.dashboard, "run", {"run": str(run["run_id"])}))
+        # A link is never cut or wrapped: a terminal makes it clickable only whole; too long
+        # for the line beside its label, it has a line of its own.
+        address = links.page_url(leads.dashboard, "run", {"run": str(run["run_id"])})
+        said = f"{'Run view':<{_LABEL_WIDTH}}{address}"
+        lines.extend([said] if len(said) <= width else ["Run view", address])
     lines.append("")
     step = run_story.next_step(run, view.steps, view.writes, leads.typical)
     for label, text in summary_block(view, story, step):

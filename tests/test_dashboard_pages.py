@@ -680,3 +680,13 @@ def test_no_line_crosses_a_label_of_the_waterfall(db: str) -> None:
             others = [line for line in lines if abs(line - x) > 1e-9]  # not its own line
             assert not [line for line in others if span[0] < line < span[1]], (
                 view.summary["run_id"], note.text, note.xanchor, span, lines)
+
+
+def test_one_run_found_reads_in_the_singular(db: str) -> None:
+    """"1 run match": a count of one takes the singular, of more the plural."""
+    run_id = _an_exhausted_run(db)
+    at = open_page("runs", {**PARAMS, "id": run_id[:12]})
+    said = " ".join(m.value for m in at.markdown)
+    assert "**1** run matches · showing 1–1 · page 1 of 1" in said, said
+    at = open_page("runs", {**PARAMS, "exhausted": "yes"})
+    assert re.search(r"\*\*\d+\*\* runs match · ", " ".join(m.value for m in at.markdown))

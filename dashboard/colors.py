@@ -90,6 +90,7 @@ THRESHOLD = "#8C8C8C"
 OUTLINE = "#7A7A7A"         # the outline of the culprit and the holder on the waterfall
 ALL_WRITES = "#7A7A7A"      # the rate over all write steps, beside one line per key
 GUIDE = "#8C8C8C"           # a guide drawn over a chart (the matrix's diagonal, a run's end)
+INSIDE_TEXT, INSIDE_BOX = "#FFFFFF", "rgba(0, 0, 0, 0.6)"  # a label drawn on a bar's fill
 NEUTRAL = "#56B4E9"         # single-series bars that are not a class (runs, shares)
 LINE = "#2F86B8"            # a single-series line that is not a class (predicted utilisation)
 COMPARE = "#BBBBBB"         # the comparison series' bars (completed runs, previous period)

@@ -143,8 +143,13 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         text = (f"★ {spender} = holder" if both else f"★ {spender}" if label == spender
                 else "⚑ holder")
         x, anchor, shift = label_place(x0, x1, _label_width(text, room), mark_xs)
+        inside = x == x0 and anchor == "left"
+        # Inside the bar, on the class's fill: white on a dark box reads on every fill, in
+        # either theme (the theme's own text colour on amber did not).
         figure.add_annotation(x=x, y=names[i], text=text, showarrow=False, xanchor=anchor,
-                              xshift=shift, row=1, col=1)
+                              xshift=shift, row=1, col=1,
+                              **(dict(font=dict(color=colors.INSIDE_TEXT),
+                                      bgcolor=colors.INSIDE_BOX) if inside else {}))
     lowered = False
     for i, (x, text, color, dash) in enumerate(marks):
         # A mark's label goes on the side with room: right of its line unless another line

@@ -92,8 +92,12 @@ helps = {
                      f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
                      f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
 }
-headline([Metric(label, value, change, color, helps.get(label))
-          for label, value, change, color in metrics], key="overview_headline")
+# Two rows of four, as the figures pair up (the runs and their budget; the failures and the
+# writes), each wrapping on its own in a narrow window.
+figures_shown = [Metric(label, value, change, color, helps.get(label))
+                 for label, value, change, color in metrics]
+headline(figures_shown[:4], key="overview_headline")
+headline(figures_shown[4:], key="overview_headline_failures")
 if empty_before:
     st.caption("The previous period of the same length holds no runs: nothing to compare "
                "with.")

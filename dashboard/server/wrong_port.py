@@ -1,9 +1,10 @@
 """The dashboard's answer to the CLI's requests sent to its port by mistake.
 
 `budgetscope --server URL` and `budgetscope budgets` talk to serve's OTLP/HTTP port (`POST
-/cli`, `/budgets`). Given the dashboard's address instead, Streamlit answered "405 Method Not
-Allowed", which says nothing about the fix. This middleware answers those two paths (any
-method) with a JSON error the CLI prints as the server's reason: inside `budgetscope serve`,
+/cli`, `GET` and `POST /budgets`, asking for JSON). Given the dashboard's address instead,
+Streamlit answered "405 Method Not Allowed", which says nothing about the fix. This middleware
+answers those requests with a JSON error the CLI prints as the server's reason (a browser's
+`GET /budgets` is the Budgets page, and passes): inside `budgetscope serve`,
 the address to give instead; on a standalone `budgetscope dashboard`, that no server runs
 commands here. It runs inside the access guard, so only a client that may open the dashboard
 learns where its receivers listen.
@@ -17,8 +18,23 @@ from urllib.parse import urlsplit
 from dashboard import config
 from dashboard.server.access import ASGIApp, Receive, Scope, Send
 
-CLI_PATHS = ("/cli", "/budgets")
+CLI_PATH, BUDGETS_PATH = "/cli", "/budgets"
 STATUS = 404
+
+
+def is_a_cli_request(scope: Scope) -> bool:
+    """A request of the CLI's: any to `/cli` (no page has that name), and to `/budgets` any
+    but a GET that asks for a page (the Budgets page's address)."""
+    path = str(scope.get("path", "")).rstrip("/")
+    if scope["type"] != "http":
+        return False
+    if path.endswith(CLI_PATH):
+        return True
+    if not path.endswith(BUDGETS_PATH):
+        return False
+    accept = b",".join(value for name, value in scope.get("headers", [])
+                       if name.lower() == b"accept")
+    return scope.get("method") != "GET" or b"text/html" not in accept
 
 
 def answer() -> str:
@@ -34,15 +50,14 @@ def answer() -> str:
 
 
 class WrongPort:
-    """ASGI middleware: `/cli` and `/budgets` answered with `answer()` as JSON, status 404;
-    everything else passes untouched."""
+    """ASGI middleware: the CLI's requests (is_a_cli_request) answered with `answer()` as
+    JSON, status 404; everything else passes untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", "")).rstrip("/")
-        if scope["type"] != "http" or not path.endswith(CLI_PATHS):
+        if not is_a_cli_request(scope):
             await self.app(scope, receive, send)
             return
         body = json.dumps({"error": answer()}).encode("utf-8")

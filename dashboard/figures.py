@@ -124,7 +124,8 @@ def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
 
 # Named for what it ranks by: the budget share, not how many runs a step was the culprit of
 # (it was titled "Top culprits" over a ranking by share); that count is in each bar's tooltip.
-TOP_SHARE_TITLE = "Largest budget shares of exhausted runs (by step key)"
+# Short enough for half the page at 900 px ("… (by step key)" was cut there).
+TOP_SHARE_TITLE = "Largest budget shares of exhausted runs"
 
 
 def culprits(attribution: pd.DataFrame, top: int = 10,

@@ -147,15 +147,20 @@ else:
 
     # The columns a reviewer picks a run by, fitting the page at 1400 px; the holder, the
     # budget's source and the rest are on the run view and the Runs page.
+    # each run by the shortest start of its id no other run shares, as on the Runs page: the
+    # whole id left no room for who spent the most at 900 px
     shown = summaries.numbered(review)[["run_id", "agent", "start", "outcome", "utilisation",
                                         "overrun_ms", "culprit"]].assign(
-        start=review["start"].map(fmt.instant))
+        start=review["start"].map(fmt.instant),
+        run_id=data.run_id_starts([str(r) for r in review["run_id"]]))
     layout.table(
         fmt.readable_table(shown),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
         key="review_table", height=layout.table_height(len(review)),
         column_config={
-            "run_id": st.column_config.TextColumn("run id"),
+            "run_id": st.column_config.TextColumn(
+                "run", help="the start of its run id that no other run shares: the run view "
+                "and `budgetscope run` take it"),
             "start": st.column_config.TextColumn("start (UTC)"),
             "overrun_ms": st.column_config.TextColumn(
                 "overrun", help="how far the run went past its deadline"),

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, fmt, layout, simulate_params, simulation_figures
+from dashboard.metrics import Metric, headline
 from simulation.policy import SimulationPolicy
 from simulation.replay import recorded_caps, typical_budget_ms
 
@@ -226,41 +227,34 @@ def _pair(metric: str) -> tuple[object, object]:
     return summary.loc[metric, "actual"], summary.loc[metric, "predicted"]
 
 
-def _change_metric(label: str, value: str, change: str | None, actual: str) -> None:
+def _change_metric(label: str, value: str, change: str | None, actual: str) -> Metric:
     """A rise is bad for every figure here (red); no change is `±0`, with no colour and no
     arrow."""
     unchanged = change is not None and float(change.split()[0].replace(",", "")) == 0
-    st.metric(label, value, "±0" if unchanged else change,
-              delta_color="off" if unchanged else "inverse",
-              delta_arrow="off" if unchanged else "auto", help=f"Actual: {actual}")
+    return Metric(label, value, "±0" if unchanged else change, "inverse",
+                  help=f"Actual: {actual}")
 
 
-def _rate_metric(label: str, metric: str) -> None:
+def _rate_metric(label: str, metric: str) -> Metric:
     actual, predicted = _pair(metric)
     delta = None
     if not (fmt.missing(actual) or fmt.missing(predicted)):
         delta = f"{(float(predicted) - float(actual)) * 100:+.1f} pp"
-    _change_metric(label, fmt.percent(predicted), delta, fmt.percent(actual))
+    return _change_metric(label, fmt.percent(predicted), delta, fmt.percent(actual))
 
 
-def _count_metric(label: str, metric: str) -> None:
+def _count_metric(label: str, metric: str) -> Metric:
     actual, predicted = _pair(metric)
-    _change_metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
-                   fmt.count(actual))
+    return _change_metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
+                          fmt.count(actual))
 
 
 st.subheader("Predicted (change against actual)")
-cells = st.columns(5)
-with cells[0]:
-    _rate_metric("Exhaustion rate", "exhaustion_rate")
-with cells[1]:
-    _rate_metric("Client timeout rate", "client_timeout_rate")
-with cells[2]:
-    _rate_metric("Utilisation p99", "utilisation_p99")
-with cells[3]:
-    _count_metric("Refused calls", "refused")
-with cells[4]:
-    _count_metric("Writes timing out", "write_timeouts")
+headline([_rate_metric("Exhaustion rate", "exhaustion_rate"),
+          _rate_metric("Client timeout rate", "client_timeout_rate"),
+          _rate_metric("Utilisation p99", "utilisation_p99"),
+          _count_metric("Refused calls", "refused"),
+          _count_metric("Writes timing out", "write_timeouts")], key="sim_headline")
 
 fitted = result.tools.loc[result.tools["rests_on_fit"], "step_key"].tolist()
 if fitted:

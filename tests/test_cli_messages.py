@@ -183,3 +183,24 @@ def test_run_prints_the_next_steps_commands_and_the_run_views_address(sample: st
                      rf"&agent=\S+&cap={re.escape(key)}=\d+", text), text
     plain = _run(sample, run_id)
     assert not [line for line in plain if "http://" in line]  # no address, no link
+
+
+def test_the_readmes_first_cli_example_fits_80_columns(sample: str) -> None:
+    """The README's first CLI example printed 290-character lines: each command of its first
+    shell block with a budgetscope command prints lines of at most 80 characters (the width
+    when the output is not a terminal; a terminal's is at least that)."""
+    import shlex
+
+    readme = (ui.REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    first = next(block for block in blocks if "budgetscope --db" in block)
+    commands = [shlex.split(line.split("#", 1)[0]) for line in first.splitlines()
+                if line.startswith("budgetscope ")]
+    assert commands and commands[0][3:5] == ["report", "runs"]
+    for command in commands:
+        arguments = [sample if word == "budgetscope-demo.duckdb" else word
+                     for word in command[1:]]
+        result = invoke(*arguments)
+        assert result.exit_code == 0, (command, result.output)
+        widest = max(len(line) for line in result.output.splitlines())
+        assert widest <= 80, (command, widest, result.output)

@@ -28,6 +28,7 @@ from budgetscope.commands.common import (
 )
 from budgetscope.commands.links import dashboard_url_option
 from queries import readable, run_story
+from queries.loader import TooManyRows
 from queries.reports import runs as runs_report
 from queries.run_compare import typical_around
 from queries.run_story import tell
@@ -70,10 +71,18 @@ def run_command(context: click.Context, run_id: str, width: int | None,
         except RunNotFound as error:
             raise Fail(str(error)) from None
         run = view.summary
-        typical, _ = typical_around(int(run["start_ns"]), run["agent"], str(run["run_id"]),
-                                    lambda filters: runs_report(con, filters))
+        try:
+            typical, _ = typical_around(int(run["start_ns"]), run["agent"],
+                                        str(run["run_id"]),
+                                        lambda filters: runs_report(con, filters))
+            comparable = typical.run_id is not None
+        except TooManyRows:
+            # Through serve's read API, all time of a large agent is more than one command
+            # reads: whether a typical run exists is not known, and Compare stays offered
+            # (the comparison page makes its own search).
+            comparable = True
         leads = Leads(links.database(context), links.dashboard_url(context, dashboard_url),
-                      typical.run_id is not None)
+                      comparable)
         text = render_run(view, width, leads)
         if with_spans:
             if not isinstance(con, duckdb.DuckDBPyConnection):

@@ -18,7 +18,7 @@ from budgetscope.commands.common import (
 )
 from queries import readable
 from queries.filters import FilterError, Filters
-from queries.loader import Connection
+from queries.loader import Connection, TooManyRows
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 from queries.reports import REPORTS, attribution_summary
 from queries.run_search import (
@@ -126,8 +126,13 @@ def _table(con: Connection, name: str, frame: pd.DataFrame, width: int) -> str:
     headers = readable.table_headers(frame.columns)
     if name != "runs":
         return to_text_table(frame, formats, headers=headers, width=width)
+    ids = [str(r) for r in frame["run_id"]]
+    try:
+        starts = shortest_unique_starts(ids, run_ids(con))
+    except TooManyRows:
+        starts = ids  # more runs than serve's read API reads for one command: whole ids
     shown = frame.drop(columns=["culprit_step", "holder_step"], errors="ignore").assign(
-        run_id=shortest_unique_starts([str(r) for r in frame["run_id"]], run_ids(con)),
+        run_id=starts,
         start=frame["start"].map(readable.instant),
         culprit=[step_name(n, k) or readable.NO_VALUE
                  for n, k in zip(frame["culprit_step"], frame["culprit"], strict=True)],

@@ -202,5 +202,8 @@ def test_the_readmes_first_cli_example_fits_80_columns(sample: str) -> None:
                      for word in command[1:]]
         result = invoke(*arguments)
         assert result.exit_code == 0, (command, result.output)
-        widest = max(len(line) for line in result.output.splitlines())
+        # but a line that is one word too long for any (a long path in a command, continued
+        # with ` \`), which is copied whole, never cut
+        widest = max(len(line) for line in result.output.splitlines()
+                     if " " in line.strip().removesuffix(" \\"))
         assert widest <= 80, (command, widest, result.output)

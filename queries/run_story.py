@@ -407,8 +407,9 @@ def _cap_the_culprit(run: Mapping[str, Any], step: pd.Series, agent: str) -> Nex
     return NextStep(
         DECLARE_CAP,
         f"{name} has no cap and spent {share} of the budget ({duration(took)}): declare one "
-        "(the agent enforces it, e.g. the SDK's cap=; here it is the step's allocation, "
-        f"docs/metrics.md §10), and see in What if how {whose} fare with it capped at "
+        "(the agent enforces it, e.g. the SDK's cap=; declared here, it is the allocation of "
+        "the key's steps that record none, docs/metrics.md §10), and see in What if how "
+        f"{whose} fare with it capped at "
         f"{duration(suggested)} {window}.", key,
         suggested, agent, since, until,
         (("budgets", "cap", key, command_duration(suggested)),

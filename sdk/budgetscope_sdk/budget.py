@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
-from budgetscope_sdk import intents, ladder
+from budgetscope_sdk import intents, ladder, links
 from budgetscope_sdk.attributes import RunOutcome, SideEffect, StepKind
 from budgetscope_sdk.classify import qualified_type
 from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
@@ -250,6 +250,12 @@ class RunBudget:
         """The run's trace id, 32 lowercase hex (budgetscope's run_id when the run is the
         trace's root)."""
         return format(self.span.get_span_context().trace_id, "032x")
+
+    def url(self, dashboard: str | None = None) -> str | None:
+        """This run's view on the budgetscope dashboard, for a log line: `dashboard`, else the
+        address set with links.set_dashboard_url or BUDGETSCOPE_DASHBOARD_URL; None without one
+        (links.py). A budget nested in a run (a subagent step) links to its trace's run."""
+        return links.run_url(self.span, dashboard, nested=self.as_step is not None)
 
     def now_unix_ms(self) -> int:
         return self.clock.wall_ns() // 1_000_000

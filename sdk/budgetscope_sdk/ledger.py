@@ -1,0 +1,443 @@
+"""A run's money and tokens: what is spent, what calls in flight hold, and whether the next call
+fits. The twin of the run's deadline for the two budgets that are not time.
+
+A model step is admitted the way a time slice is: it **holds** an estimate against what is left
+while it is in flight (so calls admitted together cannot jointly overshoot), its output is
+**allocated** `min(max_output_tokens, what the money and tokens left afford after the input
+estimate and the reserve)`, it is **refused** when not even its minimum output fits, and when it
+ends its hold is released and what it **recorded** is added instead. All amounts are integers
+(nano-dollars, tokens) changed under one lock per run, nested budgets included, so many threads
+and tasks can admit and settle at once.
+
+The run (budget.py) holds one Ledger and calls `admit`, `stamps`, `run_attributes`, `phase`,
+`ran_out`, `outcome_attributes` and `describe`; a step holds the `Spend` it was admitted with
+and calls `record` and `settle`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from budgetscope_sdk import attributes as attr
+from budgetscope_sdk import ladder
+from budgetscope_sdk.errors import BudgetExhausted
+from budgetscope_sdk.price import (
+    ATTO_PER_NANO,
+    Price,
+    ceil_div,
+    format_usd,
+    nano_to_usd,
+    reported_usd_to_nano,
+    round_half_even,
+    usd_to_nano,
+)
+from budgetscope_sdk.usage import Usage
+
+DEFAULT_MINIMUM_OUTPUT_TOKENS = 256
+# Classes after which a call is presumed billed though it recorded no usage (docs/metrics.md
+# §11.4): the ledger then keeps its estimate as spent. After the others nothing is charged.
+_POSSIBLY_BILLED = frozenset({"ok", "client_timeout", "cancelled", "error"})
+
+
+def _token_count(value: Any, what: str, *, positive: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        least = "1" if positive else "0"
+        raise ValueError(f"{what} must be a whole number of tokens at least {least}, "
+                         f"got {value!r}")
+    return value
+
+
+class Ledger:
+    """The money and tokens of one run, or of a budget nested in one (`parent`): a nested
+    ledger's calls spend from every ledger above it too, within the least that any of them
+    has left."""
+
+    def __init__(self, total_nano: int | None = None, total_tokens: int | None = None,
+                 reserve_nano: int = 0, parent: Ledger | None = None) -> None:
+        self.total_nano = total_nano
+        self.total_tokens = total_tokens
+        self.reserve_nano = reserve_nano
+        self.parent = parent
+        self.root: Ledger = self if parent is None else parent.root
+        # One lock for a whole tree of budgets: an admission reads and holds at every level.
+        self.lock: threading.Lock = threading.Lock() if parent is None else parent.lock
+        self.chain: tuple[Ledger, ...] = (self,) if parent is None else (self, *parent.chain)
+        self.money = any(level.total_nano is not None for level in self.chain)
+        self.tokens = any(level.total_tokens is not None for level in self.chain)
+        self.active = self.money or self.tokens
+        self.spent_nano = 0
+        self.spent_tokens = 0
+        self.held_nano = 0
+        self.held_tokens = 0
+        # The input (cache included) of the run's last completed model call: the next call's
+        # input estimate (an agent's context only grows). Kept on the root.
+        self.last_input: int | None = None
+        self.refused_by: str | None = None  # the budget of the last call refused for money
+
+    @classmethod
+    def for_run(cls, usd: Any, tokens: Any, reserve_usd: Any) -> Ledger:
+        """A run's ledger from RunBudget's arguments, each checked (ValueError naming it)."""
+        total_nano = None if usd is None else usd_to_nano(usd, "usd")
+        total_tokens = None if tokens is None else _token_count(tokens, "tokens")
+        reserve_nano = usd_to_nano(reserve_usd, "reserve_usd")
+        if reserve_nano and total_nano is None:
+            raise ValueError("reserve_usd is kept out of a dollar budget: give usd= too")
+        if reserve_nano and total_nano is not None and reserve_nano >= total_nano:
+            raise ValueError(f"reserve_usd ({format_usd(reserve_nano)}) must be less than "
+                             f"usd ({format_usd(total_nano)})")
+        return cls(total_nano, total_tokens, reserve_nano)
+
+    def nested_in(self, parent: Ledger) -> Ledger:
+        """This budget's ledger as a budget nested in `parent`'s run: its own totals clamped
+        to what the parent may still spend (its reserve scaled with it), its calls spending
+        from the parent too. A dimension it does not set is the parent's."""
+        with parent.lock:
+            money_left = parent._least(landing=False)[1] if parent.money else None
+            tokens_left = parent._least(landing=False)[2] if parent.tokens else None
+        total_nano, reserve_nano = self.total_nano, self.reserve_nano
+        if total_nano is not None and money_left is not None and money_left < total_nano:
+            reserve_nano = reserve_nano * max(0, money_left) // total_nano if total_nano else 0
+            total_nano = max(0, money_left)
+        total_tokens = self.total_tokens
+        if total_tokens is not None and tokens_left is not None:
+            total_tokens = max(0, min(total_tokens, tokens_left))
+        return Ledger(total_nano, total_tokens, reserve_nano, parent)
+
+    # -- reading -----------------------------------------------------------------------------
+    def _least(self, landing: bool) -> tuple[int | None, int | None, int | None]:
+        """(money left, money spendable, tokens left) over the chain, holds counted (the lock
+        held by the caller)."""
+        left = spendable = tokens = None
+        for level in self.chain:
+            if level.total_nano is not None:
+                free = level.total_nano - level.spent_nano - level.held_nano
+                left = free if left is None else min(left, free)
+                usable = free if landing else free - level.reserve_nano
+                spendable = usable if spendable is None else min(spendable, usable)
+            if level.total_tokens is not None:
+                free = level.total_tokens - level.spent_tokens - level.held_tokens
+                tokens = free if tokens is None else min(tokens, free)
+        return left, spendable, tokens
+
+    def _stamp(self, money_left: int | None, tokens_left: int | None) -> dict[str, Any]:
+        stamps: dict[str, Any] = {}
+        if money_left is not None:
+            stamps[attr.REMAINING_USD] = nano_to_usd(max(0, money_left))
+        if tokens_left is not None:
+            stamps[attr.REMAINING_TOKENS] = max(0, tokens_left)
+        return stamps
+
+    def stamps(self) -> dict[str, Any]:
+        """budget.remaining_usd / remaining_tokens now (what calls in flight hold counted)."""
+        if not self.active:
+            return {}
+        with self.lock:
+            left, _, tokens = self._least(landing=True)
+        return self._stamp(left, tokens)
+
+    def run_attributes(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        if self.total_nano is not None:
+            values[attr.TOTAL_USD] = nano_to_usd(self.total_nano)
+            if self.reserve_nano:
+                values[attr.RESERVE_USD] = nano_to_usd(self.reserve_nano)
+        if self.total_tokens is not None:
+            values[attr.TOTAL_TOKENS] = self.total_tokens
+        return values
+
+    # -- admission ---------------------------------------------------------------------------
+    def admit(self, kind: str, name: str, landing: bool, *, max_output_tokens: int | None,
+              minimum_output_tokens: int, price: Price | None, estimate_usd: float | None,
+              input_tokens: int | None) -> Spend | None:
+        """The Spend of a step about to start: its hold placed, its output allocated, or its
+        refusal (`refused_by`) when not even `minimum_output_tokens` fit. None for a step that
+        neither spends nor has a budget to be measured against."""
+        asks = price is not None or estimate_usd is not None or input_tokens is not None \
+            or max_output_tokens is not None
+        if not asks and not self.active:
+            return None  # a run without money or tokens: nothing to account for
+        output_bearing = kind == "model" or max_output_tokens is not None
+        if not (output_bearing or asks):
+            return Spend(self, kind, None, stamps=self.stamps())
+        if price is not None and not isinstance(price, Price):
+            raise ValueError(f"price must be a budgetscope_sdk.Price, got {price!r}")
+        ceiling = None if max_output_tokens is None else _token_count(
+            max_output_tokens, "max_output_tokens", positive=True)
+        minimum = _token_count(minimum_output_tokens, "minimum_output_tokens")
+        if ceiling is not None and minimum > ceiling:
+            if minimum != DEFAULT_MINIMUM_OUTPUT_TOKENS:
+                raise ValueError(f"minimum_output_tokens ({minimum}) must be at most "
+                                 f"max_output_tokens ({ceiling})")
+            minimum = ceiling  # the default minimum never asks for more than the call's cap
+        estimate_atto = None if estimate_usd is None else usd_to_nano(
+            estimate_usd, "estimate_usd") * ATTO_PER_NANO
+        given_input = None if input_tokens is None else _token_count(input_tokens,
+                                                                     "input_tokens")
+        if not self.active:
+            return Spend(self, kind, price, allocated=ceiling)
+        with self.lock:
+            left, spendable, tokens_left = self._least(landing)
+            input_estimate = given_input if given_input is not None else (
+                self.root.last_input or 0) if kind == "model" else 0
+            base, per_output = _estimate(price, estimate_atto, input_estimate, ceiling)
+            allocated, refused_by = _allocate(
+                None if spendable is None else spendable * ATTO_PER_NANO, tokens_left,
+                base, per_output, input_estimate, ceiling, max(1, minimum) if output_bearing
+                else 0, must_have_money=kind == "model")
+            stamps = self._stamp(left, tokens_left)
+            if refused_by is not None:
+                for level in self.chain:
+                    level.refused_by = refused_by
+                return Spend(self, kind, price, stamps=stamps, refused_by=refused_by,
+                             reason=_refusal_reason(refused_by, spendable, tokens_left,
+                                                    input_estimate, minimum, price,
+                                                    estimate_atto, landing))
+            hold_nano = ceil_div(base + (allocated or 0) * per_output, ATTO_PER_NANO) \
+                if self.money else 0
+            hold_tokens = input_estimate + allocated if self.tokens and output_bearing \
+                and allocated is not None else 0
+            for level in self.chain:
+                level.held_nano += hold_nano
+                level.held_tokens += hold_tokens
+        return Spend(self, kind, price, allocated=allocated, stamps=stamps,
+                     hold_nano=hold_nano, hold_tokens=hold_tokens)
+
+    # -- the run's state ---------------------------------------------------------------------
+    def phase(self) -> tuple[str, str, float]:
+        """(phase, budget, share consumed) of the dimension furthest down the ladder, from
+        what is spent (not held: a hold is released when its call ends)."""
+        furthest = (ladder.OPEN, "usd", 0.0)
+        with self.lock:
+            for level in self.chain:
+                for total, spent, reserve, name in (
+                        (level.total_nano, level.spent_nano, level.reserve_nano, "usd"),
+                        (level.total_tokens, level.spent_tokens, 0, "tokens")):
+                    if total is None:
+                        continue
+                    now = ladder.phase_at(spent, total, reserve)
+                    if ladder.phase_index(now) > ladder.phase_index(furthest[0]):
+                        furthest = (now, name, round(min(spent / total, 1.0), 4)
+                                    if total else 1.0)
+        return furthest
+
+    def ran_out(self) -> bool:
+        """Whether money or tokens cut the run short: a call refused for them, or only the
+        reserve left."""
+        if not self.active:
+            return False
+        return self.refused_by is not None or self.phase()[0] == ladder.LANDING
+
+    def outcome_attributes(self, outcome: str, error: BaseException | None,
+                           time_ran_out: bool) -> dict[str, str]:
+        """budget.run.exhausted_by when money or tokens, not time, ended an `exhausted` or
+        `partial` run (time is the default, left unstated)."""
+        if outcome not in ("exhausted", "partial") or not self.active:
+            return {}
+        if isinstance(error, BudgetExhausted):
+            if error.refused_by in ("usd", "tokens"):
+                return {attr.RUN_EXHAUSTED_BY: error.refused_by}
+            return {}
+        if time_ran_out:
+            return {}
+        if self.refused_by is not None:
+            return {attr.RUN_EXHAUSTED_BY: self.refused_by}
+        phase, dimension, _ = self.phase()
+        return {attr.RUN_EXHAUSTED_BY: dimension} if phase == ladder.LANDING else {}
+
+    def describe(self, time_left_s: float, total_s: float, reserve_s: float,
+                 phase: str) -> str:
+        """What is left of the run's time, money and tokens, and its phase, in a sentence for
+        the model to read."""
+        with self.lock:
+            left, _, tokens = self._least(landing=True)
+        parts = [f"{time_left_s:.1f} s of {total_s:g} s left ({reserve_s:g} s of it kept for "
+                 f"the final answer)"]
+        if left is not None:
+            total = min(level.total_nano for level in self.chain if level.total_nano is not None)
+            text = f"{format_usd(max(0, left))} of {format_usd(total)} left"
+            reserve = max(level.reserve_nano for level in self.chain)
+            if reserve:
+                text += f" ({format_usd(reserve)} of it kept for the final answer)"
+            parts.append(text)
+        if tokens is not None:
+            total_tokens = min(level.total_tokens for level in self.chain
+                               if level.total_tokens is not None)
+            parts.append(f"{max(0, tokens):,} of {total_tokens:,} tokens left")
+        return "; ".join(parts) + f"; phase: {phase}."
+
+
+def _estimate(price: Price | None, estimate_atto: int | None, input_estimate: int,
+              ceiling: int | None) -> tuple[int, int]:
+    """(the call's cost apart from its output, its cost per output token), in atto-dollars.
+    A Price prices the input estimate and each output token; the caller's estimate is the
+    call's cost at its max_output_tokens (with a Price, its output part shrinks with the
+    allocation; without one it is all or nothing); neither holds nothing."""
+    per_output = 0 if price is None else price.output_pico
+    if estimate_atto is not None:
+        return max(0, estimate_atto - (ceiling or 0) * per_output), per_output
+    if price is not None:
+        return input_estimate * price.input_pico, per_output
+    return 0, 0
+
+
+def _allocate(money_atto: int | None, tokens_left: int | None, base: int, per_output: int,
+              input_estimate: int, ceiling: int | None, need: int, *,
+              must_have_money: bool) -> tuple[int | None, str | None]:
+    """(output tokens allocated, None: not limited; or the budget that refuses the call)."""
+    money_affords: int | None = None
+    if money_atto is not None:
+        if must_have_money and money_atto <= 0:
+            money_affords = -1  # nothing left: no model call is free
+        elif per_output:
+            money_affords = (money_atto - base) // per_output
+        elif base > money_atto:
+            money_affords = -1
+    tokens_afford = None if tokens_left is None else tokens_left - input_estimate
+    limits = [value for value in (ceiling, money_affords, tokens_afford) if value is not None]
+    allocated = min(limits) if limits else None
+    # An output-bearing call needs `need` output tokens; another (a tool with an estimate) only
+    # needs its estimate to fit.
+    money_short = money_affords is not None and money_affords < max(need, 0)
+    tokens_short = need > 0 and tokens_afford is not None and tokens_afford < need
+    if money_short and tokens_short:
+        assert money_affords is not None and tokens_afford is not None
+        return None, "usd" if money_affords <= tokens_afford else "tokens"
+    if money_short:
+        return None, "usd"
+    if tokens_short:
+        return None, "tokens"
+    return allocated, None
+
+
+def _refusal_reason(refused_by: str, spendable: int | None, tokens_left: int | None,
+                    input_estimate: int, minimum: int, price: Price | None,
+                    estimate_atto: int | None, landing: bool) -> str:
+    """Why, in numbers: what was left (calls in flight holding theirs) against what the call
+    needed."""
+    if refused_by == "tokens":
+        return (f"{max(0, tokens_left or 0):,} tokens left (calls in flight holding theirs), "
+                f"the call needs its input (~{input_estimate:,}) and at least {minimum:,} "
+                f"output tokens")
+    money = format_usd(max(0, spendable or 0))
+    where = "left" if landing else "left beyond the reserve"
+    if spendable is None or spendable <= 0:
+        return f"{money} of the dollar budget {where} (calls in flight holding theirs)"
+    if estimate_atto is not None and price is None:
+        return (f"{money} {where} (calls in flight holding theirs), the call's estimate is "
+                f"{format_usd(estimate_atto // ATTO_PER_NANO)}")
+    return (f"{money} {where} (calls in flight holding theirs), not enough for ~"
+            f"{input_estimate:,} input and {minimum:,} output tokens at {price!r}")
+
+
+class Spend:
+    """What one step holds and has recorded. `allocated` is its output ceiling (call.max_tokens);
+    `usage` the sum of what it recorded; `cost_nano` that usage's cost when known (from the
+    step's Price, else the costs it was given)."""
+
+    __slots__ = ("allocated", "attributes", "charged_nano", "charged_tokens", "cost_known",
+                 "cost_nano", "hold_nano", "hold_tokens", "kind", "ledger", "price", "reason",
+                 "refused_by", "settled", "usage")
+
+    def __init__(self, ledger: Ledger | None, kind: str, price: Price | None, *,
+                 allocated: int | None = None, stamps: Mapping[str, Any] | None = None,
+                 hold_nano: int = 0, hold_tokens: int = 0, refused_by: str | None = None,
+                 reason: str = "") -> None:
+        self.ledger = ledger
+        self.kind = kind
+        self.price = price
+        self.allocated = allocated
+        self.hold_nano = hold_nano
+        self.hold_tokens = hold_tokens
+        self.refused_by = refused_by
+        self.reason = reason
+        self.attributes: dict[str, Any] = dict(stamps or {})
+        if refused_by is not None:
+            self.attributes[attr.REFUSED_BY] = refused_by
+        elif allocated is not None:
+            self.attributes[attr.ALLOCATED_TOKENS] = allocated
+        self.usage: Usage | None = None
+        self.cost_nano = 0
+        self.cost_known = False
+        self.settled = False
+        self.charged_nano = 0
+        self.charged_tokens = 0
+
+    def refusal(self, step_key: str) -> BudgetExhausted:
+        return BudgetExhausted(f"refused {step_key}: {self.reason}", step_key=step_key,
+                               refused_by=self.refused_by or "usd")
+
+    def _lock(self) -> threading.Lock:
+        return self.ledger.lock if self.ledger is not None else _DETACHED_LOCK
+
+    def record(self, found: Usage, cost_usd: Any) -> dict[str, Any]:
+        """Add one response's usage (and the cost the caller knows); the span attributes of
+        the step's totals so far. Nothing valid: nothing changes ({})."""
+        reported = None if cost_usd is None else reported_usd_to_nano(cost_usd)
+        if found.empty and (reported is None or self.price is not None):
+            return {}
+        with self._lock():
+            if not found.empty:
+                self.usage = found if self.usage is None else self.usage.plus(found)
+            if self.price is not None:
+                self.cost_nano += round_half_even(self.price.cost_atto(*found.split()),
+                                                  ATTO_PER_NANO)
+                self.cost_known = True
+            elif reported is not None:
+                self.cost_nano += reported
+                self.cost_known = True
+            if self.settled:
+                self._charge_locked(None)  # late usage: spent is spent
+            values: dict[str, Any] = {} if self.usage is None else self.usage.attributes()
+            if self.cost_known:
+                values[attr.COST_USD] = nano_to_usd(self.cost_nano)
+        return values
+
+    def settle(self, outcome: str | None) -> None:
+        """The step ended (`outcome`): its hold released, what it spent added."""
+        if self.ledger is None:
+            return
+        with self.ledger.lock:
+            if self.settled:
+                return
+            self.settled = True
+            for level in self.ledger.chain:
+                level.held_nano -= self.hold_nano
+                level.held_tokens -= self.hold_tokens
+            self._charge_locked(outcome)
+            if self.kind == "model" and self.usage is not None and self.usage.input is not None:
+                self.ledger.root.last_input = self.usage.input_with_cache()
+
+    def release(self) -> None:
+        """The step never started: its hold released, nothing spent."""
+        if self.ledger is None:
+            return
+        with self.ledger.lock:
+            if not self.settled:
+                self.settled = True
+                for level in self.ledger.chain:
+                    level.held_nano -= self.hold_nano
+                    level.held_tokens -= self.hold_tokens
+
+    def _charge_locked(self, outcome: str | None) -> None:
+        """Bring what this step counts as spent up to date (the ledger's lock held). With
+        usage: its tokens and its cost (the estimate when the cost is unknown). Without: the
+        estimate when the call was possibly billed, else nothing."""
+        if self.ledger is None:
+            return
+        if self.usage is not None:
+            tokens = self.usage.tokens()
+            cost = self.cost_nano if self.cost_known else self.hold_nano
+        elif self.cost_known:
+            tokens, cost = self.hold_tokens, self.cost_nano
+        elif outcome in _POSSIBLY_BILLED:
+            tokens, cost = self.hold_tokens, self.hold_nano
+        else:
+            tokens, cost = 0, 0
+        for level in self.ledger.chain:
+            level.spent_nano += cost - self.charged_nano
+            level.spent_tokens += tokens - self.charged_tokens
+        self.charged_nano, self.charged_tokens = cost, tokens
+
+
+_DETACHED_LOCK = threading.Lock()  # a step outside any budget's accounting: rare, never held long

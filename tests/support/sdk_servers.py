@@ -15,7 +15,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from http.client import HTTPConnection
@@ -353,22 +353,26 @@ class ModelState:
 
     Usage: each answer takes the next entry of `usage` (input with its cache, `cache_read`,
     `cache_write`, `output`, `reasoning`; `status` for an error instead, whose body reports the
-    usage only with `usage_on_error`); with none left, 10 in and 5 out. The output is cut to
-    the `max_tokens` / `max_completion_tokens` the request asked for, as a model stops there.
+    usage only with `usage_on_error`), or what `usage` returns for the request's body when it is
+    a function (the server measuring what it was sent); with none left, 10 in and 5 out. The
+    output is cut to the `max_tokens` / `max_completion_tokens` the request asked for, as a
+    model stops there.
     Every answer that reported usage is logged in `billed`, with what it cost at `prices`
     (model → USD per million tokens: input, output, cache_read, cache_write; a missing cache
-    rate is the input rate), computed here in decimals: the truth the SDK's and budgetscope's
-    numbers are judged against. Records every request body and its headers."""
+    rate is the input rate), computed here in decimals, under the request's `X-Call` header:
+    the truth the SDK's and budgetscope's numbers are judged against. Records every request
+    body and its headers."""
 
     def __init__(self, tool: str | None, arguments: dict[str, Any] | None = None,
                  answer: str = "done", delay: float = 0.0,
-                 usage: list[dict[str, Any]] | None = None,
+                 usage: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]]
+                 | None = None,
                  prices: dict[str, dict[str, str]] | None = None) -> None:
         self.tool = tool
         self.arguments = arguments or {}
         self.answer = answer
         self.delay = delay
-        self.usage = list(usage or [])
+        self.usage = usage if callable(usage) else list(usage or [])
         self.prices = prices or {}
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -377,7 +381,10 @@ class ModelState:
 
     def next_usage(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
-            entry = dict(self.usage.pop(0)) if self.usage else {"input": 10, "output": 5}
+            if callable(self.usage):
+                entry = dict(self.usage(body))
+            else:
+                entry = dict(self.usage.pop(0)) if self.usage else {"input": 10, "output": 5}
         asked = [value for value in (body.get("max_tokens"), body.get("max_completion_tokens"))
                  if isinstance(value, int)]
         entry["cut"] = bool(asked) and entry.get("output", 0) > min(asked)
@@ -385,7 +392,8 @@ class ModelState:
             entry["output"] = min(asked)
         return entry
 
-    def bill(self, model: str, api: str, body: dict[str, Any], entry: dict[str, Any]) -> None:
+    def bill(self, model: str, api: str, body: dict[str, Any], entry: dict[str, Any],
+             call: str | None = None) -> None:
         counts = {key: int(entry.get(key, 0)) for key in ("input", "cache_read", "cache_write",
                                                          "output", "reasoning")}
         rates = self.prices.get(model)
@@ -398,7 +406,8 @@ class ModelState:
                    + counts["output"] * Decimal(rates["output"])) / 1_000_000
             cost_nano = int((usd * 10**9).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
         with self.lock:
-            self.billed.append({"model": model, "api": api, "status": entry.get("status", 200),
+            self.billed.append({"call": call, "model": model, "api": api,
+                                "status": entry.get("status", 200),
                                 "stream": body.get("stream") is True, **counts,
                                 "max_tokens": body.get("max_tokens",
                                                        body.get("max_completion_tokens")),
@@ -441,10 +450,10 @@ class FakeModel(_Quiet):
                                                "type": "server_error"}}
             if entry.get("usage_on_error"):
                 error["usage"] = (_anthropic_usage if anthropic else _openai_usage)(entry)
-                state.bill(model, api, body, entry)
+                state.bill(model, api, body, entry, self.headers.get("X-Call"))
             _reply(self, status, error)
             return
-        state.bill(model, api, body, entry)
+        state.bill(model, api, body, entry, self.headers.get("X-Call"))
         messages = body.get("messages", [])
         results = [m for m in messages if m.get("role") == "tool"
                    or (isinstance(m.get("content"), list) and any(

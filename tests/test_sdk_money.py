@@ -204,6 +204,22 @@ def test_an_estimate_without_a_price_is_held_whole_or_refused() -> None:
     assert budget.ledger.spent_nano == 7_000_000
 
 
+def test_a_call_without_max_output_tokens_holds_all_that_is_left_while_it_runs() -> None:
+    spans = capture()
+    with run(spans, usd=0.05, tokens=100_000) as budget:
+        with budget.step("model", "m", price=GPT, input_tokens=1000) as call:
+            assert call.max_tokens == (50_000_000 - 2_500_000) // 10_000  # all the money buys
+            assert call.held_usd == 0.05
+            with pytest.raises(BudgetExhausted):
+                budget.step("model", "m", price=GPT, max_output_tokens=100)
+        # it recorded nothing: only its input is an estimate of what it cost, not the rest
+        assert (budget.ledger.spent_nano, budget.ledger.spent_tokens) == (2_500_000, 1000)
+        with budget.step("model", "unpriced") as call:
+            # no completed call reported an input: the input estimate is 0
+            assert call.max_tokens == budget.ledger.held_tokens == 100_000 - 1000
+        assert budget.ledger.spent_tokens == 1000  # and nothing recorded, nothing estimated
+
+
 # -- recording usage -----------------------------------------------------------------------------
 def test_record_usage_writes_the_opentelemetry_names_and_the_cost_exactly() -> None:
     spans = capture()

@@ -67,7 +67,7 @@ class PhaseTracker:
                 wall_ns: Callable[[], int]) -> str:
         by_time = phase_at(elapsed_s, total_s, reserve_s)
         now = by_time
-        if spent is not None and phase_index(spent[0]) > phase_index(now):
+        if spent is not None and spent[0] != OPEN and phase_index(spent[0]) > phase_index(now):
             now = spent[0]
         with self._lock:
             before = self.phase

@@ -16,7 +16,6 @@ and calls `record` and `settle`."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from budgetscope_sdk import attributes as attr
@@ -24,6 +23,7 @@ from budgetscope_sdk import ladder
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.price import (
     ATTO_PER_NANO,
+    NANO_PER_USD,
     Price,
     ceil_div,
     format_usd,
@@ -41,6 +41,8 @@ _POSSIBLY_BILLED = frozenset({"ok", "client_timeout", "cancelled", "error"})
 
 
 def _token_count(value: Any, what: str, *, positive: bool = False) -> int:
+    if type(value) is int and value >= positive:  # a bool is not a count
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
         least = "1" if positive else "0"
         raise ValueError(f"{what} must be a whole number of tokens at least {least}, "
@@ -74,6 +76,10 @@ class Ledger:
         # input estimate (an agent's context only grows). Kept on the root.
         self.last_input: int | None = None
         self.refused_by: str | None = None  # the budget of the last call refused for money
+        # Counts every change of what is spent (on the root), so the ladder's reading of it
+        # is recomputed only when it may have moved.
+        self.version = 0
+        self._phase_seen: tuple[int, tuple[str, str, float]] = (-1, (ladder.OPEN, "usd", 0.0))
 
     @classmethod
     def for_run(cls, usd: Any, tokens: Any, reserve_usd: Any) -> Ledger:
@@ -120,12 +126,13 @@ class Ledger:
                 tokens = free if tokens is None else min(tokens, free)
         return left, spendable, tokens
 
-    def _stamp(self, money_left: int | None, tokens_left: int | None) -> dict[str, Any]:
+    @staticmethod
+    def _stamp(money_left: int | None, tokens_left: int | None) -> dict[str, Any]:
         stamps: dict[str, Any] = {}
         if money_left is not None:
-            stamps[attr.REMAINING_USD] = nano_to_usd(max(0, money_left))
+            stamps[attr.REMAINING_USD] = money_left / NANO_PER_USD if money_left > 0 else 0.0
         if tokens_left is not None:
-            stamps[attr.REMAINING_TOKENS] = max(0, tokens_left)
+            stamps[attr.REMAINING_TOKENS] = tokens_left if tokens_left > 0 else 0
         return stamps
 
     def stamps(self) -> dict[str, Any]:
@@ -159,7 +166,7 @@ class Ledger:
             return None  # a run without money or tokens: nothing to account for
         output_bearing = kind == "model" or max_output_tokens is not None
         if not (output_bearing or asks):
-            return Spend(self, kind, None, stamps=self.stamps())
+            return Spend(self, kind, None, None, self.stamps())
         if price is not None and not isinstance(price, Price):
             raise ValueError(f"price must be a budgetscope_sdk.Price, got {price!r}")
         ceiling = None if max_output_tokens is None else _token_count(
@@ -175,24 +182,36 @@ class Ledger:
         given_input = None if input_tokens is None else _token_count(input_tokens,
                                                                      "input_tokens")
         if not self.active:
-            return Spend(self, kind, price, allocated=ceiling)
+            return Spend(self, kind, price, ceiling)
         with self.lock:
-            left, spendable, tokens_left = self._least(landing)
+            if self.parent is None:  # _least, inline for a run's own ledger (the usual case)
+                left = spendable = tokens_left = None
+                if self.total_nano is not None:
+                    left = self.total_nano - self.spent_nano - self.held_nano
+                    spendable = left if landing else left - self.reserve_nano
+                if self.total_tokens is not None:
+                    tokens_left = self.total_tokens - self.spent_tokens - self.held_tokens
+            else:
+                left, spendable, tokens_left = self._least(landing)
             input_estimate = given_input if given_input is not None else (
                 self.root.last_input or 0) if kind == "model" else 0
             base, per_output = _estimate(price, estimate_atto, input_estimate, ceiling)
             allocated, refused_by = _allocate(
                 None if spendable is None else spendable * ATTO_PER_NANO, tokens_left,
-                base, per_output, input_estimate, ceiling, max(1, minimum) if output_bearing
-                else 0, must_have_money=kind == "model")
-            stamps = self._stamp(left, tokens_left)
+                base, per_output, input_estimate, ceiling,
+                (minimum if minimum > 1 else 1) if output_bearing else 0, kind == "model")
+            stamps: dict[str, Any] = {}  # _stamp, inline: this is every model step's path
+            if left is not None:
+                stamps[attr.REMAINING_USD] = left / NANO_PER_USD if left > 0 else 0.0
+            if tokens_left is not None:
+                stamps[attr.REMAINING_TOKENS] = tokens_left if tokens_left > 0 else 0
             if refused_by is not None:
                 for level in self.chain:
                     level.refused_by = refused_by
-                return Spend(self, kind, price, stamps=stamps, refused_by=refused_by,
-                             reason=_refusal_reason(refused_by, spendable, tokens_left,
-                                                    input_estimate, minimum, price,
-                                                    estimate_atto, landing))
+                return Spend(self, kind, price, None, stamps, 0, 0, refused_by,
+                             _refusal_reason(refused_by, spendable, tokens_left,
+                                             input_estimate, minimum, price, estimate_atto,
+                                             landing))
             hold_nano = ceil_div(base + (allocated or 0) * per_output, ATTO_PER_NANO) \
                 if self.money else 0
             hold_tokens = input_estimate + allocated if self.tokens and output_bearing \
@@ -200,25 +219,35 @@ class Ledger:
             for level in self.chain:
                 level.held_nano += hold_nano
                 level.held_tokens += hold_tokens
-        return Spend(self, kind, price, allocated=allocated, stamps=stamps,
-                     hold_nano=hold_nano, hold_tokens=hold_tokens)
+        spend = Spend(self, kind, price, allocated, stamps, hold_nano, hold_tokens)
+        if ceiling is None and estimate_atto is None:
+            # Unbounded output: the hold is all that is left, but only the input is an
+            # estimate of what the call costs if it records nothing.
+            spend.estimate_nano = ceil_div(base, ATTO_PER_NANO) if self.money else 0
+            spend.estimate_tokens = input_estimate if hold_tokens else 0
+        return spend
 
     # -- the run's state ---------------------------------------------------------------------
     def phase(self) -> tuple[str, str, float]:
         """(phase, budget, share consumed) of the dimension furthest down the ladder, from
         what is spent (not held: a hold is released when its call ends)."""
+        version = self.root.version
+        if self._phase_seen[0] == version:
+            return self._phase_seen[1]
         furthest = (ladder.OPEN, "usd", 0.0)
-        with self.lock:
-            for level in self.chain:
-                for total, spent, reserve, name in (
-                        (level.total_nano, level.spent_nano, level.reserve_nano, "usd"),
-                        (level.total_tokens, level.spent_tokens, 0, "tokens")):
-                    if total is None:
-                        continue
-                    now = ladder.phase_at(spent, total, reserve)
-                    if ladder.phase_index(now) > ladder.phase_index(furthest[0]):
-                        furthest = (now, name, round(min(spent / total, 1.0), 4)
-                                    if total else 1.0)
+        # Read without the lock: a count read while another call settles moves the ladder a
+        # call early or late, never the admission (which holds the lock).
+        for level in self.chain:
+            for total, spent, reserve, name in (
+                    (level.total_nano, level.spent_nano, level.reserve_nano, "usd"),
+                    (level.total_tokens, level.spent_tokens, 0, "tokens")):
+                if total is None or (spent < ladder.NARROWING_AT * total
+                                     and total - spent > reserve):
+                    continue  # still open: the common case, decided without the ladder
+                now = ladder.phase_at(spent, total, reserve)
+                if ladder.phase_index(now) > ladder.phase_index(furthest[0]):
+                    furthest = (now, name, round(min(spent / total, 1.0), 4) if total else 1.0)
+        self._phase_seen = (version, furthest)
         return furthest
 
     def ran_out(self) -> bool:
@@ -282,9 +311,11 @@ def _estimate(price: Price | None, estimate_atto: int | None, input_estimate: in
 
 
 def _allocate(money_atto: int | None, tokens_left: int | None, base: int, per_output: int,
-              input_estimate: int, ceiling: int | None, need: int, *,
+              input_estimate: int, ceiling: int | None, need: int,
               must_have_money: bool) -> tuple[int | None, str | None]:
-    """(output tokens allocated, None: not limited; or the budget that refuses the call)."""
+    """(output tokens allocated, None: not limited; or the budget that refuses the call).
+    An output-bearing call needs `need` output tokens; another (a tool with an estimate, need
+    0) only needs its estimate to fit."""
     money_affords: int | None = None
     if money_atto is not None:
         if must_have_money and money_atto <= 0:
@@ -294,19 +325,18 @@ def _allocate(money_atto: int | None, tokens_left: int | None, base: int, per_ou
         elif base > money_atto:
             money_affords = -1
     tokens_afford = None if tokens_left is None else tokens_left - input_estimate
-    limits = [value for value in (ceiling, money_affords, tokens_afford) if value is not None]
-    allocated = min(limits) if limits else None
-    # An output-bearing call needs `need` output tokens; another (a tool with an estimate) only
-    # needs its estimate to fit.
-    money_short = money_affords is not None and money_affords < max(need, 0)
+    money_short = money_affords is not None and money_affords < need
     tokens_short = need > 0 and tokens_afford is not None and tokens_afford < need
-    if money_short and tokens_short:
-        assert money_affords is not None and tokens_afford is not None
-        return None, "usd" if money_affords <= tokens_afford else "tokens"
-    if money_short:
-        return None, "usd"
-    if tokens_short:
-        return None, "tokens"
+    if money_short or tokens_short:
+        if money_short and tokens_short:
+            assert money_affords is not None and tokens_afford is not None
+            return None, "usd" if money_affords <= tokens_afford else "tokens"
+        return None, "usd" if money_short else "tokens"
+    allocated = ceiling
+    if money_affords is not None and (allocated is None or money_affords < allocated):
+        allocated = money_affords
+    if tokens_afford is not None and (allocated is None or tokens_afford < allocated):
+        allocated = tokens_afford
     return allocated, None
 
 
@@ -336,48 +366,56 @@ class Spend:
     step's Price, else the costs it was given)."""
 
     __slots__ = ("allocated", "attributes", "charged_nano", "charged_tokens", "cost_known",
-                 "cost_nano", "hold_nano", "hold_tokens", "kind", "ledger", "price", "reason",
-                 "refused_by", "settled", "usage")
+                 "cost_nano", "estimate_nano", "estimate_tokens", "hold_nano", "hold_tokens",
+                 "kind", "ledger", "price", "reason", "refused_by", "settled", "usage")
 
-    def __init__(self, ledger: Ledger | None, kind: str, price: Price | None, *,
-                 allocated: int | None = None, stamps: Mapping[str, Any] | None = None,
+    def __init__(self, ledger: Ledger | None, kind: str, price: Price | None,
+                 allocated: int | None = None, stamps: dict[str, Any] | None = None,
                  hold_nano: int = 0, hold_tokens: int = 0, refused_by: str | None = None,
                  reason: str = "") -> None:
+        """`stamps` become the start of its span attributes (the dict is kept, not copied)."""
         self.ledger = ledger
         self.kind = kind
         self.price = price
         self.allocated = allocated
-        self.hold_nano = hold_nano
-        self.hold_tokens = hold_tokens
+        self.hold_nano = self.estimate_nano = hold_nano
+        self.hold_tokens = self.estimate_tokens = hold_tokens
         self.refused_by = refused_by
         self.reason = reason
-        self.attributes: dict[str, Any] = dict(stamps or {})
+        attributes = self.attributes = {} if stamps is None else stamps
         if refused_by is not None:
-            self.attributes[attr.REFUSED_BY] = refused_by
+            attributes[attr.REFUSED_BY] = refused_by
         elif allocated is not None:
-            self.attributes[attr.ALLOCATED_TOKENS] = allocated
+            attributes[attr.ALLOCATED_TOKENS] = allocated
         self.usage: Usage | None = None
-        self.cost_nano = 0
-        self.cost_known = False
-        self.settled = False
-        self.charged_nano = 0
-        self.charged_tokens = 0
+        self.cost_nano = self.charged_nano = self.charged_tokens = 0
+        self.cost_known = self.settled = False
 
     def refusal(self, step_key: str) -> BudgetExhausted:
         return BudgetExhausted(f"refused {step_key}: {self.reason}", step_key=step_key,
                                refused_by=self.refused_by or "usd")
 
-    def _lock(self) -> threading.Lock:
-        return self.ledger.lock if self.ledger is not None else _DETACHED_LOCK
-
-    def record(self, found: Usage, cost_usd: Any) -> dict[str, Any]:
-        """Add one response's usage (and the cost the caller knows); the span attributes of
-        the step's totals so far. Nothing valid: nothing changes ({})."""
-        reported = None if cost_usd is None else reported_usd_to_nano(cost_usd)
-        if found.empty and (reported is None or self.price is not None):
+    def span_attributes(self) -> dict[str, Any]:
+        """The usage attributes of what the step recorded, and budget.cost_usd when known
+        ({} when it recorded nothing)."""
+        # Read by the step as it closes, without the lock: a response recorded by another
+        # thread at that very moment misses the span (the ledger still counts it).
+        if self.usage is None and not self.cost_known:
             return {}
-        with self._lock():
-            if not found.empty:
+        values: dict[str, Any] = {} if self.usage is None else self.usage.attributes()
+        if self.cost_known:
+            values[attr.COST_USD] = self.cost_nano / NANO_PER_USD
+        return values
+
+    def record(self, found: Usage, cost_usd: Any) -> None:
+        """Add one response's usage (and the cost the caller knows). Nothing valid: nothing
+        changes."""
+        reported = None if cost_usd is None else reported_usd_to_nano(cost_usd)
+        nothing = found.empty
+        if nothing and (reported is None or self.price is not None):
+            return
+        with self.ledger.lock if self.ledger is not None else _DETACHED_LOCK:
+            if not nothing:
                 self.usage = found if self.usage is None else self.usage.plus(found)
             if self.price is not None:
                 self.cost_nano += round_half_even(self.price.cost_atto(*found.split()),
@@ -388,10 +426,6 @@ class Spend:
                 self.cost_known = True
             if self.settled:
                 self._charge_locked(None)  # late usage: spent is spent
-            values: dict[str, Any] = {} if self.usage is None else self.usage.attributes()
-            if self.cost_known:
-                values[attr.COST_USD] = nano_to_usd(self.cost_nano)
-        return values
 
     def settle(self, outcome: str | None) -> None:
         """The step ended (`outcome`): its hold released, what it spent added."""
@@ -401,12 +435,13 @@ class Spend:
             if self.settled:
                 return
             self.settled = True
-            for level in self.ledger.chain:
-                level.held_nano -= self.hold_nano
-                level.held_tokens -= self.hold_tokens
-            self._charge_locked(outcome)
-            if self.kind == "model" and self.usage is not None and self.usage.input is not None:
-                self.ledger.root.last_input = self.usage.input_with_cache()
+            if self.hold_nano or self.hold_tokens:
+                for level in self.ledger.chain:
+                    level.held_nano -= self.hold_nano
+                    level.held_tokens -= self.hold_tokens
+            tokens = self._charge_locked(outcome)
+            if self.kind == "model" and tokens is not None:
+                self.ledger.root.last_input = tokens[0]
 
     def release(self) -> None:
         """The step never started: its hold released, nothing spent."""
@@ -419,25 +454,32 @@ class Spend:
                     level.held_nano -= self.hold_nano
                     level.held_tokens -= self.hold_tokens
 
-    def _charge_locked(self, outcome: str | None) -> None:
+    def _charge_locked(self, outcome: str | None) -> tuple[int, int] | None:
         """Bring what this step counts as spent up to date (the ledger's lock held). With
         usage: its tokens and its cost (the estimate when the cost is unknown). Without: the
-        estimate when the call was possibly billed, else nothing."""
+        estimate when the call was possibly billed, else nothing. Returns the usage's (input
+        with its cache, output) when it recorded an input."""
         if self.ledger is None:
-            return
+            return None
+        counted = None
         if self.usage is not None:
-            tokens = self.usage.tokens()
-            cost = self.cost_nano if self.cost_known else self.hold_nano
+            fresh, read, write, output = self.usage.split()
+            tokens = fresh + read + write + output
+            if self.usage.input is not None:
+                counted = (fresh + read + write, output)
+            cost = self.cost_nano if self.cost_known else self.estimate_nano
         elif self.cost_known:
-            tokens, cost = self.hold_tokens, self.cost_nano
+            tokens, cost = self.estimate_tokens, self.cost_nano
         elif outcome in _POSSIBLY_BILLED:
-            tokens, cost = self.hold_tokens, self.hold_nano
+            tokens, cost = self.estimate_tokens, self.estimate_nano
         else:
             tokens, cost = 0, 0
         for level in self.ledger.chain:
             level.spent_nano += cost - self.charged_nano
             level.spent_tokens += tokens - self.charged_tokens
         self.charged_nano, self.charged_tokens = cost, tokens
+        self.ledger.root.version += 1
+        return counted
 
 
 _DETACHED_LOCK = threading.Lock()  # a step outside any budget's accounting: rare, never held long

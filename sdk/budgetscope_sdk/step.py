@@ -258,17 +258,16 @@ class Step:
                      cost_usd: float | None = None) -> None:
         """Record the tokens one response used (input as OpenTelemetry counts it: cache reads
         and writes included; output with its reasoning) and, without a Price on the step, what
-        it cost if you know. Each call adds one response: the span carries the step's sums
-        under the OpenTelemetry GenAI names, and budget.cost_usd when the cost is known (from
-        the step's Price, else the costs given). The run's ledger counts them. A value that is
-        not a non-negative integer (a finite non-negative number for the cost) is ignored for
-        that field; this never raises."""
+        it cost if you know. Each call adds one response: when the step ends its span carries
+        the sums under the OpenTelemetry GenAI names, and budget.cost_usd when the cost is
+        known (from the step's Price, else the costs given). The run's ledger counts them, even
+        when recorded after the step ended. A value that is not a non-negative integer (a
+        finite non-negative number for the cost) is ignored for that field; this never
+        raises."""
         if self.spend is None:
             self.spend = Spend(None, self.kind, None)
-        values = self.spend.record(Usage.checked(input_tokens, output_tokens, cache_read,
-                                                 cache_write, reasoning), cost_usd)
-        if values and not self._closed:
-            self.span.set_attributes(values)
+        self.spend.record(Usage.checked(input_tokens, output_tokens, cache_read, cache_write,
+                                        reasoning), cost_usd)
 
     def remaining(self) -> float:
         """Seconds left of this step's slice (never negative)."""
@@ -578,6 +577,8 @@ class Step:
             self.cleanup_ms = error.cleanup_ms
         span = self.span
         closing: dict[str, Any] = {attr.OUTCOME: outcome} if evidenced else {}
+        if self.spend is not None:
+            closing.update(self.spend.span_attributes())
         if self.effect_status is not None:
             closing[attr.EFFECT_STATUS] = self.effect_status
         if self.reconcile_result is not None:

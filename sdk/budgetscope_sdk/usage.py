@@ -30,9 +30,9 @@ ANTHROPIC_MESSAGES = "anthropic_messages"
 
 def count(value: Any) -> int | None:
     """A token count from someone else's JSON: a non-negative int up to 10¹², else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 0 <= value <= MAX_TOKENS_COUNT else None
+    if type(value) is int:  # a bool is not a count (and an int subclass is not JSON's)
+        return value if 0 <= value <= MAX_TOKENS_COUNT else None
+    return None
 
 
 class Usage:
@@ -54,9 +54,15 @@ class Usage:
     def checked(cls, input: Any = None, output: Any = None,  # noqa: A002
                 cache_read: Any = None, cache_write: Any = None,
                 reasoning: Any = None) -> Usage:
-        """Each field kept only when it is a valid count."""
-        return cls(count(input), count(output), count(cache_read), count(cache_write),
-                   count(reasoning))
+        """Each field kept only when it is a valid count (count(), inline: every recorded
+        response comes through here)."""
+        top = MAX_TOKENS_COUNT
+        return cls(input if type(input) is int and 0 <= input <= top else None,
+                   output if type(output) is int and 0 <= output <= top else None,
+                   cache_read if type(cache_read) is int and 0 <= cache_read <= top else None,
+                   cache_write if type(cache_write) is int and 0 <= cache_write <= top
+                   else None,
+                   reasoning if type(reasoning) is int and 0 <= reasoning <= top else None)
 
     def __repr__(self) -> str:
         return (f"Usage(input={self.input}, output={self.output}, cache_read={self.cache_read},"
@@ -74,7 +80,8 @@ class Usage:
 
     @property
     def empty(self) -> bool:
-        return all(value is None for value in self.fields())
+        return self.input is None and self.output is None and self.cache_read is None \
+            and self.cache_write is None and self.reasoning is None
 
     def plus(self, other: Usage) -> Usage:
         """Field by field; a field known on either side is known."""
@@ -105,9 +112,18 @@ class Usage:
 
     def attributes(self) -> dict[str, int]:
         """The OpenTelemetry GenAI usage attributes of the counts that are known."""
-        names = (attr.GEN_AI_INPUT_TOKENS, attr.GEN_AI_OUTPUT_TOKENS, attr.GEN_AI_CACHE_READ,
-                 attr.GEN_AI_CACHE_WRITE, attr.GEN_AI_REASONING)
-        return {name: value for name, value in zip(names, self.fields()) if value is not None}
+        values: dict[str, int] = {}
+        if self.input is not None:
+            values[attr.GEN_AI_INPUT_TOKENS] = self.input
+        if self.output is not None:
+            values[attr.GEN_AI_OUTPUT_TOKENS] = self.output
+        if self.cache_read is not None:
+            values[attr.GEN_AI_CACHE_READ] = self.cache_read
+        if self.cache_write is not None:
+            values[attr.GEN_AI_CACHE_WRITE] = self.cache_write
+        if self.reasoning is not None:
+            values[attr.GEN_AI_REASONING] = self.reasoning
+        return values
 
 
 def _get(mapping: Any, *path: str) -> Any:
@@ -216,8 +232,11 @@ class StreamUsage:
         if not line.startswith(b"data:"):
             return
         data = line[5:].strip()
-        # Only lines that can carry usage are parsed: text deltas are most of a stream.
-        if not data.startswith(b"{") or b"usage" not in data:
+        # Only lines that can carry usage are parsed: text deltas are most of a stream, and a
+        # chat completions stream asked for its usage says `"usage": null` in every chunk.
+        if not data.startswith(b"{") or b'"usage"' not in data or (
+                data.count(b'"usage"') == 1 and (b'"usage":null' in data
+                                                 or b'"usage": null' in data)):
             return
         try:
             event = json.loads(data)

@@ -374,3 +374,44 @@ def test_a_model_call_the_money_cannot_cover_is_refused_and_never_sent() -> None
     run_span = spans.run().attributes
     assert (run_span["budget.run.outcome"], run_span["budget.run.exhausted_by"]) == (
         "exhausted", "usd")
+
+
+@pytest.mark.parametrize("transport", [True, False])
+def test_openai_agents_streamed_model_calls_record_their_usage(transport: bool) -> None:
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        Runner,
+        set_tracing_disabled,
+    )
+    from budgetscope_sdk.adapters.openai_agents import budgeted_agent
+
+    set_tracing_disabled(True)
+    spans = capture()
+    usage = [{"input": 800, "cache_read": 300, "output": 120}]
+    # Without the budget transport, the stream carries usage only when the agent asks for it.
+    settings = ModelSettings() if transport else ModelSettings(include_usage=True)
+    with serve(FakeModel, ModelState(None, answer="streamed", usage=usage,
+                                     prices=PRICES)) as (model_url, model):
+        client = openai_client(model_url) if transport else plain_openai_client(model_url)
+        agent = budgeted_agent(Agent(name="writer", model=OpenAIChatCompletionsModel(
+            "fake-gpt", client), model_settings=settings), max_output_tokens=500,
+            price=Price(input=2.5, output=10))
+
+        async def main() -> str:
+            async with RunBudget(20, usd=1, tracer=spans.tracer):
+                result = Runner.run_streamed(agent, "write")
+                async for _ in result.stream_events():
+                    pass
+                return str(result.final_output)
+
+        assert asyncio.run(main()) == "streamed"
+    request = model.requests[0]
+    assert request["stream"] is True and request["stream_options"]["include_usage"] is True
+    assert request["max_tokens"] == 500
+    (step,) = spans.steps()
+    (bill,) = model.billed
+    assert (step["gen_ai.usage.input_tokens"], step["gen_ai.usage.output_tokens"],
+            step["gen_ai.usage.cache_read.input_tokens"]) == (800, 120, 300)
+    assert round(step["budget.cost_usd"] * 1e9) == bill["cost_nano"]

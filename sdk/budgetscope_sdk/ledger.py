@@ -15,6 +15,7 @@ and calls `record` and `settle`."""
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -29,12 +30,12 @@ from budgetscope_sdk.price import (
     format_usd,
     nano_to_usd,
     reported_usd_to_nano,
-    round_half_even,
     usd_to_nano,
 )
-from budgetscope_sdk.usage import Usage
+from budgetscope_sdk.usage import MAX_TOKENS_COUNT, Usage
 
 DEFAULT_MINIMUM_OUTPUT_TOKENS = 256
+_STILL_OPEN = (ladder.OPEN, "usd", 0.0)
 # Classes after which a call is presumed billed though it recorded no usage (docs/metrics.md
 # §11.4): the ledger then keeps its estimate as spent. After the others nothing is charged.
 _POSSIBLY_BILLED = frozenset({"ok", "client_timeout", "cancelled", "error"})
@@ -76,10 +77,12 @@ class Ledger:
         # input estimate (an agent's context only grows). Kept on the root.
         self.last_input: int | None = None
         self.refused_by: str | None = None  # the budget of the last call refused for money
-        # Counts every change of what is spent (on the root), so the ladder's reading of it
-        # is recomputed only when it may have moved.
-        self.version = 0
-        self._phase_seen: tuple[int, tuple[str, str, float]] = (-1, (ladder.OPEN, "usd", 0.0))
+        # Below these, what is spent leaves this level on the ladder's first rung (open): below
+        # 60% of the budget and more than the reserve left (ladder.phase_at).
+        self._open_below_nano = math.inf if total_nano is None else min(
+            ladder.NARROWING_AT * total_nano, total_nano - reserve_nano)
+        self._open_below_tokens = math.inf if total_tokens is None else \
+            ladder.NARROWING_AT * total_tokens
 
     @classmethod
     def for_run(cls, usd: Any, tokens: Any, reserve_usd: Any) -> Ledger:
@@ -169,9 +172,13 @@ class Ledger:
             return Spend(self, kind, None, None, self.stamps())
         if price is not None and not isinstance(price, Price):
             raise ValueError(f"price must be a budgetscope_sdk.Price, got {price!r}")
-        ceiling = None if max_output_tokens is None else _token_count(
-            max_output_tokens, "max_output_tokens", positive=True)
-        minimum = _token_count(minimum_output_tokens, "minimum_output_tokens")
+        # checked by _token_count, whose common case (a plain int) is tested inline here
+        ceiling = max_output_tokens if type(max_output_tokens) is int and max_output_tokens > 0 \
+            else None if max_output_tokens is None else _token_count(
+                max_output_tokens, "max_output_tokens", positive=True)
+        minimum = minimum_output_tokens if type(minimum_output_tokens) is int \
+            and minimum_output_tokens >= 0 else _token_count(minimum_output_tokens,
+                                                             "minimum_output_tokens")
         if ceiling is not None and minimum > ceiling:
             if minimum != DEFAULT_MINIMUM_OUTPUT_TOKENS:
                 raise ValueError(f"minimum_output_tokens ({minimum}) must be at most "
@@ -195,7 +202,15 @@ class Ledger:
                 left, spendable, tokens_left = self._least(landing)
             input_estimate = given_input if given_input is not None else (
                 self.root.last_input or 0) if kind == "model" else 0
-            base, per_output = _estimate(price, estimate_atto, input_estimate, ceiling)
+            # the call's cost apart from its output, and per output token, in atto-dollars: a
+            # Price prices the input estimate and each output token; the caller's estimate is
+            # the call's cost at its max_output_tokens (with a Price its output part shrinks
+            # with the allocation, without one it is all or nothing); neither holds nothing
+            per_output = 0 if price is None else price.output_pico
+            if estimate_atto is not None:
+                base = max(0, estimate_atto - (ceiling or 0) * per_output)
+            else:
+                base = 0 if price is None else input_estimate * price.input_pico
             allocated, refused_by = _allocate(
                 None if spendable is None else spendable * ATTO_PER_NANO, tokens_left,
                 base, per_output, input_estimate, ceiling,
@@ -231,10 +246,13 @@ class Ledger:
     def phase(self) -> tuple[str, str, float]:
         """(phase, budget, share consumed) of the dimension furthest down the ladder, from
         what is spent (not held: a hold is released when its call ends)."""
-        version = self.root.version
-        if self._phase_seen[0] == version:
-            return self._phase_seen[1]
-        furthest = (ladder.OPEN, "usd", 0.0)
+        for level in self.chain:  # the common case, two comparisons a level: still open
+            if level.spent_nano >= level._open_below_nano \
+                    or level.spent_tokens >= level._open_below_tokens:
+                break
+        else:
+            return _STILL_OPEN
+        furthest = _STILL_OPEN
         # Read without the lock: a count read while another call settles moves the ladder a
         # call early or late, never the admission (which holds the lock).
         for level in self.chain:
@@ -247,7 +265,6 @@ class Ledger:
                 now = ladder.phase_at(spent, total, reserve)
                 if ladder.phase_index(now) > ladder.phase_index(furthest[0]):
                     furthest = (now, name, round(min(spent / total, 1.0), 4) if total else 1.0)
-        self._phase_seen = (version, furthest)
         return furthest
 
     def ran_out(self) -> bool:
@@ -294,20 +311,6 @@ class Ledger:
                                if level.total_tokens is not None)
             parts.append(f"{max(0, tokens):,} of {total_tokens:,} tokens left")
         return "; ".join(parts) + f"; phase: {phase}."
-
-
-def _estimate(price: Price | None, estimate_atto: int | None, input_estimate: int,
-              ceiling: int | None) -> tuple[int, int]:
-    """(the call's cost apart from its output, its cost per output token), in atto-dollars.
-    A Price prices the input estimate and each output token; the caller's estimate is the
-    call's cost at its max_output_tokens (with a Price, its output part shrinks with the
-    allocation; without one it is all or nothing); neither holds nothing."""
-    per_output = 0 if price is None else price.output_pico
-    if estimate_atto is not None:
-        return max(0, estimate_atto - (ceiling or 0) * per_output), per_output
-    if price is not None:
-        return input_estimate * price.input_pico, per_output
-    return 0, 0
 
 
 def _allocate(money_atto: int | None, tokens_left: int | None, base: int, per_output: int,
@@ -395,31 +398,51 @@ class Spend:
         return BudgetExhausted(f"refused {step_key}: {self.reason}", step_key=step_key,
                                refused_by=self.refused_by or "usd")
 
-    def span_attributes(self) -> dict[str, Any]:
-        """The usage attributes of what the step recorded, and budget.cost_usd when known
-        ({} when it recorded nothing)."""
-        # Read by the step as it closes, without the lock: a response recorded by another
-        # thread at that very moment misses the span (the ledger still counts it).
-        if self.usage is None and not self.cost_known:
-            return {}
-        values: dict[str, Any] = {} if self.usage is None else self.usage.attributes()
+    def write_attributes(self, values: dict[str, Any]) -> None:
+        """Add to `values` the usage attributes of what the step recorded, and budget.cost_usd
+        when known. Read by the step as it closes, without the lock: a response recorded by
+        another thread at that very moment misses the span (the ledger still counts it)."""
+        if self.usage is not None:
+            self.usage.write_attributes(values)
         if self.cost_known:
             values[attr.COST_USD] = self.cost_nano / NANO_PER_USD
-        return values
 
-    def record(self, found: Usage, cost_usd: Any) -> None:
-        """Add one response's usage (and the cost the caller knows). Nothing valid: nothing
-        changes."""
+    def record(self, input_tokens: Any, output_tokens: Any, cache_read: Any, cache_write: Any,
+               reasoning: Any, cost_usd: Any) -> None:
+        """Add one response's usage as someone else reported it (each count kept only when it
+        is a non-negative int up to 10¹², as usage.count checks) and the cost the caller knows.
+        Nothing valid: nothing changes. Every recorded response comes through here, so the
+        checks and the price are written out inline."""
+        top = MAX_TOKENS_COUNT
+        given = input_tokens if type(input_tokens) is int and 0 <= input_tokens <= top else None
+        output = output_tokens if type(output_tokens) is int and 0 <= output_tokens <= top \
+            else None
+        read = cache_read if type(cache_read) is int and 0 <= cache_read <= top else None
+        write = cache_write if type(cache_write) is int and 0 <= cache_write <= top else None
+        thought = reasoning if type(reasoning) is int and 0 <= reasoning <= top else None
         reported = None if cost_usd is None else reported_usd_to_nano(cost_usd)
-        nothing = found.empty
+        nothing = given is None and output is None and read is None and write is None \
+            and thought is None
         if nothing and (reported is None or self.price is not None):
             return
         with self.ledger.lock if self.ledger is not None else _DETACHED_LOCK:
             if not nothing:
+                found = Usage(given, output, read, write, thought)
                 self.usage = found if self.usage is None else self.usage.plus(found)
-            if self.price is not None:
-                self.cost_nano += round_half_even(self.price.cost_atto(*found.split()),
-                                                  ATTO_PER_NANO)
+            price = self.price
+            if price is not None:
+                # Usage.split and Price.cost_atto, rounded half to even to the nano-dollar
+                read_n, write_n, given_n = read or 0, write or 0, given or 0
+                fresh = given_n if given_n < read_n + write_n else given_n - read_n - write_n
+                out_n, thought_n = output or 0, thought or 0
+                atto = (fresh * price.input_pico + read_n * price.cache_read_pico
+                        + write_n * price.cache_write_pico
+                        + (out_n if out_n >= thought_n else out_n + thought_n)
+                        * price.output_pico)
+                nano, rest = divmod(atto, ATTO_PER_NANO)
+                if 2 * rest > ATTO_PER_NANO or (2 * rest == ATTO_PER_NANO and nano % 2):
+                    nano += 1
+                self.cost_nano += nano
                 self.cost_known = True
             elif reported is not None:
                 self.cost_nano += reported
@@ -439,9 +462,9 @@ class Spend:
                 for level in self.ledger.chain:
                     level.held_nano -= self.hold_nano
                     level.held_tokens -= self.hold_tokens
-            tokens = self._charge_locked(outcome)
-            if self.kind == "model" and tokens is not None:
-                self.ledger.root.last_input = tokens[0]
+            input_tokens = self._charge_locked(outcome)
+            if input_tokens is not None and self.kind == "model":
+                self.ledger.root.last_input = input_tokens
 
     def release(self) -> None:
         """The step never started: its hold released, nothing spent."""
@@ -454,19 +477,24 @@ class Spend:
                     level.held_nano -= self.hold_nano
                     level.held_tokens -= self.hold_tokens
 
-    def _charge_locked(self, outcome: str | None) -> tuple[int, int] | None:
+    def _charge_locked(self, outcome: str | None) -> int | None:
         """Bring what this step counts as spent up to date (the ledger's lock held). With
         usage: its tokens and its cost (the estimate when the cost is unknown). Without: the
-        estimate when the call was possibly billed, else nothing. Returns the usage's (input
-        with its cache, output) when it recorded an input."""
+        estimate when the call was possibly billed, else nothing. Returns the usage's input
+        with its cache when it recorded an input."""
         if self.ledger is None:
             return None
         counted = None
-        if self.usage is not None:
-            fresh, read, write, output = self.usage.split()
-            tokens = fresh + read + write + output
-            if self.usage.input is not None:
-                counted = (fresh + read + write, output)
+        usage = self.usage
+        if usage is not None:
+            # Usage.split: an input below its own cache was counted without it; an output
+            # below its reasoning was reported beside it
+            given, read, write = usage.input or 0, usage.cache_read or 0, usage.cache_write or 0
+            output, reasoning = usage.output or 0, usage.reasoning or 0
+            inputs = given if given >= read + write else given + read + write
+            tokens = inputs + (output if output >= reasoning else output + reasoning)
+            if usage.input is not None:
+                counted = inputs
             cost = self.cost_nano if self.cost_known else self.estimate_nano
         elif self.cost_known:
             tokens, cost = self.estimate_tokens, self.cost_nano
@@ -478,7 +506,6 @@ class Spend:
             level.spent_nano += cost - self.charged_nano
             level.spent_tokens += tokens - self.charged_tokens
         self.charged_nano, self.charged_tokens = cost, tokens
-        self.ledger.root.version += 1
         return counted
 
 

@@ -119,9 +119,3 @@ class Price:
 
     def _key(self) -> tuple[int, int, int, int]:
         return (self.input_pico, self.output_pico, self.cache_read_pico, self.cache_write_pico)
-
-    def cost_atto(self, fresh_input: int, cache_read: int, cache_write: int,
-                  output: int) -> int:
-        """The exact cost of these counts in atto-dollars (output with its reasoning)."""
-        return (fresh_input * self.input_pico + cache_read * self.cache_read_pico
-                + cache_write * self.cache_write_pico + output * self.output_pico)

@@ -266,8 +266,8 @@ class Step:
         raises."""
         if self.spend is None:
             self.spend = Spend(None, self.kind, None)
-        self.spend.record(Usage.checked(input_tokens, output_tokens, cache_read, cache_write,
-                                        reasoning), cost_usd)
+        self.spend.record(input_tokens, output_tokens, cache_read, cache_write, reasoning,
+                          cost_usd)
 
     def remaining(self) -> float:
         """Seconds left of this step's slice (never negative)."""
@@ -578,7 +578,7 @@ class Step:
         span = self.span
         closing: dict[str, Any] = {attr.OUTCOME: outcome} if evidenced else {}
         if self.spend is not None:
-            closing.update(self.spend.span_attributes())
+            self.spend.write_attributes(closing)
         if self.effect_status is not None:
             closing[attr.EFFECT_STATUS] = self.effect_status
         if self.reconcile_result is not None:

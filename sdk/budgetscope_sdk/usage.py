@@ -54,8 +54,7 @@ class Usage:
     def checked(cls, input: Any = None, output: Any = None,  # noqa: A002
                 cache_read: Any = None, cache_write: Any = None,
                 reasoning: Any = None) -> Usage:
-        """Each field kept only when it is a valid count (count(), inline: every recorded
-        response comes through here)."""
+        """Each field kept only when it is a valid count (count(), written out inline)."""
         top = MAX_TOKENS_COUNT
         return cls(input if type(input) is int and 0 <= input <= top else None,
                    output if type(output) is int and 0 <= output <= top else None,
@@ -92,27 +91,8 @@ class Usage:
                      add(self.cache_write, other.cache_write),
                      add(self.reasoning, other.reasoning))
 
-    def split(self) -> tuple[int, int, int, int]:
-        """(fresh input, cache read, cache write, output with reasoning) as budgetscope derives
-        them (docs/metrics.md §11.1): an input smaller than its own cache was counted without
-        it; an output smaller than its reasoning was reported beside it."""
-        given = self.input or 0
-        read, write = self.cache_read or 0, self.cache_write or 0
-        fresh = given if given < read + write else given - read - write
-        output, reasoning = self.output or 0, self.reasoning or 0
-        return fresh, read, write, output if output >= reasoning else output + reasoning
-
-    def tokens(self) -> int:
-        fresh, read, write, output = self.split()
-        return fresh + read + write + output
-
-    def input_with_cache(self) -> int:
-        fresh, read, write, _ = self.split()
-        return fresh + read + write
-
-    def attributes(self) -> dict[str, int]:
-        """The OpenTelemetry GenAI usage attributes of the counts that are known."""
-        values: dict[str, int] = {}
+    def write_attributes(self, values: dict[str, Any]) -> None:
+        """Add the OpenTelemetry GenAI usage attributes of the known counts to `values`."""
         if self.input is not None:
             values[attr.GEN_AI_INPUT_TOKENS] = self.input
         if self.output is not None:
@@ -123,7 +103,6 @@ class Usage:
             values[attr.GEN_AI_CACHE_WRITE] = self.cache_write
         if self.reasoning is not None:
             values[attr.GEN_AI_REASONING] = self.reasoning
-        return values
 
 
 def _get(mapping: Any, *path: str) -> Any:

@@ -317,12 +317,14 @@ def test_the_ladder_moves_on_whichever_budget_is_nearest_its_end() -> None:
         with budget.step("model", "m", price=Price(input=0, output=100)) as call:
             call.record_usage(output_tokens=6500)  # $0.65: 65% of the money, 0% of the time
         assert budget.phase == "narrowing" and not budget.may_widen()
-        with pytest.raises(BudgetExhausted, match="no new branches"):
+        with pytest.raises(BudgetExhausted, match="no new branches") as refused:
             budget.step("subagent", "explore", widening=True)
+        assert refused.value.refused_by == "usd"
         assert "$0.35 of $1 left ($0.1 of it kept for the final answer)" in budget.describe()
         with budget.step("model", "m", price=Price(input=0, output=100)) as call:
             call.record_usage(output_tokens=2500)  # $0.90: only the reserve is left
         assert budget.phase == "landing" and budget.ran_out()
+    assert by_name(spans, "explore")[0]["budget.refused_by"] == "usd"
     events = [dict(event.attributes) for event in spans.run().events]
     assert [(e["budget.phase"], e.get("budget.phase.by")) for e in events] == [
         ("narrowing", "usd"), ("fit_only", "usd"), ("landing", "usd")]

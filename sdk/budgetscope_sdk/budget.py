@@ -312,23 +312,26 @@ class RunBudget:
         phase = self._observe_phase()
         available = remaining if landing else max(0.0, remaining - self.reserve_s)
         allocated = available if cap_s is None else min(cap_s, available)
-        reason = None
+        reason, by = None, "time"
         if allocated <= 0 or allocated < minimum_s:
             reason = (f"{_ms(available)} ms left beyond the reserve, {kind}:{name} needs "
                       f"{_ms(minimum_s)} ms" if not landing else
                       f"{_ms(available)} ms left, {kind}:{name} needs {_ms(minimum_s)} ms")
-        elif widening and phase != ladder.OPEN:
-            reason = f"{phase}: no new branches once 60% of the budget is spent"
+        elif widening and phase != ladder.OPEN:  # refused by whichever budget moved the ladder
+            reason, by = f"{phase}: no new branches once 60% of a budget is spent", self._ladder.by
         elif not landing and ladder.phase_index(phase) >= ladder.phase_index(ladder.FIT_ONLY):
             p95 = self.latencies.p95(f"{kind}:{name}")
             if p95 is not None and p95 > available:
                 reason = (f"{phase}: {kind}:{name} p95 {_ms(p95)} ms does not fit in "
                           f"{_ms(available)} ms")
         if reason is not None:
+            if by != "time":
+                refusal_attributes[attr.REFUSED_BY] = by
             self._record_refusal(kind, name, remaining, cap_s, max(0.0, allocated),
                                  refusal_attributes)
             raise BudgetExhausted(f"refused {kind}:{name}: {reason}", step_key=f"{kind}:{name}",
-                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s))
+                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s),
+                                  refused_by=by)
         return allocated, remaining, cap_s
 
     def _record_refusal(self, kind: StepKind, name: str, remaining: float,

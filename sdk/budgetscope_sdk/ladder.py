@@ -60,6 +60,7 @@ class PhaseTracker:
 
     def __init__(self) -> None:
         self.phase = OPEN
+        self.by = "time"  # the budget that moved it to its phase: time, usd or tokens
         self._lock = threading.Lock()
 
     def observe(self, span: Span, elapsed_s: float, total_s: float, reserve_s: float,
@@ -74,6 +75,7 @@ class PhaseTracker:
             if phase_index(now) <= phase_index(before):
                 return before
             self.phase = now
+            self.by = "time" if now == by_time or spent is None else spent[1]
         starts = phase_starts(total_s, reserve_s)
         for index in range(phase_index(before) + 1, phase_index(now) + 1):
             phase = PHASES[index]

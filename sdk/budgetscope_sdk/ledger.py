@@ -402,8 +402,18 @@ class Spend:
         """Add to `values` the usage attributes of what the step recorded, and budget.cost_usd
         when known. Read by the step as it closes, without the lock: a response recorded by
         another thread at that very moment misses the span (the ledger still counts it)."""
-        if self.usage is not None:
-            self.usage.write_attributes(values)
+        usage = self.usage
+        if usage is not None:  # the OpenTelemetry GenAI names of the counts that are known
+            if usage.input is not None:
+                values[attr.GEN_AI_INPUT_TOKENS] = usage.input
+            if usage.output is not None:
+                values[attr.GEN_AI_OUTPUT_TOKENS] = usage.output
+            if usage.cache_read is not None:
+                values[attr.GEN_AI_CACHE_READ] = usage.cache_read
+            if usage.cache_write is not None:
+                values[attr.GEN_AI_CACHE_WRITE] = usage.cache_write
+            if usage.reasoning is not None:
+                values[attr.GEN_AI_REASONING] = usage.reasoning
         if self.cost_known:
             values[attr.COST_USD] = self.cost_nano / NANO_PER_USD
 

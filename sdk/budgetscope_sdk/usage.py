@@ -19,8 +19,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from budgetscope_sdk import attributes as attr
-
 MAX_TOKENS_COUNT = 10**12  # more than any call could use: a bigger count is garbage
 
 OPENAI_CHAT = "openai_chat"
@@ -90,19 +88,6 @@ class Usage:
                      add(self.cache_read, other.cache_read),
                      add(self.cache_write, other.cache_write),
                      add(self.reasoning, other.reasoning))
-
-    def write_attributes(self, values: dict[str, Any]) -> None:
-        """Add the OpenTelemetry GenAI usage attributes of the known counts to `values`."""
-        if self.input is not None:
-            values[attr.GEN_AI_INPUT_TOKENS] = self.input
-        if self.output is not None:
-            values[attr.GEN_AI_OUTPUT_TOKENS] = self.output
-        if self.cache_read is not None:
-            values[attr.GEN_AI_CACHE_READ] = self.cache_read
-        if self.cache_write is not None:
-            values[attr.GEN_AI_CACHE_WRITE] = self.cache_write
-        if self.reasoning is not None:
-            values[attr.GEN_AI_REASONING] = self.reasoning
 
 
 def _get(mapping: Any, *path: str) -> Any:

@@ -355,6 +355,18 @@ def test_a_refusal_that_leaves_the_run_makes_it_exhausted_by_usd() -> None:
         "exhausted", "usd")
 
 
+def test_a_step_refused_by_time_in_a_money_run_carries_what_money_was_left() -> None:
+    spans = capture()
+    with run(spans, 10, usd=0.5, tokens=1000) as budget:
+        with pytest.raises(BudgetExhausted, match="ms left") as refused:
+            budget.step("tool", "crawl", minimum=60)
+        assert refused.value.refused_by == "time"
+    (step,) = spans.steps()
+    assert (step["budget.outcome"], step["budget.remaining_usd"],
+            step["budget.remaining_tokens"]) == ("refused", 0.5, 1000)
+    assert "budget.refused_by" not in step  # time, the default
+
+
 def test_a_run_cut_by_time_says_nothing_of_money() -> None:
     spans = capture()
     with run(spans, 10, usd=1) as budget:

@@ -7,12 +7,12 @@ query of the same name in the connection's dialect, with the same output columns
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pandas as pd
 
 from queries.filters import Filters, epoch_ns
-from queries.loader import Connection, frame
+from queries.loader import Connection, frame, frames
 
 NO_FILTERS = Filters()
 
@@ -78,8 +78,11 @@ def weekly(con: Connection, filters: Filters = NO_FILTERS,
            now: dt.datetime | None = None) -> pd.DataFrame:
     """One row per ISO week × agent (SPEC §7); `partial_week` compares each week with the
     filter's range and with `now` (default: the present)."""
-    moment = now or dt.datetime.now(dt.UTC)
-    return _frame(con, "weekly_report", filters, now_ns=epoch_ns(moment))
+    return _frame(con, "weekly_report", filters, **_weekly_now(now))
+
+
+def _weekly_now(now: dt.datetime | None) -> dict[str, int]:
+    return {"now_ns": epoch_ns(now or dt.datetime.now(dt.UTC))}
 
 
 def headline(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
@@ -137,3 +140,17 @@ ALL: dict[str, Report] = {report.__name__: report for report in (
 # The reports `budgetscope report NAME` knows, in the order its help lists them.
 REPORTS: dict[str, Report] = {name: ALL[name] for name in (
     "weekly", "runs", "attribution", "failures", "utilisation", "reconciliation")}
+# The query each of them runs (each is that query's frame with the filters bound).
+_REPORT_QUERIES = {"weekly": "weekly_report", "runs": "runs_report",
+                   "attribution": "attribution_report", "failures": "failures_report",
+                   "utilisation": "utilisation_report",
+                   "reconciliation": "reconciliation_report"}
+
+
+def report_pieces(con: Connection, name: str, filters: Filters = NO_FILTERS,
+                  now: dt.datetime | None = None) -> Iterator[pd.DataFrame]:
+    """Report `name` of REPORTS in pieces as the query hands them over (loader.frames): the
+    same rows, columns and values as REPORTS[name] returns whole, for a CSV or JSON written as
+    it is read, whatever the report's size."""
+    extra = _weekly_now(now) if name == "weekly" else {}
+    return frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra})

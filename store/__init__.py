@@ -5,6 +5,8 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 (docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
 - rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- prices/: the bundled price table (genai-prices, matched once per model) and the prices a
+  team sets (docs/metrics.md §11.3);
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
   from), the pending marks it works through, when it runs, and why a span is a step;
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 # declared/: declared budgets and caps, on the file (`apply`) or through serve's writer
 from store.declared.budgets import (
+    DIMENSIONS,
     Change,
     DeclarationError,
     apply,
@@ -36,8 +39,16 @@ from store.declared.budgets import (
     checked_step_key,
     declarations,
     parse_duration_ms,
+    parse_tokens,
+    parse_usd_nano,
 )
-from store.declared.service import DeclaredBudgets, Outcome, WriterBusy
+from store.declared.service import (
+    DeclaredBudgets,
+    DeclaredPrices,
+    Outcome,
+    PriceOutcome,
+    WriterBusy,
+)
 
 # derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
 from store.derive import conventions
@@ -67,6 +78,19 @@ from store.file.sql_files import (
     load_queries,
 )
 
+# prices/: the bundled price table and the prices a team sets (docs/metrics.md §11.3)
+from store.prices.overrides import (
+    PriceApplied,
+    PriceChange,
+    PriceError,
+    format_day,
+    format_usd_per_mtok,
+    listing,
+    parse_from,
+    parse_rate,
+)
+from store.prices.overrides import apply as apply_price
+
 # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
 from store.retention.passes import (
     DAY_NS,
@@ -88,10 +112,12 @@ from store.rows.typed_attributes import (
     HTTP_STATUS_KEYS,
     MAX_BUDGET_MS,
     MERGED_COLUMNS,
+    MERGED_INTO,
     TYPED_ATTRIBUTES,
     RefusedValue,
     merge_named_columns,
 )
+from store.rows.usage import USAGE_COLUMNS
 from store.rows.vocabulary import EXCEPTION_EVENT
 
 # write/: storing batches, one at a time or grouped by serve's single writer
@@ -165,8 +191,9 @@ __all__ = [
     "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
     "clickhouse_declared",
     # declared/
-    "Change", "DeclarationError", "DeclaredBudgets", "Outcome", "WriterBusy", "apply",
-    "checked_agent", "checked_step_key", "declarations", "parse_duration_ms",
+    "DIMENSIONS", "Change", "DeclarationError", "DeclaredBudgets", "DeclaredPrices", "Outcome",
+    "PriceOutcome", "WriterBusy", "apply", "checked_agent", "checked_step_key", "declarations",
+    "parse_duration_ms", "parse_tokens", "parse_usd_nano",
     # derive/
     "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
     "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
@@ -176,6 +203,9 @@ __all__ = [
     "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
     "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
     "load_queries", "migration_steps", "serve_sidecar_path",
+    # prices/
+    "PriceApplied", "PriceChange", "PriceError", "apply_price", "format_day",
+    "format_usd_per_mtok", "listing", "parse_from", "parse_rate",
     # read/
     "READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source", "open_for_reading", "open_reader",
     "reader",
@@ -184,8 +214,8 @@ __all__ = [
     # rows/
     "BUDGET_BOUNDS", "BUDGET_NUMBER_KEYS", "CONVENTIONS", "CONVENTION_COLUMNS",
     "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
-    "MERGED_COLUMNS", "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES",
-    "merge_named_columns", "vocabulary",
+    "MERGED_COLUMNS", "MERGED_INTO", "RefusedValue", "Rejection", "RejectionLog",
+    "TYPED_ATTRIBUTES", "USAGE_COLUMNS", "merge_named_columns", "vocabulary",
     # write/
     "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
     "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",

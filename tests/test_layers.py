@@ -78,6 +78,10 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "tests/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),
+    "tests/test_cost_bundled_prices.py": (
+        "store.prices.bundled", "compares the derivation's pricing with genai-prices' own over "
+        "the price keys the room keeps of it (its QUANTITIES), and matches model names through "
+        "the room's lookup as the derivation does"),
     "tests/test_derive_missing_parents.py": (
         "store.derive.statements", "records which of the derivation's statement files ran "
         "(calling through its private _execute), to tell that the same traces were derived "
@@ -302,7 +306,7 @@ def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
 
 # The store's rooms from the bottom up (docs/design.md, "The store's rooms"): each imports only
 # rooms before it here, so no two import each other.
-ROOMS = ("file", "rows", "derive", "write", "retention", "declared", "clickhouse", "read")
+ROOMS = ("file", "rows", "prices", "derive", "write", "retention", "declared", "clickhouse", "read")
 
 
 def test_the_stores_rooms_stand_on_each_other_in_order() -> None:

@@ -124,6 +124,9 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
               "output.value": "Tool 'x' timed out after 5 seconds." + "y" * 400,
               "rpc.system": "grpc", "tool.name": "t", "http.status_code": "503"}
     b.span("everything", 0, 10, parent=run, attributes=values)
+    # labels that begin or end in a t, n or r: the migration once trimmed those letters too
+    b.span("labels", 10, 20, parent=run, attributes={
+        "traceloop.span.kind": " Tool\t", "llm.request.type": "chat\n"})
     b.span("payload", 10, 20, parent=run, attributes={"output.value": "x" * 5000})
     db = tmp_path / "v3.duckdb"
     con = connect(db)
@@ -151,6 +154,8 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         assert expected[new_columns.index("url_full_host")] == "api.example.com"
         assert expected[new_columns.index("llm_invocation_model")] == "gpt-inv"
         assert expected[-1] == 503 and HTTP_STATUS_KEYS[-1] == "http.status_code"
+        assert con.execute("SELECT traceloop_span_kind, llm_request_type FROM spans "
+                           "WHERE name = 'labels'").fetchone() == ("tool", "chat")
         assert con.execute("SELECT output_value_head FROM spans WHERE name = 'payload'"
                            ).fetchone() == (None,)  # only a timeout result's start is typed
         assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
@@ -204,5 +209,122 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
         assert con.execute("SELECT culprit_step, culprit_key, root_missing FROM runs"
                            ).fetchone() == (1, "tool:fetch", False)
         assert con.execute("SELECT count(*) FROM traces_awaiting_root").fetchone() == (0,)
+    finally:
+        con.close()
+
+
+def test_version_6_gains_tokens_and_dollars_filled_as_ingest_types_them(tmp_path: Path) -> None:
+    """Schema 6 → 7 (docs/metrics.md §11): spans gain the usage, cost and budget columns,
+    filled from the stored attributes the way ingest types them (each quantity from its first
+    valid spelling, bad values named), runs and steps their token and dollar columns, the
+    declared budgets their new dimensions (a budget of 6 kept), metered_spans and the price
+    tables exist, and every trace is derived again, after which its cost is there."""
+    from store import USAGE_COLUMNS, PendingDerivations, refresh_touched
+    from tests.support.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=6)
+    run = b.run(0, 1_000, 1_000, budget_total__usd="0.0123", budget_total__tokens="2e3",
+                budget_run_exhausted__by=" USD ")
+    values = [
+        {"gen_ai.usage.input_tokens": -3, "gen_ai.usage.prompt_tokens": "1200",
+         "ai.usage.inputTokens": 7, "gen_ai.usage.output_tokens": 80.0,
+         "gen_ai.usage.reasoning.output_tokens": 2.5, "llm.token_count.completion_details"
+         ".reasoning": " 30 ", "gen_ai.usage.cache_read.input_tokens": 10**12 + 1,
+         "ai.usage.cachedInputTokens": 1e3, "budget.usage.input_includes_cache": "no",
+         "gen_ai.usage.cost.amount": 0.5, "gen_ai.usage.cost.currency": "EUR",
+         "llm.cost.prompt": 0.001, "llm.cost.completion": "0.0025",
+         "gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+         "gen_ai.operation.name": "chat", "ai.response.model": "gpt-4o-x",
+         "llm.provider": "OpenAI", "ai.model.provider": "openai.chat"},
+        {"gen_ai.usage.total_tokens": True, "llm.usage.total_tokens": float("nan"),
+         "ai.usage.totalTokens": "77", "budget.cost_usd": "1e-05", "operation.cost": 3,
+         "budget.refused_by": "Tokens", "budget.usage.input_includes_cache": 1},
+        {"gen_ai.usage.cost": 0.123456789499, "llm.cost.total": "cheap",
+         "gen_ai.usage.input_tokens": "  12 ", "budget.total_usd": -1},
+    ]
+    for index, attributes in enumerate(values):
+        b.span(f"usage {index}", index * 10, index * 10 + 5, parent=run, attributes=attributes)
+    db = tmp_path / "v6.duckdb"
+    con = connect(db)
+    columns = (*USAGE_COLUMNS, "usage_input_includes_cache", "budget_refused_by",
+               "budget_run_exhausted_by", "ai_response_model", "llm_provider",
+               "ai_model_provider")
+    select = f"SELECT name, {', '.join(columns)} FROM spans ORDER BY name"
+    run_columns = ("tokens", "cost_nano", "usd_budget_nano", "exhausted_by")
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        PendingDerivations(refresh_touched).run(con)
+        expected = con.execute(select).fetchall()
+        derived = con.execute(f"SELECT {', '.join(run_columns)} FROM runs").fetchall()
+        # a check of ingest: 1200 input said to leave out its 1000 cache reads, and 80 out
+        # (30 of them reasoning); a total of 77; 12 input
+        assert derived[0][0] == (1200 + 1000 + 80) + 77 + 12
+        for column in columns:
+            con.execute(f"ALTER TABLE spans DROP COLUMN {column}")
+        con.execute("DROP INDEX runs_by_run_id")
+        con.execute("DROP INDEX steps_by_run_id")
+        for table, new in (("runs", "tokens"), ("steps", "input_tokens")):
+            names = [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+            for column in names[names.index(new):]:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        con.execute("CREATE INDEX runs_by_run_id ON runs (run_id)")
+        con.execute("CREATE INDEX steps_by_run_id ON steps (run_id)")
+        con.execute("DROP TABLE declared_budgets")
+        con.execute("CREATE TABLE declared_budgets (scope VARCHAR NOT NULL CHECK (scope IN "
+                    "('agent', 'default')), agent VARCHAR NOT NULL, budget_ms BIGINT NOT NULL "
+                    "CHECK (budget_ms > 0), declared_at TIMESTAMPTZ NOT NULL, "
+                    "PRIMARY KEY (scope, agent))")
+        con.execute("INSERT INTO declared_budgets VALUES ('agent', 'billing', 45000, now())")
+        for table in ("metered_spans", "price_overrides", "price_matches",
+                      "bundled_conditions", "bundled_prices"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM budgetscope_meta WHERE key <> 'schema_version'")
+        con.execute("UPDATE budgetscope_meta SET value = '6' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute(select).fetchall() == expected
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
+                           ).fetchone()[0] == 1
+        PendingDerivations(refresh_touched).run(con)
+        assert con.execute(f"SELECT {', '.join(run_columns)} FROM runs").fetchall() == derived
+        assert con.execute("SELECT count(*) FROM metered_spans").fetchone()[0] == 3
+        con.execute("INSERT INTO declared_budgets (scope, agent, declared_at, tokens) "
+                    "VALUES ('default', '', now(), 5)")  # a row without a duration: allowed
+        assert con.execute("SELECT agent, budget_ms, tokens FROM declared_budgets ORDER BY agent"
+                           ).fetchall() == [("", None, 5), ("billing", 45000, None)]
+    finally:
+        con.close()
+
+
+def test_version_6_retypes_the_labels_the_3_to_4_migration_cut(tmp_path: Path) -> None:
+    """The 3 → 4 migration trimmed labels with ' \\t\\n\\r', which DuckDB reads without
+    escapes, so `tool` became `ool` in files that came through it; 6 → 7 types them again
+    from the attributes, as ingest does."""
+    from tests.support.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=7)
+    run = b.run(0, 1_000, 1_000)
+    b.span("labels", 0, 10, parent=run, attributes={
+        "openinference.span.kind": "TOOL", "traceloop.span.kind": "task",
+        "llm.request.type": "chat", "ai.operationId": "ai.toolCall"})
+    db = tmp_path / "v6-cut.duckdb"
+    con = connect(db)
+    select = ("SELECT openinference_span_kind, traceloop_span_kind, llm_request_type, "
+              "ai_operation_id FROM spans WHERE name = 'labels'")
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        assert con.execute(select).fetchone() == ("tool", "task", "chat", "ai.toolcall")
+        con.execute("UPDATE spans SET openinference_span_kind = 'ool', "
+                    "traceloop_span_kind = 'as', llm_request_type = 'cha', "
+                    "ai_operation_id = 'ai.toolcall' WHERE name = 'labels'")
+        con.execute("DROP TABLE metered_spans")
+        con.execute("UPDATE budgetscope_meta SET value = '6' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute(select).fetchone() == ("tool", "task", "chat", "ai.toolcall")
     finally:
         con.close()

@@ -80,7 +80,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
     import duckdb
     con = duckdb.connect(db)
     try:  # a declaration stored before names were checked
-        con.execute("INSERT INTO declared_budgets VALUES ('agent', ?, 1000, now())", [ESCAPES])
+        con.execute("INSERT INTO declared_budgets (scope, agent, budget_ms, declared_at) "
+                    "VALUES ('agent', ?, 1000, now())", [ESCAPES])
     finally:
         con.close()
     return db, run_ids

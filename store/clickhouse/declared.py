@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from store.clickhouse import BACKEND_FOLDER, ClickHouseConnection, split_statements
-from store.declared.budgets import Change, Declaration
+from store.declared.budgets import Change, Declaration, DeclarationError
 from store.file.sql_files import CLICKHOUSE_PARAMETER, load_queries
 
 QUERIES = load_queries(BACKEND_FOLDER / "declared", frozenset({
@@ -49,6 +49,12 @@ def declarations(con: ClickHouseConnection) -> list[Declaration]:
 def apply(con: ClickHouseConnection, change: Change) -> Stored:
     """Store a checked change (ClickHouse has no transactions: a delete, then an insert)."""
     change = change.checked()
+    unset = change.action in ("unset", "unset_default")
+    if (change.action in ("set", "set_default") and change.declared != ("time",)) or (
+            unset and change.dimensions not in ((), ("time",))):
+        # docs/metrics.md §11: the ClickHouse derivation does not measure tokens and dollars yet
+        raise DeclarationError("on the ClickHouse backend a budget is a duration only: token "
+                               "and dollar budgets are declared on a DuckDB file")
     _tables(con)
     before = {(d.scope, d.target): d.duration_ms for d in declarations(con)}
     if change.action in ("cap", "uncap"):

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store.rows import vocabulary
+from store.rows import usage, vocabulary
 from store.rows.typed_attributes import TYPED_ATTRIBUTES, as_label
 
 CLIENT_SPAN_KIND = 3  # OTLP SpanKind CLIENT
@@ -158,10 +158,17 @@ CALLABLE_METHOD_SUFFIX = ".__call__"
 # OpenInference, OpenLLMetry, the Vercel AI SDK, budget.cost_usd. A model span without any of
 # them, not a CLIENT span, with no outcome evidence and no error, shows no sign of a call (an
 # input record such as output.value says nothing: a preparation returns the request).
-ANSWER_ATTRIBUTE_PREFIXES = ("gen_ai.usage.", "gen_ai.response.", "gen_ai.output.",
-                             "gen_ai.completion", "llm.token_count.", "llm.output_messages",
-                             "llm.finish_reason", "llm.usage.", "ai.usage.", "ai.response.",
-                             "budget.cost_usd")
+_ANSWER_PREFIXES = ("gen_ai.usage.", "gen_ai.response.", "gen_ai.output.", "gen_ai.completion",
+                    "llm.token_count.", "llm.output_messages", "llm.finish_reason", "llm.usage.",
+                    "ai.usage.", "ai.response.", "budget.cost_usd")
+# ... and every usage or reported-cost attribute that docs/metrics.md §11.1 and §11.3 read
+# (store/rows/usage.py), those no prefix above covers (llm.cost.total, operation.cost): a span
+# the cost derivation would meter is a call.
+ANSWER_ATTRIBUTE_PREFIXES = _ANSWER_PREFIXES + tuple(sorted(
+    {attribute
+     for attributes in (*usage.USAGE_SPELLINGS.values(), *usage.COST_CANDIDATES)
+     for attribute in attributes
+     if not attribute.startswith(_ANSWER_PREFIXES)}))
 # The rows before row 11: a step of one of them below a row-11 span makes that span a wrapper.
 ROWS_BEFORE_11 = tuple(rule.row for rule in STEP_RULES[:STEP_RULES.index(
     next(rule for rule in STEP_RULES if rule.wrapper_over_steps))])
@@ -211,6 +218,38 @@ TOOL_TIMEOUT_RESULT = r"^Tool '.+' timed out"
 RESULT_ATTRIBUTES = ("output.value", "gen_ai.tool.call.result")
 # Rule 6: the classes a step without evidence of its own takes from a descendant.
 ROLL_UP_CLASSES = ("client_timeout", "upstream_error", "cancelled", "client_error")
+
+# ---- docs/metrics.md §11: tokens, cost and prices ----------------------------------------
+
+# Rule 1b: a gateway's budget refusal (LiteLLM's BudgetExceededError, error type
+# budget_exceeded) is ours, whatever its HTTP status: read in error.type, the exception types
+# and messages, normalised as rule 4 normalises them.
+BUDGET_REFUSAL = TextRule("refused", ("budgetexceeded",))
+REFUSED_BY_BUDGET_REFUSAL = "usd"
+# docs/metrics.md §2: the budgets a refusal or an exhausted run names (default: time).
+BUDGET_DIMENSIONS = vocabulary.BUDGET_DIMENSIONS
+# §11.4: the classes of an unmetered model step that may still have been billed (a stream
+# cut by our deadline is billed for what it generated); the others are presumed unbilled.
+BILLABLE_CLASSES = ("ok", "client_timeout", "cancelled", "error")
+# §11.1-§11.3 as ingest types them (store/rows/usage.py): each quantity's spellings in order,
+# and the reported-cost candidates; both derivations read the columns they are merged into.
+USAGE_SPELLINGS = usage.USAGE_SPELLINGS
+COST_CANDIDATES = usage.COST_CANDIDATES
+# What a span carries (§11.2): a valid usage value or a reported cost.
+CARRIER_COLUMNS = (*usage.USAGE_SPELLINGS, "cost_reported_nano")
+# §11.3 step 2: the model and provider a span is priced for, first present of each.
+PRICING_MODELS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name",
+                  "ai.response.model", "ai.model.id")
+PRICING_PROVIDERS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider")
+# ... else the first dot-separated word of this one (the Vercel AI SDK's `openai.chat`)
+PRICING_PROVIDER_FIRST_WORD = "ai.model.provider"
+# OpenTelemetry's provider ids → the price table's: (id, or a prefix ending in '.', table id).
+PROVIDER_IDS: tuple[tuple[str, str], ...] = (
+    ("aws.bedrock", "aws"), ("gcp.", "google"), ("azure.ai.", "azure"), ("x_ai", "x-ai"),
+    ("mistral_ai", "mistral"))
+# Money: nano-dollars; a rate is pico-dollars per million tokens, so a cost in nano-dollars is
+# Σ count × rate / 10^9, rounded half to even once (docs/storage.md).
+RATE_DIVISOR = 10**9
 
 # ---- rendering --------------------------------------------------------------------------
 
@@ -453,6 +492,9 @@ def grpc_class_sql() -> str:
     return f"CASE {whens} END"
 
 
+_CLICKHOUSE_TRIM = "trim(BOTH ' \\t\\n\\r' FROM {x})"  # as Python's str.strip, for labels
+
+
 @dataclass(frozen=True)
 class Dialect:
     """The few functions the two engines spell differently."""
@@ -466,6 +508,10 @@ class Dialect:
     drop_suffix: Callable[[str, str], str]  # the text without that ending, when more is left
     # whether a key of the span's attributes starts with one of these
     any_key_prefix: Callable[[tuple[str, ...]], str]
+    lower_trim: Callable[[str], str]  # as ingest's as_label
+    first_word: Callable[[str, str], str]  # the text before the first separator
+    rest_after: Callable[[str, str], str]  # the text after the first separator ('' if none)
+    int_div: Callable[[str, str], str]  # integer division of non-negative integers
 
 
 DUCKDB = Dialect(
@@ -479,6 +525,10 @@ DUCKDB = Dialect(
                              f"THEN left({x}, length({x}) - {len(s)}) ELSE {x} END",
     any_key_prefix=lambda prefixes: "len(list_filter(json_keys(attributes), lambda k: "
     + " OR ".join(f"starts_with(k, {_literal(p)})" for p in prefixes) + ")) > 0",
+    lower_trim=lambda x: f"lower(trim({x}))",
+    first_word=lambda x, sep: f"split_part({x}, {sep}, 1)",
+    rest_after=lambda x, sep: f"substr({x}, strpos({x}, {sep}) + 1)",
+    int_div=lambda a, b: f"({a} // {b})",
 )
 CLICKHOUSE = Dialect(
     "clickhouse",
@@ -492,6 +542,10 @@ CLICKHOUSE = Dialect(
     # mapKeys of the Collector's SpanAttributes, read in derive_build.sql's raw step
     any_key_prefix=lambda prefixes: "arrayExists(k -> "
     + " OR ".join(f"startsWith(k, {_literal(p)})" for p in prefixes) + ", attribute_keys)",
+    lower_trim=lambda x: "lowerUTF8(" + _CLICKHOUSE_TRIM.format(x=x) + ")",
+    first_word=lambda x, sep: f"splitByString({sep}, {x})[1]",
+    rest_after=lambda x, sep: f"substring({x}, position({x}, {sep}) + 1)",
+    int_div=lambda a, b: f"intDiv({a}, {b})",
 )
 DIALECTS = {d.name: d for d in (DUCKDB, CLICKHOUSE)}
 
@@ -532,9 +586,6 @@ def run_outcomes_sql() -> str:
     return ", ".join(map(_literal, vocabulary.RUN_OUTCOMES))
 
 
-_CLICKHOUSE_TRIM = "trim(BOTH ' \\t\\n\\r' FROM {x})"  # as Python's str.strip, for labels
-
-
 def clickhouse_reads_sql() -> str:
     """The typed columns the rules read, from otel_traces' string-valued SpanAttributes, cast
     as store/rows/typed_attributes.py casts them (NULL when the key is absent)."""
@@ -558,6 +609,138 @@ def clickhouse_reads_sql() -> str:
         value = f"SpanAttributes[{_literal(attribute)}]"
         reads.append(f"if(mapContains(SpanAttributes, {_literal(attribute)}), "
                      f"{casts[cast].format(x=value)}, NULL) AS {name}")
+    return ",\n               ".join(reads)
+
+
+def budget_refusal_sql(n: str) -> str:
+    """Rule 1b on one normalised text `n`: whether it names a budget refusal."""
+    return " OR ".join(f"{n} LIKE {_literal('%' + word + '%')}"
+                       for word in BUDGET_REFUSAL.contains)
+
+
+def budget_dimensions_sql() -> str:
+    return ", ".join(map(_literal, BUDGET_DIMENSIONS))
+
+
+def billable_classes_sql() -> str:
+    return ", ".join(map(_literal, BILLABLE_CLASSES))
+
+
+def carries_usage_sql() -> str:
+    """§11.2: the span has a valid usage value or a reported cost."""
+    return "(" + " OR ".join(f"{column} IS NOT NULL" for column in CARRIER_COLUMNS) + ")"
+
+
+def pricing_model_sql() -> str:
+    """§11.3: the first model name present, as the span writes it."""
+    return _first_present(PRICING_MODELS)
+
+
+def provider_id_sql(dialect: Dialect, x: str) -> str:
+    """A provider name `x` (any case, spaces around) as the price table names providers:
+    lower-cased, OpenTelemetry's ids mapped (aws.bedrock → aws, gcp.* → google, ...)."""
+    x = dialect.lower_trim(x)
+    whens = " ".join(
+        f"WHEN {x} LIKE {_literal(otel + '%')} THEN {_literal(table)}" if otel.endswith(".")
+        else f"WHEN {x} = {_literal(otel)} THEN {_literal(table)}"
+        for otel, table in PROVIDER_IDS)
+    return f"CASE {whens} ELSE nullif({x}, '') END"
+
+
+def pricing_provider_raw_sql(dialect: Dialect) -> str:
+    """§11.3: the first provider present, as the span writes it (the first dot-separated word
+    of ai.model.provider last); NULL when none. provider_id_sql maps it."""
+    sep = _literal(".")
+    return f"coalesce({_first_present(PRICING_PROVIDERS)}, " \
+           f"nullif({dialect.first_word(_present(PRICING_PROVIDER_FIRST_WORD), sep)}, ''))"
+
+
+def model_prefix_sql(dialect: Dialect, model: str) -> str:
+    """§11.3: the provider part of a `provider/model` name (NULL when the name has none)."""
+    slash = _literal("/")
+    has = f"strpos({model}, {slash}) > 1" if dialect is DUCKDB \
+        else f"position({model}, {slash}) > 1"
+    return f"CASE WHEN {has} THEN {dialect.first_word(model, slash)} END"
+
+
+def model_after_prefix_sql(dialect: Dialect, model: str) -> str:
+    """§11.3: the model part of a `provider/model` name (the name itself when it has none)."""
+    slash = _literal("/")
+    has = f"strpos({model}, {slash}) > 1" if dialect is DUCKDB \
+        else f"position({model}, {slash}) > 1"
+    return f"CASE WHEN {has} THEN {dialect.rest_after(model, slash)} ELSE {model} END"
+
+
+def round_half_even_sql(dialect: Dialect, n: str, divisor: int = RATE_DIVISOR) -> str:
+    """`n` / `divisor` rounded half to even, for a non-negative integer `n` (HUGEINT/Int128):
+    a span's priced cost, Σ count × rate, in nano-dollars."""
+    q = dialect.int_div(n, str(divisor))
+    r = f"({n} - {q} * {divisor})"
+    return f"({q} + CASE WHEN 2 * {r} > {divisor} OR (2 * {r} = {divisor} AND {q} % 2 = 1) " \
+           "THEN 1 ELSE 0 END)"
+
+
+def clickhouse_usage_reads_sql() -> str:
+    """docs/metrics.md §11's columns from otel_traces' string-valued SpanAttributes, typed as
+    store/rows/usage.py types them at ingest (for the ClickHouse mirror of derive_usage.sql):
+    each quantity from its first spelling with a valid value, the reported cost, the names of
+    the attributes with an invalid value, the budgets, labels and the boolean."""
+    def value(attribute: str) -> str:
+        return f"trimBoth(SpanAttributes[{_literal(attribute)}])"
+
+    def has(attribute: str) -> str:
+        return f"mapContains(SpanAttributes, {_literal(attribute)})"
+
+    def count(attribute: str) -> str:
+        number = f"toFloat64OrNull({value(attribute)})"
+        # accurateCastOrNull: ClickHouse evaluates both branches of if(), and NaN or a huge
+        # number must not fail the cast in the branch not taken
+        return (f"if({has(attribute)} AND isFinite({number}) AND {number} = floor({number}) "
+                f"AND {number} BETWEEN 0 AND {usage.MAX_TOKENS}, "
+                f"accurateCastOrNull({number}, 'Int64'), NULL)")
+
+    def usd(attribute: str) -> str:
+        amount = f"toDecimal128OrNull({value(attribute)}, 18)"
+        valid = f"{has(attribute)} AND {amount} BETWEEN 0 AND {usage.MAX_USD}"
+        if attribute == usage.COST_AMOUNT:
+            currency = usage.COST_CURRENCY
+            valid += (f" AND (NOT {has(currency)} OR lowerUTF8({value(currency)}) = "
+                      f"{_literal(usage.USD)})")
+        bounded = f"least(greatest(ifNull({amount}, 0), 0), {usage.MAX_USD})"
+        return (f"if({valid}, accurateCastOrNull(roundBankers({bounded} * 1000000000, 0), "
+                "'Int64'), NULL)")
+
+    reads = []
+    for quantity, spellings in usage.USAGE_SPELLINGS.items():
+        reads.append(f"coalesce({', '.join(count(a) for a in spellings)}) AS {quantity}")
+    candidates = []
+    for group in usage.COST_CANDIDATES:
+        if len(group) == 1:
+            candidates.append(usd(group[0]))
+        else:
+            parts = [usd(a) for a in group]
+            candidates.append(f"if({' OR '.join(f'isNotNull({p})' for p in parts)}, "
+                              f"{' + '.join(f'ifNull({p}, 0)' for p in parts)}, NULL)")
+    reads.append(f"coalesce({', '.join(candidates)}) AS cost_reported_nano")
+    reads.append(f"{count(usage.TOKEN_BUDGET)} AS budget_total_tokens")
+    reads.append(f"{usd(usage.USD_BUDGET)} AS budget_total_usd_nano")
+    checks = [(a, count(a)) for spellings in usage.USAGE_SPELLINGS.values() for a in spellings]
+    checks += [(a, usd(a)) for group in usage.COST_CANDIDATES for a in group]
+    checks += [(usage.TOKEN_BUDGET, count(usage.TOKEN_BUDGET)),
+               (usage.USD_BUDGET, usd(usage.USD_BUDGET))]
+    ignored = ", ".join(f"if({has(a)} AND isNull({typed}), {_literal(a)}, NULL)"
+                        for a, typed in checks)
+    # ClickHouse has no NULL array: none ignored is [] there, NULL in DuckDB
+    reads.append(f"arrayFilter(x -> isNotNull(x), [{ignored}]) AS usage_ignored")
+    for attribute in ("budget.refused_by", "budget.run.exhausted_by"):
+        reads.append(f"if({has(attribute)}, lowerUTF8({value(attribute)}), NULL) AS "
+                     f"{column(attribute)}")
+    flag = "budget.usage.input_includes_cache"
+    text = f"lowerUTF8({value(flag)})"
+    reads.append(f"if({has(flag)}, multiIf({text} IN ('true', '1', 'yes'), true, "
+                 f"{text} IN ('false', '0', 'no'), false, "
+                 f"toFloat64OrNull({text}) IS NOT NULL, toFloat64OrNull({text}) != 0, NULL), "
+                 f"NULL) AS usage_input_includes_cache")
     return ",\n               ".join(reads)
 
 
@@ -592,6 +775,22 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "tool_timeout_result": tool_timeout_result_sql(dialect),
         "roll_up_classes": roll_up_classes_sql(),
         "run_outcomes": run_outcomes_sql(),
+        # docs/metrics.md §11
+        # DuckDB's lambda reads a struct {n, c}, as text_class's
+        "budget_refusal": budget_refusal_sql("p.n") if dialect is DUCKDB
+        else budget_refusal_sql("n"),
+        "budget_refusal_by": _literal(REFUSED_BY_BUDGET_REFUSAL),
+        "budget_dimensions": budget_dimensions_sql(),
+        "billable_classes": billable_classes_sql(),
+        "carries_usage": carries_usage_sql(),
+        "pricing_model": pricing_model_sql(),
+        "pricing_provider_raw": pricing_provider_raw_sql(dialect),
+        "provider_id_of_raw": provider_id_sql(dialect, "provider_raw"),
+        "provider_id_of_prefix": provider_id_sql(dialect, "model_prefix"),
+        "model_prefix": model_prefix_sql(dialect, "model_ref"),
+        "model_after_prefix": model_after_prefix_sql(dialect, "model_ref"),
+        "priced_nano": round_half_even_sql(dialect, "priced_raw"),
+        "clickhouse_usage_reads": clickhouse_usage_reads_sql() if dialect is CLICKHOUSE else "",
     }
 
 
@@ -622,4 +821,5 @@ def convention_attributes() -> set[str]:
                 names.add(source)
     names.update(RESULT_ATTRIBUTES)
     names.update(STRAY_CALL_ATTRIBUTES)
+    names.update(PRICING_MODELS, PRICING_PROVIDERS, (PRICING_PROVIDER_FIRST_WORD,))
     return names

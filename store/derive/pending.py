@@ -37,6 +37,7 @@ from typing import Any
 import duckdb
 
 from store.file.sql_files import load_queries
+from store.prices.bundled import check_version
 
 # The name it had before the store had rooms: log configurations and tests filter on it.
 _LOG = logging.getLogger("store.derivation")
@@ -126,6 +127,7 @@ class PendingDerivations:
         self.seconds = 0.0
         # what the next slice takes: {at_least, below, slice, paced}
         self._take: dict[str, object] = {}
+        self._bundled_checked = False
 
     @staticmethod
     def count(con: duckdb.DuckDBPyConnection) -> int:
@@ -149,6 +151,11 @@ class PendingDerivations:
         started = time.perf_counter()
         derived = 0
         rounds = 0
+        if not self._bundled_checked:
+            # a bundled price table of another version re-measures the runs it priced
+            # (store/prices/bundled.py): once for each runner, before its first turn
+            check_version(con)
+            self._bundled_checked = True
         try:
             while True:
                 rounds += 1

@@ -29,6 +29,7 @@ import duckdb
 
 from store.derive.pending import PENDING_QUERIES, Derive, PendingDerivations, describe
 from store.derive.statements import refresh_touched, remeasure_touched, set_root_cutoff
+from store.prices.bundled import check_version
 
 # The derivation every trigger runs (tests hand GroupCommitter another one to hold a turn open).
 DERIVE: Derive = refresh_touched
@@ -112,6 +113,7 @@ def catch_up(con: duckdb.DuckDBPyConnection) -> CatchUp:
     stored span. Never raises a derivation error: a trace that fails alone is recorded by
     PendingDerivations; an error of the environment leaves the traces marked for the next try,
     and both are returned for the caller to say."""
+    check_version(con)  # a new bundled price table marks the runs it re-prices
     if not PendingDerivations.count(con):
         return CatchUp()
     derivations = pending_derivations()

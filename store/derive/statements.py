@@ -1,10 +1,12 @@
-"""Keeps the derived runs and steps tables in step with spans (SPEC §1-§6) and with the declared
-budgets (SPEC §10).
+"""Keeps the derived runs, steps and metered spans in step with spans (SPEC §1-§6, §11), with the
+declared budgets (SPEC §10) and with the prices (§11.3).
 
 `refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
-stored spans: the files of RECOGNISE recognise the steps and classes, derive_measure.sql applies
-B. `remeasure_touched` runs only the second half, over the stored runs and steps
-(derive_budgets.sql): what a change of a declared budget or cap moves. PendingDerivations in
+stored spans: the files of RECOGNISE recognise the steps and classes, derive_usage.sql the spans
+that carry usage, derive_cost.sql prices them and applies the token and dollar budgets,
+derive_measure.sql applies B. `remeasure_touched` runs only the second half, over the stored
+runs, steps and metered spans (derive_budgets.sql): what a change of a declared budget, a cap
+or a price moves. PendingDerivations in
 pending.py calls them; scheduling.py says when. The derivation's SQL is in sql/ beside this
 module (store/derive/sql/), its `/*@name*/` markers filled from conventions.py (SPEC §9, §3)
 once, at import.
@@ -22,6 +24,7 @@ import duckdb
 
 from store.derive import conventions
 from store.file.sql_files import Query, load_queries
+from store.prices.bundled import match_new_pairs
 
 DERIVE_FOLDER = Path(__file__).with_name("sql")
 # The recognition, in order (derive_refresh.sql says why the walk runs more than once): each file
@@ -31,8 +34,9 @@ RECOGNITION: tuple[tuple[str, str | None], ...] = (
     ("derive_reach", "orphans_later"), ("derive_walk", "orphans_rewalk"),
     ("derive_recognise", None), ("derive_walk", "rewalk"), ("derive_steps", None))
 RECOGNISE = tuple(name for name, _ in RECOGNITION)
-DERIVE_NAMES = frozenset({*RECOGNISE, "derive_measure", "derive_budgets", "derive_drop",
-                          "derive_rebuild_prepare", "derive_explain"})
+DERIVE_NAMES = frozenset({*RECOGNISE, "derive_usage", "derive_cost", "derive_measure",
+                          "derive_budgets", "derive_drop", "derive_rebuild_prepare",
+                          "derive_explain"})
 # Most statements run whatever the traces hold; one preceded by `-- when: NAME` runs only when
 # the gate NAME is true, and a statement marked `-- gates` is a one-row query whose boolean
 # columns set gates. The statements that amend a few rows (orphans, sibling twins, a second walk)
@@ -110,8 +114,18 @@ def recognise(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
     gates = recognise(con)
-    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
+    _execute(con, "derive_usage", gates)  # the spans that carry usage (docs/metrics.md §11)
+    _measure(con, gates)
     _execute(con, "derive_drop")
+
+
+def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
+    """What depends on budgets and prices: the cost of the metered spans (the bundled table
+    asked first about the models it was never asked about), then the runs and steps."""
+    if gates.get("usage"):
+        match_new_pairs(con)
+    _execute(con, "derive_cost", gates)
+    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
 
 
 # SPEC §9, "A trace without its root": the derivation measures a trace whose root never arrived
@@ -129,10 +143,12 @@ def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> 
 
 
 def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:
-    """Measure the stored runs and steps of the traces in touched_traces against the declared
-    budgets again (their spans unchanged since they were derived)."""
-    _execute(con, "derive_budgets")
-    _execute(con, "derive_measure")
+    """Measure the stored runs, steps and metered spans of the traces in touched_traces
+    against the declared budgets and the prices again (their spans unchanged since they were
+    derived)."""
+    gates: dict[str, bool] = {}
+    _execute(con, "derive_budgets", gates)
+    _measure(con, gates)
 
 
 def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:

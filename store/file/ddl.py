@@ -24,6 +24,13 @@ from store.file.sql_files import load_queries
 # 6: SPEC §9's revised recognition and §4's numbered blame: runs gain culprit_step,
 #    holder_step, holder_at_deadline, root_missing; spans gain mcp_method_name;
 #    traces_awaiting_root and derivation_notes (schema/derived.sql); every trace derived again.
+# 7: tokens and dollars (docs/metrics.md §11): spans gain the usage, cost and budget columns;
+#    runs and steps their token and dollar columns; declared_budgets the token, dollar and
+#    weekly dimensions; metered_spans (schema/derived.sql) and the price tables
+#    (schema/prices.sql) are new; every trace derived again.
+# 8: docs/conventions.md's rules across traces (a model step named after its service's named
+#    spans, HTTP client spans in a trace of their own): call_hulls, stray_calls and
+#    model_span_names (schema/recognition.sql) are new; every trace derived again.
 SCHEMA_VERSION = 8
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from store.rows.usage import (
+    PROVISIONAL_CASTS,
+    PROVISIONAL_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_MERGED_INTO,
+    merge_usage,
+)
+
 # gRPC status names → codes, for rpc.response.status_code / rpc.status_code (string-valued).
 GRPC_STATUS_CODES: dict[str, int] = {
     "OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
@@ -268,6 +276,16 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "mcp.method.name": ("mcp_method_name", as_label),
     "output.value": ("output_value_head", as_text_head),
     "gen_ai.tool.call.result": ("gen_ai_tool_call_result_head", as_text_head),
+    # docs/metrics.md §11 (schema 7): what a span's tokens and cost are read from
+    # (store/rows/usage.py: each quantity's spellings, merged into one column), the budgets
+    # a run states in tokens and dollars, and what prices a span (its model and provider).
+    "budget.usage.input_includes_cache": ("usage_input_includes_cache", as_bool),
+    "budget.refused_by": ("budget_refused_by", as_label),
+    "budget.run.exhausted_by": ("budget_run_exhausted_by", as_label),
+    "ai.response.model": ("ai_response_model", as_text),
+    "llm.provider": ("llm_provider", as_text),
+    "ai.model.provider": ("ai_model_provider", as_text),
+    **PROVISIONAL_CASTS,
 }
 
 # The budget.* numbers and their bounds: what the fuzz tests drive with hostile values.
@@ -288,7 +306,9 @@ for _merged, _keys, _cast in (("grpc_status_code", GRPC_STATUS_KEYS, as_grpc_cod
     MERGED_COLUMNS[_merged] = _provisional
     for _key, _column in zip(_keys, _provisional, strict=True):
         TYPED_ATTRIBUTES[_key] = (_column, _cast)
-_PROVISIONAL = {column for columns in MERGED_COLUMNS.values() for column in columns}
+_STATUS_PROVISIONAL = frozenset(column for columns in MERGED_COLUMNS.values()
+                                for column in columns)
+_PROVISIONAL = _STATUS_PROVISIONAL | PROVISIONAL_COLUMNS
 
 # The columns of SPEC §9's conventions (from gen_ai.response.model on): most spans carry none
 # of them, so a batch keeps them sparse, one dict per span (ingest/decode/flatten.py), and the
@@ -297,17 +317,27 @@ _PROVISIONAL = {column for columns in MERGED_COLUMNS.values() for column in colu
 _KEYS = list(TYPED_ATTRIBUTES)
 CONVENTION_COLUMNS: frozenset[str] = frozenset(
     TYPED_ATTRIBUTES[key][0] for key in _KEYS[_KEYS.index("gen_ai.response.model"):]
-    if not TYPED_ATTRIBUTES[key][0].startswith("_"))
+    if not TYPED_ATTRIBUTES[key][0].startswith("_")) | frozenset(USAGE_COLUMNS)
 
 TYPED_COLUMNS: tuple[str, ...] = tuple(
     column for column, _ in TYPED_ATTRIBUTES.values() if column not in _PROVISIONAL
-) + tuple(MERGED_COLUMNS)
+) + tuple(MERGED_COLUMNS) + USAGE_COLUMNS
+# The stored column each provisional one is merged into (for the tests that follow an
+# attribute to the SQL that reads it).
+MERGED_INTO: dict[str, str] = {
+    **{column: merged for merged, columns in MERGED_COLUMNS.items() for column in columns},
+    **USAGE_MERGED_INTO}
 
 
 def merge_named_columns(typed: dict[str, Any]) -> None:
-    """Replace the provisional columns of each merged one by the one trusted most."""
+    """Replace the provisional columns of each merged one by the one trusted most, and the
+    usage and cost spellings by their quantities (store/rows/usage.py)."""
     if _PROVISIONAL.isdisjoint(typed):
-        return  # most spans: no HTTP or gRPC status at all
+        return  # most spans: no HTTP or gRPC status, no usage at all
+    if not PROVISIONAL_COLUMNS.isdisjoint(typed):
+        merge_usage(typed)
+        if _STATUS_PROVISIONAL.isdisjoint(typed):
+            return
     for merged, provisional in MERGED_COLUMNS.items():
         value = None
         for column in provisional:

@@ -51,8 +51,16 @@ EXCEPTION_EVENT = "exception"
 # span is (store/derive/explain.py).
 WRAPPER_REASONS = ("twin", "over_steps", "event_record", "preparation")
 DERIVATION_NOTES = ("http_beside_tool_skipped", "spans_capped", "runs_nested_too_deep",
-                    "walk_depth_capped")
+                    "walk_depth_capped", "usage_values_ignored")
 SPAN_ROLES = ("run", "step", "transparent", "twin", "part", "wrapper", "outside")
+# docs/metrics.md §11: the budgets a run or a refusal names (budget.run.exhausted_by,
+# budget.refused_by); where a span's or a step's cost came from (a step of several: mixed);
+# the quantities a price has (store/file/schema/prices.sql). Not in VOCABULARY's both-ways
+# check until the ClickHouse derivation computes §11 too.
+BUDGET_DIMENSIONS = ("time", "tokens", "usd")
+COST_SOURCES = ("reported", "override", "bundled", "unpriced")
+STEP_COST_SOURCES = (*COST_SOURCES, "mixed")
+PRICE_QUANTITIES = ("input", "cache_read", "cache_write", "output", "reasoning", "request")
 
 VOCABULARY: dict[str, tuple[str, ...]] = {
     "STEP_KINDS": STEP_KINDS,
@@ -88,6 +96,15 @@ NOT_VOCABULARY: dict[str, str] = {
     "week": "a date_trunc unit",
     "budgetscope_root_cutoff": "the DuckDB variable the derivation's caller sets "
                                "(store/derive/statements.py's set_root_cutoff)",
+    "step": "a struct field name of derive_cost.sql's crossings",
+    "before": "a struct field name of derive_cost.sql's crossings",
+    "after": "a struct field name of derive_cost.sql's crossings",
+    "ref": "a struct field name of derive_cost.sql's rates",
+    "key": "a struct field name of derive_cost.sql's culprits",
+    "spent": "a struct field name of derive_cost.sql's culprits",
+    "start_ns": "a struct field name of derive_cost.sql's culprits",
+    "genai_prices_version": "the budgetscope_meta key of the bundled price table's version "
+                            "(store/prices/bundled.py)",
 }
 
 
@@ -96,4 +113,5 @@ def known_words() -> frozenset[str]:
     words = {value for values in VOCABULARY.values() for value in values}
     return frozenset(words | set(DECLARATIONS) | set(DECLARATION_SCOPES) | {EXCEPTION_EVENT}
                      | set(WRAPPER_REASONS) | set(DERIVATION_NOTES) | set(SPAN_ROLES)
+                     | set(BUDGET_DIMENSIONS) | set(STEP_COST_SOURCES) | set(PRICE_QUANTITIES)
                      | set(NOT_VOCABULARY))

@@ -30,6 +30,7 @@ from store.rows.batch import (
     FlatBatch,
 )
 from store.rows.typed_attributes import CONVENTION_COLUMNS
+from store.rows.usage import USAGE_COLUMNS
 
 _JSON_STRUCT_FIELDS = [("attributes", pa.string()), ("dropped_attributes_count", pa.uint32())]
 _EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), *_JSON_STRUCT_FIELDS])
@@ -46,6 +47,13 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "budget_hedge": pa.bool_(), "budget_cleanup_ms": pa.int64(),
     "http_response_status_code": pa.int64(), "grpc_status_code": pa.int32(),
     "exception_types": pa.list_(pa.string()),
+}
+# The sparse columns that are not text: usage, costs and budgets of docs/metrics.md §11
+# (store/rows/usage.py), whose values the writer hands DuckDB typed.
+_SPARSE_TYPES: dict[str, pa.DataType] = {
+    **{column: pa.int64() for column in USAGE_COLUMNS if column != "usage_ignored"},
+    "usage_ignored": pa.list_(pa.string()),
+    "usage_input_includes_cache": pa.bool_(),
 }
 SPAN_SCHEMA = pa.schema([(c, _ARROW_TYPES.get(c, pa.string())) for c in SPAN_COLUMNS
                          if c != CONVENTIONS])
@@ -86,12 +94,14 @@ class WriteResult:
 
 
 def to_arrow(batch: FlatBatch) -> pa.Table:
-    """The spans as one Arrow table; of SPEC §9's convention columns (all text), only those
-    some span of the batch has: INSERT ... BY NAME leaves the others NULL."""
+    """The spans as one Arrow table; of the sparse columns (SPEC §9's conventions, text; the
+    usage and costs of §11), only those some span of the batch has: INSERT ... BY NAME leaves
+    the others NULL."""
     spans = batch.spans
     table = pa.Table.from_pydict({c: spans[c] for c in SPAN_SCHEMA.names}, schema=SPAN_SCHEMA)
     for column, values in sorted(sparse_columns(spans[CONVENTIONS]).items()):
-        table = table.append_column(column, pa.array(values, pa.string()))
+        table = table.append_column(column, pa.array(values, _SPARSE_TYPES.get(column,
+                                                                              pa.string())))
     return table
 
 

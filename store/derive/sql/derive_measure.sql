@@ -4,7 +4,8 @@
 -- Reads the temp tables derive_run_facts, derive_step_facts, derive_tree (trace_id, span_id,
 -- run_span_id, lifted_from) and derive_seen_before, which derive_refresh.sql builds from the
 -- spans, and derive_budgets.sql from the stored runs and steps when only a declaration
--- changed; replaces the runs, steps and reconcile_links rows of those traces, and drops them.
+-- changed, and derive_cost.sql's derive_cost_runs and derive_cost_steps (tokens and dollars);
+-- replaces the runs, steps and reconcile_links rows of those traces, and drops them.
 
 -- 3b. B, the deadline and the window of each run.
 CREATE OR REPLACE TEMP TABLE derive_runs AS
@@ -198,12 +199,14 @@ CREATE OR REPLACE TEMP TABLE derive_final_runs AS
 SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_ms,
        r.budget_source, r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
        r.latest_end_ns, r.overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
-       -- otherwise running to the deadline, or a refused step.
+       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent),
+       -- unless it names another budget than time (budget.run.exhausted_by); otherwise
+       -- running to the deadline, or a step refused by time (derive_cost.sql counts them).
        CASE WHEN r.budget_ms IS NULL THEN NULL
             WHEN r.known_outcome IN (/*@run_outcomes*/)
                 THEN r.known_outcome IN ('exhausted', 'partial')
-            ELSE r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0
+                     AND coalesce(k.exhausted_by, 'time') = 'time'
+            ELSE r.latest_end_ns >= r.deadline_ns OR coalesce(k.time_refused_steps, 0) > 0
        END AS exhausted,
        coalesce(n.refused_steps, 0) AS refused_steps,
        coalesce(n.steps, 0) AS steps,
@@ -213,14 +216,17 @@ SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_
            AS unattributed_ms,
        b.culprit_span_id, b.culprit_key, b.culprit_ms, b.culprit_share,
        b.holder_span_id, b.holder_key, r.week,
-       b.culprit_step, b.holder_step, b.holder_at_deadline, r.root_missing
+       b.culprit_step, b.holder_step, b.holder_at_deadline, r.root_missing,
+       -- tokens and dollars (docs/metrics.md §11, derive_cost.sql)
+       k.* EXCLUDE (run_id, time_refused_steps)
 FROM derive_runs r
 LEFT JOIN (SELECT run_id, count(*) AS steps, count(*) FILTER (WHERE is_top_level)
                       AS top_level_steps,
                   count(*) FILTER (WHERE class = 'refused') AS refused_steps
            FROM derive_steps GROUP BY ALL) n USING (run_id)
 LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM derive_consumption) u USING (run_id)
-LEFT JOIN derive_blame b USING (run_id);
+LEFT JOIN derive_blame b USING (run_id)
+LEFT JOIN derive_cost_runs k USING (run_id);
 
 -- 8. Replace the touched traces' rows (those of traces derived before: derive_refresh.sql's
 -- gate `seen_before`; after derive_budgets.sql, always).
@@ -241,12 +247,17 @@ FROM (SELECT *, unnest(link_targets) AS target FROM derive_steps
       WHERE kind = 'reconcile' AND len(link_targets) > 0);
 
 INSERT INTO steps BY NAME
-SELECT st.*, c.consumption_ms, r.exhausted AS run_exhausted
+SELECT st.*, c.consumption_ms, r.exhausted AS run_exhausted,
+       k.* EXCLUDE (trace_id, span_id, run_id, top_step_id, is_top_level, step_key, start_ns,
+                    class, refused_by, unpriced_belonging)
 FROM derive_steps st
 JOIN derive_final_runs r USING (run_id)
-LEFT JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
+LEFT JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
+LEFT JOIN derive_cost_steps k ON k.trace_id = st.trace_id AND k.span_id = st.span_id;
 
 DROP TABLE derive_final_runs;
+DROP TABLE derive_cost_runs;
+DROP TABLE derive_cost_steps;
 DROP TABLE derive_blame;
 DROP TABLE derive_consumption;
 DROP TABLE derive_steps;

@@ -103,20 +103,31 @@ WITH picked AS (
                            exception_texts, exception_messages,
                            CASE WHEN status_code = 2 THEN [status_message] ELSE [] END),
                lambda x: /*@normalise_x*/),
-               lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts
+               lambda n: {'n': n, 'c': /*@code_n*/}) END AS error_texts,
+           -- docs/metrics.md §11.2: whether the span carries usage or a reported cost
+           /*@carries_usage*/ AS carries
     FROM picked
 ), classed AS (
     -- (no layer of its own for the row's name: one cost ~4 ms per 40,960 GenAI spans)
     SELECT *,
+           -- rule 1b: a gateway's budget refusal in error.type, an exception type or message
+           -- (error_texts less the status message an ERROR span adds last)
+           coalesce(list_bool_or(list_transform(
+               error_texts[1:len(error_texts) - CASE WHEN status_code = 2 THEN 1 ELSE 0 END],
+               lambda p: /*@budget_refusal*/)), false) AS budget_refusal,
            /*@raw_step_name*/ AS raw_step_name,
            -- SPEC §9: an unnamed span of rows 2-9 (named by its span name) may be an event
            -- record below a span of its kind
-           /*@unnamed*/ AS unnamed,
-           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+           /*@unnamed*/ AS unnamed
+    FROM recognised
+), classed_specific AS (
+    SELECT *,
+           coalesce(/*@outcome_class*/, CASE WHEN budget_refusal THEN 'refused' END,
+                    /*@http_class*/, /*@grpc_class*/,
                     list_filter(list_transform(error_texts, lambda p: /*@text_class*/),
                                 lambda c: c IS NOT NULL)[1],
                     CASE WHEN /*@tool_timeout_result*/ THEN 'client_timeout' END) AS specific
-    FROM recognised
+    FROM classed
 )
 SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, status_code,
        service_name, received_at,
@@ -159,8 +170,16 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        false AS root_missing,
        step_row IS NOT NULL AS candidate,
        step_row IS NOT NULL AND NOT needs_no_step_ancestor AS is_step,
-       NULL::VARCHAR AS sibling_twin_of
-FROM classed;
+       NULL::VARCHAR AS sibling_twin_of,
+       -- docs/metrics.md §11 (derive_usage.sql, derive_cost.sql read them): usage and cost,
+       -- what prices the span, the budgets a run states and which budget a refusal names
+       carries, usage_ignored, budget_refusal, budget_refused_by, budget_run_exhausted_by,
+       budget_total_tokens, budget_total_usd_nano,
+       usage_input, usage_cache_read, usage_cache_write, usage_output, usage_reasoning,
+       usage_total, usage_input_includes_cache, cost_reported_nano,
+       CASE WHEN carries THEN /*@pricing_model*/ END AS model_ref,
+       CASE WHEN carries THEN /*@pricing_provider_raw*/ END AS provider_raw
+FROM classed_specific;
 CREATE OR REPLACE TEMP TABLE derive_spans AS SELECT * FROM derive_spans_read;
 
 -- 1a. Rules across traces (SPEC §9, "HTTP client spans in a trace of their own"): a trace that is
@@ -347,7 +366,8 @@ SELECT trace_id,
        bool_or(unnamed) AS unnamed,
        bool_or(unnamed AND step_kind = 'model') AS unnamed_models,
        -- model spans with no sign of a call of their own (preparations, derive_recognise.sql)
-       bool_or(NOT model_sign) AS quiet_models
+       bool_or(NOT model_sign) AS quiet_models,
+       bool_or(carries OR usage_ignored IS NOT NULL) AS usage
 FROM derive_spans
 GROUP BY trace_id;
 
@@ -381,7 +401,10 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
            AS names_to_resolve,
        coalesce(bool_or(unnamed), false) AS unnamed,
        coalesce(bool_or(quiet_models), false) AS quiet_models,
-       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before
+       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before,
+       -- docs/metrics.md §11: some span carries usage or cost (or a value that was ignored)
+       coalesce(bool_or(usage), false) AS usage,
+       NOT coalesce(bool_or(usage), false) AS no_usage
 FROM derive_anchors;
 
 -- 1d. SPEC §9, "A model step without a model name": an unnamed model span (some

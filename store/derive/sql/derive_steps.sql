@@ -232,6 +232,11 @@ SELECT CASE WHEN (r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_m
        r.budget_run_outcome AS outcome,
        l.latest_end_ns,
        r.root_missing,
+       -- docs/metrics.md §11.5: the budgets the run states in tokens and dollars, and which
+       -- budget its stated outcome names (a value outside §2's is absent: time)
+       r.budget_total_tokens, r.budget_total_usd_nano,
+       CASE WHEN r.budget_run_exhausted_by IN (/*@budget_dimensions*/)
+            THEN r.budget_run_exhausted_by END AS exhausted_by,
        printf('%d-W%02d', isoyear(make_timestamp(r.start_ns // 1000)),
               week(make_timestamp(r.start_ns // 1000))) AS week
 FROM runs_raw r
@@ -356,7 +361,12 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
        coalesce(s.budget_side_effect = 'write', false) AND CASE
            WHEN s.budget_effect_status IS NOT NULL THEN s.budget_effect_status = 'possible'
            ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
-       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets
+       CASE WHEN s.step_kind = 'reconcile' THEN s.link_targets END AS link_targets,
+       -- which budget refused a refused step (docs/metrics.md §2, §3 rule 1b): its own
+       -- budget.refused_by, else usd for a gateway's budget refusal, else time
+       CASE WHEN s.class = 'refused' THEN coalesce(
+           CASE WHEN s.budget_refused_by IN (/*@budget_dimensions*/) THEN s.budget_refused_by END,
+           CASE WHEN s.budget_refusal THEN /*@budget_refusal_by*/ END, 'time') END AS refused_by
 FROM classed s
 JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
 

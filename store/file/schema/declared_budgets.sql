@@ -9,11 +9,16 @@
 
 -- One row per agent with a declared budget, and at most one row with scope 'default' (agent
 -- '') for every agent without one. Two columns rather than a NULL agent: a key cannot be NULL.
+-- Each of the dimensions (time, tokens, dollars per run, dollars per week) is declared and
+-- removed on its own (docs/metrics.md §10, §11.5, §11.8; schema 7); a row has at least one.
 CREATE TABLE IF NOT EXISTS declared_budgets (
     scope        VARCHAR NOT NULL CHECK (scope IN ('agent', 'default')),
     agent        VARCHAR NOT NULL,  -- the run's agent (runs.agent); '' for the default
-    budget_ms    BIGINT NOT NULL CHECK (budget_ms > 0),
+    budget_ms    BIGINT CHECK (budget_ms > 0),
     declared_at  TIMESTAMPTZ NOT NULL,
+    tokens       BIGINT CHECK (tokens >= 0),             -- Btok
+    usd_nano     BIGINT CHECK (usd_nano >= 0),           -- B$, in nano-dollars
+    usd_per_week_nano BIGINT CHECK (usd_per_week_nano >= 0),  -- the weekly dollar budget
     PRIMARY KEY (scope, agent)
 );
 

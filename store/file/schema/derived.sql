@@ -60,7 +60,58 @@ CREATE TABLE IF NOT EXISTS runs (
     culprit_step         INTEGER,
     holder_step          INTEGER,
     holder_at_deadline   BOOLEAN,
-    root_missing         BOOLEAN NOT NULL DEFAULT false
+    root_missing         BOOLEAN NOT NULL DEFAULT false,
+    -- Schema 7 (docs/metrics.md §11): tokens and dollars. Money is integer nano-dollars
+    -- (10^-9 USD); counts are §11.1's (input with its cache, output with its reasoning), summed
+    -- over the run's metered spans (metered_spans below), after the deadline too.
+    tokens               BIGINT,
+    input_tokens         BIGINT,
+    cache_read_tokens    BIGINT,
+    cache_write_tokens   BIGINT,
+    output_tokens        BIGINT,
+    reasoning_tokens     BIGINT,
+    cost_nano            BIGINT,            -- Σ known costs: a lower bound unless cost_complete
+    cost_complete        BOOLEAN,           -- no unpriced metered span, no possibly billed step
+    unpriced_steps       BIGINT,            -- top-level steps with an unpriced metered span
+    unmetered_steps      BIGINT,            -- model steps neither metered nor above one
+    unmetered_billable_steps BIGINT,        -- of those, possibly billed (by their class)
+    unpriced_models      VARCHAR[],         -- the models of its unpriced spans, sorted
+    unattributed_cost_nano BIGINT,          -- metered spans under no top-level step
+    unattributed_tokens  BIGINT,
+    reported_total_nano  BIGINT,            -- the outermost aggregate's reported cost
+    exhausted_by         VARCHAR,           -- budget.run.exhausted_by as stated (a label)
+    usd_budget_nano      BIGINT,            -- B$ (§11.5) and where it came from:
+    usd_budget_source    VARCHAR,           -- span, declared, NULL when unknown
+    token_budget         BIGINT,            -- Btok, likewise
+    token_budget_source  VARCHAR,
+    cost_utilisation     DOUBLE,            -- cost / B$
+    token_utilisation    DOUBLE,            -- tokens / Btok
+    usd_exhausted        BOOLEAN,           -- NULL: B$ unknown and nothing enforced it
+    tokens_exhausted     BOOLEAN,
+    -- §11.6: the top-level step that spent most (ties: earliest start) and the one whose
+    -- metered span crossed B$ (by end, start, span id), with their numbers (§4's form)
+    cost_culprit_span_id VARCHAR,
+    cost_culprit_key     VARCHAR,
+    cost_culprit_step    INTEGER,
+    cost_culprit_nano    BIGINT,
+    cost_culprit_share   DOUBLE,
+    cost_crosser_span_id VARCHAR,           -- NULL: not crossed, or crossed unattributed
+    cost_crosser_key     VARCHAR,
+    cost_crosser_step    INTEGER,
+    cost_before_crossing_nano BIGINT,       -- the cumulative known cost before and after
+    cost_after_crossing_nano BIGINT,        -- the crossing span (set whenever B$ was reached)
+    overrun_usd_nano     BIGINT,            -- max(0, cost - B$)
+    token_culprit_span_id VARCHAR,
+    token_culprit_key    VARCHAR,
+    token_culprit_step   INTEGER,
+    token_culprit_tokens BIGINT,
+    token_culprit_share  DOUBLE,
+    token_crosser_span_id VARCHAR,
+    token_crosser_key    VARCHAR,
+    token_crosser_step   INTEGER,
+    tokens_before_crossing BIGINT,
+    tokens_after_crossing BIGINT,
+    overrun_tokens       BIGINT
 );
 -- The on-call view looks one run up by id. No index on trace_id: the refresh's deletes by
 -- trace are hash joins that would not use it, and every index costs on each refresh's
@@ -108,7 +159,28 @@ CREATE TABLE IF NOT EXISTS steps (
     agent                VARCHAR,
     run_start_ns         BIGINT NOT NULL,
     run_has_budget       BOOLEAN NOT NULL,
-    run_exhausted        BOOLEAN
+    run_exhausted        BOOLEAN,
+    -- Schema 7 (docs/metrics.md §11): the tokens and known cost of the metered spans that are
+    -- the step or lie under it (NULL: none), where that cost came from (reported, override,
+    -- bundled, unpriced, mixed), and whether it is all known.
+    input_tokens         BIGINT,
+    cache_read_tokens    BIGINT,
+    cache_write_tokens   BIGINT,
+    output_tokens        BIGINT,
+    reasoning_tokens     BIGINT,
+    tokens               BIGINT,
+    cost_nano            BIGINT,
+    cost_complete        BOOLEAN,
+    cost_source          VARCHAR,
+    unmetered            BOOLEAN,           -- a model step neither metered nor above one
+    possibly_billed      BOOLEAN,           -- unmetered, and of a class that may be billed
+    refused_by           VARCHAR,           -- refused steps: time, tokens or usd (§2, §3 1b)
+    -- top-level steps: what belongs to them (§11.6; parallel calls each pay in full), and
+    -- that ÷ B$ or Btok (not clipped)
+    consumption_usd_nano BIGINT,
+    consumption_tokens   BIGINT,
+    cost_share           DOUBLE,
+    token_share          DOUBLE
 );
 CREATE INDEX IF NOT EXISTS steps_by_run_id ON steps (run_id);
 DROP INDEX IF EXISTS steps_by_trace;
@@ -198,3 +270,40 @@ CREATE TABLE IF NOT EXISTS derivation_notes (
     note                 VARCHAR NOT NULL,  -- a stable name, e.g. http_beside_tool_skipped
     detail               VARCHAR NOT NULL   -- one sentence for the user
 );
+
+-- metered_spans (schema 7, docs/metrics.md §11.2-§11.3): one row per span that carries usage or
+-- a reported cost, metered or not (an aggregate: a framework's total above its calls; a wrapper
+-- of one call recorded twice), with its tokens as §11.1 counts them, the top-level step it
+-- belongs to and its cost. Written by the derivation (store/derive/sql/derive_cost.sql); a
+-- change of prices re-measures the cost columns from these rows without reading spans again.
+CREATE TABLE IF NOT EXISTS metered_spans (
+    run_id               VARCHAR NOT NULL,
+    trace_id             VARCHAR NOT NULL,
+    span_id              VARCHAR NOT NULL,
+    top_step_id          VARCHAR,           -- NULL: unattributed (the run span, an agent made
+                                            -- transparent, no step above)
+    step_span_id         VARCHAR,           -- the nearest step it is or lies under
+    steps_above          VARCHAR[] NOT NULL,  -- every step it is or lies under, nearest last
+    is_metered           BOOLEAN NOT NULL,  -- false: an aggregate, or a wrapper twin
+    depth                INTEGER NOT NULL,  -- below its run span (the outermost aggregate)
+    start_ns             BIGINT NOT NULL,
+    end_ns               BIGINT NOT NULL,
+    model                VARCHAR,           -- §11.3's pricing model and provider (normalised)
+    provider             VARCHAR,
+    model_ref            VARCHAR,           -- the model as the span names it (before the
+                                            -- provider/ split): what the bundled table matches
+    input_tokens         BIGINT,            -- cache included (NULL: only a total was sent)
+    fresh_input_tokens   BIGINT,
+    cache_read_tokens    BIGINT,
+    cache_write_tokens   BIGINT,
+    output_tokens        BIGINT,            -- reasoning included
+    reasoning_tokens     BIGINT,
+    tokens               BIGINT NOT NULL,
+    reported_nano        BIGINT,            -- the reported cost it carries, taken or not
+    cost_nano            BIGINT,            -- NULL: unknown (never 0 for unknown)
+    cost_source          VARCHAR,           -- reported, override, bundled, unpriced
+    price_ref            VARCHAR,           -- the override or bundled price that priced it
+    agent                VARCHAR,
+    run_start_ns         BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metered_spans_by_run_id ON metered_spans (run_id);

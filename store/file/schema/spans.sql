@@ -97,6 +97,25 @@ CREATE TABLE IF NOT EXISTS spans (
     output_value_head        VARCHAR,
     gen_ai_tool_call_result_head VARCHAR,
     mcp_method_name          VARCHAR,            -- schema 6: an MCP client's call (row 3)
+    -- Schema 7 (docs/metrics.md §11): tokens and cost. Each quantity is the first valid value
+    -- of its spellings (store/rows/usage.py); counts in [0, 10^12], money in nano-dollars.
+    usage_input              BIGINT,
+    usage_cache_read         BIGINT,
+    usage_cache_write        BIGINT,
+    usage_output             BIGINT,
+    usage_reasoning          BIGINT,
+    usage_total              BIGINT,             -- read only when input and output are absent
+    usage_input_includes_cache BOOLEAN,          -- budget.usage.input_includes_cache
+    cost_reported_nano       BIGINT,             -- §11.3 step 1's first valid reported cost
+    -- the attributes present with a value that is no valid count or cost (ignored, noted)
+    usage_ignored            VARCHAR[],
+    budget_refused_by        VARCHAR,            -- labels: time, tokens, usd
+    budget_run_exhausted_by  VARCHAR,
+    budget_total_tokens      BIGINT,
+    budget_total_usd_nano    BIGINT,
+    ai_response_model        VARCHAR,            -- what prices a span (§11.3), beside the
+    llm_provider             VARCHAR,            -- model and provider columns above
+    ai_model_provider        VARCHAR,
 
     received_at              TIMESTAMPTZ NOT NULL  -- when this row was committed
     -- No primary key here: (trace_id, span_id) is unique through span_keys (span_keys.sql),

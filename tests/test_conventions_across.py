@@ -204,6 +204,49 @@ def test_a_trace_derived_again_for_one_stray_keeps_the_others_it_holds(tmp_path)
     con.close()
 
 
+def test_a_strays_usage_follows_its_join(tmp_path) -> None:
+    """docs/metrics.md §11.2: a stray's tree is its holder's. Usage an HTTP client span in a
+    trace of its own carries is metered in the run of the step it joined (and makes a model
+    step above it an aggregate); when a second step holds it and it is a run again, the usage
+    is that run's, and the first run counts none of it."""
+    b = TraceBuilder(seed=467, service="metered-svc")
+    usage = {"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20}
+    stray = b.span("POST", 1_000, 2_000, kind=SpanKind.CLIENT,
+                   attributes={**HTTP, "http.request.method": "POST", **usage})
+    first = b.run(0, 10_000, 10_000)
+    model = b.span("chat m", 500, 3_000, parent=first, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+        "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3})
+    second = b.run(0, 10_000, 10_000)
+    tool = b.span("tool", 800, 2_500, parent=second, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    spans = {b.span_id(s): s for s in b.finished()}
+
+    def tokens() -> dict[str, int]:
+        return dict(con.execute("SELECT trace_id, tokens FROM runs").fetchall())
+
+    def metered() -> list[tuple]:
+        return con.execute("SELECT trace_id, span_id, top_step_id, is_metered FROM metered_spans"
+                           " ORDER BY span_id = ?", [b.span_id(stray)]).fetchall()
+
+    con = open_db(tmp_path)
+    store(con, [spans[b.span_id(s)] for s in (stray, first, model)])
+    # joined: the model call's run holds the stray's 120 tokens, and the model span is an
+    # aggregate above it (its own 10 tokens are not added)
+    assert tokens() == {b.trace_id(first): 120}
+    assert metered() == [
+        (b.trace_id(first), b.span_id(model), b.span_id(model), False),
+        (b.trace_id(first), b.span_id(stray), b.span_id(model), True)]
+    store(con, [spans[b.span_id(s)] for s in (second, tool)])
+    # held by two steps: a run of its own again, with its usage; the model call meters its own
+    assert tokens() == {b.trace_id(first): 10, b.trace_id(stray): 120,
+                        b.trace_id(second): 0}
+    assert metered() == [
+        (b.trace_id(first), b.span_id(model), b.span_id(model), True),
+        (b.trace_id(stray), b.span_id(stray), b.span_id(stray), True)]
+    con.close()
+
+
 def test_a_stray_that_grows_a_second_span_is_a_trace_again(tmp_path) -> None:
     b = TraceBuilder(seed=462, service="grow-svc")
     run = b.run(0, 10_000, 10_000)

@@ -39,6 +39,9 @@ GROUP BY trace_id;
 -- span first, then each step it is or lies under, HTTP spans beside their call already moved
 -- under it by derive_steps.sql) and its depth. One call recorded twice (§9): a wrapper that
 -- carries is the call it wraps (`wraps`), and never metered when that call carries too.
+-- An HTTP client span in a trace of its own that joined a step of another trace (§9,
+-- derive_stray_joins) is walked there, under its holder's trace id, as derive_walk keeps it:
+-- it belongs to that step and that run (§11.2), and its row is replaced with the holder's.
 -- when: usage
 CREATE OR REPLACE TEMP TABLE derive_carriers AS
 WITH twins AS (
@@ -47,13 +50,15 @@ WITH twins AS (
     UNION ALL
     SELECT trace_id, span_id, twin_id FROM derive_sibling_twins
 ), carriers AS (
-    SELECT s.trace_id, s.span_id, s.is_run, s.start_ns, s.end_ns, s.model_ref, s.provider_raw,
+    SELECT coalesce(j.holder_trace_id, s.trace_id) AS trace_id, s.span_id, s.is_run,
+           s.start_ns, s.end_ns, s.model_ref, s.provider_raw,
            s.usage_input, s.usage_cache_read, s.usage_cache_write, s.usage_output,
            s.usage_reasoning, s.usage_total, s.usage_input_includes_cache,
            s.cost_reported_nano, t.wraps
     FROM derive_spans s
     LEFT JOIN (SELECT DISTINCT ON (trace_id, span_id) * FROM twins) t
            ON t.trace_id = s.trace_id AND t.span_id = s.span_id
+    LEFT JOIN derive_stray_joins j ON j.trace_id = s.trace_id AND j.span_id = s.span_id
     WHERE s.carries
 )
 SELECT c.*, w.run_span_id, w.depth, w.path,
@@ -80,7 +85,8 @@ WHERE derive_carriers.wraps IS NOT NULL AND w.trace_id = derive_carriers.trace_i
 -- Descendants follow the walk's tree: from each carrier up its parents (a span whose parent
 -- never arrived hangs below its run span, an HTTP span beside its call below that call) to
 -- its run span; every carrier met on the way is an aggregate. Only runs with two carriers or
--- more can hold one, and only their spans are read.
+-- more can hold one, and only their spans are read; a stray that joined a step of one of them
+-- (derive_stray_joins) hangs below that step.
 -- when: usage
 CREATE OR REPLACE TEMP TABLE derive_aggregates AS
 WITH RECURSIVE counted AS (
@@ -91,6 +97,9 @@ WITH RECURSIVE counted AS (
     FROM derive_spans s
     LEFT JOIN derive_beside b ON b.trace_id = s.trace_id AND b.span_id = s.span_id
     WHERE s.trace_id IN (SELECT trace_id FROM counted)
+    UNION ALL
+    SELECT holder_trace_id, span_id, holder_span_id FROM derive_stray_joins
+    WHERE holder_trace_id IN (SELECT trace_id FROM counted)
 ), up(trace_id, run_span_id, reached) AS (
     -- UNION: paths that meet walk on once, and a parent cycle ends where it closes
     SELECT c.trace_id, c.run_span_id, l.parent

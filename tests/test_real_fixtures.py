@@ -92,8 +92,11 @@ def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, ["--db", str(db), "report", report])
         assert result.exit_code == 0, result.output
         duck[report] = result.stdout
+    # from the checkout's root: bench/ (its ClickHouse loader) is no installed package, and
+    # each test runs in an empty folder of its own (tests/conftest.py)
     done = subprocess.run([sys.executable, "-c", CLICKHOUSE_SIDE, f"chdb://{tmp_path / 'ch'}",
-                           *files], check=True, capture_output=True, text=True)
+                           *files], check=True, capture_output=True, text=True,
+                          cwd=FIXTURES.parents[1])
     clickhouse = json.loads(done.stdout)
     assert clickhouse["spans"] == spans
     for report in REPORTS:

@@ -56,6 +56,7 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
 from store import Change, PriceChange, apply, apply_price
@@ -80,9 +81,15 @@ def _model(name: str, *, cost: float | None = None, input_tokens: int | None = N
     return attributes
 
 
+# The fleet's declarations as `budgetscope` arguments (for a backend the CLI declares on).
+DECLARATIONS = [["budgets", "set", "shop", "--usd", "0.20", "--usd-per-week", "0.50"],
+                ["budgets", "set", "--default", "--usd-per-week", "1"],
+                ["prices", "set", "ft:gpt-4o-mini:acme:*", "--input", "1", "--output", "2"]]
+
+
 def declare(con: duckdb.DuckDBPyConnection) -> None:
-    """The fleet's declarations (the module's docstring), stored as `budgets set` and `prices
-    set` store them."""
+    """The fleet's declarations (the module's docstring, DECLARATIONS), stored as `budgets
+    set` and `prices set` store them."""
     apply(con, Change("set", "shop", usd_nano=200_000_000, usd_per_week_nano=500_000_000))
     apply(con, Change("set_default", None, usd_per_week_nano=1_000_000_000))
     apply_price(con, PriceChange("set", "ft:gpt-4o-mini:acme:*", input_rate=10**12,
@@ -92,6 +99,13 @@ def declare(con: duckdb.DuckDBPyConnection) -> None:
 def build_cost_fleet(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """Declare, then store the four runs; their run ids (trace ids) by name."""
     declare(con)
+    spans, ids = cost_fleet_spans()
+    store(con, spans)
+    return ids
+
+
+def cost_fleet_spans() -> tuple[list[ReadableSpan], dict[str, str]]:
+    """The four runs' spans, made with the real OpenTelemetry SDK, and their run ids."""
     b = TraceBuilder(seed=43)
     ids: dict[str, str] = {}
 
@@ -148,5 +162,4 @@ def build_cost_fleet(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     step(c4, "chat claude refused", 1_000, 1_000, t, "batch",
          _model("claude", **{"error.type": "BudgetExceededError"}), error=True,
          status_message="budget exceeded")
-    store(con, b.finished())
-    return ids
+    return b.finished(), ids

@@ -141,8 +141,8 @@ def test_tables_for_people(fleet) -> None:
     assert "1 dollar-exhausted run;" in shop
     none = invoke(db, "report", "cost-attribution", "--since", "2027-01-01", "--format",
                   "table")
-    assert none.endswith("(no rows)\n\n0 dollar-exhausted runs; none crossed its budget in a "
-                         "step\n")
+    assert none.endswith("(no rows)\n\n0 dollar-exhausted runs; none has a crosser (a step "
+                         "whose call reached the budget)\n")
 
 
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:

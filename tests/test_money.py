@@ -86,7 +86,7 @@ def test_dollar_columns_in_a_table_for_people() -> None:
     assert usd_nano(None) == "–"
 
 
-def test_a_column_of_sums_as_text_a_float_column_and_repeated_amounts() -> None:
+def test_a_column_of_sums_as_text_a_float_column_and_an_integer_column() -> None:
     """Report queries hand HUGEINT sums over as text (exact past BIGINT); a float column is
     refused unless it holds nothing (pandas makes an all-NULL column float)."""
     frame = with_dollars(pd.DataFrame({"sum": ["300000000", None, str(10**30)],
@@ -95,10 +95,24 @@ def test_a_column_of_sums_as_text_a_float_column_and_repeated_amounts() -> None:
                          ["sum", "none", "budget"])
     assert list(frame["sum"]) == [Decimal("0.3"), None, Decimal(10**21)]
     assert list(frame["none"]) == [None, None, None]
-    assert frame["budget"][0] is frame["budget"][2]  # one Decimal for one amount
+    assert list(frame["budget"]) == [Decimal("0.5")] * 3
     with pytest.raises(ValueError):
         with_dollars(pd.DataFrame({"sum": ["1.5"]}), ["sum"])
     with pytest.raises(TypeError):
         with_dollars(pd.DataFrame({"cost": [0.3]}), ["cost"])
     with pytest.raises(TypeError):
         with_dollars(pd.DataFrame({"cost": pd.array([1.5], dtype=object)}), ["cost"])
+
+
+@pytest.mark.parametrize("dtype", ["int64", "Int64"])
+def test_an_integer_column_by_arrow_is_exact(dtype: str) -> None:
+    """The Arrow path (queries.money._integer_dollars) gives what `dollars` gives, value for
+    value: negative amounts, BIGINT's ends, NULLs."""
+    nanos = [0, 1, -1, 510_000_000, -10_000_000, 2**63 - 1, -(2**63), 2**53 + 1]
+    values = pd.Series(nanos, dtype=dtype)
+    if dtype == "Int64":
+        values = pd.concat([values, pd.Series([None], dtype=dtype)], ignore_index=True)
+    got = list(with_dollars(pd.DataFrame({"cost": values}), ["cost"])["cost"])
+    assert got == [dollars(n) for n in nanos] + ([None] if dtype == "Int64" else [])
+    assert [dollar_text(d) for d in got[:5]] == ["0", "0.000000001", "-0.000000001", "0.51",
+                                                 "-0.01"]

@@ -40,7 +40,8 @@ def dollar_text(amount: Decimal) -> str:
     """`Decimal('0.012300000')` → `0.0123`; `2.000000000` → `2`; zero (of any sign) → `0`."""
     if amount == 0:
         return "0"
-    return format(amount.normalize(_EXACT), "f")
+    text = format(amount, "f")  # exact, in the amount's own exponent: 0.510000000
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def with_dollars(frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:

@@ -29,6 +29,13 @@ def test_dollar_text(nano: int, text: str) -> None:
     assert dollar_text(dollars(str(nano))) == text
 
 
+@pytest.mark.parametrize("amount,text", [
+    (Decimal("1E+1"), "10"), (Decimal("0.50"), "0.5"), (Decimal("2.000"), "2"),
+    (Decimal("-0E-9"), "0"), (Decimal("1E-9"), "0.000000001"), (Decimal("120"), "120")])
+def test_dollar_text_of_any_decimal(amount: Decimal, text: str) -> None:
+    assert dollar_text(amount) == text
+
+
 def test_a_float_is_refused_and_missing_is_none() -> None:
     with pytest.raises(TypeError, match="not the float"):
         dollars(0.3)

@@ -321,7 +321,11 @@ def run_log_table(log_records: pd.DataFrame, summary: pd.Series) -> pd.DataFrame
 ALL_AGENTS = "all agents"  # the agent cell of a week's row over every agent
 
 _SUMMED = ("runs", "budgeted_runs", "exhausted_runs", "steps", "client_timeouts",
-           "upstream_errors", "refused", "write_steps", "reconciled_writes", "orphan_writes")
+           "upstream_errors", "refused", "write_steps", "reconciled_writes", "orphan_writes",
+           # docs/metrics.md §11.9's counts
+           "tokens", "incomplete_cost_runs", "unpriced_steps", "unmetered_billable_steps",
+           "usd_budgeted_runs", "usd_exhausted_runs", "token_budgeted_runs",
+           "token_exhausted_runs")
 
 
 def week_bounds(week: str) -> tuple[dt.datetime, dt.datetime]:

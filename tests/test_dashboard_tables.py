@@ -62,7 +62,7 @@ def shown(table: object) -> list[str]:
 def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
-    runs_side, steps_side = at.dataframe[0], at.dataframe[1]
+    runs_side, steps_side, spend, cost_budgets = at.dataframe[:4]
     for table in (runs_side, steps_side):
         shown_rows = table.value.reset_index(drop=True)
         # each week's row over all agents first, then the report's own rows of that week
@@ -73,9 +73,15 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
                                         weekly["partial_week"], strict=True):
             assert label.startswith(f"W{week[-2:]} ") and label.endswith("*") == partial
         assert table.proto.placeholder == fmt.NO_VALUE
-    # Between them the two tables show every column of the CSV (partial_week in the week).
-    assert set(shown(runs_side)) | set(shown(steps_side)) | {"partial_week"} == set(
-        weekly.columns)
+    for table in (spend, cost_budgets):
+        pd.testing.assert_frame_equal(table.value.reset_index(drop=True), weekly)
+        assert table.proto.placeholder == fmt.NO_VALUE
+    # Between them the tables show every column of the CSV (partial_week in the week): the
+    # cost columns (docs/metrics.md §11.9) in two of their own.
+    assert set(shown(runs_side)) | set(shown(steps_side)) | set(shown(spend)) | set(
+        shown(cost_budgets)) | {"partial_week"} == set(weekly.columns)
+    assert labels(spend)["cost_usd"] == "cost"
+    assert labels(cost_budgets)["top_cost_culprit"] == "largest $ share"
     heads = labels(runs_side)
     assert heads["runs"] == "runs (all)"
     assert heads["exhaustion_rate"] == "exh. ÷ budgeted"

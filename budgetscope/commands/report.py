@@ -21,7 +21,17 @@ from queries import readable
 from queries.filters import FilterError, Filters
 from queries.loader import Connection, TooManyRows
 from queries.render import csv_chunks, json_chunks, to_csv_bytes, to_json_text, to_text_table
-from queries.reports import REPORTS, attribution_summary, report_pieces
+from queries.reports import (
+    DIMENSIONS,
+    REPORTS,
+    TOKENS,
+    USD,
+    Report,
+    attribution_summary,
+    cost_attribution_summary,
+    report_pieces,
+    token_attribution,
+)
 from queries.run_search import (
     NOT_STATED,
     SORTABLE,
@@ -78,20 +88,25 @@ RUNS_TABLE_PRIORITY = ("run_id", "agent", "utilisation", "culprit", "culprit_sha
 @click.option("--limit", type=click.IntRange(min=1), help="runs only: at most this many runs.")
 @width_option("--format table: characters a line may take; columns that do not fit are left "
               "out and named below the table.")
+@click.option("--dimension", type=click.Choice(DIMENSIONS),
+              help="cost-attribution only: the budget attributed over the runs that exhausted "
+                   "it, usd (the dollar budget, the default) or tokens.")
 @click.pass_context
 def report_command(context: click.Context, name: str, since: str | None, until: str | None,
                    agent: str | None, output_format: str, out: Path | None,
                    outcomes: tuple[str, ...], exhausted: bool | None, culprit: str | None,
                    holder: str | None, step_key: str | None, step_class: str | None,
                    writes: str | None, sort: str | None, limit: int | None,
-                   width: int | None) -> None:
-    """Print report NAME: weekly, runs, attribution, failures, utilisation or reconciliation.
+                   width: int | None, dimension: str | None) -> None:
+    """Print report NAME: weekly, runs, attribution, failures, utilisation, reconciliation,
+    cost, cost-attribution or models.
 
     Filters apply to runs by their start time: --since is inclusive, --until exclusive, both
     in UTC; a step, write or failure counts with the run it belongs to. CSV cells: empty when
-    undefined, true/false, 3 decimals for *_ms columns and 6 for other fractions.
+    undefined, true/false, 3 decimals for *_ms columns and 6 for other fractions, dollars
+    with up to 9 decimals (trailing zeros trimmed).
     """
-    report = REPORTS.get(name)
+    report = _cost_report(name, dimension) or REPORTS.get(name)
     if report is None:
         # A usage error like any other (exit 2), not a failure of the report.
         raise click.UsageError(f"unknown report {name!r}; choose one of: {', '.join(REPORTS)}")
@@ -108,11 +123,12 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
             # Written as the query hands its rows over: a reader of any size costs a few
             # thousand rows of memory, here and in a server's read API (the same bytes).
             chunks = csv_chunks if output_format == "csv" else json_chunks
-            write_chunks(chunks(report_pieces(con, name, filters)), out, context)
+            write_chunks(chunks(report_pieces(con, name, filters, dimension=dimension or USD)),
+                         out, context)
             return
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
-        footer = _footer(con, name, filters) if output_format == "table" else ""
+        footer = _footer(con, name, filters, dimension) if output_format == "table" else ""
         if output_format == "table":
             table = _table(con, name, frame, width or terminal_width())
     check_answer_rows(context, len(frame), f"report {name}")
@@ -150,6 +166,14 @@ def _table(con: Connection, name: str, frame: pd.DataFrame, width: int) -> str:
                                   "culprit_share": "culprit share"})
 
 
+def _cost_report(name: str, dimension: str | None) -> Report | None:
+    """`cost-attribution --dimension tokens` is the token_attribution report (the dashboard
+    downloads it under that name); --dimension is refused for any other report."""
+    if dimension is not None and name != "cost-attribution":
+        raise click.UsageError("--dimension applies to the cost-attribution report only")
+    return token_attribution if dimension == TOKENS else None
+
+
 def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
                 exhausted: bool | None, culprit: str | None, holder: str | None,
                 step_key: str | None, step_class: str | None, writes: str | None,
@@ -180,8 +204,11 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
         raise click.UsageError(f"--sort: {error}") from None
 
 
-def _footer(con: object, name: str, filters: Filters) -> str:
-    """The attribution table also says how often the culprit is not the holder (SPEC §4)."""
+def _footer(con: object, name: str, filters: Filters, dimension: str | None = None) -> str:
+    """The attribution table also says how often the culprit is not the holder (SPEC §4), and
+    the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
+    if name == "cost-attribution":
+        return _cost_footer(con, filters, dimension or "usd")
     if name != "attribution":
         return ""
     row = attribution_summary(con, filters).iloc[0]  # type: ignore[arg-type]
@@ -190,3 +217,16 @@ def _footer(con: object, name: str, filters: Filters) -> str:
         return f"\n{int(row['exhausted_runs'])} exhausted runs\n"
     return (f"\n{int(row['exhausted_runs'])} exhausted runs; culprit is the holder in "
             f"{rate:.1%}, not the holder in {1 - rate:.1%}\n")
+
+
+def _cost_footer(con: object, filters: Filters, dimension: str) -> str:
+    """How often the cost culprit is the crosser, over the exhausted runs that have one: a run
+    exhausted by a refusal, or whose crossing call lay under no step, has none (§11.6)."""
+    row = cost_attribution_summary(con, filters, dimension).iloc[0]  # type: ignore[arg-type]
+    word = "dollar" if dimension == "usd" else "token"
+    runs = readable.plural(int(row["exhausted_runs"]), f"{word}-exhausted run")
+    rate = row["culprit_is_crosser_rate"]
+    if readable.missing(rate):  # no exhausted run had a crosser
+        return f"\n{runs}; none has a crosser (a step whose call reached the budget)\n"
+    return (f"\n{runs}; the culprit is the crosser in {rate:.1%}, not the crosser in "
+            f"{1 - rate:.1%} (of the {int(row['crossed_runs'])} with a crosser)\n")

@@ -152,9 +152,11 @@ def test_attribute_values_are_typed_like_otlp(traces: dict[str, list[dict]]) -> 
                     assert value.__class__ is str and value.lstrip("-").isdigit()
                 elif kind == "boolValue":
                     assert value.__class__ is bool
+                elif kind == "doubleValue":  # budget.total_usd
+                    assert value.__class__ in (int, float)
                 else:
                     assert kind == "stringValue" and value.__class__ is str
-    assert {"stringValue", "intValue", "boolValue"} <= set(seen)
+    assert {"stringValue", "intValue", "boolValue", "doubleValue"} <= set(seen)
 
 
 # ---- the story --------------------------------------------------------------------------------

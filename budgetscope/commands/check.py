@@ -82,6 +82,15 @@ _RUNS_BEHIND: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "upstream_error_rate": (("--step-class", "upstream_error"), {"class": "upstream_error"}),
     "orphan_writes": (("--writes", "orphan"), {"writes": "orphan"}),
     "runs": ((), {}),
+    # docs/metrics.md §11: the runs that spent their budget, the most expensive first; the
+    # runs whose cost is a lower bound; the window's runs by what they spent
+    "usd_exhaustion_rate": (("--usd-exhausted", "--sort", "cost_usd:desc"),
+                            {"usd_exhausted": "yes", "sort": "cost_usd", "order": "desc"}),
+    "token_exhaustion_rate": (("--tokens-exhausted", "--sort", "tokens:desc"),
+                              {"tokens_exhausted": "yes", "sort": "tokens", "order": "desc"}),
+    "unpriced_steps": (("--cost-incomplete",), {"cost": "incomplete"}),
+    "weekly_budget_utilisation": (("--sort", "cost_usd:desc"),
+                                  {"sort": "cost_usd", "order": "desc"}),
 }
 
 
@@ -92,8 +101,7 @@ def runs_behind(threshold: Threshold) -> tuple[tuple[str, ...], dict[str, str]]:
     if threshold.signal == "reconciliation_rate":
         which = "reconciled" if threshold.bound == "max" else "uncertain"
         return ("--writes", which), {"writes": which}
-    # The cost signals (docs/metrics.md §11) have no search of their own yet: the window's runs.
-    return _RUNS_BEHIND.get(threshold.signal, ((), {}))
+    return _RUNS_BEHIND[threshold.signal]
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,21 @@ def test_tables_for_people(fleet) -> None:
                          "whose call reached the budget)\n")
 
 
+def test_the_runs_table_shows_cost_before_the_less_read_columns(fleet) -> None:
+    """`report runs --format table` takes its columns by priority while they fit: a run's cost
+    and whether it is complete come before holder, unattributed and the rest."""
+    db, ids = fleet
+    table = invoke(db, "report", "runs", "--format", "table", "--width", "140")
+    header, _, *rows = table.splitlines()
+    assert "cost_usd" in header.split() and "cost_complete" in header.split()
+    assert "holder" not in header.split()
+    assert all(len(line) <= 140 for line in table.splitlines())
+    assert rows[-1].startswith("(") and "holder" in rows[-1] and "cost_usd" not in rows[-1]
+    by_run = {line.split()[0]: line.split() for line in rows if not line.startswith("(")}
+    c1 = next(cells for start, cells in by_run.items() if ids["C1"].startswith(start))
+    assert c1[-2:] == ["$0.51", "true"]
+
+
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:
     db, _ = fleet
     wrong = invoke(db, "report", "cost", "--dimension", "tokens", code=2)

@@ -49,9 +49,11 @@ from store import vocabulary
 
 # The runs table in a terminal: what on-call picks a run by first, while the width allows.
 OUTCOMES = (*vocabulary.RUN_OUTCOMES, NOT_STATED)
+# Cost (docs/metrics.md §11.4) comes before the columns on-call reads less (holder, overrun…).
 RUNS_TABLE_PRIORITY = ("run_id", "agent", "utilisation", "culprit", "culprit_share", "outcome",
-                       "exhausted", "start", "elapsed_ms", "budget_ms", "holder", "overrun_ms",
-                       "unattributed_ms", "budget_source", "root_missing")
+                       "exhausted", "start", "elapsed_ms", "budget_ms", "cost_usd",
+                       "cost_complete", "tokens", "holder", "overrun_ms", "unattributed_ms",
+                       "budget_source", "root_missing")
 
 
 @click.command("report")

@@ -199,6 +199,38 @@ def test_check_cost_thresholds_breach(fleet) -> None:
         "4 of 4 thresholds breached"]
 
 
+def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
+    """Under each cost breach, the command that lists its runs (`_RUNS_BEHIND`: without an
+    entry, `check` failed with a KeyError, exit 1, which cron reads as a breach) lists exactly
+    the runs behind it, and the Runs page's link reads without a problem as the same search."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from dashboard.run_search_params import from_params, to_params
+    db, ids = fleet
+    behind = {  # the window's runs (C1, C2, C4): C1 $0.51, C2 ≥ $0.052, C4 $0.02
+        "usd_exhaustion_rate": ("--max-usd-exhaustion-rate", "0.5", ["C1", "C4"]),
+        "token_exhaustion_rate": ("--max-token-exhaustion-rate", "0.99", ["C1"]),
+        "weekly_budget_utilisation": ("--max-weekly-budget-utilisation", "1.1",
+                                      ["C1", "C2", "C4"]),
+        "unpriced_steps": ("--max-unpriced-steps", "0", ["C2"]),
+    }
+    for signal, (option, limit, runs) in behind.items():
+        lines = check(db, option, limit, "--dashboard-url", "http://dash.example:8501/",
+                      code=1)
+        assert lines[1].startswith(f"BREACH  {signal} "), lines
+        command, link = lines[2].strip(), lines[3].strip()
+        assert command.startswith(f"runs: budgetscope --db {db} report runs "), command
+        words = command.removeprefix("runs: budgetscope ").split()
+        listed = json.loads(invoke(db, *words[2:], "--format", "json"))
+        assert [r["run_id"] for r in listed] == [ids[r] for r in runs], (signal, listed)
+        assert link.startswith("open: http://dash.example:8501/runs?"), link
+        params = dict(parse_qsl(urlsplit(link.removeprefix("open: ")).query))
+        search, _, problems = from_params(params)
+        assert problems == [], (signal, problems)
+        assert to_params(search) == {k: v for k, v in params.items()
+                                     if k not in ("range", "since", "until")}, signal
+
+
 def test_check_cost_thresholds_hold(fleet) -> None:
     db, _ = fleet
     lines = check(db, "--max-usd-exhaustion-rate", "0.7", "--max-weekly-budget-utilisation",

@@ -125,6 +125,11 @@ typed, page, typed_problems = run_search_params.from_params({
 for problem in typed_problems:
     st.warning(fmt.escape_md(problem))
 search: RunSearch = typed
+# A search by dollars or tokens (check's cost breaches link to one) opens More columns, where
+# cost and tokens are: the table above has no room for them at 900 px.
+_money_search = (search.usd_exhausted is not None or search.tokens_exhausted is not None
+                 or search.cost_complete is not None or search.cost_min is not None
+                 or search.cost_max is not None or search.sort in ("cost_usd", "tokens"))
 if run_search_params.to_params(search) != run_search_params.to_params(url_search):
     page = 1  # a new search starts on its first page
 
@@ -203,23 +208,25 @@ labels = {"run_id": st.column_config.TextColumn("run id"),
               "tokens", help="input (cache included) + output (reasoning included) of its "
               "metered calls (docs/metrics.md §11.1)")}
 height = min(38 + 35 * len(table), 1790)
-# The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.
+# The columns runs are told apart by, fitting the page at 900 px (with cost beside them the
+# grid was 825 px in a 738 px box at 900: cost was cut at the edge); the rest, cost and tokens
+# first, are one click away.
 event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
                      column_order=["run", "agent", "start", "outcome", "exhausted",
-                                   "utilisation", "culprit", "cost"])
+                                   "utilisation", "culprit"])
 st.caption("Select a row to open that run.")
 missing_roots = int(shown["root_missing"].astype(bool).sum())
 if missing_roots:
     st.caption(f"{fmt.plural(missing_roots, 'run')} on this page measured from its earliest "
                "span: its root never arrived (root, under More columns).")
-with st.expander("More columns: the whole run id, budget, elapsed, its share, holder, overrun, "
-                 "budget source, root, tokens"):
+with st.expander("More columns: the whole run id, cost, tokens, budget, elapsed, its share, "
+                 "holder, overrun, budget source, root", expanded=_money_search):
     layout.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
-                 column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",
-                               "holder", "overrun", "budget_source", "root_missing", "cost",
-                               "tokens"])
+                 column_order=["run_id", "cost", "tokens", "budget", "elapsed", "culprit",
+                               "culprit_share", "holder", "overrun", "budget_source",
+                               "root_missing"])
 chosen = event.selection.rows if event is not None else []
 if chosen:
     run_id = str(table.iloc[chosen[0]]["run_id"])

@@ -47,8 +47,12 @@ def budget_shares(attribution: pd.DataFrame, dimension: str = "usd", top: int = 
                    hovertemplate="%{y}: %{x:.1%} of the budget<br>cost culprit in "
                                  "%{customdata[0]} runs, crosser in %{customdata[1]}, held in "
                                  "%{customdata[2]}<extra></extra>")
-    # the whole budget: a key past it spent more than the runs' budgets by itself
-    figure.add_vline(x=1.0, line=dict(color=colors.BUDGET, width=2), annotation_text="budget")
+    # the whole budget: a key past it spent more than the runs' budgets by itself. Its label
+    # sits above the plot: inside, on the top bar's row, it was grey text on a key that spent
+    # past 100 % (model:gpt-4o at 106.6 % on the sample).
+    figure.add_vline(x=1.0, line=dict(color=colors.BUDGET, width=2))
+    figure.add_annotation(x=1.0, xref="x", y=1.0, yref="paper", yanchor="bottom",
+                          showarrow=False, text="budget")
     return figure
 
 
@@ -150,8 +154,10 @@ def cumulative_spend(spend: RunSpend, start_ns: int, steps: pd.DataFrame,
                                hovertemplate="+%{x:.3~f} " + unit + "<br>%{customdata}"
                                              "<extra></extra>")
     if budget is not None:
+        # under the spend: a run just past its budget ($0.3003 of $0.30) ran along the line,
+        # and drawn over it the spend vanished from the crossing to the next call
         figure.add_hline(y=budget / 1e9, line=dict(color=colors.BUDGET, width=2),
-                         annotation_text=f"dollar budget {fmt.usd_nano(budget)}",
+                         layer="below", annotation_text=f"dollar budget {fmt.usd_nano(budget)}",
                          annotation_position="top left")
     culprit = [i for i, s in enumerate(calls["top_step_id"])
                if not fmt.missing(culprit_span) and s == culprit_span

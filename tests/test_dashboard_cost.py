@@ -319,6 +319,13 @@ def test_runs_page_finds_by_dollars_what_the_cli_finds(db: str) -> None:
     assert list(shown["run_id"]) == [r["run_id"] for r in listed]
     assert list(shown["cost"]) == [("" if r["cost_complete"] else "≥ ")
                                    + fmt.usd(Decimal(str(r["cost_usd"]))) for r in listed]
+    # cost and tokens are under More columns (no room beside outcome, utilisation and who
+    # spent the most at 900 px), open when the search is by dollars or tokens
+    more = next(e for e in at.expander if e.label.startswith("More columns"))
+    assert more.proto.expanded
+    plain = open_page("runs", PARAMS)
+    assert not next(e for e in plain.expander
+                    if e.label.startswith("More columns")).proto.expanded
     # a cost that is a lower bound, between two amounts
     at = open_page("runs", {**PARAMS, "cost": "incomplete", "cmin": "0.05", "cmax": "0.5"})
     listed = json.loads(cli_output(db, "report", "runs", *RANGE, "--cost-incomplete",
@@ -462,3 +469,32 @@ def test_the_runs_search_by_dollars_and_tokens_is_a_link() -> None:
     _, _, problems = run_search_params.from_params({"cmin": "-1", "cost": "cheap"})
     assert problems == ["unknown cost 'cheap'; ignored (complete or incomplete)",
                         "cmin='-1' is not an amount of dollars; ignored"]
+
+
+def test_the_budget_lines_leave_the_spend_and_the_bars_readable() -> None:
+    """Seen in the browser test's shots: the budget share chart's `budget` label was written
+    on the top bar (a key past 100 %), and a run just past its dollar budget ($0.3003 of
+    $0.30) ran under the budget line from the crossing to its next call, as if its spend had
+    stopped. The label sits above the plot; the budget line is drawn under the spend."""
+    from dashboard import cost_figures
+    from queries.run_spend import spend_of
+
+    shares = cost_figures.budget_shares(pd.DataFrame({
+        "step_key": ["model:gpt-4o", "tool:search"], "budget_share": [1.066, 0.02],
+        "culprit_runs": [3, 0], "crosser_runs": [3, 0], "exhausted_runs": [3, 2]}))
+    label = next(a for a in shares.layout.annotations if a.text == "budget")
+    assert (label.x, label.yref, label.y, label.yanchor) == (1.0, "paper", 1.0, "bottom")
+    second = 1_000_000_000  # ns
+    calls = pd.DataFrame({
+        "span_id": ["a", "b", "c"], "top_step_id": ["a", "b", "c"],
+        "start_ns": [0, 2 * second, 8 * second],
+        "end_ns": [second, 3 * second, 9 * second], "model": ["gpt-4o"] * 3,
+        "tokens": [100, 100, 100], "cost_nano": [200_000_000, 100_337_500, 10_000_000],
+        "cost_source": ["bundled"] * 3})
+    spend = spend_of(calls, 300_000_000)
+    assert spend.crossing == 1  # $0.2 → $0.3003375
+    steps = pd.DataFrame({"span_id": ["a", "b", "c"], "number": [1, 2, 3],
+                          "step_key": ["model:gpt-4o"] * 3})
+    figure = cost_figures.cumulative_spend(spend, 0, steps, "a")
+    budget = next(s for s in figure.layout.shapes if s.type == "line" and s.y0 == 0.3)
+    assert budget.layer == "below"

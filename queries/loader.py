@@ -46,6 +46,7 @@ QUERY_NAMES = frozenset({
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
+    "runs_with_writes", "step_keys", "run_ids",
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from queries.readable import NO_VALUE
+from queries.readable import NO_VALUE, plural
 from queries.terminal import json_inert, terminal_safe
 
 
@@ -148,12 +148,21 @@ def to_json_text(frame: pd.DataFrame) -> str:
 
 def to_text_table(frame: pd.DataFrame,
                   readable: Mapping[str, Callable[[Any], str]] | None = None,
-                  right: frozenset[str] = frozenset()) -> str:
+                  right: frozenset[str] = frozenset(), *,
+                  headers: Mapping[str, str] | None = None, width: int | None = None,
+                  priority: Sequence[str] | None = None) -> str:
     """Columns padded to their widest cell; numbers right-aligned, and the columns in `right`
     (numbers already written as text). Meant for a terminal, so each cell is made inert first
     (no escape sequence or control character from a span). `readable` formats the named
-    columns for people (queries/readable.py: 12.3 s, 31.9%)."""
-    columns = [terminal_safe(str(c)) for c in frame.columns]
+    columns for people (queries/readable.py: 12.3 s, 31.9%); `headers` names them as shown
+    (`budget` over "25.0 s", not `budget_ms`).
+
+    `width`: the lines fit it. The columns are taken in the order of `priority` (default:
+    left to right) while they fit, shown in the frame's order, and a last line names the ones
+    left out and the width that shows them all (a line wider than the terminal wraps into a
+    table nobody can read)."""
+    names = [str(c) for c in frame.columns]
+    columns = [terminal_safe(str((headers or {}).get(c, c))) for c in names]
     rows = text_rows(frame)
     for i, column in enumerate(frame.columns):
         shown = readable.get(column) if readable else None
@@ -168,14 +177,40 @@ def to_text_table(frame: pd.DataFrame,
     numeric = [str(c) in right or (pd.api.types.is_numeric_dtype(frame[c])
                                    and not pd.api.types.is_bool_dtype(frame[c]))
                for c in frame.columns]
+    kept = _columns_that_fit(names, widths, width, priority)
 
     def line(cells: list[str]) -> str:
-        return "  ".join(text.rjust(width) if right else text.ljust(width)
-                         for text, width, right in zip(cells, widths, numeric, strict=True)
-                         ).rstrip()
+        return "  ".join(cells[i].rjust(widths[i]) if numeric[i] else cells[i].ljust(widths[i])
+                         for i in kept).rstrip()
 
-    out = [line(columns), line(["-" * width for width in widths])]
+    out = [line(columns), line(["-" * w for w in widths])]
     out.extend(line(row) for row in rows)
     if not rows:
         out.append("(no rows)")
+    left_out = [columns[i] for i in range(len(names)) if i not in kept]
+    if left_out:
+        import textwrap
+
+        whole = sum(widths) + 2 * (len(widths) - 1)
+        out.extend(textwrap.wrap(
+            f"({plural(len(left_out), 'more column')} at --width {whole}, or in --format csv: "
+            f"{', '.join(left_out)})", width=max(width or 0, 40), break_on_hyphens=False))
     return "\n".join(out) + "\n"
+
+
+def _columns_that_fit(names: list[str], widths: list[int], width: int | None,
+                      priority: Sequence[str] | None) -> list[int]:
+    """The indexes of the columns shown, in the frame's order: all without a width; else
+    those taken by priority (unnamed columns after, left to right) while they fit, the first
+    one always."""
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        return list(range(len(names)))
+    order = [names.index(n) for n in (priority or ()) if n in names]
+    order += [i for i in range(len(names)) if i not in order]
+    kept: list[int] = []
+    used = -2
+    for i in order:
+        if not kept or used + 2 + widths[i] <= width:
+            kept.append(i)
+            used += 2 + widths[i]
+    return sorted(kept)

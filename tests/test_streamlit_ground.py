@@ -141,6 +141,18 @@ def test_the_client_reads_its_server_from_window_streamlit() -> None:
                                   "window.__streamlit")
 
 
+def test_the_client_keeps_the_sidebar_state_under_the_key_page_head_sets() -> None:
+    """page_head starts the sidebar collapsed in a narrow window by the localStorage key the
+    installed client reads (the browser test sees the effect; this names the series)."""
+    from dashboard.server.page_head import SIDEBAR_KEY, static_js
+
+    entry = _entry("the client keeps the sidebar's collapsed state")
+    readers = [path.name for path in static_js().glob("*.js")
+               if f"`{SIDEBAR_KEY}${{".encode() in (code := path.read_bytes())
+               and b"localStorage.getItem" in code]
+    assert readers, _moved(entry, f"no client code reads localStorage {SIDEBAR_KEY!r}")
+
+
 @pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
 def test_every_option_the_dashboard_sets_exists(name: str) -> None:
     from streamlit import config

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -251,6 +252,48 @@ def require_known_agent(con: Connection, agent: str | None) -> None:
         listed = ", ".join(terminal_safe(name) for name in known) if known else "none yet"
         raise click.UsageError(f"--agent {terminal_safe(repr(agent))}: no such agent in this "
                                f"database; known agents: {listed}")
+
+
+def require_known_step_keys(con: Connection, **given: str | None) -> None:
+    """A misspelt --culprit or --holder gave an empty table and exit 0: exit 2 naming the
+    step keys there are (all time). `given`: option name (without --) -> step key or None."""
+    asked = {option: key for option, key in given.items() if key}
+    if not asked:
+        return
+    from queries.run_search import step_keys  # a query module the commands load anyway
+
+    known = step_keys(con)
+    for option, key in asked.items():
+        if key not in known:
+            listed = ", ".join(terminal_safe(name) for name in known[:KNOWN_SHOWN])
+            more = f" and {len(known) - KNOWN_SHOWN:,} more" if len(known) > KNOWN_SHOWN \
+                else ""
+            raise click.UsageError(
+                f"--{option} {terminal_safe(repr(key))}: no step of that key in this "
+                f"database; step keys are kind:name, e.g. tool:fetch_report; known: "
+                f"{listed or 'none yet'}{more}")
+
+
+# How many known names a usage error lists before "and N more".
+KNOWN_SHOWN = 40
+# A terminal table or a run's summary: at least this wide (a waterfall row needs the room).
+MIN_WIDTH = 80
+MAX_WIDTH = 400
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS, else the terminal's own), at least MIN_WIDTH; MIN_WIDTH
+    when the output is not a terminal."""
+    return min(MAX_WIDTH, max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns))
+
+
+def width_option(help_text: str):  # type: ignore[no-untyped-def]
+    """`--width N` (80 to 400; default the terminal's width), for the commands that print
+    text for a terminal."""
+    return click.option(
+        "--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
+        help=f"{help_text} Default: the terminal's width (at least {MIN_WIDTH}), "
+             f"{MIN_WIDTH} when the output is not a terminal.")
 
 
 def window_label(length: dt.timedelta) -> str:

@@ -22,6 +22,7 @@ from budgetscope.commands.common import (
     refuse_trace_file,
     say_caught_up,
 )
+from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
 from budgetscope.log_format import pace_client_logs
 from budgetscope.server.descriptors import dashboard_alone
@@ -164,6 +165,7 @@ def dashboard_command(context: click.Context, host: str, port: int, token: str |
     """Serve the dashboard on an existing database (read-only; the file stays free for
     `budgetscope ingest` between page loads)."""
     refuse_open_exposure(host, token, insecure_no_auth, "read the dashboard")
+    require_free(host, port, "the dashboard", "choose another with --port N")
     server = DashboardServer(host, port, access_policy(host, port, token, allowed_hosts),
                              connections=alone_connections())
     backend = backend_option(context)

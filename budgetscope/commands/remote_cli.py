@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, is_terminal, write_output
-from budgetscope.commands.http_client import urlopen
+from budgetscope.commands.common import Fail, is_terminal, terminal_width, write_output
+from budgetscope.commands.http_client import unauthorised, urlopen
 from ingest.receivers.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
 from queries.terminal import for_terminal
 from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
@@ -96,8 +96,7 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
             return read_answer(answer)  # line by line, as the server writes them
     except urllib.error.HTTPError as error:
         if error.code == 401:
-            raise failure(f"the server at {url} requires its bearer token: pass --token "
-                          "(before the command) or set BUDGETSCOPE_TOKEN") from None
+            raise failure(unauthorised(url, token)) from None
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
         except (ValueError, AttributeError, RecursionError):
@@ -121,10 +120,8 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
     out: Path | None = parsed.params.get("out")
     failure = RemoteCheckFail if name == "check" else RemoteFail
     sent = _without_out(arguments)
-    if name == "run" and parsed.params.get("width") is None:
+    if "width" in parsed.params and parsed.params.get("width") is None:
         # The width of this terminal, not of the server's: the output is printed here.
-        from budgetscope.commands.run import terminal_width
-
         sent.extend(["--width", str(terminal_width())])
     status, stdout, stderr = _ask(url, context.obj.get("token"), [name, *sent], failure)
     if stderr:

@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 import duckdb
@@ -104,6 +105,7 @@ class Server:
             dashboard=options.ui_port is not None, otlp_http_default=defaults.max_connections,
             otlp_grpc_default=defaults.max_grpc_connections,
             dashboard_default=DEFAULT_MAX_CONNECTIONS)
+        existed = Path(db).exists()
         try:
             self.owner = owner = DatabaseOwner(db, memory_limit=options.memory_limit)
         except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
@@ -124,6 +126,9 @@ class Server:
             self.receivers = receivers = Receivers(owner, config, derive=True)
         except OSError as error:
             owner.close()
+            if not existed:  # a file this start made and nothing was stored in: not left
+                for made in (Path(db), Path(f"{db}.wal")):
+                    made.unlink(missing_ok=True)
             raise Fail(str(error)) from None
         self.retention = None
         if options.retention_days is not None:
@@ -146,7 +151,8 @@ class Server:
             DeclaredPrices(owner, receivers.committer), receivers.http.token))
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
-        commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS)
+        commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS,
+                                  db=os.path.abspath(db), dashboard_url=self.dashboard_url)
         receivers.http.add_route(CLI_PATH, CliEndpoint(commands, receivers.http.token))
 
     @property

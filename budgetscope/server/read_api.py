@@ -111,8 +111,12 @@ class ServedCommands:
     refused = RefusedCommand
 
     def __init__(self, owner: DatabaseOwner, *, group: click.Group, seconds: float,
-                 read_rows: int = READ_ROWS, answer_rows: int = ANSWER_ROWS) -> None:
+                 read_rows: int = READ_ROWS, answer_rows: int = ANSWER_ROWS,
+                 db: str | None = None, dashboard_url: str | None = None) -> None:
+        """`db`: the file the server holds, which the commands an answer prints name;
+        `dashboard_url`: the server's dashboard, which `check` and `run` link to."""
         self.owner = owner
+        self.db, self.dashboard_url = db, dashboard_url
         self.group = group
         self.seconds = seconds
         self.read_rows, self.answer_rows = read_rows, answer_rows
@@ -144,7 +148,8 @@ class ServedCommands:
             with rows_at_most(self.read_rows):
                 return _invoke(self.group, arguments,
                                {"reader": cursor, "stdout": out, "stderr": err,
-                                "answer_rows": self.answer_rows}, err)
+                                "answer_rows": self.answer_rows, "served_db": self.db,
+                                "dashboard_url": self.dashboard_url}, err)
         except duckdb.InterruptException:
             return _refused(err, refused, f"the server stopped the command after "
                             f"{self.seconds:g} s (its limit for one call); narrow it with "

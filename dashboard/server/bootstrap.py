@@ -31,6 +31,7 @@ from dashboard.server.connections import ConnectionLimits, take_over
 from dashboard.server.ground import require_supported
 from dashboard.server.page_head import PageHead
 from dashboard.server.warm_up import start_warm_up
+from dashboard.server.wrong_port import WrongPort
 
 APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
@@ -89,7 +90,7 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     # The guard first: nothing reaches the page hints or Streamlit that it has not admitted.
     app = st.App(str(server.app),
                  middleware=[Middleware(AccessGuard, policy=server.policy()),
-                             Middleware(PageHead)],
+                             Middleware(WrongPort), Middleware(PageHead)],
                  lifespan=_lifespan(server, signals))
     configure(config)
     try:

@@ -110,6 +110,15 @@ INTERNALS: tuple[Internal, ...] = (
         if_moved="the client ignores the setting and retries as before (110 ms slower); "
                  "tests/browser/test_browser_dashboard.py sees the page-relative requests"),
     Internal(
+        what="the client keeps the sidebar's collapsed state in localStorage under "
+             "`stSidebarCollapsed-` (the app's page-link base, empty here) and reads it as it "
+             "loads, before its own width rule",
+        used_in="dashboard/server/page_head.py (_SIDEBAR_ON_NARROW_WINDOWS)",
+        why="the sidebar starts collapsed below 1100 px (Streamlit's own rule: 768 px), so "
+            "that a 900 px window keeps the pages' numbers and tables whole",
+        if_moved="the sidebar starts open at 900 px again; tests/browser/test_browser_narrow.py "
+                 "fails"),
+    Internal(
         what="hidden config options logger.hideWelcomeMessage and runner.postScriptGC",
         used_in="dashboard/server/bootstrap.py (STREAMLIT_OPTIONS)",
         why="no start-up banner (its Network/External URL lines reach out on a wildcard "

@@ -24,9 +24,10 @@ _DELAY_SECONDS = re.compile(r"[0-9]+")
 _MOST_DIGITS = 9
 
 
-def parse_retry_after(value: str | None, now_unix_s: float) -> float | None:
-    """Seconds to wait from `now_unix_s`, or None when `value` is absent or malformed. A date
-    in the past is 0 s; a value beyond a year is a year. Never raises on `value`."""
+def parse_retry_after(value: str | bytes | None, now_unix_s: float) -> float | None:
+    """Seconds to wait from `now_unix_s`, or None when `value` is absent or malformed (bytes
+    are read as latin-1, as HTTP headers were). A date in the past is 0 s; a value beyond a
+    year is a year. Never raises on `value`."""
     if value is None:
         return None
     try:

@@ -19,8 +19,8 @@ from budgetscope_sdk import (
 )
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
 
 
 def test_an_async_tool_is_cancelled_at_its_slice_and_answers_timed_out() -> None:

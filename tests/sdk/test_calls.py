@@ -23,8 +23,8 @@ from budgetscope_sdk import (
 )
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import (
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import (
     CommitThenDropProxy,
     CooperativeExport,
     CountingTool,
@@ -269,7 +269,7 @@ def test_event_hook_applies_the_slice_to_a_client_built_elsewhere() -> None:
 def test_hedged_read_wins_with_the_second_copy_and_cancels_the_first() -> None:
     from budgetscope_sdk import hedged_read
 
-    from tests.support.sdk_servers import ScriptedTool, ScriptState
+    from tests.sdk.support.servers import ScriptedTool, ScriptState
 
     spans = capture()
     script = ScriptState({"/quote": [(200, 3.0), (200, 0.01)]})  # the first call is the slow one

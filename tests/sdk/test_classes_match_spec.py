@@ -14,7 +14,7 @@ import pytest
 from budgetscope_sdk import BudgetExhausted, RunBudget, StepTimeout
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.support.sdk_capture import capture
+from tests.sdk.support.capture import capture
 from tests.support.trace_builder import open_db, store
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")

@@ -16,8 +16,8 @@ from opentelemetry import trace
 from ingest.files.loader import load_files
 from queries.run_view import load_run
 from store import connect
+from tests.sdk.support.capture import capture
 from tests.support.otlp_files import write_every_form
-from tests.support.sdk_capture import capture
 
 DASHBOARD = "http://127.0.0.1:8501"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 
 # Installs from the package registry (tests/conftest.py skips it when that does not answer).

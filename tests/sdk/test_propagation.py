@@ -19,8 +19,8 @@ from budgetscope_sdk.httpx_transport import BudgetTransport
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import ScriptedTool, ScriptState, serve
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import ScriptedTool, ScriptState, serve
 
 
 def test_deadline_propagation_forms() -> None:

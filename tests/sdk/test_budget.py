@@ -24,9 +24,9 @@ from budgetscope_sdk import (
 )
 from opentelemetry import trace
 
-from tests.support.sdk_capture import capture
+from tests.sdk.support.capture import capture
 
-SDK = Path(__file__).resolve().parent.parent / "sdk" / "budgetscope_sdk"
+SDK = Path(__file__).resolve().parents[2] / "sdk" / "budgetscope_sdk"
 
 
 def budget_on(clock: ManualClock, spans, total: float = 100, **options) -> RunBudget:

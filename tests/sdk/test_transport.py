@@ -26,8 +26,8 @@ from budgetscope_sdk.httpx_transport import (
     response_hook,
 )
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import (
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import (
     CountingTool,
     CountState,
     ScriptedTool,

@@ -28,8 +28,8 @@ from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTranspor
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import HangingTool, HangState, ScriptedTool, ScriptState, serve
 from tests.support.trace_builder import open_db, store
 
 

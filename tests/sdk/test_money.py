@@ -17,7 +17,7 @@ import pytest
 from budgetscope_sdk import BudgetExhausted, ManualClock, Price, RunBudget
 from budgetscope_sdk.ledger import Ledger
 
-from tests.support.sdk_capture import capture
+from tests.sdk.support.capture import capture
 
 GPT = Price(input=2.5, output=10)  # $2.50 / $10 per million tokens
 

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
-from tests.support.sdk_servers import (
+from tests.sdk.support.servers import (
     CommitThenDropProxy,
     FakeModel,
     HangingTool,

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from tests.support.sdk_servers import FakeModel, ModelState, serve
+from tests.sdk.support.servers import FakeModel, ModelState, serve
 from tests.support.serve import CLI, start_serve, stop
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ import pytest
 from budgetscope_sdk import ManualClock, RetryBudget, RunBudget, Step, StepTimeout
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport, BudgetTransport
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import (
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import (
     CommitThenDropProxy,
     LedgerService,
     LedgerState,

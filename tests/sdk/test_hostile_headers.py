@@ -19,8 +19,8 @@ from budgetscope_sdk.retry_after import parse_retry_after, retry_after_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import ScriptedTool, ScriptState, serve
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import ScriptedTool, ScriptState, serve
 
 YEAR_S = 366 * 86_400.0
 NOW_S = 1_780_000_000.0

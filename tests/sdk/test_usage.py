@@ -24,8 +24,8 @@ from budgetscope_sdk.usage import (
     from_body,
 )
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import FakeModel, ModelState, ScriptedTool, ScriptState, serve
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import FakeModel, ModelState, ScriptedTool, ScriptState, serve
 
 GPT = Price(input=2.5, output=10)
 PRICES = {"fake-gpt": {"input": "2.5", "output": "10"},

@@ -21,8 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.support.sdk_capture import capture
-from tests.support.sdk_servers import (
+from tests.sdk.support.capture import capture
+from tests.sdk.support.servers import (
     FakeModel,
     HangingTool,
     HangState,

@@ -57,12 +57,14 @@ _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 BACKEND_FOLDER = Path(__file__).with_name("sql")
 BACKEND_NAMES = frozenset({
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
-    "derive_steps", "derive_log_exceptions", "derive_log_exceptions_none",
+    "derive_steps", "derive_measure", "derive_log_exceptions", "derive_log_exceptions_none",
     "derive_scratch_drop", "derive_state",
 })
 # The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
-# their traces, then everything else (derive_build.sql says why the walk runs twice).
-DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
+# their traces (derive_build.sql says why the walk runs twice), the steps and runs, then what
+# depends on budgets (as the DuckDB derivation's files: derive_steps.sql, derive_measure.sql).
+DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps",
+                "derive_measure")
 BACKEND_QUERIES = with_conventions(
     load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
 

@@ -36,7 +36,13 @@ import pyarrow as pa
 
 from store.derive.scheduling import ROOT_GRACE_SECONDS
 from store.derive.statements import with_conventions
-from store.file.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
+from store.file.sql_files import (
+    CLICKHOUSE_PARAMETER,
+    Query,
+    bound_parameters,
+    load_queries,
+    split_statements,
+)
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
@@ -126,21 +132,6 @@ def _parameter_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value).replace("\\", "\\\\")
-
-
-def split_statements(text: str) -> list[str]:
-    """The statements of a multi-statement file: each ends with ';' at the end of a line."""
-    code = "\n".join(line.split("--", 1)[0].rstrip() for line in text.splitlines())
-    statements, current = [], []
-    for line in code.splitlines():
-        current.append(line)
-        if line.endswith(";"):
-            statements.append("\n".join(current).rstrip(";").strip())
-            current = []
-    rest = "\n".join(current).strip()
-    if rest:
-        statements.append(rest)
-    return [s for s in statements if s]
 
 
 class ClickHouseConnection:

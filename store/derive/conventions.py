@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from store.derive import usage_reads
 from store.rows import usage, vocabulary
 from store.rows.typed_attributes import TYPED_ATTRIBUTES, as_label
 
@@ -627,6 +628,9 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "model_prefix": model_prefix_sql(dialect, "model_ref"),
         "model_after_prefix": model_after_prefix_sql(dialect, "model_ref"),
         "priced_nano": round_half_even_sql(dialect, "priced_raw"),
+        # §11.1-§11.3 from the ClickHouse exporter's string values (usage_reads.py)
+        **(usage_reads.fragments() if dialect is CLICKHOUSE else dict.fromkeys(
+            usage_reads.MARKERS, "")),
     }
 
 

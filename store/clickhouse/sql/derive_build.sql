@@ -83,6 +83,9 @@ WITH raw AS (
                    AS t_http,
                -- SPEC §9's attributes, typed as ingest types them (store/derive/conventions.py)
                /*@clickhouse_reads*/,
+               -- docs/metrics.md §11: usage, reported costs and token and dollar budgets as
+               -- strings, the labels cost reads (store/derive/usage_reads.py)
+               /*@usage_reads*/,
                toInt8(multiIf(SpanKind IN ('Client', 'SPAN_KIND_CLIENT'), 3,
                               SpanKind IN ('Server', 'SPAN_KIND_SERVER'), 2,
                               SpanKind IN ('Internal', 'SPAN_KIND_INTERNAL'), 1,
@@ -132,6 +135,8 @@ WITH raw AS (
            -- exception log records carrying the span's context (derive_log_exceptions.sql)
            le.log_exception_types AS log_exception_types,
            le.log_exception_messages AS log_exception_messages,
+           -- docs/metrics.md §11.1-§11.3: each value cast as ingest casts it (-1: not valid)
+           /*@usage_values*/,
            coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
            coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
            coalesce(toInt64OrNull(t_reserve), if(toFloat64OrNull(t_reserve) = floor(toFloat64OrNull(t_reserve)) AND abs(toFloat64OrNull(t_reserve)) < 9.2e18, toInt64(toFloat64OrNull(t_reserve)), NULL)) AS budget_reserve_ms,
@@ -154,7 +159,10 @@ WITH raw AS (
            ON le.log_trace_id = raw.trace_id AND le.log_span_id = raw.span_id
 ), recognised AS (
     SELECT *,
-           /*@step_row*/ AS step_row
+           /*@step_row*/ AS step_row,
+           -- docs/metrics.md §11: each quantity from its first valid spelling, the reported
+           -- cost, the budgets, the attributes ignored (as store/rows/usage.py merges them)
+           /*@usage_typed*/
     FROM typed
 ), named AS (
     SELECT *,
@@ -163,6 +171,8 @@ WITH raw AS (
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
+           -- docs/metrics.md §11.2: whether the span carries usage or a reported cost
+           /*@carries_usage*/ AS carries,
            -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
            -- its `exception` events, then the exception log records carrying its context.
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(exception_types, log_exception_types))
@@ -193,6 +203,14 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        budget_reserve_ms, budget_run_outcome, budget_remaining_ms, budget_cap_ms,
        budget_allocated_ms, budget_side_effect, budget_effect_status, budget_idempotency_key,
        budget_attempt, budget_hedge, budget_reconcile_result, budget_cleanup_ms,
+       -- docs/metrics.md §11 (derive_usage.sql, derive_cost.sql read them): usage and cost,
+       -- what prices the span, the budgets a run states and which budget a refusal names
+       carries, usage_ignored, budget_refused_by, budget_run_exhausted_by,
+       budget_total_tokens, budget_total_usd_nano,
+       usage_input, usage_cache_read, usage_cache_write, usage_output, usage_reasoning,
+       usage_total, usage_input_includes_cache, cost_reported_nano,
+       if(carries, /*@pricing_model*/, NULL) AS model_ref,
+       if(carries, /*@pricing_provider_raw*/, NULL) AS provider_raw,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
        step_row,
        needs_no_step_ancestor, is_agent,

@@ -144,12 +144,14 @@ SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent
        r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
        r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
        r.overrun_ms AS overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
-       -- otherwise running to the deadline, or a refused step.
+       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent),
+       -- unless it names another budget than time (budget.run.exhausted_by); otherwise
+       -- running to the deadline, or a step refused by time (derive_cost.sql counts them).
        CAST(multiIf(r.budget_ms IS NULL, NULL,
                r.known_outcome IN (/*@run_outcomes*/),
-                   r.known_outcome IN ('exhausted', 'partial'),
-               r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0),
+                   r.known_outcome IN ('exhausted', 'partial')
+                   AND coalesce(k.exhausted_by, 'time') = 'time',
+               r.latest_end_ns >= r.deadline_ns OR coalesce(k.time_refused_steps, 0) > 0),
             'Nullable(Bool)') AS exhausted,
        toInt64(coalesce(n.refused_steps, 0)) AS refused_steps,
        toInt64(coalesce(n.steps, 0)) AS steps,
@@ -161,14 +163,51 @@ SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent
        b.culprit_ms AS culprit_ms, b.culprit_share AS culprit_share,
        b.holder_span_id AS holder_span_id, b.holder_key AS holder_key, r.week AS week,
        b.culprit_step AS culprit_step, b.holder_step AS holder_step,
-       b.holder_at_deadline AS holder_at_deadline, CAST(r.root_missing, 'Bool') AS root_missing
+       b.holder_at_deadline AS holder_at_deadline, CAST(r.root_missing, 'Bool') AS root_missing,
+       -- tokens and dollars (docs/metrics.md §11, derive_cost.sql)
+       k.tokens AS tokens, k.input_tokens AS input_tokens,
+       k.cache_read_tokens AS cache_read_tokens,
+       k.cache_write_tokens AS cache_write_tokens, k.output_tokens AS output_tokens,
+       k.reasoning_tokens AS reasoning_tokens, k.cost_nano AS cost_nano,
+       k.cost_complete AS cost_complete, k.unpriced_steps AS unpriced_steps,
+       k.unmetered_steps AS unmetered_steps,
+       k.unmetered_billable_steps AS unmetered_billable_steps,
+       k.unpriced_models AS unpriced_models,
+       k.unattributed_cost_nano AS unattributed_cost_nano,
+       k.unattributed_tokens AS unattributed_tokens,
+       k.reported_total_nano AS reported_total_nano, k.exhausted_by AS exhausted_by,
+       k.usd_budget_nano AS usd_budget_nano, k.usd_budget_source AS usd_budget_source,
+       k.token_budget AS token_budget, k.token_budget_source AS token_budget_source,
+       k.cost_utilisation AS cost_utilisation, k.token_utilisation AS token_utilisation,
+       k.usd_exhausted AS usd_exhausted, k.tokens_exhausted AS tokens_exhausted,
+       k.cost_culprit_span_id AS cost_culprit_span_id,
+       k.cost_culprit_key AS cost_culprit_key, k.cost_culprit_step AS cost_culprit_step,
+       k.cost_culprit_nano AS cost_culprit_nano,
+       k.cost_culprit_share AS cost_culprit_share,
+       k.cost_crosser_span_id AS cost_crosser_span_id,
+       k.cost_crosser_key AS cost_crosser_key, k.cost_crosser_step AS cost_crosser_step,
+       k.cost_before_crossing_nano AS cost_before_crossing_nano,
+       k.cost_after_crossing_nano AS cost_after_crossing_nano,
+       k.overrun_usd_nano AS overrun_usd_nano,
+       k.token_culprit_span_id AS token_culprit_span_id,
+       k.token_culprit_key AS token_culprit_key,
+       k.token_culprit_step AS token_culprit_step,
+       k.token_culprit_tokens AS token_culprit_tokens,
+       k.token_culprit_share AS token_culprit_share,
+       k.token_crosser_span_id AS token_crosser_span_id,
+       k.token_crosser_key AS token_crosser_key,
+       k.token_crosser_step AS token_crosser_step,
+       k.tokens_before_crossing AS tokens_before_crossing,
+       k.tokens_after_crossing AS tokens_after_crossing,
+       k.overrun_tokens AS overrun_tokens
 FROM budgetscope_tmp_runs r
 LEFT JOIN (SELECT run_id, count() AS steps, countIf(is_top_level) AS top_level_steps,
                   countIf(class = 'refused') AS refused_steps
            FROM budgetscope_tmp_steps GROUP BY run_id) n ON n.run_id = r.run_id
 LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM budgetscope_tmp_consumption) u
     ON u.run_id = r.run_id
-LEFT JOIN budgetscope_tmp_blame b ON b.run_id = r.run_id;
+LEFT JOIN budgetscope_tmp_blame b ON b.run_id = r.run_id
+LEFT JOIN budgetscope_tmp_cost_runs k ON k.run_id = r.run_id;
 
 -- 8. The steps with their consumption and their run's exhaustion, and the links of reconcile
 -- steps (one row per link).
@@ -187,10 +226,21 @@ SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
        st.is_write AS is_write, st.is_uncertain AS is_uncertain,
        st.link_targets AS link_targets, st.agent AS agent, st.run_start_ns AS run_start_ns,
        st.run_has_budget AS run_has_budget, st.week AS week,
-       c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
+       c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted,
+       -- tokens and dollars (docs/metrics.md §11, derive_cost.sql)
+       k.input_tokens AS input_tokens, k.cache_read_tokens AS cache_read_tokens,
+       k.cache_write_tokens AS cache_write_tokens, k.output_tokens AS output_tokens,
+       k.reasoning_tokens AS reasoning_tokens, k.tokens AS tokens,
+       k.cost_nano AS cost_nano, k.cost_complete AS cost_complete,
+       k.cost_source AS cost_source, k.unmetered AS unmetered,
+       k.possibly_billed AS possibly_billed, st.refused_by AS refused_by,
+       k.consumption_usd_nano AS consumption_usd_nano,
+       k.consumption_tokens AS consumption_tokens, k.cost_share AS cost_share,
+       k.token_share AS token_share
 FROM budgetscope_tmp_steps st
 JOIN budgetscope_runs_next r ON r.run_id = st.run_id
-LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
+LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id
+LEFT JOIN budgetscope_tmp_cost_steps k ON k.trace_id = st.trace_id AND k.span_id = st.span_id;
 
 CREATE TABLE budgetscope_reconcile_links_next ENGINE = MergeTree
 ORDER BY (target_trace_id, target_span_id) AS
@@ -205,9 +255,13 @@ CREATE TABLE IF NOT EXISTS budgetscope_runs AS budgetscope_runs_next;
 CREATE TABLE IF NOT EXISTS budgetscope_steps AS budgetscope_steps_next;
 CREATE TABLE IF NOT EXISTS budgetscope_reconcile_links AS budgetscope_reconcile_links_next;
 CREATE TABLE IF NOT EXISTS budgetscope_derive_state AS budgetscope_derive_state_next;
+CREATE TABLE IF NOT EXISTS budgetscope_metered_spans AS budgetscope_metered_spans_next;
+CREATE TABLE IF NOT EXISTS budgetscope_derivation_notes AS budgetscope_derivation_notes_next;
 EXCHANGE TABLES budgetscope_runs AND budgetscope_runs_next;
 EXCHANGE TABLES budgetscope_steps AND budgetscope_steps_next;
 EXCHANGE TABLES budgetscope_reconcile_links AND budgetscope_reconcile_links_next;
+EXCHANGE TABLES budgetscope_metered_spans AND budgetscope_metered_spans_next;
+EXCHANGE TABLES budgetscope_derivation_notes AND budgetscope_derivation_notes_next;
 EXCHANGE TABLES budgetscope_derive_state AND budgetscope_derive_state_next;
 
 -- 10. Write steps with what is known about them having been read back: the DuckDB schema's

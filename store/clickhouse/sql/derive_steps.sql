@@ -130,6 +130,12 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
            AS overrun_ms,
        lowerUTF8(trimBoth(r.budget_run_outcome)) AS known_outcome,
        r.root_missing AS root_missing,
+       -- docs/metrics.md §11.5: the budgets the run states in tokens and dollars, and which
+       -- budget its stated outcome names (a value outside §2's is absent: time)
+       r.budget_total_tokens AS budget_total_tokens,
+       r.budget_total_usd_nano AS budget_total_usd_nano,
+       if(r.budget_run_exhausted_by IN (/*@budget_dimensions*/), r.budget_run_exhausted_by,
+          NULL) AS exhausted_by,
        toLowCardinality(concat(
            toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
            leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
@@ -259,6 +265,11 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
            s.budget_effect_status IS NOT NULL, s.budget_effect_status = 'possible',
            s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
        if(s.step_kind = 'reconcile', s.link_targets, []) AS link_targets,
+       -- which budget refused a refused step (docs/metrics.md §2, §3 rule 1b): its own
+       -- budget.refused_by, else usd for a gateway's budget refusal, else time
+       if(s.class = 'refused', coalesce(
+           if(s.budget_refused_by IN (/*@budget_dimensions*/), s.budget_refused_by, NULL),
+           if(s.budget_refusal, /*@budget_refusal_by*/, NULL), 'time'), NULL) AS refused_by,
        toLowCardinality(r.agent) AS agent, r.start_ns AS run_start_ns,
        CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget,
        -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report

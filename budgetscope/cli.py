@@ -9,6 +9,7 @@ from budgetscope.commands.check import check_command
 from budgetscope.commands.dashboard import dashboard_command
 from budgetscope.commands.demo import demo_command
 from budgetscope.commands.ingest_files import ingest_command
+from budgetscope.commands.prices import prices_command
 from budgetscope.commands.remote_cli import (
     REMOTE_COMMANDS,
     announced_cli_url,
@@ -81,7 +82,7 @@ def _misplaced(ctx: click.Context, error: click.NoSuchOption) -> click.UsageErro
                    "always use --db.")
 @click.option("--server", envvar=SERVER_ENV, default=None, metavar="URL",
               help="Run report, run, check and simulate on the budgetscope serve at URL (its "
-                   "OTLP/HTTP port, e.g. http://127.0.0.1:4318), and send budgets there "
+                   "OTLP/HTTP port, e.g. http://127.0.0.1:4318), and send budgets and prices there "
                    f"(env {SERVER_ENV}). Without it they go to the serve holding --db on "
                    "their own.")
 @click.option("--token", envvar=TOKEN_ENV, default=None,
@@ -101,9 +102,9 @@ def cli(context: click.Context, db: str, backend: str | None, server: str | None
     if server is not None and backend is not None:
         raise click.UsageError("--server and --backend name two places to read from; "
                                "give one")
-    if server is not None and name not in (*REMOTE_COMMANDS, "budgets"):
-        raise click.UsageError(f"--server applies to {', '.join(REMOTE_COMMANDS)} and "
-                               f"budgets, not {name}")
+    if server is not None and name not in (*REMOTE_COMMANDS, "budgets", "prices"):
+        raise click.UsageError(f"--server applies to {', '.join(REMOTE_COMMANDS)}, budgets "
+                               f"and prices, not {name}")
     if name not in REMOTE_COMMANDS or backend is not None:
         return
     url = server_cli_url(server) if server is not None else announced_cli_url(db)
@@ -121,6 +122,7 @@ cli.add_command(simulate_command)
 cli.add_command(check_command)
 cli.add_command(retain_command)
 cli.add_command(budgets_command)
+cli.add_command(prices_command)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
-"""`budgetscope budgets` sent to the `budgetscope serve` that holds the database: its /budgets
-endpoint (ingest/receivers/budgets_endpoint.py), found in the sidecar the server announces
-itself in (store/file/owner.py)."""
+"""`budgetscope budgets` and `budgetscope prices` sent to the `budgetscope serve` that holds the
+database: its /budgets and /prices endpoints (ingest/receivers/budgets_endpoint.py,
+prices_endpoint.py), found in the sidecar the server announces itself in (store/file/owner.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import click
 
 from budgetscope.commands.http_client import urlopen
-from store import Change
+from store import Change, PriceChange
 
 # A change waits on the server for its runs to be re-derived (up to 60 s there).
 TIMEOUT_SECONDS = 90.0
@@ -52,19 +52,30 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
         raise RemoteError(f"cannot reach the server at {url}: {reason}") from None
 
 
-def budgets_url(server: str) -> str:
-    """/budgets of the server at `server` (--server: http://HOST:PORT of its OTLP/HTTP port)."""
+def endpoint_url(server: str, path: str) -> str:
+    """`path` (/budgets, /prices) of the server at `server` (--server: http://HOST:PORT of its
+    OTLP/HTTP port)."""
     parts = urlsplit(server)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise click.BadParameter(f"{server!r} is not an http:// or https:// URL of the "
                                  "server's OTLP/HTTP port, e.g. http://127.0.0.1:4318",
                                  param_hint="--server")
-    return server.rstrip("/") + "/budgets"
+    return server.rstrip("/") + path
 
 
-def send_change(url: str, token: str | None, change: Change) -> dict[str, Any]:
+def budgets_url(server: str) -> str:
+    """/budgets of the server at `server`."""
+    return endpoint_url(server, "/budgets")
+
+
+def send_change(url: str, token: str | None, change: Change | PriceChange) -> dict[str, Any]:
     return _request(url, token, json.dumps(change.to_json()).encode("utf-8"))
 
 
 def fetch_declarations(url: str, token: str | None) -> list[dict[str, Any]]:
     return list(_request(url, token, None).get("declarations", []))
+
+
+def fetch_prices(url: str, token: str | None) -> dict[str, Any]:
+    """The server's /prices: the prices set, the bundled table, the models without a price."""
+    return _request(url, token, None)

@@ -34,11 +34,14 @@ from ingest.receivers.cli_endpoint import PATH as CLI_PATH
 from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.limits import Limits
 from ingest.receivers.operations import OperatorPages
+from ingest.receivers.prices_endpoint import PATH as PRICES_PATH
+from ingest.receivers.prices_endpoint import PricesEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import (
     DatabaseBusy,
     DatabaseOwner,
     DeclaredBudgets,
+    DeclaredPrices,
     MemoryLimitError,
     RetentionSchedule,
     SchemaError,
@@ -129,6 +132,9 @@ class Server:
         self.budgets = DeclaredBudgets(owner, receivers.committer)
         receivers.http.add_route(BUDGETS_PATH,
                                  BudgetsEndpoint(self.budgets, receivers.http.token))
+        # `budgetscope prices` likewise (docs/metrics.md §11.3)
+        receivers.http.add_route(PRICES_PATH, PricesEndpoint(
+            DeclaredPrices(owner, receivers.committer), receivers.http.token))
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
         commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS)
@@ -166,6 +172,7 @@ class Server:
             "otlp_grpc": self.grpc_endpoint,
             "dashboard": self.dashboard_url,
             "budgets": self.endpoint(BUDGETS_PATH),
+            "prices": self.endpoint(PRICES_PATH),
             "cli": self.endpoint(CLI_PATH),
         })
 

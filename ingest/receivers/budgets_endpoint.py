@@ -56,16 +56,29 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return _answer(status, {"error": message}, headers)
 
 
-class BudgetsEndpoint:
+class DeclarationEndpoint:
+    """A declaration's endpoint (/budgets, /prices): GET lists, POST carries out a change.
+    Subclasses name their path, the pool's thread name, and how to list and to change."""
+
     methods = ("GET", "POST")
     exports = False  # never in the exports' pool, never counted against their requests
     otlp = False
     max_body_bytes = MAX_BODY_BYTES
+    path = PATH
+    thread_name = "budgetscope-budgets"
+    # the errors of a bad change (400): nothing was stored
+    refused: tuple[type[Exception], ...] = (DeclarationError,)
 
-    def __init__(self, service: DeclaredBudgets, token: BearerToken) -> None:
-        self.service = service
+    def __init__(self, token: BearerToken) -> None:
         self.token = token
-        self.pool = BoundedPool(THREADS, MOST_WAITING, "budgetscope-budgets")
+        self.pool = BoundedPool(THREADS, MOST_WAITING, self.thread_name)
+
+    def listing(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def change(self, payload: Any) -> dict[str, Any]:
+        """Carry out the change `payload` describes; its outcome as JSON."""
+        raise NotImplementedError
 
     def admit(self, head: Head) -> Reply | None:
         """The token before the body is read (the handler checks it again, for other hosts)."""
@@ -82,15 +95,14 @@ class BudgetsEndpoint:
         return Reply(status, headers.pop("Content-Type", JSON), body, headers)
 
     def handle(self, method: str, path: str, headers: Headers, body: bytes) -> Response:
-        if path != PATH:
+        if path != self.path:
             return _error(404, f"no such endpoint {path!r}")
         if not self.token.allows(headers.get("Authorization")):
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         if method == "GET":
-            return _answer(200, {"declarations": [
-                d.to_json() for d in self.service.declarations()]})
+            return _answer(200, self.listing())
         if method != "POST":
-            return _error(405, f"{method} is not allowed on {PATH}: GET or POST",
+            return _error(405, f"{method} is not allowed on {self.path}: GET or POST",
                           {"Allow": "GET, POST"})
         media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         if media_type != JSON:
@@ -104,12 +116,23 @@ class BudgetsEndpoint:
         except RecursionError:  # 60,000 brackets fit in 64 KiB; a change is one level deep
             return _error(400, "the body is JSON nested too deeply to be a change")
         try:
-            outcome = self.service.apply(Change.from_json(payload))
-        except DeclarationError as error:
+            outcome = self.change(payload)
+        except self.refused as error:
             return _error(400, str(error))
         except (Closed, WriterBusy) as error:
             return _error(503, str(error), {"Retry-After": "2"})
         except Exception as error:  # noqa: BLE001 - the database's own failure (disk full, ...)
             return _error(500, f"could not store the change: {str(error).splitlines()[0]}")
-        return _answer(200, outcome.to_json())
+        return _answer(200, outcome)
 
+
+class BudgetsEndpoint(DeclarationEndpoint):
+    def __init__(self, service: DeclaredBudgets, token: BearerToken) -> None:
+        super().__init__(token)
+        self.service = service
+
+    def listing(self) -> dict[str, Any]:
+        return {"declarations": [d.to_json() for d in self.service.declarations()]}
+
+    def change(self, payload: Any) -> dict[str, Any]:
+        return self.service.apply(Change.from_json(payload)).to_json()

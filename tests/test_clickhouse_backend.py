@@ -41,6 +41,7 @@ from queries.run_view import RunNotFound, load_run, span_details
 from store import BACKEND_ENV, clickhouse
 from store import connect as duckdb_connect
 from tests.support import ui
+from tests.support.cost_parity import TABLES, difference, tidy
 from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 # slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, one comparison rebuilding
@@ -270,6 +271,38 @@ def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
     assert list(shown["runs"]) == list(weekly["runs"])
 
 
+# ---- tokens and dollars (docs/metrics.md §11) ------------------------------------------------
+
+def _cost_rows(con: object, table: str) -> list[dict]:
+    """A table's §11 rows (tests/support/cost_parity.py's columns) from either engine."""
+    duck_table, clickhouse_table, columns, key = TABLES[table]
+    where = " WHERE note = 'usage_values_ignored'" if table == "notes" else ""
+    if isinstance(con, clickhouse.ClickHouseConnection):
+        clickhouse.ensure_derived(con)
+        frame = con._frame_text(f"SELECT {', '.join(columns)} FROM {clickhouse_table}{where}",
+                                {})
+    else:
+        frame = con.execute(f"SELECT {', '.join(columns)} FROM {duck_table}{where}").df()
+    return tidy(frame, key)
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_sample_cost_rows_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
+                                          table: str) -> None:
+    """The sample's usage (cache reads, reasoning, an unpriced model, runs over their dollar
+    budget) gives the same runs, steps, metered spans and notes on both engines."""
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        want = _cost_rows(duck, table)
+    finally:
+        duck.close()
+    got = _cost_rows(clickhouse.connect(sample_backend), table)
+    assert got == want, difference(got, want)
+    if table == "metered_spans":
+        assert len(want) > 1_000
+        assert {"bundled", "unpriced"} <= {row["cost_source"] for row in want}
+
+
 # ---- edge cases the sample lacks ------------------------------------------------------------
 
 def edge_spans() -> list:
@@ -414,3 +447,68 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
             verb = {"set": "unset", "cap": "uncap"}[declaration[0]]
             invoke("--backend", backend, "budgets", verb, declaration[1])
     assert invoke("--backend", backend, "report", "runs") == before
+
+
+# ---- prices and token and dollar budgets (docs/metrics.md §11.3, §11.5) -------------------
+
+COST_DECLARATIONS = [
+    ["budgets", "set", "billing-agent", "--tokens", "40k", "--usd", "0.02"],
+    ["budgets", "set", "--default", "60s", "--usd", "0.5", "--usd-per-week", "20"],
+    ["budgets", "unset", "billing-agent", "--usd"],
+    # the sample's models as their spans name them (gen_ai.response.model first)
+    ["prices", "set", "gpt-4o-2024-08-06", "--provider", "openai", "--input", "2",
+     "--output", "8", "--from", "2026-11-10"],
+    ["prices", "set", "triage-distill-*", "--input", "0.4", "--output", "1.6",
+     "--cache-read", "0.1"],
+    ["prices", "set", "claude-*", "--input", "3.5", "--output", "14"],
+]
+
+
+def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
+    """The same `prices` and `budgets` changes through the CLI on both backends (the sample and
+    EDGE): the same listings, the same models without a price, and the same §11 rows after each
+    rebuild; undone afterwards, the backend derives what it derived before."""
+    db, backend = edge
+    copy = tmp_path / "priced.duckdb"
+    shutil.copy(db, copy)
+    before = invoke("--backend", backend, "report", "runs")
+    undo = [["budgets", "unset", "billing-agent"], ["budgets", "unset", "--default"],
+            ["prices", "unset", "gpt-4o-2024-08-06", "--provider", "openai", "--from",
+             "2026-11-10"],
+            ["prices", "unset", "triage-distill-*"], ["prices", "unset", "claude-*"]]
+    try:
+        for change in COST_DECLARATIONS:
+            invoke("--db", str(copy), *change)
+            shown = CliRunner().invoke(cli, ["--backend", backend, *change])
+            assert shown.exit_code == 0, shown.output
+            assert "on the backend; derived tables rebuilt" in shown.output
+        for listing in (["prices", "list", "--format", "json"],
+                        ["budgets", "list", "--format", "json"]):
+            got, want = (json.loads(invoke(*where, *listing)) for where in (
+                ("--backend", backend), ("--db", str(copy))))
+            assert _undated(got) == _undated(want), listing
+        assert invoke("--backend", backend, "prices", "check") == \
+            invoke("--db", str(copy), "prices", "check")
+        duck = duckdb_connect(copy, read_only=True)
+        try:
+            for table in TABLES:
+                want = _cost_rows(duck, table)
+                got = _cost_rows(clickhouse.connect(backend), table)
+                assert got == want, difference(got, want)
+            sources = {row["cost_source"] for row in _cost_rows(duck, "metered_spans")}
+            assert "override" in sources
+        finally:
+            duck.close()
+    finally:  # the module's later tests see the backend as it was
+        for change in undo:
+            invoke("--backend", backend, *change)
+    assert invoke("--backend", backend, "report", "runs") == before
+
+
+def _undated(found: object) -> object:
+    """A listing without its declared_at stamps (each backend's own clock)."""
+    if isinstance(found, dict):
+        return {k: _undated(v) for k, v in found.items() if k != "declared_at"}
+    if isinstance(found, list):
+        return [_undated(v) for v in found]
+    return found

@@ -164,6 +164,7 @@ def test_real_fixtures_cost_rows_equal(tmp_path_factory: pytest.TempPathFactory,
                   if tidy(got, key) != tidy(want, key)}
         assert not differ, f"{table}: {differ}"
     assert sum(len(pair["steps"][0]) for pair in compared.values()) > 50
+    assert sum(len(pair["metered_spans"][0]) for pair in compared.values()) > 100
 
 
 def test_declared_and_priced_cost_rows_equal(tmp_path: Path, backend) -> None:

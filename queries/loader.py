@@ -46,6 +46,8 @@ QUERY_NAMES = frozenset({
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
+    "cost_report", "cost_attribution_report", "cost_attribution_summary", "models_report",
+    "run_step_costs",
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"

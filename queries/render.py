@@ -7,6 +7,8 @@ same bytes for the same frame. Cell rules:
 - integers → decimal digits;
 - floats → fixed decimals: 3 for columns ending in `_ms` (microsecond resolution), 6 for every
   other float (rates, shares, utilisations); -0 is written 0;
+- dollars (Decimal, from the store's integer nano-dollars: queries/money.py) → up to 9
+  decimals, trailing zeros trimmed (`0.0123`, `2`), a number in JSON, never through a float;
 - rows in the order the query gives (every report query ends in a total ORDER BY);
 - UTF-8, comma-separated, `\n` line ends, a header row; a field is quoted (RFC 4180, `"`
   doubled) when it holds a comma, a quote, a line feed or a carriage return (Python's csv
@@ -27,11 +29,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from queries.money import dollar_text
 from queries.readable import NO_VALUE
 from queries.terminal import json_inert, terminal_safe
 
@@ -40,10 +44,12 @@ def _decimals(column: str) -> int:
     return 3 if column.endswith("_ms") else 6
 
 
-def cell(value: Any, column: str) -> str | int | float | bool | None:
-    """The value as it is written: None, bool, int, a float rounded, or a string."""
+def cell(value: Any, column: str) -> str | int | float | bool | Decimal | None:
+    """The value as it is written: None, bool, int, a float rounded, dollars, or a string."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, Decimal):
+        return value
     if isinstance(value, bool | np.bool_):
         return bool(value)
     if isinstance(value, int | np.integer):
@@ -65,6 +71,8 @@ def text_cell(value: Any, column: str) -> str:
         return "true" if shown else "false"
     if isinstance(shown, float):
         return f"{shown:.{_decimals(column)}f}"
+    if isinstance(shown, Decimal):
+        return dollar_text(shown)
     return str(shown)
 
 
@@ -115,7 +123,27 @@ def to_json_text(frame: pd.DataFrame) -> str:
     records = [{column: cell(value, column) for value, column in zip(row, columns, strict=True)}
                for row in frame.itertuples(index=False, name=None)]
     # Often read on a terminal: the controls JSON leaves raw are escaped (same values).
-    return json_inert(json.dumps(records, indent=2, ensure_ascii=False)) + "\n"
+    return json_inert(_json_records(records)) + "\n"
+
+
+def _json_value(value: Any) -> str:
+    if isinstance(value, Decimal):
+        return dollar_text(value)  # a JSON number with the amount's own digits
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_records(records: list[dict[str, Any]]) -> str:
+    """What `json.dumps(records, indent=2, ensure_ascii=False)` writes for a list of flat
+    objects (tests/test_render.py holds the two equal), with dollars written as numbers of
+    their exact digits: json.dumps knows no Decimal, and a float would print 0.1 + 0.2 as
+    0.30000000000000004."""
+    if not records:
+        return "[]"
+    objects = [
+        "{\n" + ",\n".join(f"    {json.dumps(key, ensure_ascii=False)}: {_json_value(value)}"
+                            for key, value in record.items()) + "\n  }" if record else "{}"
+        for record in records]
+    return "[\n  " + ",\n  ".join(objects) + "\n]"
 
 
 def to_text_table(frame: pd.DataFrame,
@@ -137,6 +165,8 @@ def to_text_table(frame: pd.DataFrame,
     rows = [[terminal_safe(text) for text in row] for row in rows]
     widths = [max([len(column)] + [len(row[i]) for row in rows]) for i, column in
               enumerate(columns)]
+    # dollars (Decimal objects, queries/money.py) are numbers: right-aligned as numbers are
+    right = right | {str(c) for c in frame.columns if _holds_dollars(frame[c])}
     numeric = [str(c) in right or (pd.api.types.is_numeric_dtype(frame[c])
                                    and not pd.api.types.is_bool_dtype(frame[c]))
                for c in frame.columns]
@@ -151,3 +181,7 @@ def to_text_table(frame: pd.DataFrame,
     if not rows:
         out.append("(no rows)")
     return "\n".join(out) + "\n"
+
+
+def _holds_dollars(values: pd.Series) -> bool:
+    return values.dtype == object and any(isinstance(value, Decimal) for value in values)

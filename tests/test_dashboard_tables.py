@@ -62,12 +62,16 @@ def shown(table: object) -> list[str]:
 def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
-    runs_side, steps_side = at.dataframe[0], at.dataframe[1]
-    for table in (runs_side, steps_side):
+    runs_side, steps_side, spend, cost_budgets = at.dataframe[:4]
+    for table in (runs_side, steps_side, spend, cost_budgets):
         pd.testing.assert_frame_equal(table.value.reset_index(drop=True), weekly)
         assert table.proto.placeholder == fmt.NO_VALUE
-    # Between them the two tables show every column of the CSV.
-    assert set(shown(runs_side)) | set(shown(steps_side)) == set(weekly.columns)
+    # Between them the tables show every column of the CSV: the cost columns (docs/metrics.md
+    # §11.9) in two of their own.
+    assert set(shown(runs_side)) | set(shown(steps_side)) | set(shown(spend)) | set(
+        shown(cost_budgets)) == set(weekly.columns)
+    assert labels(spend)["cost_usd"] == "cost"
+    assert labels(cost_budgets)["top_cost_culprit"] == "largest $ share"
     heads = labels(runs_side)
     assert heads["runs"] == "runs (all)"
     assert heads["exhaustion_rate"] == "exhausted ÷ budgeted"

@@ -15,7 +15,15 @@ from budgetscope.commands.common import (
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
-from queries.reports import REPORTS, attribution_summary
+from queries.reports import (
+    DIMENSIONS,
+    REPORTS,
+    TOKENS,
+    Report,
+    attribution_summary,
+    cost_attribution_summary,
+    token_attribution,
+)
 from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
 
 
@@ -43,18 +51,23 @@ from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
               help=f"runs only: order by one of {', '.join(SORTABLE)} (default: start, newest "
               "first in --format table, oldest first otherwise).")
 @click.option("--limit", type=click.IntRange(min=1), help="runs only: at most this many runs.")
+@click.option("--dimension", type=click.Choice(DIMENSIONS),
+              help="cost-attribution only: the budget attributed over the runs that exhausted "
+                   "it, usd (the dollar budget, the default) or tokens.")
 @click.pass_context
 def report_command(context: click.Context, name: str, since: str | None, until: str | None,
                    agent: str | None, output_format: str, out: Path | None,
                    outcomes: tuple[str, ...], exhausted: bool | None, culprit: str | None,
-                   sort: str | None, limit: int | None) -> None:
-    """Print report NAME: weekly, runs, attribution, failures, utilisation or reconciliation.
+                   sort: str | None, limit: int | None, dimension: str | None) -> None:
+    """Print report NAME: weekly, runs, attribution, failures, utilisation, reconciliation,
+    cost, cost-attribution or models.
 
     Filters apply to runs by their start time: --since is inclusive, --until exclusive, both
     in UTC; a step, write or failure counts with the run it belongs to. CSV cells: empty when
-    undefined, true/false, 3 decimals for *_ms columns and 6 for other fractions.
+    undefined, true/false, 3 decimals for *_ms columns and 6 for other fractions, dollars
+    with up to 9 decimals (trailing zeros trimmed).
     """
-    report = REPORTS.get(name)
+    report = _cost_report(name, dimension) or REPORTS.get(name)
     if report is None:
         # A usage error like any other (exit 2), not a failure of the report.
         raise click.UsageError(f"unknown report {name!r}; choose one of: {', '.join(REPORTS)}")
@@ -67,7 +80,7 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         require_known_agent(con, agent)
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
-        footer = _footer(con, name, filters) if output_format == "table" else ""
+        footer = _footer(con, name, filters, dimension) if output_format == "table" else ""
     check_answer_rows(context, len(frame), f"report {name}")
     if output_format == "csv":
         data = to_csv_bytes(frame)
@@ -77,6 +90,14 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         table = to_text_table(frame, readable.table_formats(frame.columns))
         data = (table + footer).encode("utf-8")
     write_output(data, out, context)
+
+
+def _cost_report(name: str, dimension: str | None) -> Report | None:
+    """`cost-attribution --dimension tokens` is the token_attribution report (the dashboard
+    downloads it under that name); --dimension is refused for any other report."""
+    if dimension is not None and name != "cost-attribution":
+        raise click.UsageError("--dimension applies to the cost-attribution report only")
+    return token_attribution if dimension == TOKENS else None
 
 
 def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
@@ -105,8 +126,11 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
         raise click.UsageError(f"--sort: {error}") from None
 
 
-def _footer(con: object, name: str, filters: Filters) -> str:
-    """The attribution table also says how often the culprit is not the holder (SPEC §4)."""
+def _footer(con: object, name: str, filters: Filters, dimension: str | None = None) -> str:
+    """The attribution table also says how often the culprit is not the holder (SPEC §4), and
+    the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
+    if name == "cost-attribution":
+        return _cost_footer(con, filters, dimension or "usd")
     if name != "attribution":
         return ""
     row = attribution_summary(con, filters).iloc[0]  # type: ignore[arg-type]
@@ -115,3 +139,14 @@ def _footer(con: object, name: str, filters: Filters) -> str:
         return f"\n{int(row['exhausted_runs'])} exhausted runs\n"
     return (f"\n{int(row['exhausted_runs'])} exhausted runs; culprit is the holder in "
             f"{rate:.1%}, not the holder in {1 - rate:.1%}\n")
+
+
+def _cost_footer(con: object, filters: Filters, dimension: str) -> str:
+    row = cost_attribution_summary(con, filters, dimension).iloc[0]  # type: ignore[arg-type]
+    word = "dollar" if dimension == "usd" else "token"
+    runs = readable.plural(int(row["exhausted_runs"]), f"{word}-exhausted run")
+    rate = row["culprit_is_crosser_rate"]
+    if readable.missing(rate):  # no exhausted run had a crosser
+        return f"\n{runs}; none crossed its budget in a step\n"
+    return (f"\n{runs}; the culprit is the crosser in {rate:.1%}, not the crosser in "
+            f"{1 - rate:.1%} (of the {int(row['crossed_runs'])} with a crosser)\n")

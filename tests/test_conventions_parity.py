@@ -78,9 +78,9 @@ def _tidy(frame: pd.DataFrame, key: list[str]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory: pytest.TempPathFactory):
-    """One chdb folder for the module (chdb allows one per process)."""
+    """One chdb folder for the module (chdb allows one per process): its URL."""
     folder = tmp_path_factory.mktemp("parity_chdb") / "data"
-    yield clickhouse.connect(f"chdb://{folder}")
+    yield f"chdb://{folder}"
     clickhouse.close_all()
     shutil.rmtree(Path(folder), ignore_errors=True)
 
@@ -92,7 +92,7 @@ def both(tmp_path_factory: pytest.TempPathFactory, backend):
     # traces whose root never arrives measured at once, as ClickHouse does for spans older
     # than the grace period (these are from 2026-11-23)
     store(duck, spans, roots_overdue=True)
-    con = backend
+    con = clickhouse.connect(backend)
     assert load_requests(con, [encode_spans(spans)]) == len(spans)
     clickhouse.ensure_derived(con)
     yield duck, con
@@ -128,7 +128,7 @@ def cost_scenarios(tmp_path_factory: pytest.TempPathFactory, backend):
     """Every test of COST_TESTS run on DuckDB (by pytest), its spans built again on
     ClickHouse (the backend's otel_traces replaced: the tests above have read theirs)."""
     scenarios = record_cost_tests(COST_TESTS, tmp_path_factory.mktemp("cost_duck"))
-    return scenarios, derive_on_clickhouse(backend, scenarios)
+    return scenarios, derive_on_clickhouse(clickhouse.connect(backend), scenarios)
 
 
 @pytest.mark.parametrize("table", ["runs", "steps", "metered_spans", "notes"])
@@ -156,7 +156,7 @@ def test_real_fixtures_cost_rows_equal(tmp_path_factory: pytest.TempPathFactory,
         with duckdb.connect(str(db), read_only=True) as con:
             rows, settings = snapshot(con)
         scenarios.append(Scenario(path.name, [], settings, rows, (path,)))
-    compared = derive_on_clickhouse(backend, scenarios)
+    compared = derive_on_clickhouse(clickhouse.connect(backend), scenarios)
     for table in TABLES:
         key = TABLES[table][3]
         differ = {name: difference(tidy(got, key), tidy(want, key))
@@ -213,8 +213,43 @@ def test_declared_and_priced_cost_rows_equal(tmp_path: Path, backend) -> None:
         duck.close()
     assert set(rows["metered_spans"]["cost_source"]) == {"override", "bundled", "reported"}
     assert set(rows["runs"]["usd_budget_source"]) == {"declared"}
-    compared = derive_on_clickhouse(backend, [Scenario("declared", [
+    compared = derive_on_clickhouse(clickhouse.connect(backend), [Scenario("declared", [
         encode_spans(b.finished()).SerializeToString()], settings, rows)])
     for table, (want, got) in compared["declared"].items():
         key = TABLES[table][3]
         assert tidy(got, key) == tidy(want, key), difference(tidy(got, key), tidy(want, key))
+
+
+def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
+    """Another installed genai-prices than the one the backend's matches came from (a new
+    process after an upgrade): the matches are forgotten, the next reader rebuilds, and every
+    pair is matched again by the installed version."""
+    con = clickhouse.connect(backend)
+    con.command("TRUNCATE TABLE IF EXISTS otel_traces")
+    b = TraceBuilder(seed=91)
+    run = b.run(0, 1_000, None)
+    b.span("chat", 0, 900, parent=run, attributes={
+        **CHAT, "gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+        "gen_ai.usage.input_tokens": 1_000, "gen_ai.usage.output_tokens": 100})
+    load_requests(con, [encode_spans(b.finished())])
+    clickhouse.ensure_derived(con)
+    priced = con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans")
+    assert priced == 3_500_000  # 1000 × $2.50 + 100 × $10 per million
+    # as if the backend had been built and matched by genai-prices 0.0.1
+    con.command("TRUNCATE TABLE budgetscope_meta")
+    con.command("INSERT INTO budgetscope_meta VALUES ('genai_prices_version', '0.0.1')")
+    con.command("ALTER TABLE budgetscope_derive_state UPDATE prices = "
+                "replaceRegexpOne(prices, '/[^/]*$', '/0.0.1') WHERE true "
+                "SETTINGS mutations_sync = 2")
+    con.command("INSERT INTO budgetscope_price_matches (model_ref, provider, bundled_ref) "
+                "VALUES ('gpt-4o', 'openai', 'openai/gpt-4o-by-an-old-table')")
+    clickhouse.close_all()  # the next process
+    con = clickhouse.connect(backend)
+    assert clickhouse.ensure_derived(con) is True
+    assert con.scalar("SELECT any(value) FROM budgetscope_meta") == \
+        clickhouse.prices.installed_version()
+    assert con.scalar("SELECT arrayStringConcat(groupArray(bundled_ref), ' ') "
+                      "FROM budgetscope_price_matches WHERE model_ref = 'gpt-4o'") == \
+        "openai/gpt-4o"  # the old table's match forgotten, matched again
+    assert con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans") == priced
+    assert clickhouse.ensure_derived(con) is False

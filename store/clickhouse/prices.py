@@ -17,6 +17,7 @@ build): the connection is any object with the methods of `Connection`.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,20 +60,27 @@ def _run(con: Connection, name: str, parameters: dict[str, Any] | None = None) -
         con.command(statement, {k: v for k, v in (parameters or {}).items() if k in named})
 
 
+# The connections prepared in this process (the tables exist, the version is recorded): readers
+# ask before every report (store.clickhouse.derived_state), and the DDL costs a round trip each.
+_PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def prepare(con: Connection) -> bool:
     """Create the price tables when missing, and record the installed bundled table's version;
     when the matches were made by another version, forget them all (the build that follows
-    matches every pair again: derive_state.sql sees the version change). Returns whether the
-    version changed."""
+    matches every pair again: derive_state.sql sees the version change). Once per connection
+    and process. Returns whether the version changed."""
+    if con in _PREPARED:
+        return False
     _run(con, "prices_tables")
     stored = con.frame(QUERIES["prices_meta_get"], {"key": VERSION_KEY}).iat[0, 0]
     version = installed_version()
-    if stored == version:
-        return False
-    if stored:  # matched by another version
-        _run(con, "prices_forget_matches")
-    _run(con, "prices_meta_set", {"key": VERSION_KEY, "value": version})
-    return bool(stored)
+    if stored != version:
+        if stored:  # matched by another version
+            _run(con, "prices_forget_matches")
+        _run(con, "prices_meta_set", {"key": VERSION_KEY, "value": version})
+    _PREPARED.add(con)
+    return bool(stored) and stored != version
 
 
 def match_new_pairs(con: Connection) -> int:

@@ -191,81 +191,93 @@ def as_bool(x: str) -> str:
             f"{label} IN ('false', '0', 'no'), false, NULL), 'Nullable(Bool)')")
 
 
-def _present(attribute: str) -> str:
-    name = _string(attribute)
-    return f"if(mapContains(SpanAttributes, {name}), SpanAttributes[{name}], NULL)"
-
-
 def _array(values: list[str]) -> str:
     return "[" + ", ".join(values) + "]"
 
 
+def _names(attributes: tuple[str, ...]) -> str:
+    return "(" + ", ".join(_string(a) for a in attributes) + ")"
+
+
+def _in(attributes: str) -> str:
+    """The value of an attribute of `attributes` (the map of CTE `raw`), or NULL."""
+    name = _string(attributes)
+    return f"if(mapContains(usage_attributes, {name}), usage_attributes[{name}], NULL)"
+
+
 def reads_sql() -> str:
-    """The raw values (CTE `raw` of derive_build.sql): each attribute's string or NULL, as
-    three arrays in the order above, and the labels and flag cost reads."""
-    counts = _array([_present(a) for a in COUNT_ATTRIBUTES])
-    costs = _array([_present(a) for a in COST_ATTRIBUTES])
-    budgets = _array([_present(a) for a in BUDGET_ATTRIBUTES])
-    currency = _present(usage.COST_CURRENCY)
-    labels = [f"{as_label(_present(attribute))} AS {column}"
+    """CTE `raw` of derive_build.sql: the span's attributes that cost reads, as a map of their
+    own (one pass over the span's attributes; most spans have none, and then nothing below
+    casts anything)."""
+    read = (*COUNT_ATTRIBUTES, *COST_ATTRIBUTES, *BUDGET_ATTRIBUTES, usage.COST_CURRENCY,
+            *LABELS, INCLUDES_CACHE)
+    return f"mapFilter((k, v) -> k IN {_names(read)}, SpanAttributes) AS usage_attributes"
+
+
+def values_sql() -> str:
+    """CTE `typed`: each present count, cost and budget cast (usage_casts: attribute → value,
+    INVALID when not valid), the labels and the flag; then `usage_values`, every attribute's
+    value in ingest's order (NULL when absent), gen_ai.usage.cost.amount INVALID in another
+    currency than USD."""
+    costs = (*COST_ATTRIBUTES, usage.USD_BUDGET)
+    counts = (*COUNT_ATTRIBUTES, usage.TOKEN_BUDGET)
+    casts = (f"mapApply((k, v) -> (k, multiIf(k IN {_names(costs)}, {usd_nano('v')}, "
+             f"k IN {_names(counts)}, {token_count('v')}, NULL)), usage_attributes)")
+
+    def value(attribute: str) -> str:
+        name = _string(attribute)
+        cast = f"if(mapContains(usage_casts, {name}), usage_casts[{name}], NULL)"
+        if attribute == usage.COST_AMOUNT:
+            return (f"if({cast} IS NOT NULL AND usage_cost_currency IS NOT NULL AND "
+                    f"usage_cost_currency != {_string(usage.USD)}, toNullable(toInt64({INVALID})),"
+                    f" {cast})")
+        return cast
+    values = _array([value(a) for a in (*COUNT_ATTRIBUTES, *COST_ATTRIBUTES,
+                                        *BUDGET_ATTRIBUTES)])
+    labels = [f"{as_label(_in(attribute))} AS {column}"
               for attribute, column in LABELS.items()]
-    return ",\n               ".join([
-        f"CAST({counts}, 'Array(Nullable(String))') AS usage_count_texts",
-        f"CAST({costs}, 'Array(Nullable(String))') AS usage_cost_texts",
-        f"CAST({budgets}, 'Array(Nullable(String))') AS usage_budget_texts",
-        f"{as_label(currency)} AS usage_cost_currency",
+    return ",\n           ".join([
+        f"{casts} AS usage_casts",
+        f"{as_label(_in(usage.COST_CURRENCY))} AS usage_cost_currency",
         *labels,
-        f"{as_bool(_present(INCLUDES_CACHE))} AS usage_input_includes_cache"])
+        f"{as_bool(_in(INCLUDES_CACHE))} AS usage_input_includes_cache",
+        f"CAST({values}, 'Array(Nullable(Int64))') AS usage_values"])
 
 
-def _first_valid(values: str, first: int, count: int) -> str:
-    """The first value >= 0 of values[first .. first + count - 1] (1-based), else NULL."""
-    return f"arrayFirstOrNull(x -> x >= 0, arraySlice({values}, {first}, {count}))"
+def _first_valid(first: int, count: int) -> str:
+    """The first value >= 0 of usage_values[first .. first + count - 1] (1-based), else NULL."""
+    return f"arrayFirstOrNull(x -> x >= 0, arraySlice(usage_values, {first}, {count}))"
 
 
 def typed_sql() -> str:
-    """The typed columns (CTE `typed` of derive_build.sql), as ingest's merge_usage fills
-    them: each quantity from its first valid spelling; the first cost candidate with a valid
-    value (a group: the sum of its valid values), gen_ai.usage.cost.amount only in USD (or
-    without a currency); the budgets; and the names of the attributes whose value was
+    """CTE `recognised`: the typed columns, as ingest's merge_usage fills them: each quantity
+    from its first valid spelling; the first cost candidate with a valid value (a group: the
+    sum of its valid values); the budgets; and the names of the attributes whose value was
     ignored, in ingest's order."""
     columns = []
     position = 1
     for quantity, spellings in usage.USAGE_SPELLINGS.items():
-        columns.append(f"{_first_valid('usage_counts', position, len(spellings))} AS {quantity}")
+        columns.append(f"{_first_valid(position, len(spellings))} AS {quantity}")
         position += len(spellings)
     # the cost candidates in order: each group's valid values summed, NULL when none
-    groups, position = [], 1
+    groups = []
     for group in usage.COST_CANDIDATES:
         valid = ("arrayMap(x -> assumeNotNull(x), arrayFilter(x -> x >= 0, "
-                 f"arraySlice(usage_costs, {position}, {len(group)})))")
+                 f"arraySlice(usage_values, {position}, {len(group)})))")
         groups.append(f"if(empty({valid}), NULL, toNullable(arraySum({valid})))")
         position += len(group)
     columns.append(f"arrayFirstOrNull(x -> x IS NOT NULL, {_array(groups)}) "
                    "AS cost_reported_nano")
-    columns.append("if(usage_budgets[1] >= 0, usage_budgets[1], NULL) AS budget_total_tokens")
-    columns.append("if(usage_budgets[2] >= 0, usage_budgets[2], NULL) AS budget_total_usd_nano")
+    tokens, usd = position, position + 1
+    columns.append(f"if(usage_values[{tokens}] >= 0, usage_values[{tokens}], NULL) "
+                   "AS budget_total_tokens")
+    columns.append(f"if(usage_values[{usd}] >= 0, usage_values[{usd}], NULL) "
+                   "AS budget_total_usd_nano")
     names = _array([_string(a) for a in (*COUNT_ATTRIBUTES, *COST_ATTRIBUTES,
                                           *BUDGET_ATTRIBUTES)])
-    columns.append(f"arrayFilter((name, x) -> x = {INVALID}, {names}, "
-                   "arrayConcat(usage_counts, usage_costs, usage_budgets)) AS usage_ignored")
+    columns.append(f"arrayFilter((name, x) -> x = {INVALID}, {names}, usage_values) "
+                   "AS usage_ignored")
     return ",\n           ".join(columns)
-
-
-def values_sql() -> str:
-    """The casts of the raw values (CTE `typed`, before typed_sql reads them): counts, costs
-    (gen_ai.usage.cost.amount invalid in another currency) and budgets."""
-    amount = COST_ATTRIBUTES.index(usage.COST_AMOUNT) + 1
-    costs = (f"arrayMap((v, i) -> if(i = {amount} AND v IS NOT NULL AND "
-             f"usage_cost_currency IS NOT NULL AND usage_cost_currency != {_string(usage.USD)}, "
-             f"toNullable(toInt64({INVALID})), {usd_nano('v')}), "
-             "usage_cost_texts, arrayEnumerate(usage_cost_texts))")
-    budgets = (f"[{token_count('usage_budget_texts[1]')}, "
-               f"{usd_nano('usage_budget_texts[2]')}]")
-    return ",\n           ".join([
-        f"arrayMap(v -> {token_count('v')}, usage_count_texts) AS usage_counts",
-        f"{costs} AS usage_costs",
-        f"{budgets} AS usage_budgets"])
 
 
 @cache

@@ -3,7 +3,7 @@
 --
 -- Reads budgetscope_tmp_metered (derive_usage.sql), budgetscope_tmp_runs and
 -- budgetscope_tmp_steps (derive_steps.sql), the prices (budgetscope_price_overrides, and the
--- bundled rows store/clickhouse/bundled.py keeps: budgetscope_price_matches,
+-- bundled rows store/clickhouse/prices.py keeps: budgetscope_price_matches,
 -- budgetscope_bundled_conditions, budgetscope_bundled_prices) and the declared budgets. Leaves
 -- budgetscope_tmp_cost_runs (run_id) and budgetscope_tmp_cost_steps (trace_id, span_id), which
 -- derive_measure.sql stores with the runs and steps, and budgetscope_metered_spans_next and
@@ -301,6 +301,17 @@ SELECT f.trace_id AS trace_id, f.span_id AS span_id,
 FROM flagged f
 JOIN budgetscope_tmp_run_budgets b ON b.run_id = f.run_id;
 
+-- The top-level steps with their numbers (§4: the rank of their start, from 1) and what
+-- belongs to them (a table: the culprits and crossers below read it four times).
+CREATE TABLE budgetscope_tmp_cost_top ENGINE = MergeTree ORDER BY (run_id, span_id) AS
+SELECT s.run_id AS run_id, s.span_id AS span_id, s.step_key AS step_key,
+       s.start_ns AS start_ns, c.consumption_usd_nano AS consumption_usd_nano,
+       c.consumption_tokens AS consumption_tokens,
+       row_number() OVER (PARTITION BY s.run_id ORDER BY s.start_ns, s.span_id) AS number
+FROM budgetscope_tmp_steps s
+JOIN budgetscope_tmp_cost_steps c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
+WHERE s.is_top_level;
+
 -- The runs' columns (§11.4-§11.7), and what §4's time exhaustion reads: the refused steps
 -- whose refusal names time, and the budget the stated outcome names.
 CREATE TABLE budgetscope_tmp_cost_runs ENGINE = MergeTree ORDER BY tuple() AS
@@ -317,22 +328,15 @@ WITH counted AS (
     JOIN budgetscope_tmp_cost_steps c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
     LEFT JOIN budgetscope_tmp_step_cost p ON p.trace_id = s.trace_id AND p.span_id = s.span_id
     GROUP BY s.run_id
-), top AS (
-    -- the top-level steps with their numbers (§4: the rank of their start, from 1)
-    SELECT s.run_id AS run_id, s.span_id AS span_id, s.step_key AS step_key,
-           s.start_ns AS start_ns, c.consumption_usd_nano AS consumption_usd_nano,
-           c.consumption_tokens AS consumption_tokens,
-           row_number() OVER (PARTITION BY s.run_id ORDER BY s.start_ns, s.span_id) AS number
-    FROM budgetscope_tmp_steps s
-    JOIN budgetscope_tmp_cost_steps c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
-    WHERE s.is_top_level
 ), cost_culprit AS (
-    SELECT run_id, span_id, step_key, number, consumption_usd_nano FROM top
+    SELECT run_id, span_id, step_key, number, consumption_usd_nano
+    FROM budgetscope_tmp_cost_top
     WHERE consumption_usd_nano > 0
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY consumption_usd_nano DESC, start_ns, span_id) = 1
 ), token_culprit AS (
-    SELECT run_id, span_id, step_key, number, consumption_tokens FROM top
+    SELECT run_id, span_id, step_key, number, consumption_tokens
+    FROM budgetscope_tmp_cost_top
     WHERE consumption_tokens > 0
     QUALIFY row_number() OVER (PARTITION BY run_id
                                ORDER BY consumption_tokens DESC, start_ns, span_id) = 1
@@ -420,8 +424,10 @@ SELECT m.run_id AS run_id, m.time_refused_steps AS time_refused_steps,
 FROM measured m
 LEFT JOIN cost_culprit cc ON cc.run_id = m.run_id
 LEFT JOIN token_culprit tc ON tc.run_id = m.run_id
-LEFT JOIN top ux ON ux.run_id = m.run_id AND m.usd_crossed AND ux.span_id = m.usd_step
-LEFT JOIN top tx ON tx.run_id = m.run_id AND m.tokens_crossed AND tx.span_id = m.token_step;
+LEFT JOIN budgetscope_tmp_cost_top ux ON ux.run_id = m.run_id AND m.usd_crossed
+                                     AND ux.span_id = m.usd_step
+LEFT JOIN budgetscope_tmp_cost_top tx ON tx.run_id = m.run_id AND m.tokens_crossed
+                                     AND tx.span_id = m.token_step;
 
 -- Values that are no valid count or cost were ignored (store/rows/usage.py): said on the
 -- trace, with the attributes' names (as derive_usage.sql says it on DuckDB).

@@ -4,7 +4,7 @@
 -- Reads what derive_steps.sql left (budgetscope_tmp_spans, budgetscope_tmp_walk_final,
 -- budgetscope_tmp_beside, budgetscope_tmp_demoted, budgetscope_tmp_sibling_twins,
 -- budgetscope_tmp_tree, budgetscope_tmp_runs) and writes budgetscope_tmp_metered, one row per
--- carrier, which derive_cost.sql prices and sums once store/clickhouse/bundled.py has matched
+-- carrier, which derive_cost.sql prices and sums once store/clickhouse/prices.py has matched
 -- the models it brings to the bundled price table. With no carrier the tables are empty.
 
 -- Each carrier with the walk's row of it: the run it belongs to (a run span is its own run's,
@@ -44,31 +44,39 @@ WHERE if(c.is_run, w.depth = 0, w.own);
 -- Descendants follow the walk's tree: from each carrier up its parents (a span whose parent
 -- never arrived hangs below its run span, an HTTP span beside its call below that call) to
 -- its run span; every carrier met on the way is an aggregate. Only runs with two carriers or
--- more can hold one, and only their traces' spans are read. The up-walk stops at 250 levels
--- (the walk's own depth cap is 200), which a parent cycle would otherwise not.
+-- more can hold one, and only their traces' spans are read (a table: the up-walk reads it at
+-- each level). The up-walk stops at 250 levels (the walk's own depth cap is 200), which a
+-- parent cycle would otherwise not.
+CREATE TABLE budgetscope_tmp_usage_links ENGINE = MergeTree ORDER BY (trace_id, span_id) AS
+WITH counted AS (
+    SELECT DISTINCT trace_id FROM (
+        SELECT trace_id, run_span_id FROM budgetscope_tmp_carriers WHERE NOT twin_of_carrier
+        GROUP BY trace_id, run_span_id HAVING count() > 1)
+)
+SELECT s.trace_id AS trace_id, s.span_id AS span_id,
+       coalesce(b.tool_span_id, s.walk_parent) AS parent
+FROM budgetscope_tmp_spans s
+LEFT JOIN (SELECT trace_id AS b_trace_id, span_id AS b_span_id,
+                  any(tool_path[-1]) AS tool_span_id
+           FROM budgetscope_tmp_beside GROUP BY trace_id, span_id) b
+       ON b.b_trace_id = s.trace_id AND b.b_span_id = s.span_id
+WHERE s.trace_id IN (SELECT trace_id FROM counted);
+
 CREATE TABLE budgetscope_tmp_aggregates ENGINE = MergeTree ORDER BY tuple() AS
 WITH RECURSIVE counted AS (
     SELECT trace_id, run_span_id FROM budgetscope_tmp_carriers WHERE NOT twin_of_carrier
     GROUP BY trace_id, run_span_id HAVING count() > 1
-), links AS (
-    SELECT s.trace_id AS trace_id, s.span_id AS span_id,
-           coalesce(b.tool_span_id, s.walk_parent) AS parent
-    FROM budgetscope_tmp_spans s
-    LEFT JOIN (SELECT trace_id AS b_trace_id, span_id AS b_span_id,
-                      any(tool_path[-1]) AS tool_span_id
-               FROM budgetscope_tmp_beside GROUP BY trace_id, span_id) b
-           ON b.b_trace_id = s.trace_id AND b.b_span_id = s.span_id
-    WHERE s.trace_id IN (SELECT trace_id FROM counted)
 ), up AS (
     SELECT c.trace_id AS trace_id, c.run_span_id AS run_span_id, l.parent AS reached,
            toUInt32(1) AS level
     FROM budgetscope_tmp_carriers c
-    JOIN links l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
+    JOIN budgetscope_tmp_usage_links l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
     WHERE NOT c.twin_of_carrier AND c.span_id != c.run_span_id
       AND (c.trace_id, c.run_span_id) IN (SELECT trace_id, run_span_id FROM counted)
     UNION ALL
     SELECT u.trace_id, u.run_span_id, l.parent, toUInt32(u.level + 1)
-    FROM up u JOIN links l ON l.trace_id = u.trace_id AND l.span_id = u.reached
+    FROM up u JOIN budgetscope_tmp_usage_links l ON l.trace_id = u.trace_id
+                                                AND l.span_id = u.reached
     WHERE u.reached != u.run_span_id AND u.level < 250
 )
 SELECT DISTINCT c.trace_id AS trace_id, c.span_id AS span_id
@@ -88,7 +96,11 @@ WITH placed AS (
     SELECT c.*, if(notEmpty(wp.path), wp.path, c.path) AS step_path
     FROM budgetscope_tmp_carriers c
     LEFT JOIN (SELECT trace_id AS wp_trace_id, span_id AS wp_span_id, any(path) AS path
-               FROM budgetscope_tmp_walk_final WHERE own GROUP BY trace_id, span_id) wp
+               FROM budgetscope_tmp_walk_final
+               WHERE own AND (trace_id, span_id) IN (SELECT trace_id, wraps
+                                                     FROM budgetscope_tmp_carriers
+                                                     WHERE wraps IS NOT NULL)
+               GROUP BY trace_id, span_id) wp
            ON wp.wp_trace_id = c.trace_id AND wp.wp_span_id = c.wraps
 ), above AS (
     SELECT u.trace_id AS trace_id, u.span_id AS span_id,

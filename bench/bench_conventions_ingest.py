@@ -16,7 +16,10 @@ REV -- bench.bench_conventions_ingest` (bench/ab.py).
 
 Payloads: `receivers` are bench_receivers' (512-span requests of 32-span runs with the SPEC
 budget.* attributes); `genai` are the same shape with the attributes instrumentations send
-instead (GenAI, OpenInference, HTTP client spans), which the new rules read and recognise.
+instead (GenAI, OpenInference, HTTP client spans), which the new rules read and recognise, and
+with the usage their model calls report (docs/metrics.md §11: tokens with cache reads and
+reasoning on every model call, the framework's total on the agent span), which the cost
+derivation meters and prices.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def make_genai_payloads(count: int) -> list[bytes]:
 
     shapes = [
         dict(gen_ai__operation__name="chat", gen_ai__request__model="gpt-4o-mini",
-             gen_ai__system="openai", gen_ai__usage__input_tokens=812),
+             gen_ai__system="openai"),
         dict(openinference__span__kind="LLM", llm__model_name="gpt-4o",
              llm__invocation_parameters='{"model": "gpt-4o", "temperature": 0}'),
         dict(gen_ai__operation__name="execute_tool", gen_ai__tool__name="fetch_report"),
@@ -81,6 +84,21 @@ def make_genai_payloads(count: int) -> list[bytes]:
         dict(openinference__span__kind="TOOL", tool__name="lookup",
              output__value="Tool 'lookup' timed out after 5 seconds."),
     ]
+    def usage(shape: int) -> dict[str, int]:
+        """What the model calls report (docs/metrics.md §11.1): OTel GenAI with cache reads on
+        long conversations and some reasoning; OpenInference's token counts."""
+        if shape == 0:
+            prompt = rng.randrange(500, 60_000)
+            return dict(gen_ai__usage__input_tokens=prompt,
+                        gen_ai__usage__cache_read__input_tokens=prompt * rng.randrange(8) // 10,
+                        gen_ai__usage__output_tokens=rng.randrange(20, 2_000),
+                        gen_ai__usage__reasoning__output_tokens=rng.randrange(2) * 300)
+        if shape == 1:
+            prompt, completion = rng.randrange(500, 30_000), rng.randrange(20, 1_500)
+            return dict(llm__token_count__prompt=prompt, llm__token_count__completion=completion,
+                        llm__token_count__total=prompt + completion)
+        return {}
+
     payloads = []
     for _ in range(count):
         request = ExportTraceServiceRequest()
@@ -93,8 +111,11 @@ def make_genai_payloads(count: int) -> list[bytes]:
             root = scope.spans.add(trace_id=trace_id, span_id=root_id, name="invoke_agent",
                                    start_time_unix_nano=start,
                                    end_time_unix_nano=start + 30 * 10**9)
+            # the framework's total on the agent span (an aggregate, never counted)
             root.attributes.extend(attrs(gen_ai__operation__name="invoke_agent",
-                                         gen_ai__agent__name="support-agent"))
+                                         gen_ai__agent__name="support-agent",
+                                         gen_ai__usage__input_tokens=rng.randrange(10**5, 10**6),
+                                         gen_ai__usage__output_tokens=rng.randrange(10**4)))
             parent = root_id
             for index in range(31):
                 shape = shapes[index % len(shapes)]
@@ -104,7 +125,7 @@ def make_genai_payloads(count: int) -> list[bytes]:
                     trace_id=trace_id, span_id=span_id, parent_span_id=parent,
                     name=f"span {index % len(shapes)}", start_time_unix_nano=began,
                     end_time_unix_nano=began + 9 * 10**8, kind=3 if index % 5 == 3 else 1)
-                span.attributes.extend(attrs(**shape))
+                span.attributes.extend(attrs(**shape, **usage(index % len(shapes))))
                 parent = span_id if index % 5 == 2 else root_id  # HTTP inside the tool
         payloads.append(request.SerializeToString())
     return payloads

@@ -99,7 +99,7 @@ def usd(value: Any, at_least: bool = False) -> str:
         return NO_VALUE
     amount = value if isinstance(value, Decimal) else dollars(value)
     assert amount is not None
-    if int(amount.normalize().as_tuple().exponent) > -2:  # whole dollars, or tenths
+    if int(amount.as_tuple().exponent) > -2 or amount == amount.quantize(_CENTS):
         text = format(amount.quantize(_CENTS), "f")
     else:
         text = dollar_text(amount)

@@ -178,3 +178,40 @@ def test_a_pair_is_matched_through_genai_prices_own_lookup(tmp_path, model, prov
     from store.prices.bundled import lookup
 
     assert lookup(model, provider)[0] == matched
+
+
+def test_a_new_bundled_table_matches_again_and_re_prices_its_runs(tmp_path):
+    """A file last matched by another genai-prices release forgets its matches when a
+    derivation runner starts, marks the runs priced from the bundled table (or left
+    unpriced) for re-measuring, matches their models again and records the installed
+    version; a reported cost is not concerned."""
+    from store import pending_derivations
+
+    b = TraceBuilder(seed=4)
+    run = b.span("agent run", 0, 2_000, attributes={"budget.total_ms": 5_000})
+    b.span("priced", 0, 1_000, parent=run, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+        "gen_ai.provider.name": "openai", "gen_ai.usage.input_tokens": 1_000})
+    reported = b.span("agent run", 0, 2_000, attributes={"budget.total_ms": 5_000})
+    b.span("reported", 0, 1_000, parent=reported, attributes={"budget.cost_usd": 0.5})
+    con = open_db(tmp_path)
+    try:
+        store(con, b.finished())
+        version = con.execute("SELECT value FROM budgetscope_meta "
+                              "WHERE key = 'genai_prices_version'").fetchone()[0]
+        assert version == "0.2.5"
+        before = con.execute("SELECT cost_nano FROM metered_spans ORDER BY cost_nano").fetchall()
+        con.execute("UPDATE budgetscope_meta SET value = '0.1.0' "
+                    "WHERE key = 'genai_prices_version'")
+        con.execute("UPDATE price_matches SET bundled_ref = 'stale/model'")
+        derivations = pending_derivations()
+        derivations.run(con)
+        assert derivations.traces_derived == 1  # only the trace priced from the table
+        assert con.execute("SELECT value FROM budgetscope_meta "
+                           "WHERE key = 'genai_prices_version'").fetchone() == ("0.2.5",)
+        assert con.execute("SELECT model_ref, bundled_ref FROM price_matches").fetchall() == [
+            ("gpt-4o", "openai/gpt-4o")]
+        assert con.execute("SELECT cost_nano FROM metered_spans ORDER BY cost_nano"
+                           ).fetchall() == before == [(2_500_000,), (500_000_000,)]
+    finally:
+        con.close()

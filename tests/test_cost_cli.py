@@ -128,7 +128,7 @@ def test_tables_for_people(fleet) -> None:
     table = invoke(db, "report", "cost", "--format", "table")
     assert "$0.51" in table and "102.0%" in table and "#4 model:gpt-4o-mini" in table
     attribution = invoke(db, "report", "cost-attribution", "--format", "table")
-    assert attribution.splitlines()[2].split() == ["model:claude", "75.0%", "2", "1", "2"]
+    assert attribution.splitlines()[2].split() == ["model:claude", "75.0%", "1", "1", "2"]
     # §11.6: over the runs with a crosser, how often the culprit is that step
     assert attribution.endswith("\n3 dollar-exhausted runs; the culprit is the crosser in "
                                 "0.0%, not the crosser in 100.0% (of the 2 with a crosser)\n")
@@ -141,8 +141,8 @@ def test_tables_for_people(fleet) -> None:
     assert "1 dollar-exhausted run;" in shop
     none = invoke(db, "report", "cost-attribution", "--since", "2027-01-01", "--format",
                   "table")
-    assert none.endswith("(no rows)\n\n0 dollar-exhausted runs; none crossed its budget in a "
-                         "step\n")
+    assert none.endswith("(no rows)\n\n0 dollar-exhausted runs; none has a crosser (a step "
+                         "whose call reached the budget)\n")
 
 
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:
@@ -281,11 +281,10 @@ def test_run_cost_block_lower_bound_names_the_unpriced_models(fleet) -> None:
 def test_run_cost_block_without_a_dollar_budget(fleet) -> None:
     db, ids = fleet
     text = invoke(db, "run", ids["C4"], "--width", "80")
-    assert block(text)[:5] == [
+    assert block(text)[:4] == [
         "Spent          $0.02; no dollar budget is known, but the run is",
         "               dollar-exhausted: a step was refused for its dollar budget",
         "               (budget.refused_by usd).",
-        "Cost culprit   #1 model:claude: $0.02, the most of any step.",
         "Tokens         550: in 500 / cache read 0 / cache write 0 / out 50 / reasoning"]
     # the refusal was for dollars: the time story does not call the run exhausted
     assert "refused for lack of tokens or dollars, not time." in " ".join(text.split())

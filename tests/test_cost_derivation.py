@@ -214,6 +214,9 @@ def test_an_aggregate_is_never_counted_and_is_shown_as_reported(con):
     r = run_row(con, b.trace_id(run))
     assert (r["tokens"], r["cost_nano"], r["reported_total_nano"]) == (
         1000 + 2000 + 100, nano("0.031"), nano("0.05"))
+    # no dollar budget: no share of it, so no culprit (§11.6 is for a run with B$)
+    assert (r["usd_budget_nano"], r["cost_culprit_span_id"], r["cost_utilisation"]) == (
+        None, None, None)
     # the agent is alone under the run: transparent, its calls are the top-level steps
     steps = step_rows(con, b.trace_id(run))
     assert "invoke_agent support" not in steps
@@ -380,7 +383,7 @@ def test_spend_after_the_deadline_still_counts(con):
 def test_a_span_whose_parent_never_arrived_is_counted_under_the_run(con):
     """A carrier whose parent is missing hangs below its trace's run span (§9)."""
     b = TraceBuilder()
-    run = b.run(0, 2_000, None)
+    run = b.run(0, 2_000, None, budget_total__usd=1)
     lost = b.span("lost parent", 0, 2_000, parent=run)
     b.step(lost, "tool", "orphan", 0, 1_000, **cost("0.125"))
     spans = [s for s in b.finished() if s.name != "lost parent"]

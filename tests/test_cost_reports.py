@@ -93,7 +93,7 @@ def test_cost_report_every_column(fleet) -> None:
         "cost_culprit": "#1 model:gpt-4o", "cost_culprit_share": pytest.approx(0.25),
         "cost_crosser": None, "overrun_usd": usd("0"), "unattributed_usd": usd("0"),
         "token_budget": None, "token_budget_source": None, "token_utilisation": None,
-        "tokens_exhausted": None, "token_culprit": "#4 model:ft:gpt-4o-mini:acme:v1",
+        "tokens_exhausted": None, "token_culprit": None,
         "token_culprit_share": None, "token_crosser": None, "overrun_tokens": None,
         "unpriced_steps": 1, "unmetered_steps": 1, "reported_total_usd": None}
     # parallel calls each pay in full; the crosser is another call of the culprit's key; the
@@ -107,20 +107,21 @@ def test_cost_report_every_column(fleet) -> None:
         "cost_culprit": "#1 model:claude", "cost_culprit_share": pytest.approx(0.8),
         "cost_crosser": "#2 model:claude", "overrun_usd": usd("0.26"),
         "unattributed_usd": usd("0.01"), "token_budget": None, "token_budget_source": None,
-        "token_utilisation": None, "tokens_exhausted": None, "token_culprit": "#2 model:claude",
+        "token_utilisation": None, "tokens_exhausted": None, "token_culprit": None,
         "token_culprit_share": None, "token_crosser": None, "overrun_tokens": None,
         "unpriced_steps": 0, "unmetered_steps": 0, "reported_total_usd": usd("0.99")}
-    # exhausted by a gateway's refusal with no dollar budget known: budgeted, no utilisation,
-    # no crosser, a culprit without a share; the refused call is unmetered and unbilled
+    # exhausted by a gateway's refusal with no dollar budget known: budgeted, but no
+    # utilisation, culprit or crosser (§11.6 defines them for a run with B$); the refused call
+    # is unmetered and unbilled
     assert by_id[ids["C4"]] == {
         "agent": "batch", "start": "2026-11-23T12:00:00.000Z", "tokens": 550,
         "input_tokens": 500, "cache_read_tokens": 0, "cache_write_tokens": 0,
         "output_tokens": 50, "reasoning_tokens": 0, "cost_usd": usd("0.02"),
         "cost_complete": True, "usd_budget": None, "usd_budget_source": None,
-        "cost_utilisation": None, "usd_exhausted": True, "cost_culprit": "#1 model:claude",
+        "cost_utilisation": None, "usd_exhausted": True, "cost_culprit": None,
         "cost_culprit_share": None, "cost_crosser": None, "overrun_usd": None,
         "unattributed_usd": usd("0"), "token_budget": None, "token_budget_source": None,
-        "token_utilisation": None, "tokens_exhausted": None, "token_culprit": "#1 model:claude",
+        "token_utilisation": None, "tokens_exhausted": None, "token_culprit": None,
         "token_culprit_share": None, "token_crosser": None, "overrun_tokens": None,
         "unpriced_steps": 0, "unmetered_steps": 1, "reported_total_usd": None}
 
@@ -135,11 +136,11 @@ def test_cost_report_filters(fleet) -> None:
 def test_cost_attribution_in_dollars(fleet) -> None:
     con, _ = fleet
     # Dollar-exhausted: C3 and C1 with B$ 0.50 each (Σ 1.00), and C4, exhausted by a refusal
-    # with no B$: it counts in exhausted_runs and culprit_runs, not in the shares.
+    # with no B$: it counts in exhausted_runs, not in the shares, and has no culprit.
     # claude 0.40 + 0.35 = 0.75 (C4's 0.02 has no budget to be a share of); gpt-4o 0.30;
     # gpt-4o-mini 0.12 + 0.09 = 0.21; search 0.
     assert records(reports.cost_attribution(con)) == [
-        {"step_key": "model:claude", "budget_share": pytest.approx(0.75), "culprit_runs": 2,
+        {"step_key": "model:claude", "budget_share": pytest.approx(0.75), "culprit_runs": 1,
          "crosser_runs": 1, "exhausted_runs": 2},
         {"step_key": "model:gpt-4o", "budget_share": pytest.approx(0.30), "culprit_runs": 1,
          "crosser_runs": 0, "exhausted_runs": 1},

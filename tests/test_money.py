@@ -19,11 +19,21 @@ from queries.render import to_csv_bytes, to_json_text, to_text_table
     (0, "0"), (1, "0.000000001"), (12_300_000, "0.0123"), (2_000_000_000, "2"),
     (10_000_000_000, "10"), (300_000_000, "0.3"), (510_000_000, "0.51"),
     (9_223_372_036_854_775_807, "9223372036.854775807"), (-10_000_000, "-0.01"),
+    # a HUGEINT sum has more digits than the decimal context's 28: none is lost
+    (10**38 + 1, "100000000000000000000000000000.000000001"),
 ])
 def test_dollar_text(nano: int, text: str) -> None:
     assert dollar_text(dollars(nano)) == text
-    assert dollar_text(dollars(np.int64(nano))) == text
+    if abs(nano) < 2**63:
+        assert dollar_text(dollars(np.int64(nano))) == text
     assert dollar_text(dollars(str(nano))) == text
+
+
+@pytest.mark.parametrize("amount,text", [
+    (Decimal("1E+1"), "10"), (Decimal("0.50"), "0.5"), (Decimal("2.000"), "2"),
+    (Decimal("-0E-9"), "0"), (Decimal("1E-9"), "0.000000001"), (Decimal("120"), "120")])
+def test_dollar_text_of_any_decimal(amount: Decimal, text: str) -> None:
+    assert dollar_text(amount) == text
 
 
 def test_a_float_is_refused_and_missing_is_none() -> None:
@@ -81,3 +91,35 @@ def test_dollar_columns_in_a_table_for_people() -> None:
     assert [usd_nano(n) for n in (0, 2_000_000_000, 300_000_000, 12_300_000, 1)] == [
         "$0.00", "$2.00", "$0.30", "$0.0123", "$0.000000001"]
     assert usd_nano(None) == "–"
+
+
+def test_a_column_of_sums_as_text_a_float_column_and_an_integer_column() -> None:
+    """Report queries hand HUGEINT sums over as text (exact past BIGINT); a float column is
+    refused unless it holds nothing (pandas makes an all-NULL column float)."""
+    frame = with_dollars(pd.DataFrame({"sum": ["300000000", None, str(10**30)],
+                                       "none": [float("nan")] * 3,
+                                       "budget": pd.array([5 * 10**8] * 3, dtype="Int64")}),
+                         ["sum", "none", "budget"])
+    assert list(frame["sum"]) == [Decimal("0.3"), None, Decimal(10**21)]
+    assert list(frame["none"]) == [None, None, None]
+    assert list(frame["budget"]) == [Decimal("0.5")] * 3
+    with pytest.raises(ValueError):
+        with_dollars(pd.DataFrame({"sum": ["1.5"]}), ["sum"])
+    with pytest.raises(TypeError):
+        with_dollars(pd.DataFrame({"cost": [0.3]}), ["cost"])
+    with pytest.raises(TypeError):
+        with_dollars(pd.DataFrame({"cost": pd.array([1.5], dtype=object)}), ["cost"])
+
+
+@pytest.mark.parametrize("dtype", ["int64", "Int64"])
+def test_an_integer_column_by_arrow_is_exact(dtype: str) -> None:
+    """The Arrow path (queries.money._integer_dollars) gives what `dollars` gives, value for
+    value: negative amounts, BIGINT's ends, NULLs."""
+    nanos = [0, 1, -1, 510_000_000, -10_000_000, 2**63 - 1, -(2**63), 2**53 + 1]
+    values = pd.Series(nanos, dtype=dtype)
+    if dtype == "Int64":
+        values = pd.concat([values, pd.Series([None], dtype=dtype)], ignore_index=True)
+    got = list(with_dollars(pd.DataFrame({"cost": values}), ["cost"])["cost"])
+    assert got == [dollars(n) for n in nanos] + ([None] if dtype == "Int64" else [])
+    assert [dollar_text(d) for d in got[:5]] == ["0", "0.000000001", "-0.000000001", "0.51",
+                                                 "-0.01"]

@@ -142,11 +142,13 @@ def _footer(con: object, name: str, filters: Filters, dimension: str | None = No
 
 
 def _cost_footer(con: object, filters: Filters, dimension: str) -> str:
+    """How often the cost culprit is the crosser, over the exhausted runs that have one: a run
+    exhausted by a refusal, or whose crossing call lay under no step, has none (§11.6)."""
     row = cost_attribution_summary(con, filters, dimension).iloc[0]  # type: ignore[arg-type]
     word = "dollar" if dimension == "usd" else "token"
     runs = readable.plural(int(row["exhausted_runs"]), f"{word}-exhausted run")
     rate = row["culprit_is_crosser_rate"]
     if readable.missing(rate):  # no exhausted run had a crosser
-        return f"\n{runs}; none crossed its budget in a step\n"
+        return f"\n{runs}; none has a crosser (a step whose call reached the budget)\n"
     return (f"\n{runs}; the culprit is the crosser in {rate:.1%}, not the crosser in "
             f"{1 - rate:.1%} (of the {int(row['crossed_runs'])} with a crosser)\n")

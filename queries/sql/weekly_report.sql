@@ -18,7 +18,9 @@
 -- known budget (utilisation NULL otherwise); overrun_usd sums the runs with a known B$.
 -- top_cost_culprit is the step key with the largest Σ consumption over the week's
 -- usd-exhausted runs with a known B$, and its share that Σ ÷ their Σ B$ (ties: more cost
--- culprit runs, then the key). The weekly budget is the agent's declared --usd-per-week, else
+-- culprit runs, then the key); none when no step spent anything there. Those steps are the
+-- one join of steps to runs here (steps carry no dollar exhaustion of their run): about 55 ms
+-- of CPU at 1.4M spans, bench/README.md. The weekly budget is the agent's declared --usd-per-week, else
 -- the default's, as declared now (declarations keep no history).
 WITH r AS (
     SELECT * FROM runs
@@ -109,7 +111,7 @@ WITH r AS (
            sum(CAST(s.consumption_usd_nano AS HUGEINT)) AS consumption_nano
     FROM steps s
     JOIN usd_exhausted e ON e.run_id = s.run_id
-    WHERE s.is_top_level
+    WHERE s.is_top_level AND s.consumption_usd_nano > 0
       AND /*@run_filter(s.run_start_ns)*/
     GROUP BY ALL
 ), cost_culprit_week AS (

@@ -1,7 +1,8 @@
-"""Runs and steps from the stored spans (SPEC §1-§6, §9, §10).
+"""Runs, steps and metered spans from the stored spans (SPEC §1-§6, §9, §10, §11).
 
 - statements.py runs the derivation's SQL (sql/), whose `/*@name*/` markers are filled from
-  conventions.py (SPEC §9 and §3 as data, which the ClickHouse derivation is rendered from too);
+  conventions.py (SPEC §9, §3 and §11's spellings as data, which the ClickHouse derivation is
+  rendered from too); the tokens and dollars are derive_usage.sql and derive_cost.sql;
 - pending.py owns the marks the writer leaves (sql/pending/): it derives the marked traces in
   slices, and confines a trace that fails to itself;
 - scheduling.py says when: every trigger of the derivation, and its pace;

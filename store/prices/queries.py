@@ -18,7 +18,8 @@ def query(name: str) -> str:
 
 
 def statements(name: str) -> list[str]:
-    """A file's statements, to run one by one (DuckDB binds parameters per statement)."""
-    parts = [part.strip() for part in QUERIES[name].text.split(";\n")]
-    return [part for part in parts
-            if part and not all(line.startswith("--") for line in part.splitlines())]
+    """A file's statements without their comments, to run one by one (DuckDB binds parameters
+    per statement, and a `$name` in a comment must not count as one)."""
+    code = "\n".join(line for line in QUERIES[name].text.splitlines()
+                     if not line.lstrip().startswith("--"))
+    return [part.strip() for part in code.split(";\n") if part.strip()]

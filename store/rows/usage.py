@@ -177,43 +177,59 @@ USAGE_MERGED_INTO: dict[str, str] = {
 _COST_ATTRIBUTE_COLUMN = {attribute: column for column, attribute in COST_PROVISIONAL.items()}
 
 
+# Each provisional column's part in the merge: (quantity or "cost", rank among its spellings,
+# attribute), and every attribute's place in the order usage_ignored lists them (the tables'
+# order, which store/file/schema_migrations/6_to_7.sql follows too).
+_ROLE: dict[str, tuple[str, int, str]] = {
+    **{column: (quantity, rank, attribute) for quantity, columns in USAGE_PROVISIONAL.items()
+       for rank, (column, attribute) in enumerate(columns.items())},
+    **{column: ("cost", 0, attribute) for column, attribute in COST_PROVISIONAL.items()},
+    CURRENCY_PROVISIONAL: ("currency", 0, COST_CURRENCY),
+    "_budget_total_tokens": ("budget_total_tokens", 0, TOKEN_BUDGET),
+    "_budget_total_usd": ("budget_total_usd_nano", 0, USD_BUDGET),
+}
+_ORDER = {attribute: index for index, attribute in enumerate(
+    [a for spellings in USAGE_SPELLINGS.values() for a in spellings] + list(COST_ATTRIBUTES)
+    + [TOKEN_BUDGET, USD_BUDGET])}
+
+
 def merge_usage(typed: dict[str, Any]) -> None:
     """Replace the provisional usage and cost columns of one span's typed values by the stored
     ones: each quantity from its first valid spelling, the first valid reported cost, and the
-    names of the attributes whose values were ignored. Called only when the span has one."""
+    names of the attributes whose values were ignored. Called only when the span has one; it
+    looks only at the columns the span has (ingest's hot path: most have two to five)."""
     ignored: list[str] = []
-    for quantity, columns in USAGE_PROVISIONAL.items():
-        chosen = None
-        for column, attribute in columns.items():
-            value = typed.pop(column, None)
-            if value is None:
-                continue
-            if value is INVALID:
-                ignored.append(attribute)
-            elif chosen is None:
-                chosen = value
-        if chosen is not None:
-            typed[quantity] = chosen
-    currency = typed.pop(CURRENCY_PROVISIONAL, None)
-    values = {attribute: typed.pop(column, None) for attribute, column
-              in _COST_ATTRIBUTE_COLUMN.items()}
-    if currency is not None and currency != USD and values.get(COST_AMOUNT) is not None:
-        values[COST_AMOUNT] = INVALID  # another currency is not taken (§11.3)
-    cost = None
-    for group in COST_CANDIDATES:
-        present = [values[attribute] for attribute in group if values[attribute] is not None]
-        ignored.extend(attribute for attribute in group if values[attribute] is INVALID)
-        valid = [value for value in present if value is not INVALID]
-        if cost is None and valid:
-            cost = sum(valid)
-    if cost is not None:
-        typed["cost_reported_nano"] = cost
-    for column, name in (("_budget_total_tokens", "budget_total_tokens"),
-                         ("_budget_total_usd", "budget_total_usd_nano")):
-        value = typed.pop(column, None)
-        if value is INVALID:
-            ignored.append(BUDGET_PROVISIONAL[column])
-        elif value is not None:
-            typed[name] = value
+    best: dict[str, tuple[int, int]] = {}  # quantity → (rank, value)
+    costs: dict[str, Any] = {}
+    currency = None
+    for column in [column for column in typed if column in _ROLE]:
+        value = typed.pop(column)
+        quantity, rank, attribute = _ROLE[column]
+        if quantity == "cost":
+            costs[attribute] = value
+        elif quantity == "currency":
+            currency = value
+        elif value is INVALID:
+            ignored.append(attribute)
+        elif value is not None and (quantity not in best or rank < best[quantity][0]):
+            best[quantity] = (rank, value)
+    for quantity, (_, value) in best.items():
+        typed[quantity] = value
+    if costs:
+        if currency is not None and currency != USD and costs.get(COST_AMOUNT) is not None:
+            costs[COST_AMOUNT] = INVALID  # another currency is not taken (§11.3)
+        cost = None
+        for group in COST_CANDIDATES:
+            valid = []
+            for attribute in group:
+                value = costs.get(attribute)
+                if value is INVALID:
+                    ignored.append(attribute)
+                elif value is not None:
+                    valid.append(value)
+            if cost is None and valid:
+                cost = sum(valid)
+        if cost is not None:
+            typed["cost_reported_nano"] = cost
     if ignored:
-        typed["usage_ignored"] = ignored
+        typed["usage_ignored"] = sorted(ignored, key=_ORDER.__getitem__)

@@ -100,6 +100,9 @@ NOT_VOCABULARY: dict[str, str] = {
     "before": "a struct field name of derive_cost.sql's crossings",
     "after": "a struct field name of derive_cost.sql's crossings",
     "ref": "a struct field name of derive_cost.sql's rates",
+    "key": "a struct field name of derive_cost.sql's culprits",
+    "spent": "a struct field name of derive_cost.sql's culprits",
+    "start_ns": "a struct field name of derive_cost.sql's culprits",
     "genai_prices_version": "the budgetscope_meta key of the bundled price table's version "
                             "(store/prices/bundled.py)",
 }

@@ -27,7 +27,8 @@ million tokens.
      1000 × $1/M + 500 × $2/M = $0.002 (2000000 nano-dollars)
   tokens 1200 + 1100 + 1500 = 3800; cost ≥ $0.052 (incomplete: 1 unpriced step, acme-secret;
   1 unmetered billable step); utilisation 0.052 / 0.20 = 0.26; not exhausted; culprit (the
-  largest spender) #1 model:gpt-4o, 0.05 / 0.20 = 0.25.
+  largest spender) #1 model:gpt-4o, 0.05 / 0.20 = 0.25. No token budget: no token culprit
+  (§11.6 defines culprits for a run with a budget in that dimension).
 - C3 batch, T0-7d (2026-W47), budget.total_usd 0.50; the run span reports a framework total
   `budget.cost_usd` 0.99 (an aggregate: never added, reported_total_usd 0.99); run [0, 13000].
   #1 model:claude [0, 10000] $0.40, input 1000, output 100
@@ -44,8 +45,8 @@ million tokens.
   #1 model:claude [0, 1000] $0.02, input 500, output 50
   #2 model:claude [1000, 1000] refused by the gateway (error.type BudgetExceededError): refused
      with refused_by usd (§3 rule 1b), presumed unbilled
-  dollar-exhausted by the refusal with no known budget (§11.5): budgeted in dollars, no
-  utilisation, no crosser; its cost culprit #1 has no share. tokens 550, cost $0.02.
+  dollar-exhausted by the refusal with no known budget (§11.5): budgeted in dollars, but no
+  utilisation, culprit or crosser. tokens 550, cost $0.02.
 
 Weekly: W48 shop (C1, C2): cost 0.51 + 0.052 = $0.562, weekly budget $0.50 → 1.124;
 W48 batch (C4): $0.02 of the default $1 → 0.02; W47 batch (C3): $0.76 of $1 → 0.76.

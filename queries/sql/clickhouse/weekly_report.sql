@@ -84,7 +84,7 @@ WITH r AS (
            sum(toInt128(s.consumption_usd_nano)) AS consumption_nano
     FROM budgetscope_steps s
     JOIN usd_exhausted e ON e.run_id = s.run_id
-    WHERE s.is_top_level
+    WHERE s.is_top_level AND s.consumption_usd_nano > 0
       AND ({since_ns:Nullable(Int64)} IS NULL OR s.run_start_ns >= {since_ns:Nullable(Int64)})
       AND ({until_ns:Nullable(Int64)} IS NULL OR s.run_start_ns < {until_ns:Nullable(Int64)})
       AND ({agent:Nullable(String)} IS NULL OR s.agent = {agent:Nullable(String)})

@@ -248,7 +248,8 @@ FROM (SELECT *, unnest(link_targets) AS target FROM derive_steps
 
 INSERT INTO steps BY NAME
 SELECT st.*, c.consumption_ms, r.exhausted AS run_exhausted,
-       k.* EXCLUDE (trace_id, span_id)
+       k.* EXCLUDE (trace_id, span_id, run_id, top_step_id, is_top_level, step_key, start_ns,
+                    class, refused_by, unpriced_belonging)
 FROM derive_steps st
 JOIN derive_final_runs r USING (run_id)
 LEFT JOIN derive_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id

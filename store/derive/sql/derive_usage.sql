@@ -17,6 +17,9 @@ CREATE OR REPLACE TEMP TABLE derive_metered (
     cache_write_tokens BIGINT, output_tokens BIGINT, reasoning_tokens BIGINT, tokens BIGINT,
     reported_nano BIGINT, agent VARCHAR, run_start_ns BIGINT
 );
+-- gates: nothing below has anything to do
+-- when: no_usage
+SELECT false AS wrapper_carriers;
 
 -- Values that are no valid count or cost were ignored at ingest (store/rows/usage.py): said
 -- on the trace, with the attributes' names.
@@ -61,6 +64,17 @@ FROM carriers c
 JOIN derive_walk w ON w.trace_id = c.trace_id AND w.span_id = c.span_id
                   AND CASE WHEN c.is_run THEN w.depth = 0 ELSE w.own END;
 
+-- gates: whether a carrier is the wrapper of a call recorded twice (rare)
+-- when: usage
+SELECT count(*) > 0 AS wrapper_carriers FROM derive_carriers WHERE wraps IS NOT NULL;
+
+-- Such a wrapper stands for the call it wraps: its steps above are that call's.
+-- when: wrapper_carriers
+UPDATE derive_carriers SET path = w.path
+FROM derive_walk w
+WHERE derive_carriers.wraps IS NOT NULL AND w.trace_id = derive_carriers.trace_id
+  AND w.span_id = derive_carriers.wraps AND w.own;
+
 -- §11.2: a carrier with a carrying descendant in its run is an aggregate (a framework's total
 -- on an agent span or the root, the Vercel AI SDK's ai.generateText above its doGenerate).
 -- Descendants follow the walk's tree: from each carrier up its parents (a span whose parent
@@ -98,70 +112,65 @@ JOIN derive_carriers c ON c.trace_id = u.trace_id AND c.span_id = u.reached
 -- unless the span says it left the cache out or counts less input than cache (then the cache
 -- is added to it); output with its reasoning, unless it counts less output than reasoning;
 -- the total alone when neither input nor output is sent. The steps a carrier is or lies under
--- are its path's steps of the run (transparent agents are none); a wrapper twin stands for the
--- call it wraps. The model and provider it is priced for (§11.3): a `provider/model` name
--- split, OpenTelemetry's provider ids mapped to the price table's.
+-- are its path's, less the run span (unless the run is its own single step) and the agents
+-- made transparent; it belongs to the top-level step of the nearest. The model and provider
+-- it is priced for (§11.3): a `provider/model` name split, OpenTelemetry's provider ids
+-- mapped to the price table's.
 -- when: usage
 CREATE OR REPLACE TEMP TABLE derive_metered AS
-WITH placed AS (
-    SELECT c.*, coalesce(wp.path, c.path) AS step_path
-    FROM derive_carriers c
-    LEFT JOIN derive_walk wp ON c.wraps IS NOT NULL AND wp.trace_id = c.trace_id
-                            AND wp.span_id = c.wraps AND wp.own
-), above AS (
-    SELECT u.trace_id, u.span_id,
-           list(t.span_id ORDER BY u.position) AS steps_above,
-           arg_max(t.top_step_id, u.position) AS top_step_id
-    FROM (SELECT trace_id, span_id, run_span_id, unnest(step_path) AS step_id,
-                 generate_subscripts(step_path, 1) AS position FROM placed) u
-    JOIN derive_tree t ON t.trace_id = u.trace_id AND t.run_span_id = u.run_span_id
-                      AND t.span_id = u.step_id
-    GROUP BY ALL
+WITH transparent AS (
+    SELECT trace_id, run_span_id, list(span_id) AS ids
+    FROM derive_step_tree WHERE transparent GROUP BY ALL
+), placed AS (
+    SELECT c.*,
+           CASE WHEN t.ids IS NULL THEN above
+                ELSE list_filter(above, lambda x: NOT list_contains(t.ids, x)) END AS steps_above
+    FROM (SELECT c.*,
+                 CASE WHEN c.path[1] = c.run_span_id AND NOT EXISTS (
+                          SELECT 1 FROM derive_tree r WHERE r.trace_id = c.trace_id
+                            AND r.run_span_id = c.run_span_id AND r.span_id = c.run_span_id)
+                      THEN c.path[2:] ELSE c.path END AS above
+          FROM derive_carriers c) c
+    LEFT JOIN transparent t ON t.trace_id = c.trace_id AND t.run_span_id = c.run_span_id
 ), counted AS (
     SELECT p.*,
            p.usage_input IS NULL AND p.usage_output IS NULL AND p.usage_total IS NOT NULL
                AS total_only,
+           coalesce(p.usage_input, 0) AS i, coalesce(p.usage_output, 0) AS o,
            coalesce(p.usage_cache_read, 0) AS r, coalesce(p.usage_cache_write, 0) AS w,
            coalesce(p.usage_reasoning, 0) AS z,
-           coalesce(p.usage_input_includes_cache IS DISTINCT FROM false
-                    AND coalesce(p.usage_input, 0) >= coalesce(p.usage_cache_read, 0)
-                                                      + coalesce(p.usage_cache_write, 0),
-                    true) AS inclusive,
            /*@provider_id_of_raw*/ AS span_provider,
            /*@model_prefix*/ AS model_prefix,
            /*@model_after_prefix*/ AS model_name
     FROM placed p
+), counts AS (
+    SELECT c.*,
+           CASE WHEN c.usage_input_includes_cache IS DISTINCT FROM false AND c.i >= c.r + c.w
+                THEN c.i ELSE c.i + c.r + c.w END AS input,
+           CASE WHEN c.usage_input_includes_cache IS DISTINCT FROM false AND c.i >= c.r + c.w
+                THEN c.i - c.r - c.w ELSE c.i END AS fresh,
+           CASE WHEN c.o >= c.z THEN c.o ELSE c.o + c.z END AS output
+    FROM counted c
 )
-SELECT f.run_id, c.trace_id, c.span_id, a.top_step_id, a.steps_above[-1] AS step_span_id,
-       coalesce(a.steps_above, []) AS steps_above,
+SELECT f.run_id, c.trace_id, c.span_id, t.top_step_id, c.steps_above[-1] AS step_span_id,
+       c.steps_above,
        NOT c.twin_of_carrier AND g.span_id IS NULL AS is_metered,
        c.depth, c.start_ns, c.end_ns,
        c.model_name AS model, coalesce(c.span_provider, /*@provider_id_of_prefix*/) AS provider,
        c.model_ref,
-       CASE WHEN NOT c.total_only THEN CASE WHEN c.inclusive THEN coalesce(c.usage_input, 0)
-                                            ELSE coalesce(c.usage_input, 0) + c.r + c.w END
-           END AS input_tokens,
-       CASE WHEN NOT c.total_only THEN CASE WHEN c.inclusive
-                                            THEN coalesce(c.usage_input, 0) - c.r - c.w
-                                            ELSE coalesce(c.usage_input, 0) END END
-           AS fresh_input_tokens,
+       CASE WHEN NOT c.total_only THEN c.input END AS input_tokens,
+       CASE WHEN NOT c.total_only THEN c.fresh END AS fresh_input_tokens,
        CASE WHEN NOT c.total_only THEN c.r END AS cache_read_tokens,
        CASE WHEN NOT c.total_only THEN c.w END AS cache_write_tokens,
-       CASE WHEN NOT c.total_only THEN CASE WHEN coalesce(c.usage_output, 0) >= c.z
-                                            THEN coalesce(c.usage_output, 0)
-                                            ELSE coalesce(c.usage_output, 0) + c.z END
-           END AS output_tokens,
+       CASE WHEN NOT c.total_only THEN c.output END AS output_tokens,
        CASE WHEN NOT c.total_only THEN c.z END AS reasoning_tokens,
-       CASE WHEN c.total_only THEN c.usage_total
-            ELSE (CASE WHEN c.inclusive THEN coalesce(c.usage_input, 0)
-                       ELSE coalesce(c.usage_input, 0) + c.r + c.w END)
-                 + (CASE WHEN coalesce(c.usage_output, 0) >= c.z THEN coalesce(c.usage_output, 0)
-                         ELSE coalesce(c.usage_output, 0) + c.z END) END AS tokens,
+       CASE WHEN c.total_only THEN c.usage_total ELSE c.input + c.output END AS tokens,
        c.cost_reported_nano AS reported_nano,
        f.agent, f.start_ns AS run_start_ns
-FROM counted c
+FROM counts c
 JOIN derive_run_facts f ON f.trace_id = c.trace_id AND f.span_id = c.run_span_id
-LEFT JOIN above a ON a.trace_id = c.trace_id AND a.span_id = c.span_id
+LEFT JOIN derive_tree t ON t.trace_id = c.trace_id AND t.run_span_id = c.run_span_id
+                       AND t.span_id = c.steps_above[-1]
 LEFT JOIN derive_aggregates g ON g.trace_id = c.trace_id AND g.span_id = c.span_id;
 
 -- when: usage

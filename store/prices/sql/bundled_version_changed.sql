@@ -1,5 +1,5 @@
 -- name: bundled_version_changed
--- The bundled table changed version ($version): forget every match, so that each pair is matched again, and mark the traces it priced (or could not price) for re-measuring.
+-- The bundled table changed version: forget every match, so that each pair is matched again, and mark the traces it priced (or could not price) for re-measuring.
 DELETE FROM price_matches;
 DELETE FROM bundled_conditions;
 DELETE FROM bundled_prices;

@@ -1,5 +1,6 @@
 """Peak resident memory of `report runs` through a running serve's read API (POST /cli), against
-the same command on the file, on a database of --runs runs (default 100,000).
+the same command on the file and against the answer's size, on a database of --runs runs
+(default 100,000).
 
     .venv/bin/python -m bench.bench_read_api_memory
     .venv/bin/python -m bench.bench_read_api_memory --runs 1000000 --together 12
@@ -9,7 +10,9 @@ run and trace ids up to --runs (the runs report reads only `runs`). "file": each
 own process on a copy nobody serves, its peak RSS (getrusage: the interpreter, the imports,
 DuckDB's own memory and the answer). "server": a real `budgetscope serve --no-ui` subprocess
 holds another copy; its peak RSS (VmHWM, reset through /proc/PID/clear_refs before each
-command, so this needs the same user or root) while the CLI asks it, beside its RSS before.
+command, so this needs the same user or root) while the CLI asks it, beside its RSS before;
+"serve+/answer" is that growth over the answer's size (a streamed CSV or JSON report holds a
+few thousand rows whatever its size; a command built whole holds its answer several times).
 Figures only, never assertions.
 """
 
@@ -36,6 +39,7 @@ _CLI = ("import atexit, resource, sys; atexit.register(lambda: print('maxrss', "
         "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
         "from budgetscope.cli import main; main()")
 COMMANDS = [["report", "runs", "--format", "json"],
+            ["report", "runs", "--format", "csv"],
             ["report", "runs", "--format", "json", "--limit", "20000"],
             ["report", "runs", "--format", "csv", "--limit", "20000"],
             ["report", "runs", "--format", "json", "--limit", "1"]]
@@ -104,7 +108,8 @@ def main() -> None:
         shutil.copyfile(direct, served)
         print(f"{runs:,} runs; peak RSS in MB")
         print(f"{'command':<48} {'file':>6} {'serve before':>12} {'serve peak':>10} "
-              f"{'serve+':>7} {'serve+/file':>11}  status/bytes")
+              f"{'serve+':>7} {'serve+/file':>11} {'answer MB':>9} {'serve+/answer':>13}  "
+              "status/bytes")
         process = _serve(served)
         try:
             _cli(served, ["report", "weekly"])  # the server's first read, untimed
@@ -115,11 +120,13 @@ def main() -> None:
                 served_status, served_size, _ = _cli(served, arguments)
                 peak = _status_mb(process.pid, "VmHWM")
                 grown = peak - before
+                answer = served_size / 1e6
+                per_answer = f"{grown / answer:>12.2f}x" if served_size > 1e6 else f"{'-':>13}"
                 print(f"{' '.join(arguments):<48} {on_file:>6} {before:>12} {peak:>10} "
-                      f"{grown:>7} {grown / on_file:>10.2f}x  file {status}/{size:,} B, "
-                      f"server {served_status}/{served_size:,} B")
+                      f"{grown:>7} {grown / on_file:>10.2f}x {answer:>9.1f} {per_answer}  "
+                      f"file {status}/{size:,} B, server {served_status}/{served_size:,} B")
             if args.together:
-                arguments = COMMANDS[1]
+                arguments = COMMANDS[0]
                 before = _status_mb(process.pid, "VmRSS")
                 Path(f"/proc/{process.pid}/clear_refs").write_text("5")
                 with concurrent.futures.ThreadPoolExecutor(args.together) as pool:
@@ -130,6 +137,8 @@ def main() -> None:
                 print(f"{args.together} x {' '.join(arguments)} at once through the server: "
                       f"peak {peak} MB, +{peak - before} MB over {before} MB before "
                       f"(exit statuses {statuses}; the pool runs 2 and queues 8, 503 beyond)")
+                sizes = sorted({size for _, size, _ in answers})
+                print(f"  answers of {', '.join(f'{size:,}' for size in sizes)} B")
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(120)

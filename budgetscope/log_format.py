@@ -20,10 +20,24 @@ import logging
 import sys
 from typing import Any
 
+from ingest.receivers.log_pace import PacedLogs
 from queries.terminal import json_inert, terminal_safe
 
 # Loggers of this product; Streamlit's and grpc's keep their own handlers.
-PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries")
+PRODUCT_LOGGERS = ("budgetscope", "ingest", "queries", "dashboard")
+# Loggers a client can make speak, one line per request at worst: a malformed request, an
+# accept() that fails for lack of descriptors (asyncio's at EMFILE, the dashboard's own accept
+# loop), an error in a handler, a malformed websocket message. Each gets one filter that lets
+# one line of a kind through per period, with how many it stands for
+# (ingest/receivers/log_pace.py); the receivers pace their own rejection lines and the
+# OTLP/HTTP port's accept loop its own, the same way.
+CLIENT_LOGGERS = ("asyncio", "tornado.access", "tornado.application", "tornado.general",
+                  "uvicorn.error", "uvicorn.access", "dashboard.server.connections",
+                  "grpc._cython.cygrpc", "grpc._server", "grpc.aio._server",
+                  # a signed-in browser's websocket messages (a malformed one is a traceback)
+                  "streamlit.web.server.starlette.starlette_websocket",
+                  "streamlit.web.server.starlette.starlette_routes",
+                  "streamlit.runtime.app_session")
 # Attributes every LogRecord has: whatever else a record carries came from `extra=`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -55,6 +69,22 @@ class TextFormatter(logging.Formatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
         return dt.datetime.fromtimestamp(record.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pace_client_logs(paced: PacedLogs | None = None) -> PacedLogs:
+    """Put one pace (`paced`, else a new one) on every logger of CLIENT_LOGGERS that has none;
+    the pace those loggers now share."""
+    shared = paced
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        own = next((f for f in logger.filters if isinstance(f, PacedLogs)), None)
+        if own is not None:
+            shared = shared or own
+            continue
+        shared = shared or PacedLogs()
+        logger.addFilter(shared)
+    assert shared is not None
+    return shared
 
 
 def configure_logging(log_format: str, stream: Any = None) -> logging.Handler:

@@ -24,7 +24,7 @@ LABELS: dict[str, dict[str, tuple[str, str]]] = {
         "budgeted_runs": ("budgeted", "runs with a known budget: what the exhaustion rate and "
                           "the utilisation percentiles divide by"),
         "exhausted_runs": ("exhausted", "exhausted runs"),
-        "exhaustion_rate": ("exhausted ÷ budgeted", "exhausted runs ÷ runs with a known "
+        "exhaustion_rate": ("exh. ÷ budgeted", "exhausted runs ÷ runs with a known "
                             "budget, not ÷ all runs"),
         "utilisation_p50": ("util. p50", "median run utilisation, over runs with a known "
                             "budget"),

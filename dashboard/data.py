@@ -26,7 +26,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import config
-from queries import reports
+from queries import reports, run_search
 from queries.filters import Filters
 from queries.run_search import Found, RunSearch, search_runs
 from queries.run_view import RunView, SpanDetails, load_run, span_details
@@ -222,6 +222,21 @@ def find_runs(filters: Filters, search: RunSearch) -> Found:
     arguments = (_iso(filters.since), _iso(filters.until), filters.agent, search)
     return _fresh_or_last(("search", *arguments),
                           lambda: _cached_search(*arguments, source_token()))
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=4, show_spinner=False)
+def _cached_run_ids(source: tuple[object, ...]) -> list[str]:
+    del source
+    with connection() as con:
+        return run_search.run_ids(con)
+
+
+def run_id_starts(ids: list[str]) -> list[str]:
+    """Each run id cut to the shortest start no other stored run shares (at least 8
+    characters), as `report runs --format table` shows it: what the run view and `budgetscope
+    run` open."""
+    known = _fresh_or_last(("run_ids",), lambda: _cached_run_ids(source_token()))
+    return run_search.shortest_unique_starts(ids, known)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)

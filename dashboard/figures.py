@@ -40,6 +40,13 @@ def empty(title: str, message: str) -> go.Figure:
     return figure
 
 
+# Percentile lines told apart by dash and width as well as by their grey: the tail, p99,
+# solid and widest (the greys alone differ little, to stand out on both themes' pages).
+PERCENTILE_LINES: dict[str, dict[str, object]] = {
+    "p50": dict(dash="dot", width=1.5), "p90": dict(dash="dash", width=1.5),
+    "p99": dict(dash="solid", width=2.5)}
+
+
 # ---- overview ----------------------------------------------------------------------------
 
 def rate_axis(top: float) -> dict[str, object]:
@@ -79,7 +86,8 @@ def daily_trends(daily: pd.DataFrame, bucket: str = "day") -> go.Figure:
     for column, name in (("utilisation_p50", "p50"), ("utilisation_p99", "p99")):
         figure.add_scatter(x=x, y=daily[column], name=f"utilisation {name}", mode="lines+markers",
                            connectgaps=False, customdata=daily["budgeted_runs"],
-                           line=dict(color=colors.PERCENTILE_COLORS[name], dash="dot"),
+                           line=dict(color=colors.PERCENTILE_COLORS[name],
+                                     **PERCENTILE_LINES[name]),
                            row=3, col=1,
                            hovertemplate=f"{when}<br>utilisation {name} %{{y:.1%}} of "
                                          "%{customdata:,} runs with a budget<extra></extra>")
@@ -116,7 +124,8 @@ def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
 
 # Named for what it ranks by: the budget share, not how many runs a step was the culprit of
 # (it was titled "Top culprits" over a ranking by share); that count is in each bar's tooltip.
-TOP_SHARE_TITLE = "Largest budget shares of exhausted runs (by step key)"
+# Short enough for half the page at 900 px ("… (by step key)" was cut there).
+TOP_SHARE_TITLE = "Largest budget shares of exhausted runs"
 
 
 def culprits(attribution: pd.DataFrame, top: int = 10,
@@ -155,7 +164,7 @@ def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure
     # The diagonal: the holder has the culprit's step key (the same call, or another call of
     # the same step); off it, another step held the deadline.
     figure.add_shape(type="line", x0=-0.5, y0=-0.5, x1=n - 0.5, y1=n - 0.5, xref="x",
-                     yref="y", line=dict(color="#999999", width=1, dash="dot"), layer="below")
+                     yref="y", line=dict(color=colors.GUIDE, width=1, dash="dot"), layer="below")
     if cells.empty:
         return figure
     total = float(cells["runs"].sum())
@@ -170,7 +179,7 @@ def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure
         x=labels(cells["culprit"]), y=labels(cells["holder"]), mode="markers+text",
         marker=dict(symbol="square", size=38, color=share,
                     colorscale=[[0.0, "#F0F0F0"], [1.0, "#333333"]], cmin=0,
-                    cmax=float(share.max()), line=dict(color="#BBBBBB", width=1)),
+                    cmax=float(share.max()), line=dict(color=colors.GUIDE, width=1)),
         text=[str(int(v)) for v in cells["runs"]],
         textfont=dict(color=["#FFFFFF" if v > 0.6 * float(share.max()) else "#000000"
                              for v in share]),
@@ -296,7 +305,6 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
     figure.update_layout(title=dict(text=title), **_LAYOUT,
                          height=max(320, 90 + 170 * len(groups)), barmode="overlay",
                          showlegend=True)
-    dashes = {"p50": "dot", "p90": "dash", "p99": "solid"}
     by_agent = {str(row["agent"]): row for _, row in percentiles.iterrows()}
     lines: list[dict[str, object]] = []
     for i, ((agent, rows), name) in enumerate(zip(groups, names, strict=True), start=1):
@@ -320,7 +328,7 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
         for p in ("p50", "p90", "p99"):
             if row is not None and not fmt.missing(row[p]):
                 lines.append(_panel_vline(i, float(row[p]), dict(
-                    color=colors.PERCENTILE_COLORS[p], dash=dashes[p], width=1.5)))
+                    color=colors.PERCENTILE_COLORS[p], **PERCENTILE_LINES[p])))
         lines.append(_panel_vline(i, 1.0, dict(color=colors.BUDGET, width=2)))
         figure.update_yaxes(title_text="share ≤ x" if cumulative else "runs",
                             tickformat=".0%" if cumulative else None, row=i, col=1)
@@ -331,7 +339,7 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
     figure.update_layout(shapes=lines)
     for p in ("p50", "p90", "p99"):  # legend entries for the percentile lines
         figure.add_scatter(x=[None], y=[None], mode="lines", name=p,
-                           line=dict(color=colors.PERCENTILE_COLORS[p], dash=dashes[p]))
+                           line=dict(color=colors.PERCENTILE_COLORS[p], **PERCENTILE_LINES[p]))
     return figure
 
 
@@ -380,7 +388,7 @@ def reconciliation_over_time(by_period: pd.DataFrame, threshold: float,
     by_period = per_key.rename(columns={bucket: "week"})
     weekly = weekly.rename(columns={bucket: "week"})
     figure.add_scatter(x=weekly["week"], y=weekly["rate"], mode="lines+markers",
-                       name="all write steps", line=dict(color="#000000", width=3),
+                       name="all write steps", line=dict(color=colors.ALL_WRITES, width=3),
                        customdata=weekly[["reconciled_writes", "write_steps"]].to_numpy(),
                        hovertemplate="%{x}, all write steps<br>reconciliation rate %{y:.1%}: "
                                      "%{customdata[0]:,} of %{customdata[1]:,} writes"

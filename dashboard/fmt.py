@@ -10,6 +10,7 @@ show as text, never as live Markdown or HTML (a span named `<img src=x onerror=â
 from __future__ import annotations
 
 import html
+import re
 import string
 from typing import Any
 
@@ -40,6 +41,24 @@ def escape_md(value: Any) -> str:
     shown = "" if missing(value) else str(value)
     shown = " ".join(shown.split())  # no line breaks: they start new Markdown blocks
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in shown)
+
+
+# A widget label Streamlit renders as Markdown, and whose text it also gives the widget as its
+# accessible name, as typed: a step key of letters, digits and `:._/@+=-`, its underscores
+# inside words (CommonMark does not emphasise intraword underscores) and no `:word:` pair (an
+# emoji shortcode), is no Markdown at all and can be given as it is.
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9:./@+=-]|(?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))*")
+_SHORTCODE = re.compile(r":[A-Za-z0-9_+-]+:")
+
+
+def label_text(value: Any) -> str:
+    """`value` for a widget's label: as it is when it is no Markdown (tool:fetch_report), so
+    that a screen reader reads the key and not `tool\\:fetch\\_report`; escaped otherwise
+    (escape_md), when its text could make a link, an image or emphasis."""
+    shown = "" if missing(value) else str(value)
+    if _PLAIN_LABEL.fullmatch(shown) and not _SHORTCODE.search(shown):
+        return shown
+    return escape_md(shown)
 
 
 def plot_text(value: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import config, data, fmt, run_search_params
+from dashboard import config, data, fmt, run_search_params, simulate_params
 from dashboard.filters import PRESETS, FilterState, from_params, now_utc
 from dashboard.page_list import PAGE_PATHS
 from queries.filters import FilterError, Filters
@@ -176,22 +176,23 @@ def sidebar_filters(agents: tuple[str, ...], default: str | FilterState = "7d",
     return state
 
 
-# Query parameters a page sets itself (the run view's run, the Runs page's search): the
-# sidebar's filters leave them alone; the page that owns them writes them whole.
-PAGE_OWNED_KEYS = frozenset({"run", "with", "cap", *run_search_params.KEYS})
+# Query parameters a page sets itself (the run view's run, the Runs page's search, What if's
+# policy): the sidebar's filters leave them alone; the page that owns them writes them whole.
+PAGE_OWNED_KEYS = frozenset({"run", "with", *simulate_params.KEYS, *run_search_params.KEYS})
 
 
-def write_url(state: FilterState, extra: dict[str, str] | None = None,
+def write_url(state: FilterState, extra: dict[str, str | list[str]] | None = None,
               owned: frozenset[str] = frozenset()) -> None:
-    """Make the browser's URL say exactly these filters (plus `extra`, e.g. run=...). Keys of
-    PAGE_OWNED_KEYS are kept unless they are in `owned`, the keys the caller manages."""
+    """Make the browser's URL say exactly these filters (plus `extra`, e.g. run=...; a list
+    for a repeated key, What if's cap=). Keys of PAGE_OWNED_KEYS are kept unless they are in
+    `owned`, the keys the caller manages."""
     wanted = {**state.query_params(), **(extra or {})}
-    current = st.query_params.to_dict()
-    for key in list(current):
+    for key in list(st.query_params.keys()):
         if key not in wanted and (key not in PAGE_OWNED_KEYS or key in owned):
             del st.query_params[key]
     for key, value in wanted.items():
-        if current.get(key) != value:
+        values = list(value) if isinstance(value, list) else [value]
+        if st.query_params.get_all(key) != values:
             st.query_params[key] = value
 
 
@@ -420,8 +421,9 @@ def run_link(run_id: str, state: FilterState, label: str = "Open run view") -> N
                  query_params=run_params(run_id, state))
 
 
-def run_url(run_id: str, state: FilterState) -> str:
-    """The absolute link to this run's view, to paste into a chat."""
+def page_url(page: str, params: dict[str, str | list[str]]) -> str:
+    """The absolute address of `page` (its path: `run`, `simulate`) with `params`, to paste
+    into a chat: on the host and base path this page was opened at."""
     from urllib.parse import urlencode, urlsplit
 
     base = ""
@@ -434,4 +436,10 @@ def run_url(run_id: str, state: FilterState) -> str:
         if parts and parts[-1] in PAGE_PATHS:
             parts = parts[:-1]  # the app may live under a base path: keep it
         base = f"{here.scheme}://{here.netloc}{'/'.join(parts)}"
-    return f"{base}/run?{urlencode(run_params(run_id, state))}"
+    # ':' and '/' as they are (step keys, run ids below a root): valid in a query, readable
+    return f"{base}/{page}?{urlencode(params, doseq=True, safe=':/=')}"
+
+
+def run_url(run_id: str, state: FilterState) -> str:
+    """The absolute link to this run's view, to paste into a chat."""
+    return page_url("run", run_params(run_id, state))

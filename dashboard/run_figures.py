@@ -20,6 +20,33 @@ from plotly.subplots import make_subplots
 from dashboard import colors, fmt
 
 ROW_PX = 24
+# What a label's width is taken to be on the time axis: ~7 px a character of Plotly's 12 px
+# font, on a plot area of at least PLOT_PX (the narrowest: a 900 px window, the sidebar
+# collapsed, less the step names). Wider plots only leave more room.
+CHAR_PX, PLOT_PX = 7.0, 600.0
+
+
+def _label_width(text: str, room: float) -> float:
+    """The width of `text` in the axis's unit, on an axis `room` wide."""
+    return (len(text) + 2) * CHAR_PX / PLOT_PX * room
+
+
+def label_place(x0: float, x1: float, width: float,
+                lines: list[float]) -> tuple[float, str, int]:
+    """Where a bar's label goes so that no vertical line crosses it: (x, xanchor, xshift).
+    Right of the bar's end when no line is within the label's width there; else left of its
+    start when that fits on the axis and no line is there; else inside the bar, from its
+    start, when the bar holds it; else right of the end after all."""
+    def clear(a: float, b: float) -> bool:
+        return not any(a <= line <= b for line in lines)
+
+    if clear(x1, x1 + width):
+        return x1, "left", 6
+    if x0 - width >= 0 and clear(x0 - width, x0):
+        return x0, "right", -6
+    if x1 - x0 >= width and clear(x0, x0 + width):
+        return x0, "left", 6
+    return x1, "left", 6
 
 
 def _offset(ns: object, start_ns: int) -> float | None:
@@ -75,7 +102,8 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
             marker=dict(color=colors.class_color(name),
                         opacity=[0.55 if lvl else 1.0 for lvl in part["step_level"]]),
             name=colors.CLASS_LABELS[name], legendgroup=name, showlegend=name not in shown,
-            hovertext=hover, hoverinfo="text", row=1, col=1)
+            # the step's row: a click on the bar opens its details (dashboard/app_pages/run.py)
+            customdata=list(part.index), hovertext=hover, hoverinfo="text", row=1, col=1)
         shown.add(name)
     failed = rows[rows["step_class"] != "ok"]
     if len(failed):
@@ -85,8 +113,9 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         figure.add_scatter(
             x=ends.to_numpy(), y=[names[i] for i in failed.index], mode="markers",
             marker=dict(symbol="x-thin-open", size=11, line=dict(width=2.5),
-                        color=[colors.class_color(c) for c in failed["step_class"]]),
+                        color=[colors.class_mark(c) for c in failed["step_class"]]),
             name="failed, refused or cancelled (marked at its end)",
+            customdata=list(failed.index),
             hovertext=[f"#{numbers[i]} {fmt.plot_text(k)}<br>{fmt.plot_text(c)} at "
                        f"+{fmt.duration(o + d)}" for i, k, c, o, d in zip(
                            failed.index, failed["step_key"], failed["step_class"],
@@ -94,6 +123,9 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
             hoverinfo="text", row=1, col=1)
     spender = "culprit" if not fmt.missing(summary.get("exhausted")) and bool(
         summary.get("exhausted")) else "largest consumer"
+    marks = sorted(_marks(summary, deadline_ms, end_ms))
+    mark_xs = [x / div for x, *_ in marks]
+    room = horizon / div  # the axis's width in its unit
     for span_id, label, dash in ((culprit, spender, "solid"), (holder, "holder", "dot")):
         if fmt.missing(span_id) or (label == "holder" and span_id == culprit):
             continue  # a culprit that is also the holder has one label, "culprit = holder"
@@ -105,25 +137,41 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         x0 = float(step["offset_ms"]) / div
         x1 = x0 + float(step["duration_ms"]) / div
         figure.add_scatter(x=[x0, x1, x1, x0, x0], y=[names[i]] * 5, mode="lines",
-                           line=dict(color="#000000", width=3, dash=dash), name=label,
-                           hoverinfo="skip", row=1, col=1)
+                           line=dict(color=colors.OUTLINE, width=3, dash=dash), name=label,
+                           customdata=[i] * 5, hoverinfo="skip", row=1, col=1)
         both = span_id == holder and label == spender
-        figure.add_annotation(x=x1, y=names[i], text=(f"★ {spender} = holder" if both else
-                                                      f"★ {spender}" if label == spender
-                                                      else "⚑ holder"),
-                              showarrow=False, xanchor="left", xshift=6, row=1, col=1)
-    marks = sorted(_marks(summary, deadline_ms, end_ms))
+        text = (f"★ {spender} = holder" if both else f"★ {spender}" if label == spender
+                else "⚑ holder")
+        x, anchor, shift = label_place(x0, x1, _label_width(text, room), mark_xs)
+        inside = x == x0 and anchor == "left"
+        # Inside the bar, on the class's fill: white on a dark box reads on every fill, in
+        # either theme (the theme's own text colour on amber did not).
+        figure.add_annotation(x=x, y=names[i], text=text, showarrow=False, xanchor=anchor,
+                              xshift=shift, row=1, col=1,
+                              **(dict(font=dict(color=colors.INSIDE_TEXT),
+                                      bgcolor=colors.INSIDE_BOX) if inside else {}))
     lowered = False
     for i, (x, text, color, dash) in enumerate(marks):
-        # The reserve sits just before the deadline: label it on the left, the rest on the
-        # right. A mark close to the one before it (a run that ended just after its reserve
-        # began printed "reserverun end") has its label a line lower, the next one up again.
+        # A mark's label goes on the side with room: right of its line unless another line
+        # is within the label's width there (the reserve, just before the deadline: left);
+        # with lines close on both sides (a run that ended between its reserve and its
+        # deadline) it goes to the legend instead, drawn as its line is, so that no line
+        # ever crosses a label. A label close to the one before it is a line lower.
+        width = _label_width(text, room)
+        others = [other for j, other in enumerate(mark_xs) if j != i]
+        right_free = not any(x / div < other <= x / div + width for other in others)
+        left_free = not any(x / div - width <= other < x / div for other in others)
+        line = dict(color=color, dash=dash, width=2)
+        if not (right_free or left_free):
+            figure.add_vline(x=x / div, line=line, row="all", col=1)
+            figure.add_scatter(x=[None], y=[None], mode="lines", line=line,
+                               name=f"{text} (+{fmt.duration(x)})", row=1, col=1)
+            continue
         lowered = (i > 0 and not lowered
                    and x - marks[i - 1][0] < 0.12 * max(end_ms, 1e-3))
-        figure.add_vline(x=x / div, line=dict(color=color, dash=dash, width=2),
-                         annotation_text=text, row="all", col=1,
+        figure.add_vline(x=x / div, line=line, annotation_text=text, row="all", col=1,
                          annotation=dict(yshift=-16 if lowered else 0),
-                         annotation_position="top left" if text == "reserve" else "top right")
+                         annotation_position="top right" if right_free else "top left")
 
     if not fmt.missing(budget) and deadline_ms is not None:
         _remaining_at_each_start(figure, rows, numbers, deadline_ms, div, unit)
@@ -169,7 +217,7 @@ def _remaining_at_each_start(figure: go.Figure, rows: pd.DataFrame, numbers: pd.
                                  [fmt.duration(v) for v in left[given]]], axis=-1),
             hovertemplate="%{customdata[0]}<br>allocated %{customdata[1]} of the "
                           "%{customdata[2]} left<extra></extra>", row=2, col=1)
-    figure.add_hline(y=0, line=dict(color="#666666", width=1), row=2, col=1)
+    figure.add_hline(y=0, line=dict(color=colors.GUIDE, width=1), row=2, col=1)
     figure.update_yaxes(title_text=f"left ({unit})", rangemode="tozero", row=2, col=1)
 
 
@@ -184,5 +232,5 @@ def _marks(summary: pd.Series, deadline_ms: float | None,
     run_end = (int(summary["end_ns"]) - int(summary["start_ns"])) / 1e6
     # A run end within 2% of the deadline would only print over the deadline's label.
     if deadline_ms is None or abs(run_end - deadline_ms) > 0.02 * max(end_ms, 1e-3):
-        marks.append((run_end, "run end", "#666666", "dot"))
+        marks.append((run_end, "run end", colors.GUIDE, "dot"))
     return marks

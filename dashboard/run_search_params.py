@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from queries.run_search import SORTABLE, RunSearch, SearchError
+from queries.run_search import SORTABLE, WRITES, RunSearch, SearchError
 from store import vocabulary
 
-KEYS = ("outcome", "exhausted", "culprit", "holder", "step", "class", "umin", "umax", "id", "sort",
-        "order", "page")
+KEYS = ("outcome", "exhausted", "culprit", "holder", "step", "class", "writes", "umin", "umax",
+        "id", "sort", "order", "page")
 OUTCOMES = (*vocabulary.RUN_OUTCOMES, "none")  # "none": runs that stated no outcome
 PAGE_SIZE = 50
 
@@ -38,6 +38,10 @@ def from_params(params: Mapping[str, str]) -> tuple[RunSearch, int, list[str]]:
         problems.append(f"unknown outcome {', '.join(unknown)}; ignored")
         outcomes = tuple(o for o in outcomes if o in OUTCOMES)
     exhausted = {"yes": True, "no": False}.get(params.get("exhausted") or "")
+    writes = params.get("writes") or None
+    if writes is not None and writes not in WRITES:
+        problems.append(f"unknown writes {writes!r}; ignored (one of {', '.join(WRITES)})")
+        writes = None
     sort = params.get("sort") or "start"
     if sort not in SORTABLE:
         problems.append(f"cannot sort by {sort!r}; sorted by start")
@@ -53,7 +57,7 @@ def from_params(params: Mapping[str, str]) -> tuple[RunSearch, int, list[str]]:
                            culprit=params.get("culprit") or None,
                            holder=params.get("holder") or None,
                            step_key=params.get("step") or None,
-                           step_class=params.get("class") or None,
+                           step_class=params.get("class") or None, writes=writes,
                            utilisation_min=_percent(params.get("umin"), "umin", problems),
                            utilisation_max=_percent(params.get("umax"), "umax", problems),
                            id_prefix=params.get("id") or None, sort=sort, descending=descending)
@@ -71,7 +75,8 @@ def to_params(search: RunSearch, page: int = 1) -> dict[str, str]:
         params["exhausted"] = "yes" if search.exhausted else "no"
     for key, value in (("culprit", search.culprit), ("holder", search.holder),
                        ("step", search.step_key),
-                       ("class", search.step_class), ("id", search.id_prefix)):
+                       ("class", search.step_class), ("writes", search.writes),
+                       ("id", search.id_prefix)):
         if value:
             params[key] = value
     for key, value in (("umin", search.utilisation_min), ("umax", search.utilisation_max)):

@@ -12,9 +12,10 @@ import plotly.graph_objects as go
 
 from dashboard import colors, figures
 
-ACTUAL_COLOR = colors.CLASS_COLORS["cancelled"]  # grey: what happened
+ACTUAL_COLOR = colors.CLASS_COLORS["cancelled"]  # grey: what happened (bars)
+ACTUAL_LINE = colors.COMPARE_LINE  # the same as a line, standing out in both themes
 PREDICTED_COLOR = colors.CLASS_COLORS["client_timeout"]  # amber: give-ups under the policy
-PREDICTED_OTHER = colors.NEUTRAL  # blue: any other predicted figure (utilisation)
+PREDICTED_OTHER = colors.LINE  # blue: any other predicted figure (utilisation, a line)
 _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=100),
                legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0),
                hovermode="closest")
@@ -82,7 +83,7 @@ def utilisation_cdf(runs: pd.DataFrame, budget_line: bool = True) -> go.Figure:
                          yaxis=dict(tickformat=".0%", dtick=0.2, title="runs at or below",
                                     range=[0, 1]),
                          **_LAYOUT)
-    for column, name, color in (("utilisation_actual", "actual", ACTUAL_COLOR),
+    for column, name, color in (("utilisation_actual", "actual", ACTUAL_LINE),
                                 ("utilisation", "predicted", PREDICTED_OTHER)):
         values = np.sort(runs[column].dropna().to_numpy(dtype=float))
         x, share, count = cdf_points(values)

@@ -46,6 +46,7 @@ QUERY_NAMES = frozenset({
     "database_status", "failures_daily", "tool_latency", "attribution_completed",
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
+    "runs_with_writes", "step_keys", "run_ids",
     "cost_report", "cost_attribution_report", "cost_attribution_summary", "models_report",
     "run_step_costs",
 })
@@ -172,6 +173,26 @@ def frame(con: Connection, name: str,
 _VECTOR_ROWS = 2048
 
 
+def frames(con: Connection, name: str, parameters: Mapping[str, Any] | None = None, *,
+           vectors: int = 1) -> Iterator[pd.DataFrame]:
+    """Query `name` in pieces, as DuckDB hands its result over: `vectors` of its 2,048-row
+    vectors at a time, each converted as `frame` converts the whole (the same dtypes, so the
+    same cells), the first piece there even without rows (it carries the columns). For what
+    is written out as it is read (a report streamed by the read API, or to a file): memory
+    is a piece, whatever the result's size, so no row budget applies. Another dialect: the
+    whole frame, as one piece."""
+    if getattr(con, "dialect", "duckdb") == "clickhouse":
+        yield frame(con, name, parameters)
+        return
+    result = execute(con, name, parameters)  # type: ignore[arg-type]
+    piece = result.fetch_df_chunk(vectors)
+    yield piece
+    while len(piece):
+        piece = result.fetch_df_chunk(vectors)
+        if len(piece):
+            yield piece
+
+
 def arrow_frame(con: Connection, name: str,
                 parameters: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Query `name` as a DataFrame whose columns are Arrow arrays (pd.ArrowDtype), for a
@@ -204,4 +225,4 @@ def execute(con: duckdb.DuckDBPyConnection, name: str,
 __all__ = ["CLICKHOUSE_PARAMETER", "CLICKHOUSE_QUERIES", "CLICKHOUSE_QUERY_NAMES", "QUERIES",
            "QUERY_NAMES", "SQL_FOLDER", "Connection", "DialectConnection", "Query",
            "QueryFileError", "TooManyRows", "arrow_frame", "bound_parameters", "execute", "frame",
-           "load_queries", "rows_at_most"]
+           "frames", "load_queries", "rows_at_most"]

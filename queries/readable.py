@@ -177,3 +177,9 @@ def table_formats(columns: Iterable[object]) -> dict[str, Callable[[Any], str]]:
         elif is_dollars(name):
             formats[name] = usd
     return formats
+
+
+def table_headers(columns: Iterable[object]) -> dict[str, str]:
+    """A terminal table's headers in the units its cells are shown in: a `*_ms` column shown as
+    a duration (`25.0 s`) is headed without `_ms`; CSV and JSON keep the names."""
+    return {str(c): str(c)[:-3] for c in columns if str(c).endswith("_ms")}

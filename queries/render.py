@@ -1,7 +1,10 @@
 """DataFrame → CSV, JSON or a text table, deterministically.
 
 The dashboard's CSV download and `budgetscope report` call `to_csv_bytes`, so both give the
-same bytes for the same frame. Cell rules:
+same bytes for the same frame. A report too large to hold is written in pieces instead
+(`csv_chunks`, `json_chunks`, from the query's result a few thousand rows at a time): the
+pieces joined are the bytes of the whole frame, and the whole frame's functions are those
+pieces joined, so there is one definition of each format. Cell rules:
 - undefined (NULL, NaN) → empty cell (JSON: null);
 - booleans → `true` / `false`;
 - integers → decimal digits;
@@ -29,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -37,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from queries.money import dollar_text
-from queries.readable import NO_VALUE
+from queries.readable import NO_VALUE, plural
 from queries.terminal import json_inert, terminal_safe
 
 
@@ -114,21 +117,46 @@ def _csv_line(fields: list[str]) -> str:
     return ",".join(_csv_field(field) for field in fields) + "\n"
 
 
+def csv_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
+    """The CSV of the rows of `pieces` (one frame's rows in order, the header from the first
+    piece, which is there even when no row is), a piece's rows at a time."""
+    header = True
+    for piece in pieces:
+        columns = [str(c) for c in piece.columns]
+        lines = [_csv_line([csv_text(c, "") for c in columns])] if header else []
+        header = False
+        lines.extend(_csv_line([csv_text(value, column)
+                                for value, column in zip(row, columns, strict=True)])
+                     for row in piece.itertuples(index=False, name=None))
+        if lines:
+            yield "".join(lines).encode("utf-8")
+
+
 def to_csv_bytes(frame: pd.DataFrame) -> bytes:
-    columns = [str(c) for c in frame.columns]
-    lines = [_csv_line([csv_text(c, "") for c in columns])]
-    lines.extend(_csv_line([csv_text(value, column)
-                            for value, column in zip(row, columns, strict=True)])
-                 for row in frame.itertuples(index=False, name=None))
-    return "".join(lines).encode("utf-8")
+    return b"".join(csv_chunks([frame]))
+
+
+def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
+    """The JSON list of the rows of `pieces` as `json.dumps(records, indent=2)` writes it (a
+    record's lines indented two more, `,` between records), a piece's rows at a time. Often
+    read on a terminal: the controls JSON leaves raw are escaped (the same values)."""
+    opened = False
+    for piece in pieces:
+        columns = [str(c) for c in piece.columns]
+        parts = []
+        for row in piece.itertuples(index=False, name=None):
+            record = {column: cell(value, column)
+                      for value, column in zip(row, columns, strict=True)}
+            text = _json_object(record)
+            parts.append((",\n  " if opened else "[\n  ") + text.replace("\n", "\n  "))
+            opened = True
+        if parts:
+            yield json_inert("".join(parts)).encode("utf-8")
+    yield b"\n]\n" if opened else b"[]\n"
 
 
 def to_json_text(frame: pd.DataFrame) -> str:
-    columns = [str(c) for c in frame.columns]
-    records = [{column: cell(value, column) for value, column in zip(row, columns, strict=True)}
-               for row in frame.itertuples(index=False, name=None)]
-    # Often read on a terminal: the controls JSON leaves raw are escaped (same values).
-    return json_inert(_json_records(records)) + "\n"
+    return b"".join(json_chunks([frame])).decode("utf-8")
 
 
 def _json_value(value: Any) -> str:
@@ -137,28 +165,34 @@ def _json_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _json_records(records: list[dict[str, Any]]) -> str:
-    """What `json.dumps(records, indent=2, ensure_ascii=False)` writes for a list of flat
-    objects (tests/test_render.py holds the two equal), with dollars written as numbers of
-    their exact digits: json.dumps knows no Decimal, and a float would print 0.1 + 0.2 as
+def _json_object(record: dict[str, Any]) -> str:
+    """What `json.dumps(record, indent=2, ensure_ascii=False)` writes for a flat object
+    (tests/test_render.py holds the two equal), with dollars written as numbers of their
+    exact digits: json.dumps knows no Decimal, and a float would print 0.1 + 0.2 as
     0.30000000000000004."""
-    if not records:
-        return "[]"
-    objects = [
-        "{\n" + ",\n".join(f"    {json.dumps(key, ensure_ascii=False)}: {_json_value(value)}"
-                            for key, value in record.items()) + "\n  }" if record else "{}"
-        for record in records]
-    return "[\n  " + ",\n  ".join(objects) + "\n]"
+    if not record:
+        return "{}"
+    return "{\n" + ",\n".join(f"  {json.dumps(key, ensure_ascii=False)}: {_json_value(value)}"
+                               for key, value in record.items()) + "\n}"
 
 
 def to_text_table(frame: pd.DataFrame,
                   readable: Mapping[str, Callable[[Any], str]] | None = None,
-                  right: frozenset[str] = frozenset()) -> str:
+                  right: frozenset[str] = frozenset(), *,
+                  headers: Mapping[str, str] | None = None, width: int | None = None,
+                  priority: Sequence[str] | None = None) -> str:
     """Columns padded to their widest cell; numbers right-aligned, and the columns in `right`
     (numbers already written as text). Meant for a terminal, so each cell is made inert first
     (no escape sequence or control character from a span). `readable` formats the named
-    columns for people (queries/readable.py: 12.3 s, 31.9%)."""
-    columns = [terminal_safe(str(c)) for c in frame.columns]
+    columns for people (queries/readable.py: 12.3 s, 31.9%); `headers` names them as shown
+    (`budget` over "25.0 s", not `budget_ms`).
+
+    `width`: the lines fit it. The columns are taken in the order of `priority` (default:
+    left to right) while they fit, shown in the frame's order, and a last line names the ones
+    left out and the width that shows them all (a line wider than the terminal wraps into a
+    table nobody can read)."""
+    names = [str(c) for c in frame.columns]
+    columns = [terminal_safe(str((headers or {}).get(c, c))) for c in names]
     rows = text_rows(frame)
     for i, column in enumerate(frame.columns):
         shown = readable.get(column) if readable else None
@@ -175,17 +209,43 @@ def to_text_table(frame: pd.DataFrame,
     numeric = [str(c) in right or (pd.api.types.is_numeric_dtype(frame[c])
                                    and not pd.api.types.is_bool_dtype(frame[c]))
                for c in frame.columns]
+    kept = _columns_that_fit(names, widths, width, priority)
 
     def line(cells: list[str]) -> str:
-        return "  ".join(text.rjust(width) if right else text.ljust(width)
-                         for text, width, right in zip(cells, widths, numeric, strict=True)
-                         ).rstrip()
+        return "  ".join(cells[i].rjust(widths[i]) if numeric[i] else cells[i].ljust(widths[i])
+                         for i in kept).rstrip()
 
-    out = [line(columns), line(["-" * width for width in widths])]
+    out = [line(columns), line(["-" * w for w in widths])]
     out.extend(line(row) for row in rows)
     if not rows:
         out.append("(no rows)")
+    left_out = [columns[i] for i in range(len(names)) if i not in kept]
+    if left_out:
+        import textwrap
+
+        whole = sum(widths) + 2 * (len(widths) - 1)
+        out.extend(textwrap.wrap(
+            f"({plural(len(left_out), 'more column')} at --width {whole}, or in --format csv: "
+            f"{', '.join(left_out)})", width=max(width or 0, 40), break_on_hyphens=False))
     return "\n".join(out) + "\n"
+
+
+def _columns_that_fit(names: list[str], widths: list[int], width: int | None,
+                      priority: Sequence[str] | None) -> list[int]:
+    """The indexes of the columns shown, in the frame's order: all without a width; else
+    those taken by priority (unnamed columns after, left to right) while they fit, the first
+    one always."""
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        return list(range(len(names)))
+    order = [names.index(n) for n in (priority or ()) if n in names]
+    order += [i for i in range(len(names)) if i not in order]
+    kept: list[int] = []
+    used = -2
+    for i in order:
+        if not kept or used + 2 + widths[i] <= width:
+            kept.append(i)
+            used += 2 + widths[i]
+    return sorted(kept)
 
 
 def _holds_dollars(values: pd.Series) -> bool:

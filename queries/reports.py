@@ -7,12 +7,12 @@ query of the same name in the connection's dialect, with the same output columns
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pandas as pd
 
 from queries.filters import Filters, epoch_ns
-from queries.loader import Connection, frame
+from queries.loader import Connection, frame, frames
 from queries.money import with_dollars
 
 NO_FILTERS = Filters()
@@ -86,8 +86,11 @@ def weekly(con: Connection, filters: Filters = NO_FILTERS,
            now: dt.datetime | None = None) -> pd.DataFrame:
     """One row per ISO week × agent (SPEC §7); `partial_week` compares each week with the
     filter's range and with `now` (default: the present)."""
-    moment = now or dt.datetime.now(dt.UTC)
-    return _with_dollars(_frame(con, "weekly_report", filters, now_ns=epoch_ns(moment)))
+    return _with_dollars(_frame(con, "weekly_report", filters, **_weekly_now(now)))
+
+
+def _weekly_now(now: dt.datetime | None) -> dict[str, int]:
+    return {"now_ns": epoch_ns(now or dt.datetime.now(dt.UTC))}
 
 
 # docs/metrics.md §11.6: attribution in each of the two other dimensions.
@@ -105,9 +108,13 @@ def cost_attribution(con: Connection, filters: Filters = NO_FILTERS,
                      dimension: str = USD) -> pd.DataFrame:
     """Budget share, culprit and crosser runs per step key over the runs that exhausted their
     dollar budget, or (dimension "tokens") their token budget (§11.6)."""
+    return _frame(con, "cost_attribution_report", filters, **_dimension(dimension))
+
+
+def _dimension(dimension: str) -> dict[str, str]:
     if dimension not in DIMENSIONS:
         raise ValueError(f"dimension {dimension!r}: choose one of {', '.join(DIMENSIONS)}")
-    return _frame(con, "cost_attribution_report", filters, dimension=dimension)
+    return {"dimension": dimension}
 
 
 def token_attribution(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
@@ -120,9 +127,7 @@ def cost_attribution_summary(con: Connection, filters: Filters = NO_FILTERS,
                              dimension: str = USD) -> pd.DataFrame:
     """One row over the dollar- (or token-) exhausted runs: exhausted_runs, crossed_runs,
     culprit_is_crosser_rate, unattributed_share (§11.6)."""
-    if dimension not in DIMENSIONS:
-        raise ValueError(f"dimension {dimension!r}: choose one of {', '.join(DIMENSIONS)}")
-    return _frame(con, "cost_attribution_summary", filters, dimension=dimension)
+    return _frame(con, "cost_attribution_summary", filters, **_dimension(dimension))
 
 
 def token_attribution_summary(con: Connection,
@@ -199,3 +204,22 @@ REPORTS: dict[str, Report] = {
     "cost-attribution": cost_attribution,  # --dimension tokens: token_attribution
     "models": models,
 }
+# The query each of them runs (each is that query's frame with the filters bound, its
+# amounts made dollars: _with_dollars).
+_REPORT_QUERIES = {"weekly": "weekly_report", "runs": "runs_report",
+                   "attribution": "attribution_report", "failures": "failures_report",
+                   "utilisation": "utilisation_report",
+                   "reconciliation": "reconciliation_report", "cost": "cost_report",
+                   "cost-attribution": "cost_attribution_report", "models": "models_report"}
+
+
+def report_pieces(con: Connection, name: str, filters: Filters = NO_FILTERS,
+                  now: dt.datetime | None = None,
+                  dimension: str = USD) -> Iterator[pd.DataFrame]:
+    """Report `name` of REPORTS in pieces as the query hands them over (loader.frames): the
+    same rows, columns and values as REPORTS[name] returns whole, for a CSV or JSON written as
+    it is read, whatever the report's size. `dimension`: cost-attribution's (`--dimension`)."""
+    extra = (_weekly_now(now) if name == "weekly"
+             else _dimension(dimension) if name == "cost-attribution" else {})
+    for piece in frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra}):
+        yield _with_dollars(piece)

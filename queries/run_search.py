@@ -1,5 +1,6 @@
 """Finding runs: the runs report narrowed by outcome, exhaustion, culprit, holder, step key,
-step class, utilisation and run id prefix, sorted and paged. `budgetscope report runs` and the
+step class, writes (uncertain, reconciled, orphan), utilisation and run id prefix, sorted and
+paged. `budgetscope report runs` and the
 dashboard's Runs page both search through `search_runs`, so a link from a chart and the command
 line find the same runs.
 
@@ -24,6 +25,9 @@ SORTABLE: dict[str, bool] = {  # column -> descending by default
     "agent": False,
 }
 NOT_STATED = "none"  # the outcome filter's name for runs that state no outcome
+# The write filter's values (docs/metrics.md §6): runs holding an uncertain write, a write read
+# back, or an orphan (uncertain and never read back).
+WRITES = ("uncertain", "reconciled", "orphan")
 
 
 class SearchError(ValueError):
@@ -38,6 +42,7 @@ class RunSearch:
     holder: str | None = None  # a step key
     step_key: str | None = None  # runs holding a step of this key
     step_class: str | None = None  # runs holding a step of this class
+    writes: str | None = None  # runs holding a write of this kind (WRITES)
     utilisation_min: float | None = None  # fractions: min inclusive, max exclusive, as the
     utilisation_max: float | None = None  # utilisation histogram's bins are
     id_prefix: str | None = None
@@ -54,11 +59,15 @@ class RunSearch:
             raise SearchError(f"limit {self.limit} is not a positive number of runs")
         if self.offset < 0:
             raise SearchError(f"offset {self.offset} is negative")
+        if self.writes is not None and self.writes not in WRITES:
+            raise SearchError(f"no write filter {self.writes!r}; choose one of: "
+                              f"{', '.join(WRITES)}")
 
     @property
     def narrows(self) -> bool:
         return bool(self.outcomes or self.exhausted is not None or self.culprit
                     or self.holder or self.step_key or self.step_class or self.id_prefix
+                    or self.writes is not None
                     or self.utilisation_min is not None or self.utilisation_max is not None)
 
     def page(self, number: int, size: int) -> RunSearch:
@@ -96,6 +105,10 @@ def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
                                                  "step_key": search.step_key,
                                                  "step_class": search.step_class})
         keep &= rows["run_id"].isin(holding["run_id"])
+    if search.writes:
+        holding = frame(con, "runs_with_writes", {
+            **filters.parameters(), **{which: which == search.writes for which in WRITES}})
+        keep &= rows["run_id"].isin(holding["run_id"])
     matched = rows[keep]
     descending = SORTABLE[search.sort] if search.descending is None else search.descending
     # run_id breaks ties, so a page never shows a run twice or skips one
@@ -103,3 +116,40 @@ def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
                                   na_position="last", kind="stable")
     end = None if search.limit is None else search.offset + search.limit
     return Found(ordered.iloc[search.offset:end].reset_index(drop=True), len(matched))
+
+
+def step_keys(con: Connection) -> list[str]:
+    """Every step key stored, all time: what a search by culprit, holder or step may name."""
+    return [str(key) for key in frame(con, "step_keys", {})["step_key"].dropna()]
+
+
+def shortest_unique_starts(run_ids: list[str], known: list[str], least: int = 8) -> list[str]:
+    """Each of `run_ids` cut to the shortest start (at least `least` characters) that no other
+    id of `known` (every run id, sorted) begins with, so that `budgetscope run` and the run
+    view open it; an id that is the start of another (a trace's root run beside a run below
+    it, `TRACE/SPAN`) stays whole, which opens it exactly."""
+    import bisect
+
+    out = []
+    for run_id in run_ids:
+        i = bisect.bisect_left(known, run_id)
+        neighbours = [known[j] for j in (i - 1, i + 1) if 0 <= j < len(known)]
+        if i < len(known) and known[i] != run_id:
+            neighbours.append(known[i])
+        shared = max((_common(run_id, other) for other in neighbours), default=0)
+        out.append(run_id if shared >= len(run_id) else run_id[:max(least, shared + 1)])
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def run_ids(con: Connection) -> list[str]:
+    """Every run id, sorted."""
+    return [str(run_id) for run_id in frame(con, "run_ids", {})["run_id"]]

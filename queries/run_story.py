@@ -165,6 +165,8 @@ FAILURE_WORDS = {
     "client_error": "client error",
     "error": "error",
 }
+# Participles stay as they are in the plural: "2 refused", never "2 refuseds".
+_SAME_IN_THE_PLURAL = frozenset({"refused", "cancelled"})
 
 
 def spent_and_held(run: Mapping[str, Any], story: RunStory) -> str:
@@ -209,7 +211,8 @@ def failures_line(steps: pd.DataFrame) -> str:
             continue
         numbers = ", ".join(f"#{n}" for n in hit["number"].head(6))
         more = "…" if len(hit) > 6 else ""
-        parts.append(f"{plural(len(hit), word)} ({numbers}{more})")
+        many = word if word in _SAME_IN_THE_PLURAL else None
+        parts.append(f"{plural(len(hit), word, many)} ({numbers}{more})")
     return ", ".join(parts) if parts else "no failed step"
 
 
@@ -256,27 +259,83 @@ def uncertain_writes(writes: pd.DataFrame, steps: pd.DataFrame) -> list[WriteNot
     return sorted(notes, key=lambda note: not note.orphan)
 
 
-# A top-level step that used at least this much of its allocation "used most of it".
-MOST_OF_ITS_ALLOCATION = 0.9
-
-
 @dataclass(frozen=True)
 class NextStep:
-    """One next step for on-call, drawn from the run's own data.
+    """One next step for on-call, drawn from the run's own data; one that exists and fits
+    the run, never a link to a page with nothing to show.
 
-    kind: READ_BACK (an orphan write: read its key back before retrying), SMALLER_CAP (a
-    capped tool that used most of its allocation and spent much of the budget: What if at a
-    smaller cap), COMPARE (nothing stands out: compare with the typical run)."""
+    kind:
+    - READ_BACK: an orphan write: read its key back before retrying;
+    - DECLARE_BUDGET: the run has no budget, so nothing else can be measured: declare one;
+    - SMALLER_CAP: an exhausted run whose culprit has a cap: What if at a smaller one;
+    - DECLARE_CAP: an exhausted run whose culprit has none: declare one, What if with it;
+    - COMPARE: nothing above, and a completed run of the agent exists to compare with;
+    - NOTHING: nothing above and nothing to compare with.
+
+    `commands`: the exact commands (arguments after `budgetscope --db DB`) that take the step
+    in a terminal; `step_key`, `cap_ms`, `agent`, `since` and `until` say the What if
+    scenario (SMALLER_CAP, DECLARE_CAP) for a link."""
     kind: str
     text: str
-    step_key: str = ""  # SMALLER_CAP: the step key to re-cap
-    cap_ms: int = 0  # SMALLER_CAP: the smaller cap to try
+    step_key: str = ""  # SMALLER_CAP, DECLARE_CAP: the step key to cap
+    cap_ms: int = 0  # SMALLER_CAP, DECLARE_CAP: the cap to try
+    agent: str = ""  # whose runs What if replays ("" for runs without an agent)
+    since: str = ""  # the days What if replays: the week around the run's start
+    until: str = ""
+    commands: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def what_if(self) -> bool:
+        """Whether the step is a scenario for What if (a cap to try on `step_key`)."""
+        return self.kind in (SMALLER_CAP, DECLARE_CAP)
+
+    def what_if_params(self) -> dict[str, str]:
+        """The What if page's address parameters for the scenario: the agent's runs of the
+        week around the run, with the step's cap in ms (the scenario the commands run)."""
+        return {"range": "custom", "since": self.since, "until": self.until,
+                **({"agent": self.agent} if self.agent else {}),
+                "cap": f"{self.step_key}={self.cap_ms}"}
 
 
 READ_BACK, SMALLER_CAP, COMPARE = "read_back", "smaller_cap", "compare"
+DECLARE_CAP, DECLARE_BUDGET, NOTHING = "declare_cap", "declare_budget", "nothing"
+# What if replays the runs of the week around the run's start: 3 days before its day, 4 after.
+WHAT_IF_DAYS_BEFORE, WHAT_IF_DAYS_AFTER = 3, 4
 
 
-def next_step(run: Mapping[str, Any], steps: pd.DataFrame, writes: pd.DataFrame) -> NextStep:
+def command_duration(ms: float) -> str:
+    """A duration as `simulate --cap` and `budgets` take it: `4.5s`, `12s`, `850ms`."""
+    value = int(round(float(ms)))
+    if value % 1000 == 0:
+        return f"{value // 1000}s"
+    if value % 100 == 0:
+        return f"{value / 1000:.1f}s"
+    return f"{value}ms"
+
+
+def _half(ms: float) -> int:
+    """Half of `ms`, to 100 ms, at least 100 ms: the cap a next step suggests."""
+    return max(100, int(round(float(ms) / 2, -2)))
+
+
+def _what_if_window(run: Mapping[str, Any]) -> tuple[str, str]:
+    day = pd.Timestamp(int(run["start_ns"]), unit="ns", tz="UTC").normalize()
+    return ((day - pd.Timedelta(days=WHAT_IF_DAYS_BEFORE)).date().isoformat(),
+            (day + pd.Timedelta(days=WHAT_IF_DAYS_AFTER)).date().isoformat())
+
+
+def simulate_arguments(step_key: str, cap_ms: int, agent: str, since: str,
+                       until: str) -> tuple[str, ...]:
+    """`budgetscope simulate` for one cap on the agent's runs of the window, as a table."""
+    return ("simulate", "--cap", f"{step_key}={command_duration(cap_ms)}",
+            *(("--agent", agent) if agent else ()), "--since", since, "--until", until,
+            "--format", "table")
+
+
+def next_step(run: Mapping[str, Any], steps: pd.DataFrame, writes: pd.DataFrame,
+              typical: bool = False) -> NextStep:
+    """The one next step for this run (NextStep says which, in which order). `typical`:
+    whether a completed run of its agent exists to compare with (queries.run_compare)."""
     orphans = [note for note in uncertain_writes(writes, steps) if note.orphan]
     if orphans:
         first = orphans[0]
@@ -285,32 +344,78 @@ def next_step(run: Mapping[str, Any], steps: pd.DataFrame, writes: pd.DataFrame)
             orphans) > 1 else ""
         return NextStep(READ_BACK, f"Read back {key} of {first.step}{more} before retrying: "
                                    "the write may have taken effect.")
-    hog = _capped_step_that_used_its_allocation(run, steps)
-    if hog is not None:
-        smaller = max(100, int(round(float(hog["allocated_ms"]) / 2, -2)))
-        name = step_name(hog["number"], hog["step_key"])
+    agent = "" if missing(run.get("agent")) else str(run["agent"])
+    if missing(run.get("budget_ms")):
+        return _declare_budget(run, agent)
+    culprit = _culprit(run, steps) if _exhausted(run) else None
+    if culprit is not None:
+        return _cap_the_culprit(run, culprit, agent)
+    if typical:
+        return NextStep(COMPARE, "Compare with a typical run of this agent: where did the "
+                                 "time go differently?")
+    why = ("no top-level step spent the budget" if _exhausted(run)
+           else "it was not exhausted")
+    return NextStep(NOTHING, f"Nothing to change here ({why}), and no completed run of "
+                             f"{agent or 'its agent'} to compare it with: read the steps "
+                             "below.")
+
+
+def _declare_budget(run: Mapping[str, Any], agent: str) -> NextStep:
+    """A run without a budget: declare one for its agent (the default for a run without an
+    agent), suggested at 1.5 times this run's elapsed time, to a whole second."""
+    elapsed = run.get("elapsed_ms")
+    suggested = 60_000 if missing(elapsed) else max(1_000, int(-(-float(elapsed) * 1.5
+                                                                  // 1_000)) * 1_000)
+    target = ("budgets", "set", agent) if agent else ("budgets", "set", "--default")
+    whose = f"{agent}'s" if agent else "the default"
+    return NextStep(
+        DECLARE_BUDGET,
+        f"Declare {whose} budget, so that this run's deadline, utilisation and culprit can be "
+        f"measured (docs/metrics.md §10): use the budget the product gives it; "
+        f"{duration(suggested)} is 1.5 times this run's elapsed time.", agent=agent,
+        commands=((*target, command_duration(suggested)),))
+
+
+def _culprit(run: Mapping[str, Any], steps: pd.DataFrame) -> pd.Series | None:
+    span = run.get("culprit_span_id")
+    if steps.empty or missing(span):
+        return None
+    hit = steps[steps["span_id"] == span]
+    if hit.empty or float(hit.iloc[0].get("consumption_ms") or 0) <= 0:
+        return None
+    return hit.iloc[0]
+
+
+def _cap_the_culprit(run: Mapping[str, Any], step: pd.Series, agent: str) -> NextStep:
+    """An exhausted run's culprit: What if at half its cap (or at half what it took, when
+    that is less) for a capped one; declare a cap at half what it took for an uncapped one."""
+    name = step_name(step.get("number"), step["step_key"])
+    key = str(step["step_key"])
+    since, until = _what_if_window(run)
+    share = percent(float(step["consumption_ms"]) / float(run["budget_ms"]))
+    took = float(step["duration_ms"]) if not missing(step.get("duration_ms")) else \
+        float(step["consumption_ms"])
+    whose = f"{agent}'s runs" if agent else "the runs"
+    window = f"({since} to {until}, the week around this run)"
+    if not missing(step.get("cap_ms")):
+        limit = float(step["allocated_ms"]) if not missing(step.get("allocated_ms")) else \
+            float(step["cap_ms"])
+        smaller = _half(min(limit, took))
+        used = ("" if missing(step.get("utilisation")) else
+                f"used {percent(step['utilisation'])} of its {duration(limit)} allocation and ")
         return NextStep(
             SMALLER_CAP,
-            f"{name} used {percent(hog['utilisation'])} of its "
-            f"{duration(hog['allocated_ms'])} allocation and spent "
-            f"{percent(float(hog['consumption_ms']) / float(run['budget_ms']))} of the budget: "
-            f"see in What if how the agent's runs fare with its cap at {duration(smaller)}.",
-            str(hog["step_key"]), smaller)
-    return NextStep(COMPARE, "Compare with a typical run of this agent: where did the time go "
-                             "differently?")
-
-
-def _capped_step_that_used_its_allocation(run: Mapping[str, Any],
-                                          steps: pd.DataFrame) -> pd.Series | None:
-    """The top-level tool step with a recorded cap that used most of its allocation and spent
-    the most of the budget, in an exhausted run; None when there is none. Only tools with a
-    cap: those are what What if can re-cap."""
-    if steps.empty or not _exhausted(run) or missing(run.get("budget_ms")):
-        return None
-    top = steps[steps["is_top_level"].astype(bool) & (steps["kind"] == "tool")
-                & steps["cap_ms"].notna() & steps["allocated_ms"].notna()
-                & (steps["utilisation"].fillna(0) >= MOST_OF_ITS_ALLOCATION)
-                & (steps["consumption_ms"].fillna(0) > 0)]
-    if top.empty:
-        return None
-    return top.sort_values(["consumption_ms", "start_ns"], ascending=[False, True]).iloc[0]
+            f"{name} {used}spent {share} of the budget: see in What if how {whose} fare "
+            f"with its cap at {duration(smaller)} {window}.", key, smaller, agent, since,
+            until, (simulate_arguments(key, smaller, agent, since, until),))
+    suggested = _half(took)
+    return NextStep(
+        DECLARE_CAP,
+        f"{name} has no cap and spent {share} of the budget ({duration(took)}): declare one "
+        "(the agent enforces it, e.g. the SDK's cap=; declared here, it is the allocation of "
+        "the key's steps that record none, docs/metrics.md §10), and see in What if how "
+        f"{whose} fare with it capped at "
+        f"{duration(suggested)} {window}.", key,
+        suggested, agent, since, until,
+        (("budgets", "cap", key, command_duration(suggested)),
+         simulate_arguments(key, suggested, agent, since, until)))

@@ -293,16 +293,21 @@ def draw_latency(mu: np.ndarray, sigma: np.ndarray, codes: np.ndarray, cut_ms: n
 
 def recorded_caps(prep: Prepared) -> pd.DataFrame:
     """Per step key: kind, name, the most common recorded cap (ms; NaN when its calls carry
-    none) and how many calls recorded one; what a policy editor starts from."""
+    none), how many calls recorded one, and the 95th percentile of its calls' recorded
+    durations (ms; NaN without calls), which a policy editor starts an uncapped key's cap at."""
     rows = []
     kinds = np.array([str(k).split(":", 1)[0] for k in prep.keys], dtype=object)
     finite = np.isfinite(prep.recorded_cap_ms) & prep.is_call & ~prep.recorded_timeout
+    durations_ms = prep.recorded_ns / MS
     for code, key in enumerate(prep.keys):
         caps = prep.recorded_cap_ms[(prep.key == code) & finite]
         values, counts = np.unique(caps, return_counts=True)
+        calls = durations_ms[(prep.key == code) & prep.is_call]
         rows.append((str(key), kinds[code], str(prep.key_names[code]),
-                     float(values[np.argmax(counts)]) if len(values) else np.nan, len(caps)))
-    return pd.DataFrame(rows, columns=["step_key", "kind", "name", "cap_ms", "capped_calls"])
+                     float(values[np.argmax(counts)]) if len(values) else np.nan, len(caps),
+                     float(np.quantile(calls, 0.95)) if len(calls) else np.nan))
+    return pd.DataFrame(rows, columns=["step_key", "kind", "name", "cap_ms", "capped_calls",
+                                       "p95_ms"])
 
 
 def typical_budget_ms(prep: Prepared) -> float:

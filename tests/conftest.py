@@ -9,6 +9,13 @@ which command runs which):
   registry does not answer.
 
 `make test-fast` leaves all four out; `make test` (what CI runs) runs everything.
+
+Every test runs in an empty folder of its own (`_a_working_folder_of_its_own`), whatever folder
+the suite was started from: after `make demo` the checkout holds budgetscope-demo.duckdb, and
+a test that read the caller's folder failed there (the CLI rightly names the demo's file when
+it is beside it). tests/test_working_folder.py runs the tests that touch the working folder
+from a folder holding a demo database, and the README's two commands in order in a copy of
+the checkout.
 """
 
 from __future__ import annotations
@@ -71,3 +78,12 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> str:
 def db(sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BUDGETSCOPE_DB", sample)
     return sample
+
+
+@pytest.fixture(autouse=True)
+def _a_working_folder_of_its_own(tmp_path_factory: pytest.TempPathFactory,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the test in a fresh, empty working folder: no test reads what the caller's folder
+    holds (a demo database, a budgetscope.duckdb) or leaves a file in it. Files of the
+    checkout are named from its root (Path(__file__)), never relative to the working folder."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))

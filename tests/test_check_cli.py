@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -121,11 +122,52 @@ def test_json_format(db: Path) -> None:
                                   "agent": None}
     for name, expected in EXPECTED.items():
         assert document["signals"][name] == pytest.approx(expected), name
+    window = "--since 2026-11-23T10:00:00Z --until 2026-11-23T11:00:00Z --format table"
     assert document["checks"] == [
         {"signal": "exhaustion_rate", "bound": "max", "limit": 0.05, "value": 0.5,
-         "state": "breach"},
-        {"signal": "orphan_writes", "bound": "max", "limit": 5.0, "value": 1, "state": "ok"},
+         "state": "breach", "runs_link": None, "runs_command":
+         f"budgetscope --db {db} report runs --exhausted --sort culprit_share:desc {window}"},
+        {"signal": "orphan_writes", "bound": "max", "limit": 5.0, "value": 1, "state": "ok",
+         "runs_link": None,
+         "runs_command": f"budgetscope --db {db} report runs --writes orphan {window}"},
     ]
+
+
+def test_each_breach_leads_to_its_runs(db: Path) -> None:
+    """`BREACH exhaustion_rate 4.2% > max 3.0%` led nowhere: each breach is followed by the
+    command that lists the runs behind it and, with the dashboard's address, their page; the
+    command lists exactly those runs."""
+    cases = {
+        "--max-exhaustion-rate": ("0.05", "--exhausted --sort culprit_share:desc",
+                                  "exhausted=yes&sort=culprit_share&order=desc"),
+        "--max-client-timeout-rate": ("0.25", "--step-class client_timeout",
+                                      "class=client_timeout"),
+        "--max-upstream-error-rate": ("0.1", "--step-class upstream_error",
+                                      "class=upstream_error"),
+        "--max-reconciliation-rate": ("0.02", "--writes reconciled", "writes=reconciled"),
+        "--min-reconciliation-rate": ("0.9", "--writes uncertain", "writes=uncertain"),
+        "--max-orphan-writes": ("0", "--writes orphan", "writes=orphan"),
+        "--min-runs": ("4", "", ""),
+    }
+    window = "--since 2026-11-23T10:00:00Z --until 2026-11-23T11:00:00Z"
+    for option, (limit, options, search) in cases.items():
+        result = check(db, option, limit, "--window", "1h", "--until", UNTIL,
+                       "--dashboard-url", "http://dash.example:8501/")
+        assert result.exit_code == 1, (option, result.output)
+        lines = result.output.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("BREACH"))
+        command = f"budgetscope --db {db} report runs {options} {window} --format table"
+        assert lines[at + 1] == "        runs: " + command.replace("  ", " "), lines
+        link = ("http://dash.example:8501/runs?range=custom&since=2026-11-23T10:00:00Z"
+                "&until=2026-11-23T11:00:00Z" + (f"&{search}" if search else ""))
+        assert lines[at + 2] == f"        open: {link}", lines
+        listed = CliRunner().invoke(cli, [*shlex.split(command)[1:], "--format", "json"])
+        assert listed.exit_code == 0, listed.output
+        assert json.loads(listed.output), (option, "the command lists the runs behind it")
+    unlinked = check(db, "--max-orphan-writes", "0", "--window", "1h", "--until", UNTIL)
+    assert "        runs: " in unlinked.output and "open: " not in unlinked.output
+    bad = check(db, "--max-orphan-writes", "0", "--dashboard-url", "dash:8501")
+    assert bad.exit_code == 2 and "is not an http:// or https:// address" in bad.output
 
 
 def test_usage_and_database_errors_exit_2(db: Path, tmp_path: Path) -> None:

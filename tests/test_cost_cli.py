@@ -125,7 +125,8 @@ def test_json_writes_dollars_as_exact_numbers(fleet) -> None:
 
 def test_tables_for_people(fleet) -> None:
     db, _ = fleet
-    table = invoke(db, "report", "cost", "--format", "table")
+    # wide enough for every column (at 80 the table shows the first few and names the rest)
+    table = invoke(db, "report", "cost", "--format", "table", "--width", "400")
     assert "$0.51" in table and "102.0%" in table and "#4 model:gpt-4o-mini" in table
     attribution = invoke(db, "report", "cost-attribution", "--format", "table")
     assert attribution.splitlines()[2].split() == ["model:claude", "75.0%", "1", "1", "2"]
@@ -160,6 +161,11 @@ def check(db: str, *arguments: str, code: int) -> list[str]:
     return invoke(db, "check", "--until", UNTIL, *arguments, code=code).splitlines()
 
 
+def verdicts(lines: list[str]) -> list[str]:
+    """`check`'s lines without the command (and link) under each breach that lists its runs."""
+    return [line for line in lines if not line.startswith(" " * 8)]
+
+
 def test_check_cost_thresholds_breach(fleet) -> None:
     db, _ = fleet
     # the window's runs: C1 and C4 dollar-exhausted of the 3 budgeted in dollars (C4 by its
@@ -170,7 +176,7 @@ def test_check_cost_thresholds_breach(fleet) -> None:
                   "0", code=1)
     assert lines[0] == ("window 2026-11-17T00:00:00Z to 2026-11-24T00:00:00Z (7d): 3 runs, "
                         "10 steps, 0 write steps")
-    assert lines[1:] == [
+    assert verdicts(lines[1:]) == [
         "BREACH  usd_exhaustion_rate 66.7% > max 50.0% (2 of 3 usd budgeted runs)",
         "BREACH  token_exhaustion_rate 100.0% > max 99.0% (1 of 1 token budgeted runs)",
         "BREACH  weekly_budget_utilisation 112.4% > max 110.0% (shop, 2026-W48)",
@@ -189,6 +195,7 @@ def test_check_cost_thresholds_hold(fleet) -> None:
         "all 3 thresholds hold"]
     # one agent: batch's week holds $0.02 of its $1 (the default's weekly budget)
     lines = check(db, "--agent", "batch", "--max-weekly-budget-utilisation", "0.01", code=1)
+    assert lines[2].lstrip().startswith("runs: budgetscope --db ")  # the window's runs
     assert lines[1] == ("BREACH  weekly_budget_utilisation 2.0% > max 1.0% (batch, "
                         "2026-W48)")
 
@@ -203,8 +210,9 @@ def test_check_cost_thresholds_no_data_and_json(fleet) -> None:
         "all 2 thresholds hold"]
     document = json.loads(invoke(db, "check", "--until", UNTIL, "--format", "json",
                                  "--max-unpriced-steps", "0", code=1))
-    assert document["checks"] == [{"signal": "unpriced_steps", "bound": "max", "limit": 0.0,
-                                   "value": 1, "state": "breach"}]
+    assert [{k: c[k] for k in ("signal", "bound", "limit", "value", "state")}
+            for c in document["checks"]] == [{"signal": "unpriced_steps", "bound": "max",
+                                              "limit": 0.0, "value": 1, "state": "breach"}]
     assert {k: document["signals"][k] for k in (
         "usd_budgeted_runs", "usd_exhausted_runs", "tokens", "cost_nano",
         "weekly_budget_agent", "weekly_budget_week")} == {

@@ -104,6 +104,96 @@ def test_without_the_token_nothing_but_health_answers(guarded: ui.Dashboard) -> 
         == "403"
 
 
+@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1", None])
+@pytest.mark.parametrize("path", ["/healthz", "/_stcore/health"])
+def test_the_guard_answers_its_open_paths_itself(guarded: ui.Dashboard, host: str | None,
+                                                 path: str) -> None:
+    """To any Host and without the token, "ok" and nothing else: /healthz used to be passed
+    to Streamlit, whose catch-all answered the app's page to a foreign Host."""
+    headers = {"Host": host} if host else {}
+    reply = get(guarded.port, path, headers)
+    assert (reply.status, reply.read_body) == (200, b"ok")  # type: ignore[attr-defined]
+    assert reply.headers["content-type"].startswith("text/plain")
+    assert "set-cookie" not in reply.headers
+    assert get(guarded.port, path, headers, method="POST", body=b"x").status == 405
+    query = get(guarded.port, f"{path}?token=wrong-000000000000&x=<script>", headers)
+    assert (query.status, query.read_body) == (200, b"ok")  # type: ignore[attr-defined]
+
+
+def test_a_signed_in_browser_gets_streamlits_own_health(guarded: ui.Dashboard) -> None:
+    reply = get(guarded.port, "/_stcore/health", {"Cookie": session_cookie(guarded)})
+    assert (reply.status, reply.read_body) == (200, b"ok")  # type: ignore[attr-defined]
+    assert "_streamlit_xsrf" in reply.headers.get("set-cookie", "")
+
+
+@pytest.mark.slow
+def test_connections_must_send_a_head_in_time_and_websockets_may_idle(
+        guarded: ui.Dashboard) -> None:
+    """dashboard/server/connections.py: a connection that sends nothing is closed, one that
+    sent half a head is answered 408 and closed, both within a few seconds of the head timeout;
+    a signed-in websocket that sends nothing for longer stays open (it is the websocket's)."""
+    import socket
+    import time
+
+    from dashboard.server.connections import HEAD_SECONDS
+
+    cookie = session_cookie(guarded)
+    idle = socket.create_connection(("127.0.0.1", guarded.port), timeout=30)
+    half = socket.create_connection(("127.0.0.1", guarded.port), timeout=30)
+    half.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    started = time.monotonic()
+
+    async def quiet_websocket() -> bool:
+        async with websockets.connect(f"ws://127.0.0.1:{guarded.port}/_stcore/stream",
+                                      additional_headers={"Cookie": cookie},
+                                      subprotocols=["streamlit"], open_timeout=30,
+                                      ping_interval=None) as socket_:
+            await asyncio.sleep(HEAD_SECONDS + 3)
+            pong = await socket_.ping()
+            await asyncio.wait_for(pong, 10)
+            return True
+
+    assert asyncio.run(quiet_websocket())
+    assert idle.recv(64) == b""
+    assert half.recv(64).startswith(b"HTTP/1.1 408")
+    assert time.monotonic() - started < HEAD_SECONDS + 20
+    idle.close()
+    half.close()
+
+
+# What a browser sends for an image another site's page loads, and for an address typed in.
+CROSS_SITE_IMAGE = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+                    "Sec-Fetch-Dest": "image"}
+TYPED = {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document",
+         "Sec-Fetch-User": "?1"}
+
+
+@pytest.mark.slow  # a dashboard process each
+@pytest.mark.parametrize("fetch", [
+    CROSS_SITE_IMAGE,
+    {**CROSS_SITE_IMAGE, "Sec-Fetch-Site": "same-site"},  # a page on another local port
+    {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
+     "Sec-Fetch-Dest": "iframe"},
+    {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+], ids=["cross-site image", "same-site image", "cross-site frame", "same-origin fetch"])
+def test_a_token_another_page_sends_is_refused_unread(db: str, tmp_path: Path,
+                                                      fetch: dict[str, str]) -> None:
+    """Twelve guesses, none compared nor counted; then the owner, from the same address,
+    typing the address with the right token, is let in (and so would be a guess of it sent
+    by a page: 403 whatever the token)."""
+    app = ui.Dashboard(db, tmp_path / "sec-fetch.log", extra_args=("--token", TOKEN))
+    try:
+        answers = [get(app.port, f"/?token=guess-{n:012d}", fetch).status for n in range(12)]
+        assert answers == [403] * 12
+        assert get(app.port, f"/?token={TOKEN}", fetch).status == 403
+        owner = get(app.port, f"/?token={TOKEN}", TYPED)
+        assert owner.status == 303 and owner.headers["location"] == "/"
+        # Not counted: the address is told "wrong" as after no guess at all (401, not 429).
+        assert get(app.port, "/?token=typo-000000000000", TYPED).status == 401
+    finally:
+        app.stop()
+
+
 def test_token_in_the_url_leaves_a_cookie_and_leaves_the_url(guarded: ui.Dashboard) -> None:
     reply = get(guarded.port, f"/attribution?range=all&token={TOKEN}&agent=a")
     assert reply.status == 303

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import data, fmt, layout
+from dashboard import data, fmt, layout, summaries
 from dashboard.config import DashboardConfig, configure
+from queries import run_story
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
@@ -85,13 +87,15 @@ def test_overview_numbers_equal_the_queries(db: str) -> None:
     figures = charts(at)
     daily = figures["Daily runs, exhaustion rate and utilisation"]
     assert plotly_array(trace(daily, "runs")["y"]).sum() == len(runs)
-    top = trace(figures["Largest budget shares of exhausted runs (by step key)"], "budget share")
+    top = trace(figures["Largest budget shares of exhausted runs"], "budget share")
     attribution = query(db, "attribution").head(10)
     assert list(reversed(top["y"])) == list(attribution["step_key"])
     np.testing.assert_allclose(plotly_array(top["x"])[::-1], attribution["budget_share"])
     # The review list holds exhausted, overrun or failed runs of the period.
     review = at.dataframe[0].value
-    assert set(review["run_id"]) <= set(runs["run_id"])
+    # each run named by the shortest start of its id no other run shares
+    assert all(sum(run_id.startswith(start) for run_id in runs["run_id"]) == 1
+               for start in review["run_id"])
     assert len(review) > 0
 
 
@@ -190,16 +194,25 @@ def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
     assert plotly_array(trace(by_tool, "landed")["x"]).sum() == report["landed"].sum()
 
 
+def _agents_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The weekly page's rows of the report itself (each week's row over all agents left
+    out), its week as the report writes it."""
+    rows = table[table["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
+    return rows.assign(week=rows["week"].str.split(" ").str[0])
+
+
 def test_weekly_table_and_csv_equal_the_cli(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
-    pd.testing.assert_frame_equal(at.dataframe[0].value.reset_index(drop=True), weekly)
+    shown = _agents_rows(at.dataframe[0].value)
+    pd.testing.assert_frame_equal(shown.drop(columns="week"), weekly.drop(columns="week"))
+    assert list(shown["week"]) == [f"W{week[-2:]}" for week in weekly["week"]]
     result = CliRunner().invoke(cli, ["--db", db, "report", "weekly", "--since", ui.SINCE,
                                       "--until", ui.UNTIL])
     assert result.exit_code == 0, result.output
-    # The page renders the table it shows with the CLI's renderer; the browser test checks the
-    # downloaded bytes themselves.
-    assert to_csv_bytes(at.dataframe[0].value) == result.stdout_bytes
+    # The download is the report's own rows with the CLI's renderer (the table above adds a
+    # row over all agents a week); the browser test checks the downloaded bytes themselves.
+    assert to_csv_bytes(weekly) == result.stdout_bytes
     command = at.code[0].value
     assert f"report weekly --since {ui.SINCE} --until {ui.UNTIL}" in command
     assert len(at.get("download_button")) == 1
@@ -209,8 +222,9 @@ def test_weekly_honours_the_agent_filter(db: str) -> None:
     at = open_page("weekly", {**PARAMS, "agent": "support-agent"})
     weekly = query(db, "weekly", Filters.parse(ui.SINCE, ui.UNTIL, "support-agent"))
     table = at.dataframe[0].value
-    assert set(table["agent"]) == {"support-agent"}
-    pd.testing.assert_frame_equal(table.reset_index(drop=True), weekly)
+    assert set(table["agent"]) == {"support-agent", summaries.ALL_AGENTS}
+    pd.testing.assert_frame_equal(_agents_rows(table).drop(columns="week"),
+                                  weekly.drop(columns="week"))
     assert at.query_params["agent"] in ("support-agent", ["support-agent"])
 
 
@@ -254,8 +268,55 @@ def test_run_view_by_deep_link(db: str) -> None:
     assert "**What happened:**" in summary and "**Failures:**" in summary
     assert f"#{int(view.summary['culprit_step'])}" in summary
     # The copyable link names the run and the filters.
-    link = at.code[0].value
+    link = next(c.value for c in at.code if "/run?" in c.value)
     assert f"run={run_id}" in link and "since=2026-11-16" in link
+
+
+def _page_links(at: AppTest) -> list[tuple[str, str, dict]]:
+    """(label, page, query parameters) of every page link."""
+    return [(link.proto.label, link.proto.page, dict(urllib.parse.parse_qsl(
+        link.proto.query_string))) for link in at.get("page_link")]
+
+
+def test_the_run_views_next_step_fits_the_run(db: str) -> None:
+    """For 31 of 40 exhausted demo runs the next step was the generic Compare, which for an
+    agent's only run led to "Nothing to compare with". Each run's next step is the one
+    run_story.next_step gives it, its What if link carries that scenario, its commands are
+    shown, and Compare is offered only when a completed run of its agent exists."""
+    runs = query(db, "runs")
+    con = connect(db, read_only=True)
+    try:
+        kinds: dict[str, str] = {}
+        for row in runs[runs["exhausted"].fillna(False).astype(bool)].itertuples():
+            view = load_run(con, row.run_id)
+            step = run_story.next_step(view.summary, view.steps, view.writes, True)
+            kinds.setdefault(step.kind, row.run_id)
+        no_budget = str(runs[runs["budget_ms"].isna()].iloc[0]["run_id"])
+    finally:
+        con.close()
+    # the sample's exhausted runs need What if at a smaller cap and a declared cap both
+    assert {run_story.SMALLER_CAP, run_story.DECLARE_CAP} <= set(kinds)
+    for kind in (run_story.SMALLER_CAP, run_story.DECLARE_CAP):
+        at = open_page("run", {**PARAMS, "run": kinds[kind]})
+        view_step = next(m.value for m in at.markdown if m.value.startswith("**Next step:**"))
+        what_if = [(label, query) for label, page, query in _page_links(at)
+                   if page == "simulate"]
+        assert len(what_if) == 1, _page_links(at)
+        label, scenario = what_if[0]
+        key, _, cap_ms = scenario["cap"].rpartition("=")
+        assert label == f"What if, with {key} capped at {fmt.duration(int(cap_ms))}"
+        assert fmt.escape_md(key) in view_step
+        commands = next(c.value for c in at.code if "simulate --cap" in c.value)
+        assert f"--cap {key}=" in commands and f"--db {db}" in commands
+        if kind == run_story.DECLARE_CAP:
+            assert f"budgets cap {key} " in commands
+    # a run without a budget: declare one; its agent (triage-agent) states no outcome, so no
+    # completed run exists to compare with and no Compare link is offered
+    at = open_page("run", {**PARAMS, "run": no_budget})
+    assert any(m.value.startswith("**Next step:** Declare") for m in at.markdown)
+    assert any("budgets set" in c.value for c in at.code)
+    assert not [p for _, p, _ in _page_links(at) if p == "compare"]
+    assert not [p for _, p, _ in _page_links(at) if p == "simulate"]
 
 
 def test_run_view_says_why_each_span_is_or_is_not_a_step(db: str) -> None:
@@ -474,7 +535,7 @@ def test_the_demo_opens_on_its_samples_weeks(db: str) -> None:
         # an empty previous period is nothing to compare with, not "+1,800 runs"
         assert at.metric[0].proto.delta == ""
         assert any("holds no runs" in c.value for c in at.caption)
-        weekly = open_page("weekly", {}).dataframe[0].value
+        weekly = _agents_rows(open_page("weekly", {}).dataframe[0].value)
         assert int(weekly["runs"].sum()) == len(runs) and not weekly["partial_week"].any()
     finally:
         configure(None)
@@ -519,13 +580,14 @@ def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
     assert expected in ("4w", "all")
     assert at.query_params["range"] in (expected, [expected])
     table = at.dataframe[0].value
-    assert not table["partial_week"].any()
+    assert not table["partial_week"].any() and not table["week"].str.endswith("*").any()
     assert not [i for i in at.info if "Partial weeks" in i.value]
 
     # Wednesday 2026-11-18 to Monday 2026-11-23 cuts 2026-W47 short.
     at = open_page("weekly", {"range": "custom", "since": "2026-11-18", "until": "2026-11-23"})
     table = at.dataframe[0].value
-    assert set(table.loc[table["partial_week"], "week"]) == {"2026-W47"}
+    # marked in the main table, with the days it counts (Wednesday to Sunday)
+    assert set(table.loc[table["partial_week"], "week"]) == {"W47 Nov 18–22*"}
     note = next(i.value for i in at.info if "Partial weeks" in i.value)
     assert "2026-W47" in note
     at.button(key="weekly_full_weeks").click().run()
@@ -587,3 +649,46 @@ def test_runs_page_offers_each_culprit_once_and_keeps_a_linked_one(db: str) -> N
                       and not pd.isna(value)})
     assert present and culprit.options == ["any step key", *present, "tool:nosuch"]
     assert culprit.value == "tool:nosuch"
+
+
+@pytest.mark.slow
+def test_no_line_crosses_a_label_of_the_waterfall(db: str) -> None:
+    """The reserve and deadline lines crossed the '★ culprit' label, and 'run end' ran into
+    the deadline: on every exhausted run of the sample, no vertical line falls within a
+    label's width (run_figures' estimate of it, on the narrowest plot) on its side."""
+    from dashboard import run_figures
+
+    runs = query(db, "runs")
+    con = connect(db, read_only=True)
+    try:
+        views = [load_run(con, run_id) for run_id in
+                 runs[runs["exhausted"].fillna(False).astype(bool)]["run_id"]]
+    finally:
+        con.close()
+    for view in views:
+        figure = run_figures.waterfall(view.summary, view.steps)
+        lines = [float(shape.x0) for shape in figure.layout.shapes if shape.x0 == shape.x1]
+        run = view.summary
+        end_ms = (int(run["latest_end_ns"]) - int(run["start_ns"])) / 1e6
+        deadline_ms = (int(run["deadline_ns"]) - int(run["start_ns"])) / 1e6
+        horizon = max(end_ms, deadline_ms)
+        room = horizon / fmt.duration_axis_unit(horizon)[1]  # the time axis, in its unit
+        for note in figure.layout.annotations:
+            width = run_figures._label_width(str(note.text), room)
+            x = float(note.x)
+            right = note.xanchor == "left" or (note.xanchor is None and "right" in str(
+                getattr(note, "name", "") or "right"))
+            span = (x, x + width) if right else (x - width, x)
+            others = [line for line in lines if abs(line - x) > 1e-9]  # not its own line
+            assert not [line for line in others if span[0] < line < span[1]], (
+                view.summary["run_id"], note.text, note.xanchor, span, lines)
+
+
+def test_one_run_found_reads_in_the_singular(db: str) -> None:
+    """"1 run match": a count of one takes the singular, of more the plural."""
+    run_id = _an_exhausted_run(db)
+    at = open_page("runs", {**PARAMS, "id": run_id[:12]})
+    said = " ".join(m.value for m in at.markdown)
+    assert "**1** run matches · showing 1–1 · page 1 of 1" in said, said
+    at = open_page("runs", {**PARAMS, "exhausted": "yes"})
+    assert re.search(r"\*\*\d+\*\* runs match · ", " ".join(m.value for m in at.markdown))

@@ -157,3 +157,51 @@ def test_a_link_opens_what_if_with_a_cap_set(db: str) -> None:
     summary = next(t for t in at.dataframe if "figure" in t.value.columns)
     assert "exhaustion rate, upper bound (runs beyond the record exhausted)" in set(
         summary.value["figure"])
+
+
+def test_the_whole_policy_is_in_the_address_and_restored_from_it(db: str) -> None:
+    """`/simulate?cap=model:gpt-4o-mini=10000` was silently ignored and every slider's change
+    dropped out of the address: now the address says the whole policy (caps of any kind, a key
+    recorded without a cap, the deadline, the minimum start, retries), a link opens exactly
+    that policy, and moving a slider rewrites the address."""
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    for key, value in PARAMS.items():
+        at.query_params[key] = value
+    at.query_params["cap"] = ["model:gpt-4o-mini=10000", "queue:handoff_queue=8000"]
+    at.query_params["deadline"] = "45000"
+    at.query_params["minstart"] = "1500"
+    at.query_params["retries"] = "off"
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    check(at)
+    policy = SimulationPolicy({"model:gpt-4o-mini": 10_000, "queue:handoff_queue": 8_000},
+                              45_000, 1_500, retries=False)
+    assert at.slider(key="sim_cap:model:gpt-4o-mini").value == 10.0
+    assert at.slider(key="sim_cap:queue:handoff_queue").value == 8.0
+    assert at.multiselect(key="sim_add:queue").value == ["queue:handoff_queue"]
+    assert any(c.value == fmt.escape_md(f"Policy: {policy.describe()}") for c in at.caption)
+    assert_page_equals(at, expected(db, policy))
+    written = {key: at.query_params[key] for key in ("cap", "deadline", "minstart", "retries")}
+    assert written == {"cap": ["model:gpt-4o-mini=10000", "queue:handoff_queue=8000"],
+                       "deadline": "45000", "minstart": "1500", "retries": "off"}
+    # a slider moved: the address follows, and the copyable link says the same
+    at.slider(key="sim_cap:tool:fetch_report").set_value(3.0).run()
+    check(at)
+    caps = at.query_params["cap"]
+    caps = caps if isinstance(caps, list) else [caps]
+    assert sorted(caps) == ["model:gpt-4o-mini=10000", "queue:handoff_queue=8000",
+                            "tool:fetch_report=3000"]
+    link = next(c.value for c in at.code if "/simulate?" in c.value)
+    assert "cap=tool:fetch_report=3000" in link and "retries=off" in link
+    assert "minstart=1500" in link and "since=2026-11-16" in link
+
+
+def test_a_cap_for_a_step_the_runs_do_not_have_is_said_and_left_out(db: str) -> None:
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    for key, value in {**PARAMS, "cap": "tool:no_such_tool=4500"}.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/simulate.py")
+    at.run()
+    assert not at.exception
+    assert any("tool:no_such_tool" in w.value.replace("\\", "") for w in at.warning)
+    assert "cap" not in dict(at.query_params)

@@ -1,6 +1,7 @@
 """The What-if page reads right: untouched, every change is `±0` with no colour and
 no arrow; the deadline is "as recorded" with no slider showing a value; tools without a
-recorded cap get no cap slider; the rate axis has round ticks and the tooltips say the counts."""
+recorded cap are offered a cap instead of a slider; the rate axis has round ticks and the
+tooltips say the counts."""
 
 from __future__ import annotations
 
@@ -27,9 +28,18 @@ def test_untouched_policy_shows_no_change_uncoloured(db: str) -> None:
         assert Metric.MetricDirection.Name(m.proto.direction) == "NONE", m.label
     assert not [w for w in at.slider if w.key == "sim_deadline_s"]
     assert any("Run deadline: as recorded" in c.value.replace("\\", "") for c in at.caption)
-    # every cap slider is a tool with a recorded cap; the others are named, without a slider
+    # a slider for each model, tool, queue, subagent or reconcile key with a recorded cap,
+    # grouped by kind; a key recorded without one is offered in its kind's list, no slider
     cap_sliders = {w.key.split(":", 1)[1] for w in at.slider if w.key.startswith("sim_cap:")}
-    assert cap_sliders and all(key.startswith("tool:") for key in cap_sliders)
+    assert {"model:gpt-4o-mini", "model:gpt-4o", "tool:fetch_report"} <= cap_sliders
+    offered = {option for w in at.multiselect if w.key.startswith("sim_add:")
+               for option in w.options}
+    assert "queue:handoff_queue" in offered and not cap_sliders & offered
+    assert [e.label for e in at.expander if e.label.startswith("Caps per")][:3] == [
+        "Caps per model (s)", "Caps per tool (s)", "Caps per queue (s)"]
+    # the labels, and so the sliders' accessible names, are the keys as they are
+    assert all(w.label == w.key.split(":", 1)[1] for w in at.slider
+               if w.key.startswith("sim_cap:"))
 
     spec = chart(at, "Client timeout rate per step: actual vs predicted")
     axis = spec["layout"]["xaxis"]

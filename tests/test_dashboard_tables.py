@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import fmt
+from dashboard import fmt, summaries
 from queries import reports
 from queries.filters import Filters
 from store import connect
@@ -32,10 +32,10 @@ def _database(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUDGETSCOPE_DB", db)
 
 
-def query(db: str, name: str) -> pd.DataFrame:
+def query(db: str, name: str, filters: Filters = FILTERS) -> pd.DataFrame:
     con = connect(db, read_only=True)
     try:
-        return getattr(reports, name)(con, FILTERS)
+        return getattr(reports, name)(con, filters)
     finally:
         con.close()
 
@@ -63,24 +63,34 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
     at = open_page("weekly")
     weekly = query(db, "weekly")
     runs_side, steps_side, spend, cost_budgets = at.dataframe[:4]
-    for table in (runs_side, steps_side, spend, cost_budgets):
+    for table in (runs_side, steps_side):
+        shown_rows = table.value.reset_index(drop=True)
+        # each week's row over all agents first, then the report's own rows of that week
+        agents = shown_rows[shown_rows["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
+        pd.testing.assert_frame_equal(agents.drop(columns="week"), weekly.drop(columns="week"))
+        # the week names its days, and a partial week says so, in both tables
+        for label, week, partial in zip(agents["week"], weekly["week"],
+                                        weekly["partial_week"], strict=True):
+            assert label.startswith(f"W{week[-2:]} ") and label.endswith("*") == partial
+        assert table.proto.placeholder == fmt.NO_VALUE
+    for table in (spend, cost_budgets):
         pd.testing.assert_frame_equal(table.value.reset_index(drop=True), weekly)
         assert table.proto.placeholder == fmt.NO_VALUE
-    # Between them the tables show every column of the CSV: the cost columns (docs/metrics.md
-    # §11.9) in two of their own.
+    # Between them the tables show every column of the CSV (partial_week in the week): the
+    # cost columns (docs/metrics.md §11.9) in two of their own.
     assert set(shown(runs_side)) | set(shown(steps_side)) | set(shown(spend)) | set(
-        shown(cost_budgets)) == set(weekly.columns)
+        shown(cost_budgets)) | {"partial_week"} == set(weekly.columns)
     assert labels(spend)["cost_usd"] == "cost"
     assert labels(cost_budgets)["top_cost_culprit"] == "largest $ share"
     heads = labels(runs_side)
     assert heads["runs"] == "runs (all)"
-    assert heads["exhaustion_rate"] == "exhausted ÷ budgeted"
+    assert heads["exhaustion_rate"] == "exh. ÷ budgeted"
     assert heads["top_culprit"] == "largest share"
-    assert heads["partial_week"] == "partial"
     # ... and each header's tooltip names the CSV column it shows.
     config = json.loads(runs_side.proto.columns)
     for name in weekly.columns:
-        assert config[name]["help"].endswith(f"CSV column: {name}"), (name, config[name])
+        if name != "week":
+            assert config[name]["help"].endswith(f"CSV column: {name}"), (name, config[name])
     assert heads["budgeted_runs"] == "budgeted"
     assert labels(steps_side)["reconciliation_rate"] == "reconciled ÷ writes"
     # No header shows a bare CSV name that would say something else (`runs` counts
@@ -89,6 +99,34 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
     assert "runs" not in headers and "exhaustion_rate" not in headers, headers
     # The sample's weekly runs add up to the period's runs, budgeted or not.
     assert weekly["runs"].sum() == len(query(db, "runs"))
+
+
+def test_each_week_has_a_row_over_all_agents(db: str) -> None:
+    """The weekly page showed no row per week over every agent: its counts are the agents'
+    sums, its rates and percentiles those of the week's runs, its largest share the
+    attribution report's for the week (each by docs/metrics.md §7)."""
+    at = open_page("weekly")
+    table = at.dataframe[0].value.reset_index(drop=True)
+    weekly = query(db, "weekly")
+    runs = query(db, "runs")
+    whole = table[table["agent"] == summaries.ALL_AGENTS]
+    assert len(whole) == weekly["week"].nunique()
+    for (_, row), (week, of_week) in zip(whole.iterrows(), weekly.groupby("week"),
+                                         strict=True):
+        assert row["runs"] == of_week["runs"].sum()
+        assert row["exhausted_runs"] == of_week["exhausted_runs"].sum()
+        assert row["exhaustion_rate"] == pytest.approx(
+            of_week["exhausted_runs"].sum() / of_week["budgeted_runs"].sum())
+        start, end = summaries.week_bounds(week)
+        in_week = runs[(pd.to_datetime(runs["start"], utc=True) >= start)
+                       & (pd.to_datetime(runs["start"], utc=True) < end)]
+        assert row["utilisation_p99"] == pytest.approx(
+            in_week["utilisation"].dropna().quantile(0.99))
+        since = max(start, FILTERS.since)
+        until = min(end, FILTERS.until)
+        top = query(db, "attribution", Filters(since, until)).iloc[0]
+        assert (row["top_culprit"], row["top_culprit_share"]) == (
+            top["step_key"], pytest.approx(top["budget_share"]))
 
 
 def test_utilisation_runs_say_budgeted(db: str) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.cli import cli
-from budgetscope.server.read_api import RefusedCommand, ServedCommands
+from budgetscope.server.read_api import ServedCommands
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI
@@ -31,8 +31,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receivers]:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0))
     receivers.http.add_route(BUDGETS, BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer),
                                                       receivers.http.token))
-    receivers.http.add_route(CLI, CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run,
-                                              RefusedCommand, receivers.http.token))
+    receivers.http.add_route(CLI, CliEndpoint(ServedCommands(owner, group=cli, seconds=60),
+                                              receivers.http.token))
     receivers.start()
     yield receivers
     receivers.stop(10)

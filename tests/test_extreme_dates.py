@@ -6,7 +6,6 @@ ServedCommands over an owner of the file, and POST /cli over HTTP), and on the d
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 import json
@@ -18,8 +17,8 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from budgetscope.server.read_api import RefusedCommand, ServedCommands
-from ingest.receivers.cli_endpoint import PATH, CliEndpoint
+from budgetscope.server.read_api import ServedCommands
+from ingest.receivers.cli_endpoint import PATH, CliEndpoint, read_answer
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
 from tests.support import ui
@@ -123,8 +122,7 @@ def test_through_the_read_api_the_same_answer(owner: DatabaseOwner, db: str,
 def test_over_http_never_a_500(owner: DatabaseOwner) -> None:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token="t" * 16))
     commands = ServedCommands(owner, group=cli, seconds=60)
-    receivers.http.add_route(PATH, CliEndpoint(commands.run, RefusedCommand,
-                                               receivers.http.token))
+    receivers.http.add_route(PATH, CliEndpoint(commands, receivers.http.token))
     receivers.start()
     try:
         for arguments, expected in ([["report", "runs", "--since", "0001-01-01"], 0],
@@ -133,9 +131,8 @@ def test_over_http_never_a_500(owner: DatabaseOwner) -> None:
                                     *[[usage, 2] for usage in USAGE]):
             status, _, body = _send_token(receivers, arguments)
             assert status == 200, (arguments, body)
-            answer = json.loads(body)
-            assert answer["status"] == expected, (arguments,
-                                                  base64.b64decode(answer["stderr"]))
+            code, _, err = read_answer(body.splitlines())
+            assert code == expected, (arguments, err)
     finally:
         receivers.stop(10)
 

@@ -166,3 +166,16 @@ def test_nothing_of_the_request_goes_into_the_page() -> None:
     hostile = "/<script>alert(1)</script>"
     assert head_additions(hostile) == head_additions("/nosuch")
     assert b"alert" not in head_additions(hostile)
+
+
+def test_every_page_starts_its_sidebar_collapsed_in_a_narrow_window() -> None:
+    """Streamlit collapses the sidebar at 768 px and below only: each page's head sets the
+    client's own key when the user has chosen nothing (tests/browser/test_browser_narrow.py
+    sees the effect at 900 and 1400 px)."""
+    from dashboard.server.page_head import NARROW_PX, OURS_KEY, SIDEBAR_KEY
+
+    for path in ("/", "/runs", "/weekly/", "/app/under/a/base/run"):
+        additions = head_additions(path)
+        assert f'k="{SIDEBAR_KEY}"'.encode() in additions, path
+        assert f'm="{OURS_KEY}"'.encode() in additions, path
+        assert f"innerWidth<{NARROW_PX}".encode() in additions, path

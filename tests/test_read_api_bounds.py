@@ -1,7 +1,8 @@
 """The read API's bounds (POST /cli): its pool is its own and bounded, so that calls beyond it
-are answered 503 with Retry-After while exports and health checks go on being answered; and
-one call's memory is bounded by constants (rows read, rows and bytes answered), past which the
-command is refused with a message saying how to narrow it.
+are answered 503 with Retry-After while exports and health checks go on being answered; a CSV
+or JSON report is streamed whatever its size (the same bytes as on the file), a client that
+leaves stops it; and what a command builds whole is bounded by constants (rows read, rows
+answered), past which it is refused with a message saying how to narrow it.
 
 In process: real receivers on 127.0.0.1 over a real DuckDB file, the real CliEndpoint and
 ServedCommands; the pool is filled with real threads that wait on an event, standing for slow
@@ -9,9 +10,10 @@ reports, so that the moment it is full is certain rather than timed."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
+import re
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +23,10 @@ import pytest
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
-from budgetscope.server.read_api import RefusedCommand, ServedCommands
+from budgetscope.server.read_api import ServedCommands
 from ingest.files.loader import load_files
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
-from ingest.receivers.cli_endpoint import PATH, CliEndpoint
+from ingest.receivers.cli_endpoint import ANSWER_TYPE, PATH, CliEndpoint, read_answer
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
@@ -54,8 +56,7 @@ def receivers(tmp_path: Path) -> Iterator[tuple[Receivers, CliEndpoint]]:
     owner = DatabaseOwner(tmp_path / "bounds.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
                           derive=True)
-    endpoint = CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run, RefusedCommand,
-                           receivers.http.token)
+    endpoint = CliEndpoint(ServedCommands(owner, group=cli, seconds=60), receivers.http.token)
     receivers.http.add_route(PATH, endpoint)
     receivers.http.pages.update(OperatorPages(receivers.committer, receivers.exporter.counters,
                                               receivers.http.token).pages())
@@ -97,10 +98,11 @@ def test_slow_calls_never_hold_exports_or_health(receivers) -> None:
         release.set()
     for future in slow:
         future.result(60)
-    status, _, body = _send(served, "POST", PATH, ask, "application/json")
-    assert status == 200
-    answer = json.loads(body)
-    assert answer["status"] == 0 and base64.b64decode(answer["stdout"]).startswith(b"week,")
+    status, headers, body = _send(served, "POST", PATH, ask, "application/json")
+    assert status == 200 and headers["Content-Type"] == ANSWER_TYPE
+    assert headers["Transfer-Encoding"] == "chunked"
+    code, out, _ = read_answer(body.splitlines())
+    assert code == 0 and out.startswith(b"week,")
 
 
 # ---- what one call may hold: rows read, rows answered, bytes answered ----------------------
@@ -124,8 +126,9 @@ def _run(owner: DatabaseOwner, argv: list[str], **bounds: int) -> tuple[int, str
 
 
 @pytest.mark.slow
-def test_a_huge_json_answer_is_refused_with_how_to_narrow_it(sample_owner) -> None:
-    status, out, err = _run(sample_owner, ["report", "runs", "--format", "json"],
+def test_a_report_built_whole_past_its_rows_is_refused_saying_how_to_narrow_it(
+        sample_owner) -> None:
+    status, out, err = _run(sample_owner, ["report", "runs", "--format", "table"],
                             answer_rows=1_000)
     assert (status, out) == (1, "")
     assert "1,800 rows" in err and "at most 1,000" in err
@@ -138,39 +141,137 @@ def test_a_huge_json_answer_is_refused_with_how_to_narrow_it(sample_owner) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("form", ["json", "csv"])
+def test_a_csv_or_json_report_is_streamed_whatever_its_rows(sample_owner, form: str) -> None:
+    """No row bound applies: the rows are written as the query hands them over, the same
+    bytes as without any bound (and as on the file: tests/test_cli_server.py)."""
+    bounded = _run(sample_owner, ["report", "runs", "--format", form], answer_rows=100,
+                   read_rows=100)
+    assert bounded[0] == 0, bounded[2]
+    assert bounded == _run(sample_owner, ["report", "runs", "--format", form])
+    assert bounded[1].count("\n") > 1_800
+
+
+@pytest.mark.slow
 def test_a_command_reading_more_rows_than_the_bound_is_refused(sample_owner) -> None:
     status, out, err = _run(sample_owner, ["report", "runs", "--limit", "5"], read_rows=1_000)
     assert (status, out) == (1, "")
     assert "reads at most 1,000 rows" in err and "runs_report" in err and "--since" in err
     # The same query within the bound: every row, the same bytes as without a bound.
-    assert _run(sample_owner, ["report", "runs"], read_rows=1_800) == \
-        _run(sample_owner, ["report", "runs"])
-
-
-@pytest.mark.slow
-def test_an_answer_past_its_bytes_is_refused_and_check_says_it_could_not_check(
-        sample_owner) -> None:
-    status, out, err = _run(sample_owner, ["report", "runs", "--limit", "200"],
-                            answer_bytes=10_000)
-    assert (status, out) == (1, "")
-    assert "passes 10,000 bytes" in err and "--limit" in err
-    status, out, err = _run(sample_owner, ["check", "--max-exhaustion-rate", "0.5",
-                                           "--window", "1000d"], answer_bytes=100)
-    assert (status, out) == (2, ""), err
+    assert _run(sample_owner, ["report", "runs", "--limit", "5"], read_rows=1_800) == \
+        _run(sample_owner, ["report", "runs", "--limit", "5"])
 
 
 @pytest.mark.slow
 def test_the_refusal_reaches_the_client_over_http(sample_owner, tmp_path: Path) -> None:
     receivers = Receivers(sample_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
     commands = ServedCommands(sample_owner, group=cli, seconds=60, answer_rows=100)
-    receivers.http.add_route(PATH, CliEndpoint(commands.run, RefusedCommand,
-                                               receivers.http.token))
+    receivers.http.add_route(PATH, CliEndpoint(commands, receivers.http.token))
     receivers.start()
     try:
-        ask = json.dumps({"argv": ["report", "runs", "--format", "json"]}).encode()
+        ask = json.dumps({"argv": ["report", "runs", "--format", "table"]}).encode()
         status, _, body = _send(receivers, "POST", PATH, ask, "application/json")
     finally:
         receivers.stop(10)
-    answer = json.loads(body)
-    assert status == 200 and answer["status"] == 1 and answer["stdout"] == ""
-    assert b"--limit" in base64.b64decode(answer["stderr"])
+    code, out, err = read_answer(body.splitlines())
+    assert status == 200 and code == 1 and out == b""
+    assert b"--limit" in err
+
+
+@pytest.fixture(scope="module")
+def large_owner(sample_owner: DatabaseOwner,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseOwner]:
+    """The sample's runs copied under new ids up to 36,000: a JSON answer of about 20 MB,
+    more than the socket buffers and the stream's window hold."""
+    path = tmp_path_factory.mktemp("answer-large") / "large.duckdb"
+    cursor = sample_owner.cursor()
+    try:
+        cursor.execute("CHECKPOINT")
+    finally:
+        cursor.close()
+    shutil.copyfile(sample_owner.path, path)
+    con = connect(path)
+    try:
+        con.execute("CREATE TEMP TABLE base_runs AS SELECT * FROM runs")
+        for copy in range(1, 20):
+            con.execute("INSERT INTO runs SELECT * REPLACE (md5(run_id || ?::VARCHAR) AS "
+                        "run_id, md5(trace_id || ?::VARCHAR) AS trace_id) FROM base_runs",
+                        [copy, copy])
+    finally:
+        con.close()
+    owner = DatabaseOwner(path)
+    yield owner
+    owner.close()
+
+
+@pytest.mark.slow
+def test_a_client_that_leaves_stops_the_command(large_owner) -> None:
+    """The answer is written only as fast as the client takes it: a client that reads a few
+    bytes and leaves frees the call's thread at once (its next write stops the command),
+    rather than after the minute a client may take nothing; more of them than the pool holds
+    in a row are each answered."""
+    receivers = Receivers(large_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
+    endpoint = CliEndpoint(ServedCommands(large_owner, group=cli, seconds=60),
+                           receivers.http.token)
+    receivers.http.add_route(PATH, endpoint)
+    receivers.start()
+    try:
+        ask = json.dumps({"argv": ["report", "runs", "--format", "json"]}).encode()
+        for _ in range(endpoint.pool.limit + 2):
+            url = urlsplit(receivers.http.endpoint)
+            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+            connection.request("POST", PATH, body=ask, headers={
+                "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read(16)
+            connection.sock.close()  # gone, the answer half read
+            connection.close()
+        # every call that left gave its slot back: a whole answer still comes
+        status, _, body = _send(receivers, "POST", PATH, ask, "application/json")
+        code, out, _ = read_answer(body.splitlines())
+        assert status == 200 and code == 0 and len(out) > 16 * 1024 * 1024
+    finally:
+        receivers.stop(10)
+
+
+# json.dumps knows no Decimal: dollars go through it as marked text, then become the number of
+# their digits that the JSON writer writes (queries/money.py dollar_text).
+_DOLLARS = re.compile(r'"\$dollars:([0-9.]+)\$"')
+
+
+def _dollars_marked(value: object) -> object:
+    from decimal import Decimal
+
+    from queries.money import dollar_text
+    return f"$dollars:{dollar_text(value)}$" if isinstance(value, Decimal) else value
+
+
+@pytest.mark.slow
+def test_pieces_write_the_bytes_of_the_whole_frame(large_owner) -> None:
+    """A report streamed in pieces is the report whole: the same CSV, and the JSON that
+    json.dumps writes for the whole list (checked against it, not against json_chunks), for
+    every report, the runs report in many pieces."""
+    import datetime as dt
+
+    from queries.render import cell, csv_chunks, json_chunks, to_csv_bytes
+    from queries.reports import REPORTS, report_pieces
+    from queries.terminal import json_inert
+
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    cursor = large_owner.cursor()
+    try:
+        for name, report in REPORTS.items():
+            whole = report(cursor, now=now) if name == "weekly" else report(cursor)
+            pieces = list(report_pieces(cursor, name, now=now))
+            if name == "runs":
+                assert len(pieces) > 10 and sum(map(len, pieces)) == len(whole) == 36_000
+            columns = [str(c) for c in whole.columns]
+            records = [{c: _dollars_marked(cell(v, c)) for v, c in zip(row, columns, strict=True)}
+                       for row in whole.itertuples(index=False, name=None)]
+            expected = _DOLLARS.sub(r"\1", json_inert(json.dumps(records, indent=2,
+                                                                ensure_ascii=False))) + "\n"
+            assert b"".join(json_chunks(pieces)).decode() == expected, name
+            assert b"".join(csv_chunks(pieces)) == to_csv_bytes(whole), name
+    finally:
+        cursor.close()

@@ -10,7 +10,10 @@ import pandas as pd
 
 from queries.run_story import (
     COMPARE,
+    DECLARE_BUDGET,
+    DECLARE_CAP,
     NOT_THE_HOLDER,
+    NOTHING,
     READ_BACK,
     SMALLER_CAP,
     failures_line,
@@ -138,7 +141,7 @@ def test_step_names_carry_their_number() -> None:
 def steps_frame(*rows: dict[str, object]) -> pd.DataFrame:
     base = {"span_id": "", "number": "1", "step_key": "tool:t", "kind": "tool",
             "step_class": "ok", "is_top_level": True, "cap_ms": None, "allocated_ms": None,
-            "utilisation": None, "consumption_ms": 0.0, "start_ns": 0}
+            "utilisation": None, "consumption_ms": 0.0, "duration_ms": 0.0, "start_ns": 0}
     return pd.DataFrame([{**base, **row} for row in rows])
 
 
@@ -159,18 +162,74 @@ def test_next_step_reads_back_an_orphan_write_first() -> None:
     assert failures_line(steps) == "1 client give-up (#4)"
 
 
-def test_next_step_suggests_a_smaller_cap_for_a_tool_that_used_its_allocation() -> None:
+def test_next_step_is_what_if_at_a_smaller_cap_for_a_capped_culprit_of_any_kind() -> None:
+    """The culprits of most of the demo's exhausted runs are models and queues: the run view
+    offered What if only for a tool, and for the others the generic Compare."""
     steps = steps_frame(
         {"span_id": "a", "number": "1", "step_key": "tool:fetch_report", "cap_ms": 9_000,
          "allocated_ms": 9_000, "utilisation": 1.0, "consumption_ms": 9_000.0,
-         "step_class": "client_timeout"},
-        {"span_id": "b", "number": "2", "step_key": "model:gpt", "kind": "model",
-         "consumption_ms": 20_000.0})
+         "duration_ms": 9_000.0, "step_class": "client_timeout"},
+        {"span_id": "b", "number": "2", "step_key": "model:gpt-4o-mini", "kind": "model",
+         "cap_ms": 30_000, "allocated_ms": 30_000, "utilisation": 0.8,
+         "consumption_ms": 24_000.0, "duration_ms": 24_000.0})
     no_writes = pd.DataFrame(columns=WRITE_COLUMNS)
-    step = next_step(blamed(("b", "model:gpt", 2), ("b", "model:gpt", 2)), steps, no_writes)
-    assert (step.kind, step.step_key, step.cap_ms) == (SMALLER_CAP, "tool:fetch_report", 4_500)
-    assert step.text.startswith("#1 tool:fetch_report used 100.0% of its 9.0 s allocation and "
-                                "spent 15.0% of the budget")
+    row = {**blamed(("b", "model:gpt-4o-mini", 2), ("b", "model:gpt-4o-mini", 2)),
+           "agent": "support-agent", "start_ns": 1_795_000_000 * S}  # 2026-11-18
+    step = next_step(row, steps, no_writes)
+    assert (step.kind, step.step_key, step.cap_ms) == (SMALLER_CAP, "model:gpt-4o-mini", 12_000)
+    assert step.text == (
+        "#2 model:gpt-4o-mini used 80.0% of its 30.0 s allocation and spent 40.0% of the "
+        "budget: see in What if how support-agent's runs fare with its cap at 12.0 s "
+        "(2026-11-15 to 2026-11-22, the week around this run).")
+    assert (step.since, step.until, step.agent) == ("2026-11-15", "2026-11-22", "support-agent")
+    assert step.commands == (("simulate", "--cap", "model:gpt-4o-mini=12s", "--agent",
+                              "support-agent", "--since", "2026-11-15", "--until",
+                              "2026-11-22", "--format", "table"),)
+    assert step.what_if
+
+
+def test_next_step_declares_a_cap_for_an_uncapped_culprit() -> None:
+    steps = steps_frame({"span_id": "q", "number": "15", "step_key": "queue:handoff_queue",
+                         "kind": "queue", "allocated_ms": 50_000, "consumption_ms": 43_250.0,
+                         "duration_ms": 43_250.0})
+    row = {**blamed(("q", "queue:handoff_queue", 15), ("q", "queue:handoff_queue", 15)),
+           "agent": "support-agent", "start_ns": 1_795_000_000 * S}
+    step = next_step(row, steps, pd.DataFrame(columns=WRITE_COLUMNS))
+    assert (step.kind, step.step_key, step.cap_ms) == (DECLARE_CAP, "queue:handoff_queue",
+                                                       21_600)
+    assert step.text.startswith("#15 queue:handoff_queue has no cap and spent 72.1% of the "
+                                "budget (43.2 s): declare one")
+    assert step.commands[0] == ("budgets", "cap", "queue:handoff_queue", "21.6s")
+    assert step.commands[1][:3] == ("simulate", "--cap", "queue:handoff_queue=21.6s")
+    assert step.what_if
+
+
+def test_next_step_declares_a_budget_for_a_run_without_one() -> None:
+    row = {**blamed(("a", "tool:t", 1), ("a", "tool:t", 1)), "budget_ms": None,
+           "deadline_ns": None, "agent": "triage-agent", "elapsed_ms": 11_200.0}
+    step = next_step(row, steps_frame({"span_id": "a"}), pd.DataFrame(columns=WRITE_COLUMNS),
+                     typical=True)
+    assert step.kind == DECLARE_BUDGET and not step.what_if
+    assert step.commands == (("budgets", "set", "triage-agent", "17s"),)
+    nobody = next_step({**row, "agent": None}, steps_frame({"span_id": "a"}),
+                       pd.DataFrame(columns=WRITE_COLUMNS))
+    assert nobody.commands == (("budgets", "set", "--default", "17s"),)
+
+
+def test_compare_only_when_a_typical_run_exists() -> None:
+    steps = steps_frame({"span_id": "b", "number": "2", "step_key": "model:gpt", "kind": "model",
+                         "consumption_ms": 20_000.0, "duration_ms": 20_000.0})
+    no_writes = pd.DataFrame(columns=WRITE_COLUMNS)
     healthy = blamed(("b", "model:gpt", 2), ("b", "model:gpt", 2), exhausted=False)
-    assert next_step(healthy, steps, no_writes).kind == COMPARE
+    assert next_step(healthy, steps, no_writes, typical=True).kind == COMPARE
+    alone = next_step({**healthy, "agent": "solo-agent"}, steps, no_writes, typical=False)
+    assert alone.kind == NOTHING and "no completed run of solo-agent" in alone.text
     assert failures_line(steps_frame({})) == "no failed step"
+
+
+def test_refused_and_cancelled_read_the_same_in_the_plural() -> None:
+    steps = steps_frame({"span_id": "a", "number": "1", "step_class": "refused"},
+                        {"span_id": "b", "number": "2", "step_class": "refused"},
+                        {"span_id": "c", "number": "3", "step_class": "cancelled"},
+                        {"span_id": "d", "number": "4", "step_class": "cancelled"})
+    assert failures_line(steps) == "2 refused (#1, #2), 2 cancelled (#3, #4)"

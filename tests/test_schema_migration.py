@@ -124,6 +124,9 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
               "output.value": "Tool 'x' timed out after 5 seconds." + "y" * 400,
               "rpc.system": "grpc", "tool.name": "t", "http.status_code": "503"}
     b.span("everything", 0, 10, parent=run, attributes=values)
+    # labels that begin or end in a t, n or r: the migration once trimmed those letters too
+    b.span("labels", 10, 20, parent=run, attributes={
+        "traceloop.span.kind": " Tool\t", "llm.request.type": "chat\n"})
     b.span("payload", 10, 20, parent=run, attributes={"output.value": "x" * 5000})
     db = tmp_path / "v3.duckdb"
     con = connect(db)
@@ -151,6 +154,8 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         assert expected[new_columns.index("url_full_host")] == "api.example.com"
         assert expected[new_columns.index("llm_invocation_model")] == "gpt-inv"
         assert expected[-1] == 503 and HTTP_STATUS_KEYS[-1] == "http.status_code"
+        assert con.execute("SELECT traceloop_span_kind, llm_request_type FROM spans "
+                           "WHERE name = 'labels'").fetchone() == ("tool", "chat")
         assert con.execute("SELECT output_value_head FROM spans WHERE name = 'payload'"
                            ).fetchone() == (None,)  # only a timeout result's start is typed
         assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
@@ -289,5 +294,37 @@ def test_version_6_gains_tokens_and_dollars_filled_as_ingest_types_them(tmp_path
                     "VALUES ('default', '', now(), 5)")  # a row without a duration: allowed
         assert con.execute("SELECT agent, budget_ms, tokens FROM declared_budgets ORDER BY agent"
                            ).fetchall() == [("", None, 5), ("billing", 45000, None)]
+    finally:
+        con.close()
+
+
+def test_version_6_retypes_the_labels_the_3_to_4_migration_cut(tmp_path: Path) -> None:
+    """The 3 → 4 migration trimmed labels with ' \\t\\n\\r', which DuckDB reads without
+    escapes, so `tool` became `ool` in files that came through it; 6 → 7 types them again
+    from the attributes, as ingest does."""
+    from tests.support.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=7)
+    run = b.run(0, 1_000, 1_000)
+    b.span("labels", 0, 10, parent=run, attributes={
+        "openinference.span.kind": "TOOL", "traceloop.span.kind": "task",
+        "llm.request.type": "chat", "ai.operationId": "ai.toolCall"})
+    db = tmp_path / "v6-cut.duckdb"
+    con = connect(db)
+    select = ("SELECT openinference_span_kind, traceloop_span_kind, llm_request_type, "
+              "ai_operation_id FROM spans WHERE name = 'labels'")
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        assert con.execute(select).fetchone() == ("tool", "task", "chat", "ai.toolcall")
+        con.execute("UPDATE spans SET openinference_span_kind = 'ool', "
+                    "traceloop_span_kind = 'as', llm_request_type = 'cha', "
+                    "ai_operation_id = 'ai.toolcall' WHERE name = 'labels'")
+        con.execute("DROP TABLE metered_spans")
+        con.execute("UPDATE budgetscope_meta SET value = '6' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute(select).fetchone() == ("tool", "task", "chat", "ai.toolcall")
     finally:
         con.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import httpx
 import pytest
-from budgetscope_sdk import REMAINING_HEADER, RunBudget, current_step
+from budgetscope_sdk import REMAINING_HEADER, BudgetExhausted, Price, RunBudget, current_step
 from budgetscope_sdk.adapters.common import ToolPolicy
 from budgetscope_sdk.httpx_transport import AsyncBudgetTransport
 from openai import AsyncOpenAI
@@ -272,3 +272,146 @@ def test_openai_agents_spans_are_annotated_and_each_call_is_one_step_in_budgetsc
         annotated[attributes["openai_agents.span_id"]] = attributes["openai_agents.span_type"]
     # Each Agents SDK call span is annotated by exactly one budget step, and vice versa.
     assert annotated == joined
+
+
+# -- money and tokens ----------------------------------------------------------------------------
+PRICES = {"fake-gpt": {"input": "2.5", "output": "10"}}
+
+
+def plain_openai_client(model_url: str) -> AsyncOpenAI:
+    """No budget transport: the usage can only come from the framework's own response."""
+    return AsyncOpenAI(base_url=f"{model_url}/v1", api_key="test-key", max_retries=0)
+
+
+@pytest.mark.parametrize("transport", [True, False])
+def test_pydantic_ai_model_calls_are_allocated_held_and_record_their_usage(
+        transport: bool) -> None:
+    from budgetscope_sdk.adapters.pydantic_ai import BudgetedModel, run
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.settings import ModelSettings
+
+    spans = capture()
+    usage = [{"input": 1000, "cache_read": 400, "output": 900}]
+    with serve(FakeModel, ModelState(None, answer="the answer", usage=usage,
+                                     prices=PRICES)) as (model_url, model):
+        client = openai_client(model_url) if transport else plain_openai_client(model_url)
+        chat = OpenAIChatModel("fake-gpt", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(BudgetedModel(chat, max_output_tokens=2000, price=Price(input=2.5,
+                                                                              output=10)))
+
+        async def main() -> str:
+            async with RunBudget(20, usd=0.02, tracer=spans.tracer) as budget:
+                result = await run(budget, agent, "answer",
+                                   model_settings=ModelSettings(max_tokens=4000))
+                return result.output
+
+        assert asyncio.run(main()) == "the answer"
+    # $0.02 affords 2,000 output tokens at $10 per million (no input estimate yet): the
+    # framework's max_tokens setting was lowered to the allocation (pydantic-ai sends it as
+    # max_completion_tokens), and the model stopped there.
+    assert model.requests[0]["max_completion_tokens"] == 2000
+    (step,) = spans.steps()
+    assert step["budget.allocated_tokens"] == 2000
+    (bill,) = model.billed
+    assert (step["gen_ai.usage.input_tokens"], step["gen_ai.usage.output_tokens"],
+            step["gen_ai.usage.cache_read.input_tokens"]) == (1000, 900, 400)
+    assert round(step["budget.cost_usd"] * 1e9) == bill["cost_nano"]
+
+
+@pytest.mark.parametrize("transport", [True, False])
+def test_openai_agents_model_calls_are_allocated_and_record_their_usage(transport: bool) -> None:
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, set_tracing_disabled
+    from budgetscope_sdk.adapters.openai_agents import budgeted_agent, run
+
+    set_tracing_disabled(True)
+    spans = capture()
+    usage = [{"input": 1500, "cache_read": 500, "output": 700, "reasoning": 70}]
+    with serve(FakeModel, ModelState(None, answer="the answer", usage=usage,
+                                     prices=PRICES)) as (model_url, model):
+        client = openai_client(model_url) if transport else plain_openai_client(model_url)
+        agent = budgeted_agent(Agent(
+            name="writer", model=OpenAIChatCompletionsModel("fake-gpt", client),
+            model_settings=ModelSettings(max_tokens=8000)),
+            max_output_tokens=4000, price=Price(input=2.5, output=10))
+
+        async def main() -> str:
+            async with RunBudget(20, usd=0.03, tracer=spans.tracer) as budget:
+                return (await run(budget, agent, "write")).final_output
+
+        assert asyncio.run(main()) == "the answer"
+    assert model.requests[0]["max_tokens"] == 3000  # $0.03 at $10 per million output tokens
+    (step,) = spans.steps()
+    (bill,) = model.billed
+    assert (step["budget.allocated_tokens"], step["gen_ai.usage.input_tokens"],
+            step["gen_ai.usage.output_tokens"], step["gen_ai.usage.cache_read.input_tokens"],
+            step["gen_ai.usage.reasoning.output_tokens"]) == (3000, 1500, 700, 500, 70)
+    assert round(step["budget.cost_usd"] * 1e9) == bill["cost_nano"]
+
+
+def test_a_model_call_the_money_cannot_cover_is_refused_and_never_sent() -> None:
+    from budgetscope_sdk.adapters.pydantic_ai import BudgetedModel, run
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    spans = capture()
+    with serve(FakeModel, ModelState(None)) as (model_url, model):
+        chat = OpenAIChatModel("fake-gpt", provider=OpenAIProvider(
+            openai_client=openai_client(model_url)))
+        agent = Agent(BudgetedModel(chat, price=Price(input=2.5, output=10)))
+
+        async def main() -> None:
+            async with RunBudget(20, usd=0.001, tracer=spans.tracer) as budget:
+                await run(budget, agent, "answer")
+
+        with pytest.raises(BudgetExhausted, match="refused model:fake-gpt"):
+            asyncio.run(main())
+    assert model.requests == []  # refused before anything was sent
+    (step,) = spans.steps()
+    assert (step["budget.outcome"], step["budget.refused_by"]) == ("refused", "usd")
+    run_span = spans.run().attributes
+    assert (run_span["budget.run.outcome"], run_span["budget.run.exhausted_by"]) == (
+        "exhausted", "usd")
+
+
+@pytest.mark.parametrize("transport", [True, False])
+def test_openai_agents_streamed_model_calls_record_their_usage(transport: bool) -> None:
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        Runner,
+        set_tracing_disabled,
+    )
+    from budgetscope_sdk.adapters.openai_agents import budgeted_agent
+
+    set_tracing_disabled(True)
+    spans = capture()
+    usage = [{"input": 800, "cache_read": 300, "output": 120}]
+    # Without the budget transport, the stream carries usage only when the agent asks for it.
+    settings = ModelSettings() if transport else ModelSettings(include_usage=True)
+    with serve(FakeModel, ModelState(None, answer="streamed", usage=usage,
+                                     prices=PRICES)) as (model_url, model):
+        client = openai_client(model_url) if transport else plain_openai_client(model_url)
+        agent = budgeted_agent(Agent(name="writer", model=OpenAIChatCompletionsModel(
+            "fake-gpt", client), model_settings=settings), max_output_tokens=500,
+            price=Price(input=2.5, output=10))
+
+        async def main() -> str:
+            async with RunBudget(20, usd=1, tracer=spans.tracer):
+                result = Runner.run_streamed(agent, "write")
+                async for _ in result.stream_events():
+                    pass
+                return str(result.final_output)
+
+        assert asyncio.run(main()) == "streamed"
+    request = model.requests[0]
+    assert request["stream"] is True and request["stream_options"]["include_usage"] is True
+    assert request["max_tokens"] == 500
+    (step,) = spans.steps()
+    (bill,) = model.billed
+    assert (step["gen_ai.usage.input_tokens"], step["gen_ai.usage.output_tokens"],
+            step["gen_ai.usage.cache_read.input_tokens"]) == (800, 120, 300)
+    assert round(step["budget.cost_usd"] * 1e9) == bill["cost_nano"]

@@ -105,11 +105,13 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 
 def test_every_python_block_of_the_sdk_readme_runs() -> None:
     """sdk/README.md's examples run as copied against the installed SDK, and those that export
-    (the sync and the async start) deliver a run with its budget and its steps' outcomes."""
+    (the sync and the async start, the money example) deliver a run with its budget and its
+    steps' outcomes (and the money example its costs and its refusal)."""
     blocks = [m["body"] for m in PYTHON_BLOCK.finditer(README.read_text(encoding="utf-8"))]
     assert len(blocks) >= 4  # the sync start, the async start, failure semantics, threads
     exporting = [body for body in blocks if DEFAULT_ENDPOINT in body]
-    assert len(exporting) >= 2
+    assert len(exporting) >= 3
+    printed: dict[str, str] = {}
     with otlp_receiver() as (endpoint, received):
         for body in blocks:
             done = subprocess.run([sys.executable, "-c", body.replace(DEFAULT_ENDPOINT, endpoint)],
@@ -117,6 +119,7 @@ def test_every_python_block_of_the_sdk_readme_runs() -> None:
             assert done.returncode == 0, (body, done.stderr)
             assert "Traceback" not in done.stderr and "Failed to export" not in done.stderr, \
                 done.stderr
+            printed[body] = done.stdout
     spans = [span for request in received for resource in request.resource_spans
              for scope in resource.scope_spans for span in scope.spans]
     attributes = [{kv.key: _value(kv.value) for kv in span.attributes} for span in spans]
@@ -128,3 +131,18 @@ def test_every_python_block_of_the_sdk_readme_runs() -> None:
     # the call that answered in time states nothing (budgetscope reads it as ok); the one cut at
     # its slice is our timeout, though the agent caught it
     assert sorted(map(str, searches)) == ["None", "client_timeout"], searches
+    # The money example: two calls whole, one shrunk, one refused, and what the README says
+    # it prints.
+    researcher = runs["researcher"]
+    assert (researcher["budget.total_usd"], researcher["budget.reserve_usd"],
+            researcher["budget.run.outcome"], researcher["budget.run.exhausted_by"]) == (
+        0.1, 0.01, "partial", "usd")
+    model_steps = [a for a in attributes if a.get("budget.step.name") == "gpt-4.1"]
+    assert sorted((a.get("budget.allocated_tokens", 0), a.get("budget.cost_usd", 0.0),
+                   a.get("budget.refused_by", "")) for a in model_steps) == [
+        (0, 0.0, "usd"), (1500, 0.02, ""), (3000, 0.035, ""), (3000, 0.035, "")]
+    (money_block,) = [body for body in blocks if 'agent="researcher"' in body]
+    text = README.read_text(encoding="utf-8")
+    shown = text[text.index("It prints:\n\n```\n", text.index(money_block)):]
+    shown = shown[len("It prints:\n\n```\n"):shown.index("```", len("It prints:\n\n```\n"))]
+    assert printed[money_block] == shown

@@ -345,7 +345,7 @@ def test_cli_simulate_csv_json_table(hand_db: str, tmp_path: Path) -> None:
 ])
 def test_cli_simulate_bad_input(hand_db: str, args: list[str], message: str) -> None:
     result = invoke(hand_db, *args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error, as every command's (it exited 1)
     assert message in result.output
     assert "Traceback" not in result.output
 

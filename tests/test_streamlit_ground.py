@@ -141,6 +141,18 @@ def test_the_client_reads_its_server_from_window_streamlit() -> None:
                                   "window.__streamlit")
 
 
+def test_the_client_keeps_the_sidebar_state_under_the_key_page_head_sets() -> None:
+    """page_head starts the sidebar collapsed in a narrow window by the localStorage key the
+    installed client reads (the browser test sees the effect; this names the series)."""
+    from dashboard.server.page_head import SIDEBAR_KEY, static_js
+
+    entry = _entry("the client keeps the sidebar's collapsed state")
+    readers = [path.name for path in static_js().glob("*.js")
+               if f"`{SIDEBAR_KEY}${{".encode() in (code := path.read_bytes())
+               and b"localStorage.getItem" in code]
+    assert readers, _moved(entry, f"no client code reads localStorage {SIDEBAR_KEY!r}")
+
+
 @pytest.mark.parametrize("name", sorted(STREAMLIT_OPTIONS))
 def test_every_option_the_dashboard_sets_exists(name: str) -> None:
     from streamlit import config
@@ -150,6 +162,77 @@ def test_every_option_the_dashboard_sets_exists(name: str) -> None:
         config.get_option(name)
     except RuntimeError as error:
         pytest.fail(_moved(entry, f"{name}: {error}"))
+
+
+def test_uvicorn_creates_its_server_where_the_connection_guard_takes_it_over() -> None:
+    """connections.take_over, entered in the app's lifespan, gets uvicorn's create_server call
+    for the dashboard's socket: uvicorn then serves through the guard's Listener (a connection
+    that sends nothing is closed after the head timeout, a request is answered)."""
+    import asyncio
+    import contextlib
+    import socket
+
+    import uvicorn
+
+    from dashboard.server.connections import ConnectionLimits, Listener, take_over
+
+    entry = _entry("uvicorn creates its listening server")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    seen: dict[str, object] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: object):  # type: ignore[no-untyped-def]
+        with take_over(asyncio.get_running_loop(), port,
+                       ConnectionLimits(head_seconds=0.5)) as taken:
+            seen["taken"] = taken
+            yield
+
+    async def app(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
+        if scope["type"] == "lifespan":
+            from starlette.applications import Starlette
+
+            await Starlette(lifespan=lifespan)(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    def probe() -> None:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as idle:
+                idle.settimeout(10)
+                started = time.monotonic()
+                seen["idle"] = (idle.recv(1), time.monotonic() - started)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as asking:
+                asking.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                seen["answer"] = asking.recv(4096)
+        finally:
+            server.should_exit = True
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        prober.join(30)
+        sock.close()
+    taken = seen.get("taken")
+    assert taken and isinstance(taken[0], Listener), \
+        _moved(entry, "uvicorn created its server without calling the loop's create_server "
+                      "with the socket")
+    assert server.servers == taken, _moved(entry, f"uvicorn kept {server.servers}")
+    data, waited = seen["idle"]  # type: ignore[misc]
+    assert data == b"" and waited < 5, _moved(entry, f"an idle connection got {data!r} after "
+                                                     f"{waited:.1f} s")
+    assert seen["answer"].startswith(b"HTTP/1.1 200"), seen["answer"]  # type: ignore[union-attr]
 
 
 def test_uvicorn_raises_the_signal_again_for_the_handler_before_it() -> None:

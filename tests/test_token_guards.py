@@ -1,5 +1,6 @@
-"""The token's guards: wrong tokens are paced per client address on every surface (the OTLP/HTTP
-port's routes, OTLP/gRPC, the dashboard), the redirect after `?token=` only ever goes to a path
+"""The token's guards: wrong tokens are paced per client address, each surface on its own (the
+OTLP/HTTP port's routes, OTLP/gRPC, the dashboard), and the right token is let through however
+many wrong ones came from its address; the redirect after `?token=` only ever goes to a path
 of the dashboard, and the CLI's client never follows a redirect to another origin with its
 token. Real receivers and a real dashboard process on 127.0.0.1; a second loopback address
 (127.0.0.2) is another client."""
@@ -68,9 +69,9 @@ def receivers(tmp_path: Path) -> Iterator[Receivers]:
     owner = DatabaseOwner(tmp_path / "tokens.duckdb")
     running = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
                                               token=TOKEN))
-    from budgetscope.server.read_api import RefusedCommand, ServedCommands
-    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60).run,
-                                                 RefusedCommand, running.http.token))
+    from budgetscope.server.read_api import ServedCommands
+    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60),
+                                                 running.http.token))
     running.http.pages.update(OperatorPages(running.committer, running.exporter.counters,
                                             running.http.token).pages())
     running.start()
@@ -105,9 +106,11 @@ def test_wrong_tokens_on_the_http_port_are_paced_per_client(receivers: Receivers
     assert answers == [401] * BURST
     status, headers = _http(receivers, "POST", "/v1/traces", "also-wrong-0000000", body=export)
     assert status == 429 and int(headers["Retry-After"]) >= 1
-    # Not compared meanwhile: the right token from that address is held back too (an
-    # exporter retries a 429), while another address is answered as ever.
-    assert _http(receivers, "POST", "/v1/traces", TOKEN, body=export)[0] == 429
+    # The right token from that very address is let through: whoever guessed there, the
+    # exporter with the token is not held back; and another address is answered as ever.
+    assert _http(receivers, "POST", "/v1/traces", TOKEN, body=export)[0] == 200
+    assert _http(receivers, "POST", CLI_PATH, TOKEN, body=b'{"argv": ["report", "weekly"]}',
+                 content_type="application/json")[0] == 200
     assert _http(receivers, "POST", "/v1/traces", TOKEN, source="127.0.0.2", body=export)[0] \
         == 200
     # Probes ask for no token and are never held back.
@@ -116,7 +119,7 @@ def test_wrong_tokens_on_the_http_port_are_paced_per_client(receivers: Receivers
     assert connection.getresponse().status == 200
     connection.close()
     assert receivers.exporter.counters.snapshot()["requests_refused"][("http", "throttled")] \
-        == 2
+        == 1
 
 
 def test_wrong_tokens_on_the_grpc_port_are_paced(receivers: Receivers) -> None:
@@ -134,10 +137,12 @@ def test_wrong_tokens_on_the_grpc_port_are_paced(receivers: Receivers) -> None:
 
         assert [code(f"wrong-{n:012d}") for n in range(BURST)] == \
             [grpc.StatusCode.UNAUTHENTICATED] * BURST
-        # Paced, as a retryable answer: an exporter with the right token comes back later.
-        assert code(TOKEN) is grpc.StatusCode.UNAVAILABLE
-    # One count for both ports: the HTTP port holds this address back too.
-    assert _http(receivers, "POST", "/v1/traces", TOKEN, body=body)[0] == 429
+        # Paced, as a retryable answer that tells nothing new; the right token goes through.
+        assert code("wrong-again-000000") is grpc.StatusCode.UNAVAILABLE
+        assert code(TOKEN) is grpc.StatusCode.OK
+    # Each port counts on its own: the HTTP port tells this address "wrong" as ever.
+    assert _http(receivers, "POST", "/v1/traces", "wrong-at-http-0000", body=body)[0] == 401
+    assert _http(receivers, "POST", "/v1/traces", TOKEN, body=body)[0] == 200
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +194,14 @@ def test_wrong_tokens_on_the_dashboard_are_paced(dashboard: ui.Dashboard) -> Non
     answers = [_get(dashboard.port, f"/?token=wrong-{n:012d}", source)[0]
                for n in range(BURST)]
     assert answers == [401] * BURST
-    status, headers = _get(dashboard.port, f"/?token={TOKEN}", source)
+    status, headers = _get(dashboard.port, "/?token=wrong-again-000000", source)
     assert status == 429 and int(headers["retry-after"]) >= 1
+    assert _get(dashboard.port, "/", source,
+                headers={"Authorization": "Bearer wrong-bearer-0000"})[0] == 429
+    # The owner, from that very address, is let in.
+    assert _get(dashboard.port, f"/?token={TOKEN}", source)[0] == 303
     assert _get(dashboard.port, "/", source, headers={"Authorization": f"Bearer {TOKEN}"})[0] \
-        == 429
+        == 200
     assert _get(dashboard.port, f"/?token={TOKEN}", "127.0.0.5")[0] == 303
     assert _get(dashboard.port, "/_stcore/health", source)[0] == 200
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from budgetscope.commands.http_client import urlopen
+from budgetscope.commands.http_client import unauthorised, urlopen
 from store import Change, PriceChange
 
 # A change waits on the server for its runs to be re-derived (up to 60 s there).
@@ -44,8 +44,7 @@ def _request(url: str, token: str | None, body: bytes | None) -> dict[str, Any]:
         except (ValueError, AttributeError, RecursionError):
             message = error.reason
         if error.code == 401:
-            raise RemoteError(f"the server at {url} requires its bearer token: pass --token "
-                              "or set BUDGETSCOPE_TOKEN") from None
+            raise RemoteError(unauthorised(url, token)) from None
         raise RemoteError(f"the server refused: {message}", usage=error.code == 400) from None
     except (urllib.error.URLError, OSError, ValueError, RecursionError) as error:
         reason = getattr(error, "reason", error)

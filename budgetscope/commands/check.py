@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from budgetscope.commands import links
 from budgetscope.commands.common import (
     Fail,
     backend_option,
@@ -26,6 +27,8 @@ from budgetscope.commands.common import (
     window_label,
 )
 from budgetscope.commands.durations import Duration
+from budgetscope.commands.links import dashboard_url_option
+from dashboard.filters import FilterState
 from queries.filters import FilterError, Filters, parse_instant
 from queries.readable import plural
 from queries.signals import Signals, recent_signals
@@ -68,6 +71,52 @@ _THRESHOLDS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
 # Signals read as percentages although no pair of counts explains them (a ratio that may pass
 # 100%: a weekly budget spent one and a half times is 150.0%).
 _PERCENT_SIGNALS = frozenset({"weekly_budget_utilisation"})
+
+
+# What lists the runs behind each signal: `report runs` options and the Runs page's search
+# (dashboard/run_search_params.py), for the runs of the window.
+_RUNS_BEHIND: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "exhaustion_rate": (("--exhausted", "--sort", "culprit_share:desc"),
+                        {"exhausted": "yes", "sort": "culprit_share", "order": "desc"}),
+    "client_timeout_rate": (("--step-class", "client_timeout"), {"class": "client_timeout"}),
+    "upstream_error_rate": (("--step-class", "upstream_error"), {"class": "upstream_error"}),
+    "orphan_writes": (("--writes", "orphan"), {"writes": "orphan"}),
+    "runs": ((), {}),
+}
+
+
+def runs_behind(threshold: Threshold) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The `report runs` options and the Runs page's search for the runs behind a threshold:
+    a reconciliation rate above its maximum is the runs whose writes were read back, below its
+    minimum the runs with uncertain writes."""
+    if threshold.signal == "reconciliation_rate":
+        which = "reconciled" if threshold.bound == "max" else "uncertain"
+        return ("--writes", which), {"writes": which}
+    # The cost signals (docs/metrics.md §11) have no search of their own yet: the window's runs.
+    return _RUNS_BEHIND.get(threshold.signal, ((), {}))
+
+
+@dataclass(frozen=True)
+class Leads:
+    """Where a breach leads: the command that lists its runs (its arguments after
+    `budgetscope`, --db included) and the dashboard's Runs page when its address is known."""
+    command: str
+    link: str | None
+
+
+def leads_of(context: click.Context, signals: Signals, threshold: Threshold,
+             dashboard: str | None) -> Leads:
+    w = signals.window
+    options, search = runs_behind(threshold)
+    since, until = _bound(w.since), _bound(w.until)
+    command = links.command(context, "report", "runs", *options, "--since", since,
+                            "--until", until, *(("--agent", w.agent) if w.agent else ()),
+                            "--format", "table")
+    link = None
+    if dashboard:
+        filters = FilterState("custom", since, until, w.agent).query_params()
+        link = links.page_url(dashboard, "runs", {**filters, **search})
+    return Leads(command, link)
 
 
 @dataclass(frozen=True)
@@ -130,9 +179,11 @@ def _rate(option: str) -> click.Option:
               default="text", show_default=True,
               help="text (the window, then one line per threshold) or json (the window, the "
                    "signals and each threshold's state, one object).")
+@dashboard_url_option
 @click.pass_context
 def check_command(context: click.Context, window: dt.timedelta, until: str | None,
-                  agent: str | None, output_format: str, **limits: float | None) -> None:
+                  agent: str | None, output_format: str, dashboard_url: str | None,
+                  **limits: float | None) -> None:
     """Compare exhaustion, reconciliation, client give-up and upstream failure rates and orphan
     writes, and the dollar and token exhaustion rates, weekly budget utilisation and unpriced
     steps, over a recent window with thresholds; exit 1 on a breach, 2 on an error.
@@ -166,13 +217,15 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         # Never a traceback with exit 1, which cron reads as a breach.
         raise CheckError(f"could not check: {type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else ''}") from None
+    dashboard = links.dashboard_url(context, dashboard_url)
+    leads = {id(v): leads_of(context, signals, v.threshold, dashboard) for v in verdicts}
     if output_format == "json":
-        click.echo(json.dumps(_as_json(signals, verdicts, window), indent=2),
+        click.echo(json.dumps(_as_json(signals, verdicts, window, leads), indent=2),
                    file=output_stream(context))
     else:
         # The agent's name is the only text here a span may have set (through --agent).
-        click.echo(terminal_safe(_as_text(signals, verdicts, window), keep_newlines=True),
-                   file=output_stream(context))
+        click.echo(terminal_safe(_as_text(signals, verdicts, window, leads),
+                                 keep_newlines=True), file=output_stream(context))
     if any(v.breached for v in verdicts):
         context.exit(1)
 
@@ -185,7 +238,8 @@ def _window_line(signals: Signals, length: dt.timedelta) -> str:
             f"{plural(signals.write_steps, 'write step')}")
 
 
-def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> str:
+def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
+             leads: dict[int, Leads]) -> str:
     lines = [_window_line(signals, length)]
     for verdict in verdicts:
         t = verdict.threshold
@@ -206,6 +260,13 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) ->
             label = "BREACH" if verdict.breached else "ok"
             lines.append(f"{label:<8}{t.signal} {shown} {relation} {t.bound} "
                          f"{_number(t.limit, rate)}{detail}")
+            if verdict.breached:
+                # What on-call runs next: the runs behind the breach, in a terminal and on
+                # the dashboard (a link only when its address is known).
+                lead = leads[id(verdict)]
+                lines.append(f"{'':<8}runs: {lead.command}")
+                if lead.link:
+                    lines.append(f"{'':<8}open: {lead.link}")
     breaches = sum(v.breached for v in verdicts)
     lines.append(_closing_line(breaches, len(verdicts)))
     return "\n".join(lines)
@@ -227,7 +288,8 @@ def _closing_line(breaches: int, total: int) -> str:
     return "the threshold holds" if total == 1 else f"all {total} thresholds hold"
 
 
-def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) -> dict:
+def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
+             leads: dict[int, Leads]) -> dict:
     w = signals.window
     return {
         "window": {"since": _iso(w.since), "until": _iso(w.until), "length": window_label(length),
@@ -235,10 +297,20 @@ def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta) ->
         "signals": {name: getattr(signals, name) for name in signals.__dataclass_fields__
                     if name != "window"},
         "checks": [{"signal": v.threshold.signal, "bound": v.threshold.bound,
-                    "limit": v.threshold.limit, "value": v.value, "state": v.state}
+                    "limit": v.threshold.limit, "value": v.value, "state": v.state,
+                    "runs_command": leads[id(v)].command, "runs_link": leads[id(v)].link}
                    for v in verdicts],
         "breached": any(v.breached for v in verdicts),
     }
+
+
+def _bound(value: dt.datetime) -> str:
+    """A window's bound as --since/--until and the dashboard's address take it: a date when
+    it is midnight UTC, else the instant."""
+    value = value.astimezone(dt.UTC)
+    if value == value.replace(hour=0, minute=0, second=0, microsecond=0):
+        return value.date().isoformat()
+    return _iso(value)
 
 
 def _iso(value: dt.datetime) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -195,6 +196,8 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
                    ) from None
     try:
         yield opened.connection
+    except clickhouse.QueryFailed as error:  # one line naming the backend, not a traceback
+        raise Fail(str(error)) from None
     finally:
         opened.close()
 
@@ -215,6 +218,27 @@ def write_output(data: bytes, out: Path | None, context: click.Context | None = 
         raise Fail(f"cannot write {out}: {error.strerror or error}") from None
 
 
+def write_chunks(chunks: Iterable[bytes], out: Path | None,
+                 context: click.Context | None = None) -> None:
+    """`write_output` for an answer made in pieces: each piece written as it comes, to `--out`
+    FILE or to a file or pipe on standard output (the same bytes as the whole); gathered
+    first for a terminal, whose sanitising reads the whole."""
+    stream = None if context is None else output_stream(context)
+    if out is None and is_terminal(sys.stdout if stream is None else stream):
+        write_output(b"".join(chunks), None, context)
+        return
+    try:
+        if out is not None:
+            with out.open("wb") as file:
+                for chunk in chunks:
+                    file.write(chunk)
+            return
+    except OSError as error:
+        raise Fail(f"cannot write {out}: {error.strerror or error}") from None
+    for chunk in chunks:
+        click.echo(chunk, nl=False, file=stream)
+
+
 def require_known_agent(con: Connection, agent: str | None) -> None:
     """A misspelt --agent gave an empty report and exit 0: exit 2 naming the agents there
     are (all time, so an agent with no runs in the range is still known)."""
@@ -228,6 +252,48 @@ def require_known_agent(con: Connection, agent: str | None) -> None:
         listed = ", ".join(terminal_safe(name) for name in known) if known else "none yet"
         raise click.UsageError(f"--agent {terminal_safe(repr(agent))}: no such agent in this "
                                f"database; known agents: {listed}")
+
+
+def require_known_step_keys(con: Connection, **given: str | None) -> None:
+    """A misspelt --culprit or --holder gave an empty table and exit 0: exit 2 naming the
+    step keys there are (all time). `given`: option name (without --) -> step key or None."""
+    asked = {option: key for option, key in given.items() if key}
+    if not asked:
+        return
+    from queries.run_search import step_keys  # a query module the commands load anyway
+
+    known = step_keys(con)
+    for option, key in asked.items():
+        if key not in known:
+            listed = ", ".join(terminal_safe(name) for name in known[:KNOWN_SHOWN])
+            more = f" and {len(known) - KNOWN_SHOWN:,} more" if len(known) > KNOWN_SHOWN \
+                else ""
+            raise click.UsageError(
+                f"--{option} {terminal_safe(repr(key))}: no step of that key in this "
+                f"database; step keys are kind:name, e.g. tool:fetch_report; known: "
+                f"{listed or 'none yet'}{more}")
+
+
+# How many known names a usage error lists before "and N more".
+KNOWN_SHOWN = 40
+# A terminal table or a run's summary: at least this wide (a waterfall row needs the room).
+MIN_WIDTH = 80
+MAX_WIDTH = 400
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS, else the terminal's own), at least MIN_WIDTH; MIN_WIDTH
+    when the output is not a terminal."""
+    return min(MAX_WIDTH, max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns))
+
+
+def width_option(help_text: str):  # type: ignore[no-untyped-def]
+    """`--width N` (80 to 400; default the terminal's width), for the commands that print
+    text for a terminal."""
+    return click.option(
+        "--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
+        help=f"{help_text} Default: the terminal's width (at least {MIN_WIDTH}), "
+             f"{MIN_WIDTH} when the output is not a terminal.")
 
 
 def window_label(length: dt.timedelta) -> str:

@@ -22,12 +22,16 @@ from budgetscope.commands.common import (
     refuse_trace_file,
     say_caught_up,
 )
+from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
+from budgetscope.log_format import pace_client_logs
+from budgetscope.server.descriptors import dashboard_alone
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig
 from dashboard.filters import FilterState
 from dashboard.server import bootstrap
 from dashboard.server.access import AccessPolicy, is_loopback
 from dashboard.server.bootstrap import DashboardServer
+from dashboard.server.connections import DEFAULT_MAX_CONNECTIONS, ConnectionLimits
 from dashboard.server.ground import UnsupportedStreamlit
 from ingest.receivers.auth import FailedTokens
 from store import DatabaseBusy, SchemaError, Source, clickhouse, open_for_reading
@@ -78,7 +82,9 @@ def _say_access(server: DashboardServer) -> None:
 
 def run_dashboard(server: DashboardServer, config: DashboardConfig) -> None:
     """The dashboard (dashboard/server/bootstrap.py) until Ctrl-C / SIGTERM; a Streamlit
-    outside the supported series is a failure that names the series."""
+    outside the supported series is a failure that names the series. What a client can make
+    the servers log is paced (budgetscope/log_format.py)."""
+    pace_client_logs()
     try:
         bootstrap.serve(server, config)
     except UnsupportedStreamlit as error:
@@ -114,6 +120,12 @@ def serve_backend_dashboard(backend: str, server: DashboardServer,
     run_dashboard(server, config)
 
 
+def alone_connections() -> ConnectionLimits:
+    """The connection cap of a dashboard running alone: the soft descriptor limit raised to
+    the hard one, the cap what its reserve leaves (budgetscope/server/descriptors.py)."""
+    return ConnectionLimits(max_connections=dashboard_alone(DEFAULT_MAX_CONNECTIONS))
+
+
 def access_options(function):  # type: ignore[no-untyped-def]
     """`--allowed-host` and `--insecure-no-auth`, shared by `dashboard` and `serve`."""
     function = click.option(
@@ -130,8 +142,8 @@ def access_options(function):  # type: ignore[no-untyped-def]
 
 def access_policy(host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...],
                   failed_tokens: FailedTokens | None = None) -> AccessPolicy:
-    """The dashboard's Host/Origin/token policy; `failed_tokens`: the pace of wrong tokens
-    shared with this process's receivers (serve), else the dashboard's own."""
+    """The dashboard's Host/Origin/token policy, with its own pace of wrong tokens unless one
+    is given (ingest/receivers/auth.py: each surface keeps its own)."""
     return AccessPolicy.build(listen_host=host, port=port, token=token,
                               extra_hosts=allowed_hosts,
                               failed_tokens=failed_tokens or FailedTokens())
@@ -153,7 +165,9 @@ def dashboard_command(context: click.Context, host: str, port: int, token: str |
     """Serve the dashboard on an existing database (read-only; the file stays free for
     `budgetscope ingest` between page loads)."""
     refuse_open_exposure(host, token, insecure_no_auth, "read the dashboard")
-    server = DashboardServer(host, port, access_policy(host, port, token, allowed_hosts))
+    require_free(host, port, "the dashboard", "choose another with --port N")
+    server = DashboardServer(host, port, access_policy(host, port, token, allowed_hosts),
+                             connections=alone_connections())
     backend = backend_option(context)
     if backend is not None:
         serve_backend_dashboard(backend, server, refresh_seconds)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import socket
 from pathlib import Path
 
 import click
 import pandas as pd
 
 from budgetscope.commands.common import Fail, open_database
-from budgetscope.commands.dashboard import serve_dashboard
+from budgetscope.commands.dashboard import alone_connections, serve_dashboard
+from budgetscope.commands.ports import require_free
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
 from dashboard.filters import FilterState, start_of_week
 from dashboard.server.bootstrap import DashboardServer
@@ -61,16 +61,6 @@ def sample_weeks(starts: pd.Series) -> FilterState | None:
     return FilterState("custom", since.date().isoformat(), until.date().isoformat())
 
 
-def _check_port_free(port: int) -> None:
-    """Say so before loading anything, not after printing a URL nobody answers on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            raise Fail(f"port {port} on 127.0.0.1 is taken; choose another with "
-                       f"`budgetscope demo --port N` (or `make demo PORT=N`)") from None
-
-
 @click.command("demo")
 @click.option("--db", "demo_db", default=DEMO_DB, show_default=True,
               help="Database file for the demo (recreated each time).")
@@ -83,7 +73,9 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     """Load the bundled sample traces into a fresh database and show what they say."""
     path = Path(_chosen_database(context, demo_db))
     if not no_ui:
-        _check_port_free(port)
+        # Before loading anything, not after printing a URL where another program answers.
+        require_free("127.0.0.1", port, "the demo's dashboard",
+                     "choose another with `budgetscope demo --port N` (or `make demo PORT=N`)")
     _reset_demo_database(path)
     with open_database(str(path)) as con:
         summary = load_files(con, [SAMPLE_TRACES], derive=True)
@@ -97,4 +89,5 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)
     if not no_ui:
         click.echo("")
-        serve_dashboard(str(path), DashboardServer("127.0.0.1", port), opening)
+        serve_dashboard(str(path), DashboardServer("127.0.0.1", port,
+                                                   connections=alone_connections()), opening)

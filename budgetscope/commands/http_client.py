@@ -40,3 +40,13 @@ _OPENER = urllib.request.build_opener(_SameOriginRedirects)
 def urlopen(request: urllib.request.Request, timeout: float) -> Any:
     """urllib.request.urlopen, with redirects followed only within the origin asked."""
     return _OPENER.open(request, timeout=timeout)
+
+
+def unauthorised(url: str, token: str | None) -> str:
+    """What a 401 from the server at `url` means to the person who ran the command: a token
+    that was sent and rejected is not a missing one."""
+    if token:
+        return (f"the server at {url} rejected the token given (--token or BUDGETSCOPE_TOKEN): "
+                "it is not the one that server was started with")
+    return (f"the server at {url} requires its bearer token: pass --token (before the "
+            "command) or set BUDGETSCOPE_TOKEN")

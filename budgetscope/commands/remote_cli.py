@@ -4,13 +4,14 @@ of --db is held by a serve that announced the API in its sidecar (store/file/own
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
 reads as on the file without asking the server; --out is written here, never on the server.
-The server answers the command's exact bytes and exit status, which are passed on unchanged.
+The server streams the command's exact bytes and then its exit status (cli_endpoint.py names
+the form); they are passed on unchanged once the status has come (an answer cut short before
+it is an error, never printed as if whole).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import http.client
 import json
 import sys
 import urllib.error
@@ -23,8 +24,9 @@ from urllib.parse import urlsplit
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, is_terminal, write_output
-from budgetscope.commands.http_client import urlopen
+from budgetscope.commands.common import Fail, is_terminal, terminal_width, write_output
+from budgetscope.commands.http_client import unauthorised, urlopen
+from ingest.receivers.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
 from queries.terminal import for_terminal
 from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
 
@@ -84,20 +86,17 @@ def _without_out(arguments: Sequence[str]) -> list[str]:
 
 def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
          ) -> tuple[int, bytes, bytes]:
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    headers = {"Content-Type": "application/json", "Accept": ANSWER_TYPE}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=json.dumps({"argv": argv}).encode("utf-8"),
                                      headers=headers, method="POST")
     try:
         with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
-            payload = json.loads(answer.read().decode("utf-8"))
-        return (int(payload["status"]), base64.b64decode(payload["stdout"], validate=True),
-                base64.b64decode(payload["stderr"], validate=True))
+            return read_answer(answer)  # line by line, as the server writes them
     except urllib.error.HTTPError as error:
         if error.code == 401:
-            raise failure(f"the server at {url} requires its bearer token: pass --token "
-                          "(before the command) or set BUDGETSCOPE_TOKEN") from None
+            raise failure(unauthorised(url, token)) from None
         try:
             message = json.loads(error.read().decode("utf-8")).get("error") or error.reason
         except (ValueError, AttributeError, RecursionError):
@@ -107,9 +106,9 @@ def _ask(url: str, token: str | None, argv: list[str], failure: type[RemoteFail]
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise failure(f"cannot reach the server at {url}: {reason}") from None
-    except (ValueError, KeyError, TypeError, RecursionError, binascii.Error) as error:
-        raise failure(f"the server at {url} gave an answer that is not the read API's: "
-                      f"{error}") from None
+    except (CutAnswer, http.client.HTTPException) as error:
+        raise failure(f"the server at {url} gave an answer that is not the read API's "
+                      f"whole answer: {error}") from None
 
 
 def run_remotely(context: click.Context, url: str, name: str, arguments: Sequence[str]) -> int:
@@ -121,10 +120,8 @@ def run_remotely(context: click.Context, url: str, name: str, arguments: Sequenc
     out: Path | None = parsed.params.get("out")
     failure = RemoteCheckFail if name == "check" else RemoteFail
     sent = _without_out(arguments)
-    if name == "run" and parsed.params.get("width") is None:
+    if "width" in parsed.params and parsed.params.get("width") is None:
         # The width of this terminal, not of the server's: the output is printed here.
-        from budgetscope.commands.run import terminal_width
-
         sent.extend(["--width", str(terminal_width())])
     status, stdout, stderr = _ask(url, context.obj.get("token"), [name, *sent], failure)
     if stderr:

@@ -5,26 +5,51 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from budgetscope.commands.common import (
     check_answer_rows,
     open_reader,
     require_known_agent,
+    require_known_step_keys,
+    terminal_width,
+    width_option,
+    write_chunks,
     write_output,
 )
 from queries import readable
 from queries.filters import FilterError, Filters
-from queries.render import to_csv_bytes, to_json_text, to_text_table
+from queries.loader import Connection, TooManyRows
+from queries.render import csv_chunks, json_chunks, to_csv_bytes, to_json_text, to_text_table
 from queries.reports import (
     DIMENSIONS,
     REPORTS,
     TOKENS,
+    USD,
     Report,
     attribution_summary,
     cost_attribution_summary,
+    report_pieces,
     token_attribution,
 )
-from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
+from queries.run_search import (
+    NOT_STATED,
+    SORTABLE,
+    WRITES,
+    RunSearch,
+    SearchError,
+    run_ids,
+    search_runs,
+    shortest_unique_starts,
+)
+from queries.run_story import step_name
+from store import vocabulary
+
+# The runs table in a terminal: what on-call picks a run by first, while the width allows.
+OUTCOMES = (*vocabulary.RUN_OUTCOMES, NOT_STATED)
+RUNS_TABLE_PRIORITY = ("run_id", "agent", "utilisation", "culprit", "culprit_share", "outcome",
+                       "exhausted", "start", "elapsed_ms", "budget_ms", "holder", "overrun_ms",
+                       "unattributed_ms", "budget_source", "root_missing")
 
 
 @click.command("report")
@@ -41,16 +66,28 @@ from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--outcome", "outcomes", multiple=True, metavar="OUTCOME",
+              type=click.Choice(OUTCOMES, case_sensitive=False),
               help="runs only: this stated outcome (completed, partial, exhausted, failed, "
               "cancelled, or none for runs that state none); repeatable.")
 @click.option("--exhausted/--not-exhausted", default=None,
               help="runs only: exhausted runs, or runs with a budget that were not.")
 @click.option("--culprit", metavar="STEP_KEY", help="runs only: runs whose culprit is this "
               "step key (e.g. tool:fetch_report).")
+@click.option("--holder", metavar="STEP_KEY", help="runs only: runs whose holder (the step "
+              "that held the deadline) is this step key.")
+@click.option("--step", "step_key", metavar="STEP_KEY", help="runs only: runs holding a step "
+              "of this key, nested steps included.")
+@click.option("--step-class", type=click.Choice(vocabulary.CLASSES), metavar="CLASS",
+              help="runs only: runs holding a step of this class (client_timeout, "
+              "upstream_error, refused, …), nested steps included.")
+@click.option("--writes", type=click.Choice(WRITES), help="runs only: runs holding an "
+              "uncertain write, a write read back (reconciled), or an orphan write.")
 @click.option("--sort", metavar="COLUMN[:asc|desc]",
               help=f"runs only: order by one of {', '.join(SORTABLE)} (default: start, newest "
               "first in --format table, oldest first otherwise).")
 @click.option("--limit", type=click.IntRange(min=1), help="runs only: at most this many runs.")
+@width_option("--format table: characters a line may take; columns that do not fit are left "
+              "out and named below the table.")
 @click.option("--dimension", type=click.Choice(DIMENSIONS),
               help="cost-attribution only: the budget attributed over the runs that exhausted "
                    "it, usd (the dollar budget, the default) or tokens.")
@@ -58,7 +95,9 @@ from queries.run_search import SORTABLE, RunSearch, SearchError, search_runs
 def report_command(context: click.Context, name: str, since: str | None, until: str | None,
                    agent: str | None, output_format: str, out: Path | None,
                    outcomes: tuple[str, ...], exhausted: bool | None, culprit: str | None,
-                   sort: str | None, limit: int | None, dimension: str | None) -> None:
+                   holder: str | None, step_key: str | None, step_class: str | None,
+                   writes: str | None, sort: str | None, limit: int | None,
+                   width: int | None, dimension: str | None) -> None:
     """Print report NAME: weekly, runs, attribution, failures, utilisation, reconciliation,
     cost, cost-attribution or models.
 
@@ -75,21 +114,56 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
         raise click.UsageError(str(error)) from None
-    search = _run_search(name, output_format, outcomes, exhausted, culprit, sort, limit)
+    search = _run_search(name, output_format, outcomes, exhausted, culprit, holder, step_key,
+                         step_class, writes, sort, limit)
     with open_reader(context) as con:
         require_known_agent(con, agent)
+        require_known_step_keys(con, culprit=culprit, holder=holder, step=step_key)
+        if search is None and output_format in ("csv", "json"):
+            # Written as the query hands its rows over: a reader of any size costs a few
+            # thousand rows of memory, here and in a server's read API (the same bytes).
+            chunks = csv_chunks if output_format == "csv" else json_chunks
+            write_chunks(chunks(report_pieces(con, name, filters, dimension=dimension or USD)),
+                         out, context)
+            return
         frame = (report(con, filters) if search is None
                  else search_runs(con, filters, search).runs)
         footer = _footer(con, name, filters, dimension) if output_format == "table" else ""
+        if output_format == "table":
+            table = _table(con, name, frame, width or terminal_width())
     check_answer_rows(context, len(frame), f"report {name}")
     if output_format == "csv":
         data = to_csv_bytes(frame)
     elif output_format == "json":
         data = to_json_text(frame).encode("utf-8")
     else:
-        table = to_text_table(frame, readable.table_formats(frame.columns))
         data = (table + footer).encode("utf-8")
     write_output(data, out, context)
+
+
+def _table(con: Connection, name: str, frame: pd.DataFrame, width: int) -> str:
+    """A report as a terminal table of `width` characters, headed in the units shown. The runs
+    table names each run by the shortest start of its id no other run shares (what `run` and
+    the run view take) and its culprit and holder by their numbers, as the dashboard does."""
+    formats = readable.table_formats(frame.columns)
+    headers = readable.table_headers(frame.columns)
+    if name != "runs":
+        return to_text_table(frame, formats, headers=headers, width=width)
+    ids = [str(r) for r in frame["run_id"]]
+    try:
+        starts = shortest_unique_starts(ids, run_ids(con))
+    except TooManyRows:
+        starts = ids  # more runs than serve's read API reads for one command: whole ids
+    shown = frame.drop(columns=["culprit_step", "holder_step"], errors="ignore").assign(
+        run_id=starts,
+        start=frame["start"].map(readable.instant),
+        culprit=[step_name(n, k) or readable.NO_VALUE
+                 for n, k in zip(frame["culprit_step"], frame["culprit"], strict=True)],
+        holder=[step_name(n, k) or readable.NO_VALUE
+                for n, k in zip(frame["holder_step"], frame["holder"], strict=True)])
+    return to_text_table(shown, formats, width=width, priority=RUNS_TABLE_PRIORITY,
+                         headers={**headers, "run_id": "run", "start": "start (UTC)",
+                                  "culprit_share": "culprit share"})
 
 
 def _cost_report(name: str, dimension: str | None) -> Report | None:
@@ -101,15 +175,18 @@ def _cost_report(name: str, dimension: str | None) -> Report | None:
 
 
 def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
-                exhausted: bool | None, culprit: str | None, sort: str | None,
-                limit: int | None) -> RunSearch | None:
+                exhausted: bool | None, culprit: str | None, holder: str | None,
+                step_key: str | None, step_class: str | None, writes: str | None,
+                sort: str | None, limit: int | None) -> RunSearch | None:
     """The `runs` report's narrowing options as a RunSearch; None when none applies (the
     report as it always was, oldest first), except that a table lists the newest first."""
-    given = bool(outcomes) or exhausted is not None or culprit or sort or limit
+    given = (bool(outcomes) or exhausted is not None or culprit or holder or step_key
+             or step_class or writes or sort or limit)
     if name != "runs":
         if given:
-            raise click.UsageError("--outcome, --exhausted, --culprit, --sort and --limit "
-                                   "apply to the runs report only")
+            raise click.UsageError("--outcome, --exhausted, --culprit, --holder, --step, "
+                                   "--step-class, --writes, --sort and --limit apply to the "
+                                   "runs report only")
         return None
     if not given and output_format != "table":
         return None
@@ -121,7 +198,8 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
         descending = False  # CSV and JSON keep the report's own order, oldest first
     try:
         return RunSearch(outcomes=outcomes, exhausted=exhausted, culprit=culprit,
-                         sort=column, descending=descending, limit=limit)
+                         holder=holder, step_key=step_key, step_class=step_class,
+                         writes=writes, sort=column, descending=descending, limit=limit)
     except SearchError as error:
         raise click.UsageError(f"--sort: {error}") from None
 

@@ -10,15 +10,27 @@ least 80 columns): sentences wrap, table rows are cut.
 from __future__ import annotations
 
 import re
-import shutil
+import shlex
 import textwrap
+from dataclasses import dataclass
 
 import click
 import duckdb
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_reader, output_stream
+from budgetscope.commands import links
+from budgetscope.commands.common import (
+    Fail,
+    open_reader,
+    output_stream,
+    terminal_width,
+    width_option,
+)
+from budgetscope.commands.links import dashboard_url_option
 from queries import readable, run_cost, run_story
+from queries.loader import TooManyRows
+from queries.reports import runs as runs_report
+from queries.run_compare import typical_around
 from queries.run_story import tell
 from queries.run_view import (
     LOG_RECORDS_SHOWN,
@@ -33,31 +45,20 @@ from queries.run_view import (
 from queries.terminal import terminal_safe
 from store import explain_trace
 
-# Narrower than this and a waterfall row has no room for its bar.
-MIN_WIDTH = 80
-MAX_WIDTH = 400
-
-
-def terminal_width() -> int:
-    """The terminal's width (COLUMNS, else the terminal's own), at least MIN_WIDTH; MIN_WIDTH
-    when the output is not a terminal."""
-    return min(MAX_WIDTH, max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns))
-
 
 @click.command("run")
 @click.argument("run_id", metavar="RUN_ID")
-@click.option("--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
-              help="Characters a line may take. Default: the terminal's width (at least 80), "
-                   "80 when the output is not a terminal.")
+@width_option("Characters a line may take (a link is never cut).")
 @click.option("--spans", "with_spans", is_flag=True,
               help="Also show each step's details (status and status message, exception type "
                    "and message, attributes, events), and list every span of the run's trace "
                    "with why it is, or is not, a step (the rule that recognised it, a wrapper, "
                    "one call's second span, part of a step); see docs/conventions.md, 'When a "
                    "step is missing or counted twice'.")
+@dashboard_url_option
 @click.pass_context
 def run_command(context: click.Context, run_id: str, width: int | None,
-                with_spans: bool) -> None:
+                with_spans: bool, dashboard_url: str | None) -> None:
     """Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root; a
     unique start of one is enough, an ambiguous one lists the runs it matches): what
     happened, who spent and who held the budget, failures by class, uncertain and orphan writes
@@ -69,11 +70,24 @@ def run_command(context: click.Context, run_id: str, width: int | None,
             view = load_run(con, run_id)
         except RunNotFound as error:
             raise Fail(str(error)) from None
-        text = render_run(view, width)
+        run = view.summary
+        try:
+            typical, _ = typical_around(int(run["start_ns"]), run["agent"],
+                                        str(run["run_id"]),
+                                        lambda filters: runs_report(con, filters))
+            comparable = typical.run_id is not None
+        except TooManyRows:
+            # Through serve's read API, all time of a large agent is more than one command
+            # reads: whether a typical run exists is not known, and Compare stays offered
+            # (the comparison page makes its own search).
+            comparable = True
+        leads = Leads(links.database(context), links.dashboard_url(context, dashboard_url),
+                      comparable)
+        text = render_run(view, width, leads)
         if with_spans:
             if not isinstance(con, duckdb.DuckDBPyConnection):
-                raise Fail("--spans reads the spans of a DuckDB file; it is not available on a "
-                           "ClickHouse backend")
+                raise click.UsageError("--spans reads the spans of a DuckDB file; it is not "
+                                       "available on a ClickHouse backend")
             run, trace = str(view.summary["run_id"]), str(view.summary["trace_id"])
             details = span_details(con, run, trace)
             explained = explain_trace(con, trace)
@@ -82,6 +96,15 @@ def run_command(context: click.Context, run_id: str, width: int | None,
     # Each field from a span is made inert where it is placed (so widths stay right); the
     # whole text once more on the way out, so a field added later cannot slip through.
     click.echo(terminal_safe(text, keep_newlines=True), nl=False, file=output_stream(context))
+
+
+@dataclass(frozen=True)
+class Leads:
+    """Where the summary leads: the database its commands name, the dashboard's address
+    (None: unknown, no link), and whether a typical run exists to compare with."""
+    db: str = "budgetscope.duckdb"
+    dashboard: str | None = None
+    typical: bool = False
 
 
 # Durations and percentages as the dashboard shows them (queries/readable.py).
@@ -111,6 +134,8 @@ def _wrap(text: str, width: int, first: str = "", rest: str = "") -> list[str]:
 
 
 _LABEL_WIDTH = 15
+# The least room a waterfall row's bar is given before names are cut.
+BAR_ROOM = 16
 
 
 def _said(label: str, text: str, width: int) -> list[str]:
@@ -118,27 +143,63 @@ def _said(label: str, text: str, width: int) -> list[str]:
     return _wrap(text, width, f"{label:<{_LABEL_WIDTH}}", " " * _LABEL_WIDTH) or [label]
 
 
-def render_run(view: RunView, width: int) -> str:
+def _fact(label: str, value: str) -> str:
+    """`label value` as one unbreakable piece: a wrapped line never leaves a label at the end
+    of one line and its value at the start of the next ("started" / "2026-11-24 …")."""
+    return f"{label} {value}".replace(" ", _KEEP)
+
+
+def command_lines(arguments: list[str], width: int, indent: int = _LABEL_WIDTH) -> list[str]:
+    """A shell command over as many lines as `width` needs, each but the last ending in ` \\`
+    (so that it pastes as one command), continued two characters further in."""
+    words = [shlex.quote(terminal_safe(word)) for word in arguments]
+    lines: list[str] = []
+    line = " " * indent + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = " " * (indent + 2) + word
+        else:
+            line += " " + word
+    return [*lines, line]
+
+
+def render_run(view: RunView, width: int, leads: Leads | None = None) -> str:
+    leads = leads or Leads()
     run = view.summary
     story = tell(run)
-    lines = _wrap(f"run {_text(run['run_id'])}  agent {_text(run['agent'])}  "
-                  f"started {readable.timestamp_ns(run['start_ns']).replace(' ', _KEEP)}", width,
-                  rest="  ")
+    lines = _wrap("  ".join([
+        _fact("run", _text(run["run_id"])), _fact("agent", _text(run["agent"])),
+        _fact("started", readable.timestamp_ns(run["start_ns"]))]), width)
     exhausted = run["exhausted"]
     said = readable.NO_VALUE if pd.isna(exhausted) else str(bool(exhausted)).lower()
-    facts = [f"outcome {_text(run['outcome'])}", f"exhausted {said}",
+    facts = [_fact("outcome", _text(run["outcome"])), _fact("exhausted", said),
              # docs/metrics.md §10: say when B is a declared budget rather than the run's own
-             f"budget {_ms(run['budget_ms'])}"
-             + (" (declared)" if run.get("budget_source") == "declared" else ""),
-             f"elapsed {_ms(run['elapsed_ms'])}", f"utilisation {_pct(run['utilisation'])}",
-             f"overrun {_ms(run['overrun_ms'])}"]
-    lines.extend(_wrap("  ".join(facts), width))
+             _fact("budget", _ms(run["budget_ms"])
+                   + (" (declared)" if run.get("budget_source") == "declared" else "")),
+             _fact("elapsed", _ms(run["elapsed_ms"])),
+             _fact("utilisation", _pct(run["utilisation"])),
+             _fact("overrun", _ms(run["overrun_ms"]))]
+    lines.extend(line.replace(_KEEP, " ") for line in textwrap.wrap(
+        "  ".join(facts), width=width, break_on_hyphens=False))
     if bool(run.get("root_missing")):
         lines.extend(_said("Note", "The root span never arrived: the run is measured from its "
                                    "earliest span.", width))
+    if leads.dashboard:
+        # A link is never cut or wrapped: a terminal makes it clickable only whole; too long
+        # for the line beside its label, it has a line of its own.
+        address = links.page_url(leads.dashboard, "run", {"run": str(run["run_id"])})
+        said = f"{'Run view':<{_LABEL_WIDTH}}{address}"
+        lines.extend([said] if len(said) <= width else ["Run view", address])
     lines.append("")
-    for label, text in summary_block(view, story):
+    step = run_story.next_step(run, view.steps, view.writes, leads.typical)
+    for label, text in summary_block(view, story, step):
         lines.extend(_said(label, text, width))
+    for arguments in step.commands:
+        lines.extend(command_lines(["budgetscope", "--db", leads.db, *arguments], width))
+    if leads.dashboard and step.what_if:
+        lines.append(f"{'':<{_LABEL_WIDTH}}" + links.page_url(
+            leads.dashboard, "simulate", step.what_if_params()))
     lines.append("")
     lines.extend(cost_block(view, width))
     lines.extend(_waterfall(view, story, width))
@@ -146,7 +207,8 @@ def render_run(view: RunView, width: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary_block(view: RunView, story: run_story.RunStory) -> list[tuple[str, str]]:
+def summary_block(view: RunView, story: run_story.RunStory,
+                  step: run_story.NextStep | None = None) -> list[tuple[str, str]]:
     """The four answers and the next step, as (label, sentence) pairs."""
     run = view.summary
     out = [("Who spent" if label.startswith("Who spent") else label, text)
@@ -158,7 +220,8 @@ def summary_block(view: RunView, story: run_story.RunStory) -> list[tuple[str, s
     # one line a write: the key is what on-call reads back, never lost in a paragraph
     out.extend(("", note.sentence())
                for note in run_story.uncertain_writes(view.writes, view.steps))
-    out.append(("Next step", run_story.next_step(run, view.steps, view.writes).text))
+    step = step or run_story.next_step(run, view.steps, view.writes)
+    out.append(("Next step", step.text))
     return out
 
 
@@ -178,19 +241,26 @@ def _waterfall(view: RunView, story: run_story.RunStory, width: int) -> list[str
     numbers = [f"#{n}" for n in steps["number"]]
     labels = ["  " * int(level) + _text(key)
               for key, level in zip(steps["step_key"], steps["step_level"], strict=True)]
-    # the class, then what recognised the step (docs/conventions.md: budget, otel_genai, http…)
     classes = [_text(c) for c in steps["step_class"]]
-    c_w = max(len(c) for c in classes)
-    classes = [f"{c:<{c_w}}  {_text(v)}" for c, v in zip(classes, steps["convention"],
-                                                          strict=True)]
+    conventions = [_text(v) for v in steps["convention"]]
     starts = [f"+{_ms(v)}" for v in steps["offset_ms"]]
     durations = [_ms(v) for v in steps["duration_ms"]]
     n_w = max(len(n) for n in numbers)
     c_w = max(len(c) for c in classes)
     s_w, d_w = max(len(t) for t in starts), max(len(t) for t in durations)
     fixed = 3 + n_w + 1 + 1 + 3 + s_w + 1 + d_w + 2 + c_w  # mark, number, bar's [ ], times, class
-    label_w = min(max(len(label) for label in labels), 36, max(12, width - fixed - 20))
+    # Names get the width before the recogniser (what on-call reads first): the column of
+    # what recognised each step (docs/conventions.md) shows only when whole names fit beside a
+    # bar of BAR_ROOM; past that the names are cut, never below 12 characters.
+    wanted = min(max(len(label) for label in labels), 36)
+    recogniser_w = 2 + max(len(v) for v in conventions)
+    show_recogniser = width - fixed - recogniser_w - wanted >= BAR_ROOM
+    if show_recogniser:
+        fixed += recogniser_w
+    label_w = min(wanted, max(12, width - fixed - BAR_ROOM))
     bar_w = max(10, width - fixed - label_w)
+    classes = [f"{c:<{c_w}}" + (f"  {v}" if show_recogniser else "")
+               for c, v in zip(classes, conventions, strict=True)]
     scale = bar_w / (end - s)
 
     def column(ns: int) -> int:
@@ -216,6 +286,9 @@ def _waterfall(view: RunView, story: run_story.RunStory, width: int) -> list[str
         out.append(_cut(f"{mark:<2} {numbers[i]:>{n_w}} {label:<{label_w}} [{''.join(bar)}] "
                         f"{starts[i]:>{s_w}} {durations[i]:>{d_w}}  {classes[i]}", width)
                    .rstrip())
+    if not show_recogniser:
+        out.append("(what recognised each step: --width "
+                   f"{fixed + recogniser_w + wanted + BAR_ROOM} or --spans)")
     out.append("")
     return out
 

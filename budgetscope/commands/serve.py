@@ -12,14 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import socket
 import sys
 import threading
 from types import FrameType
 
 import click
 
-from budgetscope.commands.common import Fail
 from budgetscope.commands.dashboard import (
     access_options,
     access_policy,
@@ -28,11 +26,11 @@ from budgetscope.commands.dashboard import (
     run_dashboard,
 )
 from budgetscope.commands.durations import Duration
+from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import token_option
-from budgetscope.log_format import configure_logging
+from budgetscope.log_format import configure_logging, pace_client_logs
 from budgetscope.server.compose import ServeOptions, Server
 from dashboard.server.bootstrap import DashboardServer
-from ingest.receivers.auth import FailedTokens
 from ingest.receivers.limits import DEFAULT_MAX_BODY_BYTES
 
 
@@ -47,19 +45,6 @@ def _wait_for_signal() -> None:
     # A timed wait, so that the main thread gets to run the Python-level signal handler.
     while not stop.wait(0.5):
         pass
-
-
-def _check_port_free(host: str, port: int) -> None:
-    """Refuse to start when the dashboard port is taken, before the database is opened:
-    Streamlit would only find out after the receivers were already listening."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise Fail(f"cannot serve the dashboard on {host}:{port} ({error.strerror}); "
-                       "choose another --ui-port, or --no-ui") from None
 
 
 @click.command("serve")
@@ -116,16 +101,23 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
     refuse_open_exposure(host, token, insecure_no_auth,
                          "send spans" + ("" if no_ui else " and read the dashboard"))
     configure_logging(log_format)
-    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
-    # count of wrong tokens per client for both ports and the dashboard.
-    failed_tokens = FailedTokens()
-    access = access_policy(host, ui_port, token, allowed_hosts, failed_tokens)
+    pace_client_logs()
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes; each
+    # surface counts wrong tokens on its own (the dashboard's here, each port its own).
+    access = access_policy(host, ui_port, token, allowed_hosts)
+    # Every port before the database is opened: a taken one is said before any address is
+    # printed, no file is created, and no server library logs its own failure.
+    require_free(host, otlp_http_port, "the OTLP/HTTP receiver",
+                 "choose another with --otlp-http-port N (0 picks a free one)")
+    require_free(host, otlp_grpc_port, "the OTLP/gRPC receiver",
+                 "choose another with --otlp-grpc-port N (0 picks a free one)")
     if not no_ui:
-        _check_port_free(host, ui_port)
+        require_free(host, ui_port, "the dashboard", "choose another with --ui-port N, or "
+                     "--no-ui")
     server = Server(ServeOptions(
         db=db, host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
         ui_port=None if no_ui else ui_port, token=token, access=access,
-        failed_tokens=failed_tokens, max_body_bytes=max_body_bytes,
+        max_body_bytes=max_body_bytes,
         refresh_seconds=refresh_seconds, retention_days=retention_days,
         retention_interval=retention_interval, metrics_window=metrics_window,
         metrics_cache_seconds=metrics_cache_seconds, memory_limit=memory_limit,
@@ -137,7 +129,9 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
         if no_ui:
             _wait_for_signal()
         else:
-            run_dashboard(DashboardServer(host, ui_port, access), server.dashboard_config())
+            run_dashboard(DashboardServer(host, ui_port, access,
+                                          connections=server.dashboard_connections),
+                          server.dashboard_config())
     finally:
         server.stop()
 

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_reader, require_known_agent, write_output
+from budgetscope.commands.common import (
+    Fail,
+    open_reader,
+    require_known_agent,
+    terminal_width,
+    width_option,
+    write_output,
+)
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table
@@ -43,7 +50,7 @@ def _readable_summary(summary: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def _table(result: SimulationResult, view: str | None) -> str:
+def _table(result: SimulationResult, view: str | None, width: int) -> str:
     """The text form: the policy, then each table with a line on what rests on the fit.
     Percentages and durations as every other table writes them; CSV and JSON keep the
     fractions."""
@@ -52,7 +59,8 @@ def _table(result: SimulationResult, view: str | None) -> str:
         frame = _view(result, name)
         if name == "summary":
             table = to_text_table(_readable_summary(frame),
-                                  right=frozenset({"actual", "predicted", "fit_share"}))
+                                  right=frozenset({"actual", "predicted", "fit_share"}),
+                                  width=width)
         else:
             if name == "tools":
                 frame = frame[TABLE_TOOL_COLUMNS]
@@ -64,7 +72,8 @@ def _table(result: SimulationResult, view: str | None) -> str:
                        "sigma": lambda v: readable.NO_VALUE if readable.missing(v)
                        else f"{float(v):.3f}"}
             table = to_text_table(frame, {k: f for k, f in formats.items()
-                                          if k in frame.columns})
+                                          if k in frame.columns},
+                                  headers=readable.table_headers(frame.columns), width=width)
         parts.append(f"\n{name}\n{table}")
     tools = result.tools
     fitted = tools.loc[tools["rests_on_fit"], "step_key"].tolist()
@@ -103,11 +112,13 @@ def _table(result: SimulationResult, view: str | None) -> str:
               help="csv, json (a list of objects) or table (aligned text for a terminal).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
+@width_option("--format table: characters a line may take; columns that do not fit are left "
+              "out and named below each table.")
 @click.pass_context
 def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: str | None,
                      min_start: str | None, retries: bool, since: str | None,
                      until: str | None, agent: str | None, view: str | None,
-                     output_format: str, out: Path | None) -> None:
+                     output_format: str, out: Path | None, width: int | None) -> None:
     """Replay the stored runs under another timeout policy: predicted client timeouts per step,
     refusals, exhaustion, utilisation and writes that would time out, beside what happened.
 
@@ -119,7 +130,8 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
         filters = Filters.parse(since, until, agent)
         policy = SimulationPolicy.parse(caps, deadline, min_start, retries)
     except (FilterError, PolicyError) as error:
-        raise Fail(str(error)) from None
+        # A usage error like any other command's (exit 2), not a failed simulation (1).
+        raise click.UsageError(str(error)) from None
     with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
         require_known_agent(con, agent)
         runs, steps = simulation_runs(con, filters), simulation_steps(con, filters)
@@ -129,10 +141,10 @@ def simulate_command(context: click.Context, caps: tuple[str, ...], deadline: st
     try:
         check_caps(prepared, policy)
     except PolicyError as error:
-        raise Fail(str(error)) from None
+        raise click.UsageError(str(error)) from None
     result = replay(prepared, policy)
     if output_format == "table":
-        data = _table(result, view).encode("utf-8")
+        data = _table(result, view, width or terminal_width()).encode("utf-8")
     elif output_format == "json":
         data = to_json_text(_view(result, view or "summary")).encode("utf-8")
     else:

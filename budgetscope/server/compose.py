@@ -18,16 +18,18 @@ import datetime as dt
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import click
 import duckdb
 
 from budgetscope.commands.common import Fail, refuse_trace_file, window_label
+from budgetscope.server import descriptors
 from budgetscope.server.metrics import retention_families, signal_families
-from budgetscope.server.read_api import RefusedCommand, ServedCommands
+from budgetscope.server.read_api import ServedCommands
 from dashboard.config import DashboardConfig
 from dashboard.server.access import AccessPolicy
-from ingest.receivers.auth import FailedTokens
+from dashboard.server.connections import DEFAULT_MAX_CONNECTIONS, ConnectionLimits
 from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
 from ingest.receivers.budgets_endpoint import BudgetsEndpoint
 from ingest.receivers.cli_endpoint import PATH as CLI_PATH
@@ -75,10 +77,9 @@ class ServeOptions:
     grpc_port: int
     ui_port: int | None  # None: --no-ui
     token: str | None
-    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes, and one
-    # count of wrong tokens per client for both ports and the dashboard.
+    # One Host/Origin policy for the dashboard and the OTLP/HTTP port's data routes (each
+    # surface counts wrong tokens on its own: ingest/receivers/auth.py).
     access: AccessPolicy
-    failed_tokens: FailedTokens
     max_body_bytes: int
     refresh_seconds: float
     retention_days: float | None
@@ -98,6 +99,13 @@ class Server:
         self.options = options
         db = options.db
         refuse_trace_file(db)
+        # The soft descriptor limit raised, and each port's share of it (descriptors.py).
+        defaults = Limits()
+        self.descriptors = descriptors.of_this_process(
+            dashboard=options.ui_port is not None, otlp_http_default=defaults.max_connections,
+            otlp_grpc_default=defaults.max_grpc_connections,
+            dashboard_default=DEFAULT_MAX_CONNECTIONS)
+        existed = Path(db).exists()
         try:
             self.owner = owner = DatabaseOwner(db, memory_limit=options.memory_limit)
         except (DatabaseBusy, SchemaError, MemoryLimitError) as error:
@@ -106,8 +114,11 @@ class Server:
             raise Fail(f"cannot open database {db}: {error}") from None
         config = ReceiverConfig(host=options.host, http_port=options.http_port,
                                 grpc_port=options.grpc_port, token=options.token,
-                                limits=Limits(max_body_bytes=options.max_body_bytes),
-                                hosts=options.access, failed_tokens=options.failed_tokens,
+                                limits=Limits(
+                                    max_body_bytes=options.max_body_bytes,
+                                    max_connections=self.descriptors.otlp_http,
+                                    max_grpc_connections=self.descriptors.otlp_grpc),
+                                hosts=options.access,
                                 root_grace_seconds=options.root_grace.total_seconds())
         try:
             # Runs and steps of the traces each transaction touched are derived by the writer
@@ -115,6 +126,9 @@ class Server:
             self.receivers = receivers = Receivers(owner, config, derive=True)
         except OSError as error:
             owner.close()
+            if not existed:  # a file this start made and nothing was stored in: not left
+                for made in (Path(db), Path(f"{db}.wal")):
+                    made.unlink(missing_ok=True)
             raise Fail(str(error)) from None
         self.retention = None
         if options.retention_days is not None:
@@ -137,9 +151,9 @@ class Server:
             DeclaredPrices(owner, receivers.committer), receivers.http.token))
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
-        commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS)
-        receivers.http.add_route(CLI_PATH, CliEndpoint(commands.run, RefusedCommand,
-                                                       receivers.http.token))
+        commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS,
+                                  db=os.path.abspath(db), dashboard_url=self.dashboard_url)
+        receivers.http.add_route(CLI_PATH, CliEndpoint(commands, receivers.http.token))
 
     @property
     def local(self) -> str:
@@ -176,6 +190,11 @@ class Server:
             "cli": self.endpoint(CLI_PATH),
         })
 
+    @property
+    def dashboard_connections(self) -> ConnectionLimits:
+        """The dashboard's connection cap: its share of the descriptors."""
+        return ConnectionLimits(max_connections=self.descriptors.dashboard)
+
     def dashboard_config(self) -> DashboardConfig:
         """The dashboard this process runs reads through the owner and edits through the
         writer."""
@@ -195,7 +214,8 @@ class Server:
             "metrics": self.endpoint("/metrics"),
             "token_required": options.token is not None,
             "retention_days": options.retention_days,
-            "metrics_window": window_label(options.metrics_window)})
+            "metrics_window": window_label(options.metrics_window),
+            **self.descriptors.describe()})
 
     def stop(self) -> None:
         """Drain and close: every acknowledged span is stored once this returns."""

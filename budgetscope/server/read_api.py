@@ -4,26 +4,29 @@ the server holds the file, with the bytes and exit status the same command gives
 
 The server runs the very command code, parsed by the same click group (handed in by serve,
 which gets it from its own click context: this module never imports the CLI, which imports
-serve), with two differences
-only: it reads through a cursor of the server's DatabaseOwner (as the dashboard inside serve
-does) instead of opening a path, and its standard output and error are captured for the
-answer. What a client sends is a list of arguments, never code and never a path the server
-opens: the command must be on the allow-list, and `--out` (a file written on the server) is
-refused; the client writes --out itself.
+serve), with two differences only: it reads through a cursor of the server's DatabaseOwner (as
+the dashboard inside serve does) instead of opening a path, and its standard output and error
+are handed to the answer as they are written. What a client sends is a list of arguments,
+never code and never a path the server opens: the command must be on the allow-list, and
+`--out` (a file written on the server) is refused; the client writes --out itself.
 
-One call's memory is bounded by constants, not by the file, since it is the memory of the
-process that ingests for everyone: each query of the command returns at most READ_ROWS rows
-(queries.loader.rows_at_most), a report answers at most ANSWER_ROWS rows, and the output is
-at most ANSWER_BYTES. Past any of them the command is refused with a message saying how to
-narrow it. Unbounded, `report runs --format json` on 100k runs answered 52 MB and took serve
-from 216 to 596 MB of RSS (twelve at once: 963 MB); at 1M runs one call would need ~3.5 GB.
+One call's memory is bounded whatever the file's size. A CSV or JSON report is written as the
+query hands its rows over (queries.reports.report_pieces), and its answer streamed to the
+client as it is written (ingest/receivers/cli_endpoint.py): the call holds a few thousand rows
+and a few chunks. What a command builds whole before it prints (a table, `--limit` and the
+other narrowing of `report runs`, `run`, `check`, `simulate`) is bounded by constants: each
+query returns at most READ_ROWS rows (queries.loader.rows_at_most), a report answers at most
+ANSWER_ROWS rows; past either the command is refused with a message saying how to narrow it.
+Buffered whole, `report runs --format json` on 100k runs answered 52 MB and took serve from
+216 to 596 MB of RSS (twelve at once: 963 MB); bench/bench_read_api_memory.py measures it
+streamed.
 """
 
 from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import click
@@ -38,14 +41,11 @@ ALLOWED_COMMANDS = ("report", "run", "check", "simulate")
 REFUSED_OPTIONS = ("--out", "--db", "--backend", "--server", "-h", "--help")
 MAX_ARGUMENTS = 200
 MAX_ARGUMENT_CHARS = 4096
-# The bounds of one call. What they cost serve's RSS (bench/bench_read_api_memory.py): on
-# 100,800 runs, `report runs --format json` refused +119 MB, `--limit 20000` answered (8.9 MB)
-# +121 MB, twelve of those at once +205 MB; on 1,000,800 runs any `report runs` refused after
-# 200,000 rows, +136 to +441 MB, DuckDB's own cache (within --memory-limit) included. The same
-# commands on the file peaked at 610 MB and 4.3 GB.
+# The bounds of a call that builds its answer whole (bench/bench_read_api_memory.py): on
+# 100,800 runs `report runs --limit 20000` (8.9 MB) took +121 MB, twelve at once +205 MB; on
+# 1,000,800 runs any narrowed `report runs` is refused after 200,000 rows read.
 READ_ROWS = 200_000
 ANSWER_ROWS = 20_000
-ANSWER_BYTES = 16 * 1024 * 1024
 _NARROW = "--since/--until or --agent"
 
 
@@ -82,49 +82,60 @@ def check_arguments(argv: object) -> list[str]:
     return list(argv)
 
 
-class AnswerTooLarge(RuntimeError):
-    """The command wrote more than ANSWER_BYTES."""
+class _Sink(io.RawIOBase):
+    """A command's standard output or error as bytes handed on as they are written."""
 
-
-class _BoundedBytes(io.BytesIO):
-    def __init__(self, limit: int) -> None:
+    def __init__(self, write: Callable[[bytes], None]) -> None:
         super().__init__()
-        self.limit = limit
+        self._write = write
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
-        if self.tell() + len(data) > self.limit:
-            raise AnswerTooLarge(f"the answer passes {self.limit:,} bytes")
-        return super().write(data)
+        self._write(bytes(data))
+        return len(data)
 
 
-def _stream(limit: int) -> io.TextIOWrapper:
-    """A text stream over at most `limit` bytes, as a terminal's standard output: UTF-8, no
-    newline translation, written through so that text and bytes written to it keep their
-    order."""
-    return io.TextIOWrapper(_BoundedBytes(limit), encoding="utf-8", newline="",
+def _stream(write: Callable[[bytes], None]) -> io.TextIOWrapper:
+    """A text stream over `write`, as a terminal's standard output: UTF-8, no newline
+    translation, written through so that text and bytes written to it keep their order."""
+    return io.TextIOWrapper(_Sink(write), encoding="utf-8", newline="",  # type: ignore[arg-type]
                             write_through=True)
-
-
-def _captured(stream: io.TextIOWrapper) -> bytes:
-    stream.flush()
-    return stream.buffer.getvalue()  # type: ignore[attr-defined]
 
 
 class ServedCommands:
     """Runs allowed commands of `group` (the `budgetscope` click group) against the owner's
     data, each for at most `seconds`."""
 
+    refused = RefusedCommand
+
     def __init__(self, owner: DatabaseOwner, *, group: click.Group, seconds: float,
                  read_rows: int = READ_ROWS, answer_rows: int = ANSWER_ROWS,
-                 answer_bytes: int = ANSWER_BYTES) -> None:
+                 db: str | None = None, dashboard_url: str | None = None) -> None:
+        """`db`: the file the server holds, which the commands an answer prints name;
+        `dashboard_url`: the server's dashboard, which `check` and `run` link to."""
         self.owner = owner
+        self.db, self.dashboard_url = db, dashboard_url
         self.group = group
         self.seconds = seconds
-        self.read_rows, self.answer_rows, self.answer_bytes = read_rows, answer_rows, answer_bytes
+        self.read_rows, self.answer_rows = read_rows, answer_rows
+
+    def check(self, argv: object) -> list[str]:
+        return check_arguments(argv)
 
     def run(self, argv: Sequence[str]) -> CommandResult:
-        arguments = check_arguments(list(argv))
-        out, err = _stream(self.answer_bytes), _stream(self.answer_bytes)
+        """The command's whole output and status (the CLI's client gets them streamed)."""
+        out, err = io.BytesIO(), io.BytesIO()
+        status = self.stream(check_arguments(list(argv)), out.write, err.write)
+        return CommandResult(status, out.getvalue(), err.getvalue())
+
+    def stream(self, arguments: list[str], stdout: Callable[[bytes], None],
+               stderr: Callable[[bytes], None]) -> int:
+        """Run checked `arguments`, each write of the command handed to `stdout` or
+        `stderr` as it happens; the exit status. An exception a write raises (the client
+        gone) stops the command and is raised again."""
+        out, err = _stream(stdout), _stream(stderr)
         cursor = self.owner.cursor()
         # DuckDB stops a running query on interrupt(): a call over its time ends with an error
         # instead of holding one of the few threads of the read API.
@@ -135,30 +146,31 @@ class ServedCommands:
         refused = 2 if arguments[0] == "check" else 1
         try:
             with rows_at_most(self.read_rows):
-                status = _invoke(self.group, arguments,
-                                 {"reader": cursor, "stdout": out, "stderr": err,
-                                  "answer_rows": self.answer_rows}, err)
+                return _invoke(self.group, arguments,
+                               {"reader": cursor, "stdout": out, "stderr": err,
+                                "answer_rows": self.answer_rows, "served_db": self.db,
+                                "dashboard_url": self.dashboard_url}, err)
         except duckdb.InterruptException:
-            return _refused(refused, f"the server stopped the command after "
+            return _refused(err, refused, f"the server stopped the command after "
                             f"{self.seconds:g} s (its limit for one call); narrow it with "
                             f"{_NARROW}")
         except TooManyRows as error:
-            return _refused(refused, f"the server's read API reads at most {self.read_rows:,} "
-                            f"rows for one command ({error.name} holds more), so that one call "
-                            "cannot take the memory the server ingests with; narrow it with "
-                            f"{_NARROW}, or run it where nobody serves the file (a copy)")
-        except AnswerTooLarge as error:
-            return _refused(refused, f"{error}, the most the server's read API answers for one "
-                            f"command; narrow it with --limit (report runs), {_NARROW}")
+            return _refused(err, refused, f"the server's read API reads at most "
+                            f"{self.read_rows:,} rows for one command ({error.name} holds "
+                            "more), so that one call cannot take the memory the server "
+                            f"ingests with; narrow it with {_NARROW}, or write the report as "
+                            "CSV or JSON without --limit and the other narrowing options "
+                            "(streamed, with no such bound), or run it where nobody serves "
+                            "the file (a copy)")
         finally:
             timer.cancel()
             cursor.close()
-        return CommandResult(status, _captured(out), _captured(err))
 
 
-def _refused(status: int, message: str) -> CommandResult:
-    """A command the server stopped: nothing it wrote, and why on standard error."""
-    return CommandResult(status, b"", f"Error: {message}\n".encode())
+def _refused(err: io.TextIOWrapper, status: int, message: str) -> int:
+    """A command the server stopped: why, on standard error."""
+    err.write(f"Error: {message}\n")
+    return status
 
 
 def _invoke(cli: click.Group, arguments: list[str], obj: dict, err: io.TextIOWrapper) -> int:

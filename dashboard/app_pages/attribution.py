@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import columns, data, drill, figures, fmt, layout, summaries
 from dashboard.exports import csv_file_name
+from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
 ctx = layout.context()
@@ -30,18 +31,19 @@ same_call, other_call, other_step = fmt.percents_adding_up(
     if matrix.runs else [fmt.NO_VALUE] * 3
 # Culprit and holder are steps (docs/metrics.md §4): the holder is the culprit itself, another
 # call of the culprit's step key, or another step. The three add up to the runs with both.
-c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Exhausted runs", fmt.count(summary["exhausted_runs"]))
-c2.metric("Culprit is the holder", same_call,
-          help="Exhausted runs whose holder is the culprit itself: the same call "
-               "(culprit_is_holder_rate, docs/metrics.md §4).")
-c3.metric("Another call, same step", other_call,
-          help="The holder has the culprit's step key but is another call of it (#3 and #9 "
-               "of tool:fetch_report): on the matrix's diagonal, yet not the culprit.")
-c4.metric("Another step", other_step,
-          help="Another step key held the deadline: off the matrix's diagonal.")
-c5.metric("Unattributed", fmt.percent(summary["unattributed_share"]),
-          help="Time with no step running (harness, gaps) over the budgets.")
+headline([
+    Metric("Exhausted runs", fmt.count(summary["exhausted_runs"])),
+    Metric("Culprit is the holder", same_call,
+           help="Exhausted runs whose holder is the culprit itself: the same call "
+                "(culprit_is_holder_rate, docs/metrics.md §4)."),
+    Metric("Another call, same step", other_call,
+           help="The holder has the culprit's step key but is another call of it (#3 and #9 "
+                "of tool:fetch_report): on the matrix's diagonal, yet not the culprit."),
+    Metric("Another step", other_step,
+           help="Another step key held the deadline: off the matrix's diagonal."),
+    Metric("Unattributed", fmt.percent(summary["unattributed_share"]),
+           help="Time with no step running (harness, gaps) over the budgets."),
+], key="attribution_headline")
 
 if attribution.empty:
     st.info("No exhausted runs in this range.")

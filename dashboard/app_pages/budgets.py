@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, fmt, layout
+from dashboard.metrics import Metric, headline
 from store import Change, DeclarationError, parse_duration_ms
 
 ctx = layout.context()
@@ -46,13 +47,14 @@ def _apply(change_of: object) -> None:
 runs = data.report("runs", ctx.filters)
 sources = runs["budget_source"].fillna("unknown").value_counts() if not runs.empty else \
     pd.Series(dtype="int64")
-cols = st.columns(3)
-cols[0].metric("Runs with their own budget", f"{int(sources.get('span', 0)):,}",
-               help="budget_source = span: the run carries budget.total_ms")
-cols[1].metric("Runs measured against a declared budget", f"{int(sources.get('declared', 0)):,}",
-               help="budget_source = declared: their agent's budget, else the default")
-cols[2].metric("Runs with no budget", f"{int(sources.get('unknown', 0)):,}",
-               help="no budget.total_ms and nothing declared: budget metrics skip them")
+headline([
+    Metric("Runs with their own budget", f"{int(sources.get('span', 0)):,}",
+           help="budget_source = span: the run carries budget.total_ms"),
+    Metric("Runs measured against a declared budget", f"{int(sources.get('declared', 0)):,}",
+           help="budget_source = declared: their agent's budget, else the default"),
+    Metric("Runs with no budget", f"{int(sources.get('unknown', 0)):,}",
+           help="no budget.total_ms and nothing declared: budget metrics skip them"),
+], key="budgets_headline")
 
 notice = st.session_state.pop(MESSAGE, None)
 if notice is not None:

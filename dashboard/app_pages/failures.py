@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import colors, columns, data, drill, figures, fmt, layout
 from dashboard.exports import csv_file_name
+from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
 ctx = layout.context()
@@ -18,13 +19,18 @@ if layout.no_runs_in_range(ctx):
 
 failures = data.report("failures", ctx.filters)
 totals = failures[list(colors.FAILURE_COLUMNS)].sum()
-tiles = st.columns(6)
-for column, name in zip(tiles, ["client_timeouts", "upstream_errors", "refused", "cancelled",
-                                "client_errors", "errors"], strict=True):
+
+
+def _label(name: str) -> str:
     cls = colors.FAILURE_COLUMNS[name]
-    column.metric(colors.CLASS_LABELS[cls].split(" (")[0].capitalize() + "s"
-                  if cls in ("client_timeout", "upstream_error") else
-                  colors.CLASS_LABELS[cls].capitalize(), fmt.count(totals[name]))
+    if cls in ("client_timeout", "upstream_error"):
+        return colors.CLASS_LABELS[cls].split(" (")[0].capitalize() + "s"
+    return colors.CLASS_LABELS[cls].capitalize()
+
+
+headline([Metric(_label(name), fmt.count(totals[name]))
+          for name in ("client_timeouts", "upstream_errors", "refused", "cancelled",
+                       "client_errors", "errors")], key="failures_headline")
 st.caption(f"{fmt.plural(int(totals.sum()), 'step')} in all, {fmt.count(totals['ok'])} ok. Client "
            "give-ups: our deadline fired (our configuration). Upstream failures: 5xx, 429, "
            "UNAVAILABLE… (their availability).")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, drill, figures, fmt, layout, summaries
+from dashboard.metrics import Metric, headline
 from queries.filters import Filters
 
 ctx = layout.context()
@@ -91,12 +92,12 @@ helps = {
                      f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
                      f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
 }
-for row in (metrics[:4], metrics[4:]):
-    for column, (label, value, change, color) in zip(st.columns(4), row, strict=True):
-        unchanged = change == "±0"
-        column.metric(label, value, change,
-                      delta_color="off" if unchanged else color,
-                      delta_arrow="off" if unchanged else "auto", help=helps.get(label))
+# Two rows of four, as the figures pair up (the runs and their budget; the failures and the
+# writes), each wrapping on its own in a narrow window.
+figures_shown = [Metric(label, value, change, color, helps.get(label))
+                 for label, value, change, color in metrics]
+headline(figures_shown[:4], key="overview_headline")
+headline(figures_shown[4:], key="overview_headline_failures")
 if empty_before:
     st.caption("The previous period of the same length holds no runs: nothing to compare "
                "with.")
@@ -146,15 +147,20 @@ else:
 
     # The columns a reviewer picks a run by, fitting the page at 1400 px; the holder, the
     # budget's source and the rest are on the run view and the Runs page.
+    # each run by the shortest start of its id no other run shares, as on the Runs page: the
+    # whole id left no room for who spent the most at 900 px
     shown = summaries.numbered(review)[["run_id", "agent", "start", "outcome", "utilisation",
                                         "overrun_ms", "culprit"]].assign(
-        start=review["start"].map(fmt.instant))
+        start=review["start"].map(fmt.instant),
+        run_id=data.run_id_starts([str(r) for r in review["run_id"]]))
     layout.table(
         fmt.readable_table(shown),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
         key="review_table", height=layout.table_height(len(review)),
         column_config={
-            "run_id": st.column_config.TextColumn("run id"),
+            "run_id": st.column_config.TextColumn(
+                "run", help="the start of its run id that no other run shares: the run view "
+                "and `budgetscope run` take it"),
             "start": st.column_config.TextColumn("start (UTC)"),
             "overrun_ms": st.column_config.TextColumn(
                 "overrun", help="how far the run went past its deadline"),

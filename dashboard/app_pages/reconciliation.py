@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import columns, data, figures, fmt, layout
 from dashboard.exports import csv_file_name
+from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
 # The rate chart is daily while the range's writes span at most this many days.
@@ -25,12 +26,13 @@ if report.empty:
     st.stop()
 writes = int(report["write_steps"].sum())
 reconciled = int(report["reconciled_writes"].sum())
-c = st.columns(5)
-c[0].metric("Write steps", fmt.count(writes))
-c[1].metric("Uncertain writes", fmt.count(report["uncertain_writes"].sum()))
-c[2].metric("Reconciled writes", fmt.count(reconciled))
-c[3].metric("Reconciliation rate", fmt.percent(reconciled / writes if writes else None))
-c[4].metric("Orphan writes", fmt.count(report["orphan_writes"].sum()))
+headline([
+    Metric("Write steps", fmt.count(writes)),
+    Metric("Uncertain writes", fmt.count(report["uncertain_writes"].sum())),
+    Metric("Reconciled writes", fmt.count(reconciled)),
+    Metric("Reconciliation rate", fmt.percent(reconciled / writes if writes else None)),
+    Metric("Orphan writes", fmt.count(report["orphan_writes"].sum())),
+], key="reconciliation_headline")
 
 # In percent, as the chart and the tiles say the rate (a slider at 0.10 beside "10%" read as
 # two different numbers).

@@ -5,14 +5,18 @@ uncertain writes with their keys, and one next step drawn from the run's data.""
 
 from __future__ import annotations
 
+import shlex
+
 import pandas as pd
 import streamlit as st
 
 from dashboard import data, fmt, layout, run_figures, summaries
-from queries import run_story
+from dashboard.metrics import Metric, headline
+from queries import run_compare, run_story
 from queries.run_view import RunNotFound
 
 SIMULATE_PAGE = "app_pages/simulate.py"
+BUDGETS_PAGE = "app_pages/budgets.py"
 
 ctx = layout.context()
 st.title("Run view")
@@ -73,42 +77,52 @@ box.markdown("  \n".join(f"**{label}:** {fmt.escape_md(text)}" for label, text i
 for note in run_story.uncertain_writes(view.writes, view.steps):
     # One line a write, orphans first, each with its key: read it back before retrying.
     box.markdown(("⚠️ " if note.orphan else "") + fmt.escape_md(note.sentence()))
-next_step = run_story.next_step(run, view.steps, view.writes)
+# Compare is offered only when there is a completed run of the agent to compare with (the
+# comparison page would say "Nothing to compare with"); the same search that page makes.
+typical, _ = run_compare.typical_around(int(run["start_ns"]), run["agent"], str(run["run_id"]),
+                                        lambda filters: data.report("runs", filters))
+next_step = run_story.next_step(run, view.steps, view.writes, typical.run_id is not None)
 box.markdown(f"**Next step:** {fmt.escape_md(next_step.text)}")
-if next_step.kind == run_story.SMALLER_CAP:
+if next_step.what_if:
     box.page_link(SIMULATE_PAGE, icon=":material/tune:",
                   label=f"What if, with {next_step.step_key} capped at "
                         f"{fmt.duration(next_step.cap_ms)}",
-                  query_params={**ctx.state.query_params(),
-                                **({"agent": str(run["agent"])}
-                                   if not fmt.missing(run["agent"]) else {}),
-                                "cap": f"{next_step.step_key}={next_step.cap_ms}"})
-box.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
-              icon=":material/compare_arrows:",
-              query_params=layout.run_params(str(run["run_id"]), ctx.state),
-              help="Side by side with the median-utilisation completed run of the same agent "
-                   "around this run's start (or one you pick there): step by step, where the "
-                   "time went differently.")
+                  query_params=next_step.what_if_params())
+if next_step.commands:
+    # The same step in a terminal, as `budgetscope run` prints it (a code block: its copy
+    # button, and nothing in it is interpreted).
+    box.code("\n".join(shlex.join(["budgetscope", "--db", ctx.status.path, *arguments])
+                       for arguments in next_step.commands), language=None, wrap_lines=True)
+if next_step.kind == run_story.DECLARE_BUDGET:
+    box.page_link(BUDGETS_PAGE, label="Declared budgets", icon=":material/timer:")
+if typical.run_id is not None:
+    box.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
+                  icon=":material/compare_arrows:",
+                  query_params=layout.run_params(str(run["run_id"]), ctx.state),
+                  help="Side by side with the median-utilisation completed run of the same "
+                       "agent around this run's start (or one you pick there): step by step, "
+                       "where the time went differently.")
 
 outcome = run["outcome"]
 # A stated outcome outside the known list is span data: show it escaped below, not in a tile.
 known = outcome in run_story.STATED_OUTCOMES
-# Two rows of three: a tile a sixth of the page wide cut "exhausted" to "exhaus…".
-tiles = [*st.columns(3), *st.columns(3)]
-tiles[0].metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome)
-                                                   else "other"),
-                help="budget.run.outcome as the agent stated it")
-tiles[1].metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted)
-                else ("yes" if exhausted else "no"), help=story.exhausted_reason or None)
-tiles[2].metric("Utilisation", fmt.percent(run["utilisation"]))
 source = run.get("budget_source")
-tiles[3].metric("Budget", fmt.duration(run["budget_ms"]),
-                help={"span": "from the run's own budget.total_ms",
-                      "declared": "declared for this run's agent, or the default for agents "
-                                  "without one (Budgets page; docs/metrics.md §10)"}.get(
-                    source, "unknown: no budget.total_ms and no budget declared"))
-tiles[4].metric("Elapsed", fmt.duration(run["elapsed_ms"]))
-tiles[5].metric("Overrun", fmt.duration(run["overrun_ms"]))
+# Tiles that wrap (dashboard/metrics.py): in fixed columns, "exhausted" read "exhau…" at 900 px.
+headline([
+    Metric("Outcome", outcome if known else (fmt.NO_VALUE if fmt.missing(outcome) else "other"),
+           help="budget.run.outcome as the agent stated it"),
+    Metric("Exhausted", fmt.NO_VALUE if fmt.missing(exhausted) else ("yes" if exhausted
+                                                                     else "no"),
+           help=story.exhausted_reason or None),
+    Metric("Utilisation", fmt.percent(run["utilisation"])),
+    Metric("Budget", fmt.duration(run["budget_ms"]),
+           help={"span": "from the run's own budget.total_ms",
+                 "declared": "declared for this run's agent, or the default for agents "
+                             "without one (Budgets page; docs/metrics.md §10)"}.get(
+               source, "unknown: no budget.total_ms and no budget declared")),
+    Metric("Elapsed", fmt.duration(run["elapsed_ms"])),
+    Metric("Overrun", fmt.duration(run["overrun_ms"])),
+], key="run_headline")
 
 if fmt.missing(run["budget_ms"]):
     st.warning(story.ending + " (docs/metrics.md §1) Declare one on the Budgets page or with "
@@ -130,7 +144,21 @@ with st.popover("Link to this view", icon=":material/link:",
 if view.steps.empty:
     st.info("This run has no steps.")
 else:
-    st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall")
+    choices = list(range(len(view.steps)))
+    pick_key = f"step_details_pick:{run['run_id']}"  # each run opens on its own first step
+
+    def open_clicked_step() -> None:
+        """A click on a step's bar (or its failure mark, or its outline) opens its details
+        below: the bars carry their row in `customdata` (run_figures.waterfall)."""
+        for point in st.session_state["waterfall"].selection.points:
+            row = point.get("customdata")
+            if isinstance(row, int | float) and int(row) in choices:
+                st.session_state[pick_key] = int(row)
+                return
+
+    st.plotly_chart(run_figures.waterfall(run, view.steps), key="waterfall",
+                    on_select=open_clicked_step, selection_mode="points")
+    st.caption("Click a step's bar to open its details below.")
     st.subheader("Steps")
     table = summaries.run_steps_table(view.steps, run)
     # What on-call reads first fits the page at 1400 px without a horizontal scroll; what
@@ -157,13 +185,14 @@ else:
     # One click away: the attributes, events, exception and status message of a step, as
     # text (a table and plain text never interpret what a span says). Opens on the first
     # failed step, else the culprit: what on-call reads first.
-    choices = list(range(len(view.steps)))
     failed = [i for i, c in enumerate(view.steps["step_class"]) if c != "ok"]
     culprit_row = [i for i, span in enumerate(view.steps["span_id"])
                    if span == run.get("culprit_span_id")]
     first = (failed or culprit_row or [0])[0]
+    if st.session_state.get(pick_key) not in choices:
+        st.session_state[pick_key] = first  # the widget's value, set once (no default beside)
     picked = st.selectbox(
-        "Step", choices, index=first, key="step_details_pick",
+        "Step", choices, key=pick_key,
         format_func=lambda i: (f"#{view.steps['number'].iloc[i]} "
                                f"{view.steps['step_key'].iloc[i]} · "
                                f"{view.steps['step_class'].iloc[i]}"))

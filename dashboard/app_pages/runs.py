@@ -8,7 +8,7 @@ import streamlit as st
 
 from dashboard import colors, data, fmt, layout, run_search_params, summaries
 from dashboard.run_search_params import OUTCOMES, PAGE_SIZE
-from queries.run_search import SORTABLE, RunSearch
+from queries.run_search import SORTABLE, WRITES, RunSearch
 
 ctx = layout.context()
 st.title("Runs")
@@ -27,6 +27,7 @@ if url_params != ss.get(_LAST) or ctx.arrived:
     ss["rs_holder"] = url_search.holder or _ANY
     ss["rs_step"] = url_search.step_key or _ANY
     ss["rs_class"] = url_search.step_class or _ANY
+    ss["rs_writes"] = url_search.writes or _ANY
     ss["rs_id"] = url_search.id_prefix or ""
     ss["rs_umin"] = url_params.get("umin", "")
     ss["rs_umax"] = url_params.get("umax", "")
@@ -53,8 +54,9 @@ def _any(label: str) -> object:
     return lambda value: f"any {label}" if value == _ANY else value
 
 
-first = st.columns(5)
-first[0].multiselect("Outcome", OUTCOMES, key="rs_outcome",
+# Four filters a row: five in a row were cut to "Choo" and "eithe" in a 900 px window.
+first = st.columns(4)
+first[0].multiselect("Outcome", OUTCOMES, key="rs_outcome", placeholder="any outcome",
                      help="budget.run.outcome as the agent stated it; none: not stated")
 first[1].selectbox("Exhausted", [_ANY, "yes", "no"], key="rs_exhausted",
                    format_func=lambda v: "either" if v == _ANY else v)
@@ -65,25 +67,32 @@ first[2].selectbox("Spent the most", _options(runs["culprit"], ss["rs_culprit"])
 first[3].selectbox("Holder", _options(runs["holder"], ss["rs_holder"]), key="rs_holder",
                    format_func=_any("holder"), help="the top-level step that held the "
                    "deadline (docs/metrics.md §4)")
-first[4].text_input("Run id starts with", key="rs_id", placeholder="e.g. 5fa7a0c0")
 second = st.columns(4)
 second[0].selectbox("Holds a step", _options(steps["step_key"], ss["rs_step"]), key="rs_step",
                     format_func=_any("step key"), help="runs with a step of this key, nested "
                     "steps included")
 second[1].selectbox("Holds a step of class", [_ANY, *colors.STEP_CLASSES], key="rs_class",
                     format_func=lambda v: "any class" if v == _ANY else colors.CLASS_LABELS[v])
-second[2].text_input("Utilisation from (%)", key="rs_umin", placeholder="0")
-second[3].text_input("Utilisation below (%)", key="rs_umax", placeholder="no limit")
+second[2].selectbox("Holds a write", [_ANY, *WRITES], key="rs_writes",
+                    format_func=lambda v: "any or none" if v == _ANY else v,
+                    help="runs with an uncertain write, a write read back (reconciled), or an "
+                         "orphan write (uncertain and never read back; docs/metrics.md §6)")
+second[3].text_input("Run id starts with", key="rs_id", placeholder="e.g. 5fa7a0c0")
 third = st.columns(4)
-third[0].selectbox("Sort by", list(SORTABLE), key="rs_sort")
-third[1].selectbox("Order", [_ANY, "desc", "asc"], key="rs_order",
-                   format_func=lambda v: {"": "usual (newest, largest first)",
-                                          "desc": "descending", "asc": "ascending"}[v])
+third[0].text_input("Utilisation from (%)", key="rs_umin", placeholder="0")
+third[1].text_input("Utilisation below (%)", key="rs_umax", placeholder="no limit")
+third[2].selectbox("Sort by", list(SORTABLE), key="rs_sort")
+third[3].selectbox("Order", [_ANY, "desc", "asc"], key="rs_order",
+                   format_func=lambda v: {"": "usual", "desc": "descending",
+                                          "asc": "ascending"}[v],
+                   help="usual: the newest, the largest first (alphabetical for run id and "
+                        "agent)")
+fourth = st.columns([1, 3])
 
 typed, page, typed_problems = run_search_params.from_params({
     "outcome": ",".join(ss["rs_outcome"]), "exhausted": ss["rs_exhausted"],
     "culprit": ss["rs_culprit"], "holder": ss["rs_holder"], "step": ss["rs_step"],
-    "class": ss["rs_class"],
+    "class": ss["rs_class"], "writes": ss["rs_writes"],
     "id": ss["rs_id"].strip(), "umin": ss["rs_umin"].strip(), "umax": ss["rs_umax"].strip(),
     "sort": ss["rs_sort"], "order": ss["rs_order"], "page": str(ss.get("rs_page", 1))})
 for problem in typed_problems:
@@ -100,11 +109,11 @@ params = run_search_params.to_params(search, page)
 ss[_LAST] = params
 layout.write_url(ctx.state, params, owned=frozenset(run_search_params.KEYS))
 
-third[2].number_input("Page", min_value=1, max_value=pages, step=1, key="rs_page")
+fourth[0].number_input("Page", min_value=1, max_value=pages, step=1, key="rs_page")
 shown_from = (page - 1) * PAGE_SIZE + 1 if found.total else 0
 shown_to = shown_from + len(found.runs) - 1 if found.total else 0
 matching = "run matches" if found.total == 1 else "runs match"
-third[3].markdown(f"**{fmt.count(found.total)}** {matching} · showing "
+fourth[1].markdown(f"**{fmt.count(found.total)}** {matching} · showing "
                   f"{fmt.count(shown_from)}–{fmt.count(shown_to)} · page {page} of {pages}")
 
 if found.runs.empty:
@@ -128,7 +137,14 @@ table = shown.assign(
 )[["run_id", "agent", "start", "outcome", "exhausted", "budget", "elapsed", "utilisation",
    "culprit", "culprit_share", "holder", "overrun", "budget_source", "root_missing"]]
 table["start"] = table["start"].map(fmt.instant)
+# The id as the shortest start no other run shares (8 characters or more): what the run view
+# and `budgetscope run` open, and room for what on-call reads at 900 px (outcome, utilisation,
+# who spent the most); the whole id is in the run view and under "More columns".
+table.insert(0, "run", data.run_id_starts([str(r) for r in table["run_id"]]))
 labels = {"run_id": st.column_config.TextColumn("run id"),
+          "run": st.column_config.TextColumn(
+              "run", help="the start of its run id that no other run shares: the run view "
+              "and `budgetscope run` take it; the whole id is under More columns"),
           "start": st.column_config.TextColumn("start (UTC)"),
           "culprit": st.column_config.TextColumn(
               "spent the most", help="the top-level step that spent the most, with its number "
@@ -152,14 +168,19 @@ height = min(38 + 35 * len(table), 1790)
 # The columns runs are told apart by, fitting the page at 1400 px; the rest are one click away.
 event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
-                     column_order=["run_id", "agent", "start", "outcome", "exhausted",
-                                   "utilisation", "culprit", "root_missing"])
+                     column_order=["run", "agent", "start", "outcome", "exhausted",
+                                   "utilisation", "culprit"])
 st.caption("Select a row to open that run.")
-with st.expander("More columns: budget, elapsed, its share, holder, overrun, budget source"):
+missing_roots = int(shown["root_missing"].astype(bool).sum())
+if missing_roots:
+    st.caption(f"{fmt.plural(missing_roots, 'run')} on this page measured from its earliest "
+               "span: its root never arrived (root, under More columns).")
+with st.expander("More columns: the whole run id, budget, elapsed, its share, holder, overrun, "
+                 "budget source, root"):
     layout.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
                  column_order=["run_id", "budget", "elapsed", "culprit", "culprit_share",
-                               "holder", "overrun", "budget_source"])
+                               "holder", "overrun", "budget_source", "root_missing"])
 chosen = event.selection.rows if event is not None else []
 if chosen:
     run_id = str(table.iloc[chosen[0]]["run_id"])

@@ -1,7 +1,9 @@
-"""What if: the stored runs replayed under other per-tool caps, another run deadline, a
-minimum budget to start a call, retries on or off; predicted beside actual. The numbers come
-from simulation.replay through dashboard/data.py (the same function as `budgetscope
-simulate`); this page only turns widgets into a policy and draws the result."""
+"""What if: the stored runs replayed under other caps for any model, tool, queue or subagent
+step (capped in the record or not), another run deadline, a minimum budget to start a call,
+retries on or off; predicted beside actual. The whole policy is in the page's address
+(dashboard/simulate_params.py), written as the sliders move and restored from a link. The
+numbers come from simulation.replay through dashboard/data.py (the same function as
+`budgetscope simulate`); this page only turns widgets into a policy and draws the result."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, layout, simulation_figures
+from dashboard import data, fmt, layout, simulate_params, simulation_figures
+from dashboard.metrics import Metric, headline
 from simulation.policy import SimulationPolicy
 from simulation.replay import recorded_caps, typical_budget_ms
 
@@ -68,21 +71,19 @@ FIGURES = {
     "write_timeouts": "writes timing out (future reconciliations)",
     "runs_beyond_record": "runs the record ended early that get through",
 }
-CAP_PARAM = "cap"  # `?cap=tool:fetch_report=4500`: open with that step's slider at 4.5 s
-
-
-def _linked_cap() -> tuple[str, float] | None:
-    """A cap the address asks for (the run view's next step links here with one)."""
-    key, _, ms = st.query_params.get(CAP_PARAM, "").rpartition("=")
-    try:
-        return (key, float(ms) / 1000) if key and float(ms) > 0 else None
-    except ValueError:
-        return None
+# The kinds of steps the replay re-times as calls (simulation/prepare.py), in the order their
+# caps are shown; a cap on another kind (a backoff) would change nothing.
+KIND_ORDER = ("model", "tool", "queue", "subagent", "reconcile")
+_LAST = "_sim_params_last"  # the policy's address parameters the page last wrote
 
 
 def _slider_max(value_s: float) -> float:
     """Room to loosen as well as tighten: twice the recorded value, at least 1 s, in 0.5 s."""
     return max(1.0, math.ceil(value_s * 4) / 2)
+
+
+def added_key(kind: str) -> str:
+    return f"sim_add:{kind}"
 
 
 ctx = layout.context()
@@ -95,8 +96,38 @@ if layout.no_runs_in_range(ctx):
 
 prepared = data.simulation_inputs(ctx.filters)
 caps = recorded_caps(prepared)
-tool_caps = caps[(caps["kind"] == "tool") & caps["cap_ms"].notna()]
+caps = caps[caps["kind"].isin(KIND_ORDER) & caps["p95_ms"].notna()]
+recorded = {str(k): float(v) for k, v in zip(caps["step_key"], caps["cap_ms"], strict=True)
+            if not fmt.missing(v)}
 budget_ms = typical_budget_ms(prepared)
+ss = st.session_state
+
+# The address wins when it says something new (a pasted link, the back button, the run view's
+# next step) or on the page's first run; otherwise the widgets say the policy.
+url, problems = simulate_params.from_params(
+    {key: st.query_params.get_all(key) for key in simulate_params.KEYS})
+url_params = simulate_params.to_params(url)
+if url_params != ss.get(_LAST) or ctx.arrived:
+    for key in [k for k in ss if isinstance(k, str) and k.startswith(("sim_cap:", "sim_add:"))]:
+        del ss[key]
+    unknown = [key for key, _ in url.caps if key not in set(caps["step_key"])]
+    if unknown:
+        problems.append("no step of " + ", ".join(unknown) + " in these runs: its cap is left "
+                        "out (pick the agent and time range whose runs have it)")
+    for key, ms in url.caps:
+        if key in unknown:
+            continue
+        ss[cap_key(key)] = ms / 1000
+        if key not in recorded:
+            kind = key.split(":", 1)[0]
+            ss[added_key(kind)] = [*ss.get(added_key(kind), []), key]
+    ss[DEADLINE_ON_KEY] = url.deadline_ms is not None and not math.isnan(budget_ms)
+    if url.deadline_ms is not None:
+        ss[DEADLINE_KEY] = url.deadline_ms / 1000
+    ss[MIN_START_KEY] = (url.min_start_ms or 0) / 1000
+    ss[RETRIES_KEY] = url.retries
+for problem in problems:
+    st.warning(fmt.escape_md(problem))
 
 st.subheader("Policy")
 left, middle, right = st.columns(3)
@@ -106,57 +137,87 @@ with left:
         default_s = budget_ms / 1000
         # Off, the text and the policy both say "as recorded"; only a deadline that is set
         # shows a value, so a slider never shows 60.00 while each run keeps its own budget.
-        if st.toggle("Set one run deadline", value=False,
-                     key=DEADLINE_ON_KEY,
+        if st.toggle("Set one run deadline", key=DEADLINE_ON_KEY,
                      help="On: the deadline below for every budgeted run. Off: each run keeps "
                           "its own recorded budget."):
-            deadline_s = st.slider("Run deadline (s), every budgeted run", min_value=1.0,
-                                   max_value=_slider_max(default_s), value=default_s,
-                                   step=0.5, key=DEADLINE_KEY,
-                                   help="Starts at the most common recorded budget, "
-                                        f"{fmt.duration(budget_ms)}.")
+            ss.setdefault(DEADLINE_KEY, default_s)
+            deadline_s = st.slider("Run deadline (s), every budgeted run", min_value=min(
+                1.0, ss[DEADLINE_KEY]), max_value=max(_slider_max(default_s), ss[DEADLINE_KEY]),
+                step=0.5, key=DEADLINE_KEY,
+                help=f"Starts at the most common recorded budget, {fmt.duration(budget_ms)}.")
         else:
             st.caption(fmt.escape_md(f"Run deadline: as recorded (each run's own budget; "
                                      f"the most common is {fmt.duration(budget_ms)})."))
 with middle:
+    ss.setdefault(MIN_START_KEY, 0.0)
     min_start_s = st.slider("Refuse a call below this budget left (s)", min_value=0.0,
-                            max_value=10.0, value=0.0, step=0.25, key=MIN_START_KEY,
+                            max_value=max(10.0, ss[MIN_START_KEY]), step=0.25,
+                            key=MIN_START_KEY,
                             help="Beyond the run's landing reserve, in runs that report "
                                  "budget.remaining_ms. 0: refusals as recorded.")
 with right:
-    retries = st.toggle("Retry calls that time out at their cap", value=True, key=RETRIES_KEY)
+    ss.setdefault(RETRIES_KEY, True)
+    retries = st.toggle("Retry calls cut at their cap", key=RETRIES_KEY,
+                        help="On: a call that newly times out at its cap is retried (up to 3 "
+                             "attempts, backoff 250 ms·2^k). Off: the recorded retries and "
+                             "backoffs are dropped.")
+
+
+def cap_slider(key: str, start_s: float, top_s: float) -> float:
+    """A step key's cap slider, its value from the session (the address, or the user): a
+    label of the key as it is (fmt.label_text), which is also the slider's accessible name."""
+    ss.setdefault(cap_key(key), start_s)
+    value = ss[cap_key(key)]
+    return st.slider(fmt.label_text(key), min_value=min(0.1, value),
+                     max_value=max(_slider_max(top_s), value), step=0.1, key=cap_key(key),
+                     help=f"recorded cap {fmt.duration(recorded.get(key))}; the 95th "
+                          "percentile of its calls "
+                          f"{fmt.duration(caps_by_key.loc[key, 'p95_ms'])}")
+
 
 cap_overrides: dict[str, int] = {}
-linked = _linked_cap()
-if linked is not None:
-    # Set once, from the link: after that the slider is the user's, and the address no
-    # longer says a cap the slider may have left.
-    st.session_state[cap_key(linked[0])] = round(linked[1], 1)
-    del st.query_params[CAP_PARAM]
-with st.expander("Caps per tool (s)", expanded=True):
-    columns = st.columns(3)
-    for index, row in enumerate(tool_caps.itertuples(index=False)):
-        recorded_s = row.cap_ms / 1000
-        with columns[index % 3]:
-            # A slider label is Markdown and a step key comes from a span: escaped. Its value
-            # comes from the session when the address set it (no default beside it, which
-            # Streamlit warns about).
-            start = {} if cap_key(row.step_key) in st.session_state else {"value": recorded_s}
-            value = st.slider(fmt.escape_md(row.step_key), min_value=0.1,
-                              max_value=_slider_max(recorded_s), step=0.1,
-                              key=cap_key(row.step_key), **start)
-        if abs(value - recorded_s) > 1e-9:
-            cap_overrides[row.step_key] = round(value * 1000)
-    uncapped = caps[(caps["kind"] == "tool") & caps["cap_ms"].isna()]["step_key"]
-    if len(uncapped):
-        st.caption(fmt.escape_md("No cap recorded (no budget.cap_ms), so no slider: "
-                                 + ", ".join(str(key) for key in uncapped)))
-    elif tool_caps.empty:
-        st.caption("No tool in this range has a recorded cap (budget.cap_ms).")
+caps_by_key = caps.set_index("step_key")
+for kind in KIND_ORDER:
+    of_kind = caps[caps["kind"] == kind]
+    if of_kind.empty:
+        continue
+    capped = [key for key in of_kind["step_key"] if key in recorded]
+    uncapped = [key for key in of_kind["step_key"] if key not in recorded]
+    with st.expander(f"Caps per {kind} (s)", expanded=True):
+        columns = st.columns(3)
+        for index, key in enumerate(capped):
+            with columns[index % 3]:
+                value = cap_slider(key, recorded[key] / 1000, recorded[key] / 1000)
+            if abs(value - recorded[key] / 1000) > 1e-9:
+                cap_overrides[key] = round(value * 1000)
+        if uncapped:
+            ss[added_key(kind)] = [k for k in ss.get(added_key(kind), []) if k in uncapped]
+            given = st.multiselect(
+                f"Give a cap to a {kind} step recorded without one (no budget.cap_ms)",
+                uncapped, key=added_key(kind), format_func=str,
+                help="Its slider starts at the 95th percentile of its recorded calls.")
+            columns = st.columns(3)
+            for index, key in enumerate(given):
+                with columns[index % 3]:
+                    p95 = float(caps_by_key.loc[key, "p95_ms"]) / 1000
+                    cap_overrides[key] = round(cap_slider(key, p95, p95) * 1000)
+if caps.empty:
+    st.caption("No model, tool, queue or subagent calls in this range.")
 
 deadline_ms = None if deadline_s is None else round(deadline_s * 1000)
 policy = SimulationPolicy(cap_overrides, deadline_ms,
                           round(min_start_s * 1000) if min_start_s > 0 else None, retries)
+# The address says the whole policy, as the sliders have it now: a link to this page is this
+# scenario (Scenario.policy() of what it says is `policy`).
+scenario = simulate_params.Scenario(tuple(sorted(cap_overrides.items())), deadline_ms,
+                                    policy.min_start_ms, retries)
+ss[_LAST] = simulate_params.to_params(scenario)
+layout.write_url(ctx.state, ss[_LAST], owned=frozenset(simulate_params.KEYS))
+with st.popover("Link to this scenario", icon=":material/link:",
+                help="The address of this page with this policy and these filters, to paste "
+                     "into a chat: it opens the same scenario"):
+    st.code(layout.page_url("simulate", {**ctx.state.query_params(), **ss[_LAST]}),
+            language=None, wrap_lines=True)
 result = data.simulation(ctx.filters, policy)
 summary = result.summary.set_index("metric")
 st.caption(fmt.escape_md(f"Policy: {policy.describe()}"))
@@ -166,41 +227,34 @@ def _pair(metric: str) -> tuple[object, object]:
     return summary.loc[metric, "actual"], summary.loc[metric, "predicted"]
 
 
-def _change_metric(label: str, value: str, change: str | None, actual: str) -> None:
+def _change_metric(label: str, value: str, change: str | None, actual: str) -> Metric:
     """A rise is bad for every figure here (red); no change is `±0`, with no colour and no
     arrow."""
     unchanged = change is not None and float(change.split()[0].replace(",", "")) == 0
-    st.metric(label, value, "±0" if unchanged else change,
-              delta_color="off" if unchanged else "inverse",
-              delta_arrow="off" if unchanged else "auto", help=f"Actual: {actual}")
+    return Metric(label, value, "±0" if unchanged else change, "inverse",
+                  help=f"Actual: {actual}")
 
 
-def _rate_metric(label: str, metric: str) -> None:
+def _rate_metric(label: str, metric: str) -> Metric:
     actual, predicted = _pair(metric)
     delta = None
     if not (fmt.missing(actual) or fmt.missing(predicted)):
         delta = f"{(float(predicted) - float(actual)) * 100:+.1f} pp"
-    _change_metric(label, fmt.percent(predicted), delta, fmt.percent(actual))
+    return _change_metric(label, fmt.percent(predicted), delta, fmt.percent(actual))
 
 
-def _count_metric(label: str, metric: str) -> None:
+def _count_metric(label: str, metric: str) -> Metric:
     actual, predicted = _pair(metric)
-    _change_metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
-                   fmt.count(actual))
+    return _change_metric(label, fmt.count(predicted), f"{int(predicted) - int(actual):+,}",
+                          fmt.count(actual))
 
 
 st.subheader("Predicted (change against actual)")
-cells = st.columns(5)
-with cells[0]:
-    _rate_metric("Exhaustion rate", "exhaustion_rate")
-with cells[1]:
-    _rate_metric("Client timeout rate", "client_timeout_rate")
-with cells[2]:
-    _rate_metric("Utilisation p99", "utilisation_p99")
-with cells[3]:
-    _count_metric("Refused calls", "refused")
-with cells[4]:
-    _count_metric("Writes timing out", "write_timeouts")
+headline([_rate_metric("Exhaustion rate", "exhaustion_rate"),
+          _rate_metric("Client timeout rate", "client_timeout_rate"),
+          _rate_metric("Utilisation p99", "utilisation_p99"),
+          _count_metric("Refused calls", "refused"),
+          _count_metric("Writes timing out", "write_timeouts")], key="sim_headline")
 
 fitted = result.tools.loc[result.tools["rests_on_fit"], "step_key"].tolist()
 if fitted:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import columns, data, fmt, layout
+from dashboard import columns, data, fmt, layout, summaries
 from dashboard.exports import cli_command, csv_file_name
 from dashboard.filters import FULL_WEEKS
+from queries.filters import Filters
 from queries.render import to_csv_bytes
 
 ctx = layout.context()
@@ -47,23 +48,36 @@ if weekly.empty:
 else:
     # Two tables of about ten columns each, so that neither is cut on the right at 1400 px:
     # who reads the runs side (exhaustion, utilisation, the largest share) is often not who
-    # reads the steps and writes side. Both show the report's own rows (column_order picks the
-    # columns), formatted as the CLI's table (percentages, the no-value mark); the CSV above
-    # keeps the raw values.
-    height = layout.table_height(len(weekly), most=60)
-    labels = columns.config("weekly", weekly.columns)
+    # reads the steps and writes side. Each week opens with its row over all agents, then its
+    # agents' rows (the CSV above keeps the report's own rows); the week names its days, and
+    # a week the range cuts short says so and which days it counts, in both tables.
+    shown = summaries.weekly_with_all_agents(
+        weekly, data.report("runs", ctx.filters),
+        lambda start, end: data.report("attribution", Filters(start, end, ctx.filters.agent)),
+        ctx.filters.since, ctx.filters.until)
+    shown["week"] = [summaries.week_label(str(week), bool(partial), ctx.filters.since,
+                                          ctx.filters.until)
+                     for week, partial in zip(shown["week"], shown["partial_week"].fillna(False),
+                                              strict=True)]
+    height = layout.table_height(len(shown), most=60)
+    labels = {**columns.config("weekly", weekly.columns),
+              "week": st.column_config.TextColumn(
+                  "week", help="ISO week (UTC, Monday to Sunday) and its days; "
+                  f"{summaries.PARTIAL_MARK} a partial week: the time range or the present cuts "
+                  "it short, and the days are those it counts (partial_week in the CSV)")}
+    if len(partial):
+        st.caption(fmt.escape_md(summaries.PARTIAL_MARK) + " after a week: a partial week, "
+                   "whose days are those the time range counts, not the whole week.")
     st.subheader("Runs")
-    layout.table(fmt.readable_table(weekly), hide_index=True, key="weekly_table",
+    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_table",
                  height=height, column_config=labels,
-                 # partial weeks are said above and ticked in the second table: with
-                 # budgeted_runs beside runs, twelve columns did not fit 1400 px
                  column_order=["week", "agent", "runs", "budgeted_runs", "exhausted_runs",
                                "exhaustion_rate", "utilisation_p50", "utilisation_p90",
                                "utilisation_p99", "top_culprit", "top_culprit_share"])
     st.subheader("Steps and writes")
-    layout.table(fmt.readable_table(weekly), hide_index=True, key="weekly_steps_table",
+    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_steps_table",
                  height=height, column_config=labels,
-                 column_order=["week", "partial_week", "agent", "steps", "client_timeouts",
+                 column_order=["week", "agent", "steps", "client_timeouts",
                                "upstream_errors", "refused", "write_steps", "reconciled_writes",
                                "reconciliation_rate", "orphan_writes"])
     # Tokens and dollars (docs/metrics.md §11.9): the columns the CSV appends after

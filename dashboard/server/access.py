@@ -19,13 +19,25 @@ static files, `/_stcore/*` and the `/_stcore/stream` websocket).
    Bearer TOKEN` is accepted too, for scripts. Without it: the login page for a page request,
    401 for anything else, and a refused websocket handshake (403).
 
-4. **Pace of wrong tokens**. A client address that sent ten wrong tokens (bearer, `?token=`,
-   the login form) may try once each ten seconds; meanwhile what it sends is answered 429
-   with Retry-After, uncompared (`TokenPace`: in `serve` the object the receivers count with,
-   ingest/receivers/auth.py).
+   A `?token=` is read only on a page a person opened: a top-level navigation
+   (`Sec-Fetch-Mode: navigate`, `Sec-Fetch-Dest: document`) that no other site started
+   (`Sec-Fetch-Site: none` or `same-origin`), or the login form. Another site's
+   `<img src="…/?token=guess">` carries `Sec-Fetch-Dest: image` and `Sec-Fetch-Site:
+   cross-site` (or `same-site`, from another port of this machine): its token is refused
+   unread and uncounted (403). A client that sends no Sec-Fetch headers at all (curl, a script,
+   a browser that does not send them to a plain-http address) is not told apart.
+4. **Pace of wrong tokens** (the dashboard's own count, `TokenPace`: ingest/receivers/auth.py).
+   A client address that sent ten wrong tokens (bearer, `?token=`, the login form) may be told
+   "wrong" once each ten seconds; meanwhile its wrong tokens are answered 429 with Retry-After
+   and not counted. The right token is always let through: an address is shared by everything
+   on a machine, and someone else's guesses must not lock the owner out.
 
-`/_stcore/health` stays open (it answers "ok" and nothing else), as the receivers' `/healthz`
-does: probes send neither token nor the public Host name.
+The guard answers its own open paths itself, to any Host and without the token: `/healthz` and
+`/_stcore/health` say "ok" (200) while Streamlit's runtime is ready for browsers, else 503, as
+Streamlit's own health route tells the guard through a request the guard makes up (no header,
+no query of the client's). Nothing of the client's request reaches Streamlit unless its Host
+is known and it carries the session or the token; an admitted browser's `/_stcore/health`
+(which also sets Streamlit's XSRF cookie) is Streamlit's own answer.
 
 The guard is `st.App` middleware (dashboard/server/bootstrap.py): it runs before Streamlit's
 own middleware and routes. Streamlit's websocket check compares the Origin with the Host byte for
@@ -54,7 +66,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOGIN_PATH = "/_budgetscope/login"
-OPEN_PATHS = frozenset({"/_stcore/health", "/healthz"})
+# Streamlit's health route (dashboard/server/ground.py, "the server's URL layout").
+STREAMLIT_HEALTH = "/_stcore/health"
+OPEN_PATHS = frozenset({STREAMLIT_HEALTH, "/healthz"})
+# The Sec-Fetch-Site values of a request no other site started: typed, bookmarked, this page.
+_OWN_SITES = frozenset({"none", "same-origin"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 # A login form is one short field; anything longer is not one.
@@ -93,8 +109,8 @@ class AccessPolicy:
     allowed_hosts: frozenset[str]
     port: int
     any_host: bool = False
-    # Wrong tokens per client (ingest.receivers.auth.FailedTokens: in `serve` the object its
-    # receivers use); None: not counted.
+    # Wrong tokens per client (ingest.receivers.auth.FailedTokens, the dashboard's own count);
+    # None: not counted.
     failed_tokens: TokenPace | None = field(default=None, compare=False)
     cookie_name: str = field(init=False)
 
@@ -217,8 +233,11 @@ class AccessGuard:
             return
         headers = _headers(scope)
         path = scope.get("path", "/")
-        if path in OPEN_PATHS and scope["type"] == "http":
-            await self.app(scope, receive, send)
+        if scope["type"] == "http" and path in OPEN_PATHS:
+            if path == STREAMLIT_HEALTH and self._admitted(headers):
+                await self.app(scope, receive, send)  # a signed-in browser: Streamlit's own
+                return
+            await self._health(scope, send)
             return
         refused = self.policy.refusal(headers.get("host", []), headers.get("origin", []))
         if refused is not None:
@@ -229,36 +248,52 @@ class AccessGuard:
         if self.policy.token is None or self._in_session(headers):
             await self.app(scope, receive, send)
             return
-        # A client that sent too many wrong tokens is answered 429 before a token it sends is
-        # compared (a session cookie is no guess: a stale one after a new token is not held
-        # against the person who then signs in).
-        pace = self.policy.failed_tokens
-        if pace is not None and _offers_token(scope, headers):
-            wait = pace.wait(_client(scope))
-            if wait:
-                await self._too_many(scope, receive, send, wait)
-                return
         bearer = _bearer(headers)
         if bearer is not None:
-            if self.policy.token_matches(bearer):
+            verdict = self._judge(scope, bearer)
+            if verdict == _RIGHT:
                 await self.app(scope, receive, send)
                 return
-            self._failed(scope)
+            if verdict == _PACED:
+                await self._too_many(scope, receive, send)
+                return
         if scope["type"] == "http":
             await self._login(scope, receive, send)
             return
         await self._refuse(scope, receive, send, 401, "token required")
 
+    def _admitted(self, headers: dict[str, list[str]]) -> bool:
+        """A known Host and same-origin browser, in session or with the right bearer token (a
+        wrong one is not counted here: the open path is answered either way)."""
+        if self.policy.refusal(headers.get("host", []), headers.get("origin", [])) is not None:
+            return False
+        if self.policy.token is None or self._in_session(headers):
+            return True
+        bearer = _bearer(headers)
+        return bearer is not None and self.policy.token_matches(bearer)
+
     def _in_session(self, headers: dict[str, list[str]]) -> bool:
         session = _cookies(headers).get(self.policy.cookie_name)
         return session is not None and self.policy.session_matches(session)
 
-    def _failed(self, scope: Scope) -> None:
-        if self.policy.failed_tokens is not None:
-            self.policy.failed_tokens.failed(_client(scope))
+    def _judge(self, scope: Scope, offered: str) -> str:
+        """_RIGHT for the token, whoever else guessed from this address; else _WRONG (counted)
+        or, for a client that sent too many wrong ones, _PACED (answered 429, not counted). A
+        session cookie is no guess and never comes here."""
+        if self.policy.token_matches(offered):
+            return _RIGHT
+        pace = self.policy.failed_tokens
+        if pace is None:
+            return _WRONG
+        client = _client(scope)
+        if pace.wait(client):
+            return _PACED
+        pace.failed(client)
+        return _WRONG
 
-    async def _too_many(self, scope: Scope, receive: Receive, send: Send, wait: float) -> None:
-        seconds = math.ceil(wait)
+    async def _too_many(self, scope: Scope, receive: Receive, send: Send) -> None:
+        pace = self.policy.failed_tokens
+        seconds = max(1, math.ceil(pace.wait(_client(scope)) if pace is not None else 1))
         if scope["type"] == "websocket":
             await self._refuse(scope, receive, send, 429, "too many wrong tokens")
             return
@@ -266,11 +301,52 @@ class AccessGuard:
                                      f"be tried in {seconds} s",
                           [(b"retry-after", str(seconds).encode())])
 
+    async def _health(self, scope: Scope, send: Send) -> None:
+        """An open path, answered here: "ok" while Streamlit's runtime is ready, as its health
+        route says to a request made up here (nothing of the client's is passed on)."""
+        if scope.get("method", "GET") not in ("GET", "HEAD"):
+            await self._plain(send, 405, "use GET", [(b"allow", b"GET, HEAD")])
+            return
+        ready = await self._streamlit_ready(scope)
+        body = b"ok" if ready else b"unavailable"
+        await send({"type": "http.response.start", "status": 200 if ready else 503,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"cache-control", b"no-cache")]})
+        await send({"type": "http.response.body",
+                    "body": b"" if scope.get("method") == "HEAD" else body})
+
+    async def _streamlit_ready(self, scope: Scope) -> bool:
+        statuses: list[int] = []
+        inner: Scope = {
+            "type": "http", "asgi": scope.get("asgi", {"version": "3.0"}),
+            "http_version": "1.1", "method": "GET", "scheme": scope.get("scheme", "http"),
+            "path": STREAMLIT_HEALTH, "raw_path": STREAMLIT_HEALTH.encode(),
+            "root_path": scope.get("root_path", ""), "query_string": b"",
+            "headers": [(b"host", b"localhost")], "client": scope.get("client"),
+            "server": scope.get("server")}
+        if "state" in scope:
+            inner["state"] = dict(scope["state"])
+
+        async def nothing() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def status_of(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(int(message["status"]))
+
+        await self.app(inner, nothing, status_of)
+        return statuses == [200]
+
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
                           keep_blank_values=True)
         method = scope.get("method", "GET")
         if method == "POST" and scope.get("path") == LOGIN_PATH:
+            if not _opened_by_a_person(headers):
+                await self._unread(send)
+                return
             form = await self._form(receive)
             if form is None:
                 await self._plain(send, 413, "login form too large")
@@ -279,22 +355,30 @@ class AccessGuard:
             if not target.startswith("/"):
                 target = "/"
             split = urlsplit(target)
-            if self.policy.token_matches(form.get("token", "")):
+            verdict = self._judge(scope, form.get("token", ""))
+            if verdict == _RIGHT:
                 # `next` holds a target _safe_target encoded: decoded first, not twice encoded.
                 await self._welcome(send, _safe_target(unquote(split.path),
                                                        parse_qsl(split.query)))
-                return
-            self._failed(scope)
-            await self._page(send, 401, target, wrong=True)
+            elif verdict == _PACED:
+                await self._too_many(scope, receive, send)
+            else:
+                await self._page(send, 401, target, wrong=True)
             return
         offered = [value for name, value in query if name == "token"]
         rest = [(name, value) for name, value in query if name != "token"]
         if offered and method in ("GET", "HEAD"):
-            if self.policy.token_matches(offered[-1]):
-                await self._welcome(send, _safe_target(scope.get("path", "/"), rest))
+            if not _opened_by_a_person(headers):
+                await self._unread(send)
                 return
-            self._failed(scope)
-            await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=True)
+            verdict = self._judge(scope, offered[-1])
+            if verdict == _RIGHT:
+                await self._welcome(send, _safe_target(scope.get("path", "/"), rest))
+            elif verdict == _PACED:
+                await self._too_many(scope, receive, send)
+            else:
+                await self._page(send, 401, _safe_target(scope.get("path", "/"), rest),
+                                 wrong=True)
             return
         if method == "GET" and is_page(scope.get("path", "/")):
             await self._page(send, 401, _safe_target(scope.get("path", "/"), rest), wrong=False)
@@ -302,6 +386,13 @@ class AccessGuard:
         await self._plain(send, 401, "token required: open the dashboard with ?token=TOKEN "
                                      "or send Authorization: Bearer TOKEN",
                           [(b"www-authenticate", b"Bearer")])
+
+    async def _unread(self, send: Send) -> None:
+        """A token another site's page sent (an image, a frame, a script): not compared, not
+        counted."""
+        await self._plain(send, 403, "a token is read only from an address you open yourself "
+                                     "(typed, bookmarked, or a link on this dashboard), never "
+                                     "from another site's page")
 
     async def _form(self, receive: Receive) -> dict[str, str] | None:
         body = b""
@@ -365,6 +456,10 @@ class TokenPace(Protocol):
     def failed(self, client: str) -> None: ...
 
 
+# What a token offered to the guard turned out to be (AccessGuard._judge).
+_RIGHT, _WRONG, _PACED = "right", "wrong", "paced"
+
+
 def _client(scope: Scope) -> str:
     client = scope.get("client")
     return str(client[0]) if client else ""
@@ -393,16 +488,21 @@ def _bearer(headers: dict[str, list[str]]) -> str | None:
     return None
 
 
-def _offers_token(scope: Scope, headers: dict[str, list[str]]) -> bool:
-    """The request carries a token to compare: a bearer header, `?token=`, the login form."""
-    if _bearer(headers) is not None:
-        return True
-    if scope["type"] != "http":
-        return False
-    if scope.get("method") == "POST" and scope.get("path") == LOGIN_PATH:
-        return True
-    query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-    return any(name == "token" for name, _ in query)
+def _opened_by_a_person(headers: dict[str, list[str]]) -> bool:
+    """Whether the request is a page a person opened (Fetch Metadata, the Sec-Fetch-* headers
+    every current browser sends to a trustworthy address, 127.0.0.1 and https among them): a
+    top-level navigation to a document that no other site started. A request without any of
+    the headers is not a browser that says so, and is not told apart."""
+    site = _first(headers, "sec-fetch-site")
+    mode = _first(headers, "sec-fetch-mode")
+    dest = _first(headers, "sec-fetch-dest")
+    return ((site is None or site in _OWN_SITES) and (mode is None or mode == "navigate")
+            and (dest is None or dest == "document"))
+
+
+def _first(headers: dict[str, list[str]], name: str) -> str | None:
+    values = headers.get(name)
+    return values[0].strip().lower() if values else None
 
 
 def page_of(path: str) -> str:

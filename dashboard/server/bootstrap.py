@@ -5,7 +5,9 @@ its first middleware (so every request passes it: pages, static files, media, `/
 the websocket) and the page hints inside it (page_head.py), hands the pages their
 `DashboardConfig` and runs the app with `App.run` on this thread until SIGTERM or Ctrl-C, then
 returns, so that `budgetscope serve` can drain its receivers and close the database. The warm-up
-starts in the app's lifespan, once Streamlit's runtime is up.
+starts in the app's lifespan, once Streamlit's runtime is up; the lifespan also puts the
+dashboard's own accept loop and connection guard on its port (connections.py) before uvicorn
+starts listening.
 
 The commands (`dashboard`, `demo`, `serve`) build a `DashboardServer` (where it listens, and the
 access policy) and call `serve`; nothing is left in module globals between the two.
@@ -13,9 +15,10 @@ access policy) and call `serve`; nothing is left in module globals between the t
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +27,11 @@ from typing import Any
 
 from dashboard.config import DashboardConfig, configure
 from dashboard.server.access import AccessGuard, AccessPolicy
+from dashboard.server.connections import ConnectionLimits, take_over
 from dashboard.server.ground import require_supported
 from dashboard.server.page_head import PageHead
 from dashboard.server.warm_up import start_warm_up
+from dashboard.server.wrong_port import WrongPort
 
 APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
 
@@ -61,6 +66,9 @@ class DashboardServer:
     port: int
     access: AccessPolicy | None = None
     app: Path = APP
+    # Open connections at most, how long a head may take (connections.py); `serve` gives the
+    # cap its share of the process's descriptors (budgetscope/server/descriptors.py).
+    connections: ConnectionLimits = ConnectionLimits()
 
     def policy(self) -> AccessPolicy:
         return self.access or AccessPolicy.build(listen_host=self.host, port=self.port,
@@ -82,8 +90,8 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
     # The guard first: nothing reaches the page hints or Streamlit that it has not admitted.
     app = st.App(str(server.app),
                  middleware=[Middleware(AccessGuard, policy=server.policy()),
-                             Middleware(PageHead)],
-                 lifespan=signals.lifespan)
+                             Middleware(WrongPort), Middleware(PageHead)],
+                 lifespan=_lifespan(server, signals))
     configure(config)
     try:
         with signals.installed(), _launched_as(server.app):
@@ -92,6 +100,20 @@ def serve(server: DashboardServer, config: DashboardConfig) -> None:
         pass
     finally:
         configure(None)
+
+
+def _lifespan(server: DashboardServer, signals: _Signals
+              ) -> Callable[[object], AsyncIterator[None]]:
+    """The app's lifespan: the dashboard's port taken over (connections.py), then the signals'
+    and the warm-up's. It runs before uvicorn creates its server and ends after it stopped."""
+
+    @asynccontextmanager
+    async def lifespan(app: object) -> AsyncIterator[None]:
+        with take_over(asyncio.get_running_loop(), server.port, server.connections):
+            async with signals.lifespan(app):
+                yield
+
+    return lifespan  # type: ignore[return-value]
 
 
 @contextmanager

@@ -110,6 +110,15 @@ INTERNALS: tuple[Internal, ...] = (
         if_moved="the client ignores the setting and retries as before (110 ms slower); "
                  "tests/browser/test_browser_dashboard.py sees the page-relative requests"),
     Internal(
+        what="the client keeps the sidebar's collapsed state in localStorage under "
+             "`stSidebarCollapsed-` (the app's page-link base, empty here) and reads it as it "
+             "loads, before its own width rule",
+        used_in="dashboard/server/page_head.py (_SIDEBAR_ON_NARROW_WINDOWS)",
+        why="the sidebar starts collapsed below 1100 px (Streamlit's own rule: 768 px), so "
+            "that a 900 px window keeps the pages' numbers and tables whole",
+        if_moved="the sidebar starts open at 900 px again; tests/browser/test_browser_narrow.py "
+                 "fails"),
+    Internal(
         what="hidden config options logger.hideWelcomeMessage and runner.postScriptGC",
         used_in="dashboard/server/bootstrap.py (STREAMLIT_OPTIONS)",
         why="no start-up banner (its Network/External URL lines reach out on a wildcard "
@@ -123,4 +132,16 @@ INTERNALS: tuple[Internal, ...] = (
         why="SIGTERM and Ctrl-C must return from the dashboard, so that `serve` drains its "
             "receivers and closes the database, instead of ending the process",
         if_moved="tests/test_serve.py (SIGTERM drains) fails"),
+    Internal(
+        what="uvicorn creates its listening server with loop.create_server(factory, sock=...) "
+             "on the running event loop once the app's lifespan has started (the ASGI "
+             "lifespan's startup comes before the server accepts), and calls only close() "
+             "and wait_closed() on what it gets back",
+        used_in="dashboard/server/connections.py (take_over, entered in bootstrap._lifespan)",
+        why="uvicorn closes no connection that has not sent a request and caps none below "
+            "the descriptor limit, and Python 3.11's asyncio accept loop spins at EMFILE: "
+            "1,100 idle connections to the dashboard stopped serve's ingestion. The "
+            "dashboard's own accept loop and connection guard take that call's place",
+        if_moved="the dashboard is served unguarded again; tests/test_streamlit_ground.py "
+                 "and the dashboard flood of tests/test_hostile_floods.py fail"),
 )

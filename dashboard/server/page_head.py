@@ -1,7 +1,7 @@
 """What a first-time visitor's browser is told in the page's own HTML: where Streamlit's server
 is, and to fetch the chart and table code at once instead of when the first chart arrives.
 
-Three additions to `<head>`, on a page's address only:
+Three additions to `<head>`, on a page's address only (and a fourth, below):
 - where the server is (`window.__streamlit.BACKEND_BASE_URL`, the client's setting for it,
   read once as it loads): the page's parent, relative to the page, which is the app's base
   wherever it is mounted. Unsaid, on any address but the app's root the client first asks
@@ -21,6 +21,13 @@ Three additions to `<head>`, on a page's address only:
   as Streamlit's own import, so the module is evaluated once; a failure here is left for that
   import to report.
 Without them, first visits took 1.05–1.28× as long (docs/design.md, "How fast a page draws").
+
+And, on every page, a script that starts the sidebar collapsed in a window narrower than
+NARROW_PX: Streamlit's own "auto" collapses it only at 768 px and below, and at 900 px the open
+sidebar left the pages' numbers and tables too little room. The client keeps the sidebar's
+state in localStorage (`stSidebarCollapsed-`, a choice the user made by clicking) and reads it
+as it loads; the script sets it when nothing the user chose is there, marks that it did, and
+takes its own setting back in a wider window.
 
 The client's setting and the chunks' file names (which change with every Streamlit release,
 and are read from the installed package) are Streamlit internals, listed in ground.INTERNALS.
@@ -91,6 +98,19 @@ _SERVER_IS_THE_PARENT = {
 }
 
 
+# Below this window width the sidebar starts collapsed (the headline tiles wrap below ~1100 px
+# anyway; a collapsed sidebar gives the page back its ~300 px).
+NARROW_PX = 1100
+# The client's localStorage key for the sidebar's state (ground.INTERNALS), and ours marking a
+# value this script set rather than the user.
+SIDEBAR_KEY, OURS_KEY = "stSidebarCollapsed-", "budgetscope.sidebarCollapsedForNarrow"
+_SIDEBAR_ON_NARROW_WINDOWS = (
+    "<script>(()=>{try{const s=localStorage,k=" + json.dumps(SIDEBAR_KEY) + ",m="
+    + json.dumps(OURS_KEY) + ",v=s.getItem(k);"
+    "if(v===null||v===s.getItem(m)){if(innerWidth<" + str(NARROW_PX) + "){s.setItem(k,'true');"
+    "s.setItem(m,'true')}else{s.removeItem(k);s.removeItem(m)}}}catch(e){}})()</script>")
+
+
 def head_additions(path: str) -> bytes:
     """What goes into the head of the page at `path` (not cached: paths come from clients).
     The page is the address's last segment (the app may live under a base path). A page's
@@ -101,6 +121,7 @@ def head_additions(path: str) -> bytes:
     page = page_of(path)
     server = (_SERVER_IS_THE_PARENT[path.endswith("/")]
               if page in PAGE_PATHS and not _is_the_base(path) else "")
+    server += _SIDEBAR_ON_NARROW_WINDOWS
     table = _link(chunk(TABLE_CHUNK))
     if page in PAGES_WITHOUT_CHARTS:
         return (server + table).encode()

@@ -1,16 +1,19 @@
 """Optional bearer-token check shared by both receivers, and the pace of wrong tokens per client.
 
 A token is at least 16 printable characters (budgetscope/commands/tokens.py), so it cannot be
-guessed outright; what is left is to keep a client from trying quickly. `FailedTokens` counts
-each client address's wrong tokens as a leaky bucket: BURST of them are answered as usual (a
-typo, a rotated token), then the client may try once each REFILL_SECONDS. While it must wait,
-its requests that carry a token are refused without the token being compared (HTTP 429 with
-Retry-After, gRPC UNAVAILABLE with RetryInfo), so the answers tell it nothing. One object is
-shared by the OTLP/HTTP and OTLP/gRPC ports and, in `serve`, the dashboard.
+guessed outright; what is left is to keep a client from trying quickly, and its wrong tokens
+from costing the server lines of log and work. `FailedTokens` counts each client address's wrong
+tokens as a leaky bucket: BURST of them are answered as usual (a typo, a rotated token), then
+the client may try once each REFILL_SECONDS; meanwhile its wrong tokens are answered 429 with
+Retry-After (gRPC UNAVAILABLE with RetryInfo) and not counted.
 
-An address is all a server knows of a client: every process of a machine is one client, so a
-local process sending wrong tokens also holds back a local exporter that has the right one,
-for as long as it keeps guessing (the exporter is answered "retry", and does).
+Each surface keeps its own count (the OTLP/HTTP port, the OTLP/gRPC port, the dashboard), and a
+request carrying the right token is always let through, paced or not. An address is all a
+server knows of a client, and every process of a machine is one: counted per address alone and
+shared, ten `<img src="http://127.0.0.1:8501/?token=guessN">` on any web page held back every
+local exporter with the right token, and the owner, for as long as the page kept guessing. So
+the count says when a client may be told "wrong" again, never that the right token is refused
+(the token's length is what makes guessing hopeless, at any pace).
 """
 
 from __future__ import annotations

@@ -1,43 +1,70 @@
 """`POST /cli` on serve's OTLP/HTTP port: the read API through which `report`, `run`, `check`
-and `simulate` work while `budgetscope serve` holds the file (README, "Running it in
-production").
+and `simulate` work while `budgetscope serve` holds the file (docs/operations.md, "The CLI
+while serve runs").
 
 The request is `{"argv": ["report", "weekly", "--format", "csv"]}` with `Content-Type:
-application/json` and the same bearer token as the exports and /metrics; the answer is
-`{"status": EXIT_STATUS, "stdout": BASE64, "stderr": BASE64}`: the exact bytes the command
-writes, so that the client prints what the command prints on the file. Which commands are
-allowed, and how they run, is the runner's business (budgetscope/server/read_api.py);
-this module is the HTTP side: token, media type, size, and a pool of its own with a bound,
-so that a slow report never takes a thread of the exports or of the health checks.
+application/json` and the same bearer token as the exports and /metrics. The answer streams
+the exact bytes the command writes, as it writes them, so that the client prints what the
+command prints on the file and the server holds a few chunks of it whatever its size: JSON
+lines (`application/x-ndjson`, sent chunked), each one of
+
+    {"stdout": BASE64}    bytes the command wrote to its standard output, in order
+    {"stderr": BASE64}    bytes it wrote to its standard error
+    {"status": N}         its exit status: the last line, and only once it is done
+
+An answer without its status line was cut short (the connection lost, the server stopping)
+and is no answer. Which commands are allowed, and how they run, is the runner's business
+(budgetscope/server/read_api.py); this module is the HTTP side: token, media type, size, the
+answer's form, and a pool of its own with a bound (two run, eight wait, more are answered 503
+with Retry-After), so that a slow report never takes a thread of the exports or of the
+health checks.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any, Protocol
 
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.bounded_pool import BoundedPool
-from ingest.receivers.http_routes import JSON, Head, Reply, Request
+from ingest.receivers.http_routes import (
+    JSON,
+    AnswerStream,
+    ClientGone,
+    Head,
+    Reply,
+    Request,
+    streamed,
+)
 
 PATH = "/cli"
+ANSWER_TYPE = "application/x-ndjson"
 MAX_BODY_BYTES = 64 * 1024
 # Two commands at once (the machine's DuckDB threads are shared with the writer), and a few
 # waiting; more are answered 503 with Retry-After.
 THREADS = 2
 MOST_WAITING = 8
+# Bytes of one stream gathered before they are sent as one line (fewer, larger chunks).
+LINE_BYTES = 64 * 1024
+
+Write = Callable[[bytes], None]
 
 
-class Result(Protocol):
-    status: int
-    stdout: bytes
-    stderr: bytes
+class Commands(Protocol):
+    """What runs the commands (budgetscope/server/read_api.ServedCommands)."""
 
+    refused: type[Exception]
 
-Runner = Callable[[Sequence[str]], Result]
+    def check(self, argv: object) -> list[str]:
+        """The arguments of an allowed command, else raises `refused`."""
+
+    def stream(self, arguments: list[str], stdout: Write, stderr: Write) -> int:
+        """Run the command, its output written as it comes; its exit status. ClientGone
+        raised by a write stops it."""
 
 
 def _json_reply(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None,
@@ -50,16 +77,48 @@ def _error(status: HTTPStatus, message: str, headers: dict[str, str] | None = No
     return _json_reply(int(status), {"error": message}, headers, message)
 
 
+class _Lines:
+    """The answer's JSON lines, written to the stream: a stream's bytes are gathered up to
+    LINE_BYTES, and sent when the other stream writes or the command ends, so that the lines
+    keep the order in which the command wrote."""
+
+    def __init__(self, stream: AnswerStream) -> None:
+        self.stream = stream
+        self.name = "stdout"
+        self.held: list[bytes] = []
+        self.size = 0
+
+    def writer(self, name: str) -> Write:
+        def write(data: bytes) -> None:
+            if not data:
+                return
+            if name != self.name or self.size >= LINE_BYTES:
+                self.flush()
+                self.name = name
+            self.held.append(bytes(data))
+            self.size += len(data)
+        return write
+
+    def flush(self) -> None:
+        if self.held:
+            data = base64.b64encode(b"".join(self.held)).decode("ascii")
+            self.held, self.size = [], 0
+            self.stream.write(f'{{"{self.name}": "{data}"}}\n'.encode("ascii"))
+
+    def end(self, status: int) -> None:
+        self.flush()
+        self.stream.write(f'{{"status": {int(status)}}}\n'.encode("ascii"))
+
+
 class CliEndpoint:
     methods = ("POST",)
     exports = False
     otlp = False
+    streams = True
     max_body_bytes = MAX_BODY_BYTES
 
-    def __init__(self, run: Runner, refused: type[Exception], token: BearerToken) -> None:
-        """`run(argv)` runs one command; it raises `refused` for arguments it does not take."""
-        self.run = run
-        self.refused = refused
+    def __init__(self, commands: Commands, token: BearerToken) -> None:
+        self.commands = commands
         self.token = token
         self.pool = BoundedPool(THREADS, MOST_WAITING, "budgetscope-read-api")
 
@@ -85,10 +144,50 @@ class CliEndpoint:
         if not isinstance(payload, dict) or set(payload) != {"argv"}:
             return _error(HTTPStatus.BAD_REQUEST, 'the body is {"argv": [COMMAND, ARGUMENT...]}')
         try:
-            result = self.run(payload["argv"])
-        except self.refused as error:
+            arguments = self.commands.check(payload["argv"])
+        except self.commands.refused as error:
             return _error(HTTPStatus.FORBIDDEN, str(error))
-        return _json_reply(int(HTTPStatus.OK), {
-            "status": result.status,
-            "stdout": base64.b64encode(result.stdout).decode("ascii"),
-            "stderr": base64.b64encode(result.stderr).decode("ascii")})
+        stream = request.stream
+        assert stream is not None  # the receiver gives one to an endpoint that streams
+        stream.start(int(HTTPStatus.OK), ANSWER_TYPE, {"Cache-Control": "no-store"})
+        lines = _Lines(stream)
+        try:
+            status = self.commands.stream(arguments, lines.writer("stdout"),
+                                          lines.writer("stderr"))
+            lines.end(status)
+        except ClientGone:
+            pass  # nobody to answer: the command was stopped at its next write
+        return streamed()
+
+
+class CutAnswer(ValueError):
+    """The read API's answer is not whole (no status line) or not its form."""
+
+
+def read_answer(lines: Iterable[bytes]) -> tuple[int, bytes, bytes]:
+    """(status, stdout, stderr) of a read API answer's JSON lines; CutAnswer when they are
+    not one (a line that is not the form, or no status line at the end)."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    status: int | None = None
+    for line in lines:
+        if not line.strip():
+            continue
+        if status is not None:
+            raise CutAnswer("a line after the status line")
+        try:
+            record = json.loads(line)
+            (name, value), = record.items()
+            if name == "status" and isinstance(value, int) and not isinstance(value, bool):
+                status = value
+            elif name in ("stdout", "stderr") and isinstance(value, str):
+                (out if name == "stdout" else err).append(
+                    base64.b64decode(value, validate=True))
+            else:
+                raise ValueError(f"unexpected {name!r}")
+        except (ValueError, TypeError, AttributeError, RecursionError,
+                binascii.Error) as error:
+            raise CutAnswer(f"a line that is not the read API's: {error}") from None
+    if status is None:
+        raise CutAnswer("the answer ended before the command's exit status (cut short)")
+    return status, b"".join(out), b"".join(err)

@@ -1,4 +1,5 @@
-"""What the receivers did, counted for /metrics and logged one line per rejection.
+"""What the receivers did, counted for /metrics and logged (a line per kind of rejection at most
+every ten seconds, log_pace.py: a client decides how many there are).
 
 Counted per transport (http, grpc):
 - spans received, accepted and rejected (by reason) in requests that were decoded and answered
@@ -17,6 +18,8 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Mapping
+
+from ingest.receivers.log_pace import LogPace
 
 _LOG = logging.getLogger("budgetscope.receivers")
 
@@ -41,6 +44,8 @@ class ReceiverCounters:
         self.logs_rejected: Counter[tuple[str, str]] = Counter()
         self.logs_without_span: Counter[str] = Counter()
         self.values_refused: Counter[str] = Counter()  # reason → values
+        # The log lines of rejections, one per kind and period; the counters above count all.
+        self.log_pace = LogPace()
 
     def refused_values(self, by_reason: Mapping[str, int]) -> None:
         """Values left out of spans that were stored (rejections that refused no span)."""
@@ -56,10 +61,13 @@ class ReceiverCounters:
             for reason, spans in rejected.items():
                 self.spans_rejected[transport, reason] += spans
         for reason, spans in rejected.items():
-            if spans:
-                _LOG.warning("%s: %d span(s) from %s refused: %s", transport, spans, peer,
-                             reason, extra={"event": "spans_rejected", "transport": transport,
-                                            "peer": peer, "reason": reason, "spans": spans})
+            stands_for = self.log_pace.due(("spans_rejected", transport, reason), spans) \
+                if spans else 0
+            if stands_for:
+                _LOG.warning("%s: %d span(s) from %s refused: %s%s", transport, stands_for, peer,
+                             reason, self._since(stands_for, spans), extra={
+                                 "event": "spans_rejected", "transport": transport,
+                                 "peer": peer, "reason": reason, "spans": stands_for})
 
     def answered_logs(self, transport: str, peer: str, accepted: int, without_span: int,
                       rejected: Mapping[str, int]) -> None:
@@ -71,19 +79,31 @@ class ReceiverCounters:
             for reason, records in rejected.items():
                 self.logs_rejected[transport, reason] += records
         for reason, records in rejected.items():
-            if records:
-                _LOG.warning("%s: %d log record(s) from %s refused: %s", transport, records,
-                             peer, reason, extra={
+            stands_for = self.log_pace.due(("log_records_rejected", transport, reason),
+                                           records) if records else 0
+            if stands_for:
+                _LOG.warning("%s: %d log record(s) from %s refused: %s%s", transport,
+                             stands_for, peer, reason, self._since(stands_for, records), extra={
                                  "event": "log_records_rejected", "transport": transport,
-                                 "peer": peer, "reason": reason, "log_records": records})
+                                 "peer": peer, "reason": reason, "log_records": stands_for})
 
     def refused(self, transport: str, peer: str, reason: str, message: str) -> None:
         """A request refused whole."""
         with self._lock:
             self.requests_refused[transport, reason] += 1
-        _LOG.warning("%s: request from %s refused (%s): %s", transport, peer, reason, message,
-                     extra={"event": "request_rejected", "transport": transport, "peer": peer,
-                            "reason": reason, "requests": 1, "detail": message[:300]})
+        stands_for = self.log_pace.due(("request_rejected", transport, reason))
+        if stands_for:
+            _LOG.warning("%s: request from %s refused (%s): %s%s", transport, peer, reason,
+                         message, self._since(stands_for, 1), extra={
+                             "event": "request_rejected", "transport": transport, "peer": peer,
+                             "reason": reason, "requests": stands_for, "detail": message[:300]})
+
+    def _since(self, stands_for: int, own: int) -> str:
+        """What a paced line adds when it stands for more than its own event."""
+        if stands_for == own:
+            return ""
+        return (f" (with those of the same kind held back in the last "
+                f"{self.log_pace.period:g} s: {stands_for})")
 
     def snapshot(self) -> dict[str, dict]:
         with self._lock:

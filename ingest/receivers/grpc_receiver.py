@@ -83,6 +83,7 @@ class GrpcReceiver:
         self.exporter = exporter
         self.token = token
         self.limits = limits
+        # Wrong tokens per client address (auth.py): this port's own count.
         self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         self.logs_exporter = LogIntake(exporter)
         self.host = host
@@ -107,6 +108,11 @@ class GrpcReceiver:
             # Clients that stop reading are dropped rather than holding a call open.
             ("grpc.keepalive_time_ms", 60_000),
             ("grpc.so_reuseport", 0),  # a taken port fails here instead of being shared
+            # A flood of connections that never finish their handshake holds at most this
+            # many descriptors, each for at most the handshake timeout (limits.py). grpc's
+            # own accept loop backs off a second on EMFILE and logs once a second.
+            ("grpc.max_allowed_incoming_connections", self.limits.max_grpc_connections),
+            ("grpc.server_handshake_timeout_ms", int(self.limits.handshake_timeout * 1000)),
         ])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(SERVICE, {"Export": self._method(
@@ -176,7 +182,7 @@ class GrpcReceiver:
         client = grpc_client(context.peer())
         if self.token.required and authorization is not None:
             wait = self.failed_tokens.wait(client)
-            if wait:  # not compared: the answer tells a guesser nothing
+            if wait and not self.token.allows(authorization):  # the right one goes through
                 seconds = math.ceil(wait)
                 message = (f"too many wrong tokens from {client}; the next may be tried in "
                            f"{seconds} s")

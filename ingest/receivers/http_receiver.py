@@ -16,7 +16,11 @@ no thread. On top of it:
   commit: they are answered only after it), pages in another, so that exports waiting on a
   busy writer never delay a health check; the read API and /budgets each in a bounded pool of
   their own (`Endpoint.pool`), so that neither ever takes an export's slot. Commits go through
-  the single group-commit writer.
+  the single group-commit writer;
+- streamed answers: an endpoint that `streams` (the read API) writes its answer from its
+  worker thread as it makes it, in chunks (Transfer-Encoding: chunked); the thread waits while
+  STREAM_WINDOW chunks are still on their way to the client, so an answer of any size holds a
+  few chunks of memory, and a client that takes nothing for `body_timeout` is dropped.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import math
 import re
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -35,9 +40,10 @@ from urllib.parse import urlsplit
 from tornado import httputil
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
-from tornado.iostream import IOStream
+from tornado.iostream import IOStream, StreamClosedError
 from tornado.netutil import bind_sockets
 
+from ingest.receivers.acceptor import Acceptor
 from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.connection_guards import (
@@ -51,6 +57,7 @@ from ingest.receivers.connection_guards import (
 from ingest.receivers.counters import HTTP_REASONS
 from ingest.receivers.host_check import OPEN_PATHS, HostPolicy, LoopbackHosts, headers_of
 from ingest.receivers.http_routes import (
+    ClientGone,
     Endpoint,
     Head,
     Page,
@@ -74,6 +81,9 @@ _MAX_HEAD_BYTES = 64 * 1024
 _PAGE_THREADS = 4
 # Seconds a client refused for a full server (requests in progress, bytes arriving) waits.
 _RETRY_AFTER_BUSY = 1
+# Chunks of a streamed answer on their way to the client at once (written to the socket or
+# waiting to be): the worker that makes the answer waits beyond them.
+STREAM_WINDOW = 4
 
 
 def _wire_limit(head: Head, max_body_bytes: int) -> int:
@@ -108,7 +118,7 @@ class HttpReceiver:
         self.exporter = exporter
         self.token = token
         self.limits = limits
-        # Wrong tokens per client address (auth.py), shared with the other port in serve.
+        # Wrong tokens per client address (auth.py): this port's own count.
         self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
         # Host and Origin of every route but the exports and the probes (host_check.py).
         self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
@@ -230,6 +240,24 @@ class _Server(HTTPServer):
             chunk_size=256 * 1024,
         )
 
+    def add_sockets(self, sockets: list[socket.socket]) -> None:
+        """Our accept loop rather than tornado's, which spins on EMFILE (acceptor.py)."""
+        self.acceptors = [Acceptor(sock, IOLoop.current(), self._accepted, "OTLP/HTTP")
+                          for sock in sockets]
+        for acceptor in self.acceptors:
+            acceptor.start()
+
+    def _accepted(self, connection: socket.socket, address: tuple) -> None:
+        # What tornado's TCPServer does with a new connection, TLS aside (none here).
+        self.handle_stream(IOStream(connection, max_buffer_size=self.max_buffer_size,
+                                    read_chunk_size=self.read_chunk_size), address)
+
+    def stop(self) -> None:
+        for acceptor in getattr(self, "acceptors", []):
+            acceptor.stop()
+            acceptor.sock.close()
+        super().stop()
+
     def handle_stream(self, stream: IOStream, address: tuple) -> None:
         receiver = self.receiver
         if receiver.stopping:
@@ -273,6 +301,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
         self.answered = False
         self._timer: object | None = None
         self._written: Future | None = None
+        self.streaming: _AnswerStream | None = None  # an answer written as it is made
         receiver.connections.waiting(stream)
 
     # --------------------------------------------------------------- tornado's callbacks
@@ -350,7 +379,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
         else:
             pool = receiver.page_pool
         try:
-            future = pool.submit(endpoint.respond, Request(head, body))
+            future = pool.submit(endpoint.respond, self._request(head, body))
         except RuntimeError:  # the pool is shut down: the server is stopping
             if endpoint.exports:
                 receiver.in_progress -= 1
@@ -361,7 +390,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
     def _submit_to_own_pool(self, pool: BoundedPool, head: Head, body: bytes) -> None:
         assert self.endpoint is not None
         try:
-            future = pool.submit(self.endpoint.respond, Request(head, body))
+            future = pool.submit(self.endpoint.respond, self._request(head, body))
         except PoolFull as full:
             self._answer(Reply(int(HTTPStatus.SERVICE_UNAVAILABLE), "application/json",
                                (json.dumps({"error": f"{full}; retry"}) + "\n").encode(),
@@ -372,8 +401,16 @@ class _Exchange(httputil.HTTPMessageDelegate):
             return
         self.receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
 
+    def _request(self, head: Head, body: bytes) -> Request:
+        if not getattr(self.endpoint, "streams", False):
+            return Request(head, body)
+        self.streaming = _AnswerStream(self)
+        return Request(head, body, self.streaming)
+
     def on_connection_close(self) -> None:
         self.gone = True
+        if self.streaming is not None:
+            self.streaming.gone.set()
         self._cancel_timer()
         self._give_back()
         self.parts = []
@@ -412,14 +449,14 @@ class _Exchange(httputil.HTTPMessageDelegate):
         return self._framing_refusal(head)
 
     def _throttled(self, head: Head) -> Reply | None:
-        """429 for a request carrying a token from a client that sent too many wrong ones,
-        before its token is compared (auth.FailedTokens)."""
+        """429 for a wrong token from a client that sent too many wrong ones (auth.FailedTokens),
+        not counted; the right token is let through, whoever else guessed from its address."""
         receiver = self.receiver
-        if (not receiver.token.required or head.path in OPEN_PATHS
-                or head.headers.get("Authorization") is None):
+        authorization = head.headers.get("Authorization")
+        if not receiver.token.required or head.path in OPEN_PATHS or authorization is None:
             return None
         wait = receiver.failed_tokens.wait(head.peer)
-        if not wait:
+        if not wait or receiver.token.allows(authorization):
             return None
         seconds = math.ceil(wait)
         return status_reply(head, HTTPStatus.TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED,
@@ -516,12 +553,22 @@ class _Exchange(httputil.HTTPMessageDelegate):
         assert head is not None and endpoint is not None
         if endpoint.exports:
             self.receiver.in_progress -= 1
+        streaming = self.streaming
         try:
             reply = future.result()
         except Exception as error:  # noqa: BLE001 - a request must still be answered
+            if streaming is not None and streaming.started:
+                _LOG.warning("endpoint %s failed while streaming its answer: %s", head.path,
+                             f"{type(error).__name__}: {error}"[:300])
+                self._end_stream(complete=False)
+                return
             _LOG.exception("endpoint %s failed", head.path)
             reply = status_reply(head, HTTPStatus.INTERNAL_SERVER_ERROR, 13,
                                  f"internal error: {type(error).__name__}")
+        else:
+            if reply.streamed or (streaming is not None and streaming.started):
+                self._end_stream(complete=reply.streamed)
+                return
         self._note_token(reply)  # a page's own token check (/metrics)
         self._answer(reply)
 
@@ -542,6 +589,56 @@ class _Exchange(httputil.HTTPMessageDelegate):
         if closing:
             written.add_done_callback(lambda _: self.stream.close())
 
+    # ------------------------------------------------------- a streamed answer (loop side)
+    def _stream_head(self, status: int, content_type: str, headers: dict[str, str]) -> None:
+        if self.gone:
+            return
+        spelled = _SpelledHeaders()
+        spelled["Content-Type"] = content_type
+        for name, value in headers.items():
+            spelled[name] = value
+        if self.receiver.stopping:
+            spelled["Connection"] = "close"
+        # No Content-Length: tornado sends the body chunked, as it is written.
+        self.connection.write_headers(
+            httputil.ResponseStartLine("HTTP/1.1", status, _phrase(status)), spelled)
+
+    def _stream_chunk(self, data: bytes, sent: Callable[[], None]) -> None:
+        streaming = self.streaming
+        assert streaming is not None
+        if self.gone:
+            sent()
+            return
+        try:
+            written = self.connection.write(data)
+        except StreamClosedError:
+            self.gone = True
+            streaming.gone.set()
+            sent()
+            return
+
+        def done(result: Future) -> None:
+            if result.cancelled() or result.exception() is not None:
+                self.gone = True
+                streaming.gone.set()
+            sent()
+
+        written.add_done_callback(done)
+
+    def _end_stream(self, *, complete: bool) -> None:
+        """The endpoint is done: the last chunk, or, when it failed half-way, the connection
+        closed so that the client sees an answer cut short rather than a whole one."""
+        self.answered = True
+        self.receiver.connections.waiting(self.stream)
+        if self.gone:
+            return
+        if not complete:
+            self.stream.close()
+            return
+        self.connection.finish()
+        if self.receiver.stopping:
+            self.stream.close()
+
     def _write(self, reply: Reply) -> Future:
         headers = _SpelledHeaders()
         headers["Content-Type"] = reply.content_type
@@ -560,6 +657,43 @@ class _Exchange(httputil.HTTPMessageDelegate):
         if self.held:
             self.receiver.receiving.give_back(self.held)
             self.held = 0
+
+
+class _AnswerStream:
+    """http_routes.AnswerStream for one exchange: called from the endpoint's worker thread,
+    each call handed to the event loop's thread, at most STREAM_WINDOW chunks in flight."""
+
+    def __init__(self, exchange: _Exchange) -> None:
+        self._exchange = exchange
+        self._loop = exchange.receiver.io_loop
+        self._room = threading.Semaphore(STREAM_WINDOW)
+        self._patience = exchange.receiver.limits.body_timeout
+        self.started = False
+        self.gone = threading.Event()
+
+    def start(self, status: int, content_type: str, headers: dict[str, str]) -> None:
+        if self.started:
+            raise RuntimeError("a streamed answer has one head")
+        self.started = True
+        self._loop.add_callback(  # type: ignore[union-attr]
+            self._exchange._stream_head, status, content_type, dict(headers))
+
+    def write(self, data: bytes) -> None:
+        if not self.started:
+            raise RuntimeError("start the streamed answer before writing it")
+        if not data:
+            return
+        if self.gone.is_set():
+            raise ClientGone("the client went away")
+        if not self._room.acquire(timeout=self._patience):
+            self.gone.set()
+            raise ClientGone(f"the client took nothing of the answer for "
+                             f"{self._patience:g} s")
+        if self.gone.is_set():
+            self._room.release()
+            raise ClientGone("the client went away")
+        self._loop.add_callback(  # type: ignore[union-attr]
+            self._exchange._stream_chunk, bytes(data), self._room.release)
 
 
 class _SpelledHeaders(httputil.HTTPHeaders):

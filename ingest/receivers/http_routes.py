@@ -4,6 +4,11 @@ The server (http_receiver.py) owns the framing, the limits and the threads; an e
 says which methods it takes, may refuse a request from its head alone (`admit`, on the event
 loop: quick, before the body is read), and answers the whole request (`respond`, in a worker
 thread: it may decode and wait for a commit). Adding an endpoint is one entry in the table.
+
+An endpoint whose `streams` is true may write its answer as it makes it, through the request's
+`stream` (AnswerStream: start, then write pieces; a write waits while the client has not
+taken the previous pieces), and then return `streamed()`: what it holds is a few pieces, whatever
+the answer's size.
 """
 
 from __future__ import annotations
@@ -43,10 +48,27 @@ class Head:
         return PROTOBUF if self.media_type == PROTOBUF else JSON
 
 
+class ClientGone(ConnectionError):
+    """The client of a streamed answer went away, or took nothing for too long."""
+
+
+class AnswerStream(Protocol):
+    """An answer written as it is made, from the endpoint's worker thread."""
+
+    def start(self, status: int, content_type: str, headers: dict[str, str]) -> None:
+        """The answer's head (its body is sent in chunks, as it is written)."""
+
+    def write(self, data: bytes) -> None:
+        """A piece of the body; waits while earlier pieces are still on their way to the
+        client. Raises ClientGone when the client left or took nothing for too long."""
+
+
 @dataclass(frozen=True)
 class Request:
     head: Head
     body: bytes
+    # For an endpoint whose `streams` is true; None for the others.
+    stream: AnswerStream | None = None
 
 
 @dataclass
@@ -57,6 +79,13 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     # For the log line of a refused request (counters.refused); empty for a success.
     message: str = ""
+    # The answer was written through Request.stream; only its end is left to the server.
+    streamed: bool = False
+
+
+def streamed() -> Reply:
+    """What `respond` returns once it has written its answer through the stream."""
+    return Reply(200, "", b"", streamed=True)
 
 
 def status_reply(head: Head, status: HTTPStatus, code: int, message: str,

@@ -28,7 +28,16 @@ class Limits:
     body_timeout: float = 60.0
     # Open HTTP connections. An idle one costs a socket and no thread; at the cap the one idle
     # for longest makes room, and only when none is idle are new connections answered 503.
+    # `serve` lowers it to this port's share of the process's descriptors
+    # (budgetscope/server/descriptors.py).
     max_connections: int = 1024
+    # Open gRPC connections (grpc.max_allowed_incoming_connections: past it grpc closes new
+    # ones at once; it has no idle one make room), lowered by `serve` to the port's share.
+    max_grpc_connections: int = 1024
+    # Seconds a gRPC connection has to finish its HTTP/2 handshake (the client's preface and
+    # SETTINGS; grpc.server_handshake_timeout_ms): one that sends nothing, or half of it, is
+    # closed then. Exporters send it at once.
+    handshake_timeout: float = 5.0
     # Requests being decoded or waiting for their commit, per receiver; more are answered
     # 503 / UNAVAILABLE with Retry-After at once (each holds a thread and its rows).
     max_requests: int = 64

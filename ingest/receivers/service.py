@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ingest.receivers.auth import BearerToken, FailedTokens
+from ingest.receivers.auth import BearerToken
 from ingest.receivers.grpc_receiver import GrpcReceiver
 from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
@@ -23,9 +23,6 @@ class ReceiverConfig:
     limits: Limits = field(default_factory=Limits)
     # Host and Origin the data routes answer (host_check.py); None: loopback and `host` only.
     hosts: HostPolicy | None = None
-    # Wrong tokens per client (auth.py), shared by both ports; serve shares it with its
-    # dashboard too. None: the receivers keep their own.
-    failed_tokens: FailedTokens | None = None
     # Back-pressure of the group-commit writer (see store/write/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
@@ -49,19 +46,18 @@ class Receivers:
             root_grace_seconds=config.root_grace_seconds if derive else None)
         self.exporter = exporter = SpanIntake(self.committer, config.limits.commit_timeout)
         token = BearerToken(config.token)
-        self.failed_tokens = (config.failed_tokens if config.failed_tokens is not None
-                              else FailedTokens())
         try:
+            # Each port keeps its own count of wrong tokens (auth.py): a guesser at one never
+            # holds back the other.
             self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,
-                                     limits=config.limits, hosts=config.hosts,
-                                     failed_tokens=self.failed_tokens)
+                                     limits=config.limits, hosts=config.hosts)
         except OSError as error:
             self.committer.close()
             raise OSError(f"cannot listen for OTLP/HTTP on {config.host}:{config.http_port} "
                           f"({error.strerror or error})") from None
         try:
             self.grpc = GrpcReceiver(exporter, config.host, config.grpc_port, token=token,
-                                     limits=config.limits, failed_tokens=self.failed_tokens)
+                                     limits=config.limits)
         except OSError:
             self.http.stop(0)
             self.committer.close()

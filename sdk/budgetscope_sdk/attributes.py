@@ -23,6 +23,16 @@ HEDGE = "budget.hedge"
 RECONCILE_RESULT = "budget.reconcile.result"
 CLEANUP_MS = "budget.cleanup_ms"
 
+# Token and dollar budgets (docs/metrics.md §11).
+TOTAL_TOKENS = "budget.total_tokens"
+TOTAL_USD = "budget.total_usd"
+RUN_EXHAUSTED_BY = "budget.run.exhausted_by"
+REFUSED_BY = "budget.refused_by"
+COST_USD = "budget.cost_usd"
+REMAINING_TOKENS = "budget.remaining_tokens"
+REMAINING_USD = "budget.remaining_usd"
+ALLOCATED_TOKENS = "budget.allocated_tokens"
+
 # Not read by budgetscope; they make the ladder, a run's note and a retry's decision visible in
 # a trace viewer.
 PHASE_EVENT = "budget.phase"
@@ -34,6 +44,8 @@ RETRY_DECLINED_EVENT = "budget.retry_declined"
 RETRY_REASON = "budget.retry.reason"
 REMOTE_SOURCE = "budget.remote.source"
 REMOTE_PROBLEM = "budget.remote.problem"
+RESERVE_USD = "budget.reserve_usd"  # the dollars only landing steps may spend
+PHASE_BY = "budget.phase.by"  # which budget moved the ladder: time, usd or tokens
 
 ERROR_TYPE = "error.type"
 HTTP_STATUS = "http.response.status_code"
@@ -44,6 +56,9 @@ GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_CACHE_WRITE = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_REASONING = "gen_ai.usage.reasoning.output_tokens"
 
 # The OpenAI Agents SDK span a step annotates (adapters/openai_agents.py): its own tracing ids.
 AGENTS_TRACE_ID = "openai_agents.trace_id"
@@ -57,6 +72,7 @@ RunOutcome = Literal["completed", "partial", "exhausted", "failed", "cancelled"]
 SideEffect = Literal["read", "write"]
 EffectStatus = Literal["none", "possible", "completed"]
 ReconcileResult = Literal["landed", "not_landed", "unknown"]
+BudgetDimension = Literal["time", "usd", "tokens"]
 
 # The same words as sets, for checking values at run time (derived: they cannot drift apart).
 STEP_KINDS: frozenset[str] = frozenset(get_args(StepKind))

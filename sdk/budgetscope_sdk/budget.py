@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,16 +22,18 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from budgetscope_sdk import attributes as attr
-from budgetscope_sdk import intents, ladder
+from budgetscope_sdk import intents, ladder, links
 from budgetscope_sdk.attributes import RunOutcome, SideEffect, StepKind
 from budgetscope_sdk.classify import qualified_type
-from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock
+from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock, asleep_on, sleep_on
 
 # Duration and seconds live in durations.py (below this module); still importable from here.
 from budgetscope_sdk.durations import Duration as Duration
 from budgetscope_sdk.durations import seconds as seconds
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 from budgetscope_sdk.intents import Intent
+from budgetscope_sdk.ledger import DEFAULT_MINIMUM_OUTPUT_TOKENS, Ledger
+from budgetscope_sdk.price import Price
 from budgetscope_sdk.propagation import RemoteDeadline, deadline_headers, grpc_timeout_header
 from budgetscope_sdk.retry_budget import RetryBudget
 from budgetscope_sdk.step import Step, StepRecord
@@ -88,9 +88,9 @@ class RetryOptions(TypedDict, total=False):
 
 
 class RunBudget:
-    """One wall-clock budget for a run.
+    """One wall-clock budget for a run, and optionally a dollar and a token budget.
 
-        with RunBudget(30, reserve=3) as budget:
+        with RunBudget(30, reserve=3, usd=0.50, tokens=200_000) as budget:
             with budget.step("tool", "fetch_report", cap=9) as call:
                 fetch(timeout=call.timeout, headers=call.headers())
 
@@ -104,7 +104,9 @@ class RunBudget:
     step (named `agent`, else `name`), clamped to what the run may still spend, and
     `decorate_current` does not apply; `separate_run=True` makes it a run of its own instead, the
     root of a new trace linked to the span it was started in. `retry_budget` is a RetryBudget
-    shared by the process that this run's retries draw from."""
+    shared by the process that this run's retries draw from. `usd` and `tokens` are the run's
+    dollar and token budgets (budget.total_usd, budget.total_tokens; see ledger.py), of which
+    `reserve_usd` only landing steps may spend."""
 
     def __init__(self, total: Duration, *, reserve: Duration | None = None,
                  per_step_caps: Mapping[str, Duration] | None = None,
@@ -116,7 +118,8 @@ class RunBudget:
                  intent_namespace: str | None = None,
                  arrived_unix_ns: int | None = None,
                  separate_run: bool = False,
-                 retry_budget: RetryBudget | None = None) -> None:
+                 retry_budget: RetryBudget | None = None, usd: float | None = None,
+                 tokens: int | None = None, reserve_usd: float = 0) -> None:
         self.total_s = seconds(total, "total")
         if self.total_s <= 0:
             raise ValueError("a run budget must be more than 0 seconds")
@@ -127,6 +130,7 @@ class RunBudget:
                              f"({self.total_s} s)")
         self.per_step_caps = {key: seconds(value, f"cap of {key}")
                               for key, value in (per_step_caps or {}).items()}
+        self.ledger = Ledger.for_run(usd, tokens, reserve_usd)
         self.name = name
         self.agent = agent
         self.clock: Clock = clock or SYSTEM_CLOCK
@@ -146,8 +150,7 @@ class RunBudget:
         self.partial_reason: str | None = None
         self.failure_reason: str | None = None
         self._explicit_outcome: RunOutcome | None = None
-        self._phase = ladder.OPEN
-        self._phase_lock = threading.Lock()
+        self._ladder = ladder.PhaseTracker()
         self._intents: dict[tuple[str, tuple[str, ...]], Intent] = {}
         self._refused = 0
         self.span: Span = trace.INVALID_SPAN
@@ -251,6 +254,12 @@ class RunBudget:
         trace's root)."""
         return format(self.span.get_span_context().trace_id, "032x")
 
+    def url(self, dashboard: str | None = None) -> str | None:
+        """This run's view on the budgetscope dashboard, for a log line: `dashboard`, else the
+        address set with links.set_dashboard_url or BUDGETSCOPE_DASHBOARD_URL; None without one
+        (links.py). A budget nested in a run (a subagent step) links to its trace's run."""
+        return links.run_url(self.span, dashboard, nested=self.as_step is not None)
+
     def now_unix_ms(self) -> int:
         return self.clock.wall_ns() // 1_000_000
 
@@ -269,24 +278,14 @@ class RunBudget:
         return self.phase == ladder.OPEN
 
     def _observe_phase(self) -> str:
-        now = ladder.phase_at(self.elapsed(), self.total_s, self.reserve_s)
-        with self._phase_lock:
-            before = self._phase
-            if ladder.phase_index(now) <= ladder.phase_index(before):
-                return before
-            self._phase = now
-        starts = ladder.phase_starts(self.total_s, self.reserve_s)
-        for index in range(ladder.phase_index(before) + 1, ladder.phase_index(now) + 1):
-            phase = ladder.PHASES[index]
-            offset = starts[phase]
-            # Stamped at the instant the threshold was crossed, not when it was noticed.
-            self.span.add_event(attr.PHASE_EVENT, {
-                # A budget of 0 s (a caller whose deadline had passed) starts landed.
-                attr.PHASE: phase,
-                attr.CONSUMED_RATIO: round(offset / self.total_s, 4) if self.total_s else 1.0,
-                attr.REMAINING_MS: _ms(self.total_s - offset)},
-                timestamp=self._origin_ns() + int(round(offset * 1e9)))
-        return now
+        return self._ladder.observe(self.span, self.elapsed(), self.total_s, self.reserve_s,
+                                    self._origin_ns(), self.ledger.phase()
+                                    if self.ledger.active else None, self.clock.wall_ns)
+
+    def describe(self) -> str:
+        """What is left, in words the model can read: the time (and money and tokens when the
+        run has those budgets) and the phase of the ladder."""
+        return self.ledger.describe(self.remaining(), self.total_s, self.reserve_s, self.phase)
 
     # -- allocation ------------------------------------------------------------------------
     def cap_for(self, kind: str, name: str) -> float | None:
@@ -319,23 +318,26 @@ class RunBudget:
         phase = self._observe_phase()
         available = remaining if landing else max(0.0, remaining - self.reserve_s)
         allocated = available if cap_s is None else min(cap_s, available)
-        reason = None
+        reason, by = None, "time"
         if allocated <= 0 or allocated < minimum_s:
             reason = (f"{_ms(available)} ms left beyond the reserve, {kind}:{name} needs "
                       f"{_ms(minimum_s)} ms" if not landing else
                       f"{_ms(available)} ms left, {kind}:{name} needs {_ms(minimum_s)} ms")
-        elif widening and phase != ladder.OPEN:
-            reason = f"{phase}: no new branches once 60% of the budget is spent"
+        elif widening and phase != ladder.OPEN:  # refused by whichever budget moved the ladder
+            reason, by = f"{phase}: no new branches once 60% of a budget is spent", self._ladder.by
         elif not landing and ladder.phase_index(phase) >= ladder.phase_index(ladder.FIT_ONLY):
             p95 = self.latencies.p95(f"{kind}:{name}")
             if p95 is not None and p95 > available:
                 reason = (f"{phase}: {kind}:{name} p95 {_ms(p95)} ms does not fit in "
                           f"{_ms(available)} ms")
         if reason is not None:
+            if by != "time":
+                refusal_attributes[attr.REFUSED_BY] = by
             self._record_refusal(kind, name, remaining, cap_s, max(0.0, allocated),
                                  refusal_attributes)
             raise BudgetExhausted(f"refused {kind}:{name}: {reason}", step_key=f"{kind}:{name}",
-                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s))
+                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s),
+                                  refused_by=by)
         return allocated, remaining, cap_s
 
     def _record_refusal(self, kind: StepKind, name: str, remaining: float,
@@ -345,7 +347,7 @@ class RunBudget:
                        side_effect=extra.pop("side_effect", None),
                        idempotency_key=extra.pop("idempotency_key", None),
                        attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
-                       links=extra.pop("links", ()), extra=extra)
+                       links=extra.pop("links", ()), extra={**self.ledger.stamps(), **extra})
         refused.set_outcome("refused")
         refused.admitted = False
         refused._open()
@@ -357,10 +359,15 @@ class RunBudget:
              minimum: Duration = 0.0, attempt: int | None = None, hedge: bool | None = None,
              landing: bool = False, widening: bool = False,
              attributes: Mapping[str, Any] | None = None,
-             links: Sequence[trace.Link] = ()) -> Step:
+             links: Sequence[trace.Link] = (), max_output_tokens: int | None = None,
+             price: Price | None = None, estimate_usd: float | None = None,
+             input_tokens: int | None = None,
+             minimum_output_tokens: int = DEFAULT_MINIMUM_OUTPUT_TOKENS) -> Step:
         """Admit a call and give it its slice; use the result with `with` or `async with`.
         Refusal (BudgetExhausted) happens here, before anything starts. `links` point the
-        step's span at related spans (a reconcile read at the write it settles)."""
+        step's span at related spans (a reconcile read at the write it settles). A model
+        call's output is allocated from the money and tokens left (`call.max_tokens`), held
+        while it runs, or refused (ledger.Ledger.admit)."""
         if side_effect is not None and side_effect not in attr.SIDE_EFFECTS:
             raise ValueError(f"side_effect must be 'read' or 'write', got {side_effect!r}")
         if attempt is not None and attempt < 1:
@@ -374,9 +381,15 @@ class RunBudget:
                    **dict(attributes or {})}
         allocated, remaining, cap_s = self._admit(kind, name, cap, minimum, landing, widening,
                                                   refusal)
+        spend = self.ledger.admit(kind, name, landing, max_output_tokens=max_output_tokens,
+                                  minimum_output_tokens=minimum_output_tokens, price=price,
+                                  estimate_usd=estimate_usd, input_tokens=input_tokens)
+        if spend is not None and spend.refused_by is not None:
+            self._record_refusal(kind, name, remaining, cap_s, 0.0, {**refusal, **spend.attributes})
+            raise spend.refusal(f"{kind}:{name}")
         return Step(self, kind, name, allocated_s=allocated, remaining_s=remaining, cap_s=cap_s,
                     side_effect=side_effect, idempotency_key=idempotency_key, attempt=attempt,
-                    hedge=hedge, extra=dict(attributes or {}), links=links)
+                    hedge=hedge, extra=dict(attributes or {}), links=links, spend=spend)
 
     def step_finished(self, step: Step, record: StepRecord, duration: float) -> None:
         self.records.append(record)
@@ -443,6 +456,7 @@ class RunBudget:
         if self._inherits["retry_budget"]:
             self.retry_budget = parent.retry_budget
         self.per_step_caps = {**parent.per_step_caps, **self.per_step_caps}
+        self.ledger = self.ledger.nested_in(parent.ledger)
         step = parent.step("subagent", self.agent or self.name, cap=self.total_s)
         if step.timeout < self.total_s:
             self.reserve_s *= step.timeout / self.total_s
@@ -560,21 +574,10 @@ class RunBudget:
 
     def sleep(self, duration: Duration) -> None:
         """Sleep on this budget's clock (a ManualClock just moves)."""
-        wait = seconds(duration, "sleep")
-        advance = getattr(self.clock, "advance", None)
-        if advance is not None:
-            advance(wait)
-        else:
-            time.sleep(wait)
+        sleep_on(self.clock, seconds(duration, "sleep"))
 
     async def asleep(self, duration: Duration) -> None:
-        wait = seconds(duration, "sleep")
-        advance = getattr(self.clock, "advance", None)
-        if advance is not None:
-            advance(wait)
-            await asyncio.sleep(0)
-        else:
-            await asyncio.sleep(wait)
+        await asleep_on(self.clock, seconds(duration, "sleep"))
 
     async def bound(self, work: Awaitable[T], *, landing: bool = True) -> T:
         """Await `work` (a whole framework run) no later than the deadline (`landing=False`:
@@ -619,7 +622,8 @@ class RunBudget:
     def _run_attributes(self) -> dict[str, Any]:
         values: dict[str, Any] = {attr.TOTAL_MS: _ms(self.total_s),
                                   attr.DEADLINE_UNIX_MS: self.deadline_unix_ms,
-                                  attr.RESERVE_MS: _ms(self.reserve_s)}
+                                  attr.RESERVE_MS: _ms(self.reserve_s),
+                                  **self.ledger.run_attributes()}
         if self.agent:
             values[attr.GEN_AI_AGENT_NAME] = self.agent
         values.update(self._remote_attributes())
@@ -733,6 +737,8 @@ class RunBudget:
             return
         if not self._continues_caller:
             self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
+            self.span.set_attributes(self.ledger.outcome_attributes(
+                self.outcome, error, self.spendable() <= 0))
         if error is not None and self._owns_span:
             # A run that ended in an error is an error span (what every trace viewer colours),
             # with the error's type as OpenTelemetry's error.type.
@@ -767,3 +773,5 @@ class ChildBudget(RunBudget):
     def __init__(self, step: Step, **options: Any) -> None:
         super().__init__(step.timeout if step.timeout > 0 else 1e-9, **options)
         self.as_step = step
+        if isinstance(step.budget, RunBudget):  # its calls spend the parent's money too
+            self.ledger = self.ledger.nested_in(step.budget.ledger)

@@ -3,6 +3,7 @@ absolute deadline and span timestamps. Tests and simulations inject a ManualCloc
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Protocol
@@ -52,3 +53,22 @@ class ManualClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def sleep_on(clock: Clock, seconds: float) -> None:
+    """Sleep on `clock`: a clock that can be advanced (a ManualClock) just moves."""
+    advance = getattr(clock, "advance", None)
+    if advance is not None:
+        advance(seconds)
+    else:
+        time.sleep(seconds)
+
+
+async def asleep_on(clock: Clock, seconds: float) -> None:
+    """The asyncio form of sleep_on (a ManualClock moves and yields to the loop once)."""
+    advance = getattr(clock, "advance", None)
+    if advance is not None:
+        advance(seconds)
+        await asyncio.sleep(0)
+    else:
+        await asyncio.sleep(seconds)

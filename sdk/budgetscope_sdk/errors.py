@@ -6,14 +6,15 @@ from __future__ import annotations
 class BudgetExhausted(Exception):
     """A call was refused before it started: the budget left (minus the landing reserve) is
     below the call's minimum, the ladder no longer admits it, or its run has already ended.
-    Nothing was sent."""
+    Nothing was sent. `refused_by` says which budget refused it: `time`, `usd` or `tokens`."""
 
     def __init__(self, message: str, *, step_key: str = "", available_ms: int = 0,
-                 minimum_ms: int = 0) -> None:
+                 minimum_ms: int = 0, refused_by: str = "time") -> None:
         super().__init__(message)
         self.step_key = step_key
         self.available_ms = available_ms
         self.minimum_ms = minimum_ms
+        self.refused_by = refused_by
 
 
 class StepTimeout(TimeoutError):

@@ -21,6 +21,13 @@ on the whole exchange, and tell the step what they saw.
 - Outside any step the run's spendable time bounds the request (nothing is recorded); outside
   any budget the request goes out untouched. A request with no time left is refused before it
   is sent (BudgetExhausted).
+- Money and tokens, for a request a step sends to an OpenAI-compatible chat completions
+  endpoint (`…/chat/completions`), the OpenAI Responses API (`…/responses`) or Anthropic
+  Messages (`…/messages`): a JSON body asking for more output than the step's allocation
+  (`max_tokens`, `max_completion_tokens` or `max_output_tokens`) is lowered to it; a chat
+  completions stream is sent with `stream_options.include_usage`; and the usage the answer
+  reports (its JSON body, or its server-sent events, the stream's last usage) is recorded on
+  the step, whatever the status, once the body has been read (usage.py reads it).
 
 How: httpx's timeouts are read once per phase (all the header reads share one value), so the
 transports wrap the network backend of the httpx HTTPTransport they are given (or make): every
@@ -30,6 +37,7 @@ an httpx HTTPTransport keeps the per-phase bound and the check between body chun
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
@@ -42,6 +50,17 @@ from budgetscope_sdk.budget import RunBudget, current_budget
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 from budgetscope_sdk.propagation import IDEMPOTENCY_HEADER, deadline_headers
 from budgetscope_sdk.step import Step, current_step
+from budgetscope_sdk.usage import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    StreamUsage,
+    Usage,
+    api_of_path,
+    count,
+    from_body,
+    stream_reader,
+)
 
 _PHASES = ("connect", "read", "write", "pool")
 _CORE_TIMEOUTS: dict[str, type[Exception]] = {
@@ -68,6 +87,13 @@ class DeadlinePoolTimeout(httpx.PoolTimeout, StepTimeout):
 _OURS: tuple[tuple[type[httpx.TimeoutException], type[httpx.TimeoutException]], ...] = (
     (httpx.ConnectTimeout, DeadlineConnectTimeout), (httpx.WriteTimeout, DeadlineWriteTimeout),
     (httpx.PoolTimeout, DeadlinePoolTimeout), (httpx.ReadTimeout, DeadlineReadTimeout))
+
+# The fields in which each API's request asks for an output ceiling.
+_CEILINGS = {OPENAI_CHAT: ("max_tokens", "max_completion_tokens"),
+             OPENAI_RESPONSES: ("max_output_tokens",), ANTHROPIC_MESSAGES: ("max_tokens",)}
+# A JSON answer larger than this is not kept to read its usage from (a model's answer is far
+# smaller; the cap bounds what a hostile server can make us hold twice).
+_MAX_USAGE_BODY = 16 << 20
 
 
 # The exchange whose deadline bounds the socket operations running now (in this thread, or this
@@ -199,6 +225,13 @@ class _Exchange:
         # Whether the last socket operation waited for the deadline rather than the caller's
         # own shorter timeout (so a timeout is ours).
         self.deadline_bound = False
+        # A model API's answer, read for its usage as it passes (usage.py): the API, the JSON
+        # body so far or the event stream's reader, and whether its usage was recorded.
+        self.api: str | None = None
+        self._body: bytearray | None = None
+        self._encoding: str | None = None
+        self._events: StreamUsage | None = None
+        self._usage_done = False
 
     def remaining(self) -> float:
         if self.step is not None:
@@ -214,8 +247,9 @@ class _Exchange:
         self.deadline_bound = timeout is None or left <= timeout
         return left if self.deadline_bound else timeout
 
-    def prepare(self) -> bool:
-        """Bound the request; False when it is outside any budget (left untouched)."""
+    def prepare(self, fit: bool = True) -> bool:
+        """Bound the request; False when it is outside any budget (left untouched). `fit`:
+        a model API's request may be replaced by one fitted to the step (`self.request`)."""
         step, budget, request = self.step, self.budget, self.request
         if step is None and budget is None:
             return False
@@ -237,6 +271,10 @@ class _Exchange:
             # An Idempotency-Key the caller set on the request is theirs to keep.
             if name != IDEMPOTENCY_HEADER or name not in request.headers:
                 request.headers[name] = value
+        if fit and step is not None and request.method == "POST":
+            self.api = api_of_path(request.url.path)
+            if self.api is not None:
+                request = self.request = self._fitted(step, self.api, request)
         # Each phase's own timeout is at most what is left now (waiting for a pooled connection
         # is bounded by this alone); the wrapped backend bounds every socket operation after.
         timeout: dict[str, Any] = dict(request.extensions.get("timeout") or {})
@@ -245,6 +283,74 @@ class _Exchange:
             timeout[phase] = left if current is None else min(current, left)
         request.extensions["timeout"] = timeout
         return True
+
+    @staticmethod
+    def _fitted(step: Step, api: str, request: httpx.Request) -> httpx.Request:
+        """The request as sent: its output ceiling lowered to the step's allocation, and a
+        chat completions stream asked for its usage. Unchanged (the same object) when it
+        needs neither, or its body is not a JSON object already read."""
+        try:
+            body = json.loads(request.content)
+        except (httpx.RequestNotRead, ValueError, RecursionError):
+            return request
+        if not isinstance(body, dict):
+            return request
+        changed = False
+        ceiling = step.max_tokens
+        for field in _CEILINGS[api] if ceiling is not None else ():
+            asked = count(body.get(field))
+            if asked is not None and ceiling is not None and asked > ceiling:
+                body[field] = ceiling
+                changed = True
+        options = body.get("stream_options")
+        if api == OPENAI_CHAT and body.get("stream") is True and not (
+                isinstance(options, dict) and options.get("include_usage") is True):
+            body["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                                      "include_usage": True}
+            changed = True
+        if not changed:
+            return request
+        content = json.dumps(body).encode()
+        headers = httpx.Headers(request.headers)
+        headers["Content-Length"] = str(len(content))
+        return httpx.Request(request.method, request.url, headers=headers, content=content,
+                             extensions=request.extensions)
+
+    def read_usage_of(self, response: httpx.Response) -> None:
+        """Read the answer's usage as its body passes (a model API's answer to a step)."""
+        if self.api is None or self.step is None:
+            return
+        content_type = response.headers.get("content-type", "")
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        if "json" in content_type:
+            self._body, self._encoding = bytearray(), encoding
+        elif encoding == "identity":
+            self._events = stream_reader(self.api, content_type)
+
+    def took(self, chunk: bytes) -> None:
+        if self._events is not None:
+            self._events.feed(chunk)
+        elif self._body is not None:
+            self._body += chunk
+            if len(self._body) > _MAX_USAGE_BODY:
+                self._body = None
+
+    def body_ended(self, complete: bool) -> None:
+        """The body was read to its end (`complete`) or closed before: record its usage once
+        (a stream cut short gives what it had said; a JSON body, only when whole)."""
+        if self._usage_done or self.step is None or self.api is None:
+            return
+        self._usage_done = True
+        found: Usage | None = None
+        if self._events is not None:
+            found = self._events.usage
+        elif self._body is not None and complete:
+            found = from_body(self.api, _decoded(bytes(self._body), self._encoding))
+        self._body = self._events = None
+        if found is not None:
+            self.step.record_usage(input_tokens=found.input, output_tokens=found.output,
+                                   cache_read=found.cache_read, cache_write=found.cache_write,
+                                   reasoning=found.reasoning)
 
     def timed_out(self, error: httpx.TimeoutException) -> httpx.TimeoutException:
         """The error to raise for a timeout: ours in both forms when our deadline ended it."""
@@ -270,6 +376,7 @@ class _Exchange:
         if self.step is not None:
             self.step.record_response(response.status_code, method=self.request.method,
                                       retry_after=response.headers.get("retry-after"))
+            self.read_usage_of(response)
 
     def late(self) -> bool:
         """A chunk that arrived after the deadline: the exchange overran it."""
@@ -293,6 +400,7 @@ class _BoundedStream(httpx.SyncByteStream):
             try:
                 chunk = next(chunks)
             except StopIteration:
+                self._exchange.body_ended(complete=True)
                 return
             except StepTimeout:
                 raise
@@ -302,9 +410,11 @@ class _BoundedStream(httpx.SyncByteStream):
                 _CURRENT.reset(token)
             if self._exchange.late():
                 raise self._exchange.late_error()
+            self._exchange.took(chunk)
             yield chunk
 
     def close(self) -> None:
+        self._exchange.body_ended(complete=False)
         self._inner.close()
 
 
@@ -320,6 +430,7 @@ class _AsyncBoundedStream(httpx.AsyncByteStream):
             try:
                 chunk = await chunks.__anext__()
             except StopAsyncIteration:
+                self._exchange.body_ended(complete=True)
                 return
             except StepTimeout:
                 raise
@@ -329,10 +440,22 @@ class _AsyncBoundedStream(httpx.AsyncByteStream):
                 _CURRENT.reset(token)
             if self._exchange.late():
                 raise self._exchange.late_error()
+            self._exchange.took(chunk)
             yield chunk
 
     async def aclose(self) -> None:
+        self._exchange.body_ended(complete=False)
         await self._inner.aclose()
+
+
+def _decoded(body: bytes, encoding: str | None) -> bytes:
+    """A body as its Content-Encoding left it, decoded as httpx decodes (b'' if it cannot)."""
+    if not encoding or encoding == "identity":
+        return body
+    try:
+        return httpx.Response(200, headers={"content-encoding": encoding}, content=body).content
+    except httpx.DecodingError:
+        return b""
 
 
 def _rewrap(response: httpx.Response, stream: Any) -> httpx.Response:
@@ -353,7 +476,7 @@ class BudgetTransport(httpx.BaseTransport):
             return self._wrapped.handle_request(request)
         token = _CURRENT.set(exchange)
         try:
-            response = self._wrapped.handle_request(request)
+            response = self._wrapped.handle_request(exchange.request)
         except httpx.TimeoutException as error:
             raise exchange.timed_out(error) from error
         except httpx.TransportError as error:
@@ -382,7 +505,7 @@ class AsyncBudgetTransport(httpx.AsyncBaseTransport):
             return await self._wrapped.handle_async_request(request)
         token = _CURRENT.set(exchange)
         try:
-            response = await self._wrapped.handle_async_request(request)
+            response = await self._wrapped.handle_async_request(exchange.request)
         except httpx.TimeoutException as error:
             raise exchange.timed_out(error) from error
         except httpx.TransportError as error:
@@ -405,7 +528,7 @@ def request_hook(request: httpx.Request) -> None:
     the transports' total deadline, since a hook cannot reach the socket operations. The
     response hook records the status on the step. A timeout is not seen by hooks: it is
     recorded only if it leaves the step's block."""
-    _Exchange(request).prepare()
+    _Exchange(request).prepare(fit=False)
 
 
 def response_hook(response: httpx.Response) -> None:
@@ -416,7 +539,7 @@ def response_hook(response: httpx.Response) -> None:
 
 
 async def async_request_hook(request: httpx.Request) -> None:
-    _Exchange(request).prepare()
+    _Exchange(request).prepare(fit=False)
 
 
 async def async_response_hook(response: httpx.Response) -> None:

@@ -4,12 +4,20 @@ open        below 60% consumed: anything that fits its slice may start
 narrowing   from 60%: stop widening (no new parallel branches, subagents, speculation)
 fit_only    from 80%: admit only calls whose recorded p95 fits in what is left minus the reserve
 landing     once only the reserve is left: nothing but the landing may spend it
+
+A run with a dollar or token budget too is on the rung of whichever budget is nearest its end
+(the ledger reports how much of its money and tokens is spent).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import Callable
+
+from opentelemetry.trace import Span
+
+from budgetscope_sdk import attributes as attr
 
 OPEN = "open"
 NARROWING = "narrowing"
@@ -42,6 +50,50 @@ def phase_starts(total_s: float, reserve_s: float) -> dict[str, float]:
     narrowing = min(NARROWING_AT * total_s, landing)
     fit_only = min(FIT_ONLY_AT * total_s, landing)
     return {OPEN: 0.0, NARROWING: narrowing, FIT_ONLY: fit_only, LANDING: landing}
+
+
+class PhaseTracker:
+    """Where a run is on the ladder: the furthest phase its time, or its money and tokens, have
+    reached (it never goes back). Each change is a `budget.phase` event on the run span,
+    stamped when the time threshold was crossed, or when a money or token threshold was seen
+    crossed (with `budget.phase.by`)."""
+
+    def __init__(self) -> None:
+        self.phase = OPEN
+        self.by = "time"  # the budget that moved it to its phase: time, usd or tokens
+        self._lock = threading.Lock()
+
+    def observe(self, span: Span, elapsed_s: float, total_s: float, reserve_s: float,
+                origin_ns: int, spent: tuple[str, str, float] | None,
+                wall_ns: Callable[[], int]) -> str:
+        by_time = phase_at(elapsed_s, total_s, reserve_s)
+        now = by_time
+        if spent is not None and spent[0] != OPEN and phase_index(spent[0]) > phase_index(now):
+            now = spent[0]
+        with self._lock:
+            before = self.phase
+            if phase_index(now) <= phase_index(before):
+                return before
+            self.phase = now
+            self.by = "time" if now == by_time or spent is None else spent[1]
+        starts = phase_starts(total_s, reserve_s)
+        for index in range(phase_index(before) + 1, phase_index(now) + 1):
+            phase = PHASES[index]
+            if index > phase_index(by_time):
+                assert spent is not None
+                span.add_event(attr.PHASE_EVENT, {attr.PHASE: phase, attr.PHASE_BY: spent[1],
+                                                  attr.CONSUMED_RATIO: spent[2]},
+                               timestamp=wall_ns())
+                continue
+            offset = starts[phase]
+            # Stamped at the instant the threshold was crossed, not when it was noticed.
+            span.add_event(attr.PHASE_EVENT, {
+                # A budget of 0 s (a caller whose deadline had passed) starts landed.
+                attr.PHASE: phase,
+                attr.CONSUMED_RATIO: round(offset / total_s, 4) if total_s else 1.0,
+                attr.REMAINING_MS: int(round((total_s - offset) * 1000))},
+                timestamp=origin_ns + int(round(offset * 1e9)))
+        return now
 
 
 def quantile(values: list[float], q: float) -> float:

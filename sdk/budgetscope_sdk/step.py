@@ -49,6 +49,7 @@ from budgetscope_sdk.classify import (
 )
 from budgetscope_sdk.clock import Clock
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
+from budgetscope_sdk.ledger import Spend
 from budgetscope_sdk.process import run_bounded
 from budgetscope_sdk.propagation import (
     IDEMPOTENCY_HEADER,
@@ -57,6 +58,7 @@ from budgetscope_sdk.propagation import (
 )
 from budgetscope_sdk.results import TimedOut, timed_out
 from budgetscope_sdk.retry_after import parse_retry_after
+from budgetscope_sdk.usage import Usage
 
 if TYPE_CHECKING:
     import subprocess
@@ -171,7 +173,8 @@ class Step:
     def __init__(self, budget: StepBudget, kind: StepKind, name: str, *, allocated_s: float,
                  remaining_s: float, cap_s: float | None, side_effect: SideEffect | None,
                  idempotency_key: str | None, attempt: int | None, hedge: bool | None,
-                 extra: Mapping[str, Any] | None, links: Sequence[trace.Link] = ()) -> None:
+                 extra: Mapping[str, Any] | None, links: Sequence[trace.Link] = (),
+                 spend: Spend | None = None) -> None:
         self.budget = budget
         self.kind: StepKind = kind
         self.name = name
@@ -184,6 +187,8 @@ class Step:
         self.hedge = hedge
         self.extra = dict(extra or {})
         self.links = tuple(links)
+        # Its money and tokens: the hold, the allocation and the usage it records (ledger.py).
+        self.spend = spend
         self.effect_status: EffectStatus | None = None
         self.reconcile_result: ReconcileResult | None = None
         self.cleanup_ms: int | None = None
@@ -228,6 +233,41 @@ class Step:
     @property
     def deadline_unix_ms(self) -> int:
         return int(self._start_ns // 1_000_000) + self.allocated_ms
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The output tokens this call may generate: `min(max_output_tokens, what the money
+        and tokens left afford)` (budget.allocated_tokens); None when nothing bounds it. Send
+        it as the request's `max_tokens` (the httpx transports lower a larger one)."""
+        return None if self.spend is None else self.spend.allocated
+
+    @property
+    def held_usd(self) -> float:
+        """What this call holds against the run's dollar budget while it runs: its estimate
+        with the allocated output (0 when it holds nothing)."""
+        return 0.0 if self.spend is None else self.spend.hold_nano / 1e9
+
+    @property
+    def usage(self) -> Usage | None:
+        """The sum of the usage recorded on this step so far (None: none recorded)."""
+        return None if self.spend is None else self.spend.usage
+
+    def record_usage(self, *, input_tokens: int | None = None,
+                     output_tokens: int | None = None, cache_read: int | None = None,
+                     cache_write: int | None = None, reasoning: int | None = None,
+                     cost_usd: float | None = None) -> None:
+        """Record the tokens one response used (input as OpenTelemetry counts it: cache reads
+        and writes included; output with its reasoning) and, without a Price on the step, what
+        it cost if you know. Each call adds one response: when the step ends its span carries
+        the sums under the OpenTelemetry GenAI names, and budget.cost_usd when the cost is
+        known (from the step's Price, else the costs given). The run's ledger counts them, even
+        when recorded after the step ended. A value that is not a non-negative integer (a
+        finite non-negative number for the cost) is ignored for that field; this never
+        raises."""
+        if self.spend is None:
+            self.spend = Spend(None, self.kind, None)
+        self.spend.record(input_tokens, output_tokens, cache_read, cache_write, reasoning,
+                          cost_usd)
 
     def remaining(self) -> float:
         """Seconds left of this step's slice (never negative)."""
@@ -435,6 +475,8 @@ class Step:
     def _open(self) -> None:
         budget = self.budget
         if budget.ended:
+            if self.spend is not None:
+                self.spend.release()
             raise BudgetExhausted(f"refused {self.key}: its run has ended", step_key=self.key)
         clock = budget.clock
         self._started_mono = clock.monotonic()
@@ -472,6 +514,8 @@ class Step:
             values[attr.ATTEMPT] = self.attempt
         if self.hedge is not None:
             values[attr.HEDGE] = self.hedge
+        if self.spend is not None:
+            values.update(self.spend.attributes)
         if self.kind == "tool":
             values[attr.GEN_AI_OPERATION] = "execute_tool"
             values[attr.GEN_AI_TOOL_NAME] = self.name
@@ -533,6 +577,8 @@ class Step:
             self.cleanup_ms = error.cleanup_ms
         span = self.span
         closing: dict[str, Any] = {attr.OUTCOME: outcome} if evidenced else {}
+        if self.spend is not None:
+            self.spend.write_attributes(closing)
         if self.effect_status is not None:
             closing[attr.EFFECT_STATUS] = self.effect_status
         if self.reconcile_result is not None:
@@ -565,6 +611,8 @@ class Step:
             span.set_status(Status(StatusCode.ERROR, outcome))
         span.end(end_time=end_ns)
         self._closed = True
+        if self.spend is not None:
+            self.spend.settle(outcome)  # after the span: usage recorded late is still counted
         if self._step_token is not None:
             CURRENT_STEP.reset(self._step_token)
             self._step_token = None

@@ -25,7 +25,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,13 +132,26 @@ def is_backend_url(text: str | None) -> bool:
     return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
 
 
-def _parameter_text(value: Any) -> str:
-    """A value in ClickHouse's escaped parameter format (NULL is \\N, a backslash doubled)."""
+# ClickHouse reads a query parameter in its "escaped" format, TabSeparated's: a tab or a line
+# feed ends the value and a backslash starts an escape, so a value holding one of them (an agent
+# name from a span may) failed with BAD_QUERY_PARAMETER. CR and NUL are read as they are, but
+# are escaped too, as TabSeparated writes them, so that nothing depends on that.
+_ESCAPED = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\0": "\\0"})
+
+
+def parameter_text(value: Any) -> str:
+    """A value in ClickHouse's escaped parameter format: NULL is \\N (so a string \\N is sent
+    as \\\\N), a backslash is doubled, tab, line feed, carriage return and NUL are \\t, \\n, \\r
+    and \\0; every other character (quotes included) is itself."""
     if value is None:
         return "\\N"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value).replace("\\", "\\\\")
+    return str(value).translate(_ESCAPED)
+
+
+class QueryFailed(RuntimeError):
+    """A query the backend refused or could not run: one line naming the backend."""
 
 
 class ClickHouseConnection:
@@ -172,25 +186,41 @@ class ClickHouseConnection:
                 database=url.database, settings=SESSION_SETTINGS)
 
     # -- running text ---------------------------------------------------------------------------
-    def _frame_text(self, text: str, parameters: Mapping[str, Any]) -> pd.DataFrame:
-        with self._lock:
+    def _frame_text(self, text: str, parameters: Mapping[str, Any],
+                    name: str = "a query") -> pd.DataFrame:
+        with self._lock, self._failing(name):
             if self._session is not None:
-                params = {k: _parameter_text(v) for k, v in parameters.items()}
+                params = {k: parameter_text(v) for k, v in parameters.items()}
                 return self._session.query(text, "DataFrame", params=params or None)
+            # clickhouse-connect escapes each value itself (its binding's escape_str).
             return self._client.query_df(text, parameters=dict(parameters) or None)
 
     def command(self, text: str, parameters: Mapping[str, Any] | None = None) -> None:
-        with self._lock:
+        with self._lock, self._failing("a statement"):
             if self._session is not None:
-                params = {k: _parameter_text(v) for k, v in (parameters or {}).items()}
+                params = {k: parameter_text(v) for k, v in (parameters or {}).items()}
                 self._session.query(text, "CSV", params=params or None)
             else:
                 self._client.command(text, parameters=dict(parameters or {}) or None)
 
+    @contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        """The engine's own error (chdb's, clickhouse-connect's: any class, several lines with
+        the server's stack) as QueryFailed: one line naming the backend and what failed."""
+        try:
+            yield
+        except QueryFailed:
+            raise
+        except Exception as error:  # noqa: BLE001 - every engine error becomes one line
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            first = lines[0] if lines else type(error).__name__
+            raise QueryFailed(f"the {self.url.scheme} backend {self.url.describe()} could not "
+                              f"run {what}: {first[:400]}") from error
+
     # -- named queries --------------------------------------------------------------------------
     def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
         text = query.text.rstrip().rstrip(";")
-        frame = self._frame_text(text, bound_parameters(query, parameters))
+        frame = self._frame_text(text, bound_parameters(query, parameters), query.name)
         return frame.reset_index(drop=True)
 
     def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:

@@ -1,7 +1,9 @@
 """Servers on 127.0.0.1 that the budget SDK's tests call: a tool that hangs, a dependency with
 an idempotency ledger, a proxy that lets a request commit and then withholds the reply, a handler
 that honours the propagated deadline, a request counter, a server that trickles its answer a
-byte at a time, and scripted answers (503 with Retry-After, …).
+byte at a time, scripted answers (503 with Retry-After, …), and a model server
+(OpenAI-compatible chat completions and Anthropic Messages, JSON and streamed) that reports usage
+and logs what it billed.
 
 Each is a real threaded HTTP server on a free port; nothing in the SDK is replaced. Each records
 what it saw itself (requests, keys, when the client went away), which is what the tests judge
@@ -13,8 +15,9 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from decimal import ROUND_HALF_EVEN, Decimal
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -246,32 +249,36 @@ class CountingTool(_Quiet):
 
 # -- a tool whose answers are scripted per path -----------------------------------------------
 class ScriptState:
-    """`script[path]` is a list of answers used in turn (the last repeats): (status, delay_s) or
-    (status, delay_s, headers). Records each request's arrival (monotonic) and headers."""
+    """`script[path]` is a list of answers used in turn (the last repeats): (status, delay_s),
+    (status, delay_s, headers) or (status, delay_s, headers, body bytes). Records each
+    request's arrival (monotonic), headers and body."""
 
     def __init__(self, script: dict[str, list[tuple[Any, ...]]]) -> None:
         self.script = script
         self.calls: dict[str, int] = {}
         self.arrivals: dict[str, list[float]] = {}
         self.headers: dict[str, list[dict[str, str]]] = {}
+        self.bodies: dict[str, list[bytes]] = {}
         self.lock = threading.Lock()
 
 
 class ScriptedTool(_Quiet):
     def _answer(self) -> None:
         state: ScriptState = self.server.state
-        _read_body(self)
+        body = _read_body(self)
         path = self.path.split("?", 1)[0]
         with state.lock:
             turn = state.calls.get(path, 0)
             state.calls[path] = turn + 1
             state.arrivals.setdefault(path, []).append(time.monotonic())
             state.headers.setdefault(path, []).append(dict(self.headers.items()))
+            state.bodies.setdefault(path, []).append(body)
             answers = state.script.get(path, [(200, 0.0)])
             status, delay, *rest = answers[min(turn, len(answers) - 1)]
         time.sleep(delay)
         extra: dict[str, str] = rest[0] if rest else {}
-        data = json.dumps({"path": path, "turn": turn + 1}).encode()
+        data = rest[1] if len(rest) > 1 else json.dumps({"path": path,
+                                                         "turn": turn + 1}).encode()
         self.send_response(status)
         for name, value in {"Content-Type": "application/json",
                             "Content-Length": str(len(data)), **extra}.items():
@@ -336,42 +343,224 @@ class TrickleTool(_Quiet):
             self.close_connection = True
 
 
-# -- an OpenAI-compatible chat completions server ----------------------------------------------
+# -- a model server that bills: OpenAI-compatible chat completions and Anthropic Messages -----
 class ModelState:
-    """Answers /v1/chat/completions: a call to `tool` (with `arguments`) while the conversation
-    holds no tool result, then a final text. Records every request body."""
+    """Answers /v1/chat/completions (OpenAI-compatible) and /v1/messages (Anthropic): a call to
+    `tool` (with `arguments`) while the conversation holds no tool result, then a final text;
+    with `tool=None` always a text. `stream: true` is answered with server-sent events, each
+    event written and flushed on its own (chunked), in that API's shape; a chat completions
+    stream carries its usage only when asked (`stream_options.include_usage`), as OpenAI does.
 
-    def __init__(self, tool: str, arguments: dict[str, Any], answer: str = "done",
-                 delay: float = 0.0) -> None:
+    Usage: each answer takes the next entry of `usage` (input with its cache, `cache_read`,
+    `cache_write`, `output`, `reasoning`; `status` for an error instead, whose body reports the
+    usage only with `usage_on_error`), or what `usage` returns for the request's body when it is
+    a function (the server measuring what it was sent); with none left, 10 in and 5 out. The
+    output is cut to the `max_tokens` / `max_completion_tokens` the request asked for, as a
+    model stops there.
+    Every answer that reported usage is logged in `billed`, with what it cost at `prices`
+    (model → USD per million tokens: input, output, cache_read, cache_write; a missing cache
+    rate is the input rate), computed here in decimals, under the request's `X-Call` header:
+    the truth the SDK's and budgetscope's numbers are judged against. Records every request
+    body and its headers."""
+
+    def __init__(self, tool: str | None, arguments: dict[str, Any] | None = None,
+                 answer: str = "done", delay: float = 0.0,
+                 usage: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]]
+                 | None = None,
+                 prices: dict[str, dict[str, str]] | None = None) -> None:
         self.tool = tool
-        self.arguments = arguments
+        self.arguments = arguments or {}
         self.answer = answer
         self.delay = delay
+        self.usage = usage if callable(usage) else list(usage or [])
+        self.prices = prices or {}
+        self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.billed: list[dict[str, Any]] = []
+
+    def next_usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            if callable(self.usage):
+                entry = dict(self.usage(body))
+            else:
+                entry = dict(self.usage.pop(0)) if self.usage else {"input": 10, "output": 5}
+        asked = [value for value in (body.get("max_tokens"), body.get("max_completion_tokens"))
+                 if isinstance(value, int)]
+        entry["cut"] = bool(asked) and entry.get("output", 0) > min(asked)
+        if entry["cut"]:
+            entry["output"] = min(asked)
+        return entry
+
+    def bill(self, model: str, api: str, body: dict[str, Any], entry: dict[str, Any],
+             call: str | None = None) -> None:
+        counts = {key: int(entry.get(key, 0)) for key in ("input", "cache_read", "cache_write",
+                                                         "output", "reasoning")}
+        rates = self.prices.get(model)
+        cost_nano = None
+        if rates is not None:
+            fresh = counts["input"] - counts["cache_read"] - counts["cache_write"]
+            usd = (fresh * Decimal(rates["input"])
+                   + counts["cache_read"] * Decimal(rates.get("cache_read", rates["input"]))
+                   + counts["cache_write"] * Decimal(rates.get("cache_write", rates["input"]))
+                   + counts["output"] * Decimal(rates["output"])) / 1_000_000
+            cost_nano = int((usd * 10**9).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+        with self.lock:
+            self.billed.append({"call": call, "model": model, "api": api,
+                                "status": entry.get("status", 200),
+                                "stream": body.get("stream") is True, **counts,
+                                "max_tokens": body.get("max_tokens",
+                                                       body.get("max_completion_tokens")),
+                                "cost_nano": cost_nano})
+
+
+def _openai_usage(entry: dict[str, Any]) -> dict[str, Any]:
+    usage = {"prompt_tokens": entry.get("input", 0), "completion_tokens": entry.get("output", 0),
+             "total_tokens": entry.get("input", 0) + entry.get("output", 0),
+             "prompt_tokens_details": {"cached_tokens": entry.get("cache_read", 0)}}
+    if "reasoning" in entry:  # as a reasoning model reports it
+        usage["completion_tokens_details"] = {"reasoning_tokens": entry["reasoning"]}
+    return usage
+
+
+def _anthropic_usage(entry: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic counts input without its cache."""
+    read, write = entry.get("cache_read", 0), entry.get("cache_write", 0)
+    return {"input_tokens": entry.get("input", 0) - read - write,
+            "cache_read_input_tokens": read, "cache_creation_input_tokens": write,
+            "output_tokens": entry.get("output", 0)}
 
 
 class FakeModel(_Quiet):
     def do_POST(self) -> None:
         state: ModelState = self.server.state
         body = json.loads(_read_body(self) or b"{}")
-        state.requests.append(body)
-        state.headers.append(dict(self.headers.items()))
+        with state.lock:
+            state.requests.append(body)
+            state.headers.append(dict(self.headers.items()))
+            number = len(state.requests)
         time.sleep(state.delay)
-        messages = body.get("messages", [])
-        tool_results = [m for m in messages if m.get("role") == "tool"]
+        anthropic = self.path.split("?")[0].endswith("/messages")
+        api = "anthropic" if anthropic else "openai"
         model = body.get("model", "fake-model")
-        if tool_results:
-            message: dict[str, Any] = {"role": "assistant",
-                                       "content": f"{state.answer}: {tool_results[-1]['content']}"}
-            finish = "stop"
+        entry = state.next_usage(body)
+        status = entry.get("status", 200)
+        if status != 200:
+            error: dict[str, Any] = {"error": {"message": "The server is overloaded",
+                                               "type": "server_error"}}
+            if entry.get("usage_on_error"):
+                error["usage"] = (_anthropic_usage if anthropic else _openai_usage)(entry)
+                state.bill(model, api, body, entry, self.headers.get("X-Call"))
+            _reply(self, status, error)
+            return
+        state.bill(model, api, body, entry, self.headers.get("X-Call"))
+        messages = body.get("messages", [])
+        results = [m for m in messages if m.get("role") == "tool"
+                   or (isinstance(m.get("content"), list) and any(
+                       isinstance(part, dict) and part.get("type") == "tool_result"
+                       for part in m["content"]))]
+        text = f"{state.answer}: {_last_result(results)}" if results else state.answer
+        calls_tool = state.tool is not None and not results
+        if body.get("stream") is True:
+            events = (_anthropic_events if anthropic else _openai_events)(
+                model, number, text, entry, body)
+            self._stream(events)
+        elif anthropic:
+            _reply(self, 200, _anthropic_answer(state, model, number, text, calls_tool, entry))
         else:
-            message = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{len(state.requests)}", "type": "function",
-                "function": {"name": state.tool, "arguments": json.dumps(state.arguments)}}]}
-            finish = "tool_calls"
-        _reply(self, 200, {
-            "id": f"chatcmpl-{len(state.requests)}", "object": "chat.completion",
+            _reply(self, 200, _openai_answer(state, model, number, text, calls_tool, entry))
+
+    def _stream(self, events: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for event in events:
+                data = event.encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+
+def _last_result(results: list[dict[str, Any]]) -> str:
+    content = results[-1]["content"]
+    if isinstance(content, list):  # Anthropic: the tool_result part
+        part = next(p for p in content if p.get("type") == "tool_result")
+        return str(part.get("content"))
+    return str(content)
+
+
+def _openai_answer(state: ModelState, model: str, number: int, text: str, calls_tool: bool,
+                   entry: dict[str, Any]) -> dict[str, Any]:
+    if calls_tool:
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{number}", "type": "function",
+            "function": {"name": state.tool, "arguments": json.dumps(state.arguments)}}]}
+        finish = "tool_calls"
+    else:
+        message = {"role": "assistant", "content": text}
+        finish = "length" if entry["cut"] else "stop"
+    return {"id": f"chatcmpl-{number}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+            "usage": _openai_usage(entry)}
+
+
+def _anthropic_answer(state: ModelState, model: str, number: int, text: str,
+                      calls_tool: bool, entry: dict[str, Any]) -> dict[str, Any]:
+    if calls_tool:
+        content = [{"type": "tool_use", "id": f"toolu_{number}", "name": state.tool,
+                    "input": state.arguments}]
+        stop = "tool_use"
+    else:
+        content = [{"type": "text", "text": text}]
+        stop = "max_tokens" if entry["cut"] else "end_turn"
+    return {"id": f"msg_{number:04d}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": _anthropic_usage(entry)}
+
+
+def _sse(payload: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n"
+
+
+def _openai_events(model: str, number: int, text: str, entry: dict[str, Any],
+                   body: dict[str, Any]) -> list[str]:
+    base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+    half = len(text) // 2
+    events = [_sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                "content": ""}}]})]
+    events += [_sse({**base, "choices": [{"index": 0, "delta": {"content": piece}}]})
+               for piece in (text[:half], text[half:])]
+    events.append(_sse({**base, "choices": [{"index": 0, "delta": {},
+                                            "finish_reason": "length" if entry["cut"]
+                                            else "stop"}]}))
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        events.append(_sse({**base, "choices": [], "usage": _openai_usage(entry)}))
+    events.append(_sse("[DONE]"))
+    return events
+
+
+def _anthropic_events(model: str, number: int, text: str, entry: dict[str, Any],
+                      body: dict[str, Any]) -> list[str]:
+    usage = _anthropic_usage(entry)
+    start = {**usage, "output_tokens": 1}
+    return [
+        _sse({"type": "message_start", "message": {
+            "id": f"msg_{number:04d}", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": start}},
+            "message_start"),
+        _sse({"type": "content_block_start", "index": 0,
+              "content_block": {"type": "text", "text": ""}}, "content_block_start"),
+        _sse({"type": "content_block_delta", "index": 0,
+              "delta": {"type": "text_delta", "text": text}}, "content_block_delta"),
+        _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+        _sse({"type": "message_delta", "delta": {"stop_reason": "max_tokens" if entry["cut"]
+                                                 else "end_turn", "stop_sequence": None},
+              "usage": {"output_tokens": usage["output_tokens"]}}, "message_delta"),
+        _sse({"type": "message_stop"}, "message_stop"),
+    ]

@@ -38,6 +38,13 @@ def refused_result(name: str, error: BudgetExhausted) -> dict[str, Any]:
                     "what is missing."}
 
 
+def least(first: int | None, second: int | None) -> int | None:
+    """The smaller of two output ceilings, either of which may be unset."""
+    if first is None or second is None:
+        return second if first is None else first
+    return min(first, second)
+
+
 def require_budget(framework: str) -> RunBudget:
     budget = current_budget()
     if budget is None:

@@ -9,7 +9,10 @@
   call as a `refused` result, both as JSON text;
 - each model call is a `model` step bounded by its slice (give the model's AsyncOpenAI client
   an httpx client with AsyncBudgetTransport, and max_retries=0, and its requests carry the
-  slice as timeout and deadline headers too);
+  slice as timeout and deadline headers too); in a run with a dollar or token budget its
+  output is allocated (`BudgetedModel(..., max_output_tokens=, price=)`, the model settings'
+  `max_tokens` lowered to it), it is refused (BudgetExhausted) when not even its minimum fits,
+  and its usage is recorded from the response (unless the transport already read it);
 - the whole Runner.run is bounded by the run's deadline.
 The steps and the run are OpenTelemetry spans annotated with budget.* and gen_ai.* attributes.
 
@@ -18,7 +21,8 @@ each budget step IS the annotated span of its call, so budgetscope counts it onc
 `BudgetTracingProcessor` (`add_trace_processor(BudgetTracingProcessor())`) and each step of a
 function tool or a model call carries the ids of the Agents SDK span it covers
 (`openai_agents.trace_id`, `openai_agents.span_id`, `openai_agents.span_type`) and what that
-span learnt (a generation's token usage), beside its budget.* attributes. The Agents SDK's
+span learnt (a generation's token usage, when the step has none yet), beside its budget.*
+attributes. The Agents SDK's
 span data types are slotted and export a fixed dict, so the budget attributes cannot be written
 into them; the join goes the other way. No second step span is opened for the call."""
 
@@ -29,7 +33,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from agents import Agent, FunctionTool, Model, Runner
+from agents import Agent, FunctionTool, Model, ModelSettings, Runner
 from agents.tracing import (
     GenerationSpanData,
     ResponseSpanData,
@@ -44,10 +48,13 @@ from budgetscope_sdk import attributes as attr
 from budgetscope_sdk.adapters.common import (
     ToolPolicy,
     invoke_tool,
+    least,
     policy_for,
     require_budget,
 )
 from budgetscope_sdk.budget import Duration, RunBudget
+from budgetscope_sdk.ledger import DEFAULT_MINIMUM_OUTPUT_TOKENS
+from budgetscope_sdk.price import Price
 from budgetscope_sdk.step import Step, current_step
 
 _MODEL_SPAN_DATA = (GenerationSpanData, ResponseSpanData)
@@ -91,17 +98,42 @@ class BudgetTracingProcessor(TracingProcessor):
         step = self._steps.pop(span.span_id, None)
         if step is None or step.outcome is not None:
             return  # the step already ended (our timeout): its span is closed
-        usage = getattr(span.span_data, "usage", None) or {}
-        for key, name in (("input_tokens", attr.GEN_AI_INPUT_TOKENS),
-                          ("output_tokens", attr.GEN_AI_OUTPUT_TOKENS)):
-            if isinstance(usage.get(key), int):
-                step.set_attribute(name, usage[key])
+        usage = getattr(span.span_data, "usage", None)
+        if step.usage is None and isinstance(usage, Mapping) and usage.get("requests") != 0:
+            record_openai_usage(step, usage)
 
     def shutdown(self) -> None:
         self._steps.clear()
 
     def force_flush(self) -> None:
         return None
+
+
+def _field(source: Any, name: str) -> Any:
+    return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+
+
+def record_openai_usage(step: Step, usage: Any) -> None:
+    """Record the Agents SDK's usage (its Usage, a Responses API usage, or a span's dict):
+    input_tokens (cached included), output_tokens, input_tokens_details.cached_tokens,
+    output_tokens_details.reasoning_tokens. Invalid values are dropped by record_usage."""
+    step.record_usage(
+        input_tokens=_field(usage, "input_tokens"), output_tokens=_field(usage, "output_tokens"),
+        cache_read=_field(_field(usage, "input_tokens_details"), "cached_tokens"),
+        reasoning=_field(_field(usage, "output_tokens_details"), "reasoning_tokens"))
+
+
+def _with_ceiling(args: tuple[Any, ...], kwargs: dict[str, Any], ceiling: int | None
+                  ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with its model settings' max_tokens lowered to `ceiling`."""
+    settings = kwargs.get("model_settings", args[2] if len(args) > 2 else None)
+    if ceiling is None or not isinstance(settings, ModelSettings) or (
+            settings.max_tokens is not None and settings.max_tokens <= ceiling):
+        return args, kwargs
+    fitted = dataclasses.replace(settings, max_tokens=ceiling)
+    if "model_settings" in kwargs:
+        return args, {**kwargs, "model_settings": fitted}
+    return (*args[:2], fitted, *args[3:]), kwargs
 
 
 def budgeted_tool(tool: FunctionTool, policy: ToolPolicy | None = None) -> FunctionTool:
@@ -129,38 +161,69 @@ def budgeted_tool(tool: FunctionTool, policy: ToolPolicy | None = None) -> Funct
 
 
 class BudgetedModel(Model):
-    """A model whose every call is a `model` step bounded by its slice."""
+    """A model whose every call is a `model` step bounded by its slice, and in a run with a
+    dollar or token budget, by its allocation: `max_output_tokens` (else the model settings'
+    `max_tokens`), `price` (USD per million tokens, for the hold and the cost),
+    `estimate_usd`, `minimum_output_tokens` as `budget.step` takes them."""
 
     def __init__(self, model: Model, name: str | None = None, cap: Duration | None = None,
-                 minimum: Duration = 0.0) -> None:
+                 minimum: Duration = 0.0, *, max_output_tokens: int | None = None,
+                 price: Price | None = None, estimate_usd: float | None = None,
+                 minimum_output_tokens: int = DEFAULT_MINIMUM_OUTPUT_TOKENS) -> None:
         self.wrapped = model
         self.name = name or str(getattr(model, "model", type(model).__name__))
         self.cap = cap
         self.minimum = minimum
+        self.max_output_tokens = max_output_tokens
+        self.price = price
+        self.estimate_usd = estimate_usd
+        self.minimum_output_tokens = minimum_output_tokens
+
+    def _step(self, budget: RunBudget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step:
+        settings = kwargs.get("model_settings", args[2] if len(args) > 2 else None)
+        asked = settings.max_tokens if isinstance(settings, ModelSettings) else None
+        return budget.step("model", self.name, cap=self.cap, minimum=self.minimum,
+                           max_output_tokens=least(self.max_output_tokens, asked),
+                           price=self.price,
+                           estimate_usd=self.estimate_usd,
+                           minimum_output_tokens=self.minimum_output_tokens)
 
     async def get_response(self, *args: Any, **kwargs: Any) -> Any:
         budget = require_budget("OpenAI Agents SDK")
-        async with budget.step("model", self.name, cap=self.cap, minimum=self.minimum) as step:
-            return await step.run(self.wrapped.get_response(*args, **kwargs))
+        async with self._step(budget, args, kwargs) as step:
+            args, kwargs = _with_ceiling(args, kwargs, step.max_tokens)
+            response = await step.run(self.wrapped.get_response(*args, **kwargs))
+            usage = getattr(response, "usage", None)
+            if step.usage is None and usage is not None and getattr(usage, "requests",
+                                                                    None) != 0:
+                record_openai_usage(step, usage)
+            return response
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         budget = require_budget("OpenAI Agents SDK")
-        async with budget.step("model", self.name, cap=self.cap, minimum=self.minimum) as step:
+        async with self._step(budget, args, kwargs) as step:
+            args, kwargs = _with_ceiling(args, kwargs, step.max_tokens)
             async for event in self.wrapped.stream_response(*args, **kwargs):
                 step.check()  # a stream that keeps talking past its slice is still late
+                if getattr(event, "type", None) == "response.completed" and step.usage is None:
+                    usage = getattr(getattr(event, "response", None), "usage", None)
+                    if usage is not None:
+                        record_openai_usage(step, usage)
                 yield event
 
 
 def budgeted_agent(agent: Agent[Any], policies: Mapping[str, ToolPolicy] | None = None,
-                   model_cap: Duration | None = None) -> Agent[Any]:
-    """A clone of `agent` with its function tools and its model under the current budget."""
+                   model_cap: Duration | None = None, **model_options: Any) -> Agent[Any]:
+    """A clone of `agent` with its function tools and its model under the current budget;
+    `model_options` (max_output_tokens, price, estimate_usd, minimum_output_tokens) go to its
+    BudgetedModel."""
     tools = [budgeted_tool(tool, policy_for(policies, tool.name))
              if isinstance(tool, FunctionTool) else tool for tool in agent.tools]
     if not isinstance(agent.model, Model):
         raise TypeError("give the agent a Model instance (e.g. OpenAIChatCompletionsModel) so "
                         "its calls can be budgeted; a model name is resolved too late")
     model = agent.model if isinstance(agent.model, BudgetedModel) else BudgetedModel(
-        agent.model, cap=model_cap)
+        agent.model, cap=model_cap, **model_options)
     return agent.clone(tools=tools, model=model)
 
 

@@ -67,7 +67,7 @@ UPDATE spans SET
     gen_ai_system = CASE WHEN json_type(attributes, '$."gen_ai.system"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."gen_ai.system"') END,
     openinference_span_kind = lower(trim(CASE WHEN json_type(attributes, '$."openinference.span.kind"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."openinference.span.kind"') END, ' \t\n\r')),
+        THEN json_extract_string(attributes, '$."openinference.span.kind"') END, ' ' || chr(9) || chr(10) || chr(13))),
     llm_model_name = CASE WHEN json_type(attributes, '$."llm.model_name"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."llm.model_name"') END,
     embedding_model_name = CASE WHEN json_type(attributes, '$."embedding.model_name"') NOT IN ('OBJECT', 'ARRAY')
@@ -83,13 +83,13 @@ UPDATE spans SET
     graph_node_id = CASE WHEN json_type(attributes, '$."graph.node.id"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."graph.node.id"') END,
     traceloop_span_kind = lower(trim(CASE WHEN json_type(attributes, '$."traceloop.span.kind"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."traceloop.span.kind"') END, ' \t\n\r')),
+        THEN json_extract_string(attributes, '$."traceloop.span.kind"') END, ' ' || chr(9) || chr(10) || chr(13))),
     traceloop_entity_name = CASE WHEN json_type(attributes, '$."traceloop.entity.name"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."traceloop.entity.name"') END,
     llm_request_type = lower(trim(CASE WHEN json_type(attributes, '$."llm.request.type"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."llm.request.type"') END, ' \t\n\r')),
+        THEN json_extract_string(attributes, '$."llm.request.type"') END, ' ' || chr(9) || chr(10) || chr(13))),
     ai_operation_id = lower(trim(CASE WHEN json_type(attributes, '$."ai.operationId"') NOT IN ('OBJECT', 'ARRAY')
-        THEN json_extract_string(attributes, '$."ai.operationId"') END, ' \t\n\r')),
+        THEN json_extract_string(attributes, '$."ai.operationId"') END, ' ' || chr(9) || chr(10) || chr(13))),
     ai_tool_call_name = CASE WHEN json_type(attributes, '$."ai.toolCall.name"') NOT IN ('OBJECT', 'ARRAY')
         THEN json_extract_string(attributes, '$."ai.toolCall.name"') END,
     ai_model_id = CASE WHEN json_type(attributes, '$."ai.model.id"') NOT IN ('OBJECT', 'ARRAY')

@@ -393,6 +393,22 @@ ALTER TABLE steps ADD COLUMN IF NOT EXISTS consumption_tokens BIGINT;
 ALTER TABLE steps ADD COLUMN IF NOT EXISTS cost_share DOUBLE;
 ALTER TABLE steps ADD COLUMN IF NOT EXISTS token_share DOUBLE;
 
+-- Four labels typed by the 3-to-4 migration again: it trimmed them with ' \t\n\r', which DuckDB
+-- reads without escapes, so it also stripped a leading or trailing backslash, t, n or r
+-- (`tool` became `ool`) in files that came through it. Retyped from the attributes as ingest
+-- types them (store/rows/typed_attributes.py's as_label: stripped of whitespace, lower-cased).
+UPDATE spans SET
+    openinference_span_kind = lower(trim(CASE WHEN json_type(attributes, '$."openinference.span.kind"') NOT IN ('OBJECT', 'ARRAY')
+        THEN json_extract_string(attributes, '$."openinference.span.kind"') END, ' ' || chr(9) || chr(10) || chr(13))),
+    traceloop_span_kind = lower(trim(CASE WHEN json_type(attributes, '$."traceloop.span.kind"') NOT IN ('OBJECT', 'ARRAY')
+        THEN json_extract_string(attributes, '$."traceloop.span.kind"') END, ' ' || chr(9) || chr(10) || chr(13))),
+    llm_request_type = lower(trim(CASE WHEN json_type(attributes, '$."llm.request.type"') NOT IN ('OBJECT', 'ARRAY')
+        THEN json_extract_string(attributes, '$."llm.request.type"') END, ' ' || chr(9) || chr(10) || chr(13))),
+    ai_operation_id = lower(trim(CASE WHEN json_type(attributes, '$."ai.operationId"') NOT IN ('OBJECT', 'ARRAY')
+        THEN json_extract_string(attributes, '$."ai.operationId"') END, ' ' || chr(9) || chr(10) || chr(13)))
+WHERE openinference_span_kind IS NOT NULL OR traceloop_span_kind IS NOT NULL
+   OR llm_request_type IS NOT NULL OR ai_operation_id IS NOT NULL;
+
 -- declared_budgets: each dimension declared on its own; a row without a duration is allowed.
 ALTER TABLE declared_budgets ADD COLUMN IF NOT EXISTS tokens BIGINT;
 ALTER TABLE declared_budgets ADD COLUMN IF NOT EXISTS usd_nano BIGINT;

@@ -1,0 +1,261 @@
+"""Every page as a new user and on-call meet it, in Debian's Chromium at 900×800 and 1400×900,
+in the light and the dark theme (the browser's colour scheme, which Streamlit follows):
+
+- no headline number and no label of one is cut (at 900 px they read "38…" under "Culprit…",
+  the run view's outcome "exhau…"): each metric's label and value fit their boxes;
+- the sidebar starts collapsed at 900 px and open at 1400 px;
+- the Runs page shows outcome, utilisation and who spent the most without a sideways scroll;
+- every chart's lines and markers, as drawn, stand out at least 3:1 from the page (in dark mode
+  the p99 line was 1.1:1);
+- clicking a waterfall bar opens that step's details;
+- What if's whole policy is in its address, follows its sliders and opens again from a link;
+  its sliders' accessible names are the step keys as they are.
+
+Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. Every wait is on
+a condition (the page drawn, an address, a text), never a fixed sleep."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from dashboard import colors
+from tests.support import ui
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not ui.CHROMIUM.exists(), reason="needs Debian's chromium")
+
+SIZES = {"900": (900, 800), "1400": (1400, 900)}
+THEMES = ("light", "dark")
+TIMEOUT_MS = 120_000
+# name -> (address after the host, Plotly charts the page draws once it has finished)
+PAGES = {"overview": ("/?{q}", 3), "runs": ("/runs?{q}", 0),
+         "attribution": ("/attribution?{q}", 3), "failures": ("/failures?{q}", 3),
+         "utilisation": ("/utilisation?{q}", 3), "reconciliation": ("/reconciliation?{q}", 2),
+         "weekly": ("/weekly?{q}", 0), "simulate": ("/simulate?{q}", 2),
+         "budgets": ("/budgets?{q}", 0), "run": ("/run?{q}&run={run}", 1),
+         "compare": ("/compare?{q}&run={run}", 1)}
+
+
+@pytest.fixture(scope="module")
+def run_id(sample_app: ui.Dashboard) -> str:
+    return ui.exhausted_run(sample_app.db)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=[(size, theme) for size in SIZES for theme in THEMES],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def view(request: pytest.FixtureRequest, browser: object) -> Iterator[tuple[object, str]]:
+    """A tab at one of the two sizes in one of the two themes, and its name (900-dark…)."""
+    size, theme = request.param
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height},  # type: ignore[attr-defined]
+                                  color_scheme=theme)
+    yield context.new_page(), f"{size}-{theme}"
+    context.close()
+
+
+def address(app: ui.Dashboard, page: str, run: str) -> str:
+    path, _ = PAGES[page]
+    return app.url + path.format(q=ui.QUERY, run=run)
+
+
+def drawn(tab: object, charts: int = 0) -> None:
+    """The page's script run is over, nothing is a skeleton, `charts` charts are drawn and no
+    exception shows (ui.settle, with no pause: conditions only)."""
+    ui.settle(tab, charts, pause_ms=0, timeout_ms=TIMEOUT_MS)
+
+
+# Each metric's label and value against their boxes: a text cut with an ellipsis is wider than
+# the box that shows it (scrollWidth > clientWidth) in some element of it.
+_CUT_METRICS = """() => [...document.querySelectorAll('[data-testid=stMetric]')]
+    .filter(m => m.offsetParent !== null)
+    .flatMap(m => ['stMetricLabel', 'stMetricValue'].map(part => {
+        const box = m.querySelector(`[data-testid=${part}]`);
+        const cut = box && [box, ...box.querySelectorAll('*')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0);
+        return {part, text: box ? box.innerText : '', cut: cut ? cut.length : 0,
+                right: box ? box.getBoundingClientRect().right : 0};
+    }))"""
+
+# Every stroke and marker colour Plotly drew, as the browser computed it, with the page's
+# background: the scatter lines and points, the shapes (vertical and horizontal lines).
+_CHART_MARKS = """() => {
+    const page = getComputedStyle(document.querySelector('[data-testid=stApp]'))
+        .backgroundColor;
+    const marks = [];
+    for (const chart of document.querySelectorAll('.js-plotly-plot')) {
+        const title = chart.querySelector('.gtitle')?.textContent || '';
+        for (const e of chart.querySelectorAll('.scatterlayer .js-line, .shapelayer path')) {
+            const s = getComputedStyle(e);
+            if (s.stroke && s.stroke !== 'none' && parseFloat(s.strokeOpacity || 1) > 0)
+                marks.push([title, 'line', s.stroke]);
+        }
+        for (const e of chart.querySelectorAll('.scatterlayer .point')) {
+            // a marker stands out by its fill or by its outline (a heatmap's cell is filled
+            // from a colour scale, and outlined)
+            const s = getComputedStyle(e);
+            const paints = [s.fill, parseFloat(s.strokeWidth) > 0 ? s.stroke : 'none']
+                .filter(p => p && p !== 'none' && !p.includes('url'));
+            if (paints.length) marks.push([title, 'marker', paints.join(' | ')]);
+        }
+    }
+    return {page, marks};
+}"""
+
+
+def _hex(css: str) -> str:
+    values = [int(float(v)) for v in re.findall(r"[\d.]+", css)[:3]]
+    return "#" + "".join(f"{v:02X}" for v in values)
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, run_id: str,
+                                                    view: tuple[object, str],
+                                                    page: str) -> None:
+    tab, name = view
+    tab.goto(address(sample_app, page, run_id))  # type: ignore[attr-defined]
+    drawn(tab, PAGES[page][1])
+    width = tab.viewport_size["width"]  # type: ignore[attr-defined]
+    shown = tab.evaluate(_CUT_METRICS)  # type: ignore[attr-defined]
+    if page not in ("runs", "weekly", "compare", "utilisation"):
+        assert shown, f"{page}: no headline numbers"
+    for part in shown:
+        assert part["cut"] == 0, f"{page} at {name}: {part['part']} {part['text']!r} is cut"
+        assert part["right"] <= width, f"{page} at {name}: {part['text']!r} off the page"
+    sidebar = tab.evaluate(  # type: ignore[attr-defined]
+        "document.querySelector('[data-testid=stSidebar]').getBoundingClientRect().width")
+    assert (sidebar == 0) == (width < 1100), f"{page} at {name}: sidebar {sidebar} px wide"
+    drawn_marks = tab.evaluate(_CHART_MARKS)  # type: ignore[attr-defined]
+    background = _hex(drawn_marks["page"])
+    assert (colors.luminance(background) < 0.1) == name.endswith("dark"), background
+    for title, what, colour in drawn_marks["marks"]:
+        ratio = max(colors.contrast(_hex(paint), background) for paint in colour.split(" | "))
+        assert ratio >= colors.LEAST_CONTRAST, (
+            f"{page} at {name}: {title}: a {what} in {colour} is {ratio:.2f}:1 on "
+            f"{background}")
+    if page == "runs":
+        # what on-call reads first, without a sideways scroll (the grid's header cells are
+        # drawn a moment after the page: waited for)
+        tab.wait_for_function(  # type: ignore[attr-defined]
+            "() => document.querySelectorAll('.st-key-runs_table [role=columnheader]').length",
+            timeout=TIMEOUT_MS)
+        grid = tab.evaluate("""() => {
+            const t = document.querySelector('.st-key-runs_table');
+            const s = t.querySelector('.dvn-scroller');
+            return {scroll: s.scrollWidth, box: s.clientWidth,
+                    heads: [...t.querySelectorAll('[role=columnheader]')]
+                        .map(h => h.textContent)};
+        }""")  # type: ignore[attr-defined]
+        assert {"outcome", "utilisation", "spent the most"} <= set(grid["heads"])
+        assert grid["scroll"] <= grid["box"] + 1, f"runs at {name}: {grid}"
+    _shoot(tab, f"{page}-{name}")
+
+
+def _shoot(tab: object, name: str) -> None:
+    """The whole page: the window made as tall as the page first (Streamlit scrolls an inner
+    container, so a full-page shot only holds what fits the window), then back."""
+    width = tab.viewport_size["width"]  # type: ignore[attr-defined]
+    height = tab.evaluate(  # type: ignore[attr-defined]
+        "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
+        "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
+        ".map(e => e.scrollHeight))")
+    tab.set_viewport_size({"width": width, "height": min(max(int(height) + 120, 800),  # type: ignore[attr-defined]
+                                                          16_000)})
+    tab.wait_for_function(ui.PAGE_DRAWN, arg=0, timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    ui.SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ui.SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_clicking_a_waterfall_bar_opens_that_steps_details(sample_app: ui.Dashboard,
+                                                          run_id: str,
+                                                          view: tuple[object, str]) -> None:
+    tab, name = view
+    tab.goto(address(sample_app, "run", run_id))  # type: ignore[attr-defined]
+    drawn(tab, 1)
+    picker = tab.get_by_role("combobox", name="Step", exact=True)  # type: ignore[attr-defined]
+    first = picker.input_value()  # "#9 tool:fetch_report · client_timeout"
+    bars = tab.locator(".js-plotly-plot .barlayer .point path")  # type: ignore[attr-defined]
+    for i in range(bars.count()):
+        bar = bars.nth(i)
+        box = bar.bounding_box()
+        if not box or box["width"] < 4:
+            continue
+        label = _row_label(tab, box)
+        if label and not first.startswith(label.split(" ", 1)[0] + " "):
+            break
+    else:
+        pytest.fail(f"no bar of another step than the one shown ({first}) to click")
+    bar.click(force=True)
+    number = label.split(" ", 1)[0]
+    tab.wait_for_function(  # type: ignore[attr-defined]
+        "(n) => document.querySelector('input[aria-label=Step]').value.startsWith(n + ' ')",
+        arg=number, timeout=TIMEOUT_MS)
+    drawn(tab, 1)
+    assert picker.input_value().startswith(label), (name, label, picker.input_value())
+
+
+def _row_label(tab: object, box: dict) -> str:
+    """The waterfall's row name level with a bar (its y tick), e.g. `#3 tool:fetch_report`."""
+    middle = box["y"] + box["height"] / 2
+    return tab.evaluate("""(y) => {  // the y tick whose middle is nearest the bar's
+        let best = null, distance = 1e9;
+        for (const t of document.querySelectorAll('.js-plotly-plot .ytick text')) {
+            const r = t.getBoundingClientRect(), d = Math.abs(r.top + r.height / 2 - y);
+            if (d < distance) { best = t; distance = d; }
+        }
+        return best ? best.textContent.replace(/^[\\s└]+/, '') : '';
+    }""", middle)  # type: ignore[attr-defined]
+
+
+def _policy(tab: object) -> str:
+    return tab.locator('[data-testid="stCaptionContainer"]').filter(  # type: ignore[attr-defined]
+        has_text="Policy:").first.inner_text()
+
+
+def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashboard,
+                                                           browser: object,
+                                                           view: tuple[object, str]) -> None:
+    tab, name = view
+    link = (f"{sample_app.url}/simulate?{ui.QUERY}&cap=model:gpt-4o-mini=10000"
+            "&cap=queue:handoff_queue=8000&deadline=45000&retries=off")
+    tab.goto(link)  # type: ignore[attr-defined]
+    drawn(tab, 2)
+    policy = ("caps: model:gpt-4o-mini=10.0 s, queue:handoff_queue=8.0 s; deadline: 45.0 s; "
+              "min start: as recorded; retries: off")
+    assert policy in _policy(tab), _policy(tab)
+    # the sliders' accessible names are the keys as they are, not Markdown source
+    names = tab.evaluate(  # type: ignore[attr-defined]
+        "[...document.querySelectorAll('input[type=range]')].map(e => e.ariaLabel)")
+    assert {"model:gpt-4o-mini", "tool:fetch_report", "queue:handoff_queue"} <= set(names)
+    assert not [n for n in names if "\\" in n], names
+    slider = tab.locator('input[type=range][aria-label="tool:fetch_report"]')  # type: ignore[attr-defined]
+    before = float(slider.input_value())
+    slider.focus()
+    slider.press("ArrowLeft")
+    moved = f"tool:fetch_report={round((before - 0.1) * 1000)}"
+    tab.wait_for_function("(c) => decodeURIComponent(location.search).includes(c)",  # type: ignore[attr-defined]
+                          arg=moved, timeout=TIMEOUT_MS)
+    drawn(tab, 2)
+    written = tab.url  # type: ignore[attr-defined]
+    caps = parse_qs(urlsplit(written).query)["cap"]
+    assert sorted(caps) == sorted(["model:gpt-4o-mini=10000", "queue:handoff_queue=8000",
+                                   moved])
+    shown = _policy(tab)
+    # the copy-link affordance holds the same address
+    tab.get_by_role("button", name=re.compile("Link to this scenario")).click()  # type: ignore[attr-defined]
+    copied = tab.locator('[data-testid="stPopoverBody"] code, [data-testid="stCode"] code')  # type: ignore[attr-defined]
+    copied.first.wait_for(timeout=TIMEOUT_MS)
+    text = copied.first.inner_text()
+    assert parse_qs(urlsplit(text).query) == parse_qs(urlsplit(written).query), (text, written)
+    # the address alone, in a fresh browser, opens exactly this scenario
+    other = browser.new_context(viewport=tab.viewport_size)  # type: ignore[attr-defined]
+    try:
+        fresh = other.new_page()
+        fresh.goto(text)
+        drawn(fresh, 2)
+        assert _policy(fresh) == shown, (name, _policy(fresh), shown)
+    finally:
+        other.close()

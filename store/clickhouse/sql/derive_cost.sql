@@ -301,8 +301,10 @@ SELECT f.trace_id AS trace_id, f.span_id AS span_id,
 FROM flagged f
 JOIN budgetscope_tmp_run_budgets b ON b.run_id = f.run_id;
 
--- The top-level steps with their numbers (§4: the rank of their start, from 1) and what
--- belongs to them (a table: the culprits and crossers below read it four times).
+-- The top-level steps of the runs with a budget in tokens or dollars, with their numbers (§4:
+-- the rank of their start, from 1) and what belongs to them (a table: the culprits and
+-- crossers below read it four times). §11.6 names culprits and crossers only for a run with
+-- that budget known, and most runs have none (as derive_cost.sql's gate `budgeted` on DuckDB).
 CREATE TABLE budgetscope_tmp_cost_top ENGINE = MergeTree ORDER BY (run_id, span_id) AS
 SELECT s.run_id AS run_id, s.span_id AS span_id, s.step_key AS step_key,
        s.start_ns AS start_ns, c.consumption_usd_nano AS consumption_usd_nano,
@@ -310,7 +312,9 @@ SELECT s.run_id AS run_id, s.span_id AS span_id, s.step_key AS step_key,
        row_number() OVER (PARTITION BY s.run_id ORDER BY s.start_ns, s.span_id) AS number
 FROM budgetscope_tmp_steps s
 JOIN budgetscope_tmp_cost_steps c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
-WHERE s.is_top_level;
+WHERE s.is_top_level
+  AND s.run_id IN (SELECT run_id FROM budgetscope_tmp_run_budgets
+                   WHERE usd_budget_nano IS NOT NULL OR token_budget IS NOT NULL);
 
 -- The runs' columns (§11.4-§11.7), and what §4's time exhaustion reads: the refused steps
 -- whose refusal names time, and the budget the stated outcome names.
@@ -422,8 +426,8 @@ SELECT m.run_id AS run_id, m.time_refused_steps AS time_refused_steps,
        if(m.token_budget IS NOT NULL, greatest(0, m.tokens - m.token_budget), NULL)
            AS overrun_tokens
 FROM measured m
-LEFT JOIN cost_culprit cc ON cc.run_id = m.run_id
-LEFT JOIN token_culprit tc ON tc.run_id = m.run_id
+LEFT JOIN cost_culprit cc ON cc.run_id = m.run_id AND m.usd_budget_nano IS NOT NULL
+LEFT JOIN token_culprit tc ON tc.run_id = m.run_id AND m.token_budget IS NOT NULL
 LEFT JOIN budgetscope_tmp_cost_top ux ON ux.run_id = m.run_id AND m.usd_crossed
                                      AND ux.span_id = m.usd_step
 LEFT JOIN budgetscope_tmp_cost_top tx ON tx.run_id = m.run_id AND m.tokens_crossed

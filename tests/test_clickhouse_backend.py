@@ -208,9 +208,15 @@ def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) ->
         " AND culprit_span_id != holder_span_id) AS blamed, "
         "(SELECT any(run_id) FROM budgetscope_steps WHERE kind = 'subagent') AS subagent",
         {}).iloc[0]
+    commands = 0
     for run_id in picks:
-        assert invoke("--backend", sample_backend, "run", run_id) == \
-            invoke("--db", sample_duckdb, "run", run_id)
+        # wide enough that no command wraps: its next step's commands name what each read
+        found = invoke("--backend", sample_backend, "run", run_id, "--width", "400")
+        assert found == _as_read_from_backend(
+            invoke("--db", sample_duckdb, "run", run_id, "--width", "400"), sample_duckdb,
+            sample_backend)
+        commands += found.count(f"budgetscope --backend {sample_backend} ".encode())
+    assert commands > 0  # some run's next step is a command, and it reads the backend
     missing = CliRunner().invoke(cli, ["--backend", sample_backend, "run", "0" * 32])
     assert missing.exit_code == 1 and "no run" in missing.output
 
@@ -239,7 +245,16 @@ def test_check_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     duck = CliRunner().invoke(cli, ["--db", sample_duckdb, *args])
     ch = CliRunner().invoke(cli, ["--backend", sample_backend, *args])
     assert duck.exit_code == ch.exit_code == 1, (duck.output, ch.output)  # breaches, both
-    assert ch.stdout_bytes == duck.stdout_bytes
+    assert ch.stdout_bytes == _as_read_from_backend(duck.stdout_bytes, sample_duckdb,
+                                                    sample_backend)
+    assert f"budgetscope --backend {sample_backend} report runs".encode() in ch.stdout_bytes
+
+
+def _as_read_from_backend(output: bytes, db: str, backend: str) -> bytes:
+    """DuckDB's output with the commands it prints naming the backend instead of the file:
+    a printed command reads what the command that printed it read."""
+    return output.replace(f"budgetscope --db {db} ".encode(),
+                          f"budgetscope --backend {backend} ".encode())
 
 
 @pytest.mark.parametrize("policy", [[], ["--cap", "fetch_report=2s", "--deadline", "25s"],
@@ -388,7 +403,9 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
     assert any("/" in run_id for run_id in run_ids), "the nested run has a trace/span id"
     assert len(run_ids) == 3
     for run_id in run_ids:
-        assert invoke("--backend", backend, "run", run_id) == invoke("--db", db, "run", run_id)
+        assert invoke("--backend", backend, "run", run_id, "--width", "400") == \
+            _as_read_from_backend(invoke("--db", db, "run", run_id, "--width", "400"), db,
+                                  backend)
     duck = duckdb_connect(db, read_only=True)
     try:
         for run_id in run_ids:

@@ -201,6 +201,7 @@ def test_database_status(sample_backend: str) -> None:
 
 def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     con = clickhouse.connect(sample_backend)
+    clickhouse.ensure_derived(con)  # the runs are picked from the derived tables
     picks = con._frame_text(
         "SELECT (SELECT any(run_id) FROM budgetscope_write_steps WHERE orphan) AS orphan, "
         "(SELECT any(run_id) FROM budgetscope_write_steps WHERE reconciled) AS reconciled, "
@@ -269,24 +270,35 @@ def test_simulate_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
 
 def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    """The weekly page (its tables: the report's rows with a row over all agents per week,
+    the cost columns) shows on the backend what it shows on the DuckDB file."""
     monkeypatch.setenv("BUDGETSCOPE_DB", str(Path(sample_duckdb).with_suffix(".absent")))
-    at = AppTest.from_file(str(ui.APP), default_timeout=120)
-    for key, value in {"range": "custom", "since": ui.SINCE,
-                       "until": ui.UNTIL}.items():
-        at.query_params[key] = value
-    at.switch_page("app_pages/weekly.py")
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    shown = _weekly_page_tables()
+    monkeypatch.delenv(BACKEND_ENV)
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample_duckdb)
+    expected = _weekly_page_tables()
+    assert len(shown) == len(expected) > 0
+    for got, want in zip(shown, expected, strict=True):
+        pd.testing.assert_frame_equal(got, want)
     duck = duckdb_connect(sample_duckdb, read_only=True)
     try:
         weekly = reports.weekly(duck, Filters.parse(ui.SINCE, ui.UNTIL))
     finally:
         duck.close()
-    shown = at.dataframe[0].value
-    assert len(shown) == len(weekly)
-    assert list(shown["runs"]) == list(weekly["runs"])
+    # the report's rows and, before each week's, the row over all agents
+    assert len(shown[0]) == len(weekly) + weekly["week"].nunique()
+
+
+def _weekly_page_tables() -> list[pd.DataFrame]:
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    for key, value in {"range": "custom", "since": ui.SINCE, "until": ui.UNTIL}.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/weekly.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return [frame.value for frame in at.dataframe]
 
 
 # ---- tokens and dollars (docs/metrics.md §11) ------------------------------------------------

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -150,6 +151,21 @@ def parameter_text(value: Any) -> str:
     return str(value).translate(_ESCAPED)
 
 
+def _signed_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """ClickHouse's count() is a UInt64 where DuckDB's is a BIGINT: unsigned columns become
+    int64, so that a report's frame has DuckDB's dtypes (a page adding a row of int64 sums to a
+    uint64 column got float64: `12.0` runs). A value past int64's range stays unsigned."""
+    for column in frame.columns:
+        values = frame[column]
+        if not pd.api.types.is_unsigned_integer_dtype(values.dtype):
+            continue
+        largest = values.max()
+        if pd.isna(largest) or int(largest) <= np.iinfo(np.int64).max:
+            nullable = isinstance(values.dtype, pd.api.extensions.ExtensionDtype)
+            frame[column] = values.astype("Int64" if nullable else np.int64)
+    return frame
+
+
 class QueryFailed(RuntimeError):
     """A query the backend refused or could not run: one line naming the backend."""
 
@@ -221,7 +237,7 @@ class ClickHouseConnection:
     def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
         text = query.text.rstrip().rstrip(";")
         frame = self._frame_text(text, bound_parameters(query, parameters), query.name)
-        return frame.reset_index(drop=True)
+        return _signed_counts(frame.reset_index(drop=True))
 
     def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
         """Run every statement of a ClickHouse-only multi-statement file (DDL, derive), each

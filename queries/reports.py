@@ -142,6 +142,13 @@ def models(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     return _with_dollars(_frame(con, "models_report", filters))
 
 
+def pricing_coverage(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row: model steps, how many are metered (and the share), unmetered and possibly
+    billed; the runs whose framework reported its own total, Σ those totals and Σ our cost of
+    the same runs, in dollars (docs/metrics.md §11.2, §11.4)."""
+    return _with_dollars(_frame(con, "pricing_coverage", filters))
+
+
 def headline(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """One row: the headline counts, rates and utilisation percentiles (sql/headline.sql), the
     one definition the Overview, /metrics and `check` (queries.signals) read."""
@@ -195,7 +202,7 @@ ALL: dict[str, Report] = {report.__name__: report for report in (
     step_utilisation, reconciliation, reconciliation_by_period, weekly, headline,
     database_status, runs_by_agent, failures_daily, tool_latency, attribution_completed,
     orphan_writes, cost, cost_attribution, token_attribution, cost_attribution_summary,
-    token_attribution_summary, models)}
+    token_attribution_summary, models, pricing_coverage)}
 
 # The reports `budgetscope report NAME` knows, in the order its help lists them.
 REPORTS: dict[str, Report] = {

@@ -37,7 +37,8 @@ COPIES = {
     "budgetscope_declared_budgets": "SELECT * FROM declared_budgets",
 }
 REPORTS = ["cost", "cost_attribution", "token_attribution", "cost_attribution_summary",
-           "token_attribution_summary", "models", "weekly", "runs", "headline"]
+           "token_attribution_summary", "models", "weekly", "runs", "headline",
+           "pricing_coverage"]
 FILTERS = {"all": Filters(), "agent": Filters(agent="shop"),
            "since": Filters.parse("2026-11-20", None),
            "window": Filters.parse("2026-11-16", "2026-11-23T10:30:00Z")}

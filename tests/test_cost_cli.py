@@ -146,6 +146,21 @@ def test_tables_for_people(fleet) -> None:
                          "whose call reached the budget)\n")
 
 
+def test_the_runs_table_shows_cost_before_the_less_read_columns(fleet) -> None:
+    """`report runs --format table` takes its columns by priority while they fit: a run's cost
+    and whether it is complete come before holder, unattributed and the rest."""
+    db, ids = fleet
+    table = invoke(db, "report", "runs", "--format", "table", "--width", "140")
+    header, _, *rows = table.splitlines()
+    assert "cost_usd" in header.split() and "cost_complete" in header.split()
+    assert "holder" not in header.split()
+    assert all(len(line) <= 140 for line in table.splitlines())
+    assert rows[-1].startswith("(") and "holder" in rows[-1] and "cost_usd" not in rows[-1]
+    by_run = {line.split()[0]: line.split() for line in rows if not line.startswith("(")}
+    c1 = next(cells for start, cells in by_run.items() if ids["C1"].startswith(start))
+    assert c1[-2:] == ["$0.51", "true"]
+
+
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:
     db, _ = fleet
     wrong = invoke(db, "report", "cost", "--dimension", "tokens", code=2)
@@ -182,6 +197,38 @@ def test_check_cost_thresholds_breach(fleet) -> None:
         "BREACH  weekly_budget_utilisation 112.4% > max 110.0% (shop, 2026-W48)",
         "BREACH  unpriced_steps 1 > max 0",
         "4 of 4 thresholds breached"]
+
+
+def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
+    """Under each cost breach, the command that lists its runs (`_RUNS_BEHIND`: without an
+    entry, `check` failed with a KeyError, exit 1, which cron reads as a breach) lists exactly
+    the runs behind it, and the Runs page's link reads without a problem as the same search."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from dashboard.run_search_params import from_params, to_params
+    db, ids = fleet
+    behind = {  # the window's runs (C1, C2, C4): C1 $0.51, C2 ≥ $0.052, C4 $0.02
+        "usd_exhaustion_rate": ("--max-usd-exhaustion-rate", "0.5", ["C1", "C4"]),
+        "token_exhaustion_rate": ("--max-token-exhaustion-rate", "0.99", ["C1"]),
+        "weekly_budget_utilisation": ("--max-weekly-budget-utilisation", "1.1",
+                                      ["C1", "C2", "C4"]),
+        "unpriced_steps": ("--max-unpriced-steps", "0", ["C2"]),
+    }
+    for signal, (option, limit, runs) in behind.items():
+        lines = check(db, option, limit, "--dashboard-url", "http://dash.example:8501/",
+                      code=1)
+        assert lines[1].startswith(f"BREACH  {signal} "), lines
+        command, link = lines[2].strip(), lines[3].strip()
+        assert command.startswith(f"runs: budgetscope --db {db} report runs "), command
+        words = command.removeprefix("runs: budgetscope ").split()
+        listed = json.loads(invoke(db, *words[2:], "--format", "json"))
+        assert [r["run_id"] for r in listed] == [ids[r] for r in runs], (signal, listed)
+        assert link.startswith("open: http://dash.example:8501/runs?"), link
+        params = dict(parse_qsl(urlsplit(link.removeprefix("open: ")).query))
+        search, _, problems = from_params(params)
+        assert problems == [], (signal, problems)
+        assert to_params(search) == {k: v for k, v in params.items()
+                                     if k not in ("range", "since", "until")}, signal
 
 
 def test_check_cost_thresholds_hold(fleet) -> None:

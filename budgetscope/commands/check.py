@@ -82,6 +82,15 @@ _RUNS_BEHIND: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "upstream_error_rate": (("--step-class", "upstream_error"), {"class": "upstream_error"}),
     "orphan_writes": (("--writes", "orphan"), {"writes": "orphan"}),
     "runs": ((), {}),
+    # docs/metrics.md §11: the runs that spent their budget, the most expensive first; the
+    # runs whose cost is a lower bound; the window's runs by what they spent
+    "usd_exhaustion_rate": (("--usd-exhausted", "--sort", "cost_usd:desc"),
+                            {"usd_exhausted": "yes", "sort": "cost_usd", "order": "desc"}),
+    "token_exhaustion_rate": (("--tokens-exhausted", "--sort", "tokens:desc"),
+                              {"tokens_exhausted": "yes", "sort": "tokens", "order": "desc"}),
+    "unpriced_steps": (("--cost-incomplete",), {"cost": "incomplete"}),
+    "weekly_budget_utilisation": (("--sort", "cost_usd:desc"),
+                                  {"sort": "cost_usd", "order": "desc"}),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import click
@@ -47,9 +49,11 @@ from store import vocabulary
 
 # The runs table in a terminal: what on-call picks a run by first, while the width allows.
 OUTCOMES = (*vocabulary.RUN_OUTCOMES, NOT_STATED)
+# Cost (docs/metrics.md §11.4) comes before the columns on-call reads less (holder, overrun…).
 RUNS_TABLE_PRIORITY = ("run_id", "agent", "utilisation", "culprit", "culprit_share", "outcome",
-                       "exhausted", "start", "elapsed_ms", "budget_ms", "holder", "overrun_ms",
-                       "unattributed_ms", "budget_source", "root_missing")
+                       "exhausted", "start", "elapsed_ms", "budget_ms", "cost_usd",
+                       "cost_complete", "tokens", "holder", "overrun_ms", "unattributed_ms",
+                       "budget_source", "root_missing")
 
 
 @click.command("report")
@@ -82,6 +86,18 @@ RUNS_TABLE_PRIORITY = ("run_id", "agent", "utilisation", "culprit", "culprit_sha
               "upstream_error, refused, …), nested steps included.")
 @click.option("--writes", type=click.Choice(WRITES), help="runs only: runs holding an "
               "uncertain write, a write read back (reconciled), or an orphan write.")
+@click.option("--usd-exhausted/--not-usd-exhausted", default=None,
+              help="runs only: runs that spent (or were stopped at) their dollar budget, or "
+              "runs budgeted in dollars that did not (docs/metrics.md §11.5).")
+@click.option("--tokens-exhausted/--not-tokens-exhausted", default=None,
+              help="runs only: the same for the token budget.")
+@click.option("--cost-incomplete/--cost-complete", "cost_incomplete", default=None,
+              help="runs only: runs whose cost is a lower bound (a call with no price, or a "
+              "model step with no usage that may have been billed), or runs whose is not.")
+@click.option("--cost-from", metavar="USD", help="runs only: runs whose known cost is at "
+              "least this many dollars.")
+@click.option("--cost-below", metavar="USD", help="runs only: runs whose known cost is below "
+              "this many dollars.")
 @click.option("--sort", metavar="COLUMN[:asc|desc]",
               help=f"runs only: order by one of {', '.join(SORTABLE)} (default: start, newest "
               "first in --format table, oldest first otherwise).")
@@ -96,8 +112,10 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
                    agent: str | None, output_format: str, out: Path | None,
                    outcomes: tuple[str, ...], exhausted: bool | None, culprit: str | None,
                    holder: str | None, step_key: str | None, step_class: str | None,
-                   writes: str | None, sort: str | None, limit: int | None,
-                   width: int | None, dimension: str | None) -> None:
+                   writes: str | None, usd_exhausted: bool | None,
+                   tokens_exhausted: bool | None, cost_incomplete: bool | None,
+                   cost_from: str | None, cost_below: str | None, sort: str | None,
+                   limit: int | None, width: int | None, dimension: str | None) -> None:
     """Print report NAME: weekly, runs, attribution, failures, utilisation, reconciliation,
     cost, cost-attribution or models.
 
@@ -114,8 +132,11 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
         filters = Filters.parse(since, until, agent)
     except FilterError as error:
         raise click.UsageError(str(error)) from None
+    spend = _CostSearch(usd_exhausted, tokens_exhausted,
+                        None if cost_incomplete is None else not cost_incomplete,
+                        _dollars(cost_from, "--cost-from"), _dollars(cost_below, "--cost-below"))
     search = _run_search(name, output_format, outcomes, exhausted, culprit, holder, step_key,
-                         step_class, writes, sort, limit)
+                         step_class, writes, sort, limit, spend)
     with open_reader(context) as con:
         require_known_agent(con, agent)
         require_known_step_keys(con, culprit=culprit, holder=holder, step=step_key)
@@ -174,19 +195,50 @@ def _cost_report(name: str, dimension: str | None) -> Report | None:
     return token_attribution if dimension == TOKENS else None
 
 
+@dataclass(frozen=True)
+class _CostSearch:
+    """The runs report's narrowing by tokens and dollars (docs/metrics.md §11)."""
+
+    usd_exhausted: bool | None = None
+    tokens_exhausted: bool | None = None
+    cost_complete: bool | None = None
+    cost_min: Decimal | None = None
+    cost_max: Decimal | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.usd_exhausted, self.tokens_exhausted,
+                                           self.cost_complete, self.cost_min, self.cost_max))
+
+
+def _dollars(text: str | None, option: str) -> Decimal | None:
+    if text is None:
+        return None
+    try:
+        value = Decimal(text.strip().lstrip("$"))
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or value < 0:
+        raise click.UsageError(f"{option} {text!r} is not an amount of dollars (e.g. 0.50)")
+    return value
+
+
 def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
                 exhausted: bool | None, culprit: str | None, holder: str | None,
                 step_key: str | None, step_class: str | None, writes: str | None,
-                sort: str | None, limit: int | None) -> RunSearch | None:
+                sort: str | None, limit: int | None,
+                spend: _CostSearch = _CostSearch()) -> RunSearch | None:
     """The `runs` report's narrowing options as a RunSearch; None when none applies (the
     report as it always was, oldest first), except that a table lists the newest first."""
     given = (bool(outcomes) or exhausted is not None or culprit or holder or step_key
-             or step_class or writes or sort or limit)
+             or step_class or writes or sort or limit or spend.given)
     if name != "runs":
         if given:
             raise click.UsageError("--outcome, --exhausted, --culprit, --holder, --step, "
-                                   "--step-class, --writes, --sort and --limit apply to the "
-                                   "runs report only")
+                                   "--step-class, --writes, --usd-exhausted, "
+                                   "--tokens-exhausted, --cost-incomplete, --cost-from, "
+                                   "--cost-below, --sort and --limit apply to the runs report "
+                                   "only")
         return None
     if not given and output_format != "table":
         return None
@@ -199,7 +251,11 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
     try:
         return RunSearch(outcomes=outcomes, exhausted=exhausted, culprit=culprit,
                          holder=holder, step_key=step_key, step_class=step_class,
-                         writes=writes, sort=column, descending=descending, limit=limit)
+                         writes=writes, usd_exhausted=spend.usd_exhausted,
+                         tokens_exhausted=spend.tokens_exhausted,
+                         cost_complete=spend.cost_complete, cost_min=spend.cost_min,
+                         cost_max=spend.cost_max, sort=column, descending=descending,
+                         limit=limit)
     except SearchError as error:
         raise click.UsageError(f"--sort: {error}") from None
 

@@ -147,8 +147,9 @@ class Server:
         receivers.http.add_route(BUDGETS_PATH,
                                  BudgetsEndpoint(self.budgets, receivers.http.token))
         # `budgetscope prices` likewise (docs/metrics.md §11.3)
-        receivers.http.add_route(PRICES_PATH, PricesEndpoint(
-            DeclaredPrices(owner, receivers.committer), receivers.http.token))
+        self.prices = DeclaredPrices(owner, receivers.committer)
+        receivers.http.add_route(PRICES_PATH, PricesEndpoint(self.prices,
+                                                             receivers.http.token))
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
         commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS,
@@ -200,7 +201,7 @@ class Server:
         writer."""
         return DashboardConfig(Source(db=self.options.db, owner=self.owner),
                                refresh_seconds=self.options.refresh_seconds,
-                               editor=self.budgets,
+                               editor=self.budgets, prices=self.prices,
                                endpoints=(self.endpoint("/v1/traces"), self.grpc_endpoint))
 
     def log_serving(self) -> None:

@@ -155,7 +155,7 @@ def _typed_sql() -> str:
     """The typed columns of otel_traces' spans, through the three steps of derive_build.sql
     that usage_reads renders (raw, typed, recognised)."""
     fragments = usage_reads.fragments()
-    return (f"SELECT name, {fragments['usage_typed']} FROM ("
+    return (f"SELECT *, {fragments['usage_typed']} FROM ("
             f"SELECT *, {fragments['usage_values']} FROM ("
             f"SELECT toString(SpanName) AS name, {fragments['usage_reads']} FROM otel_traces "
             "WHERE SpanName LIKE 'usage %')) ORDER BY name")

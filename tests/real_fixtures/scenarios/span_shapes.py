@@ -7,8 +7,9 @@ SDK around the real httpx instrumentation's client spans (SPEC §9's third revis
 - an event record: after a failed call, an instrumentation built from a framework's events
   records the failure again as a 0 ms child span named `error` of the failed call, of the
   call's kind and with no name of its own;
-- a model name set only on success: the model span reads the model name from the response, so a
-  call that failed carries none;
+- a model name set only on success: the model span reads the model name (and the usage the
+  fake billed, as OpenInference's llm.token_count.*) from the response, so a call that failed
+  carries none;
 - a callable object's `__call__` as the tool name (`fetch_report.__call__`).
 
 Every span is the app's own, made current as tracers do; the HTTP spans are the httpx
@@ -56,6 +57,18 @@ class fetch_report:  # noqa: N801 - a callable object named as the tool it is
         return self.client.get(TOOL_URL + path, timeout=GENEROUS_TIMEOUT_S).status_code
 
 
+def openinference_usage(usage: dict[str, Any]) -> dict[str, int]:
+    """The fake's billed `usage` as OpenInference's LLM spans report it (llm.token_count.*,
+    read from the same response as the model name)."""
+    return {"llm.token_count.prompt": usage["prompt_tokens"],
+            "llm.token_count.completion": usage["completion_tokens"],
+            "llm.token_count.total": usage["total_tokens"],
+            "llm.token_count.prompt_details.cache_read":
+                usage["prompt_tokens_details"]["cached_tokens"],
+            "llm.token_count.completion_details.reasoning":
+                usage["completion_tokens_details"]["reasoning_tokens"]}
+
+
 def main() -> None:
     provider = tracer_provider(SERVICE)
     HTTPXClientInstrumentor().instrument()
@@ -92,7 +105,9 @@ def main() -> None:
                                    timeout=GENEROUS_TIMEOUT_S)
             assert response.status_code == code, response.status_code
             if named_on_success and response.is_success:
-                span.set_attribute("llm.model_name", response.json()["model"])
+                answer = response.json()
+                span.set_attribute("llm.model_name", answer["model"])
+                span.set_attributes(openinference_usage(answer["usage"]))
             response.raise_for_status()
 
     # Run 1: a framework's wrapper exception around the tool's timeout, then around a 503. The

@@ -66,8 +66,10 @@ held_steps: list[tuple[Run, Step]] = []  # every model and tool step of the serv
 lock = threading.Lock()
 
 
-def make_client() -> tuple[Callable[[str, str, float], int | str], tuple[type, ...]]:
-    """(method, url, timeout) → status, or "timeout"; instrumented by the real library."""
+def make_client() -> tuple[Callable[[str, str, float], tuple[int, dict]],
+                          tuple[type, ...]]:
+    """(method, url, timeout) → (status, the JSON body of a 2xx model answer or {}), or a
+    timeout raised; instrumented by the real library."""
     if CLIENT == "httpx":
         import httpx
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -76,9 +78,9 @@ def make_client() -> tuple[Callable[[str, str, float], int | str], tuple[type, .
         session = httpx.Client()
         timeouts: tuple[type, ...] = (httpx.TimeoutException,)
 
-        def send(method: str, url: str, timeout: float) -> int | str:
+        def send(method: str, url: str, timeout: float) -> tuple[int, dict]:
             body = {"model": MODEL, "messages": []} if method == "POST" else None
-            return session.request(method, url, json=body, timeout=timeout).status_code
+            return answered(session.request(method, url, json=body, timeout=timeout))
     else:
         import requests
         from opentelemetry.instrumentation.requests import RequestsInstrumentor
@@ -87,10 +89,30 @@ def make_client() -> tuple[Callable[[str, str, float], int | str], tuple[type, .
         session = requests.Session()
         timeouts = (requests.Timeout,)
 
-        def send(method: str, url: str, timeout: float) -> int | str:
+        def send(method: str, url: str, timeout: float) -> tuple[int, dict]:
             body = {"model": MODEL, "messages": []} if method == "POST" else None
-            return session.request(method, url, json=body, timeout=timeout).status_code
+            return answered(session.request(method, url, json=body, timeout=timeout))
     return send, timeouts
+
+
+def answered(response) -> tuple[int, dict]:
+    """The status, and the body of a model's 2xx answer (its `usage` is what the fake billed)."""
+    model_answer = response.is_success if hasattr(response, "is_success") else response.ok
+    if model_answer and response.headers.get("content-type", "").startswith("application/json"):
+        return response.status_code, response.json()
+    return response.status_code, {}
+
+
+def gen_ai_usage(usage: dict) -> dict[str, int]:
+    """The fake's billed `usage` as OpenTelemetry's GenAI conventions spell it on a model span
+    (input with its cache, output with its reasoning), as an OpenAI instrumentation sets it
+    from the response."""
+    return {"gen_ai.usage.input_tokens": usage["prompt_tokens"],
+            "gen_ai.usage.output_tokens": usage["completion_tokens"],
+            "gen_ai.usage.cache_read.input_tokens":
+                usage["prompt_tokens_details"]["cached_tokens"],
+            "gen_ai.usage.reasoning.output_tokens":
+                usage["completion_tokens_details"]["reasoning_tokens"]}
 
 
 class Agent:
@@ -99,21 +121,24 @@ class Agent:
         self.send, self.timeouts = make_client()
 
     def request(self, run: Run, step: Step | None, method: str, url: str, expect: int | str,
-                cls: str, path: str) -> None:
+                cls: str, path: str) -> dict:
+        """The call made; the body of a model's 2xx answer ({} for any other)."""
         timeout = CLIENT_TIMEOUT_S if expect == "timeout" else GENEROUS_TIMEOUT_S
         start = now_ns()
+        body: dict = {}
         try:
-            status = self.send(method, url, timeout)
+            status, body = self.send(method, url, timeout)
         except self.timeouts:
             status = "timeout"
         end = now_ns()
         assert status == expect, (path, status)
         with lock:
             calls.append(Call(run, step, cls, f"{method} {path} → {status}", start, end))
+        return body
 
     @contextmanager
     def span(self, run: Run, parent: trace.Span, kind: str, name: str, cls: str, call: str,
-             attributes: dict, error: bool = False) -> Iterator[Step]:
+             attributes: dict, error: bool = False) -> Iterator[tuple[Step, trace.Span]]:
         """A step's span, started with its parent given by hand and never made current."""
         with run.step(kind, name, cls, call) as step:
             span = self.tracer.start_span(
@@ -122,7 +147,7 @@ class Agent:
                 kind=SpanKind.CLIENT if kind == "model" else SpanKind.INTERNAL,
                 attributes=attributes)
             try:
-                yield step
+                yield step, span
             finally:
                 if error:  # the call failed; the span says no more than that
                     span.set_status(Status(StatusCode.ERROR))
@@ -136,15 +161,17 @@ class Agent:
         its own span carries no evidence (the evidence is on the HTTP span)."""
         with self.span(run, parent, "tool", name, cls, f"GET {path}",
                        {"gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": name}) as step:
+                        "gen_ai.tool.name": name}) as (step, _):
             self.request(run, step, "GET", TOOL_URL + path, expect, cls, path)
 
     def model(self, run: Run, parent: trace.Span, expect: int, cls: str) -> None:
         with self.span(run, parent, "model", MODEL, cls, f"chat → {expect}",
                        {"gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
-                        "gen_ai.system": "openai"}, error=expect >= 400) as step:
-            self.request(run, step, "POST", MODEL_URL + "/chat/completions", expect, cls,
-                         "/v1/chat/completions")
+                        "gen_ai.system": "openai"}, error=expect >= 400) as (step, span):
+            answer = self.request(run, step, "POST", MODEL_URL + "/chat/completions", expect,
+                                  cls, "/v1/chat/completions")
+            if "usage" in answer:  # the usage the fake billed, read from its answer
+                span.set_attributes(gen_ai_usage(answer["usage"]))
 
     @contextmanager
     def run_span(self, run: Run, budget_ms: int) -> Iterator[trace.Span]:

@@ -48,13 +48,39 @@ function script(...actions) {
   });
 }
 
+// How many requests the fake model has taken (node:http, as script): a run's calls are those it
+// takes while the run lasts, and the generator gives the run the usage the fake billed for them.
+function modelRequestsSoFar() {
+  return new Promise((resolve, reject) => {
+    const url = new URL(MODEL_URL.replace(/\/v1$/, "") + "/_served");
+    httpRequest(url, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => { body += chunk; });
+      res.on("end", () => resolve(JSON.parse(body).length));
+    }).on("error", reject).end();
+  });
+}
+
+// The fake's billed usage as OpenTelemetry's GenAI conventions spell it on a model span (input
+// with its cache, output with its reasoning), as an OpenAI instrumentation sets it from the
+// response.
+const genAiUsage = (usage) => ({
+  "gen_ai.usage.input_tokens": usage.prompt_tokens,
+  "gen_ai.usage.output_tokens": usage.completion_tokens,
+  "gen_ai.usage.cache_read.input_tokens": usage.prompt_tokens_details.cached_tokens,
+  "gen_ai.usage.reasoning.output_tokens": usage.completion_tokens_details.reasoning_tokens,
+});
+
 const calls = []; // every HTTP call: { run, step, cls, call, start_ns, end_ns }
 const heldSteps = []; // every model and tool step: { run, step }
 const runs = [];
 
+// The call made; the body of a model's 2xx answer ({} for any other).
 async function send(run, step, method, url, expect, cls, path) {
   const start = nowNs();
   let status;
+  let answer = {};
   try {
     const response = await fetch(url, {
       method,
@@ -62,8 +88,11 @@ async function send(run, step, method, url, expect, cls, path) {
       body: method === "POST" ? JSON.stringify({ model: MODEL, messages: [] }) : undefined,
       signal: AbortSignal.timeout(expect === "timeout" ? CLIENT_TIMEOUT_MS : GENEROUS_TIMEOUT_MS),
     });
-    await response.text();
+    const text = await response.text();
     status = response.status;
+    if (response.ok && (response.headers.get("content-type") || "").startsWith("application/json")) {
+      answer = JSON.parse(text);
+    }
   } catch (error) {
     if (error.name !== "TimeoutError") throw error;
     status = "timeout";
@@ -72,6 +101,7 @@ async function send(run, step, method, url, expect, cls, path) {
   if (status !== expect) throw new Error(`${path}: ${status}, expected ${expect}`);
   calls.push({ run, step, cls, call: `${method} ${path} → ${status}`, start_ns: start,
                end_ns: end });
+  return answer;
 }
 
 // A step's span, started with its parent given by hand and never made active.
@@ -81,7 +111,7 @@ async function stepSpan(run, parent, kind, name, cls, call, attributes, work, er
     { kind: kind === "model" ? SpanKind.CLIENT : SpanKind.INTERNAL, attributes },
     trace.setSpan(ROOT_CONTEXT, parent));
   try {
-    await work(step);
+    await work(step, span);
   } finally {
     if (error) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
@@ -99,12 +129,17 @@ const tool = (run, parent, name, path, expect, cls) => stepSpan(run, parent, "to
 const model = (run, parent, expect, cls) => stepSpan(run, parent, "model", MODEL, cls,
   `chat → ${expect}`, { "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
                         "gen_ai.system": "openai" },
-  (step) => send(run, step, "POST", MODEL_URL + "/chat/completions", expect, cls,
-                 "/v1/chat/completions"),
+  async (step, span) => {
+    const answer = await send(run, step, "POST", MODEL_URL + "/chat/completions", expect, cls,
+                              "/v1/chat/completions");
+    // the usage the fake billed, read from its answer
+    if (answer.usage) span.setAttributes(genAiUsage(answer.usage));
+  },
   expect >= 400);
 
 // A run whose span starts at the harness's run start and is never made active.
 async function budgetedRun(note, work) {
+  const first = await modelRequestsSoFar();
   const run = { agent: SERVICE, budget_ms: 10000, note, steps: [], start_ns: nowNs() };
   const span = tracer.startSpan("support run", {
     startTime: [Number(run.start_ns / 1000000000n), Number(run.start_ns % 1000000000n)],
@@ -116,6 +151,7 @@ async function budgetedRun(note, work) {
   } finally {
     run.end_ns = nowNs();
     span.end();
+    run.model_requests = [first, await modelRequestsSoFar()];
     runs.push(run);
   }
 }
@@ -161,13 +197,24 @@ await budgetedRun("every call a trace of its own", async (run, span) => {
   await model(run, span, 503, "upstream_error");
 });
 
-// Runs 2 and 3 at once: run 3 starts 80 ms after run 2, whose tool waits on a slow answer; run
-// 3's quick GET lies inside both tools (a run of its own), run 2's inside its own tool only.
+// Runs 2 and 3 at once: run 3 starts 80 ms after run 2 has (as stray_calls.py, on run 2's own
+// start: the harness's calls before a run may take a while), while run 2's tool waits on a slow
+// answer; run 3's quick GET lies inside both tools (a run of its own), run 2's inside its own
+// tool only.
+let slowStarted;
+const started = new Promise((resolve) => { slowStarted = resolve; });
 await Promise.all([
-  budgetedRun("parallel with the next; its call joins its tool", (run, span) =>
-    tool(run, span, "fetch_report", "/slow", "timeout", "client_timeout")),
-  sleep(80).then(() => budgetedRun("parallel with the last; its call lies inside both runs' "
-    + "tools", (run, span) => tool(run, span, "lookup_invoice", "/ok", 200, "ok"))),
+  budgetedRun("parallel with the next; its call joins its tool", (run, span) => {
+    slowStarted();
+    return tool(run, span, "fetch_report", "/slow", "timeout", "client_timeout");
+  }),
+  // (the Node SDK stamps a span's start in whole milliseconds: the call waits 2 ms so that its
+  // stray trace, a run of its own, starts after this run's span as the harness's clock says)
+  started.then(() => sleep(80)).then(() => budgetedRun("parallel with the last; its call "
+    + "lies inside both runs' tools", async (run, span) => {
+    await sleep(2);
+    await tool(run, span, "lookup_invoice", "/ok", 200, "ok");
+  })),
 ]);
 
 await provider.shutdown();

@@ -1,5 +1,5 @@
 """`report`, `run`, `check` and `simulate` sent to a running `budgetscope serve` (its read API,
-POST /cli: ingest/receivers/cli_endpoint.py): with `--server URL`, or on their own when the file
+POST /cli: budgetscope/server/cli_endpoint.py): with `--server URL`, or on their own when the file
 of --db is held by a serve that announced the API in its sidecar (store/file/owner.py).
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
@@ -24,9 +24,10 @@ from urllib.parse import urlsplit
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, is_terminal, terminal_width, write_output
+from budgetscope.commands.common import is_terminal, terminal_width, write_output
 from budgetscope.commands.http_client import unauthorised, urlopen
-from ingest.receivers.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
+from budgetscope.fail import Fail
+from budgetscope.server.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
 from queries.terminal import for_terminal
 from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
 

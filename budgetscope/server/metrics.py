@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from prometheus_client.metrics_core import Metric
 
-from budgetscope.commands.common import window_label
-from ingest.receivers.operations import counter, gauge
+from budgetscope.durations import window_label
+from budgetscope.server.operations import counter, gauge
 from queries.filters import Filters
 from queries.signals import recent_signals
 from store import DatabaseOwner, RetentionSchedule

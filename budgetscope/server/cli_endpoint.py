@@ -114,6 +114,7 @@ class CliEndpoint:
     methods = ("POST",)
     exports = False
     otlp = False
+    probe = False
     streams = True
     max_body_bytes = MAX_BODY_BYTES
 

@@ -51,17 +51,17 @@ class AcceptedLogs:
 class LogIntake:
     """Turns logs bodies into committed records. Raises what SpanIntake.commit raises."""
 
-    def __init__(self, exporter: SpanIntake) -> None:
-        self.exporter = exporter
-        self.counters = exporter.counters
+    def __init__(self, traces: SpanIntake) -> None:
+        self.traces = traces  # whose commit, limits and counters the logs share
+        self.counters = traces.counters
 
     def export_protobuf(self, body: bytes, where: str,
                         inflate: Callable[[bytes], bytes] | None = None) -> AcceptedLogs:
-        return self._accepted(self.exporter.commit(body, where, inflate, _decode_protobuf))
+        return self._accepted(self.traces.commit(body, where, inflate, _decode_protobuf))
 
     def export_json(self, body: bytes, where: str,
                     inflate: Callable[[bytes], bytes] | None = None) -> AcceptedLogs:
-        return self._accepted(self.exporter.commit(body, where, inflate, _decode_json))
+        return self._accepted(self.traces.commit(body, where, inflate, _decode_json))
 
     @staticmethod
     def _accepted(batch: FlatBatch) -> AcceptedLogs:

@@ -236,14 +236,14 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
         # acknowledged write, unless measuring the receivers and writer without it).
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
                               derive=scenario.derive)
-        decoding = DecodeClock(receivers.exporter)
+        decoding = DecodeClock(receivers.traces)
         receivers.start()
         stop_queries = threading.Event()
         timings: dict[str, list[float]] = {}
         reader = threading.Thread(target=_query_loop, args=(owner, stop_queries, timings))
         reader.start()
         cpu_began = time.process_time()  # this process: receivers, writer, derivation, reader
-        scenario.pipe.send(("127.0.0.1", receivers.http.port, seconds))
+        scenario.pipe.send(("127.0.0.1", receivers.http_port, seconds))
         wall, latencies, refused = scenario.pipe.recv()
         scenario.client.join()
         stop_queries.set()

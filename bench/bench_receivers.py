@@ -206,14 +206,14 @@ class Scenario:
 class DecodeClock:
     """Requests decoded by `intake` (a SpanIntake) and the seconds spent decoding and flattening
     them, counted here rather than in the export path: the benchmark puts a timed wrapper in
-    place of the intake's protobuf decoder (its `_decode_protobuf`, which every protobuf
+    place of the intake's protobuf decoder (its `decode_protobuf`, which every protobuf
     export calls through the instance)."""
 
     def __init__(self, intake: object) -> None:
         self.requests = 0
         self.seconds = 0.0
         self._lock = threading.Lock()
-        decode = intake._decode_protobuf  # type: ignore[attr-defined]
+        decode = intake.decode_protobuf  # type: ignore[attr-defined]
 
         def timed(body: bytes, where: str) -> object:
             started = time.monotonic()
@@ -224,7 +224,7 @@ class DecodeClock:
                     self.requests += 1
                     self.seconds += time.monotonic() - started
 
-        intake._decode_protobuf = timed  # type: ignore[attr-defined]
+        intake.decode_protobuf = timed  # type: ignore[attr-defined]
 
 
 def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:

@@ -16,7 +16,7 @@ from queries.signals import recent_signals
 from store import DatabaseOwner, RetentionSchedule
 
 # (field of queries.signals.Signals, metric name, help)
-_SIGNALS = (
+SIGNALS = (
     ("runs", "budgetscope_recent_runs", "Runs that started in the window."),
     ("exhausted_runs", "budgetscope_recent_exhausted_runs",
      "Exhausted runs (docs/metrics.md §4) among those that started in the window."),
@@ -52,7 +52,7 @@ def signal_families(owner: DatabaseOwner, length: dt.timedelta,
             cursor.close()
         return [gauge(name, text, float("nan") if signals.value(field) is None
                       else float(signals.value(field)), label)  # type: ignore[arg-type]
-                for field, name, text in _SIGNALS]
+                for field, name, text in SIGNALS]
 
     return families
 

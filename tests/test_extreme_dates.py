@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from budgetscope.server.cli_endpoint import PATH, CliEndpoint, read_answer
+from budgetscope.read_api_answer import read_answer
+from budgetscope.server.cli_endpoint import PATH, CliEndpoint
 from budgetscope.server.read_api import ServedCommands
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner

@@ -22,7 +22,8 @@ import pytest
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
-from budgetscope.server.cli_endpoint import ANSWER_TYPE, PATH, CliEndpoint, read_answer
+from budgetscope.read_api_answer import ANSWER_TYPE, read_answer
+from budgetscope.server.cli_endpoint import PATH, CliEndpoint
 from budgetscope.server.operations import OperatorPages
 from budgetscope.server.read_api import ServedCommands
 from ingest.files.loader import load_files

@@ -4,7 +4,7 @@ of --db is held by a serve that announced the API in its sidecar (store/file/own
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
 reads as on the file without asking the server; --out is written here, never on the server.
-The server streams the command's exact bytes and then its exit status (cli_endpoint.py names
+The server streams the command's exact bytes and then its exit status (read_api_answer.py names
 the form); they are passed on unchanged once the status has come (an answer cut short before
 it is an error, never printed as if whole).
 """
@@ -27,7 +27,7 @@ import duckdb
 from budgetscope.commands.common import is_terminal, terminal_width, write_output
 from budgetscope.commands.http_client import unauthorised, urlopen
 from budgetscope.fail import Fail
-from budgetscope.server.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
+from budgetscope.read_api_answer import ANSWER_TYPE, CutAnswer, read_answer
 from queries.terminal import for_terminal
 from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
 

@@ -71,6 +71,8 @@ class Receivers:
             max_lag_seconds=config.max_lag_seconds,
             root_grace_seconds=config.root_grace_seconds if derive else None)
         self.traces = traces = SpanIntake(self.committer, config.limits.commit_timeout)
+        # What both receivers counted: requests, spans and log records, refusals.
+        self.counters = traces.counters
         self.token = token = BearerToken(config.token)
         self.parts = ReceiverParts(self.committer, traces.counters, token)
         try:
@@ -97,29 +99,10 @@ class Receivers:
             self.http.stop(0)
             self.committer.close()
             raise
-
-    @property
-    def counters(self) -> ReceiverCounters:
-        """What both receivers counted: requests, spans and log records, refusals."""
-        return self.traces.counters
-
-    @property
-    def http_port(self) -> int:
-        return self.http.port
-
-    @property
-    def grpc_port(self) -> int:
-        return self.grpc.port
-
-    @property
-    def http_endpoint(self) -> str:
-        """The OTLP/HTTP traces URL, as an exporter is given it."""
-        return self.http.endpoint
-
-    @property
-    def grpc_endpoint(self) -> str:
-        """The OTLP/gRPC address, as an exporter is given it."""
-        return self.grpc.endpoint
+        # Where the ports listen (port 0 in the configuration picks a free one), as an
+        # exporter is given them: the traces URL over HTTP, host:port over gRPC.
+        self.http_port, self.grpc_port = self.http.port, self.grpc.port
+        self.http_endpoint, self.grpc_endpoint = self.http.endpoint, self.grpc.endpoint
 
     def start(self) -> None:
         self.http.start()

@@ -10,7 +10,10 @@ very same benchmark code and only the product differs. Then `python -m MODULE AR
 --rounds times in each tree, the sides alternating (base, this, this, base, ...) so that both
 see the same neighbours on a shared machine. Each run's working directory is its tree, which
 Python puts first on sys.path: `budgetscope`, `ingest`, `store`... are that tree's, not the
-editable install's; both use this environment's packages.
+editable install's; both use this environment's packages. The budget SDK is not at a tree's
+root but in its sdk/, which the editable install maps to this checkout's whatever the working
+directory: each run gets its tree's sdk/ first on PYTHONPATH, so `budgetscope_sdk` is that
+tree's too.
 
 For a change that moves code between packages, this bench/ cannot run on the base (it imports
 what the base does not have): with --own-bench the base keeps its own bench/ and runs its own
@@ -39,6 +42,7 @@ build them for both, or give each side its own, as `{side}` in the commands is r
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import shlex
@@ -99,11 +103,20 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def tree_environment(tree: Path) -> dict[str, str]:
+    """This environment, with `tree`'s budget SDK (sdk/) first on PYTHONPATH: ahead of the
+    editable install's import hook, which would give every tree this checkout's SDK."""
+    path = os.pathsep.join(part for part in (str(tree / "sdk"), os.environ.get("PYTHONPATH"))
+                           if part)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def run(tree: Path, command: list[str]) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system, its own subprocesses included) and standard
     output of `python command...` in `tree`."""
     started, cpu = time.perf_counter(), _children_cpu()
-    done = subprocess.run([sys.executable, *command], cwd=tree, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, *command], cwd=tree, capture_output=True, text=True,
+                          env=tree_environment(tree))
     seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed in {tree} ({done.returncode}):\n"

@@ -6,7 +6,15 @@ Generates `runs<N>.pb` with the sample generator and loads it with `budgetscope 
 skipped when the files exist), then prints, on that database:
 - each report (and the dashboard-only queries) warm: the median of --repeat timed calls after
   one untimed call;
-- `load_run` (what `budgetscope run` reads) for --lookups random run ids, median and max;
+- `load_run` (what `budgetscope run` reads) for --lookups random run ids, median and max, and
+  the whole of `budgetscope run`'s work (load_run, then render_run at 80 columns: the story,
+  the cost block, the waterfall);
+- with --cost-budgets, a copy of the database on which every agent is given a dollar and a
+  token budget by default at the 60th percentile of the runs' cost and tokens (about 40% of
+  the runs exhaust each), so that the cost reports (docs/metrics.md §11.9) attribute real
+  exhausted runs: each report timed again there, then `report cost`, `cost-attribution` and
+  `weekly` against `report runs`, interleaved call by call, as wall and CPU time and as what
+  the CLI does (the report, then its CSV bytes), each with its ratio to `report runs`;
 - the derivation's share of ingest: a further generated file loaded in 512-span batches into a
   copy of the database, each batch written without the hook and then derived in its own
   transaction, both timed; derivation as a percentage of the write alone and of the whole
@@ -67,6 +75,11 @@ def report_calls(con) -> dict[str, Callable[[], object]]:  # type: ignore[no-unt
     calls["utilisation_histogram"] = lambda: reports.utilisation_histogram(con, Filters())
     calls["step_utilisation"] = lambda: reports.step_utilisation(con, Filters())
     calls["reconciliation_by_period"] = lambda: reports.reconciliation_by_period(con, Filters())
+    if hasattr(reports, "token_attribution"):  # not on a revision before the cost reports
+        calls["report cost-attribution --dimension tokens"] = \
+            lambda: reports.token_attribution(con, Filters())
+        calls["cost_attribution_summary"] = \
+            lambda: reports.cost_attribution_summary(con, Filters())
     return calls
 
 
@@ -119,6 +132,77 @@ def bench_run_lookup(con: duckdb.DuckDBPyConnection, lookups: int) -> None:
         times.append((time.perf_counter() - started) * 1e3)
     print(f"{'run view (load_run)':<40} median {statistics.median(times):7.1f} ms   "
           f"max {max(times):7.1f} ms   ({len(picks)} random runs)", flush=True)
+    from budgetscope.commands.run import render_run
+
+    render_run(load_run(con, picks[0]), 80)
+    times = []
+    for run_id in picks:
+        started = time.perf_counter()
+        render_run(load_run(con, run_id), 80)
+        times.append((time.perf_counter() - started) * 1e3)
+    print(f"{'run command (load_run + render_run)':<40} median {statistics.median(times):7.1f} "
+          f"ms   max {max(times):7.1f} ms   ({len(picks)} random runs)", flush=True)
+
+
+def bench_cost_ratios(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
+    """The cost reports against `report runs`, interleaved (runs, cost, ..., runs, cost, ...)
+    so that a neighbour's load falls on all alike; CPU time (this process's, DuckDB's threads
+    included) moves less with the neighbours than wall time."""
+    from queries import reports
+    from queries.filters import Filters
+    from queries.render import to_csv_bytes
+
+    named = {"report runs": reports.runs, "report cost": reports.cost,
+             "report cost-attribution": reports.cost_attribution, "report weekly": reports.weekly}
+    calls: dict[str, Callable[[], object]] = {}
+    for name, report in named.items():
+        calls[name] = lambda r=report: r(con, Filters())
+        calls[f"{name} as CSV"] = lambda r=report: to_csv_bytes(r(con, Filters()))
+    wall: dict[str, list[float]] = {name: [] for name in calls}
+    cpu: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():
+        call()  # warm
+    for _ in range(repeat):
+        for name, call in calls.items():
+            started, used = time.perf_counter(), time.process_time()
+            call()
+            wall[name].append((time.perf_counter() - started) * 1e3)
+            cpu[name].append((time.process_time() - used) * 1e3)
+    for name in calls:
+        base = "report runs as CSV" if name.endswith(" as CSV") else "report runs"
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        w_ratio, c_ratio = w / statistics.median(wall[base]), c / statistics.median(cpu[base])
+        print(f"{name + ', interleaved':<40} wall {w:7.1f} ms ({w_ratio:.2f}x runs)   "
+              f"cpu {c:7.1f} ms ({c_ratio:.2f}x runs)", flush=True)
+
+
+def with_cost_budgets(db: Path) -> Path:
+    """A copy of `db` whose default dollar and token budgets sit at the 60th percentile of its
+    runs' cost and tokens (made once, kept beside it), re-measured as `budgets set` does."""
+    from store import Change, apply, catch_up
+
+    copy = db.with_name(db.stem + "-cost.duckdb")
+    if copy.exists():
+        return copy
+    shutil.copyfile(db, copy)
+    con = connect(copy)
+    try:
+        usd, tokens = con.execute(
+            "SELECT CAST(quantile_disc(cost_nano, 0.6) AS BIGINT), "
+            "CAST(quantile_disc(tokens, 0.6) AS BIGINT) FROM runs WHERE tokens > 0").fetchone()
+        started = time.monotonic()
+        apply(con, Change("set_default", None, usd_nano=max(int(usd), 1),
+                          tokens=max(int(tokens), 1)))
+        catch_up(con)
+        exhausted = con.execute("SELECT count(*) FILTER (WHERE usd_exhausted), "
+                                "count(*) FILTER (WHERE tokens_exhausted), count(*) "
+                                "FROM runs").fetchone()
+    finally:
+        con.close()
+    print(f"declared by default --usd {usd / 1e9:g} --tokens {tokens} on a copy "
+          f"({time.monotonic() - started:.1f} s to re-measure): {exhausted[0]:,} dollar- and "
+          f"{exhausted[1]:,} token-exhausted runs of {exhausted[2]:,}", flush=True)
+    return copy
 
 
 class SplitTimingWriter:
@@ -200,6 +284,9 @@ def main() -> None:
     parser.add_argument("--extra-runs", type=int, default=300)
     parser.add_argument("--batch-spans", type=int, default=512)
     parser.add_argument("--skip-derivation", action="store_true")
+    parser.add_argument("--cost-budgets", action="store_true",
+                        help="also time every report on a copy with default dollar and token "
+                             "budgets (docs/metrics.md §11), so that runs exhaust them")
     parser.add_argument("--replicate", type=int, default=0,
                         help="also time the run view with the derived tables copied N more "
                              "times (6 ≈ 10M spans from 50k runs)")
@@ -217,6 +304,13 @@ def main() -> None:
     bench_reports(con, args.repeat)
     bench_run_lookup(con, args.lookups)
     con.close()
+    if args.cost_budgets:
+        con = connect(with_cost_budgets(db), read_only=True)
+        print("with dollar and token budgets:", flush=True)
+        bench_reports(con, args.repeat)
+        bench_run_lookup(con, args.lookups)
+        bench_cost_ratios(con, max(args.repeat, 9))
+        con.close()
     if args.replicate:
         bench_run_lookup_replicated(db, args.replicate, args.lookups)
     if not args.skip_derivation:

@@ -95,6 +95,12 @@ NEUTRAL = "#56B4E9"         # single-series bars that are not a class (runs, sha
 LINE = "#2F86B8"            # a single-series line that is not a class (predicted utilisation)
 COMPARE = "#BBBBBB"         # the comparison series' bars (completed runs, previous period)
 COMPARE_LINE = "#8C8C8C"    # the same as a line: what actually happened, beside a prediction
+# Money (docs/metrics.md §11): the cumulative spend is a single-series line; a call with no
+# price adds nothing known to it and is marked in a colour of its own (its cost is unknown,
+# never $0); the call that reached the dollar budget is marked as the waterfall marks a role.
+SPEND = LINE
+UNPRICED = "#9467BD"       # muted purple
+CROSSING = OUTLINE
 # One per agent (or tool): slate blue, dark cyan, olive, green, ochre, dark teal, purple.
 SERIES = ("#6A5ACD", "#2E8FA8", "#8A8A2E", "#117733", "#A88A2B", "#2F8F80", "#AA4499")
 # Percentiles in greys, told apart by the dash and the width as well (the tail widest).

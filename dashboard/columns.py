@@ -45,6 +45,43 @@ LABELS: dict[str, dict[str, tuple[str, str]]] = {
                         "exhausted runs' budget: ranked by share, not by how many "
                         "runs it was the culprit of"),
         "top_culprit_share": ("its share", "that step key's share of the exhausted runs' budget"),
+        # docs/metrics.md §7, §11.9: the cost columns, after partial_week in the CSV
+        "tokens": ("tokens", "tokens of the week's metered calls (input with its cache, "
+                   "output with its reasoning)"),
+        "cost_usd": ("cost", "known cost of the week's runs: a lower bound when some cost is "
+                     "incomplete"),
+        "incomplete_cost_runs": ("cost incomplete", "runs whose cost is a lower bound: an "
+                                 "unpriced call, or a model step with no usage that may have "
+                                 "been billed"),
+        "unpriced_steps": ("unpriced", "top-level steps with a call that has no price"),
+        "unmetered_billable_steps": ("unmetered", "model steps that sent no usage and were "
+                                     "probably billed"),
+        "usd_budgeted_runs": ("$-budgeted", "runs with a known dollar budget, or one enforced "
+                              "elsewhere: what the $ exhaustion rate divides by"),
+        "usd_exhausted_runs": ("$-exhausted", "runs that spent, or were stopped at, their "
+                               "dollar budget"),
+        "usd_exhaustion_rate": ("$-exhausted ÷ $-budgeted", "dollar-exhausted runs ÷ runs "
+                                "budgeted in dollars"),
+        "cost_utilisation_p50": ("cost util. p50", "median of cost ÷ dollar budget, over runs "
+                                 "with a known dollar budget"),
+        "cost_utilisation_p90": ("p90", "90th percentile of cost ÷ dollar budget"),
+        "cost_utilisation_p99": ("p99", "99th percentile of cost ÷ dollar budget"),
+        "overrun_usd": ("over budget", "Σ of what the week's dollar-budgeted runs spent past "
+                        "their budget"),
+        "top_cost_culprit": ("largest $ share", "the step key with the largest Σ spend over "
+                             "the week's dollar-exhausted runs"),
+        "top_cost_culprit_share": ("its share", "that Σ ÷ those runs' Σ dollar budget (not "
+                                   "clipped: parallel calls each pay in full)"),
+        "token_budgeted_runs": ("token-budgeted", "runs with a known token budget, or one "
+                                "enforced elsewhere"),
+        "token_exhausted_runs": ("token-exhausted", "runs that used, or were stopped at, their "
+                                 "token budget"),
+        "token_utilisation_p90": ("token util. p90", "90th percentile of tokens ÷ token "
+                                  "budget"),
+        "weekly_budget_usd": ("weekly $ budget", "the agent's declared weekly dollar budget "
+                              "(budgets set --usd-per-week), else the default's"),
+        "weekly_budget_utilisation": ("of it spent", "the week's cost ÷ the weekly dollar "
+                                      "budget"),
     },
     "utilisation": {
         "agent": ("agent", "the agent"),

@@ -35,6 +35,8 @@ class DashboardConfig:
     `editor`: inside `budgetscope serve`, the server's declared-budget service (it writes
     through the server's single writer; store.DeclaredBudgets); None
     elsewhere, where the dashboard only reads and changes are made with `budgetscope budgets`.
+    `prices`: likewise the server's price service (store.DeclaredPrices), for `budgetscope
+    prices set/unset` from the Budgets page.
     `endpoints`: the OTLP/HTTP and OTLP/gRPC addresses the empty state names.
     `opening`: the filters an address without any opens on, when the command knows better
     than the usual default (the demo: its sample's own weeks); None for the usual default."""
@@ -42,6 +44,7 @@ class DashboardConfig:
     source: Source = field(default_factory=Source)
     refresh_seconds: float = DEFAULT_REFRESH_SECONDS
     editor: Any = None
+    prices: Any = None
     endpoints: tuple[str, str] = DEFAULT_ENDPOINTS
     opening: FilterState | None = None
 

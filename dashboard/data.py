@@ -26,9 +26,12 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import config
-from queries import reports, run_search
+from queries import prices, reports, run_search
 from queries.filters import Filters
+from queries.readable import missing as fmt_missing
 from queries.run_search import Found, RunSearch, search_runs
+from queries.run_spend import RunSpend
+from queries.run_spend import run_spend as spend_of_run
 from queries.run_view import RunView, SpanDetails, load_run, span_details
 from simulation.data import simulation_runs, simulation_steps
 from simulation.policy import SimulationPolicy
@@ -37,12 +40,16 @@ from store import (
     Change,
     DatabaseBusy,
     DeclaredBudgets,
+    DeclaredPrices,
     NoDatabase,
     Outcome,
+    PriceChange,
+    PriceOutcome,
     SharedFile,
     Source,
     clickhouse,
     explain_trace,
+    listing,
     reader,
 )
 from store import declarations as stored_declarations
@@ -294,6 +301,25 @@ def clear_cache() -> None:
     _cached_explanation.clear()
     _cached_simulation_inputs.clear()
     _cached_replay.clear()
+    _cached_run_spend.clear()
+    _cached_price_check.clear()
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _cached_run_spend(run_id: str, budget_nano: int | None,
+                      source: tuple[object, ...]) -> RunSpend:
+    del source
+    with connection() as con:
+        return spend_of_run(con, {"run_id": run_id, "usd_budget_nano": budget_nano})
+
+
+def run_spend(summary: pd.Series) -> RunSpend:
+    """The run's metered calls in bill order, their cumulative known cost and the call that
+    reached its dollar budget (queries.run_spend), for the run view's chart."""
+    budget = summary.get("usd_budget_nano")
+    arguments = (str(summary["run_id"]), None if fmt_missing(budget) else int(budget))
+    return _fresh_or_last(("spend", *arguments),
+                          lambda: _cached_run_spend(*arguments, source_token()))
 
 
 def run_view(run_id: str) -> RunView:
@@ -370,8 +396,9 @@ def status() -> DatabaseStatus:
 
 
 def declarations() -> pd.DataFrame | None:
-    """The declared budgets and caps (SPEC §10): what, scope, target (None for the default),
-    duration_ms, declared_at; None on the ClickHouse backend, where they are not read here."""
+    """The declared budgets and caps (SPEC §10, docs/metrics.md §11.5): what, scope, target
+    (None for the default), duration_ms, declared_at, tokens, usd_nano, usd_per_week_nano;
+    None on the ClickHouse backend, where they are not read here."""
     if backend_url() is not None:
         return None
 
@@ -380,8 +407,65 @@ def declarations() -> pd.DataFrame | None:
             return [d.to_json() for d in stored_declarations(con)]
 
     rows = _fresh_or_last(("declarations",), read)
-    return pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
-                                       "declared_at"])
+    frame = pd.DataFrame(rows, columns=["what", "scope", "target", "duration_ms",
+                                        "declared_at", "tokens", "usd_nano",
+                                        "usd_per_week_nano"])
+    # whole numbers kept whole (a float column would round nano-dollars past 2^53)
+    for column in ("tokens", "usd_nano", "usd_per_week_nano"):
+        frame[column] = pd.Series([row.get(column) for row in rows], index=frame.index,
+                                  dtype=object)
+    return frame
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=4, show_spinner=False)
+def _cached_price_check(source: tuple[object, ...]) -> pd.DataFrame:
+    del source
+    with connection() as con:
+        return prices.price_check(con)
+
+
+def price_check() -> pd.DataFrame | None:
+    """Every model seen without a price, with its steps and the command that prices it
+    (queries.prices, what `budgetscope prices check` lists, over every stored trace); None on
+    the ClickHouse backend, where the dashboard does not read the prices."""
+    if backend_url() is not None:
+        return None
+    return _fresh_or_last(("price_check",), lambda: _cached_price_check(source_token()))
+
+
+def price_listing() -> dict[str, object] | None:
+    """What `budgetscope prices list` shows: the prices set and the bundled table (store's
+    listing); None on the ClickHouse backend. Read when the Budgets page asks, never cached
+    past the page's run: a price just set shows at once."""
+    if backend_url() is not None:
+        return None
+
+    def read() -> dict[str, object]:
+        with connection() as con:
+            return listing(con)
+
+    return _fresh_or_last(("prices",), read)
+
+
+def price_editor() -> DeclaredPrices | None:
+    """Who may change prices from the dashboard: inside `budgetscope serve`, the server's
+    writer (as budget_editor); standalone, nobody (`budgetscope prices` does)."""
+    configured = config.current()
+    if configured.source.backend is not None or not configured.source.serving:
+        return None
+    return configured.prices
+
+
+def change_price(change: PriceChange) -> PriceOutcome:
+    """Store a price change through the server's writer, wait for the runs it re-prices and
+    forget cached results. Raises PriceError (nothing stored) and RuntimeError when this
+    dashboard cannot edit."""
+    editor = price_editor()
+    if editor is None:
+        raise RuntimeError("this dashboard cannot change prices: use budgetscope prices")
+    outcome = editor.apply(change)
+    clear_cache()
+    return outcome
 
 
 def budget_editor() -> DeclaredBudgets | None:
@@ -412,5 +496,6 @@ def _iso_ms(ns: int) -> str:
 
 
 __all__ = ["DatabaseBusy", "DatabaseStatus", "Held", "NoDatabase", "budget_editor",
-           "change_declaration", "clear_cache", "connection", "database_path", "declarations",
-           "file_readable", "held", "report", "run_view", "source_token", "status"]
+           "change_declaration", "change_price", "clear_cache", "connection", "database_path",
+           "declarations", "file_readable", "held", "price_check", "price_editor",
+           "price_listing", "report", "run_spend", "run_view", "source_token", "status"]

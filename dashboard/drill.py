@@ -75,3 +75,18 @@ def utilisation_runs(point: Point) -> dict[str, str] | None:
         return None
     search = {"umin": f"{float(data[1]) * 100:g}", "umax": f"{float(data[2]) * 100:g}"}
     return {**search, "agent": str(data[0])} if data[0] else search
+
+
+def budget_exhausted_runs(dimension: str) -> Callable[[Point], dict[str, str] | None]:
+    """A bar of cost_figures.budget_shares: the runs that exhausted their dollar (`usd`) or
+    token budget holding a step of that key, the most expensive first."""
+    flag, sort = (("usd_exhausted", "cost_usd") if dimension == "usd"
+                  else ("tokens_exhausted", "tokens"))
+
+    def search(point: Point) -> dict[str, str] | None:
+        data = _data(point)
+        if len(data) < 4:
+            return None
+        return {flag: "yes", "step": str(data[3]), "sort": sort, "order": "desc"}
+
+    return search

@@ -16,10 +16,10 @@ def _instant(value: dt.datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
 
-def cli_command(report: str, filters: Filters, db: str) -> str:
+def cli_command(report: str, filters: Filters, db: str, *options: str) -> str:
     """`budgetscope report REPORT` with these filters (same meaning: since inclusive, until
-    exclusive, UTC)."""
-    parts = ["budgetscope", "--db", db, "report", report]
+    exclusive, UTC) and the report's own `options` (`--dimension tokens`)."""
+    parts = ["budgetscope", "--db", db, "report", report, *options]
     if filters.since is not None:
         parts += ["--since", _instant(filters.since)]
     if filters.until is not None:

@@ -6,6 +6,7 @@ span is escaped with fmt.plot_text, because Plotly renders a subset of HTML in l
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -147,17 +148,35 @@ def culprits(attribution: pd.DataFrame, top: int = 10,
 
 # ---- attribution -------------------------------------------------------------------------
 
-def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure:
+@dataclass(frozen=True)
+class MatrixWords:
+    """What a matrix of exhausted runs calls its rows' step (the holder, or the cost crosser)
+    and says of its cells: the attribution page's holder × culprit, the Cost page's crosser ×
+    culprit (docs/metrics.md §4, §11.6)."""
+
+    title: str = "Holder × culprit (exhausted runs)"
+    row: str = "holder"
+    row_axis: str = "holder (held the deadline)"
+    other_step: str = "another step held the deadline"
+    drill: bool = True  # a click lists the cell's runs
+
+
+HOLDER_WORDS = MatrixWords()
+
+
+def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame,
+                          wording: MatrixWords = HOLDER_WORDS) -> go.Figure:
     """Exhausted runs by holder (rows) × culprit (columns) on one key order for both axes, so
     that a step key's own cell is on the drawn diagonal. Cells are square markers (a scatter:
     a point of it can be selected, a heatmap cell cannot), shaded by their share of the runs,
-    each carrying (holder, culprit) for a click to open its runs."""
+    each carrying (holder, culprit) for a click to open its runs. `wording`: another step in
+    the holder's place (the cost crosser)."""
     shown = labels(keys)
     n = max(1, len(keys))
-    figure = _figure("Holder × culprit (exhausted runs)",
+    figure = _figure(wording.title,
                      xaxis=dict(title="culprit (spent the most)", categoryorder="array",
                                 categoryarray=shown, range=[-0.5, n - 0.5], tickangle=-30),
-                     yaxis=dict(title="holder (held the deadline)", categoryorder="array",
+                     yaxis=dict(title=wording.row_axis, categoryorder="array",
                                 categoryarray=shown, range=[n - 0.5, -0.5]),
                      height=max(360, 160 + 44 * n), showlegend=False,
                      plot_bgcolor="#FFFFFF")
@@ -172,7 +191,7 @@ def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure
     other_calls = cells["runs"] - cells["same_call"]
     on_diagonal = cells["holder"] == cells["culprit"]
     words = [f"{int(same)} the same call, {int(other)} another call of the same step"
-             if diagonal else "another step held the deadline"
+             if diagonal else wording.other_step
              for same, other, diagonal in zip(cells["same_call"], other_calls, on_diagonal,
                                               strict=True)]
     figure.add_scatter(
@@ -186,8 +205,9 @@ def holder_culprit_matrix(keys: Sequence[str], cells: pd.DataFrame) -> go.Figure
         customdata=np.stack([[f"{h}\x1f{c}" for h, c in zip(cells["holder"], cells["culprit"],
                                                              strict=True)],
                              [fmt.percent(v) for v in share], words], axis=-1),
-        hovertemplate="holder %{y}<br>culprit %{x}<br>%{text} runs (%{customdata[1]}): "
-                      "%{customdata[2]}<br>click to list them<extra></extra>",
+        hovertemplate=f"{wording.row} %{{y}}<br>culprit %{{x}}<br>%{{text}} runs "
+                      "(%{customdata[1]}): %{customdata[2]}"
+                      + ("<br>click to list them" if wording.drill else "") + "<extra></extra>",
         name="runs")
     return figure
 
@@ -289,13 +309,15 @@ def _panel_vline(panel: int, x: float, line: dict[str, object]) -> dict[str, obj
 
 
 def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
-                             cumulative: bool) -> go.Figure:
+                             cumulative: bool, of: str = "run utilisation",
+                             axis: str = "utilisation (elapsed / budget; the wine line is the "
+                                         "budget)") -> go.Figure:
     """Run utilisation, one small panel per agent on a shared axis: a histogram (or its
     cumulative distribution) with that agent's p50/p90/p99 marked (from the utilisation report,
     not recomputed here). One panel each keeps four agents and their twelve lines readable.
     Histogram bars carry (agent, bin start, bin end) for a click to open the runs behind them."""
-    title = ("Cumulative distribution of run utilisation" if cumulative
-             else "Run utilisation histogram")
+    title = (f"Cumulative distribution of {of}" if cumulative
+             else f"{of[0].upper()}{of[1:]} histogram")
     groups = list(histogram.groupby("agent", dropna=False, sort=True))
     names = [fmt.plot_text(agent if not fmt.missing(agent) else "(no agent)")
              for agent, _ in groups]
@@ -332,8 +354,7 @@ def utilisation_distribution(histogram: pd.DataFrame, percentiles: pd.DataFrame,
         lines.append(_panel_vline(i, 1.0, dict(color=colors.BUDGET, width=2)))
         figure.update_yaxes(title_text="share ≤ x" if cumulative else "runs",
                             tickformat=".0%" if cumulative else None, row=i, col=1)
-    figure.update_xaxes(tickformat=".0%", row=max(1, len(groups)), col=1,
-                        title_text="utilisation (elapsed / budget; the wine line is the budget)")
+    figure.update_xaxes(tickformat=".0%", row=max(1, len(groups)), col=1, title_text=axis)
     # All at once: add_vline(row=…) re-validates every shape already there and scans every
     # trace for its panel, so four agents' sixteen lines cost ~2 s on a first visit.
     figure.update_layout(shapes=lines)

@@ -29,6 +29,8 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     table_formats,
     text,
     timestamp_ns,
+    usd,
+    usd_nano,
 )
 
 # CommonMark lets a backslash escape any ASCII punctuation; escaping all of it is simpler

@@ -176,9 +176,12 @@ def sidebar_filters(agents: tuple[str, ...], default: str | FilterState = "7d",
     return state
 
 
+# The Cost page's choice: the budget its distribution and attribution are of (usd, tokens).
+COST_KEYS = ("dimension",)
 # Query parameters a page sets itself (the run view's run, the Runs page's search, What if's
 # policy): the sidebar's filters leave them alone; the page that owns them writes them whole.
-PAGE_OWNED_KEYS = frozenset({"run", "with", *simulate_params.KEYS, *run_search_params.KEYS})
+PAGE_OWNED_KEYS = frozenset({"run", "with", *simulate_params.KEYS, *run_search_params.KEYS,
+                             *COST_KEYS})
 
 
 def write_url(state: FilterState, extra: dict[str, str | list[str]] | None = None,

@@ -21,6 +21,7 @@ class PageEntry:
 PAGES = (
     PageEntry("overview", "Overview", "dashboard"),
     PageEntry("attribution", "Attribution", "pie_chart"),
+    PageEntry("cost", "Cost", "payments"),
     PageEntry("failures", "Failures", "error"),
     PageEntry("utilisation", "Utilisation", "speed"),
     PageEntry("reconciliation", "Reconciliation", "sync"),

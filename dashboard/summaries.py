@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,15 @@ class PeriodTotals:
     client_timeouts_per_100_steps: float = float("nan")
     upstream_errors_per_100_steps: float = float("nan")
     orphan_writes_per_100_writes: float = float("nan")
+    # docs/metrics.md §11: Σ known cost (exact dollars), the runs whose cost is a lower bound,
+    # dollar exhaustion over the runs budgeted in dollars, tokens, unpriced top-level steps
+    cost_usd: Decimal = Decimal(0)
+    incomplete_cost_runs: int = 0
+    usd_budgeted_runs: int = 0
+    usd_exhausted_runs: int = 0
+    usd_exhaustion_rate: float = float("nan")
+    tokens: int = 0
+    unpriced_steps: int = 0
 
 
 def period_totals(headline: pd.DataFrame) -> PeriodTotals:
@@ -75,6 +85,13 @@ def period_totals(headline: pd.DataFrame) -> PeriodTotals:
         client_timeouts_per_100_steps=per_100(client_timeouts, steps),
         upstream_errors_per_100_steps=per_100(upstream_errors, steps),
         orphan_writes_per_100_writes=per_100(orphans, writes),
+        cost_usd=Decimal(int(row["cost_nano"])).scaleb(-9),
+        incomplete_cost_runs=int(row["incomplete_cost_runs"]),
+        usd_budgeted_runs=int(row["usd_budgeted_runs"]),
+        usd_exhausted_runs=int(row["usd_exhausted_runs"]),
+        usd_exhaustion_rate=number("usd_exhaustion_rate"),
+        tokens=int(row["tokens"]),
+        unpriced_steps=int(row["unpriced_steps"]),
     )
 
 
@@ -321,7 +338,11 @@ def run_log_table(log_records: pd.DataFrame, summary: pd.Series) -> pd.DataFrame
 ALL_AGENTS = "all agents"  # the agent cell of a week's row over every agent
 
 _SUMMED = ("runs", "budgeted_runs", "exhausted_runs", "steps", "client_timeouts",
-           "upstream_errors", "refused", "write_steps", "reconciled_writes", "orphan_writes")
+           "upstream_errors", "refused", "write_steps", "reconciled_writes", "orphan_writes",
+           # docs/metrics.md §11.9's counts
+           "tokens", "incomplete_cost_runs", "unpriced_steps", "unmetered_billable_steps",
+           "usd_budgeted_runs", "usd_exhausted_runs", "token_budgeted_runs",
+           "token_exhausted_runs")
 
 
 def week_bounds(week: str) -> tuple[dt.datetime, dt.datetime]:
@@ -357,28 +378,77 @@ def _days(first: dt.datetime, last: dt.datetime) -> str:
     return f"{first:%b} {first.day}–{last:%b} {last.day}"
 
 
+def _iso_weeks(starts: pd.Series) -> pd.Series:
+    """Each run's ISO week (`2026-W47`) from its report's `start`."""
+    iso = pd.to_datetime(starts, utc=True, format="ISO8601").dt.isocalendar()
+    return iso["year"].astype(str) + "-W" + iso["week"].astype(int).map("{:02d}".format)
+
+
+def _dollar_sum(values: pd.Series) -> Decimal | None:
+    known = [v for v in values if isinstance(v, Decimal)]
+    return sum(known, Decimal(0)) if known else None
+
+
+def _cost_over_agents(of_week: pd.DataFrame, whole: dict[str, object], cost: pd.DataFrame,
+                      top: pd.DataFrame) -> dict[str, object]:
+    """The weekly report's cost columns (docs/metrics.md §11.9) over all of a week's agents:
+    the week's cost summed exactly, rates divided again, percentiles over the week's runs
+    (`cost`, the cost report's rows of that week), the largest dollar share from the cost
+    attribution of the week's days (`top`). A weekly budget is an agent's: the row over all
+    agents has one only when every agent of the week has one (their sum), else none."""
+    runs = int(whole["usd_budgeted_runs"])  # type: ignore[call-overload]
+    exhausted = int(whole["usd_exhausted_runs"])  # type: ignore[call-overload]
+    spent = top[top["budget_share"] > 0] if not top.empty else top
+    budgets = of_week["weekly_budget_usd"]
+    budget = _dollar_sum(budgets) if budgets.notna().all() else None
+    cost_usd = _dollar_sum(of_week["cost_usd"])
+    return {
+        "cost_usd": cost_usd,
+        "usd_exhaustion_rate": exhausted / runs if runs else np.nan,
+        "cost_utilisation_p50": quantile(cost["cost_utilisation"], 0.50),
+        "cost_utilisation_p90": quantile(cost["cost_utilisation"], 0.90),
+        "cost_utilisation_p99": quantile(cost["cost_utilisation"], 0.99),
+        "overrun_usd": _dollar_sum(of_week["overrun_usd"]),
+        "top_cost_culprit": None if spent.empty else str(spent.iloc[0]["step_key"]),
+        "top_cost_culprit_share": (np.nan if spent.empty
+                                   else float(spent.iloc[0]["budget_share"])),
+        "token_utilisation_p90": quantile(cost["token_utilisation"], 0.90),
+        "weekly_budget_usd": budget,
+        "weekly_budget_utilisation": (float(cost_usd or 0) / float(budget)
+                                      if budget else np.nan),
+    }
+
+
 def weekly_with_all_agents(weekly: pd.DataFrame, runs: pd.DataFrame,
                            attribution_of: Callable[[dt.datetime, dt.datetime], pd.DataFrame],
                            since: dt.datetime | None = None,
-                           until: dt.datetime | None = None) -> pd.DataFrame:
+                           until: dt.datetime | None = None,
+                           cost: pd.DataFrame | None = None,
+                           cost_attribution_of: Callable[[dt.datetime, dt.datetime],
+                                                         pd.DataFrame] | None = None
+                           ) -> pd.DataFrame:
     """The weekly report's rows with, before each week's agents, a row over all of them
     (agent ALL_AGENTS): counts summed, rates divided again, utilisation percentiles over the
     week's runs (`runs`, the runs report of the same filters) and the largest share from the
     attribution report of the week's days in range (`attribution_of(start, end)`), each by
-    the weekly report's own definition (docs/metrics.md §7). The CSV stays the report's own
-    rows; this is the page's table only."""
+    the weekly report's own definition (docs/metrics.md §7); likewise its cost columns (§11.9)
+    from `cost` (the cost report of the same filters) and `cost_attribution_of`. The CSV stays
+    the report's own rows; this is the page's table only."""
     if weekly.empty:
         return weekly
-    starts = pd.to_datetime(runs["start"], utc=True, format="ISO8601")
-    iso = starts.dt.isocalendar()
-    run_week = iso["year"].astype(str) + "-W" + iso["week"].astype(int).map("{:02d}".format)
+    run_week = _iso_weeks(runs["start"])
+    cost_week = _iso_weeks(cost["start"]) if cost is not None else None
     rows = []
     for week, of_week in weekly.groupby("week", sort=True):
-        whole = {column: int(of_week[column].sum()) for column in _SUMMED}
+        whole = {column: int(of_week[column].sum()) for column in _SUMMED
+                 if column in of_week}
         utilisation = runs.loc[run_week == week, "utilisation"]
         first, end = week_bounds(str(week))
-        top = attribution_of(max(first, since) if since else first,
-                             min(end, until) if until else end)
+        days = (max(first, since) if since else first, min(end, until) if until else end)
+        top = attribution_of(*days)
+        if cost is not None and cost_attribution_of is not None:
+            whole.update(_cost_over_agents(of_week, whole, cost[cost_week == week],
+                                           cost_attribution_of(*days)))
         whole.update(
             week=week, agent=ALL_AGENTS,
             exhaustion_rate=(whole["exhausted_runs"] / whole["budgeted_runs"]

@@ -47,6 +47,8 @@ QUERY_NAMES = frozenset({
     "orphan_writes", "headline",
     "simulation_runs", "simulation_steps", "runs_by_agent", "runs_with_steps",
     "runs_with_writes", "step_keys", "run_ids",
+    "cost_report", "cost_attribution_report", "cost_attribution_summary", "models_report",
+    "run_step_costs", "pricing_coverage", "run_spend",
 })
 
 CLICKHOUSE_FOLDER = SQL_FOLDER / "clickhouse"

@@ -8,16 +8,22 @@ Rules:
 - a value that is not there (None, NaN, NaT) is always NO_VALUE, an en dash;
 - durations pick the unit a person reads best and stay short enough for a metric tile:
   `850 ms`, `12.3 s`, `60.0 s`, `1 min 12 s`, `2 h 03 min`;
-- percentages have one decimal everywhere (`31.9%` beside `1.1%`, never ragged).
+- percentages have one decimal everywhere (`31.9%` beside `1.1%`, never ragged);
+- dollars are exact, with cents at least (`$0.50`, `$0.0123`, `$2.00`; the reports' CSV and
+  JSON write `0.5`, `2`), and `≥` before a cost that is only a lower bound (docs/metrics.md
+  §11.4).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from typing import Any
 
 import pandas as pd
+
+from queries.money import dollar_text, dollars
 
 NO_VALUE = "–"
 
@@ -82,6 +88,29 @@ def percents_adding_up(parts: Iterable[float], digits: int = 1) -> list[str]:
     return [f"{value / unit:.{digits}f}%" for value in floors]
 
 
+_CENTS = Decimal("0.01")
+
+
+def usd(value: Any, at_least: bool = False) -> str:
+    """Dollars (a Decimal from queries.money) for people: cents at least, every further digit
+    the amount has (`$0.50`, `$2.00`, `$0.0123`, `$0.000000002`); `≥ $0.05` for a lower bound.
+    CSV and JSON write the amount's own digits (`0.5`): they are data, not prose."""
+    if missing(value):
+        return NO_VALUE
+    amount = value if isinstance(value, Decimal) else dollars(value)
+    assert amount is not None
+    if int(amount.as_tuple().exponent) > -2 or amount == amount.quantize(_CENTS):
+        text = format(amount.quantize(_CENTS), "f")
+    else:
+        text = dollar_text(amount)
+    return ("≥ " if at_least else "") + "$" + text
+
+
+def usd_nano(nano: Any, at_least: bool = False) -> str:
+    """Integer nano-dollars, as the store keeps them, shown as `usd` shows dollars."""
+    return usd(None if missing(nano) else dollars(nano), at_least)
+
+
 def count(value: Any) -> str:
     return NO_VALUE if missing(value) else f"{int(value):,}"
 
@@ -123,6 +152,11 @@ def duration_axis_unit(max_ms: float) -> tuple[str, float]:
     return "ms", 1.0
 
 
+def is_dollars(column: str) -> bool:
+    """A report column of dollars (docs/metrics.md §11.9: `cost_usd`, `usd_budget`, …)."""
+    return column.endswith("_usd") or column == "usd_budget"
+
+
 # The utilisation report's percentile columns: fractions of the budget.
 _UTILISATION_PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 
@@ -130,15 +164,18 @@ _UTILISATION_PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 def table_formats(columns: Iterable[object]) -> dict[str, Callable[[Any], str]]:
     """How a terminal table shows each report column to a person: durations for *_ms,
     percentages for fractions (rates, shares, utilisations and the utilisation report's
-    percentiles). CSV and JSON keep the raw numbers (docs/metrics.md §7)."""
+    percentiles), dollars with their sign. CSV and JSON keep the raw numbers
+    (docs/metrics.md §7)."""
     formats: dict[str, Callable[[Any], str]] = {}
     for column in columns:
         name = str(column)
         if name.endswith("_ms"):
             formats[name] = duration
-        elif (name.endswith(("_rate", "_share")) or name == "utilisation"
-              or name.startswith("utilisation_") or name in _UTILISATION_PERCENTILES):
+        elif (name.endswith(("_rate", "_share")) or name.endswith("utilisation")
+              or "utilisation_" in name or name in _UTILISATION_PERCENTILES):
             formats[name] = percent
+        elif is_dollars(name):
+            formats[name] = usd
     return formats
 
 

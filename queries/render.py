@@ -10,6 +10,8 @@ pieces joined, so there is one definition of each format. Cell rules:
 - integers → decimal digits;
 - floats → fixed decimals: 3 for columns ending in `_ms` (microsecond resolution), 6 for every
   other float (rates, shares, utilisations); -0 is written 0;
+- dollars (Decimal, from the store's integer nano-dollars: queries/money.py) → up to 9
+  decimals, trailing zeros trimmed (`0.0123`, `2`), a number in JSON, never through a float;
 - rows in the order the query gives (every report query ends in a total ORDER BY);
 - UTF-8, comma-separated, `\n` line ends, a header row; a field is quoted (RFC 4180, `"`
   doubled) when it holds a comma, a quote, a line feed or a carriage return (Python's csv
@@ -29,12 +31,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from queries.money import dollar_text
 from queries.readable import NO_VALUE, plural
 from queries.terminal import json_inert, terminal_safe
 
@@ -43,8 +48,8 @@ def _decimals(column: str) -> int:
     return 3 if column.endswith("_ms") else 6
 
 
-def cell(value: Any, column: str) -> str | int | float | bool | None:
-    """The value as it is written: None, bool, int, a float rounded, or a string."""
+def cell(value: Any, column: str) -> str | int | float | bool | Decimal | None:
+    """The value as it is written: None, bool, int, a float rounded, dollars, or a string."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
     if isinstance(value, bool | np.bool_):
@@ -57,17 +62,25 @@ def cell(value: Any, column: str) -> str | int | float | bool | None:
             return None
         rounded = round(number, _decimals(column))
         return 0.0 if rounded == 0 else rounded
+    if isinstance(value, Decimal):
+        return value
     return str(value)
 
 
 def text_cell(value: Any, column: str) -> str:
-    shown = cell(value, column)
+    return _text(cell(value, column), column)
+
+
+def _text(shown: str | int | float | bool | Decimal | None, column: str) -> str:
+    """A cell's text, from what `cell` made of its value."""
     if shown is None:
         return ""
     if isinstance(shown, bool):
         return "true" if shown else "false"
     if isinstance(shown, float):
         return f"{shown:.{_decimals(column)}f}"
+    if isinstance(shown, Decimal):
+        return dollar_text(shown)
     return str(shown)
 
 
@@ -79,21 +92,21 @@ def text_rows(frame: pd.DataFrame) -> list[list[str]]:
 
 # What a spreadsheet takes as the start of a formula (OWASP "CSV Injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NEEDS_QUOTES = (",", '"', "\n", "\r")
+_QUOTED = re.compile('[,"\n\r]')  # a field holding one of these is quoted
 
 
 def csv_text(value: Any, column: str) -> str:
     """One CSV cell's text before quoting: `text_cell`, with a text value that a spreadsheet
     would run as a formula neutralised by a leading `'`."""
-    shown = cell(value, column)
-    text = text_cell(value, column)
+    shown = cell(value, column)  # once: a report of 50,000 runs has a million cells
+    text = _text(shown, column)
     if isinstance(shown, str) and text.startswith(_FORMULA_START):
         return "'" + text
     return text
 
 
 def _csv_field(text: str) -> str:
-    if any(mark in text for mark in _NEEDS_QUOTES):
+    if _QUOTED.search(text):
         return '"' + text.replace('"', '""') + '"'
     return text
 
@@ -134,7 +147,7 @@ def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
         for row in piece.itertuples(index=False, name=None):
             record = {column: cell(value, column)
                       for value, column in zip(row, columns, strict=True)}
-            text = json.dumps(record, indent=2, ensure_ascii=False)
+            text = _json_object(record)
             parts.append((",\n  " if opened else "[\n  ") + text.replace("\n", "\n  "))
             opened = True
         if parts:
@@ -144,6 +157,23 @@ def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
 
 def to_json_text(frame: pd.DataFrame) -> str:
     return b"".join(json_chunks([frame])).decode("utf-8")
+
+
+def _json_value(value: Any) -> str:
+    if isinstance(value, Decimal):
+        return dollar_text(value)  # a JSON number with the amount's own digits
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_object(record: dict[str, Any]) -> str:
+    """What `json.dumps(record, indent=2, ensure_ascii=False)` writes for a flat object
+    (tests/test_render.py holds the two equal), with dollars written as numbers of their
+    exact digits: json.dumps knows no Decimal, and a float would print 0.1 + 0.2 as
+    0.30000000000000004."""
+    if not record:
+        return "{}"
+    return "{\n" + ",\n".join(f"  {json.dumps(key, ensure_ascii=False)}: {_json_value(value)}"
+                               for key, value in record.items()) + "\n}"
 
 
 def to_text_table(frame: pd.DataFrame,
@@ -174,6 +204,8 @@ def to_text_table(frame: pd.DataFrame,
     rows = [[terminal_safe(text) for text in row] for row in rows]
     widths = [max([len(column)] + [len(row[i]) for row in rows]) for i, column in
               enumerate(columns)]
+    # dollars (Decimal objects, queries/money.py) are numbers: right-aligned as numbers are
+    right = right | {str(c) for c in frame.columns if _holds_dollars(frame[c])}
     numeric = [str(c) in right or (pd.api.types.is_numeric_dtype(frame[c])
                                    and not pd.api.types.is_bool_dtype(frame[c]))
                for c in frame.columns]
@@ -214,3 +246,7 @@ def _columns_that_fit(names: list[str], widths: list[int], width: int | None,
             kept.append(i)
             used += 2 + widths[i]
     return sorted(kept)
+
+
+def _holds_dollars(values: pd.Series) -> bool:
+    return values.dtype == object and any(isinstance(value, Decimal) for value in values)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from queries.filters import Filters, epoch_ns
 from queries.loader import Connection, frame, frames
+from queries.money import with_dollars
 
 NO_FILTERS = Filters()
 
@@ -22,9 +23,16 @@ def _frame(con: Connection, name: str, filters: Filters,
     return frame(con, name, {**filters.parameters(), **extra})
 
 
+def _with_dollars(rows: pd.DataFrame) -> pd.DataFrame:
+    """The report's amounts (its `*_usd` and `usd_budget` columns, integer nano-dollars in the
+    query) as exact dollars (queries/money.py): what CSV, JSON and tables write."""
+    return with_dollars(rows, [c for c in rows.columns
+                               if str(c).endswith("_usd") or c == "usd_budget"])
+
+
 def runs(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """One row per run (SPEC §8 `runs`)."""
-    return _frame(con, "runs_report", filters)
+    """One row per run (SPEC §8 `runs`), ending with its tokens and cost (§11.4)."""
+    return _with_dollars(_frame(con, "runs_report", filters))
 
 
 def attribution(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
@@ -78,11 +86,67 @@ def weekly(con: Connection, filters: Filters = NO_FILTERS,
            now: dt.datetime | None = None) -> pd.DataFrame:
     """One row per ISO week × agent (SPEC §7); `partial_week` compares each week with the
     filter's range and with `now` (default: the present)."""
-    return _frame(con, "weekly_report", filters, **_weekly_now(now))
+    return _with_dollars(_frame(con, "weekly_report", filters, **_weekly_now(now)))
 
 
 def _weekly_now(now: dt.datetime | None) -> dict[str, int]:
     return {"now_ns": epoch_ns(now or dt.datetime.now(dt.UTC))}
+
+
+# docs/metrics.md §11.6: attribution in each of the two other dimensions.
+USD, TOKENS = "usd", "tokens"
+DIMENSIONS = (USD, TOKENS)
+
+
+def cost(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row per run: its tokens, dollars, both budgets, culprits and crossers
+    (docs/metrics.md §11.9 `report cost`)."""
+    return _with_dollars(_frame(con, "cost_report", filters))
+
+
+def cost_attribution(con: Connection, filters: Filters = NO_FILTERS,
+                     dimension: str = USD) -> pd.DataFrame:
+    """Budget share, culprit and crosser runs per step key over the runs that exhausted their
+    dollar budget, or (dimension "tokens") their token budget (§11.6)."""
+    return _frame(con, "cost_attribution_report", filters, **_dimension(dimension))
+
+
+def _dimension(dimension: str) -> dict[str, str]:
+    if dimension not in DIMENSIONS:
+        raise ValueError(f"dimension {dimension!r}: choose one of {', '.join(DIMENSIONS)}")
+    return {"dimension": dimension}
+
+
+def token_attribution(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """`cost_attribution` over the token-exhausted runs: `report cost-attribution
+    --dimension tokens`, under a name of its own for the dashboard's download."""
+    return cost_attribution(con, filters, TOKENS)
+
+
+def cost_attribution_summary(con: Connection, filters: Filters = NO_FILTERS,
+                             dimension: str = USD) -> pd.DataFrame:
+    """One row over the dollar- (or token-) exhausted runs: exhausted_runs, crossed_runs,
+    culprit_is_crosser_rate, unattributed_share (§11.6)."""
+    return _frame(con, "cost_attribution_summary", filters, **_dimension(dimension))
+
+
+def token_attribution_summary(con: Connection,
+                              filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """`cost_attribution_summary` over the token-exhausted runs."""
+    return cost_attribution_summary(con, filters, TOKENS)
+
+
+def models(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """Metered spans, tokens and known cost per pricing model, provider and price source
+    (§11.9 `report models`)."""
+    return _with_dollars(_frame(con, "models_report", filters))
+
+
+def pricing_coverage(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
+    """One row: model steps, how many are metered (and the share), unmetered and possibly
+    billed; the runs whose framework reported its own total, Σ those totals and Σ our cost of
+    the same runs, in dollars (docs/metrics.md §11.2, §11.4)."""
+    return _with_dollars(_frame(con, "pricing_coverage", filters))
 
 
 def headline(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
@@ -90,6 +154,8 @@ def headline(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
     one definition the Overview, /metrics and `check` (queries.signals) read."""
     rows = _frame(con, "headline", filters)
     assert len(rows) == 1  # an aggregate without GROUP BY always returns one row
+    for column in ("tokens", "cost_nano"):  # exact sums, handed over as their decimal text
+        rows[column] = pd.Series([int(value) for value in rows[column]], dtype=object)
     return rows
 
 
@@ -135,22 +201,32 @@ ALL: dict[str, Report] = {report.__name__: report for report in (
     runs, attribution, attribution_summary, failures, utilisation, utilisation_histogram,
     step_utilisation, reconciliation, reconciliation_by_period, weekly, headline,
     database_status, runs_by_agent, failures_daily, tool_latency, attribution_completed,
-    orphan_writes)}
+    orphan_writes, cost, cost_attribution, token_attribution, cost_attribution_summary,
+    token_attribution_summary, models, pricing_coverage)}
 
 # The reports `budgetscope report NAME` knows, in the order its help lists them.
-REPORTS: dict[str, Report] = {name: ALL[name] for name in (
-    "weekly", "runs", "attribution", "failures", "utilisation", "reconciliation")}
-# The query each of them runs (each is that query's frame with the filters bound).
+REPORTS: dict[str, Report] = {
+    **{name: ALL[name] for name in (
+        "weekly", "runs", "attribution", "failures", "utilisation", "reconciliation", "cost")},
+    "cost-attribution": cost_attribution,  # --dimension tokens: token_attribution
+    "models": models,
+}
+# The query each of them runs (each is that query's frame with the filters bound, its
+# amounts made dollars: _with_dollars).
 _REPORT_QUERIES = {"weekly": "weekly_report", "runs": "runs_report",
                    "attribution": "attribution_report", "failures": "failures_report",
                    "utilisation": "utilisation_report",
-                   "reconciliation": "reconciliation_report"}
+                   "reconciliation": "reconciliation_report", "cost": "cost_report",
+                   "cost-attribution": "cost_attribution_report", "models": "models_report"}
 
 
 def report_pieces(con: Connection, name: str, filters: Filters = NO_FILTERS,
-                  now: dt.datetime | None = None) -> Iterator[pd.DataFrame]:
+                  now: dt.datetime | None = None,
+                  dimension: str = USD) -> Iterator[pd.DataFrame]:
     """Report `name` of REPORTS in pieces as the query hands them over (loader.frames): the
     same rows, columns and values as REPORTS[name] returns whole, for a CSV or JSON written as
-    it is read, whatever the report's size."""
-    extra = _weekly_now(now) if name == "weekly" else {}
-    return frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra})
+    it is read, whatever the report's size. `dimension`: cost-attribution's (`--dimension`)."""
+    extra = (_weekly_now(now) if name == "weekly"
+             else _dimension(dimension) if name == "cost-attribution" else {})
+    for piece in frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra}):
+        yield _with_dollars(piece)

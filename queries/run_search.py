@@ -1,16 +1,19 @@
 """Finding runs: the runs report narrowed by outcome, exhaustion, culprit, holder, step key,
-step class, writes (uncertain, reconciled, orphan), utilisation and run id prefix, sorted and
-paged. `budgetscope report runs` and the
+step class, writes (uncertain, reconciled, orphan), utilisation, run id prefix, and by tokens
+and dollars (dollar or token exhaustion, a cost that is a lower bound, a range of cost), sorted
+and paged. `budgetscope report runs` and the
 dashboard's Runs page both search through `search_runs`, so a link from a chart and the command
 line find the same runs.
 
 The narrowing happens on the runs report's rows (one per run in the time and agent filter); the
-step filters ask `runs_with_steps` for the run ids that hold such a step, nested steps included.
+step filters ask `runs_with_steps` for the run ids that hold such a step, nested steps included,
+and the dollar and token exhaustion filters the cost report's rows (docs/metrics.md §11.5).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import pandas as pd
 
@@ -22,7 +25,7 @@ from queries.reports import runs as runs_report
 SORTABLE: dict[str, bool] = {  # column -> descending by default
     "start": True, "utilisation": True, "elapsed_ms": True, "overrun_ms": True,
     "culprit_share": True, "budget_ms": True, "unattributed_ms": True, "run_id": False,
-    "agent": False,
+    "agent": False, "cost_usd": True, "tokens": True,
 }
 NOT_STATED = "none"  # the outcome filter's name for runs that state no outcome
 # The write filter's values (docs/metrics.md §6): runs holding an uncertain write, a write read
@@ -46,6 +49,11 @@ class RunSearch:
     utilisation_min: float | None = None  # fractions: min inclusive, max exclusive, as the
     utilisation_max: float | None = None  # utilisation histogram's bins are
     id_prefix: str | None = None
+    usd_exhausted: bool | None = None  # docs/metrics.md §11.5: true, or budgeted and not
+    tokens_exhausted: bool | None = None
+    cost_complete: bool | None = None  # False: runs whose cost is a lower bound (§11.4)
+    cost_min: Decimal | None = None  # dollars: min inclusive, max exclusive, as utilisation
+    cost_max: Decimal | None = None
     sort: str = "start"
     descending: bool | None = None  # None: the column's usual order (SORTABLE)
     limit: int | None = None
@@ -62,13 +70,20 @@ class RunSearch:
         if self.writes is not None and self.writes not in WRITES:
             raise SearchError(f"no write filter {self.writes!r}; choose one of: "
                               f"{', '.join(WRITES)}")
+        for bound in (self.cost_min, self.cost_max):
+            if bound is not None and (not isinstance(bound, Decimal) or not bound.is_finite()
+                                      or bound < 0):
+                raise SearchError(f"cost {bound!r} is not an amount of dollars (0 or more)")
 
     @property
     def narrows(self) -> bool:
         return bool(self.outcomes or self.exhausted is not None or self.culprit
                     or self.holder or self.step_key or self.step_class or self.id_prefix
                     or self.writes is not None
-                    or self.utilisation_min is not None or self.utilisation_max is not None)
+                    or self.utilisation_min is not None or self.utilisation_max is not None
+                    or self.usd_exhausted is not None or self.tokens_exhausted is not None
+                    or self.cost_complete is not None or self.cost_min is not None
+                    or self.cost_max is not None)
 
     def page(self, number: int, size: int) -> RunSearch:
         """The `number`-th page (from 1) of `size` runs."""
@@ -109,6 +124,19 @@ def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
         holding = frame(con, "runs_with_writes", {
             **filters.parameters(), **{which: which == search.writes for which in WRITES}})
         keep &= rows["run_id"].isin(holding["run_id"])
+    if search.cost_complete is not None:
+        keep &= rows["cost_complete"].fillna(True).astype(bool) == search.cost_complete
+    if search.cost_min is not None or search.cost_max is not None:
+        keep &= rows["cost_usd"].map(lambda cost: _within(cost, search.cost_min,
+                                                          search.cost_max)).astype(bool)
+    if search.usd_exhausted is not None or search.tokens_exhausted is not None:
+        # exhausted in that dimension, or budgeted in it and not (§11.5): as --exhausted is
+        flags = frame(con, "cost_report", filters.parameters()).set_index("run_id")
+        for wanted, column in ((search.usd_exhausted, "usd_exhausted"),
+                               (search.tokens_exhausted, "tokens_exhausted")):
+            if wanted is not None:
+                flag = rows["run_id"].map(flags[column])
+                keep &= flag.notna() & (flag.fillna(False).astype(bool) == wanted)
     matched = rows[keep]
     descending = SORTABLE[search.sort] if search.descending is None else search.descending
     # run_id breaks ties, so a page never shows a run twice or skips one
@@ -116,6 +144,13 @@ def search_runs(con: Connection, filters: Filters, search: RunSearch) -> Found:
                                   na_position="last", kind="stable")
     end = None if search.limit is None else search.offset + search.limit
     return Found(ordered.iloc[search.offset:end].reset_index(drop=True), len(matched))
+
+
+def _within(cost: object, least: Decimal | None, below: Decimal | None) -> bool:
+    """A run's cost (exact dollars; None when it has none) in [least, below)."""
+    if not isinstance(cost, Decimal):
+        return False
+    return (least is None or cost >= least) and (below is None or cost < below)
 
 
 def step_keys(con: Connection) -> list[str]:

@@ -143,9 +143,14 @@ def _exhausted_reason(run: Mapping[str, Any], stated: str | None, fired: bool) -
     if fired:
         return "Exhausted: it ran to its deadline."
     refused = 0 if missing(run.get("refused_steps")) else int(run["refused_steps"])
-    if refused:
+    if refused and (missing(run.get("exhausted")) or _exhausted(run)):
         return (f"Exhausted: {plural(refused, 'step')} {'were' if refused > 1 else 'was'} "
                 "refused for lack of budget.")
+    if refused:
+        # docs/metrics.md §4: a refusal for tokens or dollars does not exhaust the time budget
+        return ("Not exhausted in time: it ended before its deadline, and its refused "
+                f"{'steps were' if refused > 1 else 'step was'} refused for lack of tokens or "
+                "dollars, not time.")
     return "Not exhausted: it ended before its deadline and no step was refused."
 
 

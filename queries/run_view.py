@@ -10,6 +10,7 @@ import pandas as pd
 
 from queries.loader import Connection, frame
 from queries.readable import missing
+from queries.run_cost import with_step_costs
 
 
 class RunNotFound(LookupError):
@@ -73,6 +74,7 @@ def load_run(con: Connection, run_id: str) -> RunView:
     steps = waterfall_order(frame(con, "run_steps", {"run_id": run_id}))
     writes = frame(con, "run_writes", {"run_id": run_id})
     row = summary.iloc[0]
+    steps = with_step_costs(con, row, steps)  # each step's tokens and cost (§11)
     return RunView(row, steps, writes, run_log_records(con, run_id, str(row["trace_id"])))
 
 

@@ -37,12 +37,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlglot import exp
 
-# Derived tables: DuckDB name -> ClickHouse name (store/clickhouse/sql/derive_build.sql).
+# Tables the reports read: DuckDB name -> ClickHouse name (the derived ones are
+# store/clickhouse/sql/derive_build.sql's; the declarations store/clickhouse/declared.py's).
 TABLES = {
     "runs": "budgetscope_runs",
     "steps": "budgetscope_steps",
     "write_steps": "budgetscope_write_steps",
     "reconcile_links": "budgetscope_reconcile_links",
+    "metered_spans": "budgetscope_metered_spans",
+    "declared_budgets": "budgetscope_declared_budgets",
 }
 
 # Every parameter a report query binds, with its ClickHouse type. Nullable where the filter
@@ -63,6 +66,7 @@ PARAMETER_TYPES = {
     "span_id": "Nullable(String)",
     "limit": "Int64",
     "bin_width": "Float64",
+    "dimension": "String",
 }
 
 # The one allow-list of hand-written ClickHouse queries that replace a translation, and why.

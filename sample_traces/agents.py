@@ -62,6 +62,7 @@ class Call:
     name: str
     gap_ms: float  # harness time before the call starts (unattributed)
     input_tokens: int = 0
+    synthesis: bool = False  # the research agent's final answer, which its router sends on
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,8 @@ class Planner:
     def _gap(self) -> float:
         return min(self._GAP.draw(self.rng), 2_000.0)
 
-    def model(self, name: str, input_tokens: int) -> Call:
-        return Call(self._idx(), "model", name, self._gap(), input_tokens)
+    def model(self, name: str, input_tokens: int, synthesis: bool = False) -> Call:
+        return Call(self._idx(), "model", name, self._gap(), input_tokens, synthesis)
 
     def tool(self, name: str) -> Call:
         return Call(self._idx(), "tool", name, self._gap())
@@ -157,7 +158,7 @@ def plan_research(p: Planner) -> list[Item]:
             items.append(p.tool("vector_lookup"))
     if rng.random() < 0.6:
         items.append(p.subagent("summarizer", _summarizer))
-    items.append(p.model("gpt-4o", context + 1_500))
+    items.append(p.model("gpt-4o", context + 1_500, synthesis=True))
     return items
 
 

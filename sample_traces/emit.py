@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from . import usage
 from .agents import TOOLSPECS
 from .attempts import Attempt, PlayedRun
 from .spans import (
@@ -31,7 +32,6 @@ GRPC_NAMES = {0: "OK", 1: "CANCELLED", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
                8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 10: "ABORTED", 13: "INTERNAL",
                14: "UNAVAILABLE"}
 MODEL_ERRORS = {429: "RateLimitError", 500: "InternalServerError", 503: "APIStatusError"}
-RESPONSE_MODEL = {"gpt-4o": "gpt-4o-2024-08-06", "gpt-4o-mini": "gpt-4o-mini-2024-07-18"}
 
 
 @cache
@@ -108,18 +108,18 @@ def _exception(t_ns: int, error: str, message: str) -> Event:
     return Event(t_ns, "exception", {"exception.type": error, "exception.message": message})
 
 
-def step_span(sim: PlayedRun, a: Attempt, span_id: bytes, parent_id: bytes) -> Span | None:
-    """The plain agent's step, as its framework's instrumentation records it."""
+def step_span(sim: PlayedRun, a: Attempt, span_id: bytes, parent_id: bytes,
+              billed: usage.Usage | None = None) -> Span | None:
+    """The plain agent's step, as its framework's instrumentation records it (with the usage
+    an answered model call billed)."""
     # Plain instrumentation has no notion of refusals, queue waits or backoff sleeps.
     if a.kind == "queue" or a.outcome == "refused":
         return None
     name, kind, attrs = _identity(a)
     scope = SCOPE_MODEL if a.kind == "model" else SCOPE_PLAIN
     span = Span(span_id, parent_id, name, kind, a.start_ns, a.end_ns, scope, attrs)
-    if a.kind == "model" and a.outcome == "ok":
-        attrs["gen_ai.response.model"] = RESPONSE_MODEL[a.call.name]
-        attrs["gen_ai.usage.input_tokens"] = a.call.input_tokens
-        attrs["gen_ai.usage.output_tokens"] = a.nat.output_tokens
+    if billed is not None:
+        attrs.update(usage.attributes(billed))
     _failure_attrs(sim, a, span)
     return span
 

@@ -21,7 +21,7 @@ import budgetscope_sdk
 from budgetscope_sdk import BudgetExhausted, LatencyBook, RunBudget, Step
 from budgetscope_sdk.intents import Intent
 
-from . import emit, sim_errors
+from . import emit, sim_errors, usage
 from .agents import (
     TOOLSPECS,
     AgentSpec,
@@ -85,6 +85,8 @@ class RunSim:
         arrival_ms = self.agent.arrival_queue.draw(plan_rng) if self.agent.arrival_queue else 0.0
         self.new_rpc_semconv = plan_rng.random() < 0.5
         self.items: list[Item] = self.agent.planner(Planner(plan_rng))
+        # usage draws from streams of its own: it changes no plan, latency or outcome
+        self.conversations = usage.Conversations(seed, index, self.agent.name)
         nature = stream(seed, index, "run")
         cancel_u, cancel_frac, self.teardown_ms = nature.random(), nature.random(), nature.random()
         self.busy = busy_factor(start_ns)
@@ -559,7 +561,8 @@ class RunSim:
             # These agents do not use the ladder's fit_only rung (p95 refusals): the policy
             # decides refusals. A book that never has enough samples keeps the rung off.
             latencies=LatencyBook(keep=1, min_samples=sys.maxsize),
-            attributes={"gen_ai.operation.name": "invoke_agent"},
+            attributes={"gen_ai.operation.name": "invoke_agent",
+                        **usage.run_budget_attributes(self.agent.name, self.version)},
             intent_namespace=self.sid("intents").hex(), arrived_unix_ns=self.arrived_ns)
         self.clock.set_ns(self.start_ns)
         self.rec.name_next(root_id)
@@ -609,15 +612,16 @@ class RunSim:
         """Record a step and its HTTP/gRPC client span: through the SDK step the call was
         admitted with, or as the plain agent's stock instrumentation records it."""
         span_id = self.sid(a.call.idx, a.attempt, a.branch, a.kind)
+        billed = self.usage_of(a, parent_id)
         if self.instrumented:
             if a.step is not None:  # a refusal's span is already the SDK's
                 self.clock.set_ns(a.start_ns)
                 self.rec.name_next(span_id)
                 a.step.__enter__()
-                self.play(a, span_id)
+                self.play(a, span_id, billed)
                 self.close(a)
             return
-        span = emit.step_span(self, a, span_id, parent_id)
+        span = emit.step_span(self, a, span_id, parent_id, billed)
         if span is None:
             return
         self.spans.append(span)
@@ -626,7 +630,17 @@ class RunSim:
             if child is not None:
                 self.spans.append(child)
 
-    def play(self, a: Attempt, span_id: bytes | None = None) -> None:
+    def usage_of(self, a: Attempt, parent_id: bytes) -> usage.Usage | None:
+        """What an answered model call billed (None for anything else): in the conversation
+        of the scope it runs in, the run's own or a subagent's."""
+        if a.kind != "model" or a.outcome != "ok":
+            return None
+        return self.conversations.usage(
+            parent_id, parent_id == self.sid("root"), a.call.name, a.call.idx, a.attempt,
+            a.call.input_tokens, a.nat.output_tokens, a.call.synthesis)
+
+    def play(self, a: Attempt, span_id: bytes | None = None,
+             billed: usage.Usage | None = None) -> None:
         """What happens inside an open SDK step until it ends: the client library's transport
         span, the response's attributes, the clock moving to the step's end."""
         step = a.step
@@ -636,10 +650,8 @@ class RunSim:
         if client is not None:
             self.rec.replay(self.rec.tracer(self.resource(), client.scope), client,
                             self.trace_id)
-        if a.kind == "model" and a.outcome == "ok":
-            step.set_attribute("gen_ai.response.model", emit.RESPONSE_MODEL[a.call.name])
-            step.set_attribute("gen_ai.usage.input_tokens", a.call.input_tokens)
-            step.set_attribute("gen_ai.usage.output_tokens", a.nat.output_tokens)
+        if billed is not None:
+            usage.record_usage(step, billed)
         step.set_outcome(a.outcome)
         if a.outcome in ("client_timeout", "cancelled"):
             step.cleanup_ms = round((a.end_ns - a.resp_ns) / NS)

@@ -90,6 +90,7 @@ from store.prices.overrides import (
     parse_rate,
 )
 from store.prices.overrides import apply as apply_price
+from store.prices.overrides import unpriced as unpriced_models
 
 # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
 from store.retention.passes import (
@@ -205,7 +206,7 @@ __all__ = [
     "load_queries", "migration_steps", "serve_sidecar_path",
     # prices/
     "PriceApplied", "PriceChange", "PriceError", "apply_price", "format_day",
-    "format_usd_per_mtok", "listing", "parse_from", "parse_rate",
+    "format_usd_per_mtok", "listing", "parse_from", "parse_rate", "unpriced_models",
     # read/
     "READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source", "open_for_reading", "open_reader",
     "reader",

@@ -7,7 +7,6 @@ BUDGETSCOPE_UPDATE_GOLDEN=1 and review the diff.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,10 @@ from budgetscope.config import SAMPLE_TRACES
 from queries import reports
 from queries.render import to_csv_bytes
 from tests.support.fleet import build_fleet
+from tests.support.golden import check_golden
 from tests.support.trace_builder import open_db
 
-GOLDEN = Path(__file__).with_name("golden")
-UPDATE = os.environ.get("BUDGETSCOPE_UPDATE_GOLDEN") == "1"
 NAMES = list(reports.REPORTS)
-
-
-def check_golden(name: str, data: bytes) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.write_bytes(data)
-    assert path.exists(), f"{path} missing: run with BUDGETSCOPE_UPDATE_GOLDEN=1"
-    assert data == path.read_bytes(), f"{name} differs from its golden file"
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ from tests.support.apptest import (
 )
 from tests.support.trace_builder import TraceBuilder, store
 
-PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
+PAGES = ["overview", "attribution", "cost", "failures", "utilisation", "reconciliation", "run",
          "weekly", "simulate", "budgets"]
 
 

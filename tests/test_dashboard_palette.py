@@ -17,7 +17,8 @@ from tests.support.apptest import PARAMS, open_page
 from tests.support.ui import exhausted_run
 
 # Pages and the charts they draw on the sample's two weeks.
-PAGES = ("overview", "attribution", "failures", "utilisation", "reconciliation", "simulate")
+PAGES = ("overview", "attribution", "cost", "failures", "utilisation", "reconciliation",
+         "simulate")
 
 
 def _colours(value: object) -> list[str]:
@@ -81,6 +82,8 @@ def test_every_line_and_marker_colour_of_the_palette_stands_out_in_both_themes()
              "outline": colors.OUTLINE, "all writes": colors.ALL_WRITES,
              "guide": colors.GUIDE, "line": colors.LINE, "compare line": colors.COMPARE_LINE,
              "exhaustion rate": colors.OUTCOME_COLORS["exhausted"],
+             "spend": colors.SPEND, "unpriced call": colors.UNPRICED,
+             "crossing": colors.CROSSING,
              **{f"series {i}": c for i, c in enumerate(colors.SERIES)},
              **{f"percentile {p}": c for p, c in colors.PERCENTILE_COLORS.items()},
              **{f"class mark {k}": c for k, c in colors.CLASS_MARKS.items()}}
@@ -106,8 +109,36 @@ def test_every_chart_of_every_page_draws_lines_and_marks_that_stand_out(db: str,
 @pytest.mark.slow
 def test_the_run_views_waterfall_lines_and_marks_stand_out(db: str) -> None:
     at = open_page("run", {**PARAMS, "run": exhausted_run(db)})
-    (spec,) = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-    found = marks(spec)
-    assert any(what.startswith("shape") for what, _ in found)  # the deadline, at least
-    for what, colour in found:
-        assert_stands_out(f"waterfall: {what}", colour)
+    specs = {json.loads(chart.proto.spec)["layout"]["title"]["text"]: json.loads(
+        chart.proto.spec) for chart in at.get("plotly_chart")}
+    # the waterfall, and the cumulative spend of a run whose calls sent usage
+    assert set(specs) == {"Steps against the deadline",
+                          "Cumulative spend against the dollar budget"}
+    for title, spec in specs.items():
+        found = marks(spec)
+        if title == "Steps against the deadline":
+            assert any(what.startswith("shape") for what, _ in found)  # the deadline
+        for what, colour in found:
+            assert_stands_out(f"{title}: {what}", colour)
+
+
+@pytest.mark.slow
+def test_the_cumulative_spend_of_a_dollar_exhausted_run_stands_out(db: str) -> None:
+    """Its dollar budget line, the crossing star, and a call with no price."""
+    from tests.support.apptest import query
+    cost = query(db, "cost")
+    crossed = cost[cost["usd_exhausted"].fillna(False).astype(bool)
+                   & cost["cost_crosser"].notna()].iloc[0]["run_id"]
+    unpriced = cost[cost["unpriced_steps"] > 0].iloc[0]["run_id"]
+    seen: set[str] = set()
+    for run_id in (crossed, unpriced):
+        at = open_page("run", {**PARAMS, "run": str(run_id)})
+        for chart in at.get("plotly_chart"):
+            spec = json.loads(chart.proto.spec)
+            if spec["layout"]["title"]["text"] != "Cumulative spend against the dollar budget":
+                continue
+            for what, colour in marks(spec):
+                seen.add(what)
+                assert_stands_out(f"cumulative spend: {what}", colour)
+    assert {"shape line", "scatter the call that reached the budget (crosser) marker",
+            "scatter a call with no price (cost unknown) marker"} <= seen, seen

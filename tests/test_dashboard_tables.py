@@ -62,20 +62,23 @@ def shown(table: object) -> list[str]:
 def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: str) -> None:
     at = open_page("weekly")
     weekly = query(db, "weekly")
-    runs_side, steps_side = at.dataframe[0], at.dataframe[1]
-    for table in (runs_side, steps_side):
+    runs_side, steps_side, spend, cost_budgets = at.dataframe[:4]
+    for table in (runs_side, steps_side, spend, cost_budgets):
         shown_rows = table.value.reset_index(drop=True)
         # each week's row over all agents first, then the report's own rows of that week
         agents = shown_rows[shown_rows["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
         pd.testing.assert_frame_equal(agents.drop(columns="week"), weekly.drop(columns="week"))
-        # the week names its days, and a partial week says so, in both tables
+        # the week names its days, and a partial week says so, in every table
         for label, week, partial in zip(agents["week"], weekly["week"],
                                         weekly["partial_week"], strict=True):
             assert label.startswith(f"W{week[-2:]} ") and label.endswith("*") == partial
         assert table.proto.placeholder == fmt.NO_VALUE
-    # Between them the two tables show every column of the CSV (partial_week in the week).
-    assert set(shown(runs_side)) | set(shown(steps_side)) | {"partial_week"} == set(
-        weekly.columns)
+    # Between them the tables show every column of the CSV (partial_week in the week): the
+    # cost columns (docs/metrics.md §11.9) in two of their own.
+    assert set(shown(runs_side)) | set(shown(steps_side)) | set(shown(spend)) | set(
+        shown(cost_budgets)) | {"partial_week"} == set(weekly.columns)
+    assert labels(spend)["cost_usd"] == "cost"
+    assert labels(cost_budgets)["top_cost_culprit"] == "largest $ share"
     heads = labels(runs_side)
     assert heads["runs"] == "runs (all)"
     assert heads["exhaustion_rate"] == "exh. ÷ budgeted"
@@ -135,7 +138,7 @@ def test_utilisation_runs_say_budgeted(db: str) -> None:
 
 @pytest.mark.slow
 def test_every_table_of_every_page_shows_the_no_value_mark() -> None:
-    for page in ("overview", "runs", "attribution", "failures", "utilisation",
+    for page in ("overview", "runs", "attribution", "cost", "failures", "utilisation",
                  "reconciliation", "weekly", "simulate", "budgets"):
         at = open_page(page)
         for table in at.dataframe:

@@ -13,7 +13,7 @@ from queries import reports
 from store import connect
 from tests.support.apptest import FILTERS, PARAMS, open_page
 
-PAGES = ["overview", "attribution", "failures", "utilisation", "reconciliation", "run",
+PAGES = ["overview", "attribution", "cost", "failures", "utilisation", "reconciliation", "run",
          "compare", "simulate"]
 
 

@@ -105,7 +105,13 @@ def test_table_format_writes_no_control_characters(tmp_path: Path, report: str) 
     text = _invoke("--db", db, "report", report, "--format", "table").decode("utf-8")
     assert not CONTROL.search(text), repr(text)
     if report == "runs":
-        assert len(text.splitlines()) == 2 + len(run_ids)  # header, rule, one line a run
+        # header, rule, one line a run (a CR in a name splits none), then the note naming the
+        # columns 80 characters leave out
+        lines = text.splitlines()
+        rows, note = lines[2:2 + len(run_ids)], " ".join(lines[2 + len(run_ids):])
+        assert sorted(next(i for i in run_ids if i.startswith(row.split()[0])) for row in rows
+                      ) == sorted(run_ids), rows
+        assert note.startswith("(") and note.endswith(")") and "more column" in note, note
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import pandas as pd
 import pytest
@@ -81,7 +82,9 @@ def test_runs_report(fleet):
     assert list(frame.columns) == [
         "run_id", "agent", "start", "budget_ms", "elapsed_ms", "utilisation", "outcome",
         "exhausted", "culprit", "culprit_share", "holder", "unattributed_ms", "overrun_ms",
-        "budget_source", "culprit_step", "holder_step", "root_missing"]
+        "budget_source", "culprit_step", "holder_step", "root_missing",
+        # docs/metrics.md §8: appended, every earlier column in its place
+        "tokens", "cost_usd", "cost_complete"]
     rows = {r["run_id"]: r for r in records(frame)}
     assert [r["run_id"] for r in records(frame)] == [ids[n] for n in
                                                       ("B1", "A1", "A2", "A3", "N1")]
@@ -91,7 +94,12 @@ def test_runs_report(fleet):
         "outcome": None, "exhausted": True, "culprit": "tool:fetch",
         "culprit_share": pytest.approx(0.8), "holder": "model:gpt", "unattributed_ms": 0.0,
         "overrun_ms": 2_000.0, "budget_source": "span", "culprit_step": 1, "holder_step": 2,
-        "root_missing": False}
+        "root_missing": False,
+        # no usage anywhere: $0 known, and incomplete, since model:gpt sent no usage and may
+        # have been billed (§11.4)
+        "tokens": 0, "cost_usd": Decimal("0"), "cost_complete": False}
+    # tools only: nothing unmetered, so $0 is the whole cost
+    assert (rows[ids["B1"]]["cost_usd"], rows[ids["B1"]]["cost_complete"]) == (0, True)
     assert rows[ids["B1"]]["agent"] == "beta-svc"
     assert rows[ids["N1"]]["budget_ms"] is None and rows[ids["N1"]]["exhausted"] is None
     assert rows[ids["N1"]]["budget_source"] is None
@@ -138,7 +146,21 @@ def test_weekly_report(fleet):
         "utilisation_p50",
         "utilisation_p90", "utilisation_p99", "steps", "client_timeouts", "upstream_errors",
         "refused", "write_steps", "reconciled_writes", "reconciliation_rate", "orphan_writes",
-        "top_culprit", "top_culprit_share", "partial_week"]
+        "top_culprit", "top_culprit_share", "partial_week",
+        # docs/metrics.md §7, §11.9: appended after partial_week
+        "tokens", "cost_usd", "incomplete_cost_runs", "unpriced_steps",
+        "unmetered_billable_steps", "usd_budgeted_runs", "usd_exhausted_runs",
+        "usd_exhaustion_rate", "cost_utilisation_p50", "cost_utilisation_p90",
+        "cost_utilisation_p99", "overrun_usd", "top_cost_culprit", "top_cost_culprit_share",
+        "token_budgeted_runs", "token_exhausted_runs", "token_utilisation_p90",
+        "weekly_budget_usd", "weekly_budget_utilisation"]
+    no_costs = {"tokens": 0, "cost_usd": Decimal("0"), "unpriced_steps": 0,
+                "usd_budgeted_runs": 0, "usd_exhausted_runs": 0, "usd_exhaustion_rate": None,
+                "cost_utilisation_p50": None, "cost_utilisation_p90": None,
+                "cost_utilisation_p99": None, "overrun_usd": None, "top_cost_culprit": None,
+                "top_cost_culprit_share": None, "token_budgeted_runs": 0,
+                "token_exhausted_runs": 0, "token_utilisation_p90": None,
+                "weekly_budget_usd": None, "weekly_budget_utilisation": None}
     assert records(frame) == [
         {"week": "2026-W47", "agent": "beta-svc", "runs": 1, "budgeted_runs": 1,
          "exhausted_runs": 1,
@@ -146,7 +168,8 @@ def test_weekly_report(fleet):
          "utilisation_p99": 1.0, "steps": 2, "client_timeouts": 0, "upstream_errors": 0,
          "refused": 1, "write_steps": 0, "reconciled_writes": 0, "reconciliation_rate": None,
          "orphan_writes": 0, "top_culprit": "tool:search", "top_culprit_share": 0.6,
-         "partial_week": False},
+         "partial_week": False, **no_costs, "incomplete_cost_runs": 0,
+         "unmetered_billable_steps": 0},
         # 4 runs (N1 has no budget), exhausted 2 of the 3 budgeted; 7 steps; top culprit gpt
         # with 17000 of the exhausted runs' 30000 ms.
         {"week": "2026-W48", "agent": "alpha", "runs": 4, "budgeted_runs": 3,
@@ -156,7 +179,9 @@ def test_weekly_report(fleet):
          "steps": 7, "client_timeouts": 2, "upstream_errors": 1, "refused": 0,
          "write_steps": 0, "reconciled_writes": 0, "reconciliation_rate": None,
          "orphan_writes": 0, "top_culprit": "model:gpt",
-         "top_culprit_share": pytest.approx(17 / 30), "partial_week": False},
+         "top_culprit_share": pytest.approx(17 / 30), "partial_week": False, **no_costs,
+         # A1, A2 and A3 have a model:gpt step that sent no usage (possibly billed)
+         "incomplete_cost_runs": 3, "unmetered_billable_steps": 3},
     ]
 
 

@@ -33,7 +33,7 @@ from tests.support.serve import CLI, start_serve, stop
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 # The pages whose code blocks run: the README, the manual in docs/, the benchmarks' page and the
-# contributors' guide (sdk/README.md's examples are run by tests/test_sdk_examples.py).
+# contributors' guide (sdk/README.md's examples are run by tests/sdk/test_examples.py).
 DOCUMENTS = [path for path in (README, REPO / "CONTRIBUTING.md", REPO / "bench" / "README.md",
                                *sorted((REPO / "docs").glob("*.md"))) if path.exists()]
 BLOCK = re.compile(r"(?:<!-- docs test: (?P<note>[^\n]*?) -->\n)?```(?P<lang>sh|python)\n"

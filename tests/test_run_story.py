@@ -65,6 +65,10 @@ def test_ended_early_failed_early_and_refused() -> None:
     assert tell(run(20, outcome="failed")).ending.startswith("Failed at +20.0 s")
     assert tell(run(20, refused=2)).exhausted_reason == (
         "Exhausted: 2 steps were refused for lack of budget.")
+    # docs/metrics.md §4: a step refused for its dollar budget leaves the time budget alone
+    assert tell(run(20, refused=1) | {"exhausted": False}).exhausted_reason == (
+        "Not exhausted in time: it ended before its deadline, and its refused step was "
+        "refused for lack of tokens or dollars, not time.")
     partial = tell(run(55, outcome="partial"))
     assert partial.exhausted_reason.startswith("Exhausted although it ended before its deadline")
 

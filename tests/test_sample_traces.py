@@ -152,9 +152,11 @@ def test_attribute_values_are_typed_like_otlp(traces: dict[str, list[dict]]) -> 
                     assert value.__class__ is str and value.lstrip("-").isdigit()
                 elif kind == "boolValue":
                     assert value.__class__ is bool
+                elif kind == "doubleValue":  # budget.total_usd
+                    assert value.__class__ in (int, float)
                 else:
                     assert kind == "stringValue" and value.__class__ is str
-    assert {"stringValue", "intValue", "boolValue"} <= set(seen)
+    assert {"stringValue", "intValue", "boolValue", "doubleValue"} <= set(seen)
 
 
 # ---- the story --------------------------------------------------------------------------------
@@ -434,3 +436,108 @@ def test_latency_draws_do_not_depend_on_the_policy() -> None:
     assert len(common) > 400
     assert all(base[key] == tight[key] for key in common)
     assert len(set(base) ^ set(tight)) > 0, "the policies do change what happens"
+
+
+# ---- usage and money (docs/metrics.md §11) ----------------------------------------------------
+
+
+def _usage(span: dict) -> tuple[int, int, int, int] | None:
+    a = span["attrs"]
+    if "gen_ai.usage.input_tokens" not in a:
+        return None
+    return (a["gen_ai.usage.input_tokens"], a.get("gen_ai.usage.cache_read.input_tokens", 0),
+            a["gen_ai.usage.output_tokens"], a.get("gen_ai.usage.reasoning.output_tokens", 0))
+
+
+def _top_step(span: dict, root: dict, by_id: dict[str, dict]) -> str:
+    """The top-level step (a child of the root) that a span is or lies under."""
+    while span["parentSpanId"] != root["spanId"]:
+        span = by_id[span["parentSpanId"]]
+    return span["spanId"]
+
+
+def test_every_answered_model_call_reports_its_usage(runs: list[dict]) -> None:
+    """Answered model calls carry usage (input with its cache read, output with its reasoning),
+    calls that failed or were abandoned carry none; later turns read from the cache."""
+    cached = reasoned = 0
+    for run in runs:
+        for step in run["steps"]:
+            a = step["attrs"]
+            if a.get("gen_ai.operation.name") != "chat":
+                continue
+            usage = _usage(step)
+            answered = a.get("budget.outcome", "ok") == "ok" and step["status"].get(
+                "code", 0) != 2
+            assert (usage is not None) == answered, step
+            if usage is None:
+                continue
+            input_tokens, cache_read, output, reasoning = usage
+            assert 0 <= cache_read <= input_tokens and cache_read % 128 == 0
+            assert 0 <= reasoning < output
+            cached += cache_read > 0
+            reasoned += reasoning > 0
+            if reasoning:
+                assert a["gen_ai.response.model"].startswith("o4-mini")
+    assert cached > 5_000 and reasoned > 100
+
+
+def test_budgets_in_dollars_and_tokens_and_the_runs_that_overspend(runs: list[dict]) -> None:
+    """Priced with genai-prices (the bundled table) at each call's start, as docs/metrics.md
+    §11.3 says, without budgetscope: a share of runs state a dollar budget, some a token budget;
+    a few overspend, most of those because of an early huge call (the cost culprit) that a later
+    small call pushed over the line (the crosser), and one model has no price at all."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    from genai_prices import Usage, calc_price
+
+    def cost_nano(span: dict) -> int | None:
+        input_tokens, cache_read, output, _ = _usage(span)  # type: ignore[misc]
+        when = dt.datetime.fromtimestamp(int(span["startTimeUnixNano"]) / 1e9, dt.UTC)
+        try:
+            price = calc_price(Usage(input_tokens=input_tokens, cache_read_tokens=cache_read,
+                                     output_tokens=output), span["attrs"]["gen_ai.response.model"],
+                               provider_id=span["attrs"]["gen_ai.provider.name"],
+                               genai_request_timestamp=when).total_price
+        except LookupError:
+            return None
+        return int((Decimal(price) * 10**9).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+    unpriced: Counter = Counter()
+    budgeted = token_budgeted = over = culprit_is_crosser = 0
+    for run in runs:
+        root = run["root"]
+        by_id = {span["spanId"]: span for span in run["spans"]}
+
+        metered = []
+        for span in run["spans"]:
+            if _usage(span) is None:
+                continue
+            cost = cost_nano(span)
+            if cost is None:
+                unpriced[span["attrs"]["gen_ai.response.model"]] += 1
+            metered.append((int(span["endTimeUnixNano"]), int(span["startTimeUnixNano"]),
+                            span["spanId"], cost or 0, _top_step(span, root, by_id)))
+        token_budgeted += "budget.total_tokens" in root["attrs"]
+        if "budget.total_usd" not in root["attrs"]:
+            continue
+        budgeted += 1
+        budget = int(Decimal(repr(root["attrs"]["budget.total_usd"])) * 10**9)
+        if sum(m[3] for m in metered) < budget:
+            continue
+        over += 1
+        consumption: Counter = Counter()
+        for m in metered:
+            consumption[m[4]] += m[3]
+        starts = {step: int(by_id[step]["startTimeUnixNano"]) for step in consumption}
+        culprit = max(consumption, key=lambda step: (consumption[step], -starts[step]))
+        spent = 0
+        for m in sorted(metered):
+            spent += m[3]
+            if spent >= budget:
+                culprit_is_crosser += m[4] == culprit
+                break
+    assert set(unpriced) == {"triage-distill-v2"} and unpriced["triage-distill-v2"] > 100
+    assert 0.3 * len(runs) <= budgeted <= 0.7 * len(runs)
+    assert 0.2 * len(runs) <= token_budgeted < budgeted
+    assert 10 <= over <= 0.05 * budgeted
+    assert 1 <= culprit_is_crosser < over - 10, "mostly an early spender, a later crosser"

@@ -7,12 +7,8 @@ report redirected to a pipe keeps the data, byte for byte what it writes to a fi
 
 from __future__ import annotations
 
-import os
-import pty
-import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,42 +17,12 @@ from click.testing import CliRunner
 from budgetscope.cli import cli
 from tests.support.hostile_names import ESCAPES, hostile_names_db
 from tests.support.serve import start_serve, stop
+from tests.support.terminal_capture import CLI, on_terminal
+from tests.support.terminal_capture import assert_inert as _assert_inert
+from tests.support.terminal_capture import cli_env as _env
 
-CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
-# What a terminal acts on, once the pty's own CR before each LF is set aside.
-ACTS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # A name for `check --agent` and an unknown run id: the escapes reach the output through them.
 HOSTILE_ARGUMENT = "agent\x1b]0;owned\x07\u202eevil"
-
-
-def _env() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items()
-            if key not in ("BUDGETSCOPE_SERVER", "BUDGETSCOPE_TOKEN", "BUDGETSCOPE_DB")}
-
-
-def on_terminal(db: str, *arguments: str) -> tuple[int, str]:
-    """(exit status, what a terminal received) for one command run on a pseudo-terminal."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen([*CLI, "--db", db, *arguments], stdin=subprocess.DEVNULL,
-                               stdout=terminal, stderr=terminal, env=_env())
-    os.close(terminal)
-    received = bytearray()
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: the process closed its end
-            break
-        if not chunk:
-            break
-        received += chunk
-    os.close(controller)
-    status = process.wait(120)
-    return status, received.decode("utf-8", "replace").replace("\r\n", "\n")
-
-
-def _assert_inert(text: str) -> None:
-    found = ACTS.search(text)
-    assert found is None, (repr(found.group()) if found else "", repr(text[-2000:]))
 
 
 COMMANDS = [
@@ -67,6 +33,10 @@ COMMANDS = [
     ("report", "failures"),
     ("report", "attribution"),
     ("report", "reconciliation"),
+    ("report", "cost"),
+    ("report", "cost", "--format", "table"),
+    ("report", "cost-attribution", "--format", "table"),
+    ("report", "models", "--format", "json"),
     ("budgets", "list"),
     ("check", "--max-exhaustion-rate", "0.5", "--window", "1000d", "--agent", HOSTILE_ARGUMENT),
     ("run", HOSTILE_ARGUMENT),  # an error naming what was asked for

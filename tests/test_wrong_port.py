@@ -19,6 +19,8 @@ def scope(method: str, path: str, accept: str | None = None) -> dict:
     (scope("GET", "/cli"), True),
     (scope("POST", "/budgets", "application/json"), True),
     (scope("GET", "/budgets", "application/json"), True),  # budgets list
+    (scope("POST", "/prices", "application/json"), True),  # prices set
+    (scope("GET", "/prices"), True),  # prices list: no page has the name
     (scope("GET", "/budgets", "text/html,application/xhtml+xml,*/*;q=0.8"), False),  # the page
     (scope("GET", "/app/budgets/", "text/html"), False),  # under a base path
     (scope("GET", "/runs", "application/json"), False),

@@ -59,7 +59,17 @@ _THRESHOLDS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
     "max_upstream_error_rate": ("upstream_error_rate", "max", ("upstream_errors", "steps")),
     "max_orphan_writes": ("orphan_writes", "max", None),
     "min_runs": ("runs", "min", None),
+    # docs/metrics.md §11: the other two budgets
+    "max_usd_exhaustion_rate": ("usd_exhaustion_rate", "max",
+                                ("usd_exhausted_runs", "usd_budgeted_runs")),
+    "max_token_exhaustion_rate": ("token_exhaustion_rate", "max",
+                                  ("token_exhausted_runs", "token_budgeted_runs")),
+    "max_weekly_budget_utilisation": ("weekly_budget_utilisation", "max", None),
+    "max_unpriced_steps": ("unpriced_steps", "max", None),
 }
+# Signals read as percentages although no pair of counts explains them (a ratio that may pass
+# 100%: a weekly budget spent one and a half times is 150.0%).
+_PERCENT_SIGNALS = frozenset({"weekly_budget_utilisation"})
 
 
 # What lists the runs behind each signal: `report runs` options and the Runs page's search
@@ -71,6 +81,15 @@ _RUNS_BEHIND: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "upstream_error_rate": (("--step-class", "upstream_error"), {"class": "upstream_error"}),
     "orphan_writes": (("--writes", "orphan"), {"writes": "orphan"}),
     "runs": ((), {}),
+    # docs/metrics.md §11: the runs that spent their budget, the most expensive first; the
+    # runs whose cost is a lower bound; the window's runs by what they spent
+    "usd_exhaustion_rate": (("--usd-exhausted", "--sort", "cost_usd:desc"),
+                            {"usd_exhausted": "yes", "sort": "cost_usd", "order": "desc"}),
+    "token_exhaustion_rate": (("--tokens-exhausted", "--sort", "tokens:desc"),
+                              {"tokens_exhausted": "yes", "sort": "tokens", "order": "desc"}),
+    "unpriced_steps": (("--cost-incomplete",), {"cost": "incomplete"}),
+    "weekly_budget_utilisation": (("--sort", "cost_usd:desc"),
+                                  {"sort": "cost_usd", "order": "desc"}),
 }
 
 
@@ -152,6 +171,17 @@ def _rate(option: str) -> click.Option:
 @click.option("--min-runs", "min_runs", type=click.IntRange(0),
               help="Breach when fewer runs than this started in the window (traces stopped "
                    "arriving).")
+@_rate("max_usd_exhaustion_rate")
+@_rate("max_token_exhaustion_rate")
+@click.option("--max-weekly-budget-utilisation", "max_weekly_budget_utilisation",
+              type=click.FloatRange(0),
+              help="Breach when an agent's spend in an ISO week, over the window's runs, is "
+                   "above this fraction of its declared weekly dollar budget (budgets set "
+                   "--usd-per-week); 1.5 is one and a half times the budget.")
+@click.option("--max-unpriced-steps", "max_unpriced_steps", type=click.IntRange(0),
+              help="Breach when more top-level steps than this made a call with no known "
+                   "price (their runs' cost is a lower bound; `budgetscope prices check` "
+                   "lists the models).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]),
               default="text", show_default=True,
               help="text (the window, then one line per threshold) or json (the window, the "
@@ -162,9 +192,11 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
                   agent: str | None, output_format: str, dashboard_url: str | None,
                   **limits: float | None) -> None:
     """Compare exhaustion, reconciliation, client give-up and upstream failure rates and orphan
-    writes over a recent window with thresholds; exit 1 on a breach, 2 on an error.
+    writes, and the dollar and token exhaustion rates, weekly budget utilisation and unpriced
+    steps, over a recent window with thresholds; exit 1 on a breach, 2 on an error.
 
-    Rates follow docs/metrics.md §3–§7 (e.g. reconciliation rate = reconciled writes / write steps).
+    Rates follow docs/metrics.md §3–§7 and §11 (e.g. reconciliation rate = reconciled writes /
+    write steps; dollar exhaustion rate = dollar-exhausted runs / runs with a dollar budget).
     A rate with nothing to divide by (no runs, no writes) is reported as "no data" and is not
     a breach; use --min-runs to catch a window with no traffic.
     """
@@ -218,7 +250,8 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
     lines = [_window_line(signals, length)]
     for verdict in verdicts:
         t = verdict.threshold
-        rate = t.of is not None  # a rate reads as a percentage, as every table shows one
+        # a rate reads as a percentage, as every table shows one
+        rate = t.of is not None or t.signal in _PERCENT_SIGNALS
         shown = "no data" if verdict.value is None else _number(verdict.value, rate)
         relation = (">" if t.bound == "max" else "<") if verdict.breached else (
             "<=" if t.bound == "max" else ">=")
@@ -226,6 +259,7 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
         if t.of is not None:
             numerator, denominator = (int(signals.value(name) or 0) for name in t.of)
             detail = f" ({numerator} of {denominator} {t.of[1].replace('_', ' ')})"
+        detail += _weekly_detail(signals, t)
         if verdict.value is None:
             lines.append(f"{'NO DATA':<8}{t.signal}: {t.bound} {_number(t.limit, rate)}"
                          f"{detail}")
@@ -243,6 +277,15 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
     breaches = sum(v.breached for v in verdicts)
     lines.append(_closing_line(breaches, len(verdicts)))
     return "\n".join(lines)
+
+
+def _weekly_detail(signals: Signals, threshold: Threshold) -> str:
+    """Whose week the weekly budget utilisation is (docs/metrics.md §11.8): the agent and ISO
+    week with the largest share of its weekly dollar budget spent."""
+    if threshold.signal != "weekly_budget_utilisation" or signals.weekly_budget_week is None:
+        return ""
+    agent = signals.weekly_budget_agent or "(no agent)"
+    return f" ({agent}, {signals.weekly_budget_week})"
 
 
 def _closing_line(breaches: int, total: int) -> str:

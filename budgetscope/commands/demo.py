@@ -19,8 +19,14 @@ from ingest.files.loader import load_files
 from queries import readable
 from queries.render import to_text_table
 from queries.reports import attribution, runs
+from store import Change, apply, parse_usd_nano
 
 DEMO_MARKER = "demo_database"
+# Weekly dollar budgets the demo declares (the sample's traces cannot: a weekly budget is a
+# team's declaration, docs/metrics.md §11.8), so that the Cost page's weekly spend has a line
+# to be measured against on first open: research-agent spends about $8.5-11 a week, support-agent
+# $2.2-2.9, so some weeks go over. They re-measure no run.
+DEMO_WEEKLY_BUDGETS = {"research-agent": "10", "support-agent": "2.50"}
 
 
 def _reset_demo_database(path: Path) -> None:
@@ -81,10 +87,15 @@ def demo_command(context: click.Context, demo_db: str, port: int, no_ui: bool) -
     with open_database(str(path)) as con:
         summary = load_files(con, [SAMPLE_TRACES], derive=True)
         con.execute("INSERT INTO budgetscope_meta VALUES (?, 'true')", [DEMO_MARKER])
+        for agent, usd in DEMO_WEEKLY_BUDGETS.items():
+            apply(con, Change("set", agent, usd_per_week_nano=parse_usd_nano(usd)))
         headline = attribution(con).head(8)
         opening = sample_weeks(runs(con)["start"])
     for line in summary.lines():
         click.echo(line)
+    click.echo("Declared for the demo, weekly dollar budgets: " + ", ".join(
+        f"{agent} ${usd}" for agent, usd in DEMO_WEEKLY_BUDGETS.items())
+        + f" (`budgetscope --db {path} budgets list`).")
     click.echo("\nWho spent the budget of exhausted runs (top step keys; "
                f"`budgetscope --db {path} report attribution --format table` for all):")
     click.echo(to_text_table(headline, readable.table_formats(headline.columns)), nl=False)

@@ -11,7 +11,6 @@ each with the command that prices it. Stored in the database, and carried out by
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from typing import Any
 
@@ -22,6 +21,7 @@ from budgetscope.commands.budgets_remote import fetch_prices, send_change
 from budgetscope.commands.common import backend_option, catch_up_derivations
 from budgetscope.commands.declared_place import carry_out
 from budgetscope.commands.tokens import TOKEN_ENV
+from queries.prices import with_commands
 from queries.readable import plural
 from queries.terminal import terminal_safe
 from store import (
@@ -197,24 +197,13 @@ def unset_command(context: click.Context, model: str, provider: str | None,
                                  _checked(parse_from, from_, "")))
 
 
-def set_command_for(model: str | None, provider: str | None) -> str:
-    """The command that prices a model seen without a price (values to fill in: X)."""
-    if model is None:
-        return ""
-    words = ["budgetscope", "prices", "set", shlex.quote(model)]
-    if provider:
-        words += ["--provider", shlex.quote(provider)]
-    return " ".join([*words, "--input", "X", "--output", "X"])
-
-
 @prices_command.command("check")
 @FORMAT
 @click.pass_context
 def check_command(context: click.Context, output: str) -> None:
     """Every model seen in the traces without a price, the most steps first, with its step
     and span counts and the command that prices it (X: USD per million tokens)."""
-    rows = [{**row, "command": set_command_for(row["model"], row["provider"])}
-            for row in _listing(context)["unpriced"]]
+    rows = with_commands(_listing(context)["unpriced"])
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
         return

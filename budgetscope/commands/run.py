@@ -22,7 +22,7 @@ from budgetscope.commands import links
 from budgetscope.commands.common import open_reader, output_stream, terminal_width, width_option
 from budgetscope.commands.links import dashboard_url_option
 from budgetscope.fail import Fail
-from queries import readable, run_story
+from queries import readable, run_cost, run_story
 from queries.loader import TooManyRows
 from queries.reports import runs as runs_report
 from queries.run_compare import typical_around
@@ -196,6 +196,7 @@ def render_run(view: RunView, width: int, leads: Leads | None = None) -> str:
         lines.append(f"{'':<{_LABEL_WIDTH}}" + links.page_url(
             leads.dashboard, "simulate", step.what_if_params()))
     lines.append("")
+    lines.extend(cost_block(view, width))
     lines.extend(_waterfall(view, story, width))
     lines.extend(_log_records(view, width))
     return "\n".join(lines) + "\n"
@@ -358,4 +359,56 @@ def render_details(view: RunView, details: list[SpanDetails], width: int) -> lis
                                                              else ""), width, "  ", "    "))
         if span.dropped:
             out.extend(_wrap(span.dropped, width, "  ", "    "))
+    return out
+
+
+# ---- tokens and dollars (docs/metrics.md §11.9) ------------------------------------------------
+
+# Steps listed under "Cost by step": enough for the calls that matter in a terminal; the
+# dashboard's run view lists them all.
+STEP_COSTS_SHOWN = 20
+
+
+def cost_block(view: RunView, width: int) -> list[str]:
+    """Spent of budget, over by, the cost culprit and the crosser, the tokens, then each step
+    with usage and its cost (queries/run_cost.py says it in words); nothing for a run with no
+    usage and no dollar or token budget. Ends with a blank line when not empty."""
+    run = view.summary
+    if not run_cost.worth_telling(run, view.steps):
+        return []
+    lines: list[str] = []
+    for label, text in run_cost.cost_answers(run):
+        lines.extend(_said(label, text, width))
+    lines.extend(_step_cost_lines(run_cost.step_costs(view.steps), width))
+    lines.append("")
+    return lines
+
+
+def _step_cost_lines(rows: list[run_cost.StepCost], width: int) -> list[str]:
+    """The steps with usage as a small table: number, step key (cut to fit), tokens, cost and
+    where the cost came from."""
+    if not rows:
+        return []
+    shown = rows[:STEP_COSTS_SHOWN]
+    numbers = [f"#{row.number}" for row in shown]
+    keys = ["  " * row.level + _text(row.key) for row in shown]
+    n_w = max(len(n) for n in numbers)
+    t_w = max(len("tokens"), *(len(row.tokens) for row in shown))
+    c_w = max(len("cost"), *(len(row.cost) for row in shown))
+    s_w = max(len(row.source) for row in shown)
+    fixed = 2 + n_w + 1 + 2 + t_w + 2 + c_w + 2 + s_w
+    key_w = min(max(len(key) for key in keys), max(12, width - fixed))
+    more = len(rows) - len(shown)
+    out = [f"{'Cost by step':<{_LABEL_WIDTH}}"
+           + (f"the first {len(shown)} of {len(rows)} steps with usage" if more else
+              readable.plural(len(rows), "step") + " with usage"),
+           _cut(f"  {'':>{n_w}} {'step':<{key_w}}  {'tokens':>{t_w}}  {'cost':>{c_w}}  from",
+                width)]
+    for number, key, row in zip(numbers, keys, shown, strict=True):
+        key = key if len(key) <= key_w else key[:key_w - 1] + "…"
+        out.append(_cut(f"  {number:>{n_w}} {key:<{key_w}}  {row.tokens:>{t_w}}  "
+                        f"{row.cost:>{c_w}}  {row.source}", width).rstrip())
+    if more:
+        out.append(f"  ({readable.plural(more, 'more step')} with usage: the dashboard's run "
+                   "view lists them all)")
     return out

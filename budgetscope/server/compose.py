@@ -141,8 +141,8 @@ class Server:
 
     def _served_routes(self, parts: ReceiverParts) -> dict[str, Endpoint]:
         """What this server serves beside the exports on the OTLP/HTTP port, made by the
-        receivers once their writer exists (ReceiverConfig.routes); retention and the
-        declared budgets, which use the writer too, are made and kept here with them."""
+        receivers once their writer exists (ReceiverConfig.routes); retention, the declared
+        budgets and prices, which use the writer too, are made and kept here with them."""
         options, owner, writer = self.options, self.owner, parts.writer
         self.retention = None
         if options.retention_days is not None:
@@ -157,6 +157,8 @@ class Server:
         # `budgetscope budgets` while this process holds the file: carried out here
         # (docs/metrics.md §10), and by the dashboard's budgets page (its editor).
         self.budgets = DeclaredBudgets(owner, writer)
+        # `budgetscope prices` likewise (docs/metrics.md §11.3), and the dashboard's prices page
+        self.prices = DeclaredPrices(owner, writer)
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
         commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS,
@@ -165,8 +167,7 @@ class Server:
         return {
             **pages.routes(),
             BUDGETS_PATH: BudgetsEndpoint(self.budgets, parts.token),
-            # `budgetscope prices` likewise (docs/metrics.md §11.3)
-            PRICES_PATH: PricesEndpoint(DeclaredPrices(owner, writer), parts.token),
+            PRICES_PATH: PricesEndpoint(self.prices, parts.token),
             CLI_PATH: CliEndpoint(commands, parts.token),
         }
 
@@ -215,7 +216,7 @@ class Server:
         writer."""
         return DashboardConfig(Source(db=self.options.db, owner=self.owner),
                                refresh_seconds=self.options.refresh_seconds,
-                               editor=self.budgets,
+                               editor=self.budgets, prices=self.prices,
                                endpoints=(self.endpoint("/v1/traces"), self.grpc_endpoint))
 
     def log_serving(self) -> None:

@@ -12,7 +12,7 @@ from prometheus_client.metrics_core import Metric
 from budgetscope.durations import window_label
 from budgetscope.server.operations import counter, gauge
 from queries.filters import Filters
-from queries.signals import recent_signals
+from queries.signals import Signals, recent_signals
 from store import DatabaseOwner, RetentionSchedule
 
 # (field of queries.signals.Signals, metric name, help)
@@ -35,6 +35,23 @@ SIGNALS = (
      "Reconciled writes / write steps (docs/metrics.md §6); NaN without writes."),
     ("orphan_writes", "budgetscope_recent_orphan_writes",
      "Uncertain writes nobody read back (docs/metrics.md §6)."),
+    ("usd_exhaustion_rate", "budgetscope_recent_usd_exhaustion_rate",
+     "Dollar-exhausted runs / runs with a dollar budget (docs/metrics.md §11.5); NaN without "
+     "such runs."),
+    ("token_exhaustion_rate", "budgetscope_recent_token_exhaustion_rate",
+     "Token-exhausted runs / runs with a token budget (docs/metrics.md §11.5); NaN without "
+     "such runs."),
+    ("tokens", "budgetscope_recent_tokens",
+     "Tokens of the metered calls of the runs that started in the window (docs/metrics.md "
+     "§11.4)."),
+    ("cost_usd", "budgetscope_recent_cost_usd",
+     "Known cost in dollars of the runs that started in the window (docs/metrics.md §11.4): a "
+     "lower bound while budgetscope_recent_unpriced_steps is above 0."),
+    ("unpriced_steps", "budgetscope_recent_unpriced_steps",
+     "Top-level steps with a call of no known price (docs/metrics.md §11.4)."),
+    ("weekly_budget_utilisation", "budgetscope_recent_weekly_budget_utilisation",
+     "The largest share of an agent's weekly dollar budget spent in an ISO week, over the "
+     "window's runs (docs/metrics.md §11.8); NaN without a weekly budget."),
 )
 
 
@@ -50,11 +67,19 @@ def signal_families(owner: DatabaseOwner, length: dt.timedelta,
             signals = recent_signals(cursor, Filters.ending(clock(), length))
         finally:
             cursor.close()
-        return [gauge(name, text, float("nan") if signals.value(field) is None
-                      else float(signals.value(field)), label)  # type: ignore[arg-type]
+        return [gauge(name, text, _gauge_value(signals, field), label)
                 for field, name, text in SIGNALS]
 
     return families
+
+
+def _gauge_value(signals: Signals, field: str) -> float:
+    """A signal as a gauge's float: NaN when undefined; the cost in dollars (a Prometheus
+    sample is a float whatever we hold: the exact nano-dollars stay in the reports)."""
+    if field == "cost_usd":
+        return signals.cost_nano / 1e9
+    value = signals.value(field)
+    return float("nan") if value is None else float(value)
 
 
 def retention_families(schedule: RetentionSchedule) -> Callable[[], list[Metric]]:

@@ -41,6 +41,9 @@ def delta(field: str, kind: str) -> str | None:
     if kind == "rate":
         shown = f"{(a - b) * 100:+.1f}"
         unit = " pp"
+    elif kind == "usd":  # exact dollars, as every amount is shown
+        change = a - b
+        return "±0" if change == 0 else ("+" if change > 0 else "-") + fmt.usd(abs(change))
     elif kind in ("per 100 steps", "per 100 writes"):
         shown, unit = f"{a - b:+.1f}", f" {kind}"
     else:
@@ -65,6 +68,15 @@ metrics = [
      delta("reconciliation_rate", "rate"), "inverse"),
     ("Orphan writes", fmt.count(now.orphan_writes),
      delta("orphan_writes_per_100_writes", "per 100 writes"), "inverse"),
+    # tokens and dollars (docs/metrics.md §11): what the period spent, and how often a run ran
+    # out of its dollar budget
+    ("Spend", fmt.usd(now.cost_usd, at_least=now.incomplete_cost_runs > 0),
+     delta("cost_usd", "usd"), "off"),
+    ("Dollar exhaustion rate", fmt.percent(now.usd_exhaustion_rate),
+     delta("usd_exhaustion_rate", "rate"), "inverse"),
+    ("Tokens", fmt.count(now.tokens), delta("tokens", "count"), "off"),
+    ("Unpriced steps", fmt.count(now.unpriced_steps), delta("unpriced_steps", "count"),
+     "inverse"),
 ]
 
 
@@ -91,13 +103,28 @@ helps = {
     "Orphan writes": "Uncertain writes nobody read back (docs/metrics.md §6). "
                      f"{_per_100(now.orphan_writes_per_100_writes, 'write steps')} of "
                      f"{fmt.count(now.write_steps)}; the change is per 100 write steps.",
+    "Spend": "Σ known cost of the period's runs (docs/metrics.md §11.4)"
+             + (f"; ≥: {fmt.plural(now.incomplete_cost_runs, 'run')} with a call that has no "
+                "price, or a model step that sent no usage, so the sum is a lower bound"
+                if now.incomplete_cost_runs else "")
+             + ". The change is in dollars (the traffic's, like the runs': no colour). The "
+               "Cost page has the rest.",
+    "Dollar exhaustion rate": "Runs that spent, or were stopped at, their dollar budget / "
+                              f"runs with one: {fmt.count(now.usd_exhausted_runs)} of "
+                              f"{fmt.count(now.usd_budgeted_runs)} (docs/metrics.md §11.5). "
+                              "A rise is bad.",
+    "Tokens": "Input (cache included) + output (reasoning included) of the metered calls "
+              "(docs/metrics.md §11.1).",
+    "Unpriced steps": "Top-level steps with a call whose model has no price: its cost is "
+                      "unknown, never $0. `budgetscope prices check` lists the models.",
 }
-# Two rows of four, as the figures pair up (the runs and their budget; the failures and the
-# writes), each wrapping on its own in a narrow window.
+# Three rows of four, as the figures pair up (the runs and their budget; the failures and the
+# writes; the tokens and dollars), each wrapping on its own in a narrow window.
 figures_shown = [Metric(label, value, change, color, helps.get(label))
                  for label, value, change, color in metrics]
 headline(figures_shown[:4], key="overview_headline")
-headline(figures_shown[4:], key="overview_headline_failures")
+headline(figures_shown[4:8], key="overview_headline_failures")
+headline(figures_shown[8:], key="overview_headline_spend")
 if empty_before:
     st.caption("The previous period of the same length holds no runs: nothing to compare "
                "with.")

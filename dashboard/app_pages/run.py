@@ -10,13 +10,14 @@ import shlex
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, layout, run_figures, summaries
+from dashboard import cost_figures, cost_summaries, data, fmt, layout, run_figures, summaries
 from dashboard.metrics import Metric, headline
-from queries import run_compare, run_story
+from queries import run_compare, run_cost, run_story
 from queries.run_view import RunNotFound
 
 SIMULATE_PAGE = "app_pages/simulate.py"
 BUDGETS_PAGE = "app_pages/budgets.py"
+COST_PAGE = "app_pages/cost.py"
 
 ctx = layout.context()
 st.title("Run view")
@@ -134,6 +135,74 @@ else:
                + f" · **Unattributed:** {fmt.duration(run['unattributed_ms'])} (time with no "
                  "step running)")
 
+# ---- tokens and dollars: the cost block `budgetscope run` prints, in its words ---------------
+spends = run_cost.worth_telling(run, view.steps)
+if spends:
+    complete = fmt.missing(run.get("cost_complete")) or bool(run.get("cost_complete"))
+    usd_source = run.get("usd_budget_source")
+    headline([
+        Metric("Spent", fmt.usd_nano(run.get("cost_nano"), at_least=not complete),
+               help="Σ known cost of its metered calls (docs/metrics.md §11.4); ≥: a lower "
+                    "bound" if not complete else "Σ known cost of its metered calls "
+                    "(docs/metrics.md §11.4)"),
+        Metric("Dollar budget", fmt.usd_nano(run.get("usd_budget_nano")),
+               help={"span": "from the run's own budget.total_usd",
+                     "declared": "declared for this run's agent, or the default (Budgets "
+                                 "page)"}.get(usd_source, "unknown: no budget.total_usd and "
+                                              "none declared")),
+        Metric("Cost utilisation", ("≥ " if not complete and not fmt.missing(
+            run.get("cost_utilisation")) else "") + fmt.percent(run.get("cost_utilisation")),
+               help="cost / dollar budget (docs/metrics.md §11.7)"),
+        Metric("Tokens", fmt.count(run.get("tokens")),
+               help="input (cache included) + output (reasoning included); the token "
+                    "budget: " + (fmt.count(run.get("token_budget"))
+                                  if not fmt.missing(run.get("token_budget")) else "unknown")),
+    ], key="run_cost_headline")
+    cost_box = st.container(border=True, key="run_cost_block")
+    cost_box.markdown("  \n".join(f"**{label}:** {fmt.escape_md(text)}"
+                                   for label, text in run_cost.cost_answers(run)))
+    cost_box.page_link(COST_PAGE, label="Tokens and dollars of every run: the Cost page",
+                       icon=":material/payments:", query_params=ctx.state.query_params())
+
+def spend_section() -> None:
+    """The run's cumulative spend against its dollar budget and its cost by step
+    (docs/metrics.md §11.6, §11.9), below its steps: where the money went, call by call."""
+    st.subheader("Spend")
+    spend = data.run_spend(run)
+    if spend.calls.empty:
+        st.caption("No call of this run sent usage or a cost: there is nothing to add up.")
+    else:
+        st.plotly_chart(cost_figures.cumulative_spend(
+            spend, int(run["start_ns"]), view.steps, run.get("cost_culprit_span_id")),
+            key="cumulative_spend")
+        st.caption(fmt.escape_md(
+            "Each point is a metered call, counted when it ends (its bill is known then): the "
+            "line is the run's known cost so far, the wine line its dollar budget, the star the "
+            "call that reached it (the crosser's)."
+            + (f" {fmt.plural(spend.unpriced_calls, 'call')} had no price (marked ×): the "
+               "line leaves them out, so it is a lower bound."
+               if spend.unpriced_calls else "")))
+    by_step = cost_summaries.run_step_costs(view.steps)
+    if not by_step.empty:
+        st.markdown("**Cost by step**")
+        layout.table(by_step, hide_index=True, key="run_step_costs",
+                     height=min(38 + 35 * len(by_step), 740),
+                     column_config={
+                         "#": st.column_config.TextColumn("#", width=50),
+                         "in": st.column_config.TextColumn(
+                             "in", help="input tokens, the cache read and written included"),
+                         "out": st.column_config.TextColumn(
+                             "out", help="output tokens, reasoning included"),
+                         "cost": st.column_config.TextColumn(
+                             "cost", help="≥: a lower bound (an unpriced call under it); "
+                             "unknown: no price; no usage: a model step that sent none and "
+                             "may have been billed"),
+                         "from": st.column_config.TextColumn(
+                             "from", help="where the cost came from: reported by the "
+                             "instrumentation, the bundled price table, your price (prices "
+                             "set), no price, or mixed sources")})
+
+
 # The link is a code block (its copy button) inside a popover: Streamlit draws a popover's
 # content only once it is opened, and a code block on the page made every first visit fetch
 # and compile the 1.5 MB syntax-highlighting bundle beside the charts' Plotly.
@@ -143,6 +212,8 @@ with st.popover("Link to this view", icon=":material/link:",
 
 if view.steps.empty:
     st.info("This run has no steps.")
+    if spends:
+        spend_section()
 else:
     choices = list(range(len(view.steps)))
     pick_key = f"step_details_pick:{run['run_id']}"  # each run opens on its own first step
@@ -180,6 +251,9 @@ else:
                          format="%.1f%%", min_value=0.0, max_value=100.0),
                      "utilisation": st.column_config.TextColumn(
                          "utilisation", help="duration / allocated (docs/metrics.md §5)")})
+
+    if spends:
+        spend_section()
 
     st.subheader("Step details")
     # One click away: the attributes, events, exception and status message of a step, as

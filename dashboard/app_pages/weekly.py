@@ -54,7 +54,9 @@ else:
     shown = summaries.weekly_with_all_agents(
         weekly, data.report("runs", ctx.filters),
         lambda start, end: data.report("attribution", Filters(start, end, ctx.filters.agent)),
-        ctx.filters.since, ctx.filters.until)
+        ctx.filters.since, ctx.filters.until, data.report("cost", ctx.filters),
+        lambda start, end: data.report("cost_attribution",
+                                       Filters(start, end, ctx.filters.agent)))
     shown["week"] = [summaries.week_label(str(week), bool(partial), ctx.filters.since,
                                           ctx.filters.until)
                      for week, partial in zip(shown["week"], shown["partial_week"].fillna(False),
@@ -80,3 +82,20 @@ else:
                  column_order=["week", "agent", "steps", "client_timeouts",
                                "upstream_errors", "refused", "write_steps", "reconciled_writes",
                                "reconciliation_rate", "orphan_writes"])
+    # Tokens and dollars (docs/metrics.md §11.9): the columns the CSV appends after
+    # partial_week, in two tables of their own so that none is cut at 1400 px.
+    st.subheader("Spend")
+    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_spend_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "agent", "tokens", "cost_usd", "incomplete_cost_runs",
+                               "unpriced_steps", "unmetered_billable_steps", "overrun_usd",
+                               "weekly_budget_usd", "weekly_budget_utilisation"])
+    st.subheader("Dollar and token budgets")
+    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_cost_budget_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "agent", "usd_budgeted_runs", "usd_exhausted_runs",
+                               "usd_exhaustion_rate", "cost_utilisation_p50",
+                               "cost_utilisation_p90", "cost_utilisation_p99",
+                               "top_cost_culprit", "top_cost_culprit_share",
+                               "token_budgeted_runs", "token_exhausted_runs",
+                               "token_utilisation_p90"])

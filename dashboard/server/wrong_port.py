@@ -1,13 +1,13 @@
 """The dashboard's answer to the CLI's requests sent to its port by mistake.
 
-`budgetscope --server URL` and `budgetscope budgets` talk to serve's OTLP/HTTP port (`POST
-/cli`, `GET` and `POST /budgets`, asking for JSON). Given the dashboard's address instead,
-Streamlit answered "405 Method Not Allowed", which says nothing about the fix. This middleware
-answers those requests with a JSON error the CLI prints as the server's reason (a browser's
-`GET /budgets` is the Budgets page, and passes): inside `budgetscope serve`,
-the address to give instead; on a standalone `budgetscope dashboard`, that no server runs
-commands here. It runs inside the access guard, so only a client that may open the dashboard
-learns where its receivers listen.
+`budgetscope --server URL`, `budgetscope budgets` and `budgetscope prices` talk to serve's
+OTLP/HTTP port (`POST /cli`, `GET` and `POST /budgets` and `/prices`, asking for JSON). Given
+the dashboard's address instead, Streamlit answered "405 Method Not Allowed", which says
+nothing about the fix. This middleware answers those requests with a JSON error the CLI prints
+as the server's reason (a browser's `GET /budgets` is the Budgets page, and passes): inside
+`budgetscope serve`, the address to give instead; on a standalone `budgetscope dashboard`, that
+no server runs commands here. It runs inside the access guard, so only a client that may open
+the dashboard learns where its receivers listen.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from urllib.parse import urlsplit
 from dashboard import config
 from dashboard.server.access import ASGIApp, Receive, Scope, Send
 
-CLI_PATH, BUDGETS_PATH = "/cli", "/budgets"
+CLI_PATH, BUDGETS_PATH, PRICES_PATH = "/cli", "/budgets", "/prices"
 STATUS = 404
 
 
 def is_a_cli_request(scope: Scope) -> bool:
-    """A request of the CLI's: any to `/cli` (no page has that name), and to `/budgets` any
-    but a GET that asks for a page (the Budgets page's address)."""
+    """A request of the CLI's: any to `/cli` or `/prices` (no page has either name), and to
+    `/budgets` any but a GET that asks for a page (the Budgets page's address)."""
     path = str(scope.get("path", "")).rstrip("/")
     if scope["type"] != "http":
         return False
-    if path.endswith(CLI_PATH):
+    if path.endswith((CLI_PATH, PRICES_PATH)):  # no page has either name
         return True
     if not path.endswith(BUDGETS_PATH):
         return False

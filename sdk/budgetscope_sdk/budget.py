@@ -5,34 +5,42 @@ A RunBudget opened while another is open in the same context is not a second run
 (the articles' "subagents inherit a slice, never a fresh allocation"), unless it is asked for
 as a separate run (`separate_run=True`: a new trace, linked to where it started, with a
 deadline of its own). `RunBudget.from_remote(headers, ...)` continues a caller's deadline in a
-service."""
+service.
+
+The run keeps its time (the deadline, the reserve, the clock), its span and its settings, and
+tells the story of a run; three collaborators it holds do the rest: its Admission
+(admission.py: what a step may take, the ladder, refusals by time, money and tokens), its
+Nesting (nesting.py: parent runs, the clamping of a nested budget, the context's current
+budget) and its Ending (ending.py: the outcome, the closing attributes of the run span)."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Tracer
 
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk import intents, ladder, links
+from budgetscope_sdk.admission import Admission
 from budgetscope_sdk.attributes import RunOutcome, SideEffect, StepKind
-from budgetscope_sdk.classify import qualified_type
 from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock, asleep_on, sleep_on
 
 # Duration and seconds live in durations.py (below this module); still importable from here.
 from budgetscope_sdk.durations import Duration as Duration
 from budgetscope_sdk.durations import seconds as seconds
-from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
+
+# RunResult lives with the ending that makes it (ending.py); still importable from here.
+from budgetscope_sdk.ending import Ending
+from budgetscope_sdk.ending import RunResult as RunResult
+from budgetscope_sdk.errors import StepTimeout
 from budgetscope_sdk.intents import Intent
 from budgetscope_sdk.ledger import DEFAULT_MINIMUM_OUTPUT_TOKENS, Ledger
+from budgetscope_sdk.nesting import CURRENT_BUDGET, INHERITABLE, Nesting, child_allocation
 from budgetscope_sdk.price import Price
 from budgetscope_sdk.propagation import RemoteDeadline, deadline_headers, grpc_timeout_header
 from budgetscope_sdk.retry_budget import RetryBudget
@@ -43,30 +51,17 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-CURRENT_BUDGET: ContextVar[RunBudget | None] = ContextVar("budgetscope_sdk_budget", default=None)
 _VERSION = "0.1.0"
 
 
 def current_budget() -> RunBudget | None:
     """The innermost RunBudget open in this context."""
-    return CURRENT_BUDGET.get()
+    found = CURRENT_BUDGET.get()
+    return found if isinstance(found, RunBudget) else None
 
 
 def _ms(value: float) -> int:
     return int(round(value * 1000))
-
-
-@dataclass
-class RunResult(Generic[T]):
-    """An answer labelled with how the run ended: `outcome` `completed`, `partial` (the budget
-    ran out; `partial` is True) or `failed` (something else went wrong), what is `missing`,
-    and a one-line `note` saying so."""
-
-    value: T
-    partial: bool
-    note: str
-    missing: Sequence[str] = field(default_factory=tuple)
-    outcome: RunOutcome = "completed"
 
 
 class RetryOptions(TypedDict, total=False):
@@ -139,20 +134,9 @@ class RunBudget:
         self.separate_run = separate_run
         self.latencies = latencies or ladder.DEFAULT_LATENCIES
         self.retry_budget = retry_budget
-        # What was left to defaults, so a budget nested in a run takes the enclosing one's.
-        self._inherits = {"clock": clock is None, "latencies": latencies is None,
-                          "intent_namespace": intent_namespace is None,
-                          "retry_budget": retry_budget is None}
         self._extra = dict(attributes or {})
         self.intent_namespace = intent_namespace or secrets.token_hex(6)
-        self.records: list[StepRecord] = []
-        self.outcome: RunOutcome | None = None
-        self.partial_reason: str | None = None
-        self.failure_reason: str | None = None
-        self._explicit_outcome: RunOutcome | None = None
-        self._ladder = ladder.PhaseTracker()
         self._intents: dict[tuple[str, tuple[str, ...]], Intent] = {}
-        self._refused = 0
         self.span: Span = trace.INVALID_SPAN
         self._owns_span = False
         self._started = False
@@ -163,17 +147,19 @@ class RunBudget:
         # deadline counts from it, so time spent queueing is already spent.
         self._arrived_unix_ns = arrived_unix_ns
         self._spent_before_s = 0.0
+        self._origin_ns = 0  # where the budget's clock started: the arrival, else the start
         self._end_ns: int | None = None
-        self._parent_step: Step | None = None
         self._span_context: Context | None = None
-        self._tokens: list[Any] = []
-        # A subagent's budget (ChildBudget, or a RunBudget nested in a run) is a step of the
-        # enclosing run: this is that step, and the budget's span is its span.
-        self.as_step: Step | None = None
         # A service's budget from its caller's deadline (from_remote): the deadline it was
-        # given, and whether its span continues the caller's trace instead of being a run.
+        # given (whether its span continues the caller's run is the nesting's to say).
         self.remote: RemoteDeadline | None = None
-        self._continues_caller = False
+        given = {"clock": clock, "latencies": latencies, "intent_namespace": intent_namespace,
+                 "retry_budget": retry_budget}
+        self._admission = Admission(self, self._require_started)
+        # What was left to defaults, so a budget nested in a run takes the enclosing one's.
+        self._nesting = Nesting(frozenset(setting for setting in INHERITABLE
+                                           if given[setting] is None))
+        self._ending = Ending(self)
 
     @classmethod
     def from_remote(cls, headers: Mapping[str, str], *, default: Duration,
@@ -207,24 +193,23 @@ class RunBudget:
             budget.total_s, budget.reserve_s = 0.0, 0.0
         budget.remote = remote
         in_trace = trace.get_current_span().get_span_context().is_valid
-        budget._continues_caller = (not as_run) if as_run is not None else in_trace
+        budget._nesting.continues_caller = (not as_run) if as_run is not None else in_trace
         return budget
 
     # -- time ------------------------------------------------------------------------------
     @property
     def tracer(self) -> Tracer:
         if self._tracer is None:
-            self._tracer = trace.get_tracer("budgetscope_sdk", _VERSION)
+            # Left to the default: the tracer of the run this budget nests in, else the SDK's.
+            parent = self._nesting.parent
+            self._tracer = parent.tracer if parent is not None else trace.get_tracer(
+                "budgetscope_sdk", _VERSION)
         return self._tracer
 
     @property
     def deadline_unix_ms(self) -> int:
         self._require_started()
-        return self._origin_ns() // 1_000_000 + _ms(self.total_s)
-
-    def _origin_ns(self) -> int:
-        """Where the budget's clock started: the caller's arrival, else the run's start."""
-        return self._start_ns - int(round(self._spent_before_s * 1e9))
+        return self._origin_ns // 1_000_000 + _ms(self.total_s)
 
     def elapsed(self) -> float:
         self._require_started()
@@ -271,25 +256,20 @@ class RunBudget:
     def phase(self) -> str:
         """open, narrowing (≥60% spent), fit_only (≥80%) or landing (only the reserve left).
         Reading it records any phase change as an event on the run span."""
-        return self._observe_phase()
+        return self._admission.observe()
 
     def may_widen(self) -> bool:
         """Whether new parallel branches, subagents or speculative calls may still start."""
         return self.phase == ladder.OPEN
-
-    def _observe_phase(self) -> str:
-        return self._ladder.observe(self.span, self.elapsed(), self.total_s, self.reserve_s,
-                                    self._origin_ns(), self.ledger.phase()
-                                    if self.ledger.active else None, self.clock.wall_ns)
 
     def describe(self) -> str:
         """What is left, in words the model can read: the time (and money and tokens when the
         run has those budgets) and the phase of the ladder."""
         return self.ledger.describe(self.remaining(), self.total_s, self.reserve_s, self.phase)
 
-    # -- allocation ------------------------------------------------------------------------
+    # -- allocation (admission.py) ---------------------------------------------------------
     def cap_for(self, kind: str, name: str) -> float | None:
-        return self.per_step_caps.get(f"{kind}:{name}", self.per_step_caps.get(name))
+        return self._admission.cap_for(kind, name)
 
     def slice(self, cap: Duration | None = None, minimum: Duration = 0.0, *,
               kind: StepKind = "other", name: str = "slice", landing: bool = False,
@@ -298,60 +278,8 @@ class RunBudget:
         and records a `refused` step span, when that is below `minimum` or the ladder no longer
         admits the call (`widening` calls stop at 60%; from 80% a call whose recorded p95
         does not fit is refused). `landing=True` may spend the reserve."""
-        allocated, _, _ = self._admit(kind, name, cap, minimum, landing, widening, {})
+        allocated, _, _ = self._admission.admit(kind, name, cap, minimum, landing, widening, {})
         return allocated
-
-    def _admit(self, kind: StepKind, name: str, cap: Duration | None, minimum: Duration,
-               landing: bool, widening: bool, refusal_attributes: dict[str, Any]
-               ) -> tuple[float, float, float | None]:
-        self._require_started()
-        if kind not in attr.STEP_KINDS:
-            raise ValueError(f"unknown step kind {kind!r}; one of {sorted(attr.STEP_KINDS)}")
-        if self._ended:
-            # Its span has ended and its deadline no longer means anything: nothing may
-            # start, and no span is recorded under a run that is over.
-            raise BudgetExhausted(f"refused {kind}:{name}: its run has ended",
-                                  step_key=f"{kind}:{name}")
-        cap_s = seconds(cap, "cap") if cap is not None else self.cap_for(kind, name)
-        minimum_s = seconds(minimum, "minimum")
-        remaining = self.remaining()
-        phase = self._observe_phase()
-        available = remaining if landing else max(0.0, remaining - self.reserve_s)
-        allocated = available if cap_s is None else min(cap_s, available)
-        reason, by = None, "time"
-        if allocated <= 0 or allocated < minimum_s:
-            reason = (f"{_ms(available)} ms left beyond the reserve, {kind}:{name} needs "
-                      f"{_ms(minimum_s)} ms" if not landing else
-                      f"{_ms(available)} ms left, {kind}:{name} needs {_ms(minimum_s)} ms")
-        elif widening and phase != ladder.OPEN:  # refused by whichever budget moved the ladder
-            reason, by = f"{phase}: no new branches once 60% of a budget is spent", self._ladder.by
-        elif not landing and ladder.phase_index(phase) >= ladder.phase_index(ladder.FIT_ONLY):
-            p95 = self.latencies.p95(f"{kind}:{name}")
-            if p95 is not None and p95 > available:
-                reason = (f"{phase}: {kind}:{name} p95 {_ms(p95)} ms does not fit in "
-                          f"{_ms(available)} ms")
-        if reason is not None:
-            if by != "time":
-                refusal_attributes[attr.REFUSED_BY] = by
-            self._record_refusal(kind, name, remaining, cap_s, max(0.0, allocated),
-                                 refusal_attributes)
-            raise BudgetExhausted(f"refused {kind}:{name}: {reason}", step_key=f"{kind}:{name}",
-                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s),
-                                  refused_by=by)
-        return allocated, remaining, cap_s
-
-    def _record_refusal(self, kind: StepKind, name: str, remaining: float,
-                        cap_s: float | None, allocated: float, extra: dict[str, Any]) -> None:
-        refused = Step(self, kind, name, allocated_s=allocated, remaining_s=remaining,
-                       cap_s=cap_s,
-                       side_effect=extra.pop("side_effect", None),
-                       idempotency_key=extra.pop("idempotency_key", None),
-                       attempt=extra.pop("attempt", None), hedge=extra.pop("hedge", None),
-                       links=extra.pop("links", ()), extra={**self.ledger.stamps(), **extra})
-        refused.set_outcome("refused")
-        refused.admitted = False
-        refused._open()
-        refused._close(None)
 
     # -- steps -----------------------------------------------------------------------------
     def step(self, kind: StepKind, name: str, *, side_effect: SideEffect | None = None,
@@ -368,34 +296,16 @@ class RunBudget:
         step's span at related spans (a reconcile read at the write it settles). A model
         call's output is allocated from the money and tokens left (`call.max_tokens`), held
         while it runs, or refused (ledger.Ledger.admit)."""
-        if side_effect is not None and side_effect not in attr.SIDE_EFFECTS:
-            raise ValueError(f"side_effect must be 'read' or 'write', got {side_effect!r}")
-        if attempt is not None and attempt < 1:
-            raise ValueError(f"attempt numbers start at 1, got {attempt}")
-        # Every step says which attempt it is and whether it is a hedge (first, not a hedge,
-        # unless told), so a reader never has to guess from an absent attribute.
-        attempt = 1 if attempt is None else attempt
-        hedge = False if hedge is None else hedge
-        refusal = {"side_effect": side_effect, "idempotency_key": idempotency_key,
-                   "attempt": attempt, "hedge": hedge, "links": tuple(links),
-                   **dict(attributes or {})}
-        allocated, remaining, cap_s = self._admit(kind, name, cap, minimum, landing, widening,
-                                                  refusal)
-        spend = self.ledger.admit(kind, name, landing, max_output_tokens=max_output_tokens,
-                                  minimum_output_tokens=minimum_output_tokens, price=price,
-                                  estimate_usd=estimate_usd, input_tokens=input_tokens)
-        if spend is not None and spend.refused_by is not None:
-            self._record_refusal(kind, name, remaining, cap_s, 0.0, {**refusal, **spend.attributes})
-            raise spend.refusal(f"{kind}:{name}")
-        return Step(self, kind, name, allocated_s=allocated, remaining_s=remaining, cap_s=cap_s,
-                    side_effect=side_effect, idempotency_key=idempotency_key, attempt=attempt,
-                    hedge=hedge, extra=dict(attributes or {}), links=links, spend=spend)
+        return self._admission.step(
+            kind, name, side_effect=side_effect, idempotency_key=idempotency_key, cap=cap,
+            minimum=minimum, attempt=attempt, hedge=hedge, landing=landing, widening=widening,
+            attributes=attributes, links=links, max_output_tokens=max_output_tokens,
+            price=price, estimate_usd=estimate_usd, input_tokens=input_tokens,
+            minimum_output_tokens=minimum_output_tokens)
 
     def step_finished(self, step: Step, record: StepRecord, duration: float) -> None:
-        self.records.append(record)
-        if record.outcome == "refused":
-            self._refused += 1
-        elif record.outcome != "cancelled":
+        self._ending.note(record)
+        if record.outcome != "refused" and record.outcome != "cancelled":
             # A timed-out call's duration is a lower bound of its latency, kept so the fit_only
             # rung errs towards refusing; a cancelled one (a lost hedge) says nothing.
             self.latencies.record(record.key, duration)
@@ -412,7 +322,7 @@ class RunBudget:
         assert self._span_context is not None
         return self._span_context
 
-    # -- children --------------------------------------------------------------------------
+    # -- children (nesting.py) -------------------------------------------------------------
     def child(self, share: float | None = None, duration: Duration | None = None, *,
               name: str = "subagent", reserve: Duration | None = None,
               minimum: Duration = 0.0, kind: StepKind = "subagent",
@@ -422,16 +332,7 @@ class RunBudget:
         no later than ours, and our reserve stays ours). Its `with` opens a `subagent` step;
         refused like any call when nothing is left. `kind="tool"` makes the slice a tool step
         whose own attempts (an HTTP client retrying inside it) spend from it."""
-        if (share is None) == (duration is None):
-            raise ValueError("give a child either share= (0..1] or duration=")
-        spendable = self.spendable()
-        if share is not None:
-            if not 0 < share <= 1:
-                raise ValueError(f"share must be in (0, 1], got {share}")
-            wanted = share * spendable
-        else:
-            assert duration is not None
-            wanted = seconds(duration, "duration")
+        wanted = child_allocation(self.spendable, share, duration)
         step = self.step(kind, name, cap=wanted, minimum=minimum, side_effect=side_effect)
         return ChildBudget(step, reserve=0.0 if reserve is None else reserve,
                            per_step_caps=self.per_step_caps, name=name,
@@ -440,28 +341,11 @@ class RunBudget:
                            intent_namespace=self.intent_namespace,
                            retry_budget=self.retry_budget)
 
-    def _nest_in(self, parent: RunBudget) -> None:
-        """Become a `subagent` step of `parent`, the run open around this budget: the deadline
-        is clamped to what the parent may still spend, the reserve keeps its share of the
-        budget, and what was left to defaults (tracer, clock, latencies, intent namespace,
-        retry budget, caps) is the parent's."""
-        if self._inherits["clock"]:
-            self.clock = parent.clock
-        if self._tracer is None:
-            self._tracer = parent.tracer
-        if self._inherits["latencies"]:
-            self.latencies = parent.latencies
-        if self._inherits["intent_namespace"]:
-            self.intent_namespace = parent.intent_namespace
-        if self._inherits["retry_budget"]:
-            self.retry_budget = parent.retry_budget
-        self.per_step_caps = {**parent.per_step_caps, **self.per_step_caps}
-        self.ledger = self.ledger.nested_in(parent.ledger)
-        step = parent.step("subagent", self.agent or self.name, cap=self.total_s)
-        if step.timeout < self.total_s:
-            self.reserve_s *= step.timeout / self.total_s
-            self.total_s = step.timeout
-        self.as_step = step
+    @property
+    def as_step(self) -> Step | None:
+        """A subagent's budget (ChildBudget, or a RunBudget nested in a run) is a step of the
+        enclosing run: this is that step, and the budget's span is its span."""
+        return self._nesting.as_step
 
     # -- intents, retries, reconciliation (see intents.py) ----------------------------------
     def intent(self, operation: str, *parts: object) -> Intent:
@@ -503,27 +387,39 @@ class RunBudget:
     def grpc_metadata(self) -> list[tuple[str, str]]:
         return [("grpc-timeout", grpc_timeout_header(self.remaining()))]
 
-    # -- results ---------------------------------------------------------------------------
+    # -- results (ending.py) ---------------------------------------------------------------
+    @property
+    def records(self) -> list[StepRecord]:
+        """What the run knows of each of its finished steps, in the order they finished."""
+        return self._ending.records
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        """How the run ended (budget.run.outcome); None while it is open."""
+        return self._ending.outcome
+
+    @property
+    def partial_reason(self) -> str | None:
+        return self._ending.partial_reason
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self._ending.failure_reason
+
     def mark_partial(self, reason: str) -> None:
         """The answer will be incomplete because the budget ran out (budget.run.outcome
         `partial`)."""
-        self.partial_reason = reason
+        self._ending.mark_partial(reason)
 
     def set_outcome(self, outcome: RunOutcome) -> None:
         """The run's outcome in your words (checked: an unknown word is a ValueError)."""
-        if outcome not in attr.RUN_OUTCOMES:
-            raise ValueError(f"unknown run outcome {outcome!r}; one of {sorted(attr.RUN_OUTCOMES)}")
-        self._explicit_outcome = outcome
+        self._ending.set_outcome(outcome)
 
     def ran_out(self) -> bool:
         """Whether the budget is what cut this run short: it expired or only the reserve is
         left, a call was refused for lack of it, or a call timed out on a slice the run (not
         the call's own cap) decided."""
-        if self.expired() or self.phase == ladder.LANDING or self._refused:
-            return True
-        return any(record.outcome == "client_timeout" and record.allocated_ms is not None
-                   and (record.cap_ms is None or record.allocated_ms < record.cap_ms)
-                   for record in self.records)
+        return self._ending.ran_out()
 
     def finish(self, value: T, *, done: Sequence[str] = (), missing: Sequence[str] = (),
                exhausted: bool | None = None) -> RunResult[T]:
@@ -533,44 +429,7 @@ class RunBudget:
         `partial`). Missing parts for another reason (a failed call, `exhausted=False`):
         failed, "failed after N steps: <the last failed step and its class>; not included: …"
         (budget.run.outcome `failed`)."""
-        steps = sum(1 for record in self.records if record.top_level)
-        if not missing:
-            return RunResult(value, False, f"complete after {steps} steps")
-        budget_ran_out = self.ran_out() if exhausted is None else exhausted
-        if budget_ran_out:
-            note = f"budget exhausted after {steps} steps"
-        else:
-            note = f"failed after {steps} steps"
-            failed = self._unrecovered_failures()
-            if failed:
-                note += ": " + ", ".join(failed)
-        if done:
-            note += f"; complete: {', '.join(done)}"
-        note += f"; not included: {', '.join(missing)}"
-        if budget_ran_out:
-            self.mark_partial(note)
-            return RunResult(value, True, note, tuple(missing), "partial")
-        self.failure_reason = note
-        self._explicit_outcome = "failed"
-        return RunResult(value, False, note, tuple(missing), "failed")
-
-    def _unrecovered_failures(self) -> list[str]:
-        """`kind:name class` of each failed step that nothing made good afterwards: a later
-        attempt of the same intent that went well, or a read-back that found the write
-        landed, recovers it (distinct, in order, at most three)."""
-        found: list[str] = []
-        for index, record in enumerate(self.records):
-            if record.outcome in ("ok", "refused", "cancelled"):
-                continue
-            key = record.idempotency_key
-            recovered = key is not None and any(
-                later.idempotency_key == key and later.outcome == "ok"
-                and (later.kind != "reconcile" or later.reconcile_result == "landed")
-                for later in self.records[index + 1:])
-            text = f"{record.key} {record.outcome}"
-            if not recovered and text not in found:
-                found.append(text)
-        return found[:3]
+        return self._ending.finish(value, done, missing, exhausted)
 
     def sleep(self, duration: Duration) -> None:
         """Sleep on this budget's clock (a ManualClock just moves)."""
@@ -641,12 +500,9 @@ class RunBudget:
     def _enter(self) -> RunBudget:
         if self._started:
             raise RuntimeError("a RunBudget is entered once, for one run")
-        enclosing = CURRENT_BUDGET.get()
-        nested = enclosing is not None and enclosing.is_open
-        if self.as_step is None and nested and not self.separate_run \
-                and not self._continues_caller:
-            assert enclosing is not None
-            self._nest_in(enclosing)
+        enclosing = self._nesting.open_around()
+        if enclosing is not None and self._nesting.joins(self.separate_run):
+            self._nesting.nest_in(self, enclosing)
         if self.as_step is not None:
             return self._enter_as_step()
         self._start_mono = self.clock.monotonic()
@@ -657,9 +513,11 @@ class RunBudget:
         origin = self._start_ns if self._arrived_unix_ns is None else self._arrived_unix_ns
         origin -= origin % 1_000_000
         self._spent_before_s = max(0.0, (self._start_ns - origin) / 1e9)
+        self._origin_ns = self._start_ns - int(round(self._spent_before_s * 1e9))
         self._started = True
+        self._admission.start(self._origin_ns)
         current = trace.get_current_span()
-        if self.decorate_current and current.is_recording() and not nested:
+        if self.decorate_current and current.is_recording() and enclosing is None:
             self.span = current
             self._span_context = trace.set_span_in_context(current)
         else:
@@ -673,82 +531,43 @@ class RunBudget:
                                                start_time=self._start_ns)
             self._owns_span = True
             self._span_context = trace.set_span_in_context(self.span)
-        if self._continues_caller:
+        if self._nesting.continues_caller:
             # A service spending its caller's deadline: not a run of its own (no
             # budget.total_ms), so its steps are steps of the caller's run.
             self.span.set_attributes({attr.REMAINING_MS: _ms(self.remaining()),
                                       **self._remote_attributes()})
         else:
             self.span.set_attributes(self._run_attributes())
-        self._tokens.append(("otel", otel_context.attach(self._span_context)))
-        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
+        self._nesting.enter(self, self._span_context)
         return self
 
     def _enter_as_step(self) -> RunBudget:
-        assert self.as_step is not None
-        self.as_step._open()
-        self._start_mono = self.as_step._started_mono
-        self._start_ns = self.as_step._start_ns
+        step = self.as_step
+        assert step is not None
+        step._open()
+        self._start_mono = step._started_mono
+        self._start_ns = step._start_ns
+        self._origin_ns = self._start_ns
         self._started = True
-        self.span = self.as_step.span
+        self._admission.start(self._origin_ns)
+        self.span = step.span
         self._span_context = trace.set_span_in_context(self.span)
-        self._tokens.append(("otel", otel_context.attach(self._span_context)))
-        self._tokens.append(("budget", CURRENT_BUDGET.set(self)))
+        self._nesting.enter(self, self._span_context)
         return self
 
-    def _outcome_for(self, error: BaseException | None) -> RunOutcome:
-        if self._explicit_outcome is not None:
-            return self._explicit_outcome
-        if error is not None:
-            if isinstance(error, (asyncio.CancelledError, KeyboardInterrupt)):
-                return "cancelled"
-            if isinstance(error, BudgetExhausted):
-                return "exhausted"
-            # asyncio.TimeoutError is only an alias of TimeoutError from Python 3.11.
-            if isinstance(error, (StepTimeout, TimeoutError, asyncio.TimeoutError)) \
-                    and self.expired():
-                return "exhausted"
-            return "failed"
-        if self.partial_reason is not None:
-            return "partial"
-        if self.expired():
-            return "exhausted"
-        if self._refused:
-            self.partial_reason = (f"{self._refused} call(s) refused for lack of budget")
-            return "partial"
-        return "completed"
-
-    def _release_context(self) -> None:
-        for kind, token in reversed(self._tokens):
-            if kind == "budget":
-                CURRENT_BUDGET.reset(token)
-            else:
-                otel_context.detach(token)
-        self._tokens.clear()
-
     def _exit(self, error: BaseException | None) -> None:
-        self._observe_phase()
-        self.outcome = self._outcome_for(error)
+        self._admission.observe()  # the rung the run ended on, as an event on its span
+        self._ending.decide(error)
         self._ended = True
         if self.as_step is not None:
-            self._release_context()
+            # A subagent's budget: its span is its step's, closed as the step closes.
+            self._nesting.leave()
             self.as_step._close(error)
             self._end_ns = self.clock.wall_ns()
             return
-        if not self._continues_caller:
-            self.span.set_attribute(attr.RUN_OUTCOME, self.outcome)
-            self.span.set_attributes(self.ledger.outcome_attributes(
-                self.outcome, error, self.spendable() <= 0))
-        if error is not None and self._owns_span:
-            # A run that ended in an error is an error span (what every trace viewer colours),
-            # with the error's type as OpenTelemetry's error.type.
-            self.span.set_attribute(attr.ERROR_TYPE, qualified_type(error))
-            self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
-        if self.partial_reason is not None:
-            self.span.set_attribute(attr.PARTIAL_REASON, self.partial_reason)
-        if self.failure_reason is not None:
-            self.span.set_attribute(attr.FAILURE_REASON, self.failure_reason)
-        self._release_context()
+        self._ending.close(self.span, error, is_run=not self._nesting.continues_caller,
+                           owns_span=self._owns_span)
+        self._nesting.leave()
         self._end_ns = self.clock.wall_ns()
         if self._owns_span:
             self.span.end(end_time=self._end_ns)
@@ -772,6 +591,6 @@ class ChildBudget(RunBudget):
 
     def __init__(self, step: Step, **options: Any) -> None:
         super().__init__(step.timeout if step.timeout > 0 else 1e-9, **options)
-        self.as_step = step
+        self._nesting.as_step = step
         if isinstance(step.budget, RunBudget):  # its calls spend the parent's money too
             self.ledger = self.ledger.nested_in(step.budget.ledger)

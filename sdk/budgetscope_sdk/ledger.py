@@ -9,8 +9,9 @@ ends its hold is released and what it **recorded** is added instead. All amounts
 (nano-dollars, tokens) changed under one lock per run, nested budgets included, so many threads
 and tasks can admit and settle at once.
 
-The run (budget.py) holds one Ledger and calls `admit`, `stamps`, `run_attributes`, `phase`,
-`ran_out`, `outcome_attributes` and `describe`; a step holds the `Spend` it was admitted with
+The run (budget.py) holds one Ledger: its admission (admission.py) calls `admit`, `stamps` and
+`phase`, its nesting (nesting.py) `nested_in`, its ending (ending.py) `outcome_attributes`, and
+the run itself `run_attributes` and `describe`; a step holds the `Spend` it was admitted with
 and calls `record` and `settle`."""
 
 from __future__ import annotations

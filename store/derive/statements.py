@@ -3,11 +3,11 @@ declared budgets (SPEC §10) and with the prices (§11.3).
 
 `refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
 stored spans: the files of RECOGNISE recognise the steps and classes, derive_usage.sql the spans
-that carry usage, derive_cost.sql prices them and applies the token and dollar budgets,
-derive_measure.sql applies B. `remeasure_touched` runs only the second half, over the stored
-runs, steps and metered spans (derive_budgets.sql): what a change of a declared budget, a cap
-or a price moves. PendingDerivations in
-pending.py calls them; scheduling.py says when. The derivation's SQL is in sql/ beside this
+that carry usage, derive_cost.sql prices them and sums them by step and by run,
+derive_measure.sql applies B and the token and dollar budgets. `remeasure_touched` runs only
+the second half, over the stored runs, steps and metered spans (derive_budgets.sql): what a
+change of a declared budget, a cap or a price moves. PendingDerivations in pending.py calls
+them; scheduling.py says when. The derivation's SQL is in sql/ beside this
 module (store/derive/sql/), its `/*@name*/` markers filled from conventions.py (SPEC §9, §3)
 once, at import.
 """

@@ -96,13 +96,13 @@ NOT_VOCABULARY: dict[str, str] = {
     "week": "a date_trunc unit",
     "budgetscope_root_cutoff": "the DuckDB variable the derivation's caller sets "
                                "(store/derive/statements.py's set_root_cutoff)",
-    "step": "a struct field name of derive_cost.sql's crossings",
-    "before": "a struct field name of derive_cost.sql's crossings",
-    "after": "a struct field name of derive_cost.sql's crossings",
+    "step": "a struct field name of derive_measure.sql's crossings",
+    "before": "a struct field name of derive_measure.sql's crossings",
+    "after": "a struct field name of derive_measure.sql's crossings",
     "ref": "a struct field name of derive_cost.sql's rates",
-    "key": "a struct field name of derive_cost.sql's culprits",
-    "spent": "a struct field name of derive_cost.sql's culprits",
-    "start_ns": "a struct field name of derive_cost.sql's culprits",
+    "key": "a struct field name of derive_measure.sql's culprits",
+    "spent": "a struct field name of derive_measure.sql's culprits",
+    "start_ns": "a struct field name of derive_measure.sql's culprits",
     "genai_prices_version": "the budgetscope_meta key of the bundled price table's version "
                             "(store/prices/bundled.py)",
 }

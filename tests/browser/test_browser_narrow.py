@@ -9,15 +9,21 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
   the p99 line was 1.1:1);
 - clicking a waterfall bar opens that step's details;
 - What if's whole policy is in its address, follows its sliders and opens again from a link;
-  its sliders' accessible names are the step keys as they are.
+  its sliders' accessible names are the step keys as they are;
+- the Cost page's choice of budget is in its address, and its download is the CLI's bytes; a
+  dollar-exhausted run's cumulative spend draws its budget and stars the crossing call (at
+  1400 px in the light theme only: the four sizes and themes above cover both pages' tiles and
+  lines).
 
 Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. Every wait is on
 a condition (the page drawn, an address, a text), never a fixed sleep."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -33,10 +39,11 @@ THEMES = ("light", "dark")
 TIMEOUT_MS = 120_000
 # name -> (address after the host, Plotly charts the page draws once it has finished)
 PAGES = {"overview": ("/?{q}", 3), "runs": ("/runs?{q}", 0),
-         "attribution": ("/attribution?{q}", 3), "failures": ("/failures?{q}", 3),
+         "attribution": ("/attribution?{q}", 3), "cost": ("/cost?{q}", 3),
+         "failures": ("/failures?{q}", 3),
          "utilisation": ("/utilisation?{q}", 3), "reconciliation": ("/reconciliation?{q}", 2),
          "weekly": ("/weekly?{q}", 0), "simulate": ("/simulate?{q}", 2),
-         "budgets": ("/budgets?{q}", 0), "run": ("/run?{q}&run={run}", 1),
+         "budgets": ("/budgets?{q}", 0), "run": ("/run?{q}&run={run}", 2),
          "compare": ("/compare?{q}&run={run}", 1)}
 
 
@@ -259,3 +266,74 @@ def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashbo
         assert _policy(fresh) == shown, (name, _policy(fresh), shown)
     finally:
         other.close()
+
+
+def _culprit_is_not_the_crosser(db: str) -> str:
+    """A dollar-exhausted run of the sample's two weeks whose crossing call is not in the step
+    that spent the most (docs/metrics.md §11.6's worked case)."""
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+    result = CliRunner().invoke(cli, ["--db", db, "report", "cost", "--since", ui.SINCE,
+                                      "--until", ui.UNTIL, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return next(r["run_id"] for r in json.loads(result.output)
+                if r["usd_exhausted"] and r["cost_crosser"]
+                and r["cost_crosser"] != r["cost_culprit"])
+
+
+def test_the_cost_page_and_a_runs_cumulative_spend(sample_app: ui.Dashboard,
+                                                   page: object) -> None:
+    """The Cost page: its choice of budget written to the address, the address opening it
+    again, the attribution download the CLI's bytes; then the run view of a run whose crosser
+    is not its culprit: the cost block's words, the cumulative spend with the dollar budget and
+    the crossing call starred. Shot: cost-tokens-1400-light.png, run-cost-1400-light.png."""
+    from click.testing import CliRunner
+
+    from budgetscope.cli import cli
+    tab = page
+    tab.set_viewport_size({"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    tab.goto(address(sample_app, "cost", ""))  # type: ignore[attr-defined]
+    drawn(tab, 3)
+    tab.get_by_role("radio", name="tokens", exact=True).click()  # type: ignore[attr-defined]
+    tab.wait_for_function("() => location.search.includes('dimension=tokens')",  # type: ignore[attr-defined]
+                          timeout=TIMEOUT_MS)
+    drawn(tab, 2)
+    titles = tab.evaluate(  # type: ignore[attr-defined]
+        "[...document.querySelectorAll('.js-plotly-plot .gtitle')].map(t => t.textContent)")
+    assert "Token utilisation histogram" in titles, titles
+    with tab.expect_download(timeout=TIMEOUT_MS) as download:  # type: ignore[attr-defined]
+        tab.get_by_role("button", name="Download CSV").first.click()  # type: ignore[attr-defined]
+    downloaded = Path(download.value.path()).read_bytes()
+    cli_bytes = CliRunner().invoke(cli, [
+        "--db", sample_app.db, "report", "cost-attribution", "--dimension", "tokens",  # type: ignore[attr-defined]
+        "--since", ui.SINCE, "--until", ui.UNTIL]).stdout_bytes
+    assert downloaded == cli_bytes and downloaded.startswith(b"step_key,budget_share,")
+    link = tab.url  # type: ignore[attr-defined]
+    _shoot(tab, "cost-tokens-1400-light")
+    fresh = tab.context.new_page()  # type: ignore[attr-defined]
+    fresh.goto(link)
+    drawn(fresh, 2)
+    assert fresh.get_by_text("Token-exhausted runs", exact=True).count() == 1
+    fresh.close()
+
+    run_id = _culprit_is_not_the_crosser(sample_app.db)  # type: ignore[attr-defined]
+    tab.set_viewport_size({"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    tab.goto(address(sample_app, "run", run_id))  # type: ignore[attr-defined]
+    drawn(tab, 2)
+    block = tab.locator(".st-key-run_cost_block").inner_text()  # type: ignore[attr-defined]
+    assert "Cost culprit:" in block and "Crosser:" in block and "dollar-exhausted" in block
+    spend = tab.evaluate("""() => {
+        const chart = [...document.querySelectorAll('.js-plotly-plot')].find(c =>
+            (c.querySelector('.gtitle')?.textContent || '').startsWith('Cumulative spend'));
+        if (!chart) return null;
+        return {lines: chart.querySelectorAll('.shapelayer path').length,
+                notes: [...chart.querySelectorAll('.annotation-text')].map(a => a.textContent),
+                box: chart.getBoundingClientRect().width};
+    }""")  # type: ignore[attr-defined]
+    assert spend is not None, "no cumulative spend chart"
+    assert spend["lines"] >= 1  # the dollar budget
+    assert any(n.startswith("crossed by #") for n in spend["notes"]), spend["notes"]
+    assert any(n.startswith("dollar budget $") for n in spend["notes"]), spend["notes"]
+    assert any(n.startswith("cost culprit #") for n in spend["notes"]), spend["notes"]
+    _shoot(tab, "run-cost-1400-light")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import select
+import socket
 import struct
 import threading
 import time
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
+from tests.real_fixtures import fake_usage
 
 # How long a "slow" fake waits before answering: far past every client timeout the scenarios set
 # (0.3 s), so the client gives up first, and short enough that the server thread ends soon after.
@@ -81,7 +85,8 @@ def _tool_calls(action: dict[str, Any]) -> list[dict[str, Any]]:
                                      "arguments": action.get("arguments", {})}]
 
 
-def _completion(model: str, action: dict[str, Any], number: int) -> dict[str, Any]:
+def _completion(model: str, action: dict[str, Any], number: int,
+                usage: dict[str, Any]) -> dict[str, Any]:
     if action.get("do") == "tool_call":
         message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [{
             "id": f"call_{number}_{i}", "type": "function",
@@ -93,7 +98,7 @@ def _completion(model: str, action: dict[str, Any], number: int) -> dict[str, An
         finish = "stop"
     return {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
             "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+            "usage": usage}
 
 
 _ERRORS = {
@@ -103,7 +108,8 @@ _ERRORS = {
 }
 
 
-def _anthropic_message(model: str, action: dict[str, Any], number: int) -> dict[str, Any]:
+def _anthropic_message(model: str, action: dict[str, Any], number: int,
+                       usage: dict[str, Any]) -> dict[str, Any]:
     """An Anthropic Messages API answer: the same actions as `_completion`, in that API's shape."""
     if action.get("do") == "tool_call":
         content = [{"type": "tool_use", "id": f"toolu_{number}_{i}", "name": call["name"],
@@ -115,7 +121,7 @@ def _anthropic_message(model: str, action: dict[str, Any], number: int) -> dict[
         stop = "end_turn"
     return {"id": f"msg_{number:04d}", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": 11, "output_tokens": 7}}
+            "usage": usage}
 
 
 # Anthropic's error bodies; 529 is its "overloaded" status (no other API uses it)
@@ -134,11 +140,20 @@ class FakeModelServer:
     /v1/messages) from one script; an empty script answers "done". Actions: ok (with `text`),
     tool_call (`name`/`arguments`, or `calls`), slow (answers after `seconds`, SLOW_SECONDS by
     default, with its `then` action, ok by default), status (`code`: 503, 429, and 529 on the
-    Anthropic route)."""
+    Anthropic route), stream_error (a streamed Anthropic answer that overloads after its
+    message_start). Any action may carry `usage` (the API's spelling) to replace the billed
+    figures of fake_usage.
+
+    Every 2xx answer carries usage (streamed: OpenAI's only with `stream_options.include_usage`,
+    Anthropic's in message_start and message_delta) and is logged in `billed`, with whether the
+    client received that usage; error answers carry none and bill nothing."""
 
     def __init__(self) -> None:
         self.script: deque[dict[str, Any]] = deque()
         self.served: list[dict[str, Any]] = []
+        self.billed: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._anthropic_calls = 0
         owner = self
 
         class Handler(_Handler):
@@ -153,26 +168,95 @@ class FakeModelServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 request = json.loads(body or b"{}")
-                action = owner.script.popleft() if owner.script else {"do": "ok"}
-                served = {"model": request.get("model"), "action": action,
-                          "start_ns": time.time_ns()}
-                owner.served.append(served)
+                with owner._lock:
+                    action = owner.script.popleft() if owner.script else {"do": "ok"}
+                    served = {"model": request.get("model"), "action": action,
+                              "start_ns": time.time_ns()}
+                    owner.served.append(served)
+                    # the request's own number, whatever else arrives while it is answered
+                    number = len(owner.served)
+                    if anthropic:
+                        owner._anthropic_calls += 1
+                    anthropic_number = owner._anthropic_calls
+                try:
+                    self._answer(request, action, number, anthropic, anthropic_number)
+                finally:
+                    served["end_ns"] = time.time_ns()
+
+            def _answer(self, request: dict[str, Any], action: dict[str, Any], number: int,
+                        anthropic: bool, anthropic_number: int) -> None:
                 if action.get("do") == "slow":
                     time.sleep(action.get("seconds", SLOW_SECONDS))
-                    action = action.get("then", {"do": "ok"})
-                model, number = request.get("model", "?"), len(owner.served)
+                    action = {**action.get("then", {"do": "ok"}),
+                              **({"usage": action["usage"]} if "usage" in action else {})}
+                model = request.get("model", "?")
+                request_id = f"req_{number:04d}"
                 if action.get("do") == "status":
                     errors = _ANTHROPIC_ERRORS if anthropic else _ERRORS
                     payload, headers = errors[action["code"]]
-                    if anthropic:
-                        headers = {**headers, "request-id": f"req_{number:04d}"}
+                    headers = {**headers, ("request-id" if anthropic else "x-request-id"):
+                               request_id}
                     self._send(action["code"], payload, headers)
-                elif anthropic:
-                    self._send(200, _anthropic_message(model, action, number),
-                               {"request-id": f"req_{number:04d}"})
+                    return
+                stream = bool(request.get("stream"))
+                # a client that hung up (its timeout fired while the model worked) is billed
+                # all the same, as providers do, but never sees the usage
+                gone = self._client_gone()
+                if anthropic:
+                    usage = fake_usage.anthropic_usage(request, action, anthropic_number)
+                    message = _anthropic_message(model, action, number, usage)
+                    headers = {"request-id": request_id}
+                    failed = action.get("do") == "stream_error"
+                    if failed:
+                        assert stream, "stream_error is an action for a streamed request"
+                        # what message_start said: the input, and one token of output
+                        usage = {**usage, "output_tokens": 1}
+                    owner._bill(number, request_id, "anthropic", model, stream, usage,
+                                returned=not gone, failed=failed,
+                                why="client gone" if gone else
+                                "overloaded after message_start" if failed else "")
+                    if stream:
+                        self._stream(fake_usage.anthropic_stream(
+                            message, _ANTHROPIC_ERRORS[529][0] if failed else None), headers)
+                    else:
+                        self._send(200, message, headers)
+                    return
+                usage = fake_usage.openai_usage(request, action, number)
+                completion = _completion(model, action, number, usage)
+                headers = {"x-request-id": request_id}
+                include = bool((request.get("stream_options") or {}).get("include_usage"))
+                returned = not gone and (include or not stream)
+                owner._bill(number, request_id, "openai", model, stream, usage,
+                            returned=returned, failed=False,
+                            why="client gone" if gone else "" if returned
+                            else "stream without stream_options.include_usage")
+                if stream:
+                    self._stream(fake_usage.openai_stream(completion, include), headers)
                 else:
-                    self._send(200, _completion(model, action, number))
-                served["end_ns"] = time.time_ns()
+                    self._send(200, completion, headers)
+
+            def _client_gone(self) -> bool:
+                """The client closed its connection (its timeout fired) before the answer."""
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if not readable:
+                    return False
+                try:
+                    return self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    return True
+
+            def _stream(self, events: list[bytes], headers: dict[str, str]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+                self.close_connection = True
 
             def do_GET(self) -> None:
                 # the harness asks what was served, with when: its timing of calls a framework
@@ -181,6 +265,22 @@ class FakeModelServer:
 
         self.server = _serve(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    def _bill(self, number: int, request_id: str, api: str, model: str, stream: bool,
+              usage: dict[str, Any], returned: bool, failed: bool, why: str) -> None:
+        entry = fake_usage.billed_entry(number, request_id, api, model, stream, usage,
+                                        returned, failed, why)
+        with self._lock:
+            self.billed.append(entry)
+
+    def settle(self, timeout: float = SLOW_SECONDS + 5) -> None:
+        """Wait until every request served has been answered (a slow answer to a client that
+        timed out is still on its way): the billing log is complete after this."""
+        deadline = time.monotonic() + timeout
+        while any("end_ns" not in served for served in self.served):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the fake model server is still answering")
+            time.sleep(0.05)
 
     def close(self) -> None:
         self.server.shutdown()

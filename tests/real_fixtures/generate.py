@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.real_fixtures import fake_usage
 from tests.real_fixtures.fakes import FakeWorld
 from tests.real_fixtures.scenarios.harness import summarise_raw
 
@@ -172,16 +173,66 @@ def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> di
         truth = json.loads(truth_path.read_text())
         if "raw_runs" in truth:
             truth = summarise_raw(truth)
+        world.model.settle()
+        attach_billed_usage(truth, world.model.billed)
         # the fakes are part of the harness: what they served is ground truth too
         truth["fake_servers"] = {"tool_writes_received": len(world.tools.writes),
                                  "model_requests": [served["action"].get("do")
                                                     for served in world.model.served],
+                                 "model_calls_billed": len(world.model.billed),
                                  "otlp_trace_requests": requests,
                                  "other_signals": world.capture.other_signals}
         truth_path.write_text(json.dumps(truth, indent=1) + "\n")
         return truth
     finally:
         world.close()
+
+
+def attach_billed_usage(truth: dict, billed: list[dict]) -> None:
+    """Give each run the fake model's billing log of the requests it made (the harness noted
+    which, `model_requests`) and their sums in docs/metrics.md §11.1's terms: `returned`, what
+    the client was told (what any span could carry), and `billed`, everything charged (a
+    stream without include_usage, or an answer to a client that hung up, too)."""
+    by_number = {entry["request"]: entry for entry in billed}
+    claimed: set[int] = set()
+    for run in truth["runs"]:
+        first, end = run.get("model_requests", (0, 0))
+        calls = [by_number[number] for number in range(first + 1, end + 1)
+                 if number in by_number]
+        claimed.update(call["request"] for call in calls)
+        returned, charged = dict(fake_usage.ZERO_TERMS), dict(fake_usage.ZERO_TERMS)
+        returned_nano = 0
+        for call in calls:
+            call["usd_nano"] = price_nano(call)
+            charged = fake_usage.add_terms(charged, call["terms"])
+            if call["returned"]:
+                returned = fake_usage.add_terms(returned, call["terms"])
+                returned_nano += call["usd_nano"]
+        run["usage"] = {"returned": returned, "billed": charged,
+                        "returned_usd_nano": returned_nano,
+                        "unreturned_calls": sum(not call["returned"] for call in calls),
+                        "calls": [{key: value for key, value in call.items()
+                                   if key != "billed_ns"} for call in calls]}
+    orphans = sorted(set(by_number) - claimed)
+    if orphans:
+        raise SystemExit(f"the fake billed requests {orphans} that no run of the harness made")
+
+
+def price_nano(call: dict) -> int:
+    """What a billed call cost at genai-prices' rates for its model when the fake billed it, in
+    nano-dollars rounded half to even (docs/metrics.md §11.3), from the fake's own figures."""
+    import datetime as dt
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    from genai_prices import Usage, calc_price
+
+    terms = call["terms"]
+    usage = Usage(input_tokens=terms["input"], cache_read_tokens=terms["cache_read"],
+                  cache_write_tokens=terms["cache_write"], output_tokens=terms["output"])
+    when = dt.datetime.fromtimestamp(call["billed_ns"] / 1e9, dt.UTC)
+    price = calc_price(usage, call["model"], provider_id=call["api"],
+                       genai_request_timestamp=when).total_price
+    return int((Decimal(price) * 10**9).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
 def main(argv: list[str] | None = None) -> None:

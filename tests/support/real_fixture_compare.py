@@ -134,3 +134,55 @@ def differences_by_place(found: list[dict[str, Any]],
 
 def load_truth(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+# ---- usage (docs/metrics.md §11) ------------------------------------------------------------
+# What the store derives per run (runs' token columns, and metered_spans) beside the fake model
+# server's own billing log in the truth. Equal tokens per quantity means every call that told
+# the client its usage is counted once: an aggregate (the Vercel AI SDK's outer span, a
+# framework's total on an agent span) or the second span of one call added would show here.
+USAGE_COLUMNS = {"tokens": "total", "input_tokens": "input", "cache_read_tokens": "cache_read",
+                 "cache_write_tokens": "cache_write", "output_tokens": "output",
+                 "reasoning_tokens": "reasoning"}
+RUN_USAGE_SQL = """
+SELECT run_id, trace_id, tokens, input_tokens, cache_read_tokens, cache_write_tokens,
+       output_tokens, reasoning_tokens, unmetered_billable_steps, cost_nano
+FROM runs ORDER BY start_ns, run_id
+"""
+METERED_SQL = "SELECT count(*) FROM metered_spans WHERE run_id = ? AND is_metered"
+
+
+def has_usage(truth: dict[str, Any]) -> bool:
+    """A fixture whose fake model billed anything (the truth's billing log per run)."""
+    return any(run.get("usage", {}).get("calls") for run in truth["runs"])
+
+
+def found_usage(db: Path) -> list[dict[str, Any]]:
+    """Each run's usage as the store derived it, in start order, in the truth's shape."""
+    with duckdb.connect(str(db), read_only=True) as connection:
+        found = []
+        for run_id, trace_id, *values in connection.execute(RUN_USAGE_SQL).fetchall():
+            run = {"trace_id": trace_id, **dict(zip(
+                [*USAGE_COLUMNS, "unmetered_billable_steps", "cost_nano"], values, strict=True))}
+            run["metered_spans"] = connection.execute(METERED_SQL, [run_id]).fetchone()[0]
+            found.append(run)
+    return found
+
+
+def expected_usage(truth: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fake's billing log per run in the same shape: the tokens it told the client (in
+    §11.1's terms), one metered span per call that told it, one possibly billed unmetered model
+    step per call billed without telling (a stream without include_usage, an answer to a client
+    that had hung up), and those calls' cost at genai-prices' rates."""
+    expected = []
+    for run in truth["runs"]:
+        usage = run["usage"]
+        returned = usage["returned"]
+        expected.append({
+            "trace_id": run["trace_id"],
+            **{column: returned[term] for column, term in USAGE_COLUMNS.items()},
+            "unmetered_billable_steps": usage["unreturned_calls"],
+            "metered_spans": sum(1 for call in usage["calls"] if call["returned"]),
+            "cost_nano": usage["returned_usd_nano"],
+        })
+    return expected

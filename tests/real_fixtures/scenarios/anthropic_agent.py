@@ -72,6 +72,10 @@ def seen_class(error: BaseException | None) -> str:
     if isinstance(error, anthropic.APIStatusError) and (
             error.status_code >= 500 or error.status_code == 429):
         return "upstream_error"
+    # an `error` event in a stream that opened with 200: the API's own envelope says what
+    if isinstance(error, anthropic.APIStatusError) and isinstance(error.body, dict) and (
+            error.body.get("error", {}).get("type") in ("overloaded_error", "api_error")):
+        return "upstream_error"
     raise error
 
 
@@ -89,6 +93,17 @@ def main() -> None:
             try:
                 client.messages.create(model=MODEL, max_tokens=256, messages=MESSAGES,
                                        timeout=timeout)
+            except anthropic.APIError as caught:
+                error = caught
+        assert seen_class(error) == cls, (call, error)
+
+    def stream(run: Run, cls: str, call: str) -> None:
+        with run.step("model", MODEL, cls, call):
+            error = None
+            try:
+                with client.messages.stream(model=MODEL, max_tokens=256,
+                                            messages=MESSAGES) as events:
+                    events.get_final_message()
             except anthropic.APIError as caught:
                 error = caught
         assert seen_class(error) == cls, (call, error)
@@ -132,10 +147,16 @@ def main() -> None:
     # Run 1: within budget; every answer the fake can give, each caught by the app, which goes
     # on: tool_use, a tool, 503, 429, 529 overloaded_error, a client timeout, a slow 2xx, the
     # answer, a write.
+    # The slow 2xx bills a large fresh input beside a smaller cache read: Anthropic's
+    # input_tokens (2,400) is then more than its cache (1,536), so a reader that cannot tell
+    # whether a span's input includes the cache would take it as included.
     script_model({"do": "tool_call", "name": "fetch_report", "arguments": {"id": 7}},
                  {"do": "status", "code": 503}, {"do": "status", "code": 429},
                  {"do": "status", "code": 529}, {"do": "slow"},
-                 {"do": "slow", "seconds": 0.2}, {"do": "ok", "text": "done"})
+                 {"do": "slow", "seconds": 0.2, "usage": {
+                     "input_tokens": 2_400, "cache_read_input_tokens": 1_536,
+                     "cache_creation_input_tokens": 0}},
+                 {"do": "ok", "text": "done"})
     with truth.run(SERVICE, 10_000, note="every answer: 503, 429, 529, timeout, slow 2xx") \
             as run, root_span(tracer, run, "support request", {"budget.total_ms": 10_000}) \
             as root:
@@ -192,6 +213,18 @@ def main() -> None:
                 root_span(tracer, run, "support request", {"budget.total_ms": 10_000}) as root:
             run.trace_id = trace_id_of(root)
             asyncio.run(parallel(run, first, second))
+
+    # Run 5: two streamed calls (messages.stream). The first answers in full: its usage comes
+    # in message_start and message_delta. The second overloads right after message_start: a
+    # call that failed and was billed for its input all the same (docs/metrics.md §11.4).
+    script_model({"do": "slow", "seconds": 0.2, "then": {"do": "ok", "text": "streamed answer"}},
+                 {"do": "stream_error"})
+    with truth.run(SERVICE, 10_000, note="streamed: an answer after 0.2 s, then an overload "
+                   "after message_start") as run, \
+            root_span(tracer, run, "support request", {"budget.total_ms": 10_000}) as root:
+        run.trace_id = trace_id_of(root)
+        stream(run, "ok", "messages.stream → answer after 0.2 s")
+        stream(run, "upstream_error", "messages.stream → overloaded_error after message_start")
 
     provider.shutdown()
     truth.write()

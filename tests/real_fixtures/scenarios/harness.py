@@ -64,6 +64,12 @@ def served_model_calls() -> list[dict[str, Any]]:
     return json.loads(urllib.request.urlopen(url, timeout=5).read())
 
 
+def model_requests_so_far() -> int:
+    """How many requests the fake model has taken: a run's calls are those it takes while the
+    run lasts, and the generator gives the run the usage the fake billed for them."""
+    return len(served_model_calls()) if MODEL_URL else 0
+
+
 def now_ns() -> int:
     return time.time_ns()
 
@@ -93,6 +99,8 @@ class Run:
     # the trace's root span never reaches the exporter (an instrumentation that never ends the
     # span of a run that raised): SPEC §9 roots the run at its earliest orphaned span
     root_missing: bool = False
+    # the fake model's requests [first, end) in the order it took them, made by this run
+    model_requests: tuple[int, int] = (0, 0)
 
     @contextmanager
     def step(self, kind: str, name: str, cls: str, call: str, **extra: Any) -> Any:
@@ -116,6 +124,7 @@ class Run:
         return {
             "agent": self.agent, "budget_ms": self.budget_ms, "trace_id": self.trace_id,
             "root_missing": self.root_missing, "note": self.note,
+            "model_requests": list(self.model_requests),
             "elapsed_ms": round((self.end_ns - self.start_ns) / 1e6, 3),
             "steps": [{"kind": s.kind, "name": s.name, "class": s.cls, "call": s.call,
                        "top_level": s.top_level,
@@ -182,11 +191,14 @@ class Truth:
     @contextmanager
     def run(self, agent: str, budget_ms: int | None, note: str = "") -> Any:
         run = Run(agent, budget_ms, note=note)
+        # asked outside the run's interval: the question takes a round trip of its own
+        first = model_requests_so_far()
         run.start_ns = now_ns()
         try:
             yield run
         finally:
             run.end_ns = now_ns()
+            run.model_requests = (first, model_requests_so_far())
             self.runs.append(run)
 
     def write(self, path: str | None = None) -> None:
@@ -213,7 +225,8 @@ def summarise_raw(raw: dict[str, Any]) -> dict[str, Any]:
     for entry in raw.pop("raw_runs"):
         run = Run(entry["agent"], entry["budget_ms"], trace_id=entry.get("trace_id"),
                   start_ns=int(entry["start_ns"]), end_ns=int(entry["end_ns"]),
-                  note=entry.get("note", ""), root_missing=entry.get("root_missing", False))
+                  note=entry.get("note", ""), root_missing=entry.get("root_missing", False),
+                  model_requests=tuple(entry.get("model_requests", (0, 0))))
         for step in entry["steps"]:
             run.add(Step(step["kind"], step["name"], step["cls"], step["call"],
                          top_level=step.get("top_level", True),

@@ -40,11 +40,29 @@ def main() -> None:
     def chat(run, cls: str, call: str) -> None:
         with run.step("model", MODEL, cls, call):
             try:
-                client.chat.completions.create(model=MODEL, messages=messages)
+                answer = client.chat.completions.create(model=MODEL, messages=messages)
                 seen = "ok"
             except (openai.InternalServerError, openai.RateLimitError):
                 seen = "upstream_error"
         assert seen == cls, (call, seen)
+        if seen == "ok":
+            remember(answer.choices[0].message)
+
+    def remember(message) -> None:
+        """The conversation grows as an agent's does: each answer and the next question go
+        into the next call's input (which the provider then reads from its cache)."""
+        messages.append({"role": "assistant", "content": message.content or "(tool call)"})
+        messages.append({"role": "user", "content": "go on"})
+
+    def chat_stream(run, call: str, include_usage: bool) -> None:
+        options = {"stream_options": {"include_usage": True}} if include_usage else {}
+        with run.step("model", MODEL, "ok", call):
+            text = "".join(chunk.choices[0].delta.content or ""
+                           for chunk in client.chat.completions.create(
+                               model=MODEL, messages=messages, stream=True, **options)
+                           if chunk.choices)
+        messages.append({"role": "assistant", "content": text})
+        messages.append({"role": "user", "content": "go on"})
 
     def tool(run, name: str, method: str, path: str, cls: str, write: bool = False) -> None:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
@@ -96,6 +114,21 @@ def main() -> None:
         with run.step("model", MODEL, "ok", "chat → 503, retried → 200"):
             retrying.chat.completions.create(model=MODEL, messages=messages)
         tool(run, "fetch_report", "GET", "/ok", "ok")
+
+    # Run 3: two streamed calls. The first asks for the usage chunk
+    # (stream_options.include_usage); the second does not, so nothing tells the client what the
+    # fake billed for it: an unmetered model step that was billed (docs/metrics.md §11.4).
+    script_model({"do": "slow", "seconds": 0.2,
+                  "then": {"do": "ok", "text": "streamed with its usage"}},
+                 {"do": "ok", "text": "streamed without its usage"})
+    with truth.run(AGENT, 10_000, note="two streamed calls, with and without include_usage") \
+            as run, root_span(tracer, run, f"invoke_agent {AGENT}", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT,
+                "budget.total_ms": 10_000}) as root:
+        run.trace_id = trace_id_of(root)
+        chat_stream(run, "chat stream after 0.2 s, stream_options.include_usage",
+                    include_usage=True)
+        chat_stream(run, "chat stream, no usage asked for", include_usage=False)
 
     provider.shutdown()
     truth.write()

@@ -1,22 +1,25 @@
 // A Vercel AI SDK agent (`ai` 6.x generateText with tools and experimental_telemetry) whose
-// model is the SDK's own MockLanguageModelV3, answering from the fake model server over HTTP
-// (its 503s become the SDK's APICallError). Spans go out through the OTel Node SDK's OTLP
-// http/protobuf exporter to the capture receiver. Writes the harness's raw ground truth; the
-// generator computes culprit and holder from it (tests/real_fixtures/scenarios/harness.py).
+// model is the real OpenAI-compatible provider (@ai-sdk/openai-compatible) pointed at the fake
+// model server over HTTP, so the usage on its spans (ai.usage.* and gen_ai.usage.* on the
+// inner doGenerate spans, their sum over the steps on the outer ai.generateText) comes from what
+// the fake billed; its 503 becomes the provider's APICallError. Spans go out through the OTel
+// Node SDK's OTLP http/protobuf exporter to the capture receiver. Writes the harness's raw
+// ground truth; the generator computes culprit and holder from it
+// (tests/real_fixtures/scenarios/harness.py).
 import { readFileSync, writeFileSync } from "node:fs";
 
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { trace } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
-import { APICallError, generateText, jsonSchema, stepCountIs, tool } from "ai";
-import { MockLanguageModelV3 } from "ai/test";
+import { APICallError, generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 
 const MODEL_URL = process.env.FAKE_MODEL_URL;
 const TOOL_URL = process.env.FAKE_TOOL_URL;
 const CLIENT_TIMEOUT_MS = 300;
-const MODEL = "mock-model-id";
+const MODEL = "gpt-4o-mini";
 const AGENT = "vercel-ai-agent";
 
 const provider = new NodeTracerProvider({
@@ -35,48 +38,46 @@ async function script(...actions) {
   });
 }
 
-// The mock model asks the fake server; the harness times each call itself.
-const model = new MockLanguageModelV3({
-  modelId: MODEL,
-  doGenerate: async () => {
-    const step = { kind: "model", name: MODEL, start_ns: nowNs() };
-    try {
-      const response = await fetch(MODEL_URL + "/chat/completions", {
-        method: "POST", headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: MODEL, messages: [] }),
-      });
-      const text = await response.text();
-      if (response.status >= 400) {
-        step.cls = "upstream_error";
-        step.call = `chat → ${response.status}`;
-        // as @ai-sdk/openai does: the error body's own message becomes the error's message
-        throw new APICallError({
-          message: JSON.parse(text).error.message, url: MODEL_URL, requestBodyValues: {},
-          statusCode: response.status, responseBody: text, isRetryable: false,
-        });
-      }
-      const message = JSON.parse(text).choices[0].message;
+// How many requests the fake model has taken (a run's calls are those it takes meanwhile).
+async function modelRequestsSoFar() {
+  const response = await fetch(MODEL_URL.replace(/\/v1$/, "") + "/_served");
+  return (await response.json()).length;
+}
+
+// The provider's own HTTP calls, timed by the harness: the fetch it is given reads the whole
+// answer (a stream too) before handing it over, so the step spans the exchange.
+async function timedFetch(url, init) {
+  const step = { kind: "model", name: MODEL, start_ns: nowNs() };
+  try {
+    const response = await fetch(url, init);
+    const body = await response.arrayBuffer();
+    const streamed = (response.headers.get("content-type") || "").startsWith("text/event-stream");
+    if (response.status >= 400) {
+      step.cls = "upstream_error";
+      step.call = `chat → ${response.status}`;
+    } else if (streamed) {
       step.cls = "ok";
-      const usage = { inputTokens: { total: 11, noCache: 11, cacheRead: 0, cacheWrite: 0 },
-                      outputTokens: { total: 7, text: 7, reasoning: 0 } };
-      if (message.tool_calls) {
-        const call = message.tool_calls[0];
-        step.call = `chat → tool call ${call.function.name}`;
-        return {
-          content: [{ type: "tool-call", toolCallId: call.id, toolName: call.function.name,
-                      input: call.function.arguments }],
-          finishReason: { unified: "tool-calls", raw: "tool_calls" }, usage, warnings: [],
-        };
-      }
-      step.call = "chat → answer";
-      return { content: [{ type: "text", text: message.content }],
-               finishReason: { unified: "stop", raw: "stop" }, usage, warnings: [] };
-    } finally {
-      step.end_ns = nowNs();
-      steps.push(step);
+      step.call = "chat stream (includeUsage)";
+    } else {
+      step.cls = "ok";
+      const message = JSON.parse(new TextDecoder().decode(body)).choices[0].message;
+      step.call = message.tool_calls ? `chat → tool call ${message.tool_calls[0].function.name}`
+        : "chat → answer";
     }
-  },
+    return new Response(body, { status: response.status, statusText: response.statusText,
+                                headers: response.headers });
+  } finally {
+    step.end_ns = nowNs();
+    steps.push(step);
+  }
+}
+
+const openai = createOpenAICompatible({
+  name: "openai", baseURL: MODEL_URL, apiKey: "sk-fake-key-for-127.0.0.1", fetch: timedFetch,
+  // streamed answers ask for their usage (stream_options.include_usage)
+  includeUsage: true,
 });
+const model = openai.chatModel(MODEL);
 
 const tools = {
   fetch_report: tool({
@@ -124,6 +125,7 @@ const tools = {
 const runs = [];
 async function run(budgetMs, note, body) {
   steps = [];
+  const first = await modelRequestsSoFar();
   const record = { agent: AGENT, budget_ms: budgetMs, note, start_ns: nowNs() };
   // the root starts at the instant the harness counts as the run's start (HrTime [s, ns])
   const startTime = [Number(record.start_ns / 1000000000n), Number(record.start_ns % 1000000000n)];
@@ -134,6 +136,7 @@ async function run(budgetMs, note, body) {
       try { await body(); } finally { root.end(); }
     });
   record.end_ns = nowNs();
+  record.model_requests = [first, await modelRequestsSoFar()];
   record.steps = steps;
   runs.push(record);
 }
@@ -164,10 +167,21 @@ await run(10000, "model 503, run fails", async () => {
   }
 });
 
+// Run 3: streamText, its answer streamed with the usage chunk it asked for (includeUsage):
+// ai.streamText above ai.streamText.doStream, the outer span again the sum over its steps.
+await script({ do: "slow", seconds: 0.2, then: { do: "ok", text: "streamed and counted" } });
+await run(10000, "streamText after 0.2 s, with its usage", async () => {
+  const result = streamText({ model, prompt: "stream it", maxRetries: 0,
+                              experimental_telemetry: telemetry });
+  const text = await result.text;
+  if (text !== "streamed and counted") throw new Error(`unexpected answer ${text}`);
+  await result.usage;
+});
+
 await provider.shutdown();
 
 const versions = {};
-for (const name of ["ai", "@opentelemetry/sdk-trace-node",
+for (const name of ["ai", "@ai-sdk/openai-compatible", "@opentelemetry/sdk-trace-node",
                     "@opentelemetry/exporter-trace-otlp-proto"]) {
   const manifest = `${process.cwd()}/node_modules/${name}/package.json`;
   versions[name] = JSON.parse(readFileSync(manifest, "utf8")).version;

@@ -1,5 +1,5 @@
 """Committed spans/s of the write path and the derivation, on receivers-shaped or
-instrumentation-shaped payloads (written first for SPEC §9's conventions).
+instrumentation-shaped payloads (written first for the conventions of docs/conventions.md).
 
     .venv/bin/python -m bench.bench_conventions_ingest [--spans 100000] [--rounds 3]
                                                       [--payloads receivers|genai]

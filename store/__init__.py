@@ -12,15 +12,16 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
   writer, and serve's group commit with the thread that derives beside it;
 - retention/: removing traces older than N days, whole, in slices the writer interleaves;
-- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
+- declared/: budgets and step caps a team declares (docs/guide.md#declaring-budgets), checked,
+  stored, re-measured;
 - clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
   tables, its derivation and its declared budgets (`clickhouse_declared`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
 Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
 namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
-`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data). The names of
-clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
+`vocabulary` and `conventions` (the SPEC's words and the rules of docs/conventions.md, as data). The
+names of clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -50,7 +51,7 @@ from store.declared.service import (
     WriterBusy,
 )
 
-# derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
+# derive/: the derivation, its pending marks and when it runs; docs/conventions.md as data
 from store.derive import conventions
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import (

@@ -399,7 +399,7 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         duck.close()
 
 
-# ---- declared budgets (SPEC §10) -------------------------------------------------
+# ---- declared budgets (docs/guide.md#declaring-budgets) ------------------------------------------
 
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],

@@ -281,7 +281,8 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
             con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1 or \
             con.scalar("SELECT count() FROM system.columns WHERE database = currentDatabase() "
                        "AND table = 'budgetscope_derive_state' AND name = 'log_rows'") != 1:
-        # never derived, or derived before declared budgets (SPEC §10) or log records existed
+        # never derived, or derived before declared budgets (docs/guide.md#declaring-budgets) or log
+        # records existed
         return None
     rows = con.frame(BACKEND_QUERIES["derive_state"], {})
     if rows.empty:
@@ -313,11 +314,11 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
         return False
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
-        # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
+        # exception log records (docs/conventions.md) from otel_logs, when a logs pipeline made one
         con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
                        else "derive_log_exceptions_none")
-        # SPEC §9: a trace without its root is measured once its last span ended longer ago than
-        # the grace period (otel_traces keeps no arrival time)
+        # docs/conventions.md: a trace without its root is measured once its last span ended longer
+        # ago than the grace period (otel_traces keeps no arrival time)
         cutoff = {"root_cutoff_ns": time.time_ns() - int(ROOT_GRACE_SECONDS * 1e9)}
         for name in DERIVE_BUILD:
             con.run_script(name, cutoff)

@@ -1,4 +1,4 @@
-"""Declared budgets and step caps on the ClickHouse backend (SPEC §10).
+"""Declared budgets and step caps on the ClickHouse backend (docs/guide.md#declaring-budgets).
 
 The same declarations as the DuckDB file's (store/declared/budgets.py checks them), kept in
 ClickHouse tables that derive_build.sql reads. The derived tables there are rebuilt whole, not

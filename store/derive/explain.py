@@ -1,5 +1,5 @@
-"""Why each span of a trace is, or is not, a step (SPEC §9): `budgetscope run RUN_ID --spans`
-and the run view's span list.
+"""Why each span of a trace is, or is not, a step (docs/conventions.md): `budgetscope run RUN_ID
+--spans` and the run view's span list.
 
 The answer comes from the derivation itself, not a second reading of the rules: the trace's
 spans and exception log records are copied into an in-memory database, the recognition

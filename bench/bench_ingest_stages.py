@@ -5,7 +5,7 @@
 Wall-clock throughput on a shared 2-core machine moves with the neighbours' load; CPU time
 (time.process_time, this process only, one thread) does much less, so this is the figure to
 compare before and after a change. The payloads are bench_receivers' (512-span protobuf
-requests of 32-span runs with the SPEC attributes, every id distinct). Stages:
+requests of 32-span runs with the budget.* attributes, every id distinct). Stages:
 
   decode   decode_request: protobuf bytes → message objects (upb, in C)
   flatten  flatten_request: message → column lists (Python, the per-span loop)

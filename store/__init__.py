@@ -4,7 +4,7 @@ of the store is imported here, and nothing outside store/ imports deeper (tests/
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
-- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- rows/: the row contract (FlatBatch), the typed attributes, the vocabulary, rejections;
 - prices/: the bundled price table (genai-prices, matched once per model) and the prices a
   team sets (docs/metrics.md §11.3);
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
@@ -20,8 +20,9 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 
 Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
 namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
-`vocabulary` and `conventions` (the SPEC's words and the rules of docs/conventions.md, as data). The
-names of clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
+`vocabulary` and `conventions` (the words of docs/metrics.md and the rules of docs/conventions.md,
+as data). The names of clickhouse/, read/ and derive/explain.py are imported on their first use
+(ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).

@@ -1,7 +1,7 @@
 """docs/conventions.md: which spans are steps, of what kind and name, recognised from which
 convention, and how wrappers, lone agents, tools inside model calls and runs that are one call
 become levels. Traces are hand-built with the real OpenTelemetry SDK
-(tests/support/trace_builder.py): they test SPEC's rules themselves, not any one library's
+(tests/support/trace_builder.py): they test the rules themselves, not any one library's
 output.
 
 recognised_traces() (tests/support/convention_traces.py) is shared with

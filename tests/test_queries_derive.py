@@ -196,7 +196,8 @@ def test_stated_outcome_decides_exhaustion(con):
     b = TraceBuilder()
     completed_late = b.run(0, 12_000, 10_000, budget_run_outcome="completed")
     partial_early = b.run(0, 5_000, 10_000, budget_run_outcome="partial")
-    odd_value = b.run(0, 12_000, 10_000, budget_run_outcome="weird")  # not SPEC's: as absent
+    # not an outcome docs/metrics.md §2 lists: counted as absent
+    odd_value = b.run(0, 12_000, 10_000, budget_run_outcome="weird")
     store(con, b.finished())
     assert run_row(con, b.trace_id(completed_late))["exhausted"] is False
     assert run_row(con, b.trace_id(partial_early))["exhausted"] is True

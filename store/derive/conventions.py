@@ -1,13 +1,14 @@
 """docs/conventions.md and docs/metrics.md §3 as data: which spans are steps, of what kind and name,
-and how a step's class is read, for every convention SPEC names. Both derivations are generated from
-this module: store/derive/sql/derive_refresh.sql (DuckDB) and store/clickhouse/sql/derive_build.sql
-carry markers such as `/*@step_row*/` that `render` replaces with SQL built from the tables below.
+and how a step's class is read, for every convention docs/conventions.md names. Both derivations are
+generated from this module: store/derive/sql/derive_refresh.sql (DuckDB) and
+store/clickhouse/sql/derive_build.sql carry markers such as `/*@step_row*/` that `render` replaces
+with SQL built from the tables below.
 
-Adding a framework is an entry in STEP_RULES (in SPEC's order: the first matching row wins),
+Adding a framework is an entry in STEP_RULES (in the table's order: the first matching row wins),
 its attributes typed at ingest (store/rows/typed_attributes.py; tests/test_conventions.py checks
 that every attribute named here is), and a test.
 
-The rendered SQL holds only constants written here (attribute values SPEC lists, class names),
+The rendered SQL holds only constants written here (attribute values the docs list, class names),
 checked against an allow-list of characters; nothing that comes from a span is ever formatted
 into it.
 """
@@ -28,10 +29,10 @@ FROM_BUDGET_KIND = "<budget.step.kind>"  # row 1: the kind is the attribute's ow
 
 @dataclass(frozen=True)
 class Match:
-    """`attribute` present; or equal to one of `values`; or ending in one of `suffixes`;
-    and never one of `excluded`. Values are compared as SPEC writes them: case-insensitively
-    when the attribute is typed as a label, exactly when it is typed as text (a name such as
-    ADK's "(merged tools)")."""
+    """`attribute` present; or equal to one of `values`; or ending in one of `suffixes`; and never
+    one of `excluded`. Values are compared as docs/conventions.md writes them: case-insensitively
+    when the attribute is typed as a label, exactly when it is typed as text (a name such as ADK's
+    "(merged tools)")."""
 
     attribute: str
     values: tuple[str, ...] = ()
@@ -252,7 +253,7 @@ def column(attribute: str) -> str:
 
 
 def _values(attribute: str, values: tuple[str, ...]) -> str:
-    """SPEC's values as the column holds them: lower-cased for a label, as written for text."""
+    """The values a rule lists, as the column holds them: lower-cased for a label, else as is."""
     if TYPED_ATTRIBUTES[attribute][1] is as_label:
         values = tuple(as_label(value) or "" for value in values)
     return ", ".join(_literal(value) for value in values)
@@ -396,7 +397,7 @@ def _ranges(expr: str, ranges: tuple[tuple[int, int], ...]) -> str:
 
 
 def outcome_sql() -> str:
-    """Rule 1: budget.outcome when it is one of SPEC's classes."""
+    """Rule 1: budget.outcome when it is one of the classes of docs/metrics.md §3."""
     return f"CASE WHEN budget_outcome IN ({', '.join(map(_literal, OUTCOMES))}) " \
            "THEN budget_outcome END"
 

@@ -1,4 +1,4 @@
-"""The attributes SPEC.md computes with, copied into typed columns.
+"""The attributes docs/metrics.md and docs/conventions.md compute with, copied into typed columns.
 
 Agents send numbers as strings and strings in odd case; cast leniently here once so that every
 query can compare plain typed columns. The raw value always stays in the attributes JSON.

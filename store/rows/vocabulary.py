@@ -1,4 +1,4 @@
-"""The SPEC's vocabulary in one place: the attributes of docs/metrics.md §2, and the names a step, a
+"""The vocabulary of docs/metrics.md in one place: the attributes of §2, and the names a step, a
 run and a declaration can take (kinds, classes, outcomes, the conventions of docs/conventions.md,
 budget sources).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 # docs/metrics.md §2: the budget.* attributes an instrumented agent sets (typed at ingest,
 # store/rows/typed_attributes.py).
-SPEC_ATTRIBUTES = (
+BUDGET_ATTRIBUTES = (
     "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.run.outcome",
     "budget.step.kind", "budget.step.name", "budget.remaining_ms", "budget.cap_ms",
     "budget.allocated_ms", "budget.outcome", "budget.side_effect", "budget.effect_status",
@@ -24,8 +24,7 @@ SPEC_ATTRIBUTES = (
 
 # docs/metrics.md §2 budget.step.kind.
 STEP_KINDS = ("model", "tool", "subagent", "backoff", "queue", "reconcile", "other")
-# docs/metrics.md §3: a step's class, in SPEC's order (also the order of report columns and
-# legends).
+# docs/metrics.md §3: a step's class, in its order (also the order of report columns and legends).
 CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
            "error")
 # docs/metrics.md §2 budget.run.outcome: the stated outcomes (a value outside the list counts as
@@ -81,7 +80,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
 }
 
 # Values a derivation never needs to spell: it stores the attribute as the agent sent it
-# (typed as a label) and no rule of SPEC tests for that value.
+# (typed as a label) and no documented rule tests for that value.
 PASSED_THROUGH: dict[str, frozenset[str]] = {
     "STEP_KINDS": frozenset({"backoff", "queue"}),  # only model/tool/reconcile/... are tested
     "SIDE_EFFECTS": frozenset({"read"}),  # only `write` makes a write step

@@ -66,7 +66,7 @@ def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
         # row 10 only with a name attribute; row 9 only for model operations
         ("unnamed agent", {OI: "AGENT"}, {}),
         ("agent with system", {OP: "invoke_agent", "gen_ai.system": "openai"}, {"kind": CLIENT}),
-        # SPEC: conflicting conventions follow the table's order
+        # docs/conventions.md: conflicting conventions follow the table's order
         ("conflict", {OP: "chat", "gen_ai.request.model": "gpt-first", OI: "TOOL",
                       "tool.name": "never"}, {}),
         ("conflict 2", {OI: "TOOL", "tool.name": "oi-tool", "traceloop.span.kind": "agent"},

@@ -42,7 +42,7 @@ SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS tr
 FROM otel_traces;
 
 -- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
--- DuckDB backend keeps one copy of each, so does this. The SPEC attributes are read as
+-- DuckDB backend keeps one copy of each, so does this. The budget.* attributes are read as
 -- trimmed strings (NULL when absent: a missing Map key reads as ''), then typed (`raw` and
 -- `typed` are one statement: a table between them cost a write and a read of every span),
 -- as store/rows/typed_attributes.py types them at ingest (an integer is any number without a

@@ -410,8 +410,8 @@ SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent
        r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
        r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
        r.overrun_ms AS overrun_ms,
-       -- docs/metrics.md §4: a stated outcome decides (a value outside SPEC's list counts as
-       -- absent); otherwise running to the deadline, or a refused step.
+       -- docs/metrics.md §4: a stated outcome decides (a value outside the list of §2 counts
+       -- as absent); otherwise running to the deadline, or a refused step.
        CAST(multiIf(r.budget_ms IS NULL, NULL,
                r.known_outcome IN (/*@run_outcomes*/),
                    r.known_outcome IN ('exhausted', 'partial'),

@@ -273,8 +273,8 @@ WITH counted AS (
 SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_ms,
        r.budget_source, r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
        r.latest_end_ns, r.overrun_ms,
-       -- docs/metrics.md §4: a stated outcome decides (a value outside SPEC's list counts as
-       -- absent), unless it names another budget than time (budget.run.exhausted_by); otherwise
+       -- docs/metrics.md §4: a stated outcome decides (a value outside the list of §2 counts
+       -- as absent), unless it names another budget than time (budget.run.exhausted_by); otherwise
        -- running to the deadline, or a step refused by time.
        CASE WHEN r.budget_ms IS NULL THEN NULL
             WHEN r.known_outcome IN (/*@run_outcomes*/)

@@ -1,7 +1,7 @@
 -- name: spans
 -- spans: one row per span as received, identified by (trace_id, span_id) (see span_keys.sql).
 -- Everything OTLP carries is kept (attributes, events and links whole, as JSON and typed lists);
--- the attributes SPEC.md computes with are also copied into typed columns so that queries
+-- the attributes docs/metrics.md computes with are also copied into typed columns so that queries
 -- never parse strings. The typed columns are a cache of `attributes`, never a replacement.
 CREATE TABLE IF NOT EXISTS spans (
     trace_id                 VARCHAR NOT NULL,   -- 32 lowercase hex

@@ -15,14 +15,15 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 - declared/: budgets and step caps a team declares (docs/guide.md#declaring-budgets), checked,
   stored, re-measured;
 - clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
-  tables, its derivation and its declared budgets (`clickhouse_declared`);
+  tables, its derivation, its declared budgets (`clickhouse_declared`) and prices
+  (`clickhouse_prices`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
-Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
-namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
-`vocabulary` and `conventions` (the words of docs/metrics.md and the rules of docs/conventions.md,
-as data). The names of clickhouse/, read/ and derive/explain.py are imported on their first use
-(ON_FIRST_USE).
+Below, the rooms' names in the alphabetical order of their modules. Five are modules used as
+namespaces: `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ...
+beside DuckDB's), `vocabulary` and `conventions` (the words of docs/metrics.md and the rules of
+docs/conventions.md, as data). The names of clickhouse/, read/ and derive/explain.py are imported on
+their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -146,6 +147,7 @@ if TYPE_CHECKING:
     from store import clickhouse
     from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
     from store.clickhouse import declared as clickhouse_declared
+    from store.clickhouse import prices as clickhouse_prices
 
     # derive/: why each span of a trace is, or is not, a step
     from store.derive.explain import explain_trace
@@ -167,6 +169,7 @@ ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
     **{name: ("store.clickhouse", name)
        for name in ("BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection")},
     "clickhouse_declared": ("store.clickhouse.declared", None),
+    "clickhouse_prices": ("store.clickhouse.prices", None),
     "explain_trace": ("store.derive.explain", "explain_trace"),
     **{name: ("store.read.reader", name)
        for name in ("READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source",
@@ -192,7 +195,7 @@ def __dir__() -> list[str]:
 __all__ = [
     # clickhouse/
     "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
-    "clickhouse_declared",
+    "clickhouse_declared", "clickhouse_prices",
     # declared/
     "DIMENSIONS", "Change", "DeclarationError", "DeclaredBudgets", "DeclaredPrices", "Outcome",
     "PriceOutcome", "WriterBusy", "apply", "checked_agent", "checked_step_key", "declarations",

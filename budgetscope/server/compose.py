@@ -1,5 +1,5 @@
 """`Server`: the parts of `budgetscope serve` on one database owner, wired, started and stopped
-(DESIGN.md, "Storage and concurrency").
+(docs/design.md, "Who owns the database").
 
 Threads: the receivers and the group-commit writer run in the background (retention too, with
 --retention-days); the caller's thread runs the dashboard or waits for a signal. `stop()`: the

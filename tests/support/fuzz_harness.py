@@ -259,9 +259,9 @@ def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
 
 def logs_body(body: bytes, json_body: bool = False) -> str:
     """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
-    from ingest.receivers import log_intake as logs_export
+    from ingest.receivers import log_intake
 
-    decode = logs_export._decode_json if json_body else logs_export._decode_protobuf
+    decode = log_intake._decode_json if json_body else log_intake._decode_protobuf
     try:
         batch = decode(body, "fuzz")
     except Undecodable as error:

@@ -47,13 +47,6 @@ SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4
 
 
-def cpu_per_span(function, payloads: list, spans: int) -> float:  # type: ignore[no-untyped-def]
-    began = time.process_time()
-    for payload in payloads:
-        function(payload)
-    return (time.process_time() - began) / spans * 1e6
-
-
 def measure_cpu_stages(payloads: list[bytes], rounds: int) -> dict[str, float]:
     """Best of `rounds` for decode, flatten and arrow (µs per span)."""
     spans = len(payloads) * SPANS_PER_REQUEST

@@ -276,13 +276,6 @@ def holder_culprit(runs: pd.DataFrame, top: int = 10) -> HolderCulprit:
     return HolderCulprit(keys, cells, len(exhausted), int(same_call.sum()), same_key)
 
 
-def class_share(failures: pd.DataFrame) -> pd.DataFrame:
-    """Totals per class over all step keys (the failures report summed)."""
-    columns = ["client_timeouts", "upstream_errors", "refused", "cancelled", "client_errors",
-               "errors"]
-    return failures[columns].sum().to_frame("steps").T
-
-
 def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
     """The run view's steps table: one row per step in waterfall order."""
     budget = summary.get("budget_ms")

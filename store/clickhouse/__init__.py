@@ -129,10 +129,6 @@ def parse_backend_url(text: str) -> BackendUrl:
                        "clickhouse://user@host:port/database")
 
 
-def is_backend_url(text: str | None) -> bool:
-    return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
-
-
 # ClickHouse reads a query parameter in its "escaped" format, TabSeparated's: a tab or a line
 # feed ends the value and a backslash starts an escape, so a value holding one of them (an agent
 # name from a span may) failed with BAD_QUERY_PARAMETER. CR and NUL are read as they are, but

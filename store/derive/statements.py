@@ -128,15 +128,11 @@ def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
     _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
 
 
-# docs/conventions.md, "A trace without its root": the derivation measures a trace whose root never
-# arrived once none of its spans was stored after this instant (a connection's setting; unset,
-# none).
-ROOT_CUTOFF_VARIABLE = "budgetscope_root_cutoff"
-
-
 def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
     """Traces without a root whose spans were all stored before `cutoff` are measured from
-    their earliest span by this connection's derivations from now on; None: no such trace."""
+    their earliest span by this connection's derivations from now on; None: no such trace
+    (docs/conventions.md, "A trace without its root"; the connection's variable
+    budgetscope_root_cutoff, which derive_refresh.sql reads)."""
     if cutoff is None:
         con.execute("RESET VARIABLE budgetscope_root_cutoff")
     else:

@@ -29,7 +29,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from bench.support.otlp import RUN_BUDGET_KEYS, budget_run
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import UndecodableMessage, decode_request
-from ingest.files.loader import load_files
 from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.receivers.span_intake import SpanIntake, Undecodable
@@ -198,16 +197,6 @@ def file_pieces(data: bytes, folder: Path) -> str:
     check_rejections(rejections + batch.rejections)
     check_storable(batch)
     return "accepted" if batch.span_count else "refused"
-
-
-def file_load(data: bytes, con: object, folder: Path) -> str:
-    """A trace file through `budgetscope ingest`'s loader into a real database."""
-    path = folder / "fuzz.trace"
-    path.write_bytes(data)
-    summary = load_files(con, [path])  # type: ignore[arg-type]
-    for examples in summary.rejections.examples.values():
-        check_rejections(examples)
-    return "accepted" if summary.spans_loaded else "refused"
 
 
 def gzipped(data: bytes) -> bytes:

@@ -186,7 +186,7 @@ def test_references_resolve_as_written() -> None:
     assert not resolves("budgetscope/server/" + absent + ".ServedCommands")
     assert not resolves("tests/golden/" + absent, pattern=True)
     page = REPO / "tests" / "fixture-not-a-file.md"
-    outside = "SPEC" + ".md"
+    outside = "DESIGN" + ".md"  # the contract kept outside the repository, say
     named = f"See {outside} §4 and docs/" + absent + ".md."
     assert missing_references(page, named) == [f"1: docs/{absent}.md", f"1: {outside}"]
     assert missing_references(page, f"[the contract](../{outside})") == [

@@ -1,5 +1,5 @@
 """`Server`: the parts of `budgetscope serve` on one database owner, wired, started and stopped
-(DESIGN.md, "Storage and concurrency").
+(docs/design.md, "Who owns the database").
 
 Threads: the receivers and the group-commit writer run in the background (retention too, with
 --retention-days); the caller's thread runs the dashboard or waits for a signal. `stop()`: the
@@ -142,7 +142,8 @@ class Server:
                               receivers.http.token, sources=sources,
                               cache_seconds=options.metrics_cache_seconds)
         receivers.http.pages.update(pages.pages())
-        # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
+        # `budgetscope budgets` while this process holds the file: carried out here
+        # (docs/guide.md#declaring-budgets).
         self.budgets = DeclaredBudgets(owner, receivers.committer)
         receivers.http.add_route(BUDGETS_PATH,
                                  BudgetsEndpoint(self.budgets, receivers.http.token))

@@ -1,4 +1,5 @@
-"""Benchmark: how long a declared-budget change takes to re-measure the affected runs (SPEC §10).
+"""Benchmark: how long a declared-budget change takes to re-measure the affected runs
+(docs/guide.md#declaring-budgets).
 
     .venv/bin/python -m bench.bench_declared_budgets --db bench/out/bench-declared-1000000.duckdb
 

@@ -68,7 +68,7 @@ def _set(span: object, key: str, value: object) -> None:
 
 def _template(rng: random.Random, spans: int, now: int) -> ExportTraceServiceRequest:
     """One request of `spans` spans: runs of 32 spans (a budgeted root, model and tool steps
-    with the SPEC §2 attributes, some failing with an exception event)."""
+    with the docs/metrics.md §2 attributes, some failing with an exception event)."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add()
     _set(resource_spans.resource, "service.name", f"agent-{rng.randrange(4)}")

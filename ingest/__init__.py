@@ -1,7 +1,7 @@
 """OTLP → rows for the store: what the commands and the server use of ingest.
 
 - `decode/`: protobuf and OTLP JSON requests (traces, logs) → `store.FlatBatch`, refusing
-  what SPEC §2 refuses with a reason (`store.Rejection`);
+  what docs/metrics.md §2 refuses with a reason (`store.Rejection`);
 - `files/`: OTLP files and folders (.pb, .json, .jsonl, gzip) loaded into the DuckDB file;
 - `receivers/`: OTLP/HTTP and OTLP/gRPC in front of the store's group-commit writer; the
   routes a caller serves beside the exports are handed in (`ReceiverConfig.routes`).

@@ -1,6 +1,7 @@
-"""Declared budgets while `budgetscope serve` holds the file (SPEC §8, §10): the
-command is carried out by the server, through its single writer, over its authenticated
-/budgets endpoint; the affected runs are re-derived before the answer.
+"""Declared budgets while `budgetscope serve` holds the file (docs/metrics.md §8,
+docs/guide.md#declaring-budgets): the command is carried out by the server, through its single
+writer, over its authenticated /budgets endpoint; the affected runs are re-derived before the
+answer.
 
 In process (real receivers on 127.0.0.1, the real OTLP exporter, real HTTP) to read the runs
 table at the moment of the answer; and as real processes (`serve` and the CLI) for the path a

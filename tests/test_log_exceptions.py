@@ -1,6 +1,6 @@
-"""Exceptions recorded as OTLP log records (SPEC §9, §3 rule 4): a log record with
-exception.type and a span context is an exception event of that span, so it changes the span's
-class, whichever arrives first, over the real receivers and in files."""
+"""Exceptions recorded as OTLP log records (docs/conventions.md, docs/metrics.md §3 rule 4): a log
+record with exception.type and a span context is an exception event of that span, so it changes the
+span's class, whichever arrives first, over the real receivers and in files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OTLP logs (SPEC §9): `POST /v1/logs`, the gRPC LogsService and resourceLogs in
+"""OTLP logs (docs/conventions.md): `POST /v1/logs`, the gRPC LogsService and resourceLogs in
 files, with the real OpenTelemetry SDK's log exporters against our receivers on 127.0.0.1."""
 
 from __future__ import annotations

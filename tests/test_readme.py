@@ -177,7 +177,7 @@ OUTSIDE = ("SPEC", "../shared")  # the project's specification and notes, not in
 
 
 def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
-    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md nor its
+    """Users have docs/metrics.md and docs/conventions.md, not the project's specification nor its
     notes outside the repository: nor do the CLI's help texts, /metrics' HELP lines or the
     dashboard's texts cite them."""
     import click

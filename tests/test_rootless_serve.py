@@ -1,8 +1,8 @@
-"""SPEC §9, a trace without its root, as serve runs it: the spans of a run whose root never
-arrives (smolagents never ends the agent span of a run that raised) are exported by the real
-OTLP exporter; the trace waits for the grace period, is then measured from its earliest span
-without any new span arriving, /metrics counts it and the log says so; its root arriving
-later replaces that run under the same id."""
+"""docs/conventions.md, a trace without its root, as serve runs it: the spans of a run whose root
+never arrives (smolagents never ends the agent span of a run that raised) are exported by the real
+OTLP exporter; the trace waits for the grace period, is then measured from its earliest span without
+any new span arriving, /metrics counts it and the log says so; its root arriving later replaces that
+run under the same id."""
 
 from __future__ import annotations
 

@@ -62,11 +62,6 @@ def endpoint_url(server: str, path: str) -> str:
     return server.rstrip("/") + path
 
 
-def budgets_url(server: str) -> str:
-    """/budgets of the server at `server`."""
-    return endpoint_url(server, "/budgets")
-
-
 def send_change(url: str, token: str | None, change: Change | PriceChange) -> dict[str, Any]:
     return _request(url, token, json.dumps(change.to_json()).encode("utf-8"))
 

@@ -112,11 +112,6 @@ def output_stream(context: click.Context) -> IO[str] | None:
     return context.find_root().obj.get("stdout")
 
 
-def error_stream(context: click.Context) -> IO[str] | None:
-    """Where a command's notes and warnings go: as output_stream, for standard error."""
-    return context.find_root().obj.get("stderr")
-
-
 def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
     """Refuse an answer of more rows than the server's read API sends for one command
     (budgetscope/server/read_api.py); no bound on the file."""

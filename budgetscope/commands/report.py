@@ -1,4 +1,4 @@
-"""`budgetscope report NAME`: one SPEC §7/§8 report as CSV, JSON or a text table."""
+"""`budgetscope report NAME`: one docs/metrics.md §7/§8 report as CSV, JSON or a text table."""
 
 from __future__ import annotations
 
@@ -261,8 +261,8 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
 
 
 def _footer(con: object, name: str, filters: Filters, dimension: str | None = None) -> str:
-    """The attribution table also says how often the culprit is not the holder (SPEC §4), and
-    the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
+    """The attribution table also says how often the culprit is not the holder (docs/metrics.md §4),
+    and the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
     if name == "cost-attribution":
         return _cost_footer(con, filters, dimension or "usd")
     if name != "attribution":

@@ -1,5 +1,5 @@
 """`budgetscope serve`: OTLP/HTTP, OTLP/gRPC and the dashboard in the one process that owns the
-database file (DESIGN.md, "Storage and concurrency").
+database file (docs/design.md, "Who owns the database").
 
 This command parses the options and says where the server listens; what runs, and how it
 stops, is budgetscope/server/compose.py. The main thread runs the dashboard's server (it wants

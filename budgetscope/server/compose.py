@@ -155,7 +155,7 @@ class Server:
         pages = OperatorPages(writer, parts.counters, parts.token, sources=sources,
                               cache_seconds=options.metrics_cache_seconds)
         # `budgetscope budgets` while this process holds the file: carried out here
-        # (docs/metrics.md §10), and by the dashboard's budgets page (its editor).
+        # (docs/guide.md#declaring-budgets), and by the dashboard's budgets page (its editor).
         self.budgets = DeclaredBudgets(owner, writer)
         # `budgetscope prices` likewise (docs/metrics.md §11.3), and the dashboard's prices page
         self.prices = DeclaredPrices(owner, writer)

@@ -1,6 +1,6 @@
 """OTLP logs on the receivers: an ExportLogsServiceRequest body → committed log records.
 
-The logs counterpart of export.py's trace path, and no more than that: the same decode slots,
+The logs counterpart of span_intake.py's trace path, and no more than that: the same decode slots,
 group-commit writer, limits and acknowledgement (the answer goes out once the records are
 committed), through `SpanIntake.commit`. The HTTP receiver maps `/v1/logs` here and the gRPC
 receiver its LogsService/Export; a log record with exception.type and a span context becomes
@@ -88,7 +88,7 @@ def decode_protobuf(body: bytes, where: str) -> FlatBatch:
 
 def decode_json(body: bytes, where: str) -> FlatBatch:
     try:
-        # surrogateescape: a record with invalid UTF-8 is refused alone (see export.py)
+        # surrogateescape: a record with invalid UTF-8 is refused alone (see span_intake.py)
         document = json.loads(body.decode("utf-8", "surrogateescape")) if body else {}
         return flatten_json_logs(document, where=where)
     except (ValueError, RecursionError) as error:  # JSONDecodeError, NotOtlpJson

@@ -49,8 +49,8 @@ class ReceiverConfig:
     # Back-pressure of the group-commit writer (see store/write/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
-    # SPEC §9: how long a trace whose root has not arrived waits before it is measured from its
-    # earliest span (serve --root-grace).
+    # docs/conventions.md: how long a trace whose root has not arrived waits before it is measured
+    # from its earliest span (serve --root-grace).
     root_grace_seconds: float = ROOT_GRACE_SECONDS
     # More routes on the OTLP/HTTP port (serve's pages, /budgets, /prices, /cli); None: the
     # exports alone.

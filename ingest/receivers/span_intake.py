@@ -156,7 +156,7 @@ class SpanIntake:
     def commit(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
                decode: Callable[[bytes, str], FlatBatch]) -> FlatBatch:
         """Inflate and decode `body` in a decode slot, then wait until its rows are committed:
-        the part both signals share (traces here, logs in logs_export.py). Returns the batch
+        the part both signals share (traces here, logs in log_intake.py). Returns the batch
         (its rows and rejections). Raises Undecodable, Overloaded, WriteFailed, Closed."""
         with self._decoding_slot():
             self.committer.decoding_started()  # lets the writer wait for this one (linger)

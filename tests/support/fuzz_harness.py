@@ -29,7 +29,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from bench.support.otlp import RUN_BUDGET_KEYS, budget_run
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import UndecodableMessage, decode_request
-from ingest.files.loader import load_files
 from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.receivers.span_intake import SpanIntake, Undecodable
@@ -200,16 +199,6 @@ def file_pieces(data: bytes, folder: Path) -> str:
     return "accepted" if batch.span_count else "refused"
 
 
-def file_load(data: bytes, con: object, folder: Path) -> str:
-    """A trace file through `budgetscope ingest`'s loader into a real database."""
-    path = folder / "fuzz.trace"
-    path.write_bytes(data)
-    summary = load_files(con, [path])  # type: ignore[arg-type]
-    for examples in summary.rejections.examples.values():
-        check_rejections(examples)
-    return "accepted" if summary.spans_loaded else "refused"
-
-
 def gzipped(data: bytes) -> bytes:
     return gzip.compress(data, mtime=0)
 
@@ -259,9 +248,9 @@ def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
 
 def logs_body(body: bytes, json_body: bool = False) -> str:
     """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
-    from ingest.receivers import log_intake as logs_export
+    from ingest.receivers import log_intake
 
-    decode = logs_export.decode_json if json_body else logs_export.decode_protobuf
+    decode = log_intake.decode_json if json_body else log_intake.decode_protobuf
     try:
         batch = decode(body, "fuzz")
     except Undecodable as error:

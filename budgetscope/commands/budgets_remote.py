@@ -1,5 +1,5 @@
 """`budgetscope budgets` and `budgetscope prices` sent to the `budgetscope serve` that holds the
-database: its /budgets and /prices endpoints (ingest/receivers/budgets_endpoint.py,
+database: its /budgets and /prices endpoints (budgetscope/server/budgets_endpoint.py,
 prices_endpoint.py), found in the sidecar the server announces itself in (store/file/owner.py)."""
 
 from __future__ import annotations

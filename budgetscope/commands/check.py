@@ -16,7 +16,6 @@ import click
 
 from budgetscope.commands import links
 from budgetscope.commands.common import (
-    Fail,
     backend_option,
     db_option,
     no_database,
@@ -24,10 +23,10 @@ from budgetscope.commands.common import (
     output_stream,
     require_known_agent,
     served_reader,
-    window_label,
 )
-from budgetscope.commands.durations import Duration
 from budgetscope.commands.links import dashboard_url_option
+from budgetscope.durations import Duration, window_label
+from budgetscope.fail import Fail
 from dashboard.filters import FilterState
 from queries.filters import FilterError, Filters, parse_instant
 from queries.readable import plural

@@ -25,9 +25,9 @@ from budgetscope.commands.dashboard import (
     refuse_open_exposure,
     run_dashboard,
 )
-from budgetscope.commands.durations import Duration
 from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import token_option
+from budgetscope.durations import Duration
 from budgetscope.log_format import configure_logging, pace_client_logs
 from budgetscope.server.compose import ServeOptions, Server
 from dashboard.server.bootstrap import DashboardServer

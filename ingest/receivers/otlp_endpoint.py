@@ -43,6 +43,7 @@ class OtlpExportEndpoint:
     methods = ("POST",)
     exports = True
     otlp = True
+    probe = False
     max_body_bytes = None
 
     def __init__(self, export_protobuf: ExportFunction, export_json: ExportFunction,

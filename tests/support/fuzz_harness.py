@@ -167,12 +167,12 @@ def _receiver_body(decode: Callable[[bytes, str], FlatBatch], body: bytes) -> st
 
 def receiver_protobuf_body(body: bytes) -> str:
     """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
-    return _receiver_body(SpanIntake._decode_protobuf, body)
+    return _receiver_body(SpanIntake.decode_protobuf, body)
 
 
 def json_body(body: bytes) -> str:
     """An OTLP/HTTP JSON body, through the receivers' own JSON decoder."""
-    return _receiver_body(SpanIntake._decode_json, body)
+    return _receiver_body(SpanIntake.decode_json, body)
 
 
 def gzip_body(body: bytes, decode: Callable[[bytes], str], limit: int = 1 << 20) -> str:
@@ -250,7 +250,7 @@ def logs_body(body: bytes, json_body: bool = False) -> str:
     """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
     from ingest.receivers import log_intake
 
-    decode = log_intake._decode_json if json_body else log_intake._decode_protobuf
+    decode = log_intake.decode_json if json_body else log_intake.decode_protobuf
     try:
         batch = decode(body, "fuzz")
     except Undecodable as error:
@@ -292,8 +292,8 @@ def budget_body(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:
     """The run through the receivers' own decoder: protobuf, or OTLP JSON."""
     message = request(spans)
     if as_json:
-        return SpanIntake._decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
-    return SpanIntake._decode_protobuf(message.SerializeToString(), "fuzz")
+        return SpanIntake.decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
+    return SpanIntake.decode_protobuf(message.SerializeToString(), "fuzz")
 
 
 def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int) -> str:

@@ -63,6 +63,7 @@ class DeclarationEndpoint:
     methods = ("GET", "POST")
     exports = False  # never in the exports' pool, never counted against their requests
     otlp = False
+    probe = False
     max_body_bytes = MAX_BODY_BYTES
     path = PATH
     thread_name = "budgetscope-budgets"

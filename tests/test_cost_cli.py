@@ -161,6 +161,39 @@ def test_the_runs_table_shows_cost_before_the_less_read_columns(fleet) -> None:
     assert c1[-2:] == ["$0.51", "true"]
 
 
+def test_an_incomplete_cost_reads_as_a_lower_bound_in_every_table(fleet) -> None:
+    """docs/metrics.md §11.4: C2's cost is incomplete (acme-secret has no price, #3 sent no
+    usage and may have been billed), so a person reads `≥ $0.052`, and its utilisation of the
+    declared $0.20 `≥ 26.0%`; C1's complete $0.51 reads plain. The week W48 of shop holds C2:
+    its $0.562 and its overrun (C1's $0.01) are lower bounds too; W47 of batch (C3, complete)
+    is not. CSV and JSON keep the number and say so in cost_complete."""
+    db, ids = fleet
+
+    def row_of(table: str, start: str) -> str:
+        return next(line for line in table.splitlines() if line.startswith(start))
+
+    runs = invoke(db, "report", "runs", "--format", "table", "--width", "400")
+    assert row_of(runs, ids["C2"][:8]).endswith("≥ $0.052  false")
+    assert row_of(runs, ids["C1"][:8]).endswith("  $0.51  true")
+    cost = invoke(db, "report", "cost", "--format", "table", "--width", "400")
+    c2 = row_of(cost, ids["C2"])
+    assert "≥ $0.052  false" in c2 and "≥ 26.0%" in c2
+    assert "≥" not in row_of(cost, ids["C1"])
+    weekly = invoke(db, "report", "weekly", "--format", "table", "--width", "400",
+                    "--until", "2026-11-30")
+    shop = row_of(weekly, "2026-W48  shop")
+    assert "≥ $0.562" in shop and shop.endswith("≥ $0.01")
+    assert "≥" not in row_of(weekly, "2026-W47  batch")
+    listed = {row["run_id"]: row for row in csv.DictReader(io.StringIO(
+        invoke(db, "report", "runs"), newline=""))}
+    assert (listed[ids["C2"]]["cost_usd"], listed[ids["C2"]]["cost_complete"]) == (
+        "0.052", "false")
+    as_json = {row["run_id"]: row for row in json.loads(
+        invoke(db, "report", "runs", "--format", "json"), parse_float=Decimal)}
+    assert (as_json[ids["C2"]]["cost_usd"], as_json[ids["C2"]]["cost_complete"]) == (
+        Decimal("0.052"), False)
+
+
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:
     db, _ = fleet
     wrong = invoke(db, "report", "cost", "--dimension", "tokens", code=2)

@@ -243,8 +243,9 @@ def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
     behind = {  # the window's runs (C1, C2, C4): C1 $0.51, C2 ≥ $0.052, C4 $0.02
         "usd_exhaustion_rate": ("--max-usd-exhaustion-rate", "0.5", ["C1", "C4"]),
         "token_exhaustion_rate": ("--max-token-exhaustion-rate", "0.99", ["C1"]),
+        # shop's week 2026-W48 breached: its runs in that week (and the window), not C4
         "weekly_budget_utilisation": ("--max-weekly-budget-utilisation", "1.1",
-                                      ["C1", "C2", "C4"]),
+                                      ["C1", "C2"]),
         "unpriced_steps": ("--max-unpriced-steps", "0", ["C2"]),
     }
     for signal, (option, limit, runs) in behind.items():
@@ -261,7 +262,48 @@ def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
         search, _, problems = from_params(params)
         assert problems == [], (signal, problems)
         assert to_params(search) == {k: v for k, v in params.items()
-                                     if k not in ("range", "since", "until")}, signal
+                                     if k not in ("range", "since", "until", "agent")}, signal
+
+
+def test_a_weekly_budget_breach_lists_each_breaching_agents_week(fleet) -> None:
+    """Over the 14 days before 2026-11-24, two agent-weeks spent more than half their weekly
+    budget: shop's 2026-W48 ($0.562 of $0.50: 112.4%, the window's last day of it) and
+    batch's 2026-W47 (C3's $0.76 of the default $1). Each gets a command listing its runs in
+    that ISO week, the largest first: C1 and C2; C3. batch's W48 (C4, 2%) did not breach and
+    is in neither, nor is any run of another agent or week. The commands are run as printed."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    db, ids = fleet
+    lines = check(db, "--window", "14d", "--max-weekly-budget-utilisation", "0.5",
+                  "--dashboard-url", "http://dash.example:8501/", code=1)
+    assert lines[1] == ("BREACH  weekly_budget_utilisation 112.4% > max 50.0% "
+                        "(shop, 2026-W48)")
+    commands = [line.strip().removeprefix("runs: ") for line in lines
+                if line.strip().startswith("runs: ")]
+    opened = [line.strip().removeprefix("open: ") for line in lines
+              if line.strip().startswith("open: ")]
+    assert commands == [
+        f"budgetscope --db {db} report runs --sort cost_usd:desc --since 2026-11-23 "
+        "--until 2026-11-24 --agent shop --format table",
+        f"budgetscope --db {db} report runs --sort cost_usd:desc --since 2026-11-16 "
+        "--until 2026-11-23 --agent batch --format table"]
+    listed = []
+    for command in commands:
+        words = command.removeprefix("budgetscope ").split()
+        rows = json.loads(invoke(db, *words[2:], "--format", "json"))
+        listed.append([r["run_id"] for r in rows])
+    assert listed == [[ids["C1"], ids["C2"]], [ids["C3"]]]
+    assert [dict(parse_qsl(urlsplit(link).query)) for link in opened] == [
+        {"range": "custom", "since": "2026-11-23", "until": "2026-11-24", "agent": "shop",
+         "sort": "cost_usd", "order": "desc"},
+        {"range": "custom", "since": "2026-11-16", "until": "2026-11-23", "agent": "batch",
+         "sort": "cost_usd", "order": "desc"}]
+    as_json = json.loads(invoke(db, "check", "--until", UNTIL, "--window", "14d",
+                                "--max-weekly-budget-utilisation", "0.5", "--format", "json",
+                                code=1))
+    (verdict,) = as_json["checks"]
+    assert [lead["command"] for lead in verdict["runs_commands"]] == commands
+    assert verdict["runs_command"] == commands[0]
 
 
 def test_check_cost_thresholds_hold(fleet) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -21,32 +22,19 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from budgetscope.config import SAMPLE_TRACES
-from ingest.files.loader import load_files
 from ingest.receivers.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, DeclaredBudgets, connect
+from store import DatabaseOwner, DeclaredBudgets
 from tests.support.receivers import raw_request
 
 CHANGES = 64
 EXPORTS = 32
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("budgets-beside-exports") / "sample.duckdb"
-    con = connect(path)
-    try:
-        assert not load_files(con, [SAMPLE_TRACES], derive=True).rejections
-    finally:
-        con.close()
-    return path
-
-
 @pytest.fixture
-def served(sample: Path, tmp_path: Path) -> Iterator[Receivers]:
+def served(sample_file: str, tmp_path: Path) -> Iterator[Receivers]:
     copy = tmp_path / "served.duckdb"
-    copy.write_bytes(sample.read_bytes())
+    shutil.copyfile(sample_file, copy)
     owner = DatabaseOwner(copy)
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0), derive=True)
     receivers.http.add_route(PATH, BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer),

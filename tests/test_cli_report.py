@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from budgetscope.config import SAMPLE_TRACES
 from queries import reports
 from queries.render import to_csv_bytes
 from tests.support.fleet import build_fleet
@@ -204,19 +203,12 @@ def test_run_view_writes(tmp_path):
             "may have taken effect.") in wide
 
 
-@pytest.fixture(scope="module")
-def sample_db(tmp_path_factory):
-    if not SAMPLE_TRACES.exists():
-        pytest.skip(f"{SAMPLE_TRACES} not bundled yet")
-    db = str(tmp_path_factory.mktemp("sample") / "sample.duckdb")
-    result = invoke("--db", db, "ingest", "--no-progress", str(SAMPLE_TRACES))
-    assert result.exit_code == 0, result.output
-    return db
-
-
+# The session's sample (tests/conftest.py), copied for this module: loaded by the loader and
+# derivation `budgetscope ingest` calls (tests/test_cli_server.py ingests it through the command
+# itself), once a session rather than once more here.
 @pytest.mark.parametrize("name", NAMES)
-def test_sample_report_golden(sample_db, name):
-    result = invoke("--db", sample_db, "report", name)
+def test_sample_report_golden(sample, name):
+    result = invoke("--db", sample, "report", name)
     assert result.exit_code == 0, result.output
     check_golden(f"sample_{name}.csv", result.stdout_bytes)
 

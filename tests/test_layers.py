@@ -79,6 +79,9 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
         "store.prices.bundled", "compares the derivation's pricing with genai-prices' own over "
         "the price keys the room keeps of it (its QUANTITIES), and matches model names through "
         "the room's lookup as the derivation does"),
+    "tests/test_clickhouse_usage_reads.py": (
+        "store.derive.usage_reads", "compares each cast it renders for the ClickHouse derivation "
+        "with ingest's own (the casts of the front's TYPED_ATTRIBUTES), value for value"),
     "tests/test_derive_missing_parents.py": (
         "store.derive.statements", "records which of the derivation's statement files ran "
         "(calling through its private _execute), to tell that the same traces were derived "

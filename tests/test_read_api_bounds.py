@@ -22,14 +22,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.cli import cli
-from budgetscope.config import SAMPLE_TRACES
 from budgetscope.server.read_api import ServedCommands
-from ingest.files.loader import load_files
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
 from ingest.receivers.cli_endpoint import ANSWER_TYPE, PATH, CliEndpoint, read_answer
 from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, connect
+from tests.support import ui
 from tests.support.receivers import raw_request
 
 TOKEN = "bounds-token"
@@ -109,13 +108,7 @@ def test_slow_calls_never_hold_exports_or_health(receivers) -> None:
 @pytest.fixture(scope="module")
 def sample_owner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseOwner]:
     """The bundled sample (1,800 runs) held by an owner, as serve holds its file."""
-    path = tmp_path_factory.mktemp("answer-bounds") / "sample.duckdb"
-    con = connect(path)
-    try:
-        assert not load_files(con, [SAMPLE_TRACES], derive=True).rejections
-    finally:
-        con.close()
-    owner = DatabaseOwner(path)
+    owner = DatabaseOwner(ui.sample_copy(tmp_path_factory, "answer-bounds"))
     yield owner
     owner.close()
 

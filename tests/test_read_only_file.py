@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import PendingDerivations, connect
 from tests.support import ui
@@ -50,12 +49,12 @@ def _cli(db: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
                           env=_env(), timeout=300)
 
 
-def _build(path: Path, derive: bool) -> Path:
-    """The sample, derived; with `derive=False` also 20 runs more that a writer stored and
-    stopped before deriving (their traces are marked)."""
+def _build(tmp_path_factory: pytest.TempPathFactory, derive: bool) -> Path:
+    """The sample, derived (a copy of the session's, ui.sample_copy); with `derive=False` also
+    20 runs more that a writer stored and stopped before deriving (their traces are marked)."""
+    path = ui.sample_copy(tmp_path_factory, "read-only")
     con = connect(path)
     try:
-        assert not load_files(con, [SAMPLE_TRACES], derive=True).rejections
         if not derive:
             more = path.with_suffix(".more.jsonl")
             subprocess.run([sys.executable, "-m", "sample_traces.generate", "--out", str(more),
@@ -70,12 +69,12 @@ def _build(path: Path, derive: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def derived(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(tmp_path_factory.mktemp("read-only") / "derived.duckdb", derive=True)
+    return _build(tmp_path_factory, derive=True)
 
 
 @pytest.fixture(scope="module")
 def marked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(tmp_path_factory.mktemp("read-only") / "marked.duckdb", derive=False)
+    return _build(tmp_path_factory, derive=False)
 
 
 def _run_id(db: Path) -> str:

@@ -33,6 +33,7 @@ from tests.support.real_fixture_compare import (
     load_truth,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(path.stem for path in (FIXTURES / "truth").glob("*.json"))
 USAGE_NAMES = [name for name in NAMES if has_usage(load_truth(FIXTURES / "truth" / f"{name}.json"))]
 
@@ -230,8 +231,10 @@ def test_clickhouse_derivation_agrees_on_real_fixtures(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, ["--db", str(db), "report", report])
         assert result.exit_code == 0, result.output
         duck[report] = result.stdout
+    # from the checkout (tests run in an empty folder of their own): the side imports bench/
     done = subprocess.run([sys.executable, "-c", CLICKHOUSE_SIDE, f"chdb://{tmp_path / 'ch'}",
-                           *files], check=True, capture_output=True, text=True)
+                           *files], check=True, capture_output=True, text=True,
+                          cwd=ROOT)
     clickhouse = json.loads(done.stdout)
     assert clickhouse["spans"] == spans
     for report in REPORTS:

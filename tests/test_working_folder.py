@@ -5,17 +5,22 @@
 beside it): a test that read the folder it was started from. Every test now runs in an empty
 folder of its own (tests/conftest.py); these two tests prove it from the outside.
 
-- The tests that touch the working folder (those whose file names the default or the demo's
-  database, or changes folder) run in a pytest of their own started from a folder holding a
-  demo database and a budgetscope.duckdb, and pass there, leaving that folder as it was.
-- The README's commands in order, in a copy of this checkout's files (what a fresh clone
-  holds, with this tree's edits): `make demo` itself, its runtime taken as installed (the
-  checkout's venv, linked; `make -o` keeps make from reinstalling it into that shared venv),
-  until its dashboard answers, stopped; then, from that folder with the demo's database in it,
-  a representative part of `make test`: the working-folder tests above, the CLI, report and
-  dashboard-page tests beside them, the layers, the docs' and the ground's checks. Not the
-  whole suite again: run from inside `make test` that would double its 12 minutes, and its
-  other tests read nothing of the working folder (the first test keeps it so).
+The README's commands in order, in a copy of this checkout's files (what a fresh clone holds,
+with this tree's edits): `make demo` itself, its runtime taken as installed (the checkout's
+venv, linked; `make -o` keeps make from reinstalling it into that shared venv), until its
+dashboard answers, stopped; then, started from that folder holding the demo's database and a
+budgetscope.duckdb beside it (the file every command reads without --db), a representative part
+of `make test`: the tests that touch the working folder (those whose file names the default or
+the demo's database, or changes folder), the CLI, report and dashboard-page tests beside them,
+the layers, the docs' and the ground's checks; they pass there and leave the folder's files as
+they were. Not the whole suite again: run from inside `make test` that would double its
+minutes, and its other tests read nothing of the working folder (tests/conftest.py keeps it
+so).
+
+One test, one nested pytest: the folder tests ran twice before, once from a separate folder
+holding a demo database (with a second demo built for it) and again in the clone, which holds
+one too; the clone's run now carries the budgetscope.duckdb and the nothing-left-behind check,
+and the suite spends one demo load and one nested pytest fewer.
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ from pathlib import Path
 import pytest
 
 from tests.support import ui
-from tests.support.serve import CLI
 
 pytestmark = pytest.mark.slow
 
@@ -68,28 +72,6 @@ def _pytest(cwd: Path, root: Path, tests: list[str], basetemp: Path, **env: str
          "--rootdir", str(root), f"--basetemp={basetemp}",
          *(str(root / test) for test in tests)],
         cwd=cwd, capture_output=True, text=True, timeout=1800, env=_environment(**env))
-
-
-def _demo_folder(folder: Path) -> Path:
-    """A folder holding what `make demo` leaves: the demo's database, and a budgetscope.duckdb
-    beside it (the file every command reads without --db)."""
-    made = subprocess.run([*CLI, "demo", "--no-ui"], cwd=folder, capture_output=True,
-                          text=True, timeout=600, env=_environment())
-    assert made.returncode == 0, made.stdout + made.stderr
-    shutil.copyfile(folder / "budgetscope-demo.duckdb", folder / "budgetscope.duckdb")
-    return folder
-
-
-def test_the_folder_tests_pass_from_a_folder_holding_a_demo_database(tmp_path: Path) -> None:
-    tests = folder_tests()
-    assert "tests/test_dashboard_pages.py" in tests and "tests/test_cli_report.py" in tests
-    (tmp_path / "caller").mkdir()
-    folder = _demo_folder(tmp_path / "caller")
-    before = sorted(path.name for path in folder.iterdir())
-    result = _pytest(folder, REPO, tests, tmp_path / "basetemp")
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout
-    assert sorted(path.name for path in folder.iterdir()) == before  # nothing left behind
 
 
 def _checkout_copy(target: Path) -> Path:
@@ -131,7 +113,13 @@ def test_make_demo_then_make_test_in_a_fresh_clone(tmp_path: Path) -> None:
     assert f"http://127.0.0.1:{port}" in output
     assert (clone / "budgetscope-demo.duckdb").exists()
 
+    # The file every command reads without --db, beside the demo's.
+    shutil.copyfile(clone / "budgetscope-demo.duckdb", clone / "budgetscope.duckdb")
+    before = sorted(path.name for path in clone.iterdir())
+
     tests = sorted({*folder_tests(clone), *REPRESENTATIVE})
+    assert "tests/test_dashboard_pages.py" in tests and "tests/test_cli_report.py" in tests
     result = _pytest(clone, clone, tests, tmp_path / "basetemp", PYTHONPATH=str(clone))
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+    assert sorted(path.name for path in clone.iterdir()) == before  # nothing left behind

@@ -104,7 +104,8 @@ def runs_behind(threshold: Threshold) -> tuple[tuple[str, ...], dict[str, str]]:
     if threshold.signal == "reconciliation_rate":
         which = "reconciled" if threshold.bound == "max" else "uncertain"
         return ("--writes", which), {"writes": which}
-    return _RUNS_BEHIND[threshold.signal]
+    # The cost signals (docs/metrics.md §11) have no search of their own yet: the window's runs.
+    return _RUNS_BEHIND.get(threshold.signal, ((), {}))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from store.derive import usage_reads
 from store.rows import usage, vocabulary
 from store.rows.typed_attributes import TYPED_ATTRIBUTES, as_label
 
@@ -597,70 +598,6 @@ def round_half_even_sql(dialect: Dialect, n: str, divisor: int = RATE_DIVISOR) -
            "THEN 1 ELSE 0 END)"
 
 
-def clickhouse_usage_reads_sql() -> str:
-    """docs/metrics.md §11's columns from otel_traces' string-valued SpanAttributes, typed as
-    store/rows/usage.py types them at ingest (for the ClickHouse mirror of derive_usage.sql):
-    each quantity from its first spelling with a valid value, the reported cost, the names of
-    the attributes with an invalid value, the budgets, labels and the boolean."""
-    def value(attribute: str) -> str:
-        return f"trimBoth(SpanAttributes[{_literal(attribute)}])"
-
-    def has(attribute: str) -> str:
-        return f"mapContains(SpanAttributes, {_literal(attribute)})"
-
-    def count(attribute: str) -> str:
-        number = f"toFloat64OrNull({value(attribute)})"
-        # accurateCastOrNull: ClickHouse evaluates both branches of if(), and NaN or a huge
-        # number must not fail the cast in the branch not taken
-        return (f"if({has(attribute)} AND isFinite({number}) AND {number} = floor({number}) "
-                f"AND {number} BETWEEN 0 AND {usage.MAX_TOKENS}, "
-                f"accurateCastOrNull({number}, 'Int64'), NULL)")
-
-    def usd(attribute: str) -> str:
-        amount = f"toDecimal128OrNull({value(attribute)}, 18)"
-        valid = f"{has(attribute)} AND {amount} BETWEEN 0 AND {usage.MAX_USD}"
-        if attribute == usage.COST_AMOUNT:
-            currency = usage.COST_CURRENCY
-            valid += (f" AND (NOT {has(currency)} OR lowerUTF8({value(currency)}) = "
-                      f"{_literal(usage.USD)})")
-        bounded = f"least(greatest(ifNull({amount}, 0), 0), {usage.MAX_USD})"
-        return (f"if({valid}, accurateCastOrNull(roundBankers({bounded} * 1000000000, 0), "
-                "'Int64'), NULL)")
-
-    reads = []
-    for quantity, spellings in usage.USAGE_SPELLINGS.items():
-        reads.append(f"coalesce({', '.join(count(a) for a in spellings)}) AS {quantity}")
-    candidates = []
-    for group in usage.COST_CANDIDATES:
-        if len(group) == 1:
-            candidates.append(usd(group[0]))
-        else:
-            parts = [usd(a) for a in group]
-            candidates.append(f"if({' OR '.join(f'isNotNull({p})' for p in parts)}, "
-                              f"{' + '.join(f'ifNull({p}, 0)' for p in parts)}, NULL)")
-    reads.append(f"coalesce({', '.join(candidates)}) AS cost_reported_nano")
-    reads.append(f"{count(usage.TOKEN_BUDGET)} AS budget_total_tokens")
-    reads.append(f"{usd(usage.USD_BUDGET)} AS budget_total_usd_nano")
-    checks = [(a, count(a)) for spellings in usage.USAGE_SPELLINGS.values() for a in spellings]
-    checks += [(a, usd(a)) for group in usage.COST_CANDIDATES for a in group]
-    checks += [(usage.TOKEN_BUDGET, count(usage.TOKEN_BUDGET)),
-               (usage.USD_BUDGET, usd(usage.USD_BUDGET))]
-    ignored = ", ".join(f"if({has(a)} AND isNull({typed}), {_literal(a)}, NULL)"
-                        for a, typed in checks)
-    # ClickHouse has no NULL array: none ignored is [] there, NULL in DuckDB
-    reads.append(f"arrayFilter(x -> isNotNull(x), [{ignored}]) AS usage_ignored")
-    for attribute in ("budget.refused_by", "budget.run.exhausted_by"):
-        reads.append(f"if({has(attribute)}, lowerUTF8({value(attribute)}), NULL) AS "
-                     f"{column(attribute)}")
-    flag = "budget.usage.input_includes_cache"
-    text = f"lowerUTF8({value(flag)})"
-    reads.append(f"if({has(flag)}, multiIf({text} IN ('true', '1', 'yes'), true, "
-                 f"{text} IN ('false', '0', 'no'), false, "
-                 f"toFloat64OrNull({text}) IS NOT NULL, toFloat64OrNull({text}) != 0, NULL), "
-                 f"NULL) AS usage_input_includes_cache")
-    return ",\n               ".join(reads)
-
-
 def fragments(dialect: Dialect) -> dict[str, str]:
     return {
         "clickhouse_reads": clickhouse_reads_sql() if dialect is CLICKHOUSE else "",
@@ -703,7 +640,9 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         # the same, of a priced_raw that fits a BIGINT (most spans), cast to one: 128-bit
         # arithmetic costs ~30x the 64-bit one in DuckDB, evaluated for every span read
         "priced_nano_bigint": round_half_even_sql(dialect, "priced_bigint"),
-        "clickhouse_usage_reads": clickhouse_usage_reads_sql() if dialect is CLICKHOUSE else "",
+        # §11.1-§11.3 from the ClickHouse exporter's string values (usage_reads.py)
+        **(usage_reads.fragments() if dialect is CLICKHOUSE else dict.fromkeys(
+            usage_reads.MARKERS, "")),
     }
 
 

@@ -124,6 +124,20 @@ _ANTHROPIC_FAILED_STREAM = (
     "(anthropic.messages.create, error.type overloaded_error) records the input, cache read "
     "and cache write of message_start but not its output_tokens (1): the SDK sets "
     "gen_ai.usage.output_tokens from message_delta only, which never came")
+_OPENINFERENCE_FAILED_STREAM = (
+    _ANTHROPIC_FAILED_STREAM + ". OpenInference's 'messages.stream' LLM span around the "
+    "same call (a sibling from another scope, ERROR, its interval around the SDK's) has "
+    "llm.token_count.completion = 1, but it is the wrapper of §9's one call, two spans, never "
+    "metered when the call it wraps carries usage (docs/metrics.md §11.2): the SDK's span "
+    "(anthropic.request.id req_0016: input 1564, cache read 1536, cache write 0, no output) "
+    "is the metered one")
+_OPENLLMETRY_FAILED_STREAM = (
+    _ANTHROPIC_FAILED_STREAM + " (anthropic.request.id req_0015: input 1948, cache read 1536, "
+    "cache write 384, no output). OpenLLMetry's anthropic instrumentation sent no span for that "
+    "stream at all; its 'anthropic.chat' of the stream before (req_0014) says "
+    "gen_ai.usage.output_tokens 58, message_start's 1 added to message_delta's cumulative 57, "
+    "but it is the wrapper of one call, two spans beside the SDK's span (57), never metered "
+    "(docs/metrics.md §11.2)")
 USAGE_GAPS: dict[tuple[str, int, str], str] = {
     **{("httpx", 1, field): _RAW_HTTP.format(lib="httpx") for field in (
         "tokens", "input_tokens", "output_tokens", "metered_spans", "cost_nano")},
@@ -148,6 +162,10 @@ USAGE_GAPS: dict[tuple[str, int, str], str] = {
        for run, completion, reasoning in ((1, 90, 65), (2, 86, 34))
        for field in ("tokens", "output_tokens", "cost_nano")},
     **{("anthropic", 5, field): _ANTHROPIC_FAILED_STREAM
+       for field in ("tokens", "output_tokens", "cost_nano")},
+    **{("anthropic_openinference", 5, field): _OPENINFERENCE_FAILED_STREAM
+       for field in ("tokens", "output_tokens", "cost_nano")},
+    **{("anthropic_openllmetry", 4, field): _OPENLLMETRY_FAILED_STREAM
        for field in ("tokens", "output_tokens", "cost_nano")},
 }
 

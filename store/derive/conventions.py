@@ -215,6 +215,11 @@ CARRIER_COLUMNS = (*usage.USAGE_SPELLINGS, "cost_reported_nano")
 PRICING_MODELS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name",
                   "ai.response.model", "ai.model.id")
 PRICING_PROVIDERS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider")
+# ... of which these values name the instrumentation, not who bills: Strands Agents writes
+# `strands-agents` in gen_ai.system (gen_ai.provider.name under the latest conventions) on
+# every span, whatever model it calls. Read as absent, so the next attribute (or a
+# `provider/model` name's prefix) says, else the model is matched by its name alone.
+NOT_PROVIDERS = ("strands-agents",)
 # ... else the first dot-separated word of this one (the Vercel AI SDK's `openai.chat`)
 PRICING_PROVIDER_FIRST_WORD = "ai.model.provider"
 # OpenTelemetry's provider ids → the price table's: (id, or a prefix ending in '.', table id).
@@ -561,9 +566,13 @@ def provider_id_sql(dialect: Dialect, x: str) -> str:
 
 def pricing_provider_raw_sql(dialect: Dialect) -> str:
     """§11.3: the first provider present, as the span writes it (the first dot-separated word
-    of ai.model.provider last); NULL when none. provider_id_sql maps it."""
+    of ai.model.provider last), a value of NOT_PROVIDERS as if absent; NULL when none.
+    provider_id_sql maps it."""
     sep = _literal(".")
-    return f"coalesce({_first_present(PRICING_PROVIDERS)}, " \
+    not_providers = ", ".join(map(_literal, NOT_PROVIDERS))
+    named = [f"CASE WHEN {dialect.lower_trim(column(a))} NOT IN ({not_providers}) "
+             f"THEN {_present(a)} END" for a in PRICING_PROVIDERS]
+    return f"coalesce({', '.join(named)}, " \
            f"nullif({dialect.first_word(_present(PRICING_PROVIDER_FIRST_WORD), sep)}, ''))"
 
 

@@ -15,8 +15,9 @@ byte):
 - quantile_cont is quantileExactInclusive (linear interpolation, as DuckDB; sqlglot's
   `quantile` is ClickHouse's sampled estimate);
 - make_timestamp and strftime read the epoch in UTC, with strftime's format codes mapped;
-- a sum or a percentile that can run over no rows (no GROUP BY, or under FILTER) is NULL
-  there, as in DuckDB, not ClickHouse's 0 or NaN (sumOrNull, sumIfOrNull, ...OrNull);
+- a sum, a percentile or an arg_max / arg_min that can run over no rows (no GROUP BY, or
+  under FILTER) is NULL there, as in DuckDB, not ClickHouse's 0, NaN or '' (sumOrNull,
+  sumIfOrNull, argMaxOrNull, ...OrNull);
 - a projected condition (`x IS NOT NULL AS reconciled`) is a Bool, not ClickHouse's UInt8;
 - a qualified projection (`c.step_key`) is named after its column, as DuckDB names it;
 - hash() is cityHash64 (a different hash: only the order of exact ties can differ).
@@ -184,6 +185,13 @@ def _rewrite(node: exp.Expression, ctes: frozenset[str]) -> exp.Expression:
     if isinstance(node, exp.Sum) and not isinstance(node.parent, exp.Filter) and \
             not _in_group_by_select(node):
         return _function("sumOrNull", node.this)
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.ArgMax | exp.ArgMin):
+        name = "argMaxIfOrNull" if isinstance(node.this, exp.ArgMax) else "argMinIfOrNull"
+        return _function(name, node.this.this, node.this.expression, node.expression.this)
+    if isinstance(node, exp.ArgMax | exp.ArgMin) and not isinstance(node.parent, exp.Filter) \
+            and not _in_group_by_select(node):
+        name = "argMaxOrNull" if isinstance(node, exp.ArgMax) else "argMinOrNull"
+        return _function(name, node.this, node.expression)
     if isinstance(node, exp.CTE) and node.args.get("materialized"):
         node.set("materialized", None)  # a DuckDB planning hint
     return node

@@ -4,7 +4,7 @@ of the store is imported here, and nothing outside store/ imports deeper (tests/
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
-- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- rows/: the row contract (FlatBatch), the typed attributes, the vocabulary, rejections;
 - prices/: the bundled price table (genai-prices, matched once per model) and the prices a
   team sets (docs/metrics.md §11.3);
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
@@ -12,15 +12,18 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
   writer, and serve's group commit with the thread that derives beside it;
 - retention/: removing traces older than N days, whole, in slices the writer interleaves;
-- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
+- declared/: budgets and step caps a team declares (docs/guide.md#declaring-budgets), checked,
+  stored, re-measured;
 - clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
-  tables, its derivation and its declared budgets (`clickhouse_declared`);
+  tables, its derivation, its declared budgets (`clickhouse_declared`) and prices
+  (`clickhouse_prices`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
-Below, the rooms' names in the alphabetical order of their modules. Four are modules used as
-namespaces: `clickhouse` and `clickhouse_declared` (their connect, apply, ... beside DuckDB's),
-`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data). The names of
-clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
+Below, the rooms' names in the alphabetical order of their modules. Five are modules used as
+namespaces: `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ...
+beside DuckDB's), `vocabulary` and `conventions` (the words of docs/metrics.md and the rules of
+docs/conventions.md, as data). The names of clickhouse/, read/ and derive/explain.py are imported on
+their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -50,7 +53,7 @@ from store.declared.service import (
     WriterBusy,
 )
 
-# derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
+# derive/: the derivation, its pending marks and when it runs; docs/conventions.md as data
 from store.derive import conventions
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import (
@@ -144,6 +147,7 @@ if TYPE_CHECKING:
     from store import clickhouse
     from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
     from store.clickhouse import declared as clickhouse_declared
+    from store.clickhouse import prices as clickhouse_prices
 
     # derive/: why each span of a trace is, or is not, a step
     from store.derive.explain import explain_trace
@@ -165,6 +169,7 @@ ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
     **{name: ("store.clickhouse", name)
        for name in ("BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection")},
     "clickhouse_declared": ("store.clickhouse.declared", None),
+    "clickhouse_prices": ("store.clickhouse.prices", None),
     "explain_trace": ("store.derive.explain", "explain_trace"),
     **{name: ("store.read.reader", name)
        for name in ("READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source",
@@ -190,7 +195,7 @@ def __dir__() -> list[str]:
 __all__ = [
     # clickhouse/
     "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
-    "clickhouse_declared",
+    "clickhouse_declared", "clickhouse_prices",
     # declared/
     "DIMENSIONS", "Change", "DeclarationError", "DeclaredBudgets", "DeclaredPrices", "Outcome",
     "PriceOutcome", "WriterBusy", "apply", "checked_agent", "checked_step_key", "declarations",

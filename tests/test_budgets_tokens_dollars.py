@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store import Change, DeclarationError, clickhouse_declared
 from tests.support.cost_rows import nano
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
@@ -142,14 +141,3 @@ def test_zero_is_a_budget(db: Path) -> None:
     """$0 and 0 tokens are budgets (no money, no tokens): every run that spent is over."""
     assert invoke(db, "set", "billing", "--usd", "0", "--tokens", "0").exit_code == 0
     assert runs(db)[0][2:8] == (0, "declared", True, 0, "declared", True)
-
-
-@pytest.mark.parametrize("change", [
-    Change("set", "support", tokens=5), Change("set", "support", 5_000, usd_nano=1),
-    Change("set_default", None, usd_per_week_nano=1), Change("unset", "support",
-                                                              dimensions=("usd",))])
-def test_the_clickhouse_backend_refuses_the_new_dimensions(change: Change) -> None:
-    """The ClickHouse derivation measures no tokens or dollars yet: refused before anything is
-    stored (the connection is never used)."""
-    with pytest.raises(DeclarationError, match="declared on a DuckDB file"):
-        clickhouse_declared.apply(None, change)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ Two data sets, each stored both ways:
 - EDGE: hand-made traces (real OpenTelemetry SDK spans) for what the sample lacks: a run
   nested below a root (run id trace/span), a subagent with steps inside it, parallel steps, a
   reconcile step linking to a write of another trace, gRPC status names, HTTP 504, exception
-  events, and SPEC attributes sent as strings in odd forms (" 25000 ", "3000.0", "abc").
+  events, and budget.* attributes sent as strings in odd forms (" 25000 ", "3000.0", "abc").
 
 Equality is exact: reports compare as CSV bytes (the CLI's output). The floats in them are
 computed by the same operations in the same order in both engines, then rounded to 3 or 6
@@ -43,32 +43,12 @@ from store import connect as duckdb_connect
 from tests.support import ui
 from tests.support.cost_fleet import DECLARATIONS as COST_DECLARATIONS
 from tests.support.cost_fleet import cost_fleet_spans
+from tests.support.cost_parity import TABLES, difference, tidy
 from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 # slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, one comparison rebuilding
 # 14 times (81 s in all on 2 loaded cores).
 pytestmark = pytest.mark.slow
-
-# docs/metrics.md §11: runs', steps' and metered_spans' cost columns are derived on DuckDB
-# only so far; the ClickHouse derivation of them is still to be written. Until it lands, what
-# reads them fails on ClickHouse (a missing column), and `run` on a run with usage lacks its
-# cost block there. Strict: the day the derivation lands these pass, XPASS fails, and the mark
-# comes off. The queries themselves are checked on ClickHouse apart from the derivation, on
-# copied rows (tests/test_clickhouse_cost_queries.py).
-WAITS_FOR_CLICKHOUSE_COST = pytest.mark.xfail(
-    strict=True, reason="the ClickHouse derivation of the cost columns (docs/metrics.md §11) "
-                        "is not written yet")
-# The reports that read the cost columns: §11.9's, and the two that end with them.
-READS_COST = frozenset({"runs", "weekly", "cost", "cost-attribution", "models", "headline",
-                        "cost_attribution_summary", "token_attribution",
-                        "token_attribution_summary"})
-
-
-def waiting(names: list[str]) -> list[object]:
-    """`names` as parameters, those that read the cost columns marked WAITS_FOR_CLICKHOUSE_COST."""
-    return [pytest.param(name, marks=WAITS_FOR_CLICKHOUSE_COST) if name in READS_COST
-            else name for name in names]
-
 
 CLI_REPORTS = list(reports.REPORTS)
 DASHBOARD_ONLY = ["attribution_summary", "utilisation_histogram", "step_utilisation",
@@ -164,7 +144,7 @@ def test_otel_traces_is_the_exporters_table(sample_backend: str) -> None:
 # ---- every report equal to DuckDB's --------------------------------------------------------
 
 @pytest.mark.parametrize("filters", list(FILTER_ARGS))
-@pytest.mark.parametrize("name", waiting(CLI_REPORTS))
+@pytest.mark.parametrize("name", CLI_REPORTS)
 def test_cli_report_equal_to_duckdb(sample_duckdb: str, sample_backend: str, name: str,
                                     filters: str) -> None:
     args = ["report", name, *FILTER_ARGS[filters]]
@@ -173,7 +153,7 @@ def test_cli_report_equal_to_duckdb(sample_duckdb: str, sample_backend: str, nam
     assert got == expected
 
 
-@pytest.mark.parametrize("name", waiting(["runs", "weekly"]))
+@pytest.mark.parametrize("name", ["runs", "weekly"])
 def test_hostile_filter_value_is_bound(sample_backend: str, name: str) -> None:
     # On the queries themselves: the CLI refuses an agent it does not know before any report
     # query runs (a usage error naming the known agents).
@@ -186,7 +166,7 @@ def test_hostile_filter_value_is_bound(sample_backend: str, name: str) -> None:
     assert refused.exit_code == 2 and "known agents: billing-agent" in refused.output
 
 
-@pytest.mark.parametrize("name", waiting(DASHBOARD_ONLY))
+@pytest.mark.parametrize("name", DASHBOARD_ONLY)
 def test_dashboard_queries_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
                                            name: str) -> None:
     duck = duckdb_connect(sample_duckdb, read_only=True)
@@ -219,9 +199,9 @@ def test_database_status(sample_backend: str) -> None:
         (52_169, 1_800, 0)
 
 
-@WAITS_FOR_CLICKHOUSE_COST  # the sample's runs have usage
 def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     con = clickhouse.connect(sample_backend)
+    clickhouse.ensure_derived(con)  # the runs are picked from the derived tables
     picks = con._frame_text(
         "SELECT (SELECT any(run_id) FROM budgetscope_write_steps WHERE orphan) AS orphan, "
         "(SELECT any(run_id) FROM budgetscope_write_steps WHERE reconciled) AS reconciled, "
@@ -229,9 +209,15 @@ def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) ->
         " AND culprit_span_id != holder_span_id) AS blamed, "
         "(SELECT any(run_id) FROM budgetscope_steps WHERE kind = 'subagent') AS subagent",
         {}).iloc[0]
+    commands = 0
     for run_id in picks:
-        assert invoke("--backend", sample_backend, "run", run_id) == \
-            invoke("--db", sample_duckdb, "run", run_id)
+        # wide enough that no command wraps: its next step's commands name what each read
+        found = invoke("--backend", sample_backend, "run", run_id, "--width", "400")
+        assert found == _as_read_from_backend(
+            invoke("--db", sample_duckdb, "run", run_id, "--width", "400"), sample_duckdb,
+            sample_backend)
+        commands += found.count(f"budgetscope --backend {sample_backend} ".encode())
+    assert commands > 0  # some run's next step is a command, and it reads the backend
     missing = CliRunner().invoke(cli, ["--backend", sample_backend, "run", "0" * 32])
     assert missing.exit_code == 1 and "no run" in missing.output
 
@@ -254,14 +240,22 @@ def test_step_details_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -
     assert any(step.exception_message and step.status == "ERROR" for step in found)
 
 
-@WAITS_FOR_CLICKHOUSE_COST
 def test_check_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     args = ["check", "--until", "2026-11-30", "--window", "14d", "--max-exhaustion-rate",
             "0.01", "--min-reconciliation-rate", "0.5", "--format", "json"]
     duck = CliRunner().invoke(cli, ["--db", sample_duckdb, *args])
     ch = CliRunner().invoke(cli, ["--backend", sample_backend, *args])
     assert duck.exit_code == ch.exit_code == 1, (duck.output, ch.output)  # breaches, both
-    assert ch.stdout_bytes == duck.stdout_bytes
+    assert ch.stdout_bytes == _as_read_from_backend(duck.stdout_bytes, sample_duckdb,
+                                                    sample_backend)
+    assert f"budgetscope --backend {sample_backend} report runs".encode() in ch.stdout_bytes
+
+
+def _as_read_from_backend(output: bytes, db: str, backend: str) -> bytes:
+    """DuckDB's output with the commands it prints naming the backend instead of the file:
+    a printed command reads what the command that printed it read."""
+    return output.replace(f"budgetscope --db {db} ".encode(),
+                          f"budgetscope --backend {backend} ".encode())
 
 
 @pytest.mark.parametrize("policy", [[], ["--cap", "fetch_report=2s", "--deadline", "25s"],
@@ -274,27 +268,69 @@ def test_simulate_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
 
 # ---- the dashboard's data layer on the backend ----------------------------------------------
 
-@WAITS_FOR_CLICKHOUSE_COST
 def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    """The weekly page (its tables: the report's rows with a row over all agents per week,
+    the cost columns) shows on the backend what it shows on the DuckDB file."""
     monkeypatch.setenv("BUDGETSCOPE_DB", str(Path(sample_duckdb).with_suffix(".absent")))
-    at = AppTest.from_file(str(ui.APP), default_timeout=120)
-    for key, value in {"range": "custom", "since": ui.SINCE,
-                       "until": ui.UNTIL}.items():
-        at.query_params[key] = value
-    at.switch_page("app_pages/weekly.py")
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    shown = _weekly_page_tables()
+    monkeypatch.delenv(BACKEND_ENV)
+    monkeypatch.setenv("BUDGETSCOPE_DB", sample_duckdb)
+    expected = _weekly_page_tables()
+    assert len(shown) == len(expected) > 0
+    for got, want in zip(shown, expected, strict=True):
+        pd.testing.assert_frame_equal(got, want)
     duck = duckdb_connect(sample_duckdb, read_only=True)
     try:
         weekly = reports.weekly(duck, Filters.parse(ui.SINCE, ui.UNTIL))
     finally:
         duck.close()
-    shown = at.dataframe[0].value
-    assert len(shown) == len(weekly)
-    assert list(shown["runs"]) == list(weekly["runs"])
+    # the report's rows and, before each week's, the row over all agents
+    assert len(shown[0]) == len(weekly) + weekly["week"].nunique()
+
+
+def _weekly_page_tables() -> list[pd.DataFrame]:
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    for key, value in {"range": "custom", "since": ui.SINCE, "until": ui.UNTIL}.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/weekly.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return [frame.value for frame in at.dataframe]
+
+
+# ---- tokens and dollars (docs/metrics.md §11) ------------------------------------------------
+
+def _cost_rows(con: object, table: str) -> list[dict]:
+    """A table's §11 rows (tests/support/cost_parity.py's columns) from either engine."""
+    duck_table, clickhouse_table, columns, key = TABLES[table]
+    where = " WHERE note = 'usage_values_ignored'" if table == "notes" else ""
+    if isinstance(con, clickhouse.ClickHouseConnection):
+        clickhouse.ensure_derived(con)
+        frame = con._frame_text(f"SELECT {', '.join(columns)} FROM {clickhouse_table}{where}",
+                                {})
+    else:
+        frame = con.execute(f"SELECT {', '.join(columns)} FROM {duck_table}{where}").df()
+    return tidy(frame, key)
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_sample_cost_rows_equal_to_duckdb(sample_duckdb: str, sample_backend: str,
+                                          table: str) -> None:
+    """The sample's usage (cache reads, reasoning, an unpriced model, runs over their dollar
+    budget) gives the same runs, steps, metered spans and notes on both engines."""
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        want = _cost_rows(duck, table)
+    finally:
+        duck.close()
+    got = _cost_rows(clickhouse.connect(sample_backend), table)
+    assert got == want, difference(got, want)
+    if table == "metered_spans":
+        assert len(want) > 1_000
+        assert {"bundled", "unpriced"} <= {row["cost_source"] for row in want}
 
 
 # ---- edge cases the sample lacks ------------------------------------------------------------
@@ -362,7 +398,7 @@ def test_new_spans_rebuild_the_derivation(edge: tuple[str, str]) -> None:
     assert clickhouse.ensure_derived(con) is False  # and is current now
 
 
-@pytest.mark.parametrize("name", waiting(CLI_REPORTS))
+@pytest.mark.parametrize("name", CLI_REPORTS)
 def test_edge_reports_equal_to_duckdb(edge: tuple[str, str], name: str) -> None:
     db, backend = edge
     args = ["report", name]
@@ -370,7 +406,6 @@ def test_edge_reports_equal_to_duckdb(edge: tuple[str, str], name: str) -> None:
     assert invoke("--backend", backend, *args) == expected
 
 
-@WAITS_FOR_CLICKHOUSE_COST
 def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
     db, backend = edge
     con = clickhouse.connect(backend)
@@ -380,7 +415,9 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
     assert any("/" in run_id for run_id in run_ids), "the nested run has a trace/span id"
     assert len(run_ids) == 3
     for run_id in run_ids:
-        assert invoke("--backend", backend, "run", run_id) == invoke("--db", db, "run", run_id)
+        assert invoke("--backend", backend, "run", run_id, "--width", "400") == \
+            _as_read_from_backend(invoke("--db", db, "run", run_id, "--width", "400"), db,
+                                  backend)
     duck = duckdb_connect(db, read_only=True)
     try:
         for run_id in run_ids:
@@ -399,7 +436,7 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         duck.close()
 
 
-# ---- declared budgets (SPEC §10) -------------------------------------------------
+# ---- declared budgets (docs/guide.md#declaring-budgets) ------------------------------------------
 
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],
@@ -407,7 +444,6 @@ DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["cap", "model:gpt-4o", "2500ms"], ["cap", "tool:never_seen", "1s"]]
 
 
-@WAITS_FOR_CLICKHOUSE_COST
 def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
     """The same declarations through `budgetscope budgets` on both backends (the sample and
     EDGE): every report, the step utilisation and the listing are the same bytes."""
@@ -445,9 +481,73 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
     assert invoke("--backend", backend, "report", "runs") == before
 
 
+# ---- prices and token and dollar budgets (docs/metrics.md §11.3, §11.5) -------------------
+
+PRICE_AND_BUDGET_CHANGES = [
+    ["budgets", "set", "billing-agent", "--tokens", "40k", "--usd", "0.02"],
+    ["budgets", "set", "--default", "60s", "--usd", "0.5", "--usd-per-week", "20"],
+    ["budgets", "unset", "billing-agent", "--usd"],
+    # the sample's models as their spans name them (gen_ai.response.model first)
+    ["prices", "set", "gpt-4o-2024-08-06", "--provider", "openai", "--input", "2",
+     "--output", "8", "--from", "2026-11-10"],
+    ["prices", "set", "triage-distill-*", "--input", "0.4", "--output", "1.6",
+     "--cache-read", "0.1"],
+    ["prices", "set", "claude-*", "--input", "3.5", "--output", "14"],
+]
+
+
+def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
+    """The same `prices` and `budgets` changes through the CLI on both backends (the sample and
+    EDGE): the same listings, the same models without a price, and the same §11 rows after each
+    rebuild; undone afterwards, the backend derives what it derived before."""
+    db, backend = edge
+    copy = tmp_path / "priced.duckdb"
+    shutil.copy(db, copy)
+    before = invoke("--backend", backend, "report", "runs")
+    undo = [["budgets", "unset", "billing-agent"], ["budgets", "unset", "--default"],
+            ["prices", "unset", "gpt-4o-2024-08-06", "--provider", "openai", "--from",
+             "2026-11-10"],
+            ["prices", "unset", "triage-distill-*"], ["prices", "unset", "claude-*"]]
+    try:
+        for change in PRICE_AND_BUDGET_CHANGES:
+            invoke("--db", str(copy), *change)
+            shown = CliRunner().invoke(cli, ["--backend", backend, *change])
+            assert shown.exit_code == 0, shown.output
+            assert "on the backend; derived tables rebuilt" in shown.output
+        for listing in (["prices", "list", "--format", "json"],
+                        ["budgets", "list", "--format", "json"]):
+            got, want = (json.loads(invoke(*where, *listing)) for where in (
+                ("--backend", backend), ("--db", str(copy))))
+            assert _undated(got) == _undated(want), listing
+        assert invoke("--backend", backend, "prices", "check") == \
+            invoke("--db", str(copy), "prices", "check")
+        duck = duckdb_connect(copy, read_only=True)
+        try:
+            for table in TABLES:
+                want = _cost_rows(duck, table)
+                got = _cost_rows(clickhouse.connect(backend), table)
+                assert got == want, difference(got, want)
+            sources = {row["cost_source"] for row in _cost_rows(duck, "metered_spans")}
+            assert "override" in sources
+        finally:
+            duck.close()
+    finally:  # the module's later tests see the backend as it was
+        for change in undo:
+            invoke("--backend", backend, *change)
+    assert invoke("--backend", backend, "report", "runs") == before
+
+
+def _undated(found: object) -> object:
+    """A listing without its declared_at stamps (each backend's own clock)."""
+    if isinstance(found, dict):
+        return {k: _undated(v) for k, v in found.items() if k != "declared_at"}
+    if isinstance(found, list):
+        return [_undated(v) for v in found]
+    return found
+
+
 # ---- tokens and dollars (docs/metrics.md §11) ----------------------------------------------
 
-@WAITS_FOR_CLICKHOUSE_COST
 def test_cost_fleet_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
     """The hand-worked cost fleet (tests/support/cost_fleet.py) stored both ways, with its
     declarations and price through `budgetscope` on each: every report and every run's cost

@@ -6,10 +6,9 @@ Every cost report, its summary, the weekly report (the hand-written twin of
 queries/sql/clickhouse/weekly_report.sql), the runs report and the headline are then compared
 as CSV bytes under several filters.
 
-This checks the translation of each query (queries/translate.py) apart from the derivation:
-the ClickHouse derivation of the cost columns is not written yet, and the parity of the two
-derivations on the same spans waits for it (tests/test_clickhouse_backend.py,
-WAITS_FOR_CLICKHOUSE_COST).
+This checks the translation of each query (queries/translate.py) apart from the derivation;
+the two derivations on the same spans are compared in tests/test_clickhouse_backend.py and
+tests/test_conventions_parity.py.
 """
 
 from __future__ import annotations

@@ -674,7 +674,7 @@ def test_no_line_crosses_a_label_of_the_waterfall(db: str) -> None:
         horizon = max(end_ms, deadline_ms)
         room = horizon / fmt.duration_axis_unit(horizon)[1]  # the time axis, in its unit
         for note in figure.layout.annotations:
-            width = run_figures._label_width(str(note.text), room)
+            width = run_figures.label_width(str(note.text), room)
             x = float(note.x)
             right = note.xanchor == "left" or (note.xanchor is None and "right" in str(
                 getattr(note, "name", "") or "right"))

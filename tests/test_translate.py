@@ -134,6 +134,11 @@ def _is_null(value: object) -> bool:
     "SELECT quantile_cont(utilisation, 0.5) AS p FROM steps WHERE agent = 'zzz'",
     "SELECT quantile_cont(utilisation, 0.5) FILTER (WHERE n > 100) AS p, "
     "quantile_cont(utilisation, 0.5) FILTER (WHERE n > 3) AS q FROM steps",
+    # an arg_max / arg_min over no rows is NULL (ClickHouse: '' or 0), with or without FILTER
+    "SELECT arg_max(agent, utilisation) AS a, arg_min(run_start_ns, utilisation) AS b "
+    "FROM steps WHERE agent = 'zzz'",
+    "SELECT agent, arg_max(run_start_ns, utilisation) FILTER (WHERE utilisation > 0.6) AS a, "
+    "arg_min(agent, n) FILTER (WHERE n > 3) AS b FROM steps GROUP BY ALL ORDER BY agent",
     # the run filter's bound parameters, NULL leaving a side open
     "SELECT count(*) AS c FROM steps WHERE ($agent::VARCHAR IS NULL OR agent = $agent::VARCHAR)",
 ])

@@ -3,8 +3,9 @@ dashboard's address of the same view when the dashboard's address is known.
 
 The address is known when the command was given `--dashboard-url` (env BUDGETSCOPE_DASHBOARD_URL),
 or when `budgetscope serve` runs the command for a client (its read API): serve knows its own
-dashboard. Commands are written for the shell (`shlex.join`), with the database they read, so
-that one copied from `check`'s output in cron's mail runs as it is.
+dashboard. Commands are written for the shell (`shlex.join`), with the database they read (the
+--db file, or the --backend the command read, without its password), so that one copied from
+`check`'s output in cron's mail runs as it is.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from urllib.parse import urlencode, urlsplit
 
 import click
 
-from budgetscope.commands.common import db_option
+from budgetscope.commands.common import backend_option, db_option
 from queries.terminal import terminal_safe
+from store import clickhouse
 
 DASHBOARD_URL_ENV = "BUDGETSCOPE_DASHBOARD_URL"
 
@@ -54,10 +56,20 @@ def database(context: click.Context) -> str:
     return context.find_root().obj.get("served_db") or db_option(context)
 
 
+def source(context: click.Context) -> tuple[str, str]:
+    """The option naming what a printed command reads: `--backend URL` when this command read
+    a ClickHouse backend (the URL without its password, which BUDGETSCOPE_CLICKHOUSE_PASSWORD
+    gives: a command lands in cron's mail), else `--db` and `database`."""
+    backend = backend_option(context)
+    if backend and not context.find_root().obj.get("served_db"):
+        return ("--backend", clickhouse.parse_backend_url(backend).describe())
+    return ("--db", database(context))
+
+
 def command(context: click.Context, *arguments: str) -> str:
-    """`budgetscope --db DB ARGUMENTS…`, quoted for a shell and inert on a terminal (an agent's
-    name comes from a span)."""
-    return terminal_safe(shlex.join(["budgetscope", "--db", database(context), *arguments]))
+    """`budgetscope --db DB ARGUMENTS…` (or --backend URL), quoted for a shell and inert on a
+    terminal (an agent's name comes from a span)."""
+    return terminal_safe(shlex.join(["budgetscope", *source(context), *arguments]))
 
 
 def page_url(base: str, page: str, params: Mapping[str, str]) -> str:

@@ -5,7 +5,8 @@ pattern, optionally its provider and a date it starts on), else from the bundled
 (genai-prices, shipped with budgetscope, never fetched). `set` and `unset` re-measure every run
 with a span the entry prices, past ones included; `check` lists the models seen without a price,
 each with the command that prices it. Stored in the database, and carried out by the
-`budgetscope serve` that holds it, as `budgets` is.
+`budgetscope serve` that holds it, as `budgets` is; with --backend, in the ClickHouse backend's
+tables (store/clickhouse/prices.py), whose derived tables are then rebuilt.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import duckdb
 
 from budgetscope.commands.budgets_remote import fetch_prices, send_change
 from budgetscope.commands.common import backend_option, catch_up_derivations
-from budgetscope.commands.declared_place import carry_out
+from budgetscope.commands.declared_place import carry_out, on_backend
 from budgetscope.commands.tokens import TOKEN_ENV
 from queries.prices import with_commands
 from queries.readable import plural
@@ -28,6 +29,8 @@ from store import (
     PriceChange,
     PriceError,
     apply_price,
+    clickhouse,
+    clickhouse_prices,
     derive_now,
     format_day,
     format_usd_per_mtok,
@@ -43,12 +46,6 @@ PROVIDER_HELP = ("The provider the price is for, as `prices check` names it (ope
                  "anthropic, aws, ...); any provider when left out.")
 FROM_HELP = "The date the price holds from (YYYY-MM-DD, 00:00 UTC); from the beginning when " \
             "left out."
-
-
-def _no_backend(context: click.Context) -> None:
-    if backend_option(context) is not None:
-        raise click.UsageError("prices are kept in a DuckDB file: the ClickHouse backend does "
-                               "not measure tokens and dollars yet")
 
 
 def _checked(parse: Any, text: str | None, what: str) -> Any:
@@ -84,23 +81,37 @@ def _report(change: PriceChange, answer: dict[str, Any], where: str) -> None:
     head = f"{what} set to {_rates(change.to_json())}" if change.action == "set" \
         else f"{what} removed"
     runs = int(answer["runs"])
-    if answer.get("derived", True):
-        tail = f"{plural(runs, 'run')} re-measured in {float(answer['seconds']):.2f} s"
+    if runs < 0:  # ClickHouse: the derived tables are rebuilt whole
+        click.echo(f"{head}{where}; derived tables rebuilt in {float(answer['seconds']):.2f} s")
+    elif answer.get("derived", True):
+        click.echo(f"{head}{where}; {plural(runs, 'run')} re-measured in "
+                   f"{float(answer['seconds']):.2f} s")
     else:
-        tail = (f"{plural(runs, 'run')} marked; the server is still re-measuring them (they "
-                "follow within seconds)")
-    click.echo(f"{head}{where}; {tail}")
+        click.echo(f"{head}{where}; {plural(runs, 'run')} marked; the server is still "
+                   "re-measuring them (they follow within seconds)")
     if change.action == "set" and not int(answer.get("matching_spans", 0)):
         click.echo(f"no stored span of model {terminal_safe(change.model)!r} yet; the price "
                    "applies to those that arrive")
 
 
 def _change(context: click.Context, change: PriceChange) -> None:
-    _no_backend(context)
     try:
         change = change.checked()
     except PriceError as error:
         raise click.UsageError(str(error)) from None
+    if backend_option(context) is not None:
+        def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
+            # the prices live in ClickHouse tables there; the derived tables are rebuilt
+            # whole after a change (store/clickhouse/prices.py)
+            started = time.monotonic()
+            applied = clickhouse_prices.apply(con, change)
+            if applied.changed:
+                clickhouse.ensure_derived(con)
+            _report(change, {**applied.to_json(), "runs": -1,
+                             "seconds": time.monotonic() - started}, " on the backend")
+
+        on_backend(context, on_clickhouse)
+        return
 
     def local(con: duckdb.DuckDBPyConnection) -> None:
         catch_up_derivations(con)
@@ -117,8 +128,16 @@ def _change(context: click.Context, change: PriceChange) -> None:
               doing="prices are set in an existing database")
 
 
-def _listing(context: click.Context) -> dict[str, Any]:
-    _no_backend(context)
+def _listing(context: click.Context, *, seen: bool) -> dict[str, Any]:
+    """The prices set and the bundled table; `seen`: also the models seen without a price,
+    which on the ClickHouse backend need the derived tables current."""
+    if backend_option(context) is not None:
+        def on_clickhouse(con: clickhouse.ClickHouseConnection) -> dict[str, Any]:
+            if seen:
+                clickhouse.ensure_derived(con)
+            return clickhouse_prices.listing(con)
+
+        return on_backend(context, on_clickhouse)
     return carry_out(context, writes=False, endpoint="/prices", local=listing,
                      remote=fetch_prices, doing="no price is set")
 
@@ -142,7 +161,7 @@ def prices_command(context: click.Context, token: str | None) -> None:
 def list_command(context: click.Context, output: str) -> None:
     """The prices set (exact patterns, then prefixes, by provider and date), then the
     bundled table's name, version and model count."""
-    found = _listing(context)
+    found = _listing(context, seen=False)
     if output == "json":
         click.echo(json.dumps({"overrides": found["overrides"], "bundled": found["bundled"]},
                               indent=2))
@@ -203,7 +222,7 @@ def unset_command(context: click.Context, model: str, provider: str | None,
 def check_command(context: click.Context, output: str) -> None:
     """Every model seen in the traces without a price, the most steps first, with its step
     and span counts and the command that prices it (X: USD per million tokens)."""
-    rows = with_commands(_listing(context)["unpriced"])
+    rows = with_commands(_listing(context, seen=True)["unpriced"])
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
         return

@@ -19,14 +19,9 @@ import duckdb
 import pandas as pd
 
 from budgetscope.commands import links
-from budgetscope.commands.common import (
-    Fail,
-    open_reader,
-    output_stream,
-    terminal_width,
-    width_option,
-)
+from budgetscope.commands.common import open_reader, output_stream, terminal_width, width_option
 from budgetscope.commands.links import dashboard_url_option
+from budgetscope.fail import Fail
 from queries import readable, run_cost, run_story
 from queries.loader import TooManyRows
 from queries.reports import runs as runs_report
@@ -81,7 +76,7 @@ def run_command(context: click.Context, run_id: str, width: int | None,
             # reads: whether a typical run exists is not known, and Compare stays offered
             # (the comparison page makes its own search).
             comparable = True
-        leads = Leads(links.database(context), links.dashboard_url(context, dashboard_url),
+        leads = Leads(links.source(context), links.dashboard_url(context, dashboard_url),
                       comparable)
         text = render_run(view, width, leads)
         if with_spans:
@@ -100,9 +95,10 @@ def run_command(context: click.Context, run_id: str, width: int | None,
 
 @dataclass(frozen=True)
 class Leads:
-    """Where the summary leads: the database its commands name, the dashboard's address
-    (None: unknown, no link), and whether a typical run exists to compare with."""
-    db: str = "budgetscope.duckdb"
+    """Where the summary leads: the database its commands name (--db FILE or --backend URL),
+    the dashboard's address (None: unknown, no link), and whether a typical run exists to
+    compare with."""
+    source: tuple[str, str] = ("--db", "budgetscope.duckdb")
     dashboard: str | None = None
     typical: bool = False
 
@@ -196,7 +192,7 @@ def render_run(view: RunView, width: int, leads: Leads | None = None) -> str:
     for label, text in summary_block(view, story, step):
         lines.extend(_said(label, text, width))
     for arguments in step.commands:
-        lines.extend(command_lines(["budgetscope", "--db", leads.db, *arguments], width))
+        lines.extend(command_lines(["budgetscope", *leads.source, *arguments], width))
     if leads.dashboard and step.what_if:
         lines.append(f"{'':<{_LABEL_WIDTH}}" + links.page_url(
             leads.dashboard, "simulate", step.what_if_params()))

@@ -1,9 +1,9 @@
-"""Budgets: the declared budgets per agent and the default, in each of their dimensions (a
-duration, tokens, dollars a run, dollars a week: SPEC §10, docs/metrics.md §11.5, §11.8), the
-per-step caps, where each run's budgets came from, and the model prices (§11.3): the prices
-set, the bundled table, the models seen without a price. Inside `budgetscope serve`, forms change
-them through the server's writer, with the checks and the store functions `budgetscope budgets`
-and `budgetscope prices` use; standalone, the commands that do."""
+"""Budgets: the declared budgets per agent and the default, in each of their dimensions (a duration,
+tokens, dollars a run, dollars a week: docs/guide.md#declaring-budgets, docs/metrics.md §11.5,
+§11.8), the per-step caps, where each run's budgets came from, and the model prices (§11.3): the
+prices set, the bundled table, the models seen without a price. Inside `budgetscope serve`, forms
+change them through the server's writer, with the checks and the store functions `budgetscope
+budgets` and `budgetscope prices` use; standalone, the commands that do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconciliation: what timeouts cost in correctness (SPEC §6). Rate over time against a
+"""Reconciliation: what timeouts cost in correctness (docs/metrics.md §6). Rate over time against a
 threshold, by tool, landed / not landed / unknown, and the orphan writes."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Utilisation: is the deadline binding? The distribution of run utilisation per agent, with
-p50/p90/p99 marked, and step utilisation against allocation (SPEC §5)."""
+p50/p90/p99 marked, and step utilisation against allocation (docs/metrics.md §5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Weekly report: the SPEC §7 table, and its CSV, byte for byte what `budgetscope report weekly`
-writes for the same filters (both call queries.render.to_csv_bytes on queries.reports.weekly)."""
+"""Weekly report: the docs/metrics.md §7 table, and its CSV, byte for byte what `budgetscope report
+weekly` writes for the same filters (both call queries.render.to_csv_bytes on
+queries.reports.weekly)."""
 
 from __future__ import annotations
 

@@ -244,7 +244,7 @@ class AccessGuard:
             await self._refuse(scope, receive, send, 403, refused)
             return
         if scope["type"] == "websocket":
-            scope = _origin_spelled_as_host(scope, headers)
+            scope = origin_spelled_as_host(scope, headers)
         if self.policy.token is None or self._in_session(headers):
             await self.app(scope, receive, send)
             return
@@ -465,7 +465,7 @@ def _client(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
-def _origin_spelled_as_host(scope: Scope, headers: dict[str, list[str]]) -> Scope:
+def origin_spelled_as_host(scope: Scope, headers: dict[str, list[str]]) -> Scope:
     """`scope` with its Origin header (already found the same origin as its Host) spelled as
     `scheme://` + the Host header, so that Streamlit's byte-for-byte comparison agrees."""
     origins, hosts = headers.get("origin", []), headers.get("host", [])

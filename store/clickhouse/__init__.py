@@ -32,12 +32,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from store.clickhouse import prices
 from store.derive.scheduling import ROOT_GRACE_SECONDS
 from store.derive.statements import with_conventions
-from store.file.sql_files import CLICKHOUSE_PARAMETER, Query, bound_parameters, load_queries
+from store.file.sql_files import (
+    CLICKHOUSE_PARAMETER,
+    Query,
+    bound_parameters,
+    load_queries,
+    split_statements,
+)
 
 BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
@@ -51,19 +59,26 @@ SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1,
                                     "formatdatetime_f_prints_scale_number_of_digits": 1}
 # The only tables rows are inserted into (their names are shaped into the INSERT's text, so
 # they come from this list, never from a caller's string).
-INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs"})
+INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs", *prices.BUNDLED_TABLES.values()})
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # The backend's own files: the Collector exporter's tables, and the derivation that builds runs
 # and steps there (rebuilt whole: derive_state says when).
 BACKEND_FOLDER = Path(__file__).with_name("sql")
 BACKEND_NAMES = frozenset({
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
-    "derive_steps", "derive_log_exceptions", "derive_log_exceptions_none",
+    "derive_steps", "derive_usage", "derive_cost", "derive_measure", "derive_log_exceptions",
+    "derive_log_exceptions_none",
     "derive_scratch_drop", "derive_state",
 })
 # The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
-# their traces, then everything else (derive_build.sql says why the walk runs twice).
-DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps")
+# their traces (derive_build.sql says why the walk runs twice), the steps and runs, the spans
+# that carry usage and their cost (docs/metrics.md §11), then what depends on budgets (as the
+# DuckDB derivation's files: derive_steps, derive_usage, derive_cost, derive_measure). The
+# models the metered spans bring are matched to the bundled prices, in Python, before
+# MATCH_PRICES_BEFORE (prices.match_new_pairs).
+DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps",
+                "derive_usage", "derive_cost", "derive_measure")
+MATCH_PRICES_BEFORE = "derive_cost"
 BACKEND_QUERIES = with_conventions(
     load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
 
@@ -114,10 +129,6 @@ def parse_backend_url(text: str) -> BackendUrl:
                        "clickhouse://user@host:port/database")
 
 
-def is_backend_url(text: str | None) -> bool:
-    return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
-
-
 # ClickHouse reads a query parameter in its "escaped" format, TabSeparated's: a tab or a line
 # feed ends the value and a backslash starts an escape, so a value holding one of them (an agent
 # name from a span may) failed with BAD_QUERY_PARAMETER. CR and NUL are read as they are, but
@@ -136,23 +147,23 @@ def parameter_text(value: Any) -> str:
     return str(value).translate(_ESCAPED)
 
 
+def _signed_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """ClickHouse's count() is a UInt64 where DuckDB's is a BIGINT: unsigned columns become
+    int64, so that a report's frame has DuckDB's dtypes (a page adding a row of int64 sums to a
+    uint64 column got float64: `12.0` runs). A value past int64's range stays unsigned."""
+    for column in frame.columns:
+        values = frame[column]
+        if not pd.api.types.is_unsigned_integer_dtype(values.dtype):
+            continue
+        largest = values.max()
+        if pd.isna(largest) or int(largest) <= np.iinfo(np.int64).max:
+            nullable = isinstance(values.dtype, pd.api.extensions.ExtensionDtype)
+            frame[column] = values.astype("Int64" if nullable else np.int64)
+    return frame
+
+
 class QueryFailed(RuntimeError):
     """A query the backend refused or could not run: one line naming the backend."""
-
-
-def split_statements(text: str) -> list[str]:
-    """The statements of a multi-statement file: each ends with ';' at the end of a line."""
-    code = "\n".join(line.split("--", 1)[0].rstrip() for line in text.splitlines())
-    statements, current = [], []
-    for line in code.splitlines():
-        current.append(line)
-        if line.endswith(";"):
-            statements.append("\n".join(current).rstrip(";").strip())
-            current = []
-    rest = "\n".join(current).strip()
-    if rest:
-        statements.append(rest)
-    return [s for s in statements if s]
 
 
 class ClickHouseConnection:
@@ -222,7 +233,7 @@ class ClickHouseConnection:
     def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
         text = query.text.rstrip().rstrip(";")
         frame = self._frame_text(text, bound_parameters(query, parameters), query.name)
-        return frame.reset_index(drop=True)
+        return _signed_counts(frame.reset_index(drop=True))
 
     def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
         """Run every statement of a ClickHouse-only multi-statement file (DDL, derive), each
@@ -277,11 +288,15 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
     if con.scalar("EXISTS TABLE otel_traces") != 1:
         raise NoTraces(f"{con.url.describe()} has no otel_traces table: point the Collector's "
                        "ClickHouse exporter at it first")
+    # the price tables, and the bundled table's version recorded (a new one forgets the
+    # matches, which the comparison below then sees)
+    prices.prepare(con)
     if con.scalar("EXISTS TABLE budgetscope_derive_state") != 1 or \
             con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1 or \
             con.scalar("SELECT count() FROM system.columns WHERE database = currentDatabase() "
-                       "AND table = 'budgetscope_derive_state' AND name = 'log_rows'") != 1:
-        # never derived, or derived before declared budgets (SPEC §10) or log records existed
+                       "AND table = 'budgetscope_derive_state' AND name = 'prices'") != 1:
+        # never derived, or derived before declared budgets (docs/guide.md#declaring-budgets), log
+        # records or prices (docs/metrics.md §11) existed
         return None
     rows = con.frame(BACKEND_QUERIES["derive_state"], {})
     if rows.empty:
@@ -308,18 +323,21 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
     current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
         pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"]) and \
         state["declared"] == state["derived_declared"] and \
+        state["prices"] == state["derived_prices"] and \
         int(state["log_rows"]) == int(state["derived_log_rows"])
     if current and not force:
         return False
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
-        # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
+        # exception log records (docs/conventions.md) from otel_logs, when a logs pipeline made one
         con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
                        else "derive_log_exceptions_none")
-        # SPEC §9: a trace without its root is measured once its last span ended longer ago than
-        # the grace period (otel_traces keeps no arrival time)
+        # docs/conventions.md: a trace without its root is measured once its last span ended longer
+        # ago than the grace period (otel_traces keeps no arrival time)
         cutoff = {"root_cutoff_ns": time.time_ns() - int(ROOT_GRACE_SECONDS * 1e9)}
         for name in DERIVE_BUILD:
+            if name == MATCH_PRICES_BEFORE:
+                prices.match_new_pairs(con)
             con.run_script(name, cutoff)
     finally:
         con.run_script("derive_scratch_drop")

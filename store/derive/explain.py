@@ -1,5 +1,5 @@
-"""Why each span of a trace is, or is not, a step (SPEC §9): `budgetscope run RUN_ID --spans`
-and the run view's span list.
+"""Why each span of a trace is, or is not, a step (docs/conventions.md): `budgetscope run RUN_ID
+--spans` and the run view's span list.
 
 The answer comes from the derivation itself, not a second reading of the rules: the trace's
 spans and exception log records are copied into an in-memory database, the recognition
@@ -18,20 +18,19 @@ import pandas as pd
 
 from store.derive.statements import QUERIES, recognise, set_root_cutoff
 from store.file.ddl import apply_schema
-from store.rows import vocabulary
 
 # What is copied of the trace: its spans and log records (what the recognition reads).
 _READS = ("SELECT * FROM spans WHERE trace_id = ?",
           "SELECT * FROM log_records WHERE trace_id = ?")
 _WRITES = ("INSERT INTO spans BY NAME SELECT * FROM copied",
            "INSERT INTO log_records BY NAME SELECT * FROM copied")
-ROLES = vocabulary.SPAN_ROLES
 
 
 def explain_trace(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame:
     """Every span of the trace, in tree order (parent before children, siblings by start),
-    with `role` (one of ROLES), `why` (a sentence), the matched `step_row` and `convention`,
-    `step_key`, `class`, `other_span_id` (the span `why` refers to) and `indent`."""
+    with `role` (one of store/rows/vocabulary.SPAN_ROLES), `why` (a sentence), the matched
+    `step_row` and `convention`, `step_key`, `class`, `other_span_id` (the span `why` refers to)
+    and `indent`."""
     memory = duckdb.connect(":memory:")
     try:
         apply_schema(memory)

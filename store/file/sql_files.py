@@ -82,3 +82,18 @@ def bound_parameters(query: Query, parameters: Mapping[str, Any] | None) -> dict
     if missing:
         raise KeyError(f"query {query.name} needs parameters {missing}")
     return {key: given[key] for key in query.parameters}
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a multi-statement file: each ends with ';' at the end of a line."""
+    code = "\n".join(line.split("--", 1)[0].rstrip() for line in text.splitlines())
+    statements, current = [], []
+    for line in code.splitlines():
+        current.append(line)
+        if line.endswith(";"):
+            statements.append("\n".join(current).rstrip(";").strip())
+            current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        statements.append(rest)
+    return [s for s in statements if s]

@@ -18,6 +18,7 @@ matched by another version forgets its matches and re-measures the runs priced f
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -101,26 +102,7 @@ def match_new_pairs(con: duckdb.DuckDBPyConnection) -> int:
     pairs = con.execute(query("unmatched_pairs")).fetchall()
     if not pairs:
         return 0
-    found = _Found()
-    for model_ref, provider in pairs:
-        bundled_ref, model = lookup(model_ref, provider)
-        found.matches["model_ref"].append(model_ref)
-        found.matches["provider"].append(provider)
-        found.matches["bundled_ref"].append(bundled_ref)
-        if bundled_ref is not None and bundled_ref not in found.models:
-            found.models.add(bundled_ref)
-            _add_prices(found, bundled_ref, model)
-    tables = {
-        "incoming_matches": pa.table(found.matches, schema=pa.schema([
-            ("model_ref", pa.string()), ("provider", pa.string()),
-            ("bundled_ref", pa.string())])),
-        "incoming_conditions": pa.table(found.conditions, schema=pa.schema([
-            ("bundled_ref", pa.string()), ("cond", pa.int32()), ("start_ns", pa.int64()),
-            ("tod_start_ns", pa.int64()), ("tod_end_ns", pa.int64())])),
-        "incoming_prices": pa.table(found.prices, schema=pa.schema([
-            ("bundled_ref", pa.string()), ("cond", pa.int32()), ("quantity", pa.string()),
-            ("tier_start", pa.int64()), ("rate", pa.int64())])),
-    }
+    tables = matched_tables(pairs)
     for name, table in tables.items():
         con.register(name, table)
     try:
@@ -131,6 +113,33 @@ def match_new_pairs(con: duckdb.DuckDBPyConnection) -> int:
             con.unregister(name)
     check_version(con)  # a file matched for the first time records which table matched it
     return len(pairs)
+
+
+def matched_tables(pairs: Iterable[tuple[str, str]]) -> dict[str, pa.Table]:
+    """What the bundled table says of these (model_ref, provider) pairs, as the rows of
+    price_matches, bundled_conditions and bundled_prices (`incoming_matches`,
+    `incoming_conditions`, `incoming_prices`; each matched model's prices once): what the DuckDB
+    file keeps, and the ClickHouse backend (store/clickhouse/prices.py) too."""
+    found = _Found()
+    for model_ref, provider in pairs:
+        bundled_ref, model = lookup(model_ref, provider)
+        found.matches["model_ref"].append(model_ref)
+        found.matches["provider"].append(provider)
+        found.matches["bundled_ref"].append(bundled_ref)
+        if bundled_ref is not None and bundled_ref not in found.models:
+            found.models.add(bundled_ref)
+            _add_prices(found, bundled_ref, model)
+    return {
+        "incoming_matches": pa.table(found.matches, schema=pa.schema([
+            ("model_ref", pa.string()), ("provider", pa.string()),
+            ("bundled_ref", pa.string())])),
+        "incoming_conditions": pa.table(found.conditions, schema=pa.schema([
+            ("bundled_ref", pa.string()), ("cond", pa.int32()), ("start_ns", pa.int64()),
+            ("tod_start_ns", pa.int64()), ("tod_end_ns", pa.int64())])),
+        "incoming_prices": pa.table(found.prices, schema=pa.schema([
+            ("bundled_ref", pa.string()), ("cond", pa.int32()), ("quantity", pa.string()),
+            ("tier_start", pa.int64()), ("rate", pa.int64())])),
+    }
 
 
 def lookup(model_ref: str, provider: str) -> tuple[str | None, Any]:

@@ -9,7 +9,8 @@ opentelemetry-collector-contrib, read, not copied):
 - SpanKind and StatusCode as pdata names (`Server`, `Client`, `Internal`, …; `Unset`, `Ok`,
   `Error`); ServiceName = the resource's service.name when it is a string, else '';
 - every attribute value as pdata's Value.AsString: strings as they are, ints in decimal, doubles
-  shortest without exponent, bools `true`/`false`, bytes base64, arrays and maps as JSON;
+  shortest as encoding/json writes them (`0.0123`, `1e-7`, `1e+21`), bools `true`/`false`,
+  bytes base64, arrays and maps as JSON;
 - ScopeName and ScopeVersion from the instrumentation scope; events and links as the Nested
   columns Events.* and Links.*, one array element per event or link.
 """
@@ -60,16 +61,27 @@ def as_string(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "+Inf" if value > 0 else "-Inf"
-        return np.format_float_positional(value, trim="-")
+        return _double_as_string(value)
     if isinstance(value, dict) and set(value) == {"bytesValue"}:
         return str(value["bytesValue"])  # bytes: base64, as ingest keeps them
     if value is None:
         return ""
     return _compact(value)
+
+
+def _double_as_string(value: float) -> str:
+    """pdata's float64AsString: ES6's number to string, as encoding/json writes it (shortest
+    digits; an exponent below 10^-6 and from 10^21 on, `1e-7`, `1e+21`); NaN and infinities
+    as the error text it writes for them."""
+    if math.isnan(value) or math.isinf(value):
+        shown = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+        return f"json: unsupported value: {shown}"
+    if value != 0 and (abs(value) < 1e-6 or abs(value) >= 1e21):
+        text = np.format_float_scientific(value, trim="-", exp_digits=2)
+        mantissa, exponent = text.split("e")
+        sign, digits = exponent[0], exponent[1:].lstrip("0") or "0"
+        return f"{mantissa}e{sign}{digits if sign == '-' else digits.zfill(2)}"
+    return np.format_float_positional(value, trim="-")
 
 
 def _attribute_map(attributes_json: str) -> list[tuple[str, str]]:

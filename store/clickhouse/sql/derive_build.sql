@@ -1,5 +1,5 @@
 -- name: derive_build
--- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6): the spans.
+-- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (docs/metrics.md §1-§6): the spans.
 --
 -- The ClickHouse dialect of store/derive/sql/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
@@ -9,16 +9,26 @@
 -- refresh of the traces one write touched (ClickHouse has no transactions to make a
 -- delete-and-insert atomic; an exchange of tables is).
 -- The build is this file (the spans), derive_walk.sql, derive_recognise.sql, derive_walk.sql again
--- (the traces where one call left two spans), then derive_steps.sql (store.clickhouse runs them).
+-- (the traces where one call left two spans), then derive_steps.sql, derive_usage.sql,
+-- derive_cost.sql and derive_measure.sql (store.clickhouse runs them).
 -- Statements end with ';' at the end of a line (store.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
 
--- 0. Declared budgets and step caps (SPEC §10; the DuckDB schema's declared_budgets.sql),
--- created empty the first time: `budgetscope --backend URL budgets` writes them.
+-- 0. Declared budgets and step caps (docs/guide.md#declaring-budgets; the DuckDB schema's
+-- declared_budgets.sql), created empty the first time: `budgetscope --backend URL budgets`
+-- writes them.
 CREATE TABLE IF NOT EXISTS budgetscope_declared_budgets (
-    scope String, agent String, budget_ms Int64, declared_at DateTime64(3, 'UTC')
+    scope String, agent String, budget_ms Nullable(Int64), declared_at DateTime64(3, 'UTC'),
+    tokens Nullable(Int64), usd_nano Nullable(Int64), usd_per_week_nano Nullable(Int64)
 ) ENGINE = MergeTree ORDER BY (scope, agent);
+-- docs/metrics.md §11.5: a declaration's token and dollar dimensions, beside its duration
+-- (a table made before them gains them; each dimension may be left unset)
+ALTER TABLE budgetscope_declared_budgets ADD COLUMN IF NOT EXISTS tokens Nullable(Int64);
+ALTER TABLE budgetscope_declared_budgets ADD COLUMN IF NOT EXISTS usd_nano Nullable(Int64);
+ALTER TABLE budgetscope_declared_budgets
+    ADD COLUMN IF NOT EXISTS usd_per_week_nano Nullable(Int64);
+ALTER TABLE budgetscope_declared_budgets MODIFY COLUMN budget_ms Nullable(Int64);
 CREATE TABLE IF NOT EXISTS budgetscope_declared_step_caps (
     step_key String, cap_ms Int64, declared_at DateTime64(3, 'UTC')
 ) ENGINE = MergeTree ORDER BY step_key;
@@ -31,27 +41,38 @@ SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS tr
        now64(3) AS derived_at,
        -- the declarations' fingerprint; the same expression is in derive_state.sql
        concat(toString((SELECT count() FROM budgetscope_declared_budgets)), ':',
-              toString((SELECT sum(cityHash64(scope, agent, budget_ms))
+              toString((SELECT sum(cityHash64(scope, agent, coalesce(budget_ms, -1),
+                                              coalesce(tokens, -1), coalesce(usd_nano, -1)))
                         FROM budgetscope_declared_budgets)), '/',
               toString((SELECT count() FROM budgetscope_declared_step_caps)), ':',
               toString((SELECT sum(cityHash64(step_key, cap_ms))
                         FROM budgetscope_declared_step_caps))) AS declared,
        -- otel_logs' rows when built (0 without that table): new log records rebuild too
-       (SELECT log_rows FROM budgetscope_tmp_log_state) AS log_rows
+       (SELECT log_rows FROM budgetscope_tmp_log_state) AS log_rows,
+       -- the prices set and the bundled table's version (docs/metrics.md §11.3); the same
+       -- expression is in derive_state.sql
+       concat(toString((SELECT count() FROM budgetscope_price_overrides)), ':',
+              toString((SELECT sum(cityHash64(model_pattern, provider, coalesce(from_ns, -1),
+                                              input_rate, output_rate,
+                                              coalesce(cache_read_rate, -1),
+                                              coalesce(cache_write_rate, -1)))
+                        FROM budgetscope_price_overrides)), '/',
+              (SELECT any(value) FROM budgetscope_meta WHERE key = 'genai_prices_version'))
+           AS prices
 FROM otel_traces;
 
 -- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
--- DuckDB backend keeps one copy of each, so does this. The SPEC attributes are read as
+-- DuckDB backend keeps one copy of each, so does this. The budget.* attributes are read as
 -- trimmed strings (NULL when absent: a missing Map key reads as ''), then typed (`raw` and
 -- `typed` are one statement: a table between them cost a write and a read of every span),
 -- as store/rows/typed_attributes.py types them at ingest (an integer is any number without a
--- fraction, written as an integer or not); then step kind, name and class (SPEC §2, §3).
+-- fraction, written as an integer or not); then step kind, name and class (docs/metrics.md §2, §3).
 CREATE TABLE budgetscope_tmp_spans_read ENGINE = MergeTree ORDER BY tuple() AS
 WITH raw AS (
         SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
                toString(SpanName) AS name,
-               -- the instrumentation scope (SPEC §9, one call, two spans): as the DuckDB store
-               -- tells scopes apart, by name and version
+               -- the instrumentation scope (docs/conventions.md, one call, two spans): as the
+               -- DuckDB store tells scopes apart, by name and version
                concat(ScopeName, '@', ScopeVersion) AS scope_id,
                toUnixTimestamp64Nano(Timestamp) AS start_ns,
                toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
@@ -75,21 +96,25 @@ WITH raw AS (
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
                if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
-               -- the HTTP status under its two names, newer first (SPEC §3 rule 2)
+               -- the HTTP status under its two names, newer first (docs/metrics.md §3 rule 2)
                multiIf(mapContains(SpanAttributes, 'http.response.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']),
                        mapContains(SpanAttributes, 'http.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.status_code']), NULL)
                    AS t_http,
-               -- SPEC §9's attributes, typed as ingest types them (store/derive/conventions.py)
+               -- the attributes of docs/conventions.md, typed as ingest types them
+               -- (store/derive/conventions.py)
                /*@clickhouse_reads*/,
+               -- docs/metrics.md §11: usage, reported costs and token and dollar budgets as
+               -- strings, the labels cost reads (store/derive/usage_reads.py)
+               /*@usage_reads*/,
                toInt8(multiIf(SpanKind IN ('Client', 'SPAN_KIND_CLIENT'), 3,
                               SpanKind IN ('Server', 'SPAN_KIND_SERVER'), 2,
                               SpanKind IN ('Internal', 'SPAN_KIND_INTERNAL'), 1,
                               SpanKind IN ('Producer', 'SPAN_KIND_PRODUCER'), 4,
                               SpanKind IN ('Consumer', 'SPAN_KIND_CONSUMER'), 5, 0)) AS kind,
                toString(StatusMessage) AS status_message,
-               -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
+               -- gRPC status under its three names, most trusted first (docs/metrics.md §3 rule 3)
                multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
                            SpanAttributes['rpc.grpc.status_code'],
                        mapContains(SpanAttributes, 'rpc.response.status_code'),
@@ -132,6 +157,8 @@ WITH raw AS (
            -- exception log records carrying the span's context (derive_log_exceptions.sql)
            le.log_exception_types AS log_exception_types,
            le.log_exception_messages AS log_exception_messages,
+           -- docs/metrics.md §11.1-§11.3: each value cast as ingest casts it (-1: not valid)
+           /*@usage_values*/,
            coalesce(toInt64OrNull(t_total), if(toFloat64OrNull(t_total) = floor(toFloat64OrNull(t_total)) AND abs(toFloat64OrNull(t_total)) < 9.2e18, toInt64(toFloat64OrNull(t_total)), NULL)) AS budget_total_ms,
            coalesce(toInt64OrNull(t_deadline), if(toFloat64OrNull(t_deadline) = floor(toFloat64OrNull(t_deadline)) AND abs(toFloat64OrNull(t_deadline)) < 9.2e18, toInt64(toFloat64OrNull(t_deadline)), NULL)) AS budget_deadline_unix_ms,
            coalesce(toInt64OrNull(t_reserve), if(toFloat64OrNull(t_reserve) = floor(toFloat64OrNull(t_reserve)) AND abs(toFloat64OrNull(t_reserve)) < 9.2e18, toInt64(toFloat64OrNull(t_reserve)), NULL)) AS budget_reserve_ms,
@@ -154,7 +181,10 @@ WITH raw AS (
            ON le.log_trace_id = raw.trace_id AND le.log_span_id = raw.span_id
 ), recognised AS (
     SELECT *,
-           /*@step_row*/ AS step_row
+           /*@step_row*/ AS step_row,
+           -- docs/metrics.md §11: each quantity from its first valid spelling, the reported
+           -- cost, the budgets, the attributes ignored (as store/rows/usage.py merges them)
+           /*@usage_typed*/
     FROM typed
 ), named AS (
     SELECT *,
@@ -163,8 +193,14 @@ WITH raw AS (
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
-           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- its `exception` events, then the exception log records carrying its context.
+           -- docs/metrics.md §11.2: whether the span carries usage or a reported cost; §3 rule
+           -- 1b: a gateway's budget refusal in error.type, an exception type or message (the
+           -- texts less the status message an ERROR span adds last)
+           /*@carries_usage*/ AS carries,
+           arrayExists(n -> /*@budget_refusal*/, arraySlice(error_norms, 1,
+               length(error_norms) - if(status_code = 2, 1, 0))) AS budget_refusal,
+           -- The exception types of each span (docs/metrics.md §3 rule 4), gathered in this one
+           -- place: its `exception` events, then the exception log records carrying its context.
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(exception_types, log_exception_types))
                AS exception_texts,
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(event_messages, log_exception_messages))
@@ -182,7 +218,8 @@ WITH raw AS (
     FROM recognised
 ), classed AS (
     SELECT *,
-           coalesce(/*@outcome_class*/, /*@http_class*/, /*@grpc_class*/,
+           coalesce(/*@outcome_class*/, if(budget_refusal, 'refused', NULL),
+                    /*@http_class*/, /*@grpc_class*/,
                     arrayFirst(c -> c IS NOT NULL,
                                arrayMap((n, c) -> /*@text_class*/, error_norms, error_codes)),
                     if(/*@tool_timeout_result*/, 'client_timeout', NULL)) AS specific
@@ -193,6 +230,14 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        budget_reserve_ms, budget_run_outcome, budget_remaining_ms, budget_cap_ms,
        budget_allocated_ms, budget_side_effect, budget_effect_status, budget_idempotency_key,
        budget_attempt, budget_hedge, budget_reconcile_result, budget_cleanup_ms,
+       -- docs/metrics.md §11 (derive_usage.sql, derive_cost.sql read them): usage and cost,
+       -- what prices the span, the budgets a run states and which budget a refusal names
+       carries, usage_ignored, budget_refusal, budget_refused_by, budget_run_exhausted_by,
+       budget_total_tokens, budget_total_usd_nano,
+       usage_input, usage_cache_read, usage_cache_write, usage_output, usage_reasoning,
+       usage_total, usage_input_includes_cache, cost_reported_nano,
+       if(carries, /*@pricing_model*/, NULL) AS model_ref,
+       if(carries, /*@pricing_provider_raw*/, NULL) AS provider_raw,
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
        step_row,
        needs_no_step_ancestor, is_agent,

@@ -26,7 +26,7 @@ WITH RECURSIVE over_steps AS (
     WHERE b.parent_row = '11'
 )
 SELECT trace_id, if(parent_row = '1', span_id, step_parent) AS span_id, 'twin' AS reason,
-       if(parent_row = '1', step_parent, span_id) AS because_of
+       if(parent_row = '1', step_parent, budgetscope_tmp_below_step.span_id) AS because_of
 FROM budgetscope_tmp_below_step
 WHERE NOT (step_row = '1' AND parent_row = '1')
   AND ((step_kind = 'model' AND parent_kind = 'model')

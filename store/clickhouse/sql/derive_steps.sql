@@ -1,5 +1,5 @@
 -- name: derive_steps
--- The steps, their levels and classes, the runs, consumption and blame, from the walk; then the live tables are replaced (as store/derive/sql/derive_steps.sql and derive_measure.sql).
+-- The steps, their levels and classes, and the runs, from the walk (as store/derive/sql/derive_steps.sql); derive_measure.sql follows.
 
 -- 2b. HTTP client spans beside their tool (as derive_steps.sql step 2b): a row-12 step with no
 -- step below it inside exactly one tool step of its run and no other (agents do not count) rolls
@@ -58,8 +58,8 @@ SELECT * FROM tree;
 
 CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
 WITH lone_agent AS (
-    -- SPEC §9, the run's agent: the agent step that stands alone among the run's top-level
-    -- steps (as derive_steps.sql step 3)
+    -- docs/conventions.md, the run's agent: the agent step that stands alone among the run's
+    -- top-level steps (as derive_steps.sql step 3)
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, any(s.step_name) AS name
     FROM budgetscope_tmp_walk_final w
     JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
@@ -70,15 +70,15 @@ WITH lone_agent AS (
     SELECT r.*,
            -- the root is the run "trace_id" only when the trace has exactly one root
            countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           -- the run's agent (SPEC §9, as derive_steps.sql step 3)
+           -- the run's agent (docs/conventions.md, as derive_steps.sql step 3)
            coalesce(nullIf(r.gen_ai_agent_name, ''), if(r.is_agent, r.step_name, NULL), a.name,
                     r.service_name) AS agent
     FROM budgetscope_tmp_spans r
     LEFT JOIN lone_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
     WHERE r.is_run
 ), declared AS (
-    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
-    -- agent, else the declared default (as derive_refresh.sql step 3).
+    -- docs/guide.md#declaring-budgets: B is the span's own budget.total_ms, else the budget
+    -- declared for the run's agent, else the declared default (as derive_refresh.sql step 3).
     SELECT r.*,
            coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
            multiIf(r.budget_total_ms IS NOT NULL, 'span',
@@ -130,6 +130,12 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
            AS overrun_ms,
        lowerUTF8(trimBoth(r.budget_run_outcome)) AS known_outcome,
        r.root_missing AS root_missing,
+       -- docs/metrics.md §11.5: the budgets the run states in tokens and dollars, and which
+       -- budget its stated outcome names (a value outside §2's is absent: time)
+       r.budget_total_tokens AS budget_total_tokens,
+       r.budget_total_usd_nano AS budget_total_usd_nano,
+       if(r.budget_run_exhausted_by IN (/*@budget_dimensions*/), r.budget_run_exhausted_by,
+          NULL) AS exhausted_by,
        toLowCardinality(concat(
            toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
            leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
@@ -137,8 +143,8 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
 FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
--- 4. Steps (SPEC §9), as derive_refresh.sql step 4: the walk's steps and the runs that are
--- their own single step, with the lone-agent test; then their levels (a transparent agent adds
+-- 4. Steps (docs/conventions.md), as derive_refresh.sql step 4: the walk's steps and the runs that
+-- are their own single step, with the lone-agent test; then their levels (a transparent agent adds
 -- none, a tool inside a model step stands beside it); then rule 6's evidence per step.
 CREATE TABLE budgetscope_tmp_found ENGINE = MergeTree ORDER BY tuple() AS
 SELECT trace_id, run_span_id, span_id, step_parent
@@ -254,11 +260,16 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
        s.budget_cleanup_ms AS cleanup_ms,
        CAST(coalesce(s.budget_side_effect = 'write', false), 'Bool') AS is_write,
-       -- SPEC §6: effect_status decides when present; absent that, the class does
+       -- docs/metrics.md §6: effect_status decides when present; absent that, the class does
        CAST(coalesce(s.budget_side_effect = 'write', false) AND if(
            s.budget_effect_status IS NOT NULL, s.budget_effect_status = 'possible',
            s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
        if(s.step_kind = 'reconcile', s.link_targets, []) AS link_targets,
+       -- which budget refused a refused step (docs/metrics.md §2, §3 rule 1b): its own
+       -- budget.refused_by, else usd for a gateway's budget refusal, else time
+       if(s.class = 'refused', coalesce(
+           if(s.budget_refused_by IN (/*@budget_dimensions*/), s.budget_refused_by, NULL),
+           if(s.budget_refusal, /*@budget_refusal_by*/, NULL), 'time'), NULL) AS refused_by,
        toLowCardinality(r.agent) AS agent, r.start_ns AS run_start_ns,
        CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget,
        -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report
@@ -266,253 +277,5 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        toLowCardinality(r.week) AS week
 FROM classed s
 JOIN budgetscope_tmp_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
--- SPEC §10: a declared cap for the step's key (as derive_refresh.sql step 4)
+-- docs/guide.md#declaring-budgets: a declared cap for the step's key (as derive_refresh.sql step 4)
 LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name);
-
--- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
--- elementary intervals before point p, and a step's consumption is W(end) - W(start).
--- The clipped intervals and the weighted points are tables, not CTEs: ClickHouse evaluates a
--- CTE again at each reference, and each is read three times (1,043,960 spans of
--- bench/bench_clickhouse.py, busy 2-core machine: this step 23.0 s as CTEs, 14.3 s as tables).
-CREATE TABLE budgetscope_tmp_clipped ENGINE = MergeTree ORDER BY tuple() AS
-SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
-       t.lifted_from AS lifted_from,
-       greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
-FROM budgetscope_tmp_steps st JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-JOIN budgetscope_tmp_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_id
-                           AND t.run_span_id = r.span_id
-WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
-
--- Each top-level step's active time: its clipped interval less the union of the intervals of
--- the tools lifted out of it (SPEC §9: a model step is not active while its tool runs).
-CREATE TABLE budgetscope_tmp_segments ENGINE = MergeTree ORDER BY tuple() AS
-WITH holes AS (
-    SELECT m.run_id AS run_id, m.span_id AS span_id, greatest(t.cs, m.cs) AS hs,
-           least(t.ce, m.ce) AS he
-    FROM budgetscope_tmp_clipped t
-    JOIN budgetscope_tmp_clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
-    WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
-), hole_starts AS (
-    SELECT *, row_number() OVER (PARTITION BY run_id, span_id ORDER BY hs, he) = 1
-              OR hs > max(he) OVER (PARTITION BY run_id, span_id ORDER BY hs, he
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-              AS starts_island
-    FROM holes
-), islands AS (
-    SELECT run_id, span_id, min(hs) AS hs, max(he) AS he
-    FROM (SELECT *, sum(toInt64(starts_island)) OVER (PARTITION BY run_id, span_id
-                                                     ORDER BY hs, he) AS island
-          FROM hole_starts)
-    GROUP BY run_id, span_id, island
-), islanded AS (
-    SELECT i.run_id AS run_id, i.span_id AS span_id, i.hs AS hs, i.he AS he,
-           c.trace_id AS trace_id, c.cs AS cs, c.ce AS ce
-    FROM islands i JOIN budgetscope_tmp_clipped c ON c.run_id = i.run_id AND c.span_id = i.span_id
-)
-SELECT trace_id, span_id, run_id, cs, ce FROM budgetscope_tmp_clipped
-WHERE (run_id, span_id) NOT IN (SELECT run_id, span_id FROM islands)
-UNION ALL
-SELECT trace_id, span_id, run_id,
-       coalesce(lagInFrame(toNullable(he), 1, NULL) OVER (
-           PARTITION BY run_id, span_id ORDER BY hs
-           ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), cs) AS cs,
-       hs AS ce
-FROM islanded
-UNION ALL
-SELECT trace_id, span_id, run_id, max(he) AS cs, any(ce) AS ce
-FROM islanded GROUP BY trace_id, span_id, run_id;
-
-CREATE TABLE budgetscope_tmp_weighted ENGINE = MergeTree ORDER BY tuple() AS
-WITH edges AS (
-    SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
-    UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
-    UNION ALL SELECT run_id, start_ns AS p, 0 AS delta FROM budgetscope_tmp_runs
-              WHERE budget_ms IS NOT NULL
-    UNION ALL SELECT run_id, assumeNotNull(window_end_ns) AS p, 0 AS delta
-              FROM budgetscope_tmp_runs WHERE budget_ms IS NOT NULL
-), points AS (
-    SELECT run_id, p, sum(delta) AS delta FROM edges GROUP BY run_id, p
-), intervals AS (
-    SELECT run_id, p,
-           sum(delta) OVER (PARTITION BY run_id ORDER BY p) AS active,
-           leadInFrame(toNullable(p), 1, NULL) OVER (
-               PARTITION BY run_id ORDER BY p
-               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) - p AS dt
-    FROM points
-)
-SELECT run_id, p, active, dt,
-       coalesce(sum(if(active > 0, toFloat64(dt) / active, NULL)) OVER (
-           PARTITION BY run_id ORDER BY p
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
-FROM intervals;
-
-CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
-WITH unattributed AS (
-    SELECT run_id, coalesce(sumIf(dt, active = 0), 0) / 1e6 AS unattributed_ms
-    FROM budgetscope_tmp_weighted GROUP BY run_id
-)
-SELECT c.trace_id AS trace_id, c.span_id AS span_id, c.run_id AS run_id,
-       coalesce(sum(if(c.cs < c.ce, (we.w_before - ws.w_before) / 1e6, NULL)), 0)
-           AS consumption_ms,
-       any(u.unattributed_ms) AS unattributed_ms
-FROM budgetscope_tmp_segments c
-JOIN unattributed u ON u.run_id = c.run_id
-LEFT JOIN budgetscope_tmp_weighted ws ON ws.run_id = c.run_id AND ws.p = c.cs
-LEFT JOIN budgetscope_tmp_weighted we ON we.run_id = c.run_id AND we.p = c.ce
-GROUP BY c.trace_id, c.span_id, c.run_id;
-
--- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
--- top-level step active at d; several: the latest started; none: the last one to start before
--- the run span ended).
-CREATE TABLE budgetscope_tmp_top ENGINE = MergeTree ORDER BY tuple() AS
-SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
-       st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
-       r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms,
-       st.step_number AS step_number
-FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, span_id) AS step_number
-      FROM budgetscope_tmp_steps WHERE is_top_level) st
-JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
-JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
-
--- Culprit and holder are steps, named with their number (SPEC §4, as derive_measure.sql).
-CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
-WITH culprit AS (
-    SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
-           consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share,
-           toInt32(step_number) AS culprit_step
-    FROM budgetscope_tmp_top
-    QUALIFY row_number() OVER (PARTITION BY run_id
-                               ORDER BY consumption_ms DESC, start_ns, span_id) = 1
-), holder AS (
-    SELECT run_id, span_id AS holder_span_id, step_key AS holder_key,
-           toInt32(step_number) AS holder_step,
-           start_ns < deadline_ns AND end_ns >= deadline_ns AS holder_at_deadline
-    FROM budgetscope_tmp_top
-    WHERE start_ns < run_end_ns OR (start_ns < deadline_ns AND end_ns >= deadline_ns)
-    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY
-        (start_ns < deadline_ns AND end_ns >= deadline_ns) DESC, start_ns DESC, span_id) = 1
-)
-SELECT coalesce(c.run_id, h.run_id) AS run_id, c.culprit_span_id AS culprit_span_id,
-       c.culprit_key AS culprit_key, c.culprit_ms AS culprit_ms,
-       c.culprit_share AS culprit_share, h.holder_span_id AS holder_span_id,
-       h.holder_key AS holder_key, c.culprit_step AS culprit_step,
-       h.holder_step AS holder_step,
-       CAST(h.holder_at_deadline, 'Nullable(Bool)') AS holder_at_deadline
-FROM culprit c FULL JOIN holder h ON h.run_id = c.run_id;
-
--- 7. The finished run rows.
-CREATE TABLE budgetscope_runs_next ENGINE = MergeTree ORDER BY run_id AS
-SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent AS agent,
-       r.start_ns AS start_ns, r.end_ns AS end_ns, r.budget_ms AS budget_ms,
-       r.budget_source AS budget_source,
-       r.deadline_ns AS deadline_ns, r.window_end_ns AS window_end_ns,
-       r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
-       r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
-       r.overrun_ms AS overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent);
-       -- otherwise running to the deadline, or a refused step.
-       CAST(multiIf(r.budget_ms IS NULL, NULL,
-               r.known_outcome IN (/*@run_outcomes*/),
-                   r.known_outcome IN ('exhausted', 'partial'),
-               r.latest_end_ns >= r.deadline_ns OR coalesce(n.refused_steps, 0) > 0),
-            'Nullable(Bool)') AS exhausted,
-       toInt64(coalesce(n.refused_steps, 0)) AS refused_steps,
-       toInt64(coalesce(n.steps, 0)) AS steps,
-       toInt64(coalesce(n.top_level_steps, 0)) AS top_level_steps,
-       if(r.budget_ms IS NOT NULL,
-          coalesce(u.unattributed_ms, (r.window_end_ns - r.start_ns) / 1e6), NULL)
-           AS unattributed_ms,
-       b.culprit_span_id AS culprit_span_id, b.culprit_key AS culprit_key,
-       b.culprit_ms AS culprit_ms, b.culprit_share AS culprit_share,
-       b.holder_span_id AS holder_span_id, b.holder_key AS holder_key, r.week AS week,
-       b.culprit_step AS culprit_step, b.holder_step AS holder_step,
-       b.holder_at_deadline AS holder_at_deadline, CAST(r.root_missing, 'Bool') AS root_missing
-FROM budgetscope_tmp_runs r
-LEFT JOIN (SELECT run_id, count() AS steps, countIf(is_top_level) AS top_level_steps,
-                  countIf(class = 'refused') AS refused_steps
-           FROM budgetscope_tmp_steps GROUP BY run_id) n ON n.run_id = r.run_id
-LEFT JOIN (SELECT DISTINCT run_id, unattributed_ms FROM budgetscope_tmp_consumption) u
-    ON u.run_id = r.run_id
-LEFT JOIN budgetscope_tmp_blame b ON b.run_id = r.run_id;
-
--- 8. The steps with their consumption and their run's exhaustion, and the links of reconcile
--- steps (one row per link).
-CREATE TABLE budgetscope_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
-SELECT st.run_id AS run_id, st.trace_id AS trace_id, st.span_id AS span_id,
-       st.parent_span_id AS parent_span_id, st.top_step_id AS top_step_id,
-       st.is_top_level AS is_top_level, st.step_level AS step_level,
-       st.span_name AS span_name, st.kind AS kind, st.name AS name, st.step_key AS step_key,
-       st.convention AS convention,
-       st.class AS class, st.start_ns AS start_ns, st.end_ns AS end_ns,
-       st.duration_ms AS duration_ms, st.remaining_ms AS remaining_ms, st.cap_ms AS cap_ms,
-       st.allocated_ms AS allocated_ms, st.utilisation AS utilisation,
-       st.side_effect AS side_effect, st.effect_status AS effect_status,
-       st.idempotency_key AS idempotency_key, st.attempt AS attempt, st.hedge AS hedge,
-       st.reconcile_result AS reconcile_result, st.cleanup_ms AS cleanup_ms,
-       st.is_write AS is_write, st.is_uncertain AS is_uncertain,
-       st.link_targets AS link_targets, st.agent AS agent, st.run_start_ns AS run_start_ns,
-       st.run_has_budget AS run_has_budget, st.week AS week,
-       c.consumption_ms AS consumption_ms, r.exhausted AS run_exhausted
-FROM budgetscope_tmp_steps st
-JOIN budgetscope_runs_next r ON r.run_id = st.run_id
-LEFT JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
-
-CREATE TABLE budgetscope_reconcile_links_next ENGINE = MergeTree
-ORDER BY (target_trace_id, target_span_id) AS
-SELECT trace_id, span_id, run_id, target.1 AS target_trace_id, target.2 AS target_span_id,
-       idempotency_key, coalesce(reconcile_result, 'unknown') AS result, start_ns, end_ns
-FROM budgetscope_tmp_steps
-ARRAY JOIN link_targets AS target
-WHERE kind = 'reconcile';
-
--- 9. Replace the live tables (each exchange is atomic; created empty the first time).
-CREATE TABLE IF NOT EXISTS budgetscope_runs AS budgetscope_runs_next;
-CREATE TABLE IF NOT EXISTS budgetscope_steps AS budgetscope_steps_next;
-CREATE TABLE IF NOT EXISTS budgetscope_reconcile_links AS budgetscope_reconcile_links_next;
-CREATE TABLE IF NOT EXISTS budgetscope_derive_state AS budgetscope_derive_state_next;
-EXCHANGE TABLES budgetscope_runs AND budgetscope_runs_next;
-EXCHANGE TABLES budgetscope_steps AND budgetscope_steps_next;
-EXCHANGE TABLES budgetscope_reconcile_links AND budgetscope_reconcile_links_next;
-EXCHANGE TABLES budgetscope_derive_state AND budgetscope_derive_state_next;
-
--- 10. Write steps with what is known about them having been read back: the DuckDB schema's
--- reconciliations and write_steps views. A table here, built with the others: a full build
--- sees every trace, so a link from another trace is resolved whatever order traces arrived in,
--- and the reconciliation and weekly reports read it instead of joining at every query.
-DROP TABLE IF EXISTS budgetscope_write_steps_next;
-CREATE TABLE budgetscope_write_steps_next ENGINE = MergeTree ORDER BY (run_id, span_id) AS
-WITH reconcile_steps AS (
-    SELECT run_id, trace_id, span_id, idempotency_key, start_ns, end_ns,
-           coalesce(reconcile_result, 'unknown') AS result
-    FROM budgetscope_steps WHERE kind = 'reconcile'
-), reconciliations AS (
-    SELECT DISTINCT * FROM (
-        SELECT w.trace_id AS write_trace_id, w.span_id AS write_span_id,
-               r.trace_id AS reconcile_trace_id, r.span_id AS reconcile_span_id,
-               r.result AS result, r.start_ns AS start_ns, r.end_ns AS end_ns,
-               r.idempotency_key AS idempotency_key
-        FROM budgetscope_steps w JOIN reconcile_steps r
-          ON r.run_id = w.run_id AND r.idempotency_key = w.idempotency_key
-        WHERE w.is_write
-        UNION ALL
-        SELECT w.trace_id, w.span_id, r.trace_id, r.span_id, r.result, r.start_ns, r.end_ns,
-               r.idempotency_key
-        FROM budgetscope_reconcile_links r
-        JOIN budgetscope_steps w ON w.trace_id = r.target_trace_id AND w.span_id = r.target_span_id
-        WHERE w.is_write)
-), per_write AS (
-    SELECT write_trace_id, write_span_id, count() AS reconciliations,
-           argMax(result, tuple(start_ns, end_ns, reconcile_span_id)) AS last_result
-    FROM reconciliations GROUP BY write_trace_id, write_span_id
-)
-SELECT w.*,
-       coalesce(p.reconciliations, 0) AS reconciliations,
-       CAST(p.reconciliations IS NOT NULL, 'Bool') AS reconciled,
-       CAST(w.is_uncertain AND p.reconciliations IS NULL, 'Bool') AS orphan,
-       p.last_result AS last_result
-FROM budgetscope_steps w
-LEFT JOIN per_write p ON p.write_trace_id = w.trace_id AND p.write_span_id = w.span_id
-WHERE w.is_write;
-CREATE TABLE IF NOT EXISTS budgetscope_write_steps AS budgetscope_write_steps_next;
-EXCHANGE TABLES budgetscope_write_steps AND budgetscope_write_steps_next;
-DROP TABLE IF EXISTS budgetscope_write_steps_next;

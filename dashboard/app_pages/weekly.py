@@ -84,19 +84,23 @@ else:
                                "upstream_errors", "refused", "write_steps", "reconciled_writes",
                                "reconciliation_rate", "orphan_writes"])
     # Tokens and dollars (docs/metrics.md §11.9): the columns the CSV appends after
-    # partial_week, in two tables of their own so that none is cut at 1400 px.
+    # partial_week, in tables of their own of at most ten columns, so that none is cut at
+    # 1400 px (thirteen budget columns in one table were 1241 px in a 938 px box).
     st.subheader("Spend")
     layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_spend_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "tokens", "cost_usd", "incomplete_cost_runs",
                                "unpriced_steps", "unmetered_billable_steps", "overrun_usd",
                                "weekly_budget_usd", "weekly_budget_utilisation"])
-    st.subheader("Dollar and token budgets")
+    st.subheader("Dollar budgets")
     layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_cost_budget_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "usd_budgeted_runs", "usd_exhausted_runs",
                                "usd_exhaustion_rate", "cost_utilisation_p50",
                                "cost_utilisation_p90", "cost_utilisation_p99",
-                               "top_cost_culprit", "top_cost_culprit_share",
-                               "token_budgeted_runs", "token_exhausted_runs",
+                               "top_cost_culprit", "top_cost_culprit_share"])
+    st.subheader("Token budgets")
+    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_token_budget_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "agent", "token_budgeted_runs", "token_exhausted_runs",
                                "token_utilisation_p90"])

@@ -38,9 +38,9 @@ def warm() -> None:
         figures,
         filters,
         fmt,
-        layout,
         run_figures,
         run_search_params,
+        sidebar,
         simulation_figures,
         summaries,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, page_list, sidebar
+from dashboard import data, database_status, notices, page_context, page_list, sidebar
 from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
@@ -46,44 +46,45 @@ def main() -> None:
     arrived = sidebar.arrived_on_page(page.url_path)
     sidebar.keep_widget_state()
     st.sidebar.title("budgetscope")
-    sidebar.follow_new_data()
+    database_status.follow_new_data()
     notice = st.container()  # above the page: a note when the file was held by a writer
     try:
         status = data.status()
     except data.NoDatabase as error:
-        sidebar.empty_state(error.path, serving=False)
+        notices.empty_state(error.path, serving=False)
         return
     except Exception as error:  # noqa: BLE001 - a message, never a traceback
-        sidebar.show_error(error, "read the database")
+        notices.show_error(error, "read the database")
         if isinstance(error, data.DatabaseBusy):  # nothing read before to show instead
-            sidebar.redraw_when_readable()
+            database_status.redraw_when_readable()
         return
     # Said before the page runs when the status already found the file held (a page may end
     # with st.stop), and after it when only the page's own reads did.
-    said = sidebar.say_held(notice)
+    said = database_status.say_held(notice)
     state = sidebar.sidebar_filters(
         status.agents, sidebar.opening_filters(status, now_utc(), page.url_path), arrived)
-    sidebar.sidebar_status(status)
+    database_status.sidebar_status(status)
     if status.empty:
-        sidebar.empty_state(status.path, status.serving)
+        notices.empty_state(status.path, status.serving)
         return
     now = now_utc()
     try:
         filters, previous = state.filters(now), state.previous(now)
     except Exception as error:  # noqa: BLE001
-        sidebar.show_error(error, "apply the filters")
+        notices.show_error(error, "apply the filters")
         return
-    sidebar.set_context(sidebar.PageContext(state, filters, previous, now, status, arrived))
+    page_context.set_current(
+        page_context.PageContext(state, filters, previous, now, status, arrived))
     try:
         page.run()
     except Exception as error:  # noqa: BLE001 - any page failure is shown as a message
         # (st.rerun / st.switch_page / st.stop raise BaseExceptions, which pass through)
-        sidebar.show_error(error, f"draw {page.title}")
+        notices.show_error(error, f"draw {page.title}")
         if isinstance(error, data.DatabaseBusy):
-            sidebar.redraw_when_readable()
+            database_status.redraw_when_readable()
     finally:
         if not said:
-            sidebar.say_held(notice)
+            database_status.say_held(notice)
 
 
 with data.one_open_per_run():

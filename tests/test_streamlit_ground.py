@@ -79,7 +79,7 @@ def test_every_internal_names_where_it_is_used() -> None:
 def test_the_url_layout_is_streamlits() -> None:
     from streamlit.web.server.starlette import starlette_routes as routes
 
-    from dashboard.server.access import OPEN_PATHS, is_page
+    from dashboard.server.access import OPEN_PATHS, STREAMLIT_STREAM, is_page
 
     entry = _entry("the server's URL layout")
     seen = {name: getattr(routes, name, None) for name in (
@@ -88,6 +88,7 @@ def test_the_url_layout_is_streamlits() -> None:
                     "BASE_ROUTE_MEDIA": "media", "BASE_ROUTE_COMPONENT": "component"}, \
         _moved(entry, f"its route prefixes are {seen}")
     assert "/_stcore/health" in OPEN_PATHS
+    assert f"/{seen['BASE_ROUTE_CORE']}/stream" == STREAMLIT_STREAM
     assert not any(is_page(f"/{prefix}/x") for prefix in seen.values())
 
 

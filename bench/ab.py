@@ -19,11 +19,11 @@ For a change that moves code between packages, this bench/ cannot run on the bas
 what the base does not have): with --own-bench the base keeps its own bench/ and runs its own
 copy of the benchmark, `python -m MODULE` where MODULE's folder is a package there, else
 MODULE's file as a script (`python bench/bench_queries.py ARGS...`, as bench/ ran before it
-became a package); --base-command "bench/bench_x.py --old-option 1" gives the base side's
+became a package); --base-command "bench/NAME.py --old-option 1" gives the base side's
 command outright (what follows `python`; implies --own-bench).
 
 Any module runs so, not only bench's: `-- sample_traces.generate --runs 3000 --format pb-stream
---out /tmp/ab.pb` compares the sample generator (what bench_generate.py did).
+--out /tmp/ab.pb` compares the sample generator.
 
 Printed: each side's wall and CPU time (median and range; the CPU time, user + system of the
 run and its subprocesses, moves less with the neighbours' load) with this/base, then every
@@ -185,7 +185,7 @@ def main() -> int:
     parser.add_argument("--own-bench", action="store_true",
                         help="the base runs its own copy of the benchmark, not this bench/")
     parser.add_argument("--base-command", type=shlex.split, default=None,
-                        help="what follows `python` on the base side, e.g. \"bench/bench_x.py "
+                        help="what follows `python` on the base side, e.g. \"bench/NAME.py "
                              "--runs 5000\" (implies --own-bench)")
     parser.add_argument("--ranges", action="store_true",
                         help="each figure as median (min-max) on both sides")

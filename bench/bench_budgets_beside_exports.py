@@ -29,8 +29,8 @@ from pathlib import Path
 from bench.bench_declared_budgets import strip_budgets
 from bench.support.otlp import raw_request
 from budgetscope.config import SAMPLE_TRACES
+from budgetscope.server.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.files.loader import load_files
-from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets, connect, rebuild_all
 
@@ -87,11 +87,12 @@ def main() -> None:
         rebuild_all(con)
         con.close()
         owner = DatabaseOwner(db)
-        receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0), derive=True)
-        receivers.http.add_route(PATH, BudgetsEndpoint(
-            DeclaredBudgets(owner, receivers.committer), receivers.http.token))
+        receivers = Receivers(owner, ReceiverConfig(
+            http_port=0, grpc_port=0, routes=lambda parts: {
+                PATH: BudgetsEndpoint(DeclaredBudgets(owner, parts.writer), parts.token)}),
+            derive=True)
         receivers.start()
-        port = receivers.http.port
+        port = receivers.http_port
         try:
             cursor = owner.cursor()
             runs = cursor.execute("SELECT count(*), count(*) FILTER (WHERE budget_source IS "

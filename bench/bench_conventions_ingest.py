@@ -1,5 +1,5 @@
 """Committed spans/s of the write path and the derivation, on receivers-shaped or
-instrumentation-shaped payloads (written first for SPEC §9's conventions).
+instrumentation-shaped payloads (written first for the conventions of docs/conventions.md).
 
     .venv/bin/python -m bench.bench_conventions_ingest [--spans 100000] [--rounds 3]
                                                       [--payloads receivers|genai|strays]
@@ -14,14 +14,14 @@ Figures are medians over rounds. Against another revision, in one run (the round
 alternate, so both see the same neighbours on a shared machine): `python -m bench.ab --base
 REV -- bench.bench_conventions_ingest` (bench/ab.py).
 
-Payloads: `receivers` are bench_receivers' (512-span requests of 32-span runs with the SPEC
-budget.* attributes); `genai` are the same shape with the attributes instrumentations send
-instead (GenAI, OpenInference, HTTP client spans), which the new rules read and recognise, and
-with the usage their model calls report (docs/metrics.md §11: tokens with cache reads and
-reasoning on every model call, the framework's total on the agent span), which the cost
-derivation meters and prices; `strays` are runs whose HTTP client spans each come as a trace of
-their own (half the spans: SPEC §9, "HTTP client spans in a trace of their own"), each inside
-one tool call of its run.
+Payloads: `receivers` are bench_receivers' (512-span requests of 32-span runs with the budget.*
+attributes of docs/metrics.md §2); `genai` are the same shape with the attributes instrumentations
+send instead (GenAI, OpenInference, HTTP client spans), which the new rules read and recognise, and
+with the usage their model calls report (docs/metrics.md §11: tokens with cache reads and reasoning
+on every model call, the framework's total on the agent span), which the cost derivation meters and
+prices; `strays` are runs whose HTTP client spans each come as a trace of their own (half the
+spans: docs/conventions.md, "HTTP client spans in a trace of their own"), each inside one tool
+call of its run.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def url_for(page: str, filters: Filters, run_id: str) -> str:
 
 def time_visit(tab: object, url: str, charts: int) -> float:
     """Seconds from navigating `tab` to `url` to the page drawn with `charts` charts (its script
-    over, no skeleton left: tests/browser/support.PAGE_DRAWN): the same measure for the
+    over, no skeleton left: bench/support/browser.PAGE_DRAWN): the same measure for the
     dashboard's pages and for the floor pages (FloorApp)."""
     started = time.perf_counter()
     tab.goto(url)  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""Benchmark: how long a declared-budget change takes to re-measure the affected runs (SPEC §10).
+"""Benchmark: how long a declared-budget change takes to re-measure the affected runs
+(docs/guide.md#declaring-budgets).
 
     .venv/bin/python -m bench.bench_declared_budgets --db bench/out/bench-declared-1000000.duckdb
 
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
+from budgetscope.server.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import (
     Change,
@@ -66,14 +67,12 @@ def timed_change(con, change: Change) -> tuple[int, int, float, float]:  # type:
 
 def served_change(db: Path, change: Change) -> tuple[int, float, bool]:
     owner = DatabaseOwner(db)
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
-                          derive=True)
-    endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
-    receivers.http.add_route(PATH, endpoint)
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, routes=lambda parts: {
+        PATH: BudgetsEndpoint(DeclaredBudgets(owner, parts.writer), parts.token)}), derive=True)
     receivers.start()
     try:
         time.sleep(2)  # the first derivation turn (nothing marked) passes
-        url = urlsplit(receivers.http.endpoint)
+        url = urlsplit(receivers.http_endpoint)
         connection = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
         started = time.perf_counter()
         connection.request("POST", PATH, body=json.dumps(change.to_json()).encode(),

@@ -86,7 +86,7 @@ def main() -> None:
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0))
         receivers.start()
         try:
-            target = receivers.grpc.endpoint
+            target = receivers.grpc_endpoint
             _send(target, [raw_request(args.spans).SerializeToString()], together=False)  # warm
             print(f"{args.calls} Export calls of {args.spans} spans, one channel, "
                   f"{receivers.config.limits.max_requests} calls admitted at once")

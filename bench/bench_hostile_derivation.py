@@ -32,7 +32,7 @@ CANARY_EVERY_SECONDS = 0.5
 def phase(receivers: Receivers, owner: DatabaseOwner, seconds: float,
           trickle: tuple[bytes, bytes] | None) -> list[float]:
     """Canaries for `seconds` (and the trickle when given); each canary's time to appear."""
-    traces = receivers.http.endpoint
+    traces = receivers.http_endpoint
     logs = traces.replace("/v1/traces", "/v1/logs")
     stop = threading.Event()
 

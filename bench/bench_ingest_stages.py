@@ -5,7 +5,7 @@
 Wall-clock throughput on a shared 2-core machine moves with the neighbours' load; CPU time
 (time.process_time, this process only, one thread) does much less, so this is the figure to
 compare before and after a change. The payloads are bench_receivers' (512-span protobuf
-requests of 32-span runs with the SPEC attributes, every id distinct). Stages:
+requests of 32-span runs with the budget.* attributes, every id distinct). Stages:
 
   decode   decode_request: protobuf bytes → message objects (upb, in C)
   flatten  flatten_request: message → column lists (Python, the per-span loop)
@@ -45,13 +45,6 @@ from store import (
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4
-
-
-def cpu_per_span(function, payloads: list, spans: int) -> float:  # type: ignore[no-untyped-def]
-    began = time.process_time()
-    for payload in payloads:
-        function(payload)
-    return (time.process_time() - began) / spans * 1e6
 
 
 def measure_cpu_stages(payloads: list[bytes], rounds: int) -> dict[str, float]:

@@ -7,7 +7,7 @@ Loads the bundled sample traces into a fresh database, then times `refresh_touch
 same work) with log_records empty, and again after --records log records were stored (one in
 fifty carrying exception.type and the context of a stored span, the rest plain or without
 context), interleaved for --rounds rounds. Prints the medians and their ratio: figures, never
-assertions (the derivation reads the touched traces' exception records: SPEC §9).
+assertions (the derivation reads the touched traces' exception records: docs/conventions.md).
 """
 
 from __future__ import annotations

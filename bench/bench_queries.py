@@ -83,11 +83,6 @@ def report_calls(con) -> dict[str, Callable[[], object]]:  # type: ignore[no-unt
     return calls
 
 
-def lookup_ids(con, lookups: int) -> list[str]:  # type: ignore[no-untyped-def]
-    ids = [row[0] for row in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
-    return random.Random(1).sample(ids, min(lookups, len(ids)))
-
-
 def execute(con: duckdb.DuckDBPyConnection, name: str, parameters: dict) -> None:
     query = BENCH_QUERIES[name]
     for statement in query.text.split(";\n"):

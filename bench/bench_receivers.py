@@ -68,7 +68,7 @@ def _set(span: object, key: str, value: object) -> None:
 
 def _template(rng: random.Random, spans: int, now: int) -> ExportTraceServiceRequest:
     """One request of `spans` spans: runs of 32 spans (a budgeted root, model and tool steps
-    with the SPEC §2 attributes, some failing with an exception event)."""
+    with the docs/metrics.md §2 attributes, some failing with an exception event)."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add()
     _set(resource_spans.resource, "service.name", f"agent-{rng.randrange(4)}")
@@ -206,14 +206,14 @@ class Scenario:
 class DecodeClock:
     """Requests decoded by `intake` (a SpanIntake) and the seconds spent decoding and flattening
     them, counted here rather than in the export path: the benchmark puts a timed wrapper in
-    place of the intake's protobuf decoder (its `_decode_protobuf`, which every protobuf
+    place of the intake's protobuf decoder (its `decode_protobuf`, which every protobuf
     export calls through the instance)."""
 
     def __init__(self, intake: object) -> None:
         self.requests = 0
         self.seconds = 0.0
         self._lock = threading.Lock()
-        decode = intake._decode_protobuf  # type: ignore[attr-defined]
+        decode = intake.decode_protobuf  # type: ignore[attr-defined]
 
         def timed(body: bytes, where: str) -> object:
             started = time.monotonic()
@@ -224,7 +224,7 @@ class DecodeClock:
                     self.requests += 1
                     self.seconds += time.monotonic() - started
 
-        intake._decode_protobuf = timed  # type: ignore[attr-defined]
+        intake.decode_protobuf = timed  # type: ignore[attr-defined]
 
 
 def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
@@ -236,14 +236,14 @@ def run_scenario(scenario: Scenario, spans: int, seconds: float) -> None:
         # acknowledged write, unless measuring the receivers and writer without it).
         receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
                               derive=scenario.derive)
-        decoding = DecodeClock(receivers.exporter)
+        decoding = DecodeClock(receivers.traces)
         receivers.start()
         stop_queries = threading.Event()
         timings: dict[str, list[float]] = {}
         reader = threading.Thread(target=_query_loop, args=(owner, stop_queries, timings))
         reader.start()
         cpu_began = time.process_time()  # this process: receivers, writer, derivation, reader
-        scenario.pipe.send(("127.0.0.1", receivers.http.port, seconds))
+        scenario.pipe.send(("127.0.0.1", receivers.http_port, seconds))
         wall, latencies, refused = scenario.pipe.recv()
         scenario.client.join()
         stop_queries.set()

@@ -51,7 +51,7 @@ def main() -> None:
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0),
                           derive=True)
     receivers.start()
-    url = urlsplit(receivers.http.endpoint)
+    url = urlsplit(receivers.http_endpoint)
     samples: list[tuple[float, float, int]] = []  # (answered at, seconds, status)
     stop = threading.Event()
 

@@ -11,8 +11,8 @@ fills; where a class's fill is too light for a mark (amber, grey), the mark take
 CLASS_MARKS' darker shade of it.
 
 Client give-ups (`client_timeout`, our deadline fired) and upstream failures (`upstream_error`,
-their availability) are opposite problems (SPEC §3), so they get colours far apart on the wheel
-(orange vs blue) and never share a bar. The palette is Okabe-Ito, which stays distinguishable
+their availability) are opposite problems (docs/metrics.md §3), so they get colours far apart on the
+wheel (orange vs blue) and never share a bar. The palette is Okabe-Ito, which stays distinguishable
 for the common colour-vision deficiencies.
 """
 
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from store import vocabulary
 
-# SPEC §3 step classes, in the order charts stack them: healthy first, then ours, then theirs.
+# docs/metrics.md §3 step classes, in the order charts stack them: healthy first, then ours, then
+# theirs.
 STEP_CLASSES: tuple[str, ...] = vocabulary.CLASSES
 
 CLASS_COLORS: dict[str, str] = {

@@ -115,12 +115,6 @@ def crosser_culprit(cost: pd.DataFrame, d: Dimension = COST, top: int = 10) -> H
     return holder_culprit(frame, top)
 
 
-def crossed_runs(cost: pd.DataFrame, d: Dimension = COST) -> int:
-    """Exhausted runs of dimension `d` with a crosser (the rate's denominator)."""
-    exhausted = cost[d.exhausted].fillna(False).astype(bool)
-    return int((exhausted & cost[d.crosser].notna()).sum())
-
-
 def weekly_spend(weekly: pd.DataFrame) -> pd.DataFrame:
     """Per ISO week and agent (the weekly report's rows): the week's cost, its runs whose cost
     is a lower bound, the agent's weekly dollar budget and the share of it spent."""
@@ -151,12 +145,6 @@ def dollars(value: object) -> Decimal | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
     return Decimal(int(value)).scaleb(-9)
-
-
-def sum_dollars(values: pd.Series) -> Decimal | None:
-    """Σ of a report's dollar column (exact); None when no value is known."""
-    known = [v for v in values if isinstance(v, Decimal)]
-    return sum(known, Decimal(0)) if known else None
 
 
 def run_step_costs(steps: pd.DataFrame) -> pd.DataFrame:

@@ -396,9 +396,9 @@ def status() -> DatabaseStatus:
 
 
 def declarations() -> pd.DataFrame | None:
-    """The declared budgets and caps (SPEC §10, docs/metrics.md §11.5): what, scope, target
-    (None for the default), duration_ms, declared_at, tokens, usd_nano, usd_per_week_nano;
-    None on the ClickHouse backend, where they are not read here."""
+    """The declared budgets and caps (docs/guide.md#declaring-budgets, docs/metrics.md §11.5): what,
+    scope, target (None for the default), duration_ms, declared_at, tokens, usd_nano,
+    usd_per_week_nano; None on the ClickHouse backend, where they are not read here."""
     if backend_url() is not None:
         return None
 

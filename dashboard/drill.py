@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import layout
+from dashboard import page_context
 
 RUNS_PAGE = "app_pages/runs.py"
 Point = Mapping[str, Any]
@@ -37,7 +37,7 @@ def chart(figure: go.Figure, key: str,
     st.plotly_chart(figure, key=key, on_select=chosen, selection_mode="points")
     search = st.session_state.pop(_TARGET, None)
     if search:
-        state = layout.context().state
+        state = page_context.current().state
         st.switch_page(RUNS_PAGE, query_params={**state.query_params(), **search})
 
 

@@ -109,9 +109,9 @@ def daily_trends(daily: pd.DataFrame, bucket: str = "day") -> go.Figure:
 
 def class_counts_over_time(frame: pd.DataFrame, x: str, title: str,
                            classes: Sequence[str] = colors.STEP_CLASSES[1:]) -> go.Figure:
-    """Bars per period, one colour per SPEC §3 class (`frame` has one column per class name),
-    side by side: stacked, a day's client give-ups and upstream failures were segments of one bar,
-    which docs/guide.md promises they never are."""
+    """Bars per period, one colour per docs/metrics.md §3 class (`frame` has one column per class
+    name), side by side: stacked, a day's client give-ups and upstream failures were segments of one
+    bar, which docs/guide.md promises they never are."""
     figure = _figure(title, barmode="group", bargap=0.15, bargroupgap=0.05,
                      yaxis=dict(title="steps"))
     for name in classes:

@@ -31,8 +31,8 @@ PRESETS: dict[str, tuple[str, dt.timedelta | None]] = {
     "custom": ("Custom (UTC)", None),
 }
 DEFAULT_PRESET = "7d"
-# Whole ISO weeks (Monday 00:00 UTC to Monday), ending at the start of the current week: the
-# weekly report's default, whose rows a rolling range would cut short (SPEC §7 partial_week).
+# Whole ISO weeks (Monday 00:00 UTC to Monday), ending at the start of the current week: the weekly
+# report's default, whose rows a rolling range would cut short (docs/metrics.md §7 partial_week).
 FULL_WEEKS: dict[str, int] = {"1w": 1, "4w": 4}
 FILTER_KEYS = ("range", "since", "until", "agent")
 

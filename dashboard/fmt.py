@@ -22,6 +22,7 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     duration,
     duration_axis_unit,
     instant,
+    lower_bound_formats,
     missing,
     percent,
     percents_adding_up,
@@ -78,6 +79,15 @@ def plot_text(value: Any) -> str:
 
 def readable_table(frame: Any) -> Any:
     """`frame` styled as people read it (the same formats as `report --format table`:
-    queries.readable.table_formats), the raw values kept underneath for sorting and copying."""
+    queries.readable.table_formats), the raw values kept underneath for sorting and copying.
+    A cost that is a lower bound reads `≥ $0.052` there too (docs/metrics.md §11.4), as do
+    the figures made from it (lower_bound_formats)."""
     formats = table_formats(frame.columns)
-    return frame.style.format(formats, na_rep=NO_VALUE) if formats else frame
+    if not formats:
+        return frame
+    styled = frame.style.format(formats, na_rep=NO_VALUE)
+    rows, bounded = lower_bound_formats(frame, formats)
+    if rows is not None and bounded:
+        styled = styled.format(bounded, na_rep=NO_VALUE,
+                               subset=(rows.to_numpy(), list(bounded)))
+    return styled

@@ -1,5 +1,5 @@
 """The dashboard's pages, listed once: streamlit_app.py builds its navigation from this, and
-layout.py knows from it which last path segment of an address is a page (to find the app's base
+links.py knows from it which last path segment of an address is a page (to find the app's base
 path). Kept apart from both because streamlit_app runs the app when imported."""
 
 from __future__ import annotations

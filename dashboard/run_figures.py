@@ -26,7 +26,7 @@ ROW_PX = 24
 CHAR_PX, PLOT_PX = 7.0, 600.0
 
 
-def _label_width(text: str, room: float) -> float:
+def label_width(text: str, room: float) -> float:
     """The width of `text` in the axis's unit, on an axis `room` wide."""
     return (len(text) + 2) * CHAR_PX / PLOT_PX * room
 
@@ -142,7 +142,7 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         both = span_id == holder and label == spender
         text = (f"★ {spender} = holder" if both else f"★ {spender}" if label == spender
                 else "⚑ holder")
-        x, anchor, shift = label_place(x0, x1, _label_width(text, room), mark_xs)
+        x, anchor, shift = label_place(x0, x1, label_width(text, room), mark_xs)
         inside = x == x0 and anchor == "left"
         # Inside the bar, on the class's fill: white on a dark box reads on every fill, in
         # either theme (the theme's own text colour on amber did not).
@@ -157,7 +157,7 @@ def waterfall(summary: pd.Series, steps: pd.DataFrame) -> go.Figure:
         # with lines close on both sides (a run that ended between its reserve and its
         # deadline) it goes to the legend instead, drawn as its line is, so that no line
         # ever crosses a label. A label close to the one before it is a line lower.
-        width = _label_width(text, room)
+        width = label_width(text, room)
         others = [other for j, other in enumerate(mark_xs) if j != i]
         right_free = not any(x / div < other <= x / div + width for other in others)
         left_free = not any(x / div - width <= other < x / div for other in others)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, layout, page_list
+from dashboard import data, database_status, notices, page_context, page_list, sidebar
 from dashboard.favicon import favicon
 from dashboard.filters import now_utc
 
-layout.note_opening_link()  # first: any message sent lets a sidebar click interrupt the run
+sidebar.note_opening_link()  # first: any message sent lets a sidebar click interrupt the run
 # Our own image, not a Material icon: that one is fetched from fonts.gstatic.com (favicon.py).
 st.set_page_config(page_title="budgetscope", page_icon=favicon(), layout="wide")
 
@@ -43,47 +43,48 @@ def main() -> None:
     # The comparison view also takes `run` (with `with`): it stays where it is.
     if "run" in st.query_params and page.url_path not in ("run", "compare"):
         st.switch_page(PAGES["run"], query_params=st.query_params.to_dict())
-    arrived = layout.arrived_on_page(page.url_path)
-    layout.keep_widget_state()
+    arrived = sidebar.arrived_on_page(page.url_path)
+    sidebar.keep_widget_state()
     st.sidebar.title("budgetscope")
-    layout.follow_new_data()
+    database_status.follow_new_data()
     notice = st.container()  # above the page: a note when the file was held by a writer
     try:
         status = data.status()
     except data.NoDatabase as error:
-        layout.empty_state(error.path, serving=False)
+        notices.empty_state(error.path, serving=False)
         return
     except Exception as error:  # noqa: BLE001 - a message, never a traceback
-        layout.show_error(error, "read the database")
+        notices.show_error(error, "read the database")
         if isinstance(error, data.DatabaseBusy):  # nothing read before to show instead
-            layout.redraw_when_readable()
+            database_status.redraw_when_readable()
         return
     # Said before the page runs when the status already found the file held (a page may end
     # with st.stop), and after it when only the page's own reads did.
-    said = layout.say_held(notice)
-    state = layout.sidebar_filters(
-        status.agents, layout.opening_filters(status, now_utc(), page.url_path), arrived)
-    layout.sidebar_status(status)
+    said = database_status.say_held(notice)
+    state = sidebar.sidebar_filters(
+        status.agents, sidebar.opening_filters(status, now_utc(), page.url_path), arrived)
+    database_status.sidebar_status(status)
     if status.empty:
-        layout.empty_state(status.path, status.serving)
+        notices.empty_state(status.path, status.serving)
         return
     now = now_utc()
     try:
         filters, previous = state.filters(now), state.previous(now)
     except Exception as error:  # noqa: BLE001
-        layout.show_error(error, "apply the filters")
+        notices.show_error(error, "apply the filters")
         return
-    layout.set_context(layout.PageContext(state, filters, previous, now, status, arrived))
+    page_context.set_current(
+        page_context.PageContext(state, filters, previous, now, status, arrived))
     try:
         page.run()
     except Exception as error:  # noqa: BLE001 - any page failure is shown as a message
         # (st.rerun / st.switch_page / st.stop raise BaseExceptions, which pass through)
-        layout.show_error(error, f"draw {page.title}")
+        notices.show_error(error, f"draw {page.title}")
         if isinstance(error, data.DatabaseBusy):
-            layout.redraw_when_readable()
+            database_status.redraw_when_readable()
     finally:
         if not said:
-            layout.say_held(notice)
+            database_status.say_held(notice)
 
 
 with data.one_open_per_run():

@@ -20,7 +20,7 @@ from queries.run_view import LOG_RECORDS_SHOWN, severity_label, short_body
 
 
 def quantile(values: pd.Series, q: float) -> float:
-    """Linear interpolation, as DuckDB's quantile_cont and numpy's default (SPEC §5)."""
+    """Linear interpolation, as DuckDB's quantile_cont and numpy's default (docs/metrics.md §5)."""
     data = values.dropna().to_numpy(dtype=float)
     return float(np.quantile(data, q)) if data.size else float("nan")
 
@@ -276,13 +276,6 @@ def holder_culprit(runs: pd.DataFrame, top: int = 10) -> HolderCulprit:
     return HolderCulprit(keys, cells, len(exhausted), int(same_call.sum()), same_key)
 
 
-def class_share(failures: pd.DataFrame) -> pd.DataFrame:
-    """Totals per class over all step keys (the failures report summed)."""
-    columns = ["client_timeouts", "upstream_errors", "refused", "cancelled", "client_errors",
-               "errors"]
-    return failures[columns].sum().to_frame("steps").T
-
-
 def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
     """The run view's steps table: one row per step in waterfall order."""
     budget = summary.get("budget_ms")
@@ -300,7 +293,8 @@ def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
         "step": ["  " * int(level) + ("└ " if level else "") + str(key)
                  for key, level in zip(steps["step_key"], steps["step_level"], strict=True)],
         "class": steps["step_class"],
-        # what recognised it as a step (SPEC §9's conventions: budget, otel_genai, http, ...)
+        # what recognised it as a step (the conventions of docs/conventions.md: budget, otel_genai,
+        # http, ...)
         "from": steps["convention"].map(fmt.text),
         "role": marks,
         "start": steps["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),

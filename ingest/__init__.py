@@ -1,10 +1,10 @@
 """OTLP → rows for the store: what the commands and the server use of ingest.
 
 - `decode/`: protobuf and OTLP JSON requests (traces, logs) → `store.FlatBatch`, refusing
-  what SPEC §2 refuses with a reason (`store.Rejection`);
+  what docs/metrics.md §2 refuses with a reason (`store.Rejection`);
 - `files/`: OTLP files and folders (.pb, .json, .jsonl, gzip) loaded into the DuckDB file;
-- `receivers/`: OTLP/HTTP and OTLP/gRPC in front of the store's group-commit writer, and the
-  operator pages served beside them.
+- `receivers/`: OTLP/HTTP and OTLP/gRPC in front of the store's group-commit writer; the
+  routes a caller serves beside the exports are handed in (`ReceiverConfig.routes`).
 
 The names below are the front; everything else is reached through its module. They are
 imported on first use, so that importing one decoder does not load gRPC.
@@ -21,6 +21,7 @@ _FRONT = {
     "LoadSummary": "ingest.files.loader",
     "Receivers": "ingest.receivers.service",
     "ReceiverConfig": "ingest.receivers.service",
+    "ReceiverParts": "ingest.receivers.service",
 }
 __all__ = sorted(_FRONT)
 

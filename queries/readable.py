@@ -179,6 +179,58 @@ def table_formats(columns: Iterable[object]) -> dict[str, Callable[[Any], str]]:
     return formats
 
 
+# docs/metrics.md §11.4, §11.7: in a row whose cost is incomplete, these are lower bounds.
+LOWER_BOUND_COLUMNS = ("cost_usd", "cost_utilisation", "overrun_usd",
+                       "weekly_budget_utilisation")
+
+
+def incomplete_cost_rows(frame: pd.DataFrame) -> pd.Series | None:
+    """Per row of a report, whether its cost is a lower bound (docs/metrics.md §11.4): a run's
+    `cost_complete` false, a week's `incomplete_cost_runs` above 0. None when the report has
+    neither column (its cost, if any, is not a run's or a week's)."""
+    if "cost_complete" in frame.columns:
+        flags = frame["cost_complete"].map(lambda v: not missing(v) and not bool(v))
+    elif "incomplete_cost_runs" in frame.columns:
+        flags = frame["incomplete_cost_runs"].map(lambda v: not missing(v) and int(v) > 0)
+    else:
+        return None
+    return flags.astype(bool)
+
+
+def at_least(shown: Callable[[Any], str]) -> Callable[[Any], str]:
+    """`shown` for a lower bound: `≥ ` before the value (`≥ $0.052`, `≥ 81.2%`), NO_VALUE
+    alone when there is none."""
+    return lambda value: NO_VALUE if missing(value) else "≥ " + shown(value)
+
+
+def lower_bound_formats(frame: pd.DataFrame, formats: dict[str, Callable[[Any], str]]
+                        ) -> tuple[pd.Series | None, dict[str, Callable[[Any], str]]]:
+    """The rows of `frame` whose cost is a lower bound, and the formats their
+    LOWER_BOUND_COLUMNS take there (`formats`' own with `≥` before); (None, {}) when none."""
+    rows = incomplete_cost_rows(frame)
+    if rows is None or not rows.any():
+        return None, {}
+    return rows, {c: at_least(formats[c]) for c in LOWER_BOUND_COLUMNS
+                  if c in frame.columns and c in formats}
+
+
+def written_with_lower_bounds(frame: pd.DataFrame, formats: dict[str, Callable[[Any], str]]
+                              ) -> tuple[pd.DataFrame, dict[str, Callable[[Any], str]],
+                                         frozenset[str]]:
+    """A report for a terminal table: its LOWER_BOUND_COLUMNS written out as `formats` shows
+    them, `≥` before each value of a row whose cost is incomplete. Returns the frame, the
+    formats left to apply and the columns now written as text (numbers, to right-align)."""
+    rows, bounded = lower_bound_formats(frame, formats)
+    if rows is None or not bounded:
+        return frame, formats, frozenset()
+    written = frame.assign(**{
+        column: [(shown if lower else formats[column])(value)
+                 for value, lower in zip(frame[column], rows, strict=True)]
+        for column, shown in bounded.items()})
+    left = {c: f for c, f in formats.items() if c not in bounded}
+    return written, left, frozenset(bounded)
+
+
 def table_headers(columns: Iterable[object]) -> dict[str, str]:
     """A terminal table's headers in the units its cells are shown in: a `*_ms` column shown as
     a duration (`25.0 s`) is headed without `_ms`; CSV and JSON keep the names."""

@@ -1,5 +1,6 @@
-"""The aggregate reports of SPEC §4-§8 as typed functions: connection and filters in, DataFrame
-out, columns in the order SPEC §7/§8 lists them. The CLI and the dashboard both call these.
+"""The aggregate reports of docs/metrics.md §4-§8 as typed functions: connection and filters in,
+DataFrame out, columns in the order docs/metrics.md §7/§8 lists them. The CLI and the dashboard both
+call these.
 
 `con` is a DuckDB connection or a ClickHouse backend (store.clickhouse): loader.frame runs the
 query of the same name in the connection's dialect, with the same output columns."""
@@ -31,28 +32,29 @@ def _with_dollars(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """One row per run (SPEC §8 `runs`), ending with its tokens and cost (§11.4)."""
+    """One row per run (docs/metrics.md §8 `runs`), ending with its tokens and cost (§11.4)."""
     return _with_dollars(_frame(con, "runs_report", filters))
 
 
 def attribution(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Budget share, culprit and holder runs per step key over exhausted runs (SPEC §4)."""
+    """Budget share, culprit and holder runs per step key over exhausted runs
+    (docs/metrics.md §4)."""
     return _frame(con, "attribution_report", filters)
 
 
 def attribution_summary(con: Connection,
                         filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """One row: exhausted runs, culprit_is_holder_rate, unattributed share (SPEC §4)."""
+    """One row: exhausted runs, culprit_is_holder_rate, unattributed share (docs/metrics.md §4)."""
     return _frame(con, "attribution_summary", filters)
 
 
 def failures(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Steps per step key by SPEC §3 class."""
+    """Steps per step key by docs/metrics.md §3 class."""
     return _frame(con, "failures_report", filters)
 
 
 def utilisation(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Run utilisation percentiles per agent (SPEC §5)."""
+    """Run utilisation percentiles per agent (docs/metrics.md §5)."""
     return _frame(con, "utilisation_report", filters)
 
 
@@ -66,25 +68,25 @@ def utilisation_histogram(con: Connection, filters: Filters = NO_FILTERS,
 
 def step_utilisation(con: Connection,
                      filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Step duration / allocated_ms percentiles per step key (SPEC §5)."""
+    """Step duration / allocated_ms percentiles per step key (docs/metrics.md §5)."""
     return _frame(con, "step_utilisation", filters)
 
 
 def reconciliation(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Write steps, reconciliation and orphans per step key (SPEC §6)."""
+    """Write steps, reconciliation and orphans per step key (docs/metrics.md §6)."""
     return _frame(con, "reconciliation_report", filters)
 
 
 def reconciliation_by_period(con: Connection,
                              filters: Filters = NO_FILTERS) -> pd.DataFrame:
     """Write steps, reconciliation rate and orphans per UTC day (with its ISO week) and step
-    key (SPEC §6)."""
+    key (docs/metrics.md §6)."""
     return _frame(con, "reconciliation_by_period", filters)
 
 
 def weekly(con: Connection, filters: Filters = NO_FILTERS,
            now: dt.datetime | None = None) -> pd.DataFrame:
-    """One row per ISO week × agent (SPEC §7); `partial_week` compares each week with the
+    """One row per ISO week × agent (docs/metrics.md §7); `partial_week` compares each week with the
     filter's range and with `now` (default: the present)."""
     return _with_dollars(_frame(con, "weekly_report", filters, **_weekly_now(now)))
 
@@ -174,7 +176,7 @@ def runs_by_agent(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFram
 
 
 def failures_daily(con: Connection, filters: Filters = NO_FILTERS) -> pd.DataFrame:
-    """Steps per UTC day of run start, one column per SPEC §3 class."""
+    """Steps per UTC day of run start, one column per docs/metrics.md §3 class."""
     return _frame(con, "failures_daily", filters)
 
 

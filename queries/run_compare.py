@@ -1,6 +1,6 @@
 """Comparing one run with a healthy one of the same agent, for on-call: which run is typical,
 and the two runs' steps side by side. Pure functions over `queries.run_view.load_run` results
-and the `runs` report (SPEC §8), so the dashboard page only draws what these return.
+and the `runs` report (docs/metrics.md §8), so the dashboard page only draws what these return.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from queries.filters import Filters
 
-# The outcome a healthy run states (SPEC §2 `budget.run.outcome`).
+# The outcome a healthy run states (docs/metrics.md §2 `budget.run.outcome`).
 HEALTHY_OUTCOME = "completed"
 
 # Where a step (or a step key) was seen: in both runs, only in the run under review, or only

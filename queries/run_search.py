@@ -75,16 +75,6 @@ class RunSearch:
                                       or bound < 0):
                 raise SearchError(f"cost {bound!r} is not an amount of dollars (0 or more)")
 
-    @property
-    def narrows(self) -> bool:
-        return bool(self.outcomes or self.exhausted is not None or self.culprit
-                    or self.holder or self.step_key or self.step_class or self.id_prefix
-                    or self.writes is not None
-                    or self.utilisation_min is not None or self.utilisation_max is not None
-                    or self.usd_exhausted is not None or self.tokens_exhausted is not None
-                    or self.cost_complete is not None or self.cost_min is not None
-                    or self.cost_max is not None)
-
     def page(self, number: int, size: int) -> RunSearch:
         """The `number`-th page (from 1) of `size` runs."""
         return replace(self, limit=size, offset=(max(number, 1) - 1) * size)

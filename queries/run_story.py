@@ -43,7 +43,7 @@ class RunStory:
     relation: str = ""
 
 
-# SPEC §4: said when the step that spent the most is not the step that held the deadline.
+# docs/metrics.md §4: said when the step that spent the most is not the step that held the deadline.
 NOT_THE_HOLDER = ("culprit is not the holder: the step that held the deadline is not the one "
                   "that spent the budget")
 CULPRIT, LARGEST_CONSUMER = "culprit", "largest consumer"
@@ -108,7 +108,7 @@ def tell(run: Mapping[str, Any]) -> RunStory:
     fired = latest >= deadline
     at_deadline = _offset(run, deadline)
     at_deadline_flag = run.get("holder_at_deadline")
-    # SPEC §4: only a holder active at d was running when the deadline fired. Without the
+    # docs/metrics.md §4: only a holder active at d was running when the deadline fired. Without the
     # derivation's flag (a file derived before it existed), a deadline that fired stands in.
     running = fired if missing(at_deadline_flag) else bool(at_deadline_flag)
     if fired:
@@ -156,7 +156,7 @@ def _exhausted_reason(run: Mapping[str, Any], stated: str | None, fired: bool) -
 
 # ---- the summary block: what happened, who spent and held, failures, writes, next step ------
 
-# Failure classes as on-call reads them, in SPEC §3's order (ok is no failure).
+# Failure classes as on-call reads them, in docs/metrics.md §3's order (ok is no failure).
 FAILURE_WORDS = {
     "client_timeout": "client give-up",
     "upstream_error": "upstream failure",

@@ -79,7 +79,8 @@ def load_run(con: Connection, run_id: str) -> RunView:
 
 
 def _why_no_run(con: Connection, trace_id: str) -> str:
-    """What to say of a trace that has spans but no run (SPEC §9, a trace without its root)."""
+    """What to say of a trace that has spans but no run (docs/conventions.md, "A trace
+    without its root")."""
     found = frame(con, "trace_waiting", {"trace_id": trace_id}).iloc[0]
     spans = int(found["spans"])
     if not spans:

@@ -1,4 +1,4 @@
-"""The headline numbers (SPEC §3-§6) over one filter: what `/metrics` exports, what
+"""The headline numbers (docs/metrics.md §3-§6) over one filter: what `/metrics` exports, what
 `budgetscope check` compares with thresholds and what the Overview shows. One query
 (sql/headline.sql), so that the three say the same number and a second backend (ClickHouse) has
 one query to translate."""

@@ -65,7 +65,7 @@ def _identity(a: Attempt) -> tuple[str, int, dict[str, AttrValue]]:
 
 
 def _grpc_status(sim: PlayedRun, attrs: dict[str, AttrValue], code: int) -> None:
-    # Newer gRPC instrumentation reports the status by name (SPEC §3 rule 3).
+    # Newer gRPC instrumentation reports the status by name (docs/metrics.md §3 rule 3).
     if not sim.instrumented and sim.new_rpc_semconv:
         attrs["rpc.response.status_code"] = GRPC_NAMES[code]
     else:

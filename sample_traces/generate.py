@@ -138,18 +138,6 @@ def _write_chunks(raw: BinaryIO, chunks: Iterator[bytes], compress: bool, level:
         buffered.flush()
 
 
-def write_jsonl(out: Path | str | BinaryIO, **kwargs) -> Summary:
-    return write(out, "jsonl", **kwargs)
-
-
-def write_pb_stream(out: Path | str | BinaryIO, **kwargs) -> Summary:
-    return write(out, "pb-stream", **kwargs)
-
-
-def write_pb(out: Path | str | BinaryIO, **kwargs) -> Summary:
-    return write(out, "pb", **kwargs)
-
-
 def read_jsonl(path: Path | str) -> Iterator[dict]:
     """The requests of a (possibly gzipped) JSON-lines file, for tests and quick looks."""
     opener = gzip.open if str(path).endswith(".gz") else open

@@ -36,7 +36,7 @@ class Failure:
 
     p: float
     latency: Lognormal
-    outcome: str  # SPEC §3 class: upstream_error or client_error
+    outcome: str  # docs/metrics.md §3 class: upstream_error or client_error
     error_type: str
     message: str
     http_status: int | None = None

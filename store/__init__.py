@@ -4,7 +4,7 @@ of the store is imported here, and nothing outside store/ imports deeper (tests/
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
 - file/: the database file and its one owner, the schema and migrations, the SQL registry;
-- rows/: the row contract (FlatBatch), the typed attributes, the SPEC's vocabulary, rejections;
+- rows/: the row contract (FlatBatch), the typed attributes, the vocabulary, rejections;
 - prices/: the bundled price table (genai-prices, matched once per model) and the prices a
   team sets (docs/metrics.md §11.3);
 - derive/: runs and steps from spans (the derivation's SQL, the conventions it is rendered
@@ -12,17 +12,18 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
 - write/: the writer (one transaction a batch, a span stored once), the bulk loads' background
   writer, and serve's group commit with the thread that derives beside it;
 - retention/: removing traces older than N days, whole, in slices the writer interleaves;
-- declared/: budgets and step caps a team declares (SPEC §10), checked, stored, re-measured;
+- declared/: budgets and step caps a team declares (docs/guide.md#declaring-budgets), checked,
+  stored, re-measured;
 - clickhouse/: the ClickHouse backend (the package is its API: `clickhouse.connect`, ...), its
   tables, its derivation, its declared budgets (`clickhouse_declared`) and prices
   (`clickhouse_prices`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
 Below, the rooms' names in the alphabetical order of their modules. Five are modules used as
-namespaces: `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply,
-... beside DuckDB's),
-`vocabulary` and `conventions` (the SPEC's words and SPEC §9's rules, as data). The names of
-clickhouse/, read/ and derive/explain.py are imported on their first use (ON_FIRST_USE).
+namespaces: `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ...
+beside DuckDB's), `vocabulary` and `conventions` (the words of docs/metrics.md and the rules of
+docs/conventions.md, as data). The names of clickhouse/, read/ and derive/explain.py are imported on
+their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/test_layers.py keeps that true).
@@ -52,7 +53,7 @@ from store.declared.service import (
     WriterBusy,
 )
 
-# derive/: the derivation, its pending marks and when it runs; SPEC §9 as data
+# derive/: the derivation, its pending marks and when it runs; docs/conventions.md as data
 from store.derive import conventions
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import (

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ingest.receivers.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
+from budgetscope.server.budgets_endpoint import PATH, THREADS, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets
 from tests.support.receivers import raw_request
@@ -36,9 +36,8 @@ def served(sample_file: str, tmp_path: Path) -> Iterator[Receivers]:
     copy = tmp_path / "served.duckdb"
     shutil.copyfile(sample_file, copy)
     owner = DatabaseOwner(copy)
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0), derive=True)
-    receivers.http.add_route(PATH, BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer),
-                                                   receivers.http.token))
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, routes=lambda parts: {
+        PATH: BudgetsEndpoint(DeclaredBudgets(owner, parts.writer), parts.token)}), derive=True)
     receivers.start()
     try:
         yield receivers
@@ -49,7 +48,7 @@ def served(sample_file: str, tmp_path: Path) -> Iterator[Receivers]:
 
 def _post(receivers: Receivers, path: str, body: bytes, content_type: str
           ) -> tuple[int, dict[str, str], bytes]:
-    url = urlsplit(receivers.http.endpoint)
+    url = urlsplit(receivers.http_endpoint)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
     try:
         connection.request("POST", path, body=body, headers={"Content-Type": content_type})

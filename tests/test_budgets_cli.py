@@ -1,6 +1,7 @@
-"""`budgetscope budgets` on a file nobody holds (SPEC §8, §10): declarations are stored
-in the database, the affected runs re-derived before the command returns, bad input refused
-with exit status 2 and a message naming the problem."""
+"""`budgetscope budgets` on a file nobody holds (docs/metrics.md §8,
+docs/guide.md#declaring-budgets): declarations are stored in the database, the affected runs
+re-derived before the command returns, bad input refused with exit status 2 and a message naming the
+problem."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Declared budgets while `budgetscope serve` holds the file (SPEC §8, §10): the
-command is carried out by the server, through its single writer, over its authenticated
-/budgets endpoint; the affected runs are re-derived before the answer.
+"""Declared budgets while `budgetscope serve` holds the file (docs/metrics.md §8,
+docs/guide.md#declaring-budgets): the command is carried out by the server, through its single
+writer, over its authenticated /budgets endpoint; the affected runs are re-derived before the
+answer.
 
 In process (real receivers on 127.0.0.1, the real OTLP exporter, real HTTP) to read the runs
 table at the moment of the answer; and as real processes (`serve` and the CLI) for the path a
@@ -21,7 +22,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.receivers.budgets_endpoint import PATH, BudgetsEndpoint
+from budgetscope.server.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets
 from tests.support.serve import CLI, start_serve, stop, stored
@@ -46,7 +47,7 @@ class Served:
 
     def request(self, method: str, body: bytes | None = None, token: str | None = TOKEN,
                 content_type: str = "application/json") -> tuple[int, dict]:
-        url = urlsplit(self.receivers.http.endpoint)
+        url = urlsplit(self.receivers.http_endpoint)
         connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
         try:
             headers = {"Content-Type": content_type}
@@ -73,13 +74,13 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     owner = DatabaseOwner(tmp_path / "served.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
-                          derive=True)
-    endpoint = BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer), receivers.http.token)
-    receivers.http.add_route(PATH, endpoint)
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
+                                                routes=lambda parts: {PATH: BudgetsEndpoint(
+                                                    DeclaredBudgets(owner, parts.writer),
+                                                    parts.token)}), derive=True)
     receivers.start()
     try:
-        exporter = OTLPSpanExporter(endpoint=receivers.http.endpoint,
+        exporter = OTLPSpanExporter(endpoint=receivers.http_endpoint,
                                     headers={"Authorization": f"Bearer {TOKEN}"})
         assert exporter.export(billing_spans().finished()) == SpanExportResult.SUCCESS
         exporter.shutdown()

@@ -123,13 +123,17 @@ def test_json_format(db: Path) -> None:
     for name, expected in EXPECTED.items():
         assert document["signals"][name] == pytest.approx(expected), name
     window = "--since 2026-11-23T10:00:00Z --until 2026-11-23T11:00:00Z --format table"
+    exhausted = f"budgetscope --db {db} report runs --exhausted --sort culprit_share:desc {window}"
+    orphans = f"budgetscope --db {db} report runs --writes orphan {window}"
+    # runs_commands: every command behind a check (several for a weekly budget breached by
+    # several agent-weeks); runs_command and runs_link, the first
     assert document["checks"] == [
         {"signal": "exhaustion_rate", "bound": "max", "limit": 0.05, "value": 0.5,
-         "state": "breach", "runs_link": None, "runs_command":
-         f"budgetscope --db {db} report runs --exhausted --sort culprit_share:desc {window}"},
+         "state": "breach", "runs_link": None, "runs_command": exhausted,
+         "runs_commands": [{"command": exhausted, "link": None}]},
         {"signal": "orphan_writes", "bound": "max", "limit": 5.0, "value": 1, "state": "ok",
-         "runs_link": None,
-         "runs_command": f"budgetscope --db {db} report runs --writes orphan {window}"},
+         "runs_link": None, "runs_command": orphans,
+         "runs_commands": [{"command": orphans, "link": None}]},
     ]
 
 

@@ -144,8 +144,8 @@ def _rootless_file(folder: Path) -> tuple[Path, Path, str]:
 
 
 def test_a_trace_without_its_root_is_measured_once_the_files_are_read(tmp_path: Path) -> None:
-    """SPEC §9: ingest decides at once (--root-grace 0): the trace is a run measured from its
-    earliest span, under the trace id, and its root arriving later replaces that run."""
+    """docs/conventions.md: ingest decides at once (--root-grace 0): the trace is a run measured
+    from its earliest span, under the trace id, and its root arriving later replaces that run."""
     db = tmp_path / "t.duckdb"
     children, root, trace_id = _rootless_file(tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(children)])

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 
 from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
-from ingest.receivers.cli_endpoint import ANSWER_TYPE, read_answer
+from budgetscope.read_api_answer import ANSWER_TYPE, read_answer
 from tests.support.serve import CLI, start_serve, stop
 
 # slow, left out of make test-fast: a real `budgetscope serve` on a copy of the sample, made

@@ -9,7 +9,7 @@ Two data sets, each stored both ways:
 - EDGE: hand-made traces (real OpenTelemetry SDK spans) for what the sample lacks: a run
   nested below a root (run id trace/span), a subagent with steps inside it, parallel steps, a
   reconcile step linking to a write of another trace, gRPC status names, HTTP 504, exception
-  events, and SPEC attributes sent as strings in odd forms (" 25000 ", "3000.0", "abc").
+  events, and budget.* attributes sent as strings in odd forms (" 25000 ", "3000.0", "abc").
 
 Equality is exact: reports compare as CSV bytes (the CLI's output). The floats in them are
 computed by the same operations in the same order in both engines, then rounded to 3 or 6
@@ -436,7 +436,7 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
         duck.close()
 
 
-# ---- declared budgets (SPEC §10) -------------------------------------------------
+# ---- declared budgets (docs/guide.md#declaring-budgets) ------------------------------------------
 
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],

@@ -26,11 +26,11 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from budgetscope.cli import cli
+from budgetscope.server.operations import OperatorPages
 from ingest.decode.otlp_json import flatten_json_request
 from ingest.decode.proto_flatten import flatten_protobuf
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
-from ingest.receivers.operations import OperatorPages
 from ingest.receivers.span_intake import SpanIntake
 from queries import reports
 from store import (

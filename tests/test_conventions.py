@@ -1,7 +1,7 @@
-"""SPEC §9: which spans are steps, of what kind and name, recognised from which
+"""docs/conventions.md: which spans are steps, of what kind and name, recognised from which
 convention, and how wrappers, lone agents, tools inside model calls and runs that are one call
 become levels. Traces are hand-built with the real OpenTelemetry SDK
-(tests/support/trace_builder.py): they test SPEC's rules themselves, not any one library's
+(tests/support/trace_builder.py): they test the rules themselves, not any one library's
 output.
 
 recognised_traces() (tests/support/convention_traces.py) is shared with
@@ -84,7 +84,7 @@ def test_two_agents_are_two_steps_and_a_lone_empty_agent_is_one(derived) -> None
         "agent alice": ("subagent:alice", 0), "chat alice": ("model:m", 1),
         "agent bob": ("subagent:bob", 0), "chat bob": ("model:m", 1)}
     con, b, runs = derived
-    # two agents side by side: the run belongs to the service (SPEC §9, the run's agent)
+    # two agents side by side: the run belongs to the service (docs/conventions.md, the run's agent)
     assert run_row(con, b.trace_id(runs["crew"]))["agent"] == "conv-svc"
     empty = steps_of(derived, "empty agent")
     assert {n: (r["step_key"], r["class"]) for n, r in empty.items()} == {

@@ -1,8 +1,8 @@
-"""SPEC §9's rules for the shapes frameworks give one call, and runs whose spans are missing:
-event-loop cycles and other in-process operations, one call recorded as two spans (nested, or
-siblings from two instrumentation scopes), framework bookkeeping, HTTP client spans hung beside
-their tool, spans whose parent never arrived, traces whose root never arrives, the run's agent,
-and the cases that must not merge. Hand-built with the real OpenTelemetry SDK
+"""The rules of docs/conventions.md for the shapes frameworks give one call, and runs whose spans
+are missing: event-loop cycles and other in-process operations, one call recorded as two spans
+(nested, or siblings from two instrumentation scopes), framework bookkeeping, HTTP client spans hung
+beside their tool, spans whose parent never arrived, traces whose root never arrives, the run's
+agent, and the cases that must not merge. Hand-built with the real OpenTelemetry SDK
 (tests/support/trace_builder.py, the traces in tests/support/convention_traces.py);
 tests/test_conventions_parity.py derives the same traces on ClickHouse and compares every step
 and run.
@@ -87,7 +87,7 @@ def test_bookkeeping_mcp_and_unnamed_agents(derived) -> None:
 
 def test_http_spans_beside_their_tool_roll_up_into_it(derived) -> None:
     assert shape(steps(derived, "beside")) == {
-        # the tool marked OK takes its 503 (SPEC §3 rule 6, whatever the status)
+        # the tool marked OK takes its 503 (docs/metrics.md §3 rule 6, whatever the status)
         "lookup": ("tool:lookup", 0, "upstream_error"),
         "left": ("tool:left", 0, "ok"), "right": ("tool:right", 0, "ok"),
         "shared http": ("other:tools.example", 0, "ok"),

@@ -1,7 +1,7 @@
-"""SPEC §3 as revised for other instrumentations: normalised error texts with their codes, the older
-http.status_code, status messages, the OpenAI Agents SDK's timeout result, and rule 6's roll-up
-of a nested span's outcome into a step without evidence of its own. Hand-built traces of the
-real OpenTelemetry SDK (tests/support/trace_builder.py)."""
+"""docs/metrics.md §3 as revised for other instrumentations: normalised error texts with their
+codes, the older http.status_code, status messages, the OpenAI Agents SDK's timeout result, and rule
+6's roll-up of a nested span's outcome into a step without evidence of its own. Hand-built traces of
+the real OpenTelemetry SDK (tests/support/trace_builder.py)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def rolled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.parametrize("name,expected", [
     ("error tool around a 503", "upstream_error"),
     ("unset tool around a 503", "upstream_error"),
-    # SPEC §3 rule 6 rolls up whatever the step's status: several instrumentations (OpenInference
-    # among them) mark every tool that returns OK, so OK is no evidence of its own
+    # docs/metrics.md §3 rule 6 rolls up whatever the step's status: several instrumentations
+    # (OpenInference among them) mark every tool that returns OK, so OK is no evidence of its own
     ("ok tool around a 503", "upstream_error"),
     ("retried 503 then 200", "error"),  # the last call's 200 gives no class
     ("own specific class stays", "client_timeout"),

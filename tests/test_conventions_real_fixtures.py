@@ -1,11 +1,11 @@
 """The committed real-library fixtures (tests/real_fixtures: OTLP written by the real
-instrumentation packages against fake servers on 127.0.0.1) through SPEC §9's recognition:
-runs, steps, classes, culprit and holder as the harness logged them, and the same steps on the
-ClickHouse derivation as on DuckDB's.
+instrumentation packages against fake servers on 127.0.0.1) through the recognition of
+docs/conventions.md: runs, steps, classes, culprit and holder as the harness logged them, and the
+same steps on the ClickHouse derivation as on DuckDB's.
 
-A fixture that differed from the harness's truth where SPEC's rules, applied as written, give
-another answer would be a strict xfail in KNOWN naming the spans, so that a SPEC change that
-fixes it shows up here."""
+A fixture that differed from the harness's truth where the rules, applied as written, give
+another answer would be a strict xfail in KNOWN naming the spans, so that a change of the rules
+that fixes it shows up here."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from tests.support.real_fixture_compare import (
 )
 
 NAMES = sorted(path.name.split(".")[0] for path in (FIXTURES / "otlp").glob("*.otlp.pb"))
-# Fixtures where SPEC's rules, applied as written, give another answer than the harness logged:
-# strict xfails naming the spans. Empty: none.
+# Fixtures where the rules of docs/conventions.md, applied as written, give another answer than the
+# harness logged: strict xfails naming the spans. Empty: none.
 KNOWN: dict[str, str] = {}
 STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level", "kind",
                 "name", "step_key", "convention", "class", "consumption_ms", "agent"]

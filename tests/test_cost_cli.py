@@ -161,6 +161,39 @@ def test_the_runs_table_shows_cost_before_the_less_read_columns(fleet) -> None:
     assert c1[-2:] == ["$0.51", "true"]
 
 
+def test_an_incomplete_cost_reads_as_a_lower_bound_in_every_table(fleet) -> None:
+    """docs/metrics.md §11.4: C2's cost is incomplete (acme-secret has no price, #3 sent no
+    usage and may have been billed), so a person reads `≥ $0.052`, and its utilisation of the
+    declared $0.20 `≥ 26.0%`; C1's complete $0.51 reads plain. The week W48 of shop holds C2:
+    its $0.562 and its overrun (C1's $0.01) are lower bounds too; W47 of batch (C3, complete)
+    is not. CSV and JSON keep the number and say so in cost_complete."""
+    db, ids = fleet
+
+    def row_of(table: str, start: str) -> str:
+        return next(line for line in table.splitlines() if line.startswith(start))
+
+    runs = invoke(db, "report", "runs", "--format", "table", "--width", "400")
+    assert row_of(runs, ids["C2"][:8]).endswith("≥ $0.052  false")
+    assert row_of(runs, ids["C1"][:8]).endswith("  $0.51  true")
+    cost = invoke(db, "report", "cost", "--format", "table", "--width", "400")
+    c2 = row_of(cost, ids["C2"])
+    assert "≥ $0.052  false" in c2 and "≥ 26.0%" in c2
+    assert "≥" not in row_of(cost, ids["C1"])
+    weekly = invoke(db, "report", "weekly", "--format", "table", "--width", "400",
+                    "--until", "2026-11-30")
+    shop = row_of(weekly, "2026-W48  shop")
+    assert "≥ $0.562" in shop and shop.endswith("≥ $0.01")
+    assert "≥" not in row_of(weekly, "2026-W47  batch")
+    listed = {row["run_id"]: row for row in csv.DictReader(io.StringIO(
+        invoke(db, "report", "runs"), newline=""))}
+    assert (listed[ids["C2"]]["cost_usd"], listed[ids["C2"]]["cost_complete"]) == (
+        "0.052", "false")
+    as_json = {row["run_id"]: row for row in json.loads(
+        invoke(db, "report", "runs", "--format", "json"), parse_float=Decimal)}
+    assert (as_json[ids["C2"]]["cost_usd"], as_json[ids["C2"]]["cost_complete"]) == (
+        Decimal("0.052"), False)
+
+
 def test_dimension_is_for_cost_attribution_only(fleet) -> None:
     db, _ = fleet
     wrong = invoke(db, "report", "cost", "--dimension", "tokens", code=2)
@@ -210,8 +243,9 @@ def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
     behind = {  # the window's runs (C1, C2, C4): C1 $0.51, C2 ≥ $0.052, C4 $0.02
         "usd_exhaustion_rate": ("--max-usd-exhaustion-rate", "0.5", ["C1", "C4"]),
         "token_exhaustion_rate": ("--max-token-exhaustion-rate", "0.99", ["C1"]),
+        # shop's week 2026-W48 breached: its runs in that week (and the window), not C4
         "weekly_budget_utilisation": ("--max-weekly-budget-utilisation", "1.1",
-                                      ["C1", "C2", "C4"]),
+                                      ["C1", "C2"]),
         "unpriced_steps": ("--max-unpriced-steps", "0", ["C2"]),
     }
     for signal, (option, limit, runs) in behind.items():
@@ -228,7 +262,48 @@ def test_each_cost_breach_leads_to_its_runs(fleet) -> None:
         search, _, problems = from_params(params)
         assert problems == [], (signal, problems)
         assert to_params(search) == {k: v for k, v in params.items()
-                                     if k not in ("range", "since", "until")}, signal
+                                     if k not in ("range", "since", "until", "agent")}, signal
+
+
+def test_a_weekly_budget_breach_lists_each_breaching_agents_week(fleet) -> None:
+    """Over the 14 days before 2026-11-24, two agent-weeks spent more than half their weekly
+    budget: shop's 2026-W48 ($0.562 of $0.50: 112.4%, the window's last day of it) and
+    batch's 2026-W47 (C3's $0.76 of the default $1). Each gets a command listing its runs in
+    that ISO week, the largest first: C1 and C2; C3. batch's W48 (C4, 2%) did not breach and
+    is in neither, nor is any run of another agent or week. The commands are run as printed."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    db, ids = fleet
+    lines = check(db, "--window", "14d", "--max-weekly-budget-utilisation", "0.5",
+                  "--dashboard-url", "http://dash.example:8501/", code=1)
+    assert lines[1] == ("BREACH  weekly_budget_utilisation 112.4% > max 50.0% "
+                        "(shop, 2026-W48)")
+    commands = [line.strip().removeprefix("runs: ") for line in lines
+                if line.strip().startswith("runs: ")]
+    opened = [line.strip().removeprefix("open: ") for line in lines
+              if line.strip().startswith("open: ")]
+    assert commands == [
+        f"budgetscope --db {db} report runs --sort cost_usd:desc --since 2026-11-23 "
+        "--until 2026-11-24 --agent shop --format table",
+        f"budgetscope --db {db} report runs --sort cost_usd:desc --since 2026-11-16 "
+        "--until 2026-11-23 --agent batch --format table"]
+    listed = []
+    for command in commands:
+        words = command.removeprefix("budgetscope ").split()
+        rows = json.loads(invoke(db, *words[2:], "--format", "json"))
+        listed.append([r["run_id"] for r in rows])
+    assert listed == [[ids["C1"], ids["C2"]], [ids["C3"]]]
+    assert [dict(parse_qsl(urlsplit(link).query)) for link in opened] == [
+        {"range": "custom", "since": "2026-11-23", "until": "2026-11-24", "agent": "shop",
+         "sort": "cost_usd", "order": "desc"},
+        {"range": "custom", "since": "2026-11-16", "until": "2026-11-23", "agent": "batch",
+         "sort": "cost_usd", "order": "desc"}]
+    as_json = json.loads(invoke(db, "check", "--until", UNTIL, "--window", "14d",
+                                "--max-weekly-budget-utilisation", "0.5", "--format", "json",
+                                code=1))
+    (verdict,) = as_json["checks"]
+    assert [lead["command"] for lead in verdict["runs_commands"]] == commands
+    assert verdict["runs_command"] == commands[0]
 
 
 def test_check_cost_thresholds_hold(fleet) -> None:

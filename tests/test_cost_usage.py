@@ -269,3 +269,35 @@ def test_a_stray_http_spans_usage_is_metered_in_the_run_it_joined(con):
     assert run_row(con, b.trace_id(second))["tokens"] == 120
     assert con.execute("SELECT count(*) FROM runs WHERE trace_id IN (?, ?)",
                        [b.trace_id(in_tool), b.trace_id(in_model)]).fetchone() == (0,)
+
+
+def test_a_provider_attribute_naming_the_instrumentation_is_read_as_absent(con):
+    """Strands Agents writes gen_ai.system = strands-agents on every span whatever it calls
+    (gen_ai.provider.name under the latest conventions): that names no price table, so it is
+    read as absent. Its `chat` span (tests/real_fixtures/otlp/strands.otlp.pb's shape) is then
+    priced by its model alone, gpt-4o-mini at openai's $0.15 / $0.075 cache read / $0.60 per
+    million: 325 fresh × 0.15 + 896 × 0.075 + 90 × 0.60 = 169.95 → $0.00016995. A
+    `provider/model` name's prefix still says: 1000 × 0.15 + 100 × 0.60 → $0.00021."""
+    b = TraceBuilder()
+    run = b.run(0, 2_000, None)
+    b.span("chat", 0, 1_000, parent=run, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.system": "strands-agents",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.usage.prompt_tokens": 1221, "gen_ai.usage.input_tokens": 1221,
+        "gen_ai.usage.completion_tokens": 90, "gen_ai.usage.output_tokens": 90,
+        "gen_ai.usage.total_tokens": 1311, "gen_ai.usage.cache_read.input_tokens": 896,
+        "gen_ai.usage.cache_read_input_tokens": 896})
+    b.span("latest conventions", 1_000, 2_000, parent=run, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": " Strands-Agents",
+        "gen_ai.request.model": "openai/gpt-4o-mini",
+        "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 100})
+    store(con, b.finished())
+    chat = metered(con, "chat")
+    assert (chat["model"], chat["provider"], chat["tokens"]) == ("gpt-4o-mini", None, 1311)
+    assert (chat["cost_source"], chat["cost_nano"]) == ("bundled", nano("0.00016995"))
+    assert chat["price_ref"].startswith("bundled openai/gpt-4o-mini")
+    latest = metered(con, "latest conventions")
+    assert (latest["provider"], latest["cost_nano"]) == ("openai", nano("0.00021"))
+    r = run_row(con, b.trace_id(run))
+    assert (r["cost_nano"], r["cost_complete"], r["unpriced_models"]) == (
+        nano("0.00037995"), True, [])

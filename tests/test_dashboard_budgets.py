@@ -1,8 +1,8 @@
-"""The dashboard's declared budgets (SPEC §10) under Streamlit's AppTest: the Budgets
-page lists what is declared and where runs' budgets came from; inside `budgetscope serve` (its
-database owner and budget service installed in this process, with the real writer and
-derivation) its forms change declarations and the runs follow; standalone it is read-only;
-the run view names each run's budget source."""
+"""The dashboard's declared budgets (docs/guide.md#declaring-budgets) under Streamlit's AppTest: the
+Budgets page lists what is declared and where runs' budgets came from; inside `budgetscope serve`
+(its database owner and budget service installed in this process, with the real writer and
+derivation) its forms change declarations and the runs follow; standalone it is read-only; the run
+view names each run's budget source."""
 
 from __future__ import annotations
 

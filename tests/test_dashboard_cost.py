@@ -279,6 +279,37 @@ def test_one_agents_row_over_all_agents_is_its_own(db: str) -> None:
     assert whole["usd_exhausted_runs"].sum() > 0
 
 
+def shown_text(frame: object) -> pd.DataFrame:
+    """A table's cells as the page shows them: the Styler's display values (fmt.readable_table)
+    that Streamlit sends beside the raw ones."""
+    from streamlit import dataframe_util
+
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(
+        frame.proto.arrow_data.styler.display_values  # type: ignore[attr-defined]
+    ).reset_index(drop=True)
+
+
+def test_a_weeks_cost_with_an_incomplete_run_reads_as_a_lower_bound(db: str) -> None:
+    """docs/metrics.md §11.4: a week whose runs include one with an incomplete cost spent at
+    least its known cost; the weekly page's spend table says `≥ $x` there, as `report weekly
+    --format table` does, and the plain amount where every run's cost is complete. The raw
+    values underneath (sorting, copying) are the report's numbers. research-agent's W45 has
+    no incomplete run in the sample, its W46 eleven."""
+    at = open_page("weekly", {"range": "custom", "since": "2026-11-02", "until": "2026-11-16",
+                              "agent": "research-agent"})
+    spend = at.dataframe[2]
+    raw = spend.value.reset_index(drop=True)
+    text = shown_text(spend)
+    incomplete = raw["incomplete_cost_runs"] > 0
+    assert incomplete.any() and not incomplete.all()  # the sample has both kinds of week
+    assert list(text["cost_usd"]) == [("≥ " if lower else "") + fmt.usd(cost) for cost, lower
+                                      in zip(raw["cost_usd"], incomplete, strict=True)]
+    assert list(text["overrun_usd"]) == [
+        fmt.NO_VALUE if fmt.missing(v) else ("≥ " if lower else "") + fmt.usd(v)
+        for v, lower in zip(raw["overrun_usd"], incomplete, strict=True)]
+    assert isinstance(raw["cost_usd"][0], Decimal)
+
+
 @pytest.fixture
 def weekly_budgets(tmp_path: Path, sample: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A copy of the sample with a weekly dollar budget declared for every agent."""

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import data, fmt, layout, summaries
+from dashboard import data, fmt, sidebar, summaries
 from dashboard.config import DashboardConfig, configure
 from queries import run_story
 from queries.filters import Filters
@@ -507,7 +507,7 @@ def test_without_filters_it_opens_on_data(db: str) -> None:
     """The sample ended before today's week may: a bare link opens on all time, not on an
     empty week; an empty range offers a way back to the data."""
     at = open_page("overview", {})
-    expected = layout.default_preset(data_status(db), dt.datetime.now(dt.UTC))
+    expected = sidebar.default_preset(data_status(db), dt.datetime.now(dt.UTC))
     assert at.query_params["range"] in (expected, [expected])
     at = open_page("overview", {"range": "custom", "since": "2020-01-01",
                                 "until": "2020-01-02"})
@@ -576,7 +576,7 @@ def test_reload_shows_spans_that_arrived_since(tmp_path_factory: pytest.TempPath
 def test_weekly_opens_on_full_weeks_and_marks_partial_ones(db: str) -> None:
     """Regression: the default rolling range labelled cut weeks as whole ISO weeks."""
     at = open_page("weekly", {})
-    expected = layout.default_preset(data_status(db), dt.datetime.now(dt.UTC), "weekly")
+    expected = sidebar.default_preset(data_status(db), dt.datetime.now(dt.UTC), "weekly")
     assert expected in ("4w", "all")
     assert at.query_params["range"] in (expected, [expected])
     table = at.dataframe[0].value
@@ -674,7 +674,7 @@ def test_no_line_crosses_a_label_of_the_waterfall(db: str) -> None:
         horizon = max(end_ms, deadline_ms)
         room = horizon / fmt.duration_axis_unit(horizon)[1]  # the time axis, in its unit
         for note in figure.layout.annotations:
-            width = run_figures._label_width(str(note.text), room)
+            width = run_figures.label_width(str(note.text), room)
             x = float(note.x)
             right = note.xanchor == "left" or (note.xanchor is None and "right" in str(
                 getattr(note, "name", "") or "right"))

@@ -1,6 +1,6 @@
-"""Declared budgets and step caps (SPEC §10): a run without budget.total_ms is measured
-against its agent's declared budget, else the declared default; a run's own budget wins; a
-change re-measures past runs; declared caps give steps an allocation for step utilisation.
+"""Declared budgets and step caps (docs/guide.md#declaring-budgets): a run without budget.total_ms
+is measured against its agent's declared budget, else the declared default; a run's own budget wins;
+a change re-measures past runs; declared caps give steps an allocation for step utilisation.
 
 Times are ms after T0 (see trace_builder); each number is worked out by hand in a comment.
 """

@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.cli import cli
+from budgetscope.server.budgets_endpoint import PATH as BUDGETS
+from budgetscope.server.budgets_endpoint import BudgetsEndpoint
+from budgetscope.server.cli_endpoint import PATH as CLI
+from budgetscope.server.cli_endpoint import CliEndpoint
 from budgetscope.server.read_api import ServedCommands
-from ingest.receivers.budgets_endpoint import PATH as BUDGETS
-from ingest.receivers.budgets_endpoint import BudgetsEndpoint
-from ingest.receivers.cli_endpoint import PATH as CLI
-from ingest.receivers.cli_endpoint import CliEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredBudgets
 
@@ -28,11 +28,9 @@ DEEP = [b"[" * 60_000, b'{"argv": ' + b"[" * 60_000, b'{"action": ' + b"{" * 30_
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receivers]:
     owner = DatabaseOwner(tmp_path_factory.mktemp("deep-json") / "deep.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0))
-    receivers.http.add_route(BUDGETS, BudgetsEndpoint(DeclaredBudgets(owner, receivers.committer),
-                                                      receivers.http.token))
-    receivers.http.add_route(CLI, CliEndpoint(ServedCommands(owner, group=cli, seconds=60),
-                                              receivers.http.token))
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, routes=lambda parts: {
+        BUDGETS: BudgetsEndpoint(DeclaredBudgets(owner, parts.writer), parts.token),
+        CLI: CliEndpoint(ServedCommands(owner, group=cli, seconds=60), parts.token)}))
     receivers.start()
     yield receivers
     receivers.stop(10)
@@ -40,7 +38,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receivers]:
 
 
 def _post(receivers: Receivers, path: str, body: bytes) -> tuple[int, bytes]:
-    url = urlsplit(receivers.http.endpoint)
+    url = urlsplit(receivers.http_endpoint)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
     try:
         connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})

@@ -37,7 +37,7 @@ def test_a_trickle_into_a_hostile_trace_holds_no_run_back(tmp_path: Path) -> Non
     assert cursor.execute("SELECT count(*) FROM runs").fetchone() == (16,)
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0), derive=True)
     receivers.start()
-    traces = receivers.http.endpoint
+    traces = receivers.http_endpoint
     logs = traces.replace("/v1/traces", "/v1/logs")
     try:
         waits = []

@@ -1,6 +1,8 @@
 """Every relative link and #anchor in the user's pages resolves, and every file of the repository
 they name exists: a page moved or renamed, or a heading reworded, fails here instead of leaving
-a reader on GitHub's 404 or at the top of a page.
+a reader on GitHub's 404 or at the top of a page. The same holds for every tracked text file:
+a comment, docstring or page that names a file (`docs/metrics.md §4`, `bench/ab.py`,
+`store/prices/overrides.entries`, `CONTRIBUTING.md`) names one that is in the repository.
 
 Anchors are computed as GitHub computes them from headings (lowercased, punctuation dropped,
 spaces made hyphens, a repeated heading numbered -1, -2, …)."""
@@ -8,6 +10,8 @@ spaces made hyphens, a repeated heading numbered -1, -2, …)."""
 from __future__ import annotations
 
 import re
+import subprocess
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,10 +23,23 @@ FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^(#{1,6})\s+(?P<text>.+?)\s*#*\s*$", re.M)
-# A file of the repository named in prose or in code: a top-level folder, then a path.
+# A file of the repository named in prose or in code: a top-level folder, then a path (a file,
+# a folder, a glob, or a module and one of its names: `budgetscope/server/read_api.ServedCommands`).
 TOP = ("budgetscope", "ingest", "store", "queries", "dashboard", "simulation", "sdk",
-       "sample_traces", "tests", "bench", "docs")
-NAMED = re.compile(rf"(?<![\w./-])(?:{'|'.join(TOP)})/[\w./-]*\w\.(?:py|sql|md|toml|gz)\b")
+       "sample_traces", "tests", "bench", "docs", ".ci")
+NAMED = re.compile(rf"(?<![\w./-])(?P<path>(?:{'|'.join(map(re.escape, TOP))})/[\w.*/-]*[\w*])"
+                   r"(?P<pattern>[<{]?)")
+# A Markdown file named in capitals (README.md, ../bench/README.md): in the repository, from its
+# top or from the file's folder (a path leading out of the repository does not count).
+UPPER_MD = re.compile(r"(?<![\w.-])(?P<path>(?:[\w.-]+/)*[A-Z][A-Z_-]*\.md)\b")
+# The tracked files read for references (data such as fixtures and golden files is not).
+TEXT_SUFFIXES = {".py", ".sql", ".md", ".toml", ".in", ".mjs", ".sh", ".yml", ".yaml", ".cfg"}
+TEXT_NAMES = {"Makefile", "run", "_order"}
+# Paths in the text that are names of something else, not files.
+NOT_FILES = {
+    # the name of the protobuf file descriptor ingest/decode/wire_messages.py builds in memory
+    "budgetscope/wire_trace.proto",
+}
 
 
 def _prose(text: str) -> str:
@@ -50,8 +67,10 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
-def links(page: Path) -> list[str]:
-    prose = INLINE_CODE.sub("", _prose(page.read_text(encoding="utf-8")))
+def links(page: Path, text: str | None = None) -> list[str]:
+    """The link targets of `page` (or of `text`, as if it were the page's)."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    prose = INLINE_CODE.sub("", _prose(text))
     return [m["target"] for m in LINK.finditer(prose)]
 
 
@@ -87,13 +106,109 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
     assert not broken, f"{page.relative_to(REPO)}:\n" + "\n".join(broken)
 
 
+def _placeholder(path: str) -> bool:
+    """`queries/sql/NAME.sql`, `bench/NAME.py`: a part in capitals stands for any name."""
+    return any(part.split(".")[0].isupper() for part in path.split("/"))
+
+
+@cache
+def _ignored(path: str) -> bool:
+    """What a run writes (`bench/out/…`) is named by rule, not committed: git ignores it."""
+    found = subprocess.run(["git", "check-ignore", "--no-index", path, path + "/"],
+                           cwd=REPO, capture_output=True)
+    return found.returncode == 0  # 0: one of the two is ignored; 1: neither
+
+
+def _module_file(path: str) -> bool:
+    """`store/prices/overrides.entries` names a module's attribute: the module must exist."""
+    head, name = path.rsplit("/", 1)
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        stem = REPO / head / ".".join(parts[:cut])
+        if stem.with_name(stem.name + ".py").is_file() or (stem / "__init__.py").is_file():
+            return True
+    return False
+
+
+def resolves(path: str, pattern: bool = False) -> bool:
+    """Whether `path`, as written in a file of the repository, names something in it."""
+    if path in NOT_FILES or _placeholder(path):
+        return True
+    if pattern or "*" in path:  # tests/golden/fleet_<report>.csv, queries/sql/*.sql
+        return bool(list(REPO.glob(path + ("*" if pattern else ""))))
+    return (REPO / path).exists() or _module_file(path) or _ignored(path)
+
+
+def missing_references(file: Path, text: str | None = None) -> list[str]:
+    """`line: reference` for each reference in `file` (or in `text`, as if it were the file's) to
+    a file that is not in the repository: a path under one of its folders, a Markdown name in
+    capitals, a relative Markdown link."""
+    if text is None:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    missing = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in NAMED.finditer(line):
+            if not resolves(match["path"], bool(match["pattern"])):
+                missing.append(f"{number}: {match['path']}")
+        for match in UPPER_MD.finditer(line):
+            if not (_inside(REPO / match["path"]) or _inside(file.parent / match["path"])):
+                missing.append(f"{number}: {match['path']}")
+    if file.suffix == ".md":
+        for target in links(file, text):
+            path_part = target.partition("#")[0]
+            if path_part and not re.match(r"^[a-z][a-z0-9+.-]*:", target) \
+                    and not _inside(file.parent / path_part):
+                missing.append(f"link: {target}")
+    return missing
+
+
+def _inside(path: Path) -> bool:
+    """`path` exists and is in the repository (a path through .. may exist outside it)."""
+    path = path.resolve()
+    return path.exists() and (path == REPO or REPO in path.parents)
+
+
+def _tracked_text() -> list[Path]:
+    names = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    return [REPO / name for name in names
+            if (Path(name).suffix in TEXT_SUFFIXES or Path(name).name in TEXT_NAMES)
+            and (REPO / name).is_file()]
+
+
+def test_references_resolve_as_written() -> None:
+    absent = "nowhere"  # spelled apart, so that this file does not itself name a missing file
+    assert resolves("budgetscope/server/read_api.ServedCommands")  # a module's name
+    assert resolves("queries/sql/NAME.sql") and resolves("bench/NAME.py")  # placeholders
+    assert resolves("bench/out/traces-1000000.pb-stream") and resolves("bench/out")  # ignored
+    assert resolves("tests/golden/" + "fleet_", pattern=True)  # tests/golden/fleet_<report>.csv
+    assert not resolves("store/derive/" + absent + ".py")
+    assert not resolves("budgetscope/server/" + absent + ".ServedCommands")
+    assert not resolves("tests/golden/" + absent, pattern=True)
+    page = REPO / "tests" / "fixture-not-a-file.md"
+    outside = "DESIGN" + ".md"  # the contract kept outside the repository, say
+    named = f"See {outside} §4 and docs/" + absent + ".md."
+    assert missing_references(page, named) == [f"1: docs/{absent}.md", f"1: {outside}"]
+    assert missing_references(page, f"[the contract](../{outside})") == [
+        f"1: ../{outside}", f"link: ../{outside}"]
+    assert missing_references(page, "See README.md, docs/metrics.md §4.") == []
+    assert missing_references(page, f"the contract (/elsewhere/{outside})") == [
+        f"1: elsewhere/{outside}"]
+    assert missing_references(page, "[the bench](../bench/README.md), ../bench/README.md") == []
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
 def test_every_file_the_page_names_exists(page: Path) -> None:
     """A path such as `store/derive/sql/derive_budgets.sql`, in prose or in code, names a file
     of the repository as it is today (bench/out/ holds what benchmarks write; a name in
     capitals, `queries/sql/NAME.sql`, is a placeholder)."""
-    text = page.read_text(encoding="utf-8")
-    missing = sorted({name for name in NAMED.findall(text)
-                      if not name.startswith("bench/out/") and not Path(name).stem.isupper()
-                      and not (REPO / name).exists()})
+    missing = missing_references(page)
     assert not missing, f"{page.relative_to(REPO)} names files that do not exist: {missing}"
+
+
+def test_every_tracked_file_names_files_that_exist() -> None:
+    """Comments, docstrings, SQL and pages everywhere: a file they cite that is not in the
+    repository (a contract kept elsewhere, a module since moved) sends a contributor nowhere."""
+    missing = [f"{file.relative_to(REPO)}:{where}" for file in _tracked_text()
+               for where in missing_references(file)]
+    assert not missing, "references to files not in the repository:\n" + "\n".join(missing)

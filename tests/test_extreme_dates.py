@@ -17,8 +17,9 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
+from budgetscope.read_api_answer import read_answer
+from budgetscope.server.cli_endpoint import PATH, CliEndpoint
 from budgetscope.server.read_api import ServedCommands
-from ingest.receivers.cli_endpoint import PATH, CliEndpoint, read_answer
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
 from tests.support import ui
@@ -120,9 +121,10 @@ def test_through_the_read_api_the_same_answer(owner: DatabaseOwner, db: str,
 
 
 def test_over_http_never_a_500(owner: DatabaseOwner) -> None:
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token="t" * 16))
     commands = ServedCommands(owner, group=cli, seconds=60)
-    receivers.http.add_route(PATH, CliEndpoint(commands, receivers.http.token))
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token="t" * 16,
+                                                routes=lambda parts: {
+                                                    PATH: CliEndpoint(commands, parts.token)}))
     receivers.start()
     try:
         for arguments, expected in ([["report", "runs", "--since", "0001-01-01"], 0],
@@ -141,7 +143,7 @@ def _send_token(receivers: Receivers, arguments: list[str]) -> tuple[int, dict, 
     import http.client
     from urllib.parse import urlsplit
 
-    url = urlsplit(receivers.http.endpoint)
+    url = urlsplit(receivers.http_endpoint)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
     try:
         connection.request("POST", PATH, body=json.dumps({"argv": arguments}).encode(),

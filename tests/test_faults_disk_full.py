@@ -18,8 +18,8 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from budgetscope.server.operations import Readiness
 from ingest.receivers.limits import Limits
-from ingest.receivers.operations import Readiness
 from tests.support.receivers import Served, post, raw_request, serving
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -72,7 +72,7 @@ def test_disk_full_answers_503_loses_nothing_and_resumes_by_itself(small_disk: P
             assert status == 503, status  # never acknowledged while nothing can be written
             assert int(headers["Retry-After"]) >= 1
             refused.append(keys)
-        with grpc.insecure_channel(served.receivers.grpc.endpoint) as channel:
+        with grpc.insecure_channel(served.receivers.grpc_endpoint) as channel:
             export = channel.unary_unary(
                 EXPORT, request_serializer=None,
                 response_deserializer=ExportTraceServiceResponse.FromString)

@@ -99,7 +99,7 @@ def test_300_concurrent_exports_are_answered_ok_or_unavailable_with_retry_info(
                                       text=True)
             client.stdin.write(bodies)  # type: ignore[union-attr]
             client.stdin.close()  # type: ignore[union-attr]
-            counters = server.receivers.exporter.counters
+            counters = server.receivers.counters
             # Released once every call beyond the slots is refused (within a second here),
             # or after 10 s: the admitted calls must be committed within the commit timeout.
             deadline = time.monotonic() + 10

@@ -626,7 +626,7 @@ def test_a_client_sending_one_byte_a_second_is_cut_off_and_frees_its_worker(
     limits = Limits(max_body_bytes=BODY_LIMIT, socket_timeout=5.0, body_timeout=3.0,
                     max_connections=2)
     with serving(tmp_path, limits) as run:
-        port = run.receivers.http.port
+        port = run.receivers.http_port
         answers: list[bytes] = []
         stop = threading.Event()
         tricklers = [threading.Thread(target=_trickle, args=(port, answers, stop))

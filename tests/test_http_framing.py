@@ -20,8 +20,8 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
+from budgetscope.server.operations import OperatorPages
 from ingest.receivers.limits import Limits
-from ingest.receivers.operations import OperatorPages
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner
 from tests.support.receivers import raw_request
@@ -38,7 +38,7 @@ class Served:
 
     @property
     def http_port(self) -> int:
-        return self.receivers.http.port
+        return self.receivers.http_port
 
     def count(self) -> int:
         cursor = self.owner.cursor()
@@ -53,15 +53,14 @@ def serving(folder: Path, limits: Limits, name: str = "framing", after_write=Non
             http_port: int = 0, grpc_port: int = 0) -> Iterator[Served]:
     owner = DatabaseOwner(folder / f"{name}.duckdb")
     try:
-        receivers = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=http_port,
-                                                    grpc_port=grpc_port, limits=limits))
+        receivers = Receivers(owner, ReceiverConfig(
+            host="127.0.0.1", http_port=http_port, grpc_port=grpc_port, limits=limits,
+            routes=lambda parts: OperatorPages(parts.writer, parts.counters, parts.token,
+                                               cache_seconds=0.0).routes()))
     except BaseException:
         owner.close()
         raise
     receivers.committer.writer.after_write = after_write  # before any batch is written
-    pages = OperatorPages(receivers.committer, receivers.exporter.counters,
-                          receivers.http.token, cache_seconds=0.0)
-    receivers.http.pages.update(pages.pages())
     receivers.start()
     try:
         yield Served(owner, receivers)
@@ -325,7 +324,7 @@ def test_grpc_calls_over_the_limit_are_unavailable_with_retry_info(tmp_path: Pat
     gate = _Gate()
     limits = Limits(max_body_bytes=LIMIT, max_requests=2)
     with serving(tmp_path, limits, after_write=gate) as served:
-        channel = grpc.insecure_channel(served.receivers.grpc.endpoint)
+        channel = grpc.insecure_channel(served.receivers.grpc_endpoint)
         call = channel.unary_unary(EXPORT)
         body = raw_request(2).SerializeToString()
         held = [call.future(raw_request(2).SerializeToString(), timeout=30) for _ in range(2)]

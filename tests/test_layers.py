@@ -1,7 +1,8 @@
 """The layers of docs/design.md ("Layers"), kept true: every import of the product's packages
-points down, never up or sideways; the store is used only through its front; and no modules
-import one another in a circle. A failure names the file, the line and the import, or the
-circle."""
+points down, never up or sideways; the store is used only through its front; no modules
+import one another in a circle; ingest imports neither the CLI nor the dashboard, and the
+server none of the CLI's commands; and no module reaches a private name of another package.
+A failure names the file, the line and the import, or the circle."""
 
 from __future__ import annotations
 
@@ -326,3 +327,182 @@ def test_the_stores_rooms_stand_on_each_other_in_order() -> None:
              for room in ROOMS if imported[room] - set(ROOMS[:ROOMS.index(room)])]
     assert not wrong, "rooms importing a room above them:\n" + "\n".join(wrong)
     assert imported["read"] >= {"file", "derive", "clickhouse"}  # the walk sees the rooms
+
+
+# ---- the server wing -----------------------------------------------------------------------
+# ingest receives OTLP and nothing else: what serve adds on its port (the operator pages,
+# /budgets, /prices, /cli) lives in budgetscope/server/ and is handed to the receivers as
+# configuration (ReceiverConfig.routes). The server runs beside the CLI's commands, which start
+# it: what both need sits below both (budgetscope/fail.py, budgetscope/durations.py).
+NEVER_IMPORTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "ingest": (("budgetscope", "dashboard"), "ingest only receives: the server composes it"),
+    "budgetscope.server": (("budgetscope.commands", "budgetscope.cli"),
+                           "the CLI starts the server: what both need sits below both"),
+}
+
+
+def _never_imported(group: str, forbidden: tuple[str, ...]) -> list[str]:
+    known = module_files(ROOT, ("budgetscope", "dashboard", "simulation", "queries", "ingest",
+                                "store"))
+    wrong = []
+    for name, path in known.items():
+        if name == group or name.startswith(group + "."):
+            for target in sorted(module_imports(name, path, known)):
+                if any(target == f or target.startswith(f + ".") for f in forbidden):
+                    wrong.append(f"{path.relative_to(ROOT)} imports {target}")
+    return wrong
+
+
+@pytest.mark.parametrize("group", sorted(NEVER_IMPORTS))
+def test_the_server_wing_stands_apart(group: str) -> None:
+    forbidden, why = NEVER_IMPORTS[group]
+    wrong = _never_imported(group, forbidden)
+    assert not wrong, f"{group} imports {', '.join(forbidden)} ({why}):\n" + "\n".join(wrong)
+
+
+def test_the_wing_rule_sees_an_import() -> None:
+    """A rule that found nothing would pass: the CLI's serve imports the server, and the server
+    imports ingest's receivers."""
+    assert _never_imported("budgetscope.commands", ("budgetscope.server",))
+    assert _never_imported("budgetscope.server", ("ingest",))
+
+
+# ---- no reach into another package's private names -------------------------------------------
+# A `_name` belongs to the package (the folder) that defines it: no module of another folder
+# imports it, reads it from a module of ours, or reads it as an attribute (`thing._name` where
+# `_name` is defined only in other folders of the repository; `self._name` and `cls._name` are
+# the class's own). Libraries' internals are another matter, listed where they are used
+# (dashboard/server/ground.py). The few reaches a test makes into a room's internals, by name,
+# each with why:
+PRIVATE_REACHES: dict[tuple[str, str], str] = {
+    ("store/clickhouse", "_frame_text"): "tests ask ClickHouse ad-hoc SQL (its system tables, a "
+    "table's rows as stored) that no registered .sql file holds; the product runs registered "
+    "files only, so the connection keeps raw text to itself",
+    ("store/write", "_rows_to_arrow"): "the fuzz harness converts decoded rows to Arrow exactly "
+    "as the writer does, so that a row it accepts is one the writer stores (BELOW_THE_FRONT)",
+    ("store/derive", "_execute"): "records which of the derivation's statement files ran, to "
+    "tell that the same traces were derived both ways (BELOW_THE_FRONT)",
+    ("store/derive", "_literal"): "a constant of a convention outside the allow-list is "
+    "refused before it is rendered into SQL: the refusal is the quoting's own",
+    ("store/derive", "_SAFE_CONSTANT"): "the allow-list the quoting checks constants against, "
+    "matched against a real constant beside the refusal above",
+}
+PRIVATE_FOLDERS = ("budgetscope", "dashboard", "simulation", "queries", "ingest", "store", "sdk",
+                   "sample_traces", "tests", "bench", "docs")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name != "_"
+
+
+def _python_files() -> list[Path]:
+    return [*sorted(ROOT.glob("*.py")),
+            *(path for folder in PRIVATE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+              if "real_fixtures" not in path.parts)]
+
+
+def _folder(path: Path) -> str:
+    return path.parent.relative_to(ROOT).as_posix()
+
+
+def _private_definitions(files: list[Path]) -> dict[str, set[str]]:
+    """_name -> the folders that define it (a function, a class, or a name or attribute
+    assigned)."""
+    defined: dict[str, set[str]] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                # a name, or an attribute of the class's own (`self._x = …`): setting one
+                # on another package's object defines nothing
+                names = [part.id if isinstance(part, ast.Name) else part.attr
+                         for target in targets for part in ast.walk(target)
+                         if isinstance(part, ast.Name) or isinstance(part, ast.Attribute)
+                         and isinstance(part.value, ast.Name)
+                         and part.value.id in ("self", "cls")]
+            for name in names:
+                if _is_private(name):
+                    defined.setdefault(name, set()).add(_folder(path))
+    return defined
+
+
+def _module_folder(module: str) -> str | None:
+    """The folder of one of our modules (`store.write.writer` -> store/write), or None."""
+    base = ROOT / Path(*module.split("."))
+    if base.is_dir() and (base / "__init__.py").exists():
+        return base.relative_to(ROOT).as_posix()
+    if base.with_suffix(".py").exists():
+        return base.parent.relative_to(ROOT).as_posix()
+    sdk = ROOT / "sdk" / Path(*module.split("."))  # budgetscope_sdk ships from sdk/
+    if module.split(".")[0] == "budgetscope_sdk" and (sdk.is_dir() or sdk.with_suffix(".py")
+                                                      .exists()):
+        return (sdk if sdk.is_dir() else sdk.parent).relative_to(ROOT).as_posix()
+    return None
+
+
+def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int, str, str]]:
+    """(line, _name, the folder it belongs to) of every reach from `path` into a private name
+    of another folder of ours."""
+    own = _folder(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    modules: dict[str, str] = {}  # local name -> the folder of the module it is bound to
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                folder = _module_folder(alias.name)
+                if folder is not None and alias.asname:
+                    modules[alias.asname] = folder
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            for alias in node.names:
+                folder = _module_folder(f"{base}.{alias.name}")
+                if folder is not None:
+                    modules[alias.asname or alias.name] = folder
+                    continue
+                owner = _module_folder(base)
+                if owner is not None and owner != own and _is_private(alias.name):
+                    found.append((node.lineno, alias.name, owner))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        if isinstance(value, ast.Name) and value.id in modules:
+            if modules[value.id] != own:
+                found.append((node.lineno, node.attr, modules[value.id]))
+            continue
+        owners = defined.get(node.attr, set())
+        if owners and own not in owners:
+            found.append((node.lineno, node.attr, ", ".join(sorted(owners))))
+    return found
+
+
+@pytest.mark.slow
+def test_no_reach_into_another_packages_private_names() -> None:
+    """Every exception must still be reached, so the walk is seen finding each kind of reach:
+    an import (`_rows_to_arrow`), a module's name (`statements._execute`) and an object's
+    attribute (`con._frame_text`)."""
+    files = _python_files()
+    defined = _private_definitions(files)
+    wrong, used = [], set()
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        for line, name, owner in private_reaches(path, defined):
+            key = (owner, name)
+            if key in PRIVATE_REACHES and relative.startswith("tests/"):
+                used.add(key)
+            else:
+                wrong.append(f"{relative}:{line} reaches {name} of {owner}/")
+    assert not wrong, ("private names reached from another package (give them a public name, "
+                       "or list a test of a room's internals in PRIVATE_REACHES with why):\n"
+                       + "\n".join(wrong))
+    assert used == set(PRIVATE_REACHES), f"exceptions no longer used: {set(PRIVATE_REACHES) - used}"

@@ -1,6 +1,6 @@
-"""Exceptions recorded as OTLP log records (SPEC §9, §3 rule 4): a log record with
-exception.type and a span context is an exception event of that span, so it changes the span's
-class, whichever arrives first, over the real receivers and in files."""
+"""Exceptions recorded as OTLP log records (docs/conventions.md, docs/metrics.md §3 rule 4): a log
+record with exception.type and a span context is an exception event of that span, so it changes the
+span's class, whichever arrives first, over the real receivers and in files."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def _wait_for(owner: DatabaseOwner, run: RunWithLogs, wanted: dict[str, str]) ->
 def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):
-        http = receivers.http.endpoint
+        http = receivers.http_endpoint
         spans = OTLPSpanExporter(endpoint=http, timeout=10)
         assert spans.export(run.spans) is SpanExportResult.SUCCESS
         assert _wait_for(owner, run, WITHOUT_LOGS) == WITHOUT_LOGS
@@ -129,7 +129,7 @@ def test_late_log_records_over_http_rederive_the_trace(tmp_path: Path) -> None:
 def test_log_records_before_their_spans_over_grpc(tmp_path: Path) -> None:
     run = run_with_logs()
     with deriving_receivers(tmp_path) as (receivers, owner):
-        target = receivers.grpc.endpoint
+        target = receivers.grpc_endpoint
         logs = GrpcLogExporter(endpoint=target, insecure=True, timeout=10)
         assert logs.export(run.logs) is LogRecordExportResult.SUCCESS
         spans = GrpcSpanExporter(endpoint=target, insecure=True, timeout=10)

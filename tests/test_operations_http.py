@@ -10,6 +10,8 @@ import http.client
 import math
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,8 +22,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from budgetscope.server.metrics import signal_families
-from ingest.receivers.operations import OperatorPages, Readiness
-from store import refresh_touched
+from budgetscope.server.operations import OperatorPages, Readiness
+from ingest.receivers.http_routes import Endpoint
+from ingest.receivers.service import ReceiverParts
+from store import DatabaseOwner, GroupCommitter, refresh_touched
 from tests.support.ops_traces import EXPECTED, old_run, ops_runs
 from tests.support.prometheus_parser import ExpositionError, parse
 from tests.support.receivers import Running, raw_request, running_receivers
@@ -60,14 +64,18 @@ def post(running: Running, body: bytes, content_type: str = "application/x-proto
         connection.close()
 
 
-def install(running: Running, cache_seconds: float = 0.0,
-            readiness: Readiness | None = None) -> OperatorPages:
-    receivers = running.receivers
-    pages = OperatorPages(receivers.committer, receivers.exporter.counters, receivers.http.token,
-                          readiness=readiness, cache_seconds=cache_seconds,
-                          sources=[signal_families(running.owner, dt.timedelta(hours=1))])
-    receivers.http.pages.update(pages.pages())
-    return pages
+def pages_of(made: list[OperatorPages], cache_seconds: float = 0.0,
+             readiness: Callable[[GroupCommitter], Readiness] | None = None):
+    """The operator's pages as serve hands them to the receivers (its routes), each made
+    appended to `made`; `readiness` is made from the receivers' writer."""
+    def routes(owner: DatabaseOwner, parts: ReceiverParts) -> dict[str, Endpoint]:
+        pages = OperatorPages(parts.writer, parts.counters, parts.token,
+                              readiness=readiness(parts.writer) if readiness else None,
+                              cache_seconds=cache_seconds,
+                              sources=[signal_families(owner, dt.timedelta(hours=1))])
+        made.append(pages)
+        return pages.routes()
+    return routes
 
 
 def scrape(running: Running) -> dict:
@@ -86,17 +94,27 @@ def export_sdk(running: Running, spans) -> None:
         exporter.shutdown()
 
 
-@pytest.fixture
-def running(tmp_path: Path):
+@contextmanager
+def serving_pages(folder: Path, cache_seconds: float = 0.0,
+                  readiness: Callable[[GroupCommitter], Readiness] | None = None
+                  ) -> Iterator[tuple[Running, OperatorPages]]:
     # Derived synchronously in each write, so the signals are exact as soon as a request is
     # answered (serve derives just after; see store/derive/pending.py).
-    with running_receivers(tmp_path, token=TOKEN, after_write=refresh_touched) as running:
+    made: list[OperatorPages] = []
+    with running_receivers(folder, token=TOKEN, after_write=refresh_touched,
+                           routes=pages_of(made, cache_seconds, readiness)) as running:
+        yield running, made[0]
+
+
+@pytest.fixture
+def running(tmp_path: Path):
+    """Receivers serving the operator's pages, as serve does."""
+    with serving_pages(tmp_path) as (running, _):
         yield running
 
 
 @pytest.mark.slow
 def test_metrics_count_the_traffic_and_report_the_hand_worked_signals(running: Running) -> None:
-    install(running)
     now_ns = time.time_ns()
     ops = ops_runs(now_ns - 10 * MINUTE_NS)
     export_sdk(running, ops)  # 10 spans
@@ -153,8 +171,12 @@ def test_metrics_count_the_traffic_and_report_the_hand_worked_signals(running: R
         assert metrics[name].value(window="1h") == pytest.approx(expected), name
 
 
-def test_signals_are_cached_and_nan_without_data(running: Running) -> None:
-    cached = install(running, cache_seconds=3_600)
+def test_signals_are_cached_and_nan_without_data(tmp_path: Path) -> None:
+    with serving_pages(tmp_path, cache_seconds=3_600) as (running, cached):
+        signals_are_cached(running, cached)
+
+
+def signals_are_cached(running: Running, cached: OperatorPages) -> None:
     first = scrape(running)
     assert math.isnan(first["budgetscope_recent_exhaustion_rate"].value(window="1h"))
     export_sdk(running, ops_runs(time.time_ns() - 10 * MINUTE_NS))
@@ -167,7 +189,6 @@ def test_signals_are_cached_and_nan_without_data(running: Running) -> None:
 
 
 def test_health_needs_no_token_metrics_do(running: Running) -> None:
-    install(running)
     assert get(running, "/healthz")[::2] == (200, "ok\n")
     assert get(running, "/readyz")[::2] == (200, "ready\n")
     status, headers, _ = get(running, "/metrics")
@@ -176,10 +197,16 @@ def test_health_needs_no_token_metrics_do(running: Running) -> None:
     assert get(running, "/v1/traces")[0] == 405  # other GETs are still refused
 
 
-def test_readyz_says_why_when_the_writer_falls_behind(running: Running) -> None:
+def test_readyz_says_why_when_the_writer_falls_behind(tmp_path: Path) -> None:
+    def readiness(writer: GroupCommitter) -> Readiness:
+        return Readiness(writer, max_queued_spans=1_000, max_wait_seconds=0.2)
+
+    with serving_pages(tmp_path, readiness=readiness) as (running, _):
+        readyz_says_why(running)
+
+
+def readyz_says_why(running: Running) -> None:
     committer = running.receivers.committer
-    install(running, readiness=Readiness(committer, max_queued_spans=1_000,
-                                         max_wait_seconds=0.2))
     gate, busy = threading.Event(), threading.Event()
 
     def hold(con) -> None:  # a long maintenance job on the writer (e.g. a retention slice)

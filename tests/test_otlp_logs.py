@@ -1,4 +1,4 @@
-"""OTLP logs (SPEC §9): `POST /v1/logs`, the gRPC LogsService and resourceLogs in
+"""OTLP logs (docs/conventions.md): `POST /v1/logs`, the gRPC LogsService and resourceLogs in
 files, with the real OpenTelemetry SDK's log exporters against our receivers on 127.0.0.1."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from budgetscope.server.operations import OperatorPages
 from ingest.decode.log_decode import looks_like_logs
 from ingest.files.loader import load_files
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.operations import OperatorPages
 from store import connect
 from tests.support.otlp_files import length_prefixed, otlp_json
 from tests.support.otlp_files import request as spans_request
@@ -61,7 +61,7 @@ def post(running: Running, path: str, body: bytes, content_type: str,
 
 
 def metrics(running: Running) -> dict:
-    pages = OperatorPages(running.receivers.committer, running.receivers.exporter.counters,
+    pages = OperatorPages(running.receivers.committer, running.receivers.counters,
                           BearerToken(None))
     status, _, body, _ = pages.metrics(None)
     assert status == 200

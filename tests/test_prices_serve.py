@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.receivers.prices_endpoint import PATH, PricesEndpoint
+from budgetscope.server.prices_endpoint import PATH, PricesEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredPrices
 from tests.support.cost_rows import nano
@@ -47,7 +47,7 @@ class Served:
 
     def request(self, method: str, body: bytes | None = None, token: str | None = TOKEN,
                 content_type: str = "application/json") -> tuple[int, dict]:
-        url = urlsplit(self.receivers.http.endpoint)
+        url = urlsplit(self.receivers.http_endpoint)
         connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
         try:
             headers = {"Content-Type": content_type}
@@ -73,13 +73,13 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     owner = DatabaseOwner(tmp_path / "served.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
-                          derive=True)
-    receivers.http.add_route(PATH, PricesEndpoint(DeclaredPrices(owner, receivers.committer),
-                                                  receivers.http.token))
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
+                                                routes=lambda parts: {PATH: PricesEndpoint(
+                                                    DeclaredPrices(owner, parts.writer),
+                                                    parts.token)}), derive=True)
     receivers.start()
     try:
-        exporter = OTLPSpanExporter(endpoint=receivers.http.endpoint,
+        exporter = OTLPSpanExporter(endpoint=receivers.http_endpoint,
                                     headers={"Authorization": f"Bearer {TOKEN}"})
         assert exporter.export(acme_spans().finished()) == SpanExportResult.SUCCESS
         exporter.shutdown()

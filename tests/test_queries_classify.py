@@ -1,4 +1,4 @@
-"""SPEC §3: every step gets exactly one class, from the first rule that matches.
+"""docs/metrics.md §3: every step gets exactly one class, from the first rule that matches.
 
 All cases are steps of one run, built once: each case's span name says what it checks.
 """
@@ -47,7 +47,7 @@ CASES = [
      "client_timeout"),
     ("r4 cancel", {"error.type": "asyncio.CancelledError"}, [], False, "cancelled"),
     ("r4 number 5xx", {"error.type": "503"}, [], False, "upstream_error"),
-    # SPEC §3: a digits-only text is its code, 400-499 → client_error
+    # docs/metrics.md §3: a digits-only text is its code, 400-499 → client_error
     ("r4 number 4xx", {"error.type": "404"}, [], False, "client_error"),
     ("r4 unavailable", {"error.type": "ServiceUnavailable"}, [], False, "upstream_error"),
     ("r4 refused", {"error.type": "ConnectionRefusedError"}, [], False, "upstream_error"),
@@ -109,6 +109,6 @@ def test_kind_and_name_inference(tmp_path):
     store(con, b.finished())
     keys = {name: row["step_key"] for name, row in step_rows(con, b.trace_id(run)).items()}
     assert keys == {"s1": "model:gpt-x", "s2": "model:m2", "s3": "model:gem", "s4": "tool:grep",
-                    # SPEC §9 row 2: embeddings is a model call
+                    # docs/conventions.md row 2: embeddings is a model call
                     "s5": "subagent:sub", "s6": "model:s6", "s7": "backoff:s7",
                     "s8": "tool:grep-v2", "s9": "tool:s9"}

@@ -1,4 +1,5 @@
-"""Per-run derivation (SPEC §1, §4, §5): hand-worked runs, each with its arithmetic written out.
+"""Per-run derivation (docs/metrics.md §1, §4, §5): hand-worked runs, each with its arithmetic
+written out.
 
 Times are ms after T0 (see trace_builder). A run's window is [s, e] with e = min(run end, d).
 """
@@ -183,7 +184,7 @@ def test_refused_step_makes_run_exhausted(con):
     b.step(run, "tool", "report", 3_000, 3_000, **{"budget.outcome": "refused"})
     store(con, b.finished())
     r = run_row(con, b.trace_id(run))
-    # The run ended at 4000 < d = 10000, but a refused step marks it exhausted (SPEC §4).
+    # The run ended at 4000 < d = 10000, but a refused step marks it exhausted (docs/metrics.md §4).
     assert r["refused_steps"] == 1
     assert r["exhausted"] is True
     steps = step_rows(con, b.trace_id(run))
@@ -195,7 +196,8 @@ def test_stated_outcome_decides_exhaustion(con):
     b = TraceBuilder()
     completed_late = b.run(0, 12_000, 10_000, budget_run_outcome="completed")
     partial_early = b.run(0, 5_000, 10_000, budget_run_outcome="partial")
-    odd_value = b.run(0, 12_000, 10_000, budget_run_outcome="weird")  # not SPEC's: as absent
+    # not an outcome docs/metrics.md §2 lists: counted as absent
+    odd_value = b.run(0, 12_000, 10_000, budget_run_outcome="weird")
     store(con, b.finished())
     assert run_row(con, b.trace_id(completed_late))["exhausted"] is False
     assert run_row(con, b.trace_id(partial_early))["exhausted"] is True

@@ -1,4 +1,5 @@
-"""SPEC §6: write steps, uncertain writes, reconciliation by key and by span link, orphans."""
+"""docs/metrics.md §6: write steps, uncertain writes, reconciliation by key and by span link,
+orphans."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The aggregate reports (SPEC §4-§7) on the hand-worked fleet of tests/support/fleet.py."""
+"""The aggregate reports (docs/metrics.md §4-§7) on the hand-worked fleet of
+tests/support/fleet.py."""
 
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ def test_weekly_report(fleet):
 
 
 def test_partial_weeks_are_marked(fleet):
-    """SPEC §7 partial_week: a rolling range labelled a cut week as a whole one."""
+    """docs/metrics.md §7 partial_week: a rolling range labelled a cut week as a whole one."""
     import datetime as dt
     con, _ = fleet
     utc = dt.UTC

@@ -22,11 +22,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from budgetscope.cli import cli
+from budgetscope.read_api_answer import ANSWER_TYPE, read_answer
+from budgetscope.server.cli_endpoint import PATH, CliEndpoint
+from budgetscope.server.operations import OperatorPages
 from budgetscope.server.read_api import ServedCommands
+from ingest.receivers.auth import BearerToken
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
-from ingest.receivers.cli_endpoint import ANSWER_TYPE, PATH, CliEndpoint, read_answer
-from ingest.receivers.operations import OperatorPages
-from ingest.receivers.service import ReceiverConfig, Receivers
+from ingest.receivers.http_routes import Endpoint
+from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
 from store import DatabaseOwner, connect
 from tests.support import ui
 from tests.support.receivers import raw_request
@@ -53,12 +56,16 @@ def test_a_full_pool_refuses_and_frees_its_slots() -> None:
 @pytest.fixture
 def receivers(tmp_path: Path) -> Iterator[tuple[Receivers, CliEndpoint]]:
     owner = DatabaseOwner(tmp_path / "bounds.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN),
-                          derive=True)
-    endpoint = CliEndpoint(ServedCommands(owner, group=cli, seconds=60), receivers.http.token)
-    receivers.http.add_route(PATH, endpoint)
-    receivers.http.pages.update(OperatorPages(receivers.committer, receivers.exporter.counters,
-                                              receivers.http.token).pages())
+    made: list[CliEndpoint] = []
+
+    def routes(parts: ReceiverParts) -> dict[str, Endpoint]:
+        made.append(CliEndpoint(ServedCommands(owner, group=cli, seconds=60), parts.token))
+        pages = OperatorPages(parts.writer, parts.counters, parts.token)
+        return {PATH: made[0], **pages.routes()}
+
+    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
+                                                routes=routes), derive=True)
+    (endpoint,) = made
     receivers.start()
     try:
         yield receivers, endpoint
@@ -69,7 +76,7 @@ def receivers(tmp_path: Path) -> Iterator[tuple[Receivers, CliEndpoint]]:
 
 def _send(receivers: Receivers, method: str, path: str, body: bytes | None,
           content_type: str) -> tuple[int, dict[str, str], bytes]:
-    url = urlsplit(receivers.http.endpoint)
+    url = urlsplit(receivers.http_endpoint)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
     try:
         connection.request(method, path, body=body, headers={
@@ -157,9 +164,10 @@ def test_a_command_reading_more_rows_than_the_bound_is_refused(sample_owner) -> 
 
 @pytest.mark.slow
 def test_the_refusal_reaches_the_client_over_http(sample_owner, tmp_path: Path) -> None:
-    receivers = Receivers(sample_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
     commands = ServedCommands(sample_owner, group=cli, seconds=60, answer_rows=100)
-    receivers.http.add_route(PATH, CliEndpoint(commands, receivers.http.token))
+    receivers = Receivers(sample_owner, ReceiverConfig(
+        http_port=0, grpc_port=0, token=TOKEN,
+        routes=lambda parts: {PATH: CliEndpoint(commands, parts.token)}))
     receivers.start()
     try:
         ask = json.dumps({"argv": ["report", "runs", "--format", "table"]}).encode()
@@ -203,15 +211,15 @@ def test_a_client_that_leaves_stops_the_command(large_owner) -> None:
     bytes and leaves frees the call's thread at once (its next write stops the command),
     rather than after the minute a client may take nothing; more of them than the pool holds
     in a row are each answered."""
-    receivers = Receivers(large_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN))
     endpoint = CliEndpoint(ServedCommands(large_owner, group=cli, seconds=60),
-                           receivers.http.token)
-    receivers.http.add_route(PATH, endpoint)
+                           BearerToken(TOKEN))
+    receivers = Receivers(large_owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
+                                                      routes=lambda parts: {PATH: endpoint}))
     receivers.start()
     try:
         ask = json.dumps({"argv": ["report", "runs", "--format", "json"]}).encode()
         for _ in range(endpoint.pool.limit + 2):
-            url = urlsplit(receivers.http.endpoint)
+            url = urlsplit(receivers.http_endpoint)
             connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
             connection.request("POST", PATH, body=ask, headers={
                 "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})

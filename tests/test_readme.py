@@ -177,13 +177,13 @@ OUTSIDE = ("SPEC", "../shared")  # the project's specification and notes, not in
 
 
 def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
-    """Users have docs/metrics.md and docs/conventions.md, not the project's SPEC.md nor its
+    """Users have docs/metrics.md and docs/conventions.md, not the project's specification nor its
     notes outside the repository: nor do the CLI's help texts, /metrics' HELP lines or the
     dashboard's texts cite them."""
     import click
 
     from budgetscope.cli import cli
-    from budgetscope.server.metrics import _SIGNALS
+    from budgetscope.server.metrics import SIGNALS
 
     for path in (*DOCUMENTS, REPO / "sdk" / "README.md"):
         text = path.read_text(encoding="utf-8")
@@ -197,7 +197,7 @@ def test_readme_and_docs_cite_the_users_docs_not_a_file_they_lack() -> None:
         commands.extend(group.commands.values())
     for command in commands:
         assert "SPEC" not in command.get_help(context), command.name
-    assert not [text for *_, text in _SIGNALS if "SPEC" in text]
+    assert not [text for *_, text in SIGNALS if "SPEC" in text]
 
 
 def _string_literals(path: Path) -> list[str]:

@@ -163,7 +163,7 @@ def test_sdk_exporter_waits_the_retry_delay_then_succeeds(tmp_path: Path) -> Non
     gate = Gate()
     with running_receivers(tmp_path, after_write=gate, max_lag_seconds=0.2) as server:
         server.receivers.committer.retry_after_seconds = 4
-        counters = server.receivers.exporter.counters
+        counters = server.receivers.counters
         first = threading.Thread(target=call, args=(server, raw_request(2).SerializeToString()))
         first.start()
         assert gate.entered.wait(10)

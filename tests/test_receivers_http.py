@@ -249,13 +249,13 @@ def test_stop_finishes_in_flight_requests_before_returning(tmp_path: Path) -> No
         assert stopped.is_set() and answers == [200]
         assert server.count() == 6
         with pytest.raises(OSError):  # no longer listening
-            socket.create_connection(("127.0.0.1", server.receivers.http.port), timeout=2)
+            socket.create_connection(("127.0.0.1", server.receivers.http_port), timeout=2)
 
 
 @pytest.mark.slow
 def test_slow_body_is_cut_off(tmp_path: Path) -> None:
     with running_receivers(tmp_path, socket_timeout=0.5, body_timeout=1.0) as server:
-        with socket.create_connection(("127.0.0.1", server.receivers.http.port)) as client:
+        with socket.create_connection(("127.0.0.1", server.receivers.http_port)) as client:
             client.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n"
                            b"Content-Type: application/x-protobuf\r\nContent-Length: 100\r\n\r\n"
                            b"0123456789")

@@ -276,7 +276,7 @@ def test_refusals_retries_and_hedges(runs: list[dict]) -> None:
 
 def test_exhausted_runs_blame_early_steps_while_later_ones_hold_the_deadline(
         runs: list[dict]) -> None:
-    # A simplified SPEC §4 (no sharing of parallel time): enough to see both shapes.
+    # A simplified docs/metrics.md §4 (no sharing of parallel time): enough to see both shapes.
     same = different = 0
     for run in runs:
         root = run["root"]

@@ -111,7 +111,7 @@ def test_version_2_marks_survive_and_lose_their_key(tmp_path: Path) -> None:
 
 def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
-    """Schema 3 → 4: spans gain SPEC §9's typed columns, filled from the stored
+    """Schema 3 → 4: spans gain the typed columns of docs/conventions.md, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
     from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
     from tests.support.trace_builder import TraceBuilder
@@ -169,9 +169,9 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
 
 
 def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> None:
-    """Schema 5 → 6 (SPEC §4, §9 revised): runs gain culprit_step, holder_step,
-    holder_at_deadline and root_missing, spans gain mcp_method_name (filled from the stored
-    attributes as ingest types it), the two new tables exist, and every trace is marked for
+    """Schema 5 → 6 (docs/metrics.md §4, docs/conventions.md as revised): runs gain culprit_step,
+    holder_step, holder_at_deadline and root_missing, spans gain mcp_method_name (filled from the
+    stored attributes as ingest types it), the two new tables exist, and every trace is marked for
     derivation again, after which the numbers are there."""
     from opentelemetry.trace import SpanKind
 

@@ -1,4 +1,4 @@
-"""The timeout-policy replay (queries/simulation*.py) on hand-worked runs stored
+"""The timeout-policy replay (simulation/) on hand-worked runs stored
 through the real ingest path, plus its arithmetic: the run-level formula, the censored fit and
 the normal functions it rests on.
 

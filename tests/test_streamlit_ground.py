@@ -79,7 +79,7 @@ def test_every_internal_names_where_it_is_used() -> None:
 def test_the_url_layout_is_streamlits() -> None:
     from streamlit.web.server.starlette import starlette_routes as routes
 
-    from dashboard.server.access import OPEN_PATHS, is_page
+    from dashboard.server.access import OPEN_PATHS, STREAMLIT_STREAM, is_page
 
     entry = _entry("the server's URL layout")
     seen = {name: getattr(routes, name, None) for name in (
@@ -88,13 +88,14 @@ def test_the_url_layout_is_streamlits() -> None:
                     "BASE_ROUTE_MEDIA": "media", "BASE_ROUTE_COMPONENT": "component"}, \
         _moved(entry, f"its route prefixes are {seen}")
     assert "/_stcore/health" in OPEN_PATHS
+    assert f"/{seen['BASE_ROUTE_CORE']}/stream" == STREAMLIT_STREAM
     assert not any(is_page(f"/{prefix}/x") for prefix in seen.values())
 
 
 def test_the_websocket_origin_check_compares_spelling() -> None:
     """Streamlit admits a websocket whose Origin is spelled as its Host without asking this
-    machine's addresses: what the guard hands it (access._origin_spelled_as_host)."""
-    from dashboard.server.access import _origin_spelled_as_host
+    machine's addresses: what the guard hands it (access.origin_spelled_as_host)."""
+    from dashboard.server.access import origin_spelled_as_host
 
     entry = _entry("the websocket handshake's Origin check")
     try:
@@ -103,7 +104,7 @@ def test_the_websocket_origin_check_compares_spelling() -> None:
         pytest.fail(_moved(entry, "starlette_websocket._is_origin_allowed is gone"))
     scope = {"type": "websocket", "headers": [(b"host", b"dash.internal:8501"),
                                               (b"origin", b"http://DASH.internal:8501")]}
-    spelled = _origin_spelled_as_host(scope, {"host": ["dash.internal:8501"],
+    spelled = origin_spelled_as_host(scope, {"host": ["dash.internal:8501"],
                                               "origin": ["http://DASH.internal:8501"]})
     origin = dict(spelled["headers"])[b"origin"].decode()
     assert origin == "http://dash.internal:8501"

@@ -20,11 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
+from budgetscope.server.cli_endpoint import PATH as CLI_PATH
+from budgetscope.server.cli_endpoint import CliEndpoint
+from budgetscope.server.operations import OperatorPages
 from ingest.receivers.auth import BURST, REFILL_SECONDS, FailedTokens, grpc_client
-from ingest.receivers.cli_endpoint import PATH as CLI_PATH
-from ingest.receivers.cli_endpoint import CliEndpoint
-from ingest.receivers.operations import OperatorPages
-from ingest.receivers.service import ReceiverConfig, Receivers
+from ingest.receivers.http_routes import Endpoint
+from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
 from store import DatabaseOwner
 from tests.support import ui
 from tests.support.receivers import raw_request
@@ -67,13 +68,14 @@ def test_grpc_peers_are_addresses() -> None:
 @pytest.fixture()
 def receivers(tmp_path: Path) -> Iterator[Receivers]:
     owner = DatabaseOwner(tmp_path / "tokens.duckdb")
-    running = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
-                                              token=TOKEN))
     from budgetscope.server.read_api import ServedCommands
-    running.http.add_route(CLI_PATH, CliEndpoint(ServedCommands(owner, group=cli, seconds=60),
-                                                 running.http.token))
-    running.http.pages.update(OperatorPages(running.committer, running.exporter.counters,
-                                            running.http.token).pages())
+
+    def routes(parts: ReceiverParts) -> dict[str, Endpoint]:
+        return {CLI_PATH: CliEndpoint(ServedCommands(owner, group=cli, seconds=60), parts.token),
+                **OperatorPages(parts.writer, parts.counters, parts.token).routes()}
+
+    running = Receivers(owner, ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0,
+                                              token=TOKEN, routes=routes))
     running.start()
     yield running
     running.stop(10)
@@ -83,7 +85,7 @@ def receivers(tmp_path: Path) -> Iterator[Receivers]:
 def _http(receivers: Receivers, method: str, path: str, token: str, source: str = "127.0.0.1",
           body: bytes | None = None, content_type: str = "application/x-protobuf"
           ) -> tuple[int, dict[str, str]]:
-    connection = http.client.HTTPConnection("127.0.0.1", receivers.http.port, timeout=30,
+    connection = http.client.HTTPConnection("127.0.0.1", receivers.http_port, timeout=30,
                                             source_address=(source, 0))
     try:
         connection.request(method, path, body=body, headers={
@@ -114,17 +116,17 @@ def test_wrong_tokens_on_the_http_port_are_paced_per_client(receivers: Receivers
     assert _http(receivers, "POST", "/v1/traces", TOKEN, source="127.0.0.2", body=export)[0] \
         == 200
     # Probes ask for no token and are never held back.
-    connection = http.client.HTTPConnection("127.0.0.1", receivers.http.port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", receivers.http_port, timeout=30)
     connection.request("GET", "/healthz")
     assert connection.getresponse().status == 200
     connection.close()
-    assert receivers.exporter.counters.snapshot()["requests_refused"][("http", "throttled")] \
+    assert receivers.counters.snapshot()["requests_refused"][("http", "throttled")] \
         == 1
 
 
 def test_wrong_tokens_on_the_grpc_port_are_paced(receivers: Receivers) -> None:
     body = raw_request(1).SerializeToString()
-    with grpc.insecure_channel(receivers.grpc.endpoint) as channel:
+    with grpc.insecure_channel(receivers.grpc_endpoint) as channel:
         export = channel.unary_unary(EXPORT, request_serializer=None,
                                      response_deserializer=None)
 

@@ -1,4 +1,4 @@
-"""The SPEC's vocabulary (store/rows/vocabulary.py) against the SQL: every attribute and every
+"""The vocabulary (store/rows/vocabulary.py) against the SQL: every attribute and every
 value reaches both derivations, and no SQL file spells a word the vocabulary does not know."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _code(text: str) -> str:
 
 
 def test_spec_attributes_are_typed() -> None:
-    assert set(vocabulary.SPEC_ATTRIBUTES) <= set(TYPED_ATTRIBUTES)
+    assert set(vocabulary.BUDGET_ATTRIBUTES) <= set(TYPED_ATTRIBUTES)
 
 
 @pytest.mark.parametrize("name", sorted(DERIVATIONS))

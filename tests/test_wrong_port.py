@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard.server.access import STREAMLIT_STREAM
 from dashboard.server.wrong_port import is_a_cli_request
 
 
@@ -24,7 +25,7 @@ def scope(method: str, path: str, accept: str | None = None) -> dict:
     (scope("GET", "/budgets", "text/html,application/xhtml+xml,*/*;q=0.8"), False),  # the page
     (scope("GET", "/app/budgets/", "text/html"), False),  # under a base path
     (scope("GET", "/runs", "application/json"), False),
-    ({"type": "websocket", "path": "/_stcore/stream", "headers": []}, False),
+    ({"type": "websocket", "path": STREAMLIT_STREAM, "headers": []}, False),
 ])
 def test_only_the_clis_requests_are_answered(request_scope: dict, cli: bool) -> None:
     assert is_a_cli_request(request_scope) is cli

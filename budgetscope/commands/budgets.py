@@ -1,5 +1,6 @@
 """`budgetscope budgets`: declared budgets per agent, a default for all agents, and per-step caps
-(SPEC §8, §10, §11.5): each in time, tokens, dollars per run and dollars per week.
+(docs/metrics.md §8, §11.5, docs/guide.md#declaring-budgets): each in time, tokens, dollars per run
+and dollars per week.
 
 On a file nobody holds the command stores the change and re-derives the affected runs itself;
 while `budgetscope serve` holds it, the command goes to that server's /budgets endpoint and the

@@ -1,5 +1,5 @@
 """`budgetscope budgets` and `budgetscope prices` sent to the `budgetscope serve` that holds the
-database: its /budgets and /prices endpoints (ingest/receivers/budgets_endpoint.py,
+database: its /budgets and /prices endpoints (budgetscope/server/budgets_endpoint.py,
 prices_endpoint.py), found in the sidecar the server announces itself in (store/file/owner.py)."""
 
 from __future__ import annotations
@@ -60,11 +60,6 @@ def endpoint_url(server: str, path: str) -> str:
                                  "server's OTLP/HTTP port, e.g. http://127.0.0.1:4318",
                                  param_hint="--server")
     return server.rstrip("/") + path
-
-
-def budgets_url(server: str) -> str:
-    """/budgets of the server at `server`."""
-    return endpoint_url(server, "/budgets")
 
 
 def send_change(url: str, token: str | None, change: Change | PriceChange) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import click
 
 from budgetscope.commands import links
 from budgetscope.commands.common import (
-    Fail,
     backend_option,
     db_option,
     no_database,
@@ -24,13 +23,15 @@ from budgetscope.commands.common import (
     output_stream,
     require_known_agent,
     served_reader,
-    window_label,
 )
-from budgetscope.commands.durations import Duration
 from budgetscope.commands.links import dashboard_url_option
+from budgetscope.durations import Duration, window_label
+from budgetscope.fail import Fail
 from dashboard.filters import FilterState
 from queries.filters import FilterError, Filters, parse_instant
+from queries.loader import Connection
 from queries.readable import plural
+from queries.reports import weekly
 from queries.signals import Signals, recent_signals
 from queries.terminal import terminal_safe
 
@@ -89,6 +90,7 @@ _RUNS_BEHIND: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "token_exhaustion_rate": (("--tokens-exhausted", "--sort", "tokens:desc"),
                               {"tokens_exhausted": "yes", "sort": "tokens", "order": "desc"}),
     "unpriced_steps": (("--cost-incomplete",), {"cost": "incomplete"}),
+    # of the agent and ISO week that breached (weekly_breaches), not of the whole window
     "weekly_budget_utilisation": (("--sort", "cost_usd:desc"),
                                   {"sort": "cost_usd", "order": "desc"}),
 }
@@ -113,19 +115,55 @@ class Leads:
     link: str | None
 
 
+@dataclass(frozen=True)
+class AgentWeek:
+    """An agent's runs that started in one ISO week and in the window: whose weekly budget
+    utilisation (docs/metrics.md §11.8) is measured over them."""
+    agent: str
+    since: dt.datetime
+    until: dt.datetime
+
+
+def weekly_breaches(con: Connection, window: Filters, limit: float) -> list[AgentWeek]:
+    """The agent-weeks of the window whose weekly budget utilisation is above `limit`, the
+    largest first (the signal's own, ties as the headline breaks them: the later week, then
+    the agent later by name): the weekly report's rows over the window, which counts a week
+    the window cuts short over the window's runs only, as the signal does."""
+    rows = weekly(con, window)
+    found = []
+    for _, row in rows.iterrows():
+        value = row["weekly_budget_utilisation"]
+        if value is None or value != value or float(value) <= limit:
+            continue
+        monday = dt.datetime.combine(dt.date.fromisocalendar(
+            *(int(part) for part in str(row["week"]).split("-W")), 1), dt.time(), dt.UTC)
+        found.append((float(value), str(row["week"]), str(row["agent"]), AgentWeek(
+            str(row["agent"]), max(monday, window.since),
+            min(monday + dt.timedelta(weeks=1), window.until))))
+    found.sort(key=lambda item: item[:3], reverse=True)
+    return [item[3] for item in found]
+
+
 def leads_of(context: click.Context, signals: Signals, threshold: Threshold,
-             dashboard: str | None) -> Leads:
+             dashboard: str | None, breaches: list[AgentWeek] | None = None) -> list[Leads]:
+    """The commands (and Runs page searches) listing the runs behind a threshold: the
+    window's, or for a weekly budget breach each agent-week that breached, its runs only."""
     w = signals.window
     options, search = runs_behind(threshold)
-    since, until = _bound(w.since), _bound(w.until)
-    command = links.command(context, "report", "runs", *options, "--since", since,
-                            "--until", until, *(("--agent", w.agent) if w.agent else ()),
-                            "--format", "table")
-    link = None
-    if dashboard:
-        filters = FilterState("custom", since, until, w.agent).query_params()
-        link = links.page_url(dashboard, "runs", {**filters, **search})
-    return Leads(command, link)
+    scopes = ([(b.since, b.until, b.agent) for b in breaches] if breaches
+              else [(w.since, w.until, w.agent)])
+    leads = []
+    for start, end, agent in scopes:
+        since, until = _bound(start), _bound(end)
+        command = links.command(context, "report", "runs", *options, "--since", since,
+                                "--until", until, *(("--agent", agent) if agent else ()),
+                                "--format", "table")
+        link = None
+        if dashboard:
+            filters = FilterState("custom", since, until, agent).query_params()
+            link = links.page_url(dashboard, "runs", {**filters, **search})
+        leads.append(Leads(command, link))
+    return leads
 
 
 @dataclass(frozen=True)
@@ -219,7 +257,10 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         with open_reader(context) as con:  # the DuckDB file, or the ClickHouse backend
             require_known_agent(con, agent)
             signals = recent_signals(con, span)
-        verdicts = evaluate(signals, thresholds)
+            verdicts = evaluate(signals, thresholds)
+            breaches = {id(v): weekly_breaches(con, span, v.threshold.limit)
+                        for v in verdicts
+                        if v.breached and v.threshold.signal == "weekly_budget_utilisation"}
     except Fail as error:
         raise CheckError(error.message) from None
     except Exception as error:  # noqa: BLE001 - any failure to check is "could not check"
@@ -227,7 +268,8 @@ def check_command(context: click.Context, window: dt.timedelta, until: str | Non
         raise CheckError(f"could not check: {type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else ''}") from None
     dashboard = links.dashboard_url(context, dashboard_url)
-    leads = {id(v): leads_of(context, signals, v.threshold, dashboard) for v in verdicts}
+    leads = {id(v): leads_of(context, signals, v.threshold, dashboard, breaches.get(id(v)))
+             for v in verdicts}
     if output_format == "json":
         click.echo(json.dumps(_as_json(signals, verdicts, window, leads), indent=2),
                    file=output_stream(context))
@@ -248,7 +290,7 @@ def _window_line(signals: Signals, length: dt.timedelta) -> str:
 
 
 def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
-             leads: dict[int, Leads]) -> str:
+             leads: dict[int, list[Leads]]) -> str:
     lines = [_window_line(signals, length)]
     for verdict in verdicts:
         t = verdict.threshold
@@ -271,11 +313,12 @@ def _as_text(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
                          f"{_number(t.limit, rate)}{detail}")
             if verdict.breached:
                 # What on-call runs next: the runs behind the breach, in a terminal and on
-                # the dashboard (a link only when its address is known).
-                lead = leads[id(verdict)]
-                lines.append(f"{'':<8}runs: {lead.command}")
-                if lead.link:
-                    lines.append(f"{'':<8}open: {lead.link}")
+                # the dashboard (a link only when its address is known); for a weekly
+                # budget, those of each agent-week that breached.
+                for lead in leads[id(verdict)]:
+                    lines.append(f"{'':<8}runs: {lead.command}")
+                    if lead.link:
+                        lines.append(f"{'':<8}open: {lead.link}")
     breaches = sum(v.breached for v in verdicts)
     lines.append(_closing_line(breaches, len(verdicts)))
     return "\n".join(lines)
@@ -298,7 +341,7 @@ def _closing_line(breaches: int, total: int) -> str:
 
 
 def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
-             leads: dict[int, Leads]) -> dict:
+             leads: dict[int, list[Leads]]) -> dict:
     w = signals.window
     return {
         "window": {"since": _iso(w.since), "until": _iso(w.until), "length": window_label(length),
@@ -307,7 +350,11 @@ def _as_json(signals: Signals, verdicts: list[Verdict], length: dt.timedelta,
                     if name != "window"},
         "checks": [{"signal": v.threshold.signal, "bound": v.threshold.bound,
                     "limit": v.threshold.limit, "value": v.value, "state": v.state,
-                    "runs_command": leads[id(v)].command, "runs_link": leads[id(v)].link}
+                    # the first: the window's runs, or the worst agent-week's
+                    "runs_command": leads[id(v)][0].command,
+                    "runs_link": leads[id(v)][0].link,
+                    "runs_commands": [{"command": lead.command, "link": lead.link}
+                                      for lead in leads[id(v)]]}
                    for v in verdicts],
         "breached": any(v.breached for v in verdicts),
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 import sys
 from collections.abc import Iterable, Iterator
@@ -14,6 +13,7 @@ import click
 import duckdb
 
 from budgetscope.config import DEMO_DB
+from budgetscope.fail import Fail, refuse_trace_file
 from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
 from store import (
@@ -27,16 +27,6 @@ from store import (
     connect,
 )
 from store import open_reader as open_reader_of
-
-
-class Fail(click.ClickException):
-    """A one-line error and exit status 1, never a traceback. The message may quote span data
-    (an agent's name, a server's answer): it is made inert for a terminal."""
-
-    exit_code = 1
-
-    def format_message(self) -> str:
-        return terminal_safe(self.message, keep_newlines=True)
 
 
 def is_terminal(stream: object) -> bool:
@@ -56,29 +46,6 @@ def no_database(db: str, doing: str = "") -> str:
                 f"`budgetscope --db {DEMO_DB} …`")
     return (f"{head}. Load traces with `budgetscope --db {db} ingest PATH`, start "
             f"`budgetscope --db {db} serve`, or try `budgetscope demo` (it writes {DEMO_DB})")
-
-
-# What a file handed to --db starts with when it is a trace file, not a database.
-_TRACE_FILE_STARTS = (b"\x1f\x8b", b"{", b"[")
-_TRACE_FILE_ENDS = (".gz", ".json", ".jsonl", ".pb", ".proto")
-# A DuckDB file has its magic at bytes 8-11 (after the header block's checksum).
-_DUCKDB_MAGIC = b"DUCK"
-
-
-def refuse_trace_file(db: str) -> None:
-    """A trace file (a .gz, .json or .jsonl) given as --db instead of to `ingest`: refused
-    with the fix before DuckDB opens it, which it would try to as a database."""
-    try:
-        with open(db, "rb") as file:
-            head = file.read(16)
-    except OSError:
-        return  # missing or unreadable: the usual messages say so
-    if head[8:12] == _DUCKDB_MAGIC:
-        return  # a DuckDB file, whatever its first (checksum) bytes happen to be
-    if head.lstrip().startswith(_TRACE_FILE_STARTS) or db.endswith(_TRACE_FILE_ENDS):
-        raise Fail(f"{db} is a trace file, not a database: load it with "
-                   f"`budgetscope --db budgetscope.duckdb ingest {db}`, then give that "
-                   "database as --db")
 
 
 def say_caught_up(caught: CatchUp) -> None:
@@ -143,11 +110,6 @@ def output_stream(context: click.Context) -> IO[str] | None:
     """Where a command's standard output goes: the client's answer when serve runs it for a
     client, else None (click's standard output)."""
     return context.find_root().obj.get("stdout")
-
-
-def error_stream(context: click.Context) -> IO[str] | None:
-    """Where a command's notes and warnings go: as output_stream, for standard error."""
-    return context.find_root().obj.get("stderr")
 
 
 def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
@@ -294,12 +256,3 @@ def width_option(help_text: str):  # type: ignore[no-untyped-def]
         "--width", default=None, type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
         help=f"{help_text} Default: the terminal's width (at least {MIN_WIDTH}), "
              f"{MIN_WIDTH} when the output is not a terminal.")
-
-
-def window_label(length: dt.timedelta) -> str:
-    """A window's length as the CLI and /metrics name it: `7d`, `24h`, `90m`, `45s`."""
-    seconds = int(length.total_seconds())
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

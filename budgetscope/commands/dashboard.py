@@ -14,16 +14,10 @@ from urllib.parse import urlencode
 import click
 import duckdb
 
-from budgetscope.commands.common import (
-    Fail,
-    backend_option,
-    db_option,
-    no_database,
-    refuse_trace_file,
-    say_caught_up,
-)
+from budgetscope.commands.common import backend_option, db_option, no_database, say_caught_up
 from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import TOKEN_ENV, token_option
+from budgetscope.fail import Fail, refuse_trace_file
 from budgetscope.log_format import pace_client_logs
 from budgetscope.server.descriptors import dashboard_alone
 from dashboard.config import DEFAULT_REFRESH_SECONDS, DashboardConfig

@@ -16,14 +16,8 @@ import click
 import duckdb
 
 from budgetscope.commands.budgets_remote import RemoteError, endpoint_url
-from budgetscope.commands.common import (
-    WRITER_WAIT_SECONDS,
-    Fail,
-    backend_option,
-    db_option,
-    no_database,
-    refuse_trace_file,
-)
+from budgetscope.commands.common import WRITER_WAIT_SECONDS, backend_option, db_option, no_database
+from budgetscope.fail import Fail, refuse_trace_file
 from store import (
     READER_WAIT_SECONDS,
     DatabaseBusy,

@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from budgetscope.commands.common import Fail, open_database
+from budgetscope.commands.common import open_database
 from budgetscope.commands.dashboard import alone_connections, serve_dashboard
 from budgetscope.commands.ports import require_free
 from budgetscope.config import DEMO_DB, SAMPLE_TRACES
+from budgetscope.fail import Fail
 from dashboard.filters import FilterState, start_of_week
 from dashboard.server.bootstrap import DashboardServer
 from ingest.files.loader import load_files

@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, open_database
-from budgetscope.commands.durations import Duration
+from budgetscope.commands.common import open_database
+from budgetscope.durations import Duration
+from budgetscope.fail import Fail
 from budgetscope.log_format import configure_logging
 from ingest.files.loader import LoadSummary, load_files
 from queries.terminal import terminal_safe

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 
-from budgetscope.commands.common import Fail
+from budgetscope.fail import Fail
 
 
 def require_free(host: str, port: int, what: str, fix: str) -> None:

@@ -1,10 +1,10 @@
 """`report`, `run`, `check` and `simulate` sent to a running `budgetscope serve` (its read API,
-POST /cli: ingest/receivers/cli_endpoint.py): with `--server URL`, or on their own when the file
+POST /cli: budgetscope/server/cli_endpoint.py): with `--server URL`, or on their own when the file
 of --db is held by a serve that announced the API in its sidecar (store/file/owner.py).
 
 The arguments are parsed here first, by the command itself, so that a usage error or --help
 reads as on the file without asking the server; --out is written here, never on the server.
-The server streams the command's exact bytes and then its exit status (cli_endpoint.py names
+The server streams the command's exact bytes and then its exit status (read_api_answer.py names
 the form); they are passed on unchanged once the status has come (an answer cut short before
 it is an error, never printed as if whole).
 """
@@ -24,9 +24,10 @@ from urllib.parse import urlsplit
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, is_terminal, terminal_width, write_output
+from budgetscope.commands.common import is_terminal, terminal_width, write_output
 from budgetscope.commands.http_client import unauthorised, urlopen
-from ingest.receivers.cli_endpoint import ANSWER_TYPE, CutAnswer, read_answer
+from budgetscope.fail import Fail
+from budgetscope.read_api_answer import ANSWER_TYPE, CutAnswer, read_answer
 from queries.terminal import for_terminal
 from store import DatabaseBusy, SchemaError, connect, serve_sidecar_path
 

@@ -1,4 +1,4 @@
-"""`budgetscope report NAME`: one SPEC §7/§8 report as CSV, JSON or a text table."""
+"""`budgetscope report NAME`: one docs/metrics.md §7/§8 report as CSV, JSON or a text table."""
 
 from __future__ import annotations
 
@@ -165,11 +165,14 @@ def report_command(context: click.Context, name: str, since: str | None, until: 
 def _table(con: Connection, name: str, frame: pd.DataFrame, width: int) -> str:
     """A report as a terminal table of `width` characters, headed in the units shown. The runs
     table names each run by the shortest start of its id no other run shares (what `run` and
-    the run view take) and its culprit and holder by their numbers, as the dashboard does."""
-    formats = readable.table_formats(frame.columns)
+    the run view take) and its culprit and holder by their numbers, as the dashboard does. A
+    cost that is a lower bound (docs/metrics.md §11.4: a run's cost_complete false, a week with
+    an incomplete run) reads `≥ $0.052`, and so do the figures made from it."""
     headers = readable.table_headers(frame.columns)
+    frame, formats, written = readable.written_with_lower_bounds(
+        frame, readable.table_formats(frame.columns))
     if name != "runs":
-        return to_text_table(frame, formats, headers=headers, width=width)
+        return to_text_table(frame, formats, written, headers=headers, width=width)
     ids = [str(r) for r in frame["run_id"]]
     try:
         starts = shortest_unique_starts(ids, run_ids(con))
@@ -182,7 +185,7 @@ def _table(con: Connection, name: str, frame: pd.DataFrame, width: int) -> str:
                  for n, k in zip(frame["culprit_step"], frame["culprit"], strict=True)],
         holder=[step_name(n, k) or readable.NO_VALUE
                 for n, k in zip(frame["holder_step"], frame["holder"], strict=True)])
-    return to_text_table(shown, formats, width=width, priority=RUNS_TABLE_PRIORITY,
+    return to_text_table(shown, formats, written, width=width, priority=RUNS_TABLE_PRIORITY,
                          headers={**headers, "run_id": "run", "start": "start (UTC)",
                                   "culprit_share": "culprit share"})
 
@@ -261,8 +264,8 @@ def _run_search(name: str, output_format: str, outcomes: tuple[str, ...],
 
 
 def _footer(con: object, name: str, filters: Filters, dimension: str | None = None) -> str:
-    """The attribution table also says how often the culprit is not the holder (SPEC §4), and
-    the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
+    """The attribution table also says how often the culprit is not the holder (docs/metrics.md §4),
+    and the cost attribution table how often the cost culprit is not the crosser (§11.6)."""
     if name == "cost-attribution":
         return _cost_footer(con, filters, dimension or "usd")
     if name != "attribution":

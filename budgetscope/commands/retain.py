@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from budgetscope.commands.common import Fail, db_option, no_database, open_database
+from budgetscope.commands.common import db_option, no_database, open_database
+from budgetscope.fail import Fail
 from queries.readable import plural
 from store import retain
 

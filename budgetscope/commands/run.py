@@ -19,14 +19,9 @@ import duckdb
 import pandas as pd
 
 from budgetscope.commands import links
-from budgetscope.commands.common import (
-    Fail,
-    open_reader,
-    output_stream,
-    terminal_width,
-    width_option,
-)
+from budgetscope.commands.common import open_reader, output_stream, terminal_width, width_option
 from budgetscope.commands.links import dashboard_url_option
+from budgetscope.fail import Fail
 from queries import readable, run_cost, run_story
 from queries.loader import TooManyRows
 from queries.reports import runs as runs_report

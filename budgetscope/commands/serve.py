@@ -1,5 +1,5 @@
 """`budgetscope serve`: OTLP/HTTP, OTLP/gRPC and the dashboard in the one process that owns the
-database file (DESIGN.md, "Storage and concurrency").
+database file (docs/design.md, "Who owns the database").
 
 This command parses the options and says where the server listens; what runs, and how it
 stops, is budgetscope/server/compose.py. The main thread runs the dashboard's server (it wants
@@ -25,9 +25,9 @@ from budgetscope.commands.dashboard import (
     refuse_open_exposure,
     run_dashboard,
 )
-from budgetscope.commands.durations import Duration
 from budgetscope.commands.ports import require_free
 from budgetscope.commands.tokens import token_option
+from budgetscope.durations import Duration
 from budgetscope.log_format import configure_logging, pace_client_logs
 from budgetscope.server.compose import ServeOptions, Server
 from dashboard.server.bootstrap import DashboardServer

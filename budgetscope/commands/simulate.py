@@ -9,13 +9,13 @@ import click
 import pandas as pd
 
 from budgetscope.commands.common import (
-    Fail,
     open_reader,
     require_known_agent,
     terminal_width,
     width_option,
     write_output,
 )
+from budgetscope.fail import Fail
 from queries import readable
 from queries.filters import FilterError, Filters
 from queries.render import to_csv_bytes, to_json_text, to_text_table

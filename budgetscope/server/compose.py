@@ -1,5 +1,10 @@
 """`Server`: the parts of `budgetscope serve` on one database owner, wired, started and stopped
-(DESIGN.md, "Storage and concurrency").
+(docs/design.md, "Who owns the database").
+
+The OTLP/HTTP port serves what ingest receives (the exports) and what this server adds beside
+them, handed to the receivers as configuration (`ReceiverConfig.routes`): the operator pages
+(operations.py), /budgets and /prices (budgets_endpoint.py, prices_endpoint.py) and the read
+API (cli_endpoint.py, read_api.py).
 
 Threads: the receivers and the group-commit writer run in the background (retention too, with
 --retention-days); the caller's thread runs the dashboard or waits for a signal. `stop()`: the
@@ -23,22 +28,24 @@ from pathlib import Path
 import click
 import duckdb
 
-from budgetscope.commands.common import Fail, refuse_trace_file, window_label
+from budgetscope.durations import window_label
+from budgetscope.fail import Fail, refuse_trace_file
 from budgetscope.server import descriptors
+from budgetscope.server.budgets_endpoint import PATH as BUDGETS_PATH
+from budgetscope.server.budgets_endpoint import BudgetsEndpoint
+from budgetscope.server.cli_endpoint import PATH as CLI_PATH
+from budgetscope.server.cli_endpoint import CliEndpoint
 from budgetscope.server.metrics import retention_families, signal_families
+from budgetscope.server.operations import OperatorPages
+from budgetscope.server.prices_endpoint import PATH as PRICES_PATH
+from budgetscope.server.prices_endpoint import PricesEndpoint
 from budgetscope.server.read_api import ServedCommands
 from dashboard.config import DashboardConfig
 from dashboard.server.access import AccessPolicy
 from dashboard.server.connections import DEFAULT_MAX_CONNECTIONS, ConnectionLimits
-from ingest.receivers.budgets_endpoint import PATH as BUDGETS_PATH
-from ingest.receivers.budgets_endpoint import BudgetsEndpoint
-from ingest.receivers.cli_endpoint import PATH as CLI_PATH
-from ingest.receivers.cli_endpoint import CliEndpoint
+from ingest.receivers.http_routes import Endpoint
 from ingest.receivers.limits import Limits
-from ingest.receivers.operations import OperatorPages
-from ingest.receivers.prices_endpoint import PATH as PRICES_PATH
-from ingest.receivers.prices_endpoint import PricesEndpoint
-from ingest.receivers.service import ReceiverConfig, Receivers
+from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
 from store import (
     DatabaseBusy,
     DatabaseOwner,
@@ -119,42 +126,50 @@ class Server:
                                     max_connections=self.descriptors.otlp_http,
                                     max_grpc_connections=self.descriptors.otlp_grpc),
                                 hosts=options.access,
-                                root_grace_seconds=options.root_grace.total_seconds())
+                                root_grace_seconds=options.root_grace.total_seconds(),
+                                routes=self._served_routes)
         try:
             # Runs and steps of the traces each transaction touched are derived by the writer
             # thread right after, when idle or every second (store/derive/scheduling.py).
-            self.receivers = receivers = Receivers(owner, config, derive=True)
+            self.receivers = Receivers(owner, config, derive=True)
         except OSError as error:
             owner.close()
             if not existed:  # a file this start made and nothing was stored in: not left
                 for made in (Path(db), Path(f"{db}.wal")):
                     made.unlink(missing_ok=True)
             raise Fail(str(error)) from None
+
+    def _served_routes(self, parts: ReceiverParts) -> dict[str, Endpoint]:
+        """What this server serves beside the exports on the OTLP/HTTP port, made by the
+        receivers once their writer exists (ReceiverConfig.routes); retention, the declared
+        budgets and prices, which use the writer too, are made and kept here with them."""
+        options, owner, writer = self.options, self.owner, parts.writer
         self.retention = None
         if options.retention_days is not None:
             self.retention = RetentionSchedule(
-                receivers.committer.run_in_writer, options.retention_days, db,
+                writer.run_in_writer, options.retention_days, options.db,
                 interval=options.retention_interval.total_seconds())
         sources = [signal_families(owner, options.metrics_window)]
         if self.retention is not None:
             sources.append(retention_families(self.retention))
-        pages = OperatorPages(receivers.committer, receivers.exporter.counters,
-                              receivers.http.token, sources=sources,
+        pages = OperatorPages(writer, parts.counters, parts.token, sources=sources,
                               cache_seconds=options.metrics_cache_seconds)
-        receivers.http.pages.update(pages.pages())
-        # `budgetscope budgets` while this process holds the file: carried out here (SPEC §10).
-        self.budgets = DeclaredBudgets(owner, receivers.committer)
-        receivers.http.add_route(BUDGETS_PATH,
-                                 BudgetsEndpoint(self.budgets, receivers.http.token))
-        # `budgetscope prices` likewise (docs/metrics.md §11.3)
-        self.prices = DeclaredPrices(owner, receivers.committer)
-        receivers.http.add_route(PRICES_PATH, PricesEndpoint(self.prices,
-                                                             receivers.http.token))
+        # `budgetscope budgets` while this process holds the file: carried out here
+        # (docs/guide.md#declaring-budgets), and by the dashboard's budgets page (its editor).
+        self.budgets = DeclaredBudgets(owner, writer)
+        # `budgetscope prices` likewise (docs/metrics.md §11.3), and the dashboard's prices page
+        self.prices = DeclaredPrices(owner, writer)
         # `report`, `run`, `check` and `simulate` while this process holds the file: run here,
         # on the owner's reader, for the CLI (its read API).
         commands = ServedCommands(owner, group=options.commands, seconds=READ_API_SECONDS,
-                                  db=os.path.abspath(db), dashboard_url=self.dashboard_url)
-        receivers.http.add_route(CLI_PATH, CliEndpoint(commands, receivers.http.token))
+                                  db=os.path.abspath(options.db),
+                                  dashboard_url=self.dashboard_url)
+        return {
+            **pages.routes(),
+            BUDGETS_PATH: BudgetsEndpoint(self.budgets, parts.token),
+            PRICES_PATH: PricesEndpoint(self.prices, parts.token),
+            CLI_PATH: CliEndpoint(commands, parts.token),
+        }
 
     @property
     def local(self) -> str:
@@ -167,11 +182,11 @@ class Server:
         return None if ui_port is None else f"http://{self.local}:{ui_port}"
 
     def endpoint(self, path: str) -> str:
-        return f"http://{self.local}:{self.receivers.http.port}{path}"
+        return f"http://{self.local}:{self.receivers.http_port}{path}"
 
     @property
     def grpc_endpoint(self) -> str:
-        return f"{self.local}:{self.receivers.grpc.port}"
+        return f"{self.local}:{self.receivers.grpc_port}"
 
     def start(self) -> None:
         """Start receiving (and retention), and announce the server beside the file."""
@@ -180,7 +195,7 @@ class Server:
             self.retention.start()
         self.owner.announce({
             "command": "budgetscope serve", "host": self.options.host,
-            "http_port": self.receivers.http.port, "grpc_port": self.receivers.grpc.port,
+            "http_port": self.receivers.http_port, "grpc_port": self.receivers.grpc_port,
             "ui_port": self.options.ui_port,
             "otlp_http": self.endpoint("/v1/traces"),
             "otlp_http_logs": self.endpoint("/v1/logs"),

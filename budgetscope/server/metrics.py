@@ -9,14 +9,14 @@ from collections.abc import Callable
 
 from prometheus_client.metrics_core import Metric
 
-from budgetscope.commands.common import window_label
-from ingest.receivers.operations import counter, gauge
+from budgetscope.durations import window_label
+from budgetscope.server.operations import counter, gauge
 from queries.filters import Filters
 from queries.signals import Signals, recent_signals
 from store import DatabaseOwner, RetentionSchedule
 
 # (field of queries.signals.Signals, metric name, help)
-_SIGNALS = (
+SIGNALS = (
     ("runs", "budgetscope_recent_runs", "Runs that started in the window."),
     ("exhausted_runs", "budgetscope_recent_exhausted_runs",
      "Exhausted runs (docs/metrics.md §4) among those that started in the window."),
@@ -68,7 +68,7 @@ def signal_families(owner: DatabaseOwner, length: dt.timedelta,
         finally:
             cursor.close()
         return [gauge(name, text, _gauge_value(signals, field), label)
-                for field, name, text in _SIGNALS]
+                for field, name, text in SIGNALS]
 
     return families
 

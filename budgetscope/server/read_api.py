@@ -1,5 +1,5 @@
 """The read-only commands run inside `budgetscope serve` for a client (its read API, POST /cli:
-ingest/receivers/cli_endpoint.py), so that `report`, `run`, `check` and `simulate` work while
+budgetscope/server/cli_endpoint.py), so that `report`, `run`, `check` and `simulate` work while
 the server holds the file, with the bytes and exit status the same command gives on the file.
 
 The server runs the very command code, parsed by the same click group (handed in by serve,
@@ -12,7 +12,7 @@ never code and never a path the server opens: the command must be on the allow-l
 
 One call's memory is bounded whatever the file's size. A CSV or JSON report is written as the
 query hands its rows over (queries.reports.report_pieces), and its answer streamed to the
-client as it is written (ingest/receivers/cli_endpoint.py): the call holds a few thousand rows
+client as it is written (budgetscope/server/cli_endpoint.py): the call holds a few thousand rows
 and a few chunks. What a command builds whole before it prints (a table, `--limit` and the
 other narrowing of `report runs`, `run`, `check`, `simulate`) is bounded by constants: each
 query returns at most READ_ROWS rows (queries.loader.rows_at_most), a report answers at most

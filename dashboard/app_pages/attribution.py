@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import columns, data, drill, figures, fmt, layout, summaries
+from dashboard import (
+    columns,
+    data,
+    drill,
+    figures,
+    fmt,
+    links,
+    notices,
+    page_context,
+    summaries,
+    tables,
+)
 from dashboard.exports import csv_file_name
 from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Attribution")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · exhausted runs only; a step's share "
            "is its consumption (wall clock split fairly among parallel steps) over the runs' "
            "budgets.")
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 summary = data.report("attribution_summary", ctx.filters).iloc[0]
@@ -77,9 +88,9 @@ st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
 blamed = summaries.exhausted_runs_of(runs, key)
 # Text with the one "no value" mark (Streamlit shows a missing value as "None")
-layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text),
+tables.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text),
                                             start=blamed["start"].map(fmt.instant))),
-             hide_index=True, key="culprit_runs_table", height=layout.table_height(len(blamed)),
+             hide_index=True, key="culprit_runs_table", height=tables.table_height(len(blamed)),
              column_config={"run_id": st.column_config.TextColumn("run id"),
                             "start": st.column_config.TextColumn("start (UTC)"),
                             "culprit": st.column_config.TextColumn(
@@ -94,12 +105,12 @@ layout.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.
 if not blamed.empty:
     pick = st.selectbox("Open a run", blamed["run_id"], key="culprit_run_pick",
                         format_func=summaries.describe_run(blamed, exhausted_only=True))
-    layout.run_link(pick, ctx.state, label="Open this run")
+    links.run_link(pick, ctx.state, label="Open this run")
 
 st.subheader("Attribution table")
 st.download_button("Download CSV", to_csv_bytes(attribution), key="attribution_csv",
                    file_name=csv_file_name("attribution", ctx.filters), mime="text/csv",
                    on_click="ignore")
-layout.table(fmt.readable_table(attribution), hide_index=True, key="attribution_table",
-             height=layout.table_height(len(attribution)),
+tables.table(fmt.readable_table(attribution), hide_index=True, key="attribution_table",
+             height=tables.table_height(len(attribution)),
              column_config=columns.config("attribution", attribution.columns))

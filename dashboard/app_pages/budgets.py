@@ -1,9 +1,9 @@
-"""Budgets: the declared budgets per agent and the default, in each of their dimensions (a
-duration, tokens, dollars a run, dollars a week: SPEC §10, docs/metrics.md §11.5, §11.8), the
-per-step caps, where each run's budgets came from, and the model prices (§11.3): the prices
-set, the bundled table, the models seen without a price. Inside `budgetscope serve`, forms change
-them through the server's writer, with the checks and the store functions `budgetscope budgets`
-and `budgetscope prices` use; standalone, the commands that do."""
+"""Budgets: the declared budgets per agent and the default, in each of their dimensions (a duration,
+tokens, dollars a run, dollars a week: docs/guide.md#declaring-budgets, docs/metrics.md §11.5,
+§11.8), the per-step caps, where each run's budgets came from, and the model prices (§11.3): the
+prices set, the bundled table, the models seen without a price. Inside `budgetscope serve`, forms
+change them through the server's writer, with the checks and the store functions `budgetscope
+budgets` and `budgetscope prices` use; standalone, the commands that do."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, layout
+from dashboard import data, fmt, page_context, tables
 from dashboard.metrics import Metric, headline
 from store import (
     DIMENSIONS,
@@ -30,7 +30,7 @@ from store import (
     parse_usd_nano,
 )
 
-ctx = layout.context()
+ctx = page_context.current()
 DEFAULT = "(default: every agent without its own)"
 MESSAGE = "_budgets_message"
 ANY_PROVIDER = "(any provider)"
@@ -122,7 +122,7 @@ by_dimension = pd.DataFrame([
                           ("dollars a run", _sources(cost["usd_budget_source"])))])
 st.caption("Where each run's budget came from, per dimension (budget_source, "
            "token_budget_source and usd_budget_source in the reports), over the time range:")
-layout.table(by_dimension, hide_index=True, key="budget_sources_table")
+tables.table(by_dimension, hide_index=True, key="budget_sources_table")
 
 notice = st.session_state.pop(MESSAGE, None)
 if notice is not None:
@@ -145,7 +145,7 @@ st.subheader("Declared budgets")
 if budgets.empty:
     st.caption("None declared.")
 else:
-    layout.table(pd.DataFrame({
+    tables.table(pd.DataFrame({
         "agent": [DEFAULT if fmt.missing(t) else t for t in budgets["target"]],
         "budget": [fmt.duration(ms) for ms in budgets["duration_ms"]],
         "budget_ms": budgets["duration_ms"].astype("Int64"),
@@ -164,7 +164,7 @@ st.subheader("Declared step caps")
 if caps.empty:
     st.caption("None declared.")
 else:
-    layout.table(pd.DataFrame({
+    tables.table(pd.DataFrame({
         "step_key": caps["target"],
         "cap": [fmt.duration(ms) for ms in caps["duration_ms"]],
         "cap_ms": caps["duration_ms"].astype("int64"),
@@ -189,7 +189,7 @@ st.caption(fmt.escape_md(
 if not overrides:
     st.caption("No price set.")
 else:
-    layout.table(pd.DataFrame({
+    tables.table(pd.DataFrame({
         "model": [row["model"] for row in overrides],
         "provider": [row["provider"] or ANY_PROVIDER for row in overrides],
         "from": [format_day(row["from_ns"]) or "the beginning" for row in overrides],
@@ -204,10 +204,10 @@ check = data.price_check()
 if check is not None and not check.empty:
     st.markdown(f"**{fmt.plural(len(check), 'model')} seen without a price** (their calls' "
                 "cost is unknown, never $0; `budgetscope prices check`):")
-    layout.table(check.drop(columns=["command"]).assign(
+    tables.table(check.drop(columns=["command"]).assign(
         model=check["model"].map(lambda m: "(no model named)" if fmt.missing(m) else m),
         provider=check["provider"].map(fmt.text)), hide_index=True, key="unpriced_table",
-        height=layout.table_height(len(check), most=10))
+        height=tables.table_height(len(check), most=10))
 
 if data.budget_editor() is None:
     st.info("Read-only here: this dashboard does not own the database. Change declarations "

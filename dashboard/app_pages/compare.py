@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import compare_figures, data, fmt, layout
+from dashboard import compare_figures, data, fmt, links, page_context, sidebar, tables
 from queries import run_compare
 from queries.run_view import RunNotFound
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Compare runs")
 
 run_id = st.query_params.get("run", "").strip().lower()
@@ -22,8 +22,8 @@ if not run_id:
             "agent) or `compare?run=<run id>&with=<run id>`.")
     st.stop()
 
-layout.write_url(ctx.state, {"run": run_id, **({"with": chosen} if chosen else {})},
-                 owned=frozenset({"run", "with"}))
+sidebar.write_url(ctx.state, {"run": run_id, **({"with": chosen} if chosen else {})},
+                  owned=frozenset({"run", "with"}))
 try:
     view = data.run_view(run_id)
 except RunNotFound as error:
@@ -91,11 +91,11 @@ st.caption(fmt.escape_md(
     f"{other['run_id']}" + (f": {typical.reason} of this agent in {period}, utilisation "
                             f"{fmt.percent(typical.median_utilisation)}." if is_typical else ".")))
 left, right = st.columns(2)
-left.page_link(layout.RUN_PAGE, label="Run view of this run", icon=":material/search:",
-               query_params=layout.run_params(str(run["run_id"]), ctx.state))
-right.page_link(layout.RUN_PAGE, label=f"Run view of the {other_name}",
+left.page_link(links.RUN_PAGE, label="Run view of this run", icon=":material/search:",
+               query_params=links.run_params(str(run["run_id"]), ctx.state))
+right.page_link(links.RUN_PAGE, label=f"Run view of the {other_name}",
                 icon=":material/search:",
-                query_params=layout.run_params(str(other["run_id"]), ctx.state))
+                query_params=links.run_params(str(other["run_id"]), ctx.state))
 
 
 def _signed(ms: object) -> str:
@@ -115,7 +115,7 @@ def _headline(summary: pd.Series, steps: pd.DataFrame) -> list[str]:
 
 
 st.subheader("The two runs")
-layout.table(pd.DataFrame({
+tables.table(pd.DataFrame({
     "": ["outcome", "exhausted", "budget", "elapsed", "utilisation", "steps", "unattributed"],
     "this run": _headline(run, view.steps),
     other_name: _headline(other, other_view.steps),
@@ -177,9 +177,9 @@ key_labels = _labels({
     "consumption difference": "Δ consumption",
     "duration (this run)": "duration: this", f"duration ({other_name})": f"duration: {other_short}",
     "duration difference": "Δ duration"})
-layout.table(key_table, hide_index=True, key="compare_by_key", column_config=key_labels,
+tables.table(key_table, hide_index=True, key="compare_by_key", column_config=key_labels,
              column_order=list(key_table.columns[:7]),
-             height=layout.table_height(len(key_table)))
+             height=tables.table_height(len(key_table)))
 only_run = by_key[by_key["present"] == run_compare.ONLY_RUN]["step_key"]
 only_other = by_key[by_key["present"] == run_compare.ONLY_OTHER]["step_key"]
 st.markdown(
@@ -218,21 +218,21 @@ step_labels = _labels({
     "consumption (this run)": "consumption: this",
     f"consumption ({other_name})": f"consumption: {other_short}",
     "consumption difference": "Δ consumption"})
-step_height = layout.table_height(len(step_table), most=60)
-layout.table(step_table, hide_index=True, key="compare_steps", column_config=step_labels,
+step_height = tables.table_height(len(step_table), most=60)
+tables.table(step_table, hide_index=True, key="compare_steps", column_config=step_labels,
              column_order=["step key", "nth", "in", "class (this run)", f"class ({other_name})",
                            "duration (this run)", f"duration ({other_name})",
                            "duration difference"], height=step_height)
 with st.expander("When each step started, and its consumption (its share of the run's active "
                  "time)"):
-    layout.table(step_table, hide_index=True, key="compare_steps_more",
+    tables.table(step_table, hide_index=True, key="compare_steps_more",
                  column_config=step_labels,
                  column_order=["step key", "nth", "start (this run)", f"start ({other_name})",
                                "consumption (this run)", f"consumption ({other_name})",
                                "consumption difference"], height=step_height)
 with st.expander("Wall-clock duration per step key (parallel steps overlap, so these need not "
                  "add up to the run's elapsed time)"):
-    layout.table(key_table, hide_index=True, key="compare_by_key_durations",
+    tables.table(key_table, hide_index=True, key="compare_by_key_durations",
                  column_config=key_labels,
                  column_order=["step key", "in", *key_table.columns[7:]],
-                 height=layout.table_height(len(key_table)))
+                 height=tables.table_height(len(key_table)))

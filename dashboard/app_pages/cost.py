@@ -9,13 +9,25 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import cost_figures, cost_summaries, data, drill, figures, fmt, layout
+from dashboard import (
+    cost_figures,
+    cost_summaries,
+    data,
+    drill,
+    figures,
+    fmt,
+    links,
+    notices,
+    page_context,
+    sidebar,
+    tables,
+)
 from dashboard.cost_summaries import BY_NAME, USD
 from dashboard.exports import cli_command, csv_file_name
 from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
-ctx = layout.context()
+ctx = page_context.current()
 DIMENSION_KEY = "cost_dimension"
 WORDS = {"usd": "dollars", "tokens": "tokens"}
 
@@ -23,7 +35,7 @@ st.title("Cost")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · tokens and dollars of the runs that "
            "started in the range (docs/metrics.md §11). A cost shown with ≥ is a lower bound: "
            "a call had no price, or a model step sent no usage and may have been billed.")
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 # ---- the page's choice, in its address ------------------------------------------------------
@@ -39,8 +51,8 @@ chosen = st.segmented_control(
          "(budget.total_usd, or a declared --usd) or the token budget.") or USD
 dimension = BY_NAME[chosen]
 st.session_state["_cost_dimension_url"] = chosen
-layout.write_url(ctx.state, {"dimension": chosen} if chosen != USD else {},
-                 owned=frozenset(layout.COST_KEYS))
+sidebar.write_url(ctx.state, {"dimension": chosen} if chosen != USD else {},
+                  owned=frozenset(sidebar.COST_KEYS))
 word = "dollar" if chosen == USD else "token"
 
 # ---- headline --------------------------------------------------------------------------------
@@ -107,8 +119,8 @@ else:
     st.caption(f"One panel per agent, over its runs with a known {word} budget (runs whose "
                "cost is a lower bound included: their utilisation is at least that). Vertical "
                "lines: its p50 (dotted), p90 (dashed) and p99 (solid); the wine line is 100 %.")
-    layout.table(fmt.readable_table(percentiles), hide_index=True,
-                 key="cost_utilisation_table", height=layout.table_height(len(percentiles)),
+    tables.table(fmt.readable_table(percentiles), hide_index=True,
+                 key="cost_utilisation_table", height=tables.table_height(len(percentiles)),
                  column_config={
                      "runs": st.column_config.Column(
                          f"{word}-budgeted runs", help=f"runs with a known {word} budget: "
@@ -157,8 +169,8 @@ else:
     with right.popover("The same bytes from the command line", icon=":material/terminal:"):
         st.code(cli_command(report_name, ctx.filters, ctx.status.path, *options),
                 language="bash", wrap_lines=True)
-    layout.table(fmt.readable_table(attribution), hide_index=True,
-                 key="cost_attribution_table", height=layout.table_height(len(attribution)),
+    tables.table(fmt.readable_table(attribution), hide_index=True,
+                 key="cost_attribution_table", height=tables.table_height(len(attribution)),
                  column_config={
                      "step_key": st.column_config.TextColumn("step key"),
                      "budget_share": st.column_config.Column(
@@ -219,15 +231,15 @@ else:
     st.markdown(f"**{fmt.plural(len(check), 'model')} seen without a price** (in every stored "
                 "trace, as `budgetscope prices check` lists them). Price each with its "
                 "command, X in USD per million tokens:")
-    layout.table(check.drop(columns=["command"]).assign(
+    tables.table(check.drop(columns=["command"]).assign(
         model=check["model"].map(lambda m: "(no model named)" if fmt.missing(m) else m),
         provider=check["provider"].map(fmt.text)), hide_index=True, key="unpriced_models",
-        height=layout.table_height(len(check), most=10))
+        height=tables.table_height(len(check), most=10))
     commands = [c for c in check["command"] if c]
     if commands:  # a code block: the text as it is, with its copy button
         st.code("\n".join(commands), language=None, wrap_lines=True)
 st.markdown("**Where the spend came from**")
-layout.table(sources.assign(
+tables.table(sources.assign(
     price_source=sources["price_source"].map({
         "reported": "reported by the instrumentation", "override": "your price",
         "bundled": "bundled price table", "unpriced": "no price"}),
@@ -256,9 +268,9 @@ with st.expander("Per model: calls, tokens and cost (report models)"):
                        icon=":material/download:", on_click="ignore")
     st.code(cli_command("models", ctx.filters, ctx.status.path), language="bash",
             wrap_lines=True)
-    layout.table(fmt.readable_table(models.assign(
+    tables.table(fmt.readable_table(models.assign(
         model=models["model"].map(fmt.text), provider=models["provider"].map(fmt.text))),
-        hide_index=True, key="models_table", height=layout.table_height(len(models)))
+        hide_index=True, key="models_table", height=tables.table_height(len(models)))
 
 # ---- the runs ---------------------------------------------------------------------------------
 st.subheader("The runs that spent the most")
@@ -270,7 +282,7 @@ if not costly.empty:
         if rows:
             st.session_state["_open_costly"] = str(costly.iloc[rows[0]]["run_id"])
 
-    layout.table(pd.DataFrame({
+    tables.table(pd.DataFrame({
         "run": data.run_id_starts([str(r) for r in costly["run_id"]]),
         "agent": costly["agent"].map(fmt.text),
         "cost": [fmt.usd(c, at_least=not bool(k)) for c, k in
@@ -282,10 +294,10 @@ if not costly.empty:
         "cost culprit": costly["cost_culprit"].map(fmt.text),
         "crosser": costly["cost_crosser"].map(fmt.text)}), hide_index=True,
         key="costly_runs", on_select=open_costly, selection_mode="single-row",
-        height=layout.table_height(len(costly)))
+        height=tables.table_height(len(costly)))
     run_to_open = st.session_state.pop("_open_costly", None)
     if run_to_open:
-        st.switch_page(layout.RUN_PAGE, query_params=layout.run_params(run_to_open, ctx.state))
+        st.switch_page(links.RUN_PAGE, query_params=links.run_params(run_to_open, ctx.state))
     st.caption("Select a row to open its run view (its cost block and cumulative spend). "
                "Every run, with its filters by dollars and tokens, is on the Runs page.")
 left, right = st.columns([1, 3])

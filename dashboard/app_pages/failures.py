@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import colors, columns, data, drill, figures, fmt, layout
+from dashboard import colors, columns, data, drill, figures, fmt, notices, page_context, tables
 from dashboard.exports import csv_file_name
 from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Failures")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · every step of the runs in range, "
            "nested ones included, by class (docs/metrics.md §3).")
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 failures = data.report("failures", ctx.filters)
@@ -61,6 +61,6 @@ st.subheader("Failures table")
 st.download_button("Download CSV", to_csv_bytes(failures), key="failures_csv",
                    file_name=csv_file_name("failures", ctx.filters), mime="text/csv",
                    on_click="ignore")
-layout.table(failures, hide_index=True, key="failures_table",
-             height=layout.table_height(len(failures)),
+tables.table(failures, hide_index=True, key="failures_table",
+             height=tables.table_height(len(failures)),
              column_config=columns.config("failures", failures.columns))

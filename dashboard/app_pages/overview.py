@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, drill, figures, fmt, layout, summaries
+from dashboard import data, drill, figures, fmt, links, notices, page_context, summaries, tables
 from dashboard.metrics import Metric, headline
 from queries.filters import Filters
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Overview")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)))
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 
@@ -180,10 +180,10 @@ else:
                                         "overrun_ms", "culprit"]].assign(
         start=review["start"].map(fmt.instant),
         run_id=data.run_id_starts([str(r) for r in review["run_id"]]))
-    layout.table(
+    tables.table(
         fmt.readable_table(shown),
         hide_index=True, on_select=open_selected, selection_mode="single-row",
-        key="review_table", height=layout.table_height(len(review)),
+        key="review_table", height=tables.table_height(len(review)),
         column_config={
             "run_id": st.column_config.TextColumn(
                 "run", help="the start of its run id that no other run shares: the run view "
@@ -198,8 +198,8 @@ else:
         })
     run_to_open = st.session_state.pop("_open_run", None)
     if run_to_open:
-        st.switch_page(layout.RUN_PAGE, query_params=layout.run_params(run_to_open, ctx.state))
+        st.switch_page(links.RUN_PAGE, query_params=links.run_params(run_to_open, ctx.state))
     chosen = st.selectbox("Open a run", review["run_id"], key="review_pick",
                           format_func=summaries.describe_run(review))
     if chosen:
-        layout.run_link(chosen, ctx.state, label="Open this run")
+        links.run_link(chosen, ctx.state, label="Open this run")

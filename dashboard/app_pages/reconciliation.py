@@ -1,11 +1,11 @@
-"""Reconciliation: what timeouts cost in correctness (SPEC §6). Rate over time against a
+"""Reconciliation: what timeouts cost in correctness (docs/metrics.md §6). Rate over time against a
 threshold, by tool, landed / not landed / unknown, and the orphan writes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import columns, data, figures, fmt, layout
+from dashboard import columns, data, figures, fmt, links, notices, page_context, tables
 from dashboard.exports import csv_file_name
 from dashboard.metrics import Metric, headline
 from queries.render import to_csv_bytes
@@ -13,11 +13,11 @@ from queries.render import to_csv_bytes
 # The rate chart is daily while the range's writes span at most this many days.
 DAILY_UP_TO_DAYS = 35
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Reconciliation")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · reconciliation rate = reconciled "
            "writes / write steps; an orphan is an uncertain write nobody read back.")
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 report = data.report("reconciliation", ctx.filters)
@@ -51,8 +51,8 @@ orphans = data.report("orphan_writes", ctx.filters)
 st.download_button("Download CSV", to_csv_bytes(orphans), key="orphans_csv",
                    file_name=csv_file_name("orphan-writes", ctx.filters), mime="text/csv",
                    on_click="ignore")
-layout.table(orphans.assign(start=orphans["start"].map(fmt.instant)), hide_index=True,
-             key="orphans_table", height=layout.table_height(len(orphans)),
+tables.table(orphans.assign(start=orphans["start"].map(fmt.instant)), hide_index=True,
+             key="orphans_table", height=tables.table_height(len(orphans)),
              column_config={"run_id": st.column_config.TextColumn("run id"),
                             "step_key": st.column_config.TextColumn("step key"),
                             "idempotency_key": st.column_config.TextColumn("idempotency key"),
@@ -65,12 +65,12 @@ if not orphans.empty:
     pick = st.selectbox("Open the run of an orphan write", orphans["run_id"].unique(),
                         key="orphan_pick")
     if pick:
-        layout.run_link(pick, ctx.state)
+        links.run_link(pick, ctx.state)
 
 st.subheader("By tool")
 st.download_button("Download CSV", to_csv_bytes(report), key="reconciliation_csv",
                    file_name=csv_file_name("reconciliation", ctx.filters), mime="text/csv",
                    on_click="ignore")
-layout.table(fmt.readable_table(report), hide_index=True, key="reconciliation_table",
-             height=layout.table_height(len(report)),
+tables.table(fmt.readable_table(report), hide_index=True, key="reconciliation_table",
+             height=tables.table_height(len(report)),
              column_config=columns.config("reconciliation", report.columns))

@@ -10,7 +10,18 @@ import shlex
 import pandas as pd
 import streamlit as st
 
-from dashboard import cost_figures, cost_summaries, data, fmt, layout, run_figures, summaries
+from dashboard import (
+    cost_figures,
+    cost_summaries,
+    data,
+    fmt,
+    links,
+    page_context,
+    run_figures,
+    sidebar,
+    summaries,
+    tables,
+)
 from dashboard.metrics import Metric, headline
 from queries import run_compare, run_cost, run_story
 from queries.run_view import RunNotFound
@@ -19,7 +30,7 @@ SIMULATE_PAGE = "app_pages/simulate.py"
 BUDGETS_PAGE = "app_pages/budgets.py"
 COST_PAGE = "app_pages/cost.py"
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Run view")
 
 url_run = st.query_params.get("run", "")
@@ -54,14 +65,14 @@ if not run_id:
 try:
     view = data.run_view(run_id)
 except RunNotFound as error:
-    layout.write_url(ctx.state, {"run": run_id})
+    sidebar.write_url(ctx.state, {"run": run_id})
     st.error(fmt.escape_md(str(error)))
     st.stop()
 
 run = view.summary
 if str(run["run_id"]) != run_id:  # a prefix: the address names the whole id from here on
     st.session_state["last_run"] = str(run["run_id"])
-layout.write_url(ctx.state, {"run": str(run["run_id"])})
+sidebar.write_url(ctx.state, {"run": str(run["run_id"])})
 story = run_story.tell(run)
 exhausted = run["exhausted"]
 st.subheader(fmt.escape_md(f"{run['run_id']}"))
@@ -97,9 +108,9 @@ if next_step.commands:
 if next_step.kind == run_story.DECLARE_BUDGET:
     box.page_link(BUDGETS_PAGE, label="Declared budgets", icon=":material/timer:")
 if typical.run_id is not None:
-    box.page_link(layout.COMPARE_PAGE, label="Compare with a typical run of this agent",
+    box.page_link(links.COMPARE_PAGE, label="Compare with a typical run of this agent",
                   icon=":material/compare_arrows:",
-                  query_params=layout.run_params(str(run["run_id"]), ctx.state),
+                  query_params=links.run_params(str(run["run_id"]), ctx.state),
                   help="Side by side with the median-utilisation completed run of the same "
                        "agent around this run's start (or one you pick there): step by step, "
                        "where the time went differently.")
@@ -185,7 +196,7 @@ def spend_section() -> None:
     by_step = cost_summaries.run_step_costs(view.steps)
     if not by_step.empty:
         st.markdown("**Cost by step**")
-        layout.table(by_step, hide_index=True, key="run_step_costs",
+        tables.table(by_step, hide_index=True, key="run_step_costs",
                      height=min(38 + 35 * len(by_step), 740),
                      column_config={
                          "#": st.column_config.TextColumn("#", width=50),
@@ -208,7 +219,7 @@ def spend_section() -> None:
 # and compile the 1.5 MB syntax-highlighting bundle beside the charts' Plotly.
 with st.popover("Link to this view", icon=":material/link:",
                 help="The address of this run with the current filters, to paste into a chat"):
-    st.code(layout.run_url(str(run["run_id"]), ctx.state), language=None, wrap_lines=True)
+    st.code(links.run_url(str(run["run_id"]), ctx.state), language=None, wrap_lines=True)
 
 if view.steps.empty:
     st.info("This run has no steps.")
@@ -235,7 +246,7 @@ else:
     # What on-call reads first fits the page at 1400 px without a horizontal scroll; what
     # recognised each step, the write fields and the span ids are one click away, below.
     height = min(38 + 35 * len(view.steps), 740)
-    layout.table(table, hide_index=True, key="steps_table", height=height,
+    tables.table(table, hide_index=True, key="steps_table", height=height,
                  column_order=["#", "step", "class", "role", "start", "duration", "share",
                                "allocated", "utilisation"],
                  column_config={
@@ -281,16 +292,16 @@ else:
                                         details.status_message or fmt.NO_VALUE,
                                         details.exception_type or fmt.NO_VALUE,
                                         details.exception_message or fmt.NO_VALUE]})
-        layout.table(facts, key="step_details_facts", hide_index=True,
+        tables.table(facts, key="step_details_facts", hide_index=True,
                      column_config={"": st.column_config.TextColumn("", width=140),
                                     "value": st.column_config.TextColumn("value", width=720)})
         left, right = st.columns(2)
         with left:
             st.caption(f"Attributes ({len(details.attributes):,})"
                        + (f"; {details.dropped}" if details.dropped else ""))
-            layout.table(pd.DataFrame(details.attributes, columns=["attribute", "value"]),
+            tables.table(pd.DataFrame(details.attributes, columns=["attribute", "value"]),
                          key="step_details_attributes", hide_index=True,
-                         height=layout.table_height(len(details.attributes), most=12))
+                         height=tables.table_height(len(details.attributes), most=12))
         with right:
             start_ns = int(run["start_ns"])
             events = pd.DataFrame(
@@ -298,8 +309,8 @@ else:
                  for t, name, text in details.events], columns=["at", "event", "attributes"])
             st.caption(f"Events ({len(details.events):,})")
             # half the page: fixed widths keep the three columns inside it
-            layout.table(events, key="step_details_events", hide_index=True,
-                         height=layout.table_height(len(events), most=12),
+            tables.table(events, key="step_details_events", hide_index=True,
+                         height=tables.table_height(len(events), most=12),
                          column_config={"at": st.column_config.TextColumn("at", width=70),
                                         "event": st.column_config.TextColumn("event", width=90),
                                         "attributes": st.column_config.TextColumn(
@@ -315,7 +326,7 @@ else:
             st.caption("Not on the ClickHouse backend: the explanation re-runs the recognition "
                        "on a DuckDB file.")
         else:
-            layout.table(pd.DataFrame({
+            tables.table(pd.DataFrame({
                 "span": ["  " * int(i) + str(name) for i, name in
                          zip(explained["indent"], explained["name"], strict=True)],
                 "role": explained["role"], "why": explained["why"],
@@ -324,10 +335,10 @@ else:
                          for row, conv in zip(explained["step_row"], explained["convention"],
                                               strict=True)],
                 "span id": explained["span_id"]}), key="explain_table", hide_index=True,
-                height=layout.table_height(len(explained), most=40),
+                height=tables.table_height(len(explained), most=40),
                 column_config={"why": st.column_config.TextColumn("why", width=520)})
     with st.expander("What recognised each step, write fields, span ids"):
-        layout.table(table, hide_index=True, key="steps_details_table", height=height,
+        tables.table(table, hide_index=True, key="steps_details_table", height=height,
                      column_order=["#", "step", "from", "effect status", "idempotency key",
                                    "attempt", "span id"],
                      column_config={"from": st.column_config.TextColumn(
@@ -340,7 +351,7 @@ if view.writes.empty:
 else:
     writes = view.writes
     numbers = dict(zip(view.steps["span_id"], view.steps["number"], strict=True))
-    layout.table(pd.DataFrame({
+    tables.table(pd.DataFrame({
         "#": writes["span_id"].map(lambda span: fmt.text(numbers.get(span))),
         "step": writes["step_key"], "class": writes["step_class"],
         "effect status": writes["effect_status"].map(fmt.text),
@@ -350,7 +361,7 @@ else:
         "reconciliations": writes["reconciliations"],
         "last result": writes["last_result"].map(fmt.text),
         "orphan": writes["orphan"], "at": writes["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
-    }), hide_index=True, key="writes_table", height=layout.table_height(len(writes)),
+    }), hide_index=True, key="writes_table", height=tables.table_height(len(writes)),
         # narrow where the values are short, so that the eleven columns fit 1400 px
         column_config={"#": st.column_config.TextColumn("#", width=40),
                        "attempt": st.column_config.Column("attempt", width=60),
@@ -369,5 +380,5 @@ else:
         if more else f"{fmt.plural(len(view.log_records), 'log record')} of this run's "
                      "trace, by time")
         + " (a record with exception.type counts as its span's exception, docs/metrics.md §3).")
-    layout.table(summaries.run_log_table(view.log_records, run), hide_index=True,
+    tables.table(summaries.run_log_table(view.log_records, run), hide_index=True,
                  key="log_records_table")

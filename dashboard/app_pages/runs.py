@@ -6,11 +6,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import colors, data, fmt, layout, run_search_params, summaries
+from dashboard import (
+    colors,
+    data,
+    fmt,
+    links,
+    page_context,
+    run_search_params,
+    sidebar,
+    summaries,
+    tables,
+)
 from dashboard.run_search_params import OUTCOMES, PAGE_SIZE
 from queries.run_search import SORTABLE, WRITES, RunSearch
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Runs")
 ss = st.session_state
 _LAST = "_run_search_last"
@@ -20,7 +30,7 @@ url_search, url_page, problems = run_search_params.from_params(st.query_params.t
 url_params = run_search_params.to_params(url_search, url_page)
 if url_params != ss.get(_LAST) or ctx.arrived:
     # A link from a chart, or the back button: the URL wins over the widgets. On the page's
-    # first run the widgets are set even to the values they hold (layout.arrived_on_page).
+    # first run the widgets are set even to the values they hold (sidebar.arrived_on_page).
     ss["rs_outcome"] = list(url_search.outcomes)
     ss["rs_exhausted"] = {None: _ANY, True: "yes", False: "no"}[url_search.exhausted]
     ss["rs_culprit"] = url_search.culprit or _ANY
@@ -139,7 +149,7 @@ page = min(page, pages)
 ss["rs_page"] = page
 params = run_search_params.to_params(search, page)
 ss[_LAST] = params
-layout.write_url(ctx.state, params, owned=frozenset(run_search_params.KEYS))
+sidebar.write_url(ctx.state, params, owned=frozenset(run_search_params.KEYS))
 
 fifth[1].number_input("Page", min_value=1, max_value=pages, step=1, key="rs_page")
 shown_from = (page - 1) * PAGE_SIZE + 1 if found.total else 0
@@ -211,7 +221,7 @@ height = min(38 + 35 * len(table), 1790)
 # The columns runs are told apart by, fitting the page at 900 px (with cost beside them the
 # grid was 825 px in a 738 px box at 900: cost was cut at the edge); the rest, cost and tokens
 # first, are one click away.
-event = layout.table(table, hide_index=True, key="runs_table", on_select="rerun",
+event = tables.table(table, hide_index=True, key="runs_table", on_select="rerun",
                      selection_mode="single-row", height=height, column_config=labels,
                      column_order=["run", "agent", "start", "outcome", "exhausted",
                                    "utilisation", "culprit"])
@@ -222,7 +232,7 @@ if missing_roots:
                "span: its root never arrived (root, under More columns).")
 with st.expander("More columns: the whole run id, cost, tokens, budget, elapsed, its share, "
                  "holder, overrun, budget source, root", expanded=_money_search):
-    layout.table(table, hide_index=True, key="runs_more_table", height=height,
+    tables.table(table, hide_index=True, key="runs_more_table", height=height,
                  column_config=labels,
                  column_order=["run_id", "cost", "tokens", "budget", "elapsed", "culprit",
                                "culprit_share", "holder", "overrun", "budget_source",
@@ -230,4 +240,4 @@ with st.expander("More columns: the whole run id, cost, tokens, budget, elapsed,
 chosen = event.selection.rows if event is not None else []
 if chosen:
     run_id = str(table.iloc[chosen[0]]["run_id"])
-    st.switch_page(layout.RUN_PAGE, query_params=layout.run_params(run_id, ctx.state))
+    st.switch_page(links.RUN_PAGE, query_params=links.run_params(run_id, ctx.state))

@@ -12,7 +12,17 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, fmt, layout, simulate_params, simulation_figures
+from dashboard import (
+    data,
+    fmt,
+    links,
+    notices,
+    page_context,
+    sidebar,
+    simulate_params,
+    simulation_figures,
+    tables,
+)
 from dashboard.metrics import Metric, headline
 from simulation.policy import SimulationPolicy
 from simulation.replay import recorded_caps, typical_budget_ms
@@ -86,12 +96,12 @@ def added_key(kind: str) -> str:
     return f"sim_add:{kind}"
 
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("What if")
 st.caption(fmt.escape_md(ctx.state.label(ctx.now)) + " · the stored runs replayed under the "
            "policy below, beside what actually happened. A slider left where it starts keeps "
            "each run's own recorded value.")
-if layout.no_runs_in_range(ctx):
+if notices.no_runs_in_range(ctx):
     st.stop()
 
 prepared = data.simulation_inputs(ctx.filters)
@@ -212,11 +222,11 @@ policy = SimulationPolicy(cap_overrides, deadline_ms,
 scenario = simulate_params.Scenario(tuple(sorted(cap_overrides.items())), deadline_ms,
                                     policy.min_start_ms, retries)
 ss[_LAST] = simulate_params.to_params(scenario)
-layout.write_url(ctx.state, ss[_LAST], owned=frozenset(simulate_params.KEYS))
+sidebar.write_url(ctx.state, ss[_LAST], owned=frozenset(simulate_params.KEYS))
 with st.popover("Link to this scenario", icon=":material/link:",
                 help="The address of this page with this policy and these filters, to paste "
                      "into a chat: it opens the same scenario"):
-    st.code(layout.page_url("simulate", {**ctx.state.query_params(), **ss[_LAST]}),
+    st.code(links.page_url("simulate", {**ctx.state.query_params(), **ss[_LAST]}),
             language=None, wrap_lines=True)
 result = data.simulation(ctx.filters, policy)
 summary = result.summary.set_index("metric")
@@ -282,11 +292,11 @@ st.subheader("Actual and predicted")
 rate_rows = result.summary["metric"].str.contains("rate|utilisation", regex=True)
 summary_shown = result.summary.assign(figure=result.summary["metric"].map(
     lambda metric: FIGURES.get(metric, metric)))
-layout.table(summary_shown.style
+tables.table(summary_shown.style
              .format(fmt.percent, subset=pd.IndexSlice[rate_rows, ["actual", "predicted"]])
              .format(fmt.count, subset=pd.IndexSlice[~rate_rows, ["actual", "predicted"]])
              .format(fmt.percent, subset=["fit_share"]),
-             hide_index=True, key="sim_summary", height=layout.table_height(len(result.summary)),
+             hide_index=True, key="sim_summary", height=tables.table_height(len(result.summary)),
              column_order=["figure", "actual", "predicted", "fit_share"],
              column_config={
                  "figure": st.column_config.TextColumn(
@@ -307,16 +317,16 @@ tools_shown: pd.DataFrame = result.tools[TOOLS_SHOWN].assign(
     # as text: Streamlit shows a missing number as "None" whatever the Styler says
     **{column: result.tools[column].map(fmt.percent) for column in (
         "timeout_rate_actual", "timeout_rate", "run_timeout_rate")})
-layout.table(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
+tables.table(tools_shown.style.format(fmt.percent, subset=["run_timeout_rate_formula"])
              .format(lambda v: fmt.NO_VALUE if fmt.missing(v) else f"{v:.2f}",
                      subset=["calls_per_run"]), hide_index=True, key="sim_tools",
              column_config=TOOLS_LABELS, column_order=TOOLS_FIRST,
              # every step at once: the table is read to the end, not scrolled in a box
-             height=layout.table_height(len(tools_shown), most=80))
+             height=tables.table_height(len(tools_shown), most=80))
 st.caption("Rates per step, recorded and under this policy. The calls and timeouts they divide, "
            "and the refused calls, are one click away:")
 with st.expander("Calls, timeouts and refused calls behind each rate"):
-    layout.table(tools_shown, key="sim_tools_counts", column_config=TOOLS_LABELS,
-                 height=layout.table_height(len(tools_shown), most=80),
+    tables.table(tools_shown, key="sim_tools_counts", column_config=TOOLS_LABELS,
+                 height=tables.table_height(len(tools_shown), most=80),
                  column_order=["step_key", "calls_actual", "timeouts_actual", "calls",
                                "timeouts", "refused_actual", "refused", "fit_calls"])

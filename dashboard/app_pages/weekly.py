@@ -1,17 +1,18 @@
-"""Weekly report: the SPEC §7 table, and its CSV, byte for byte what `budgetscope report weekly`
-writes for the same filters (both call queries.render.to_csv_bytes on queries.reports.weekly)."""
+"""Weekly report: the docs/metrics.md §7 table, and its CSV, byte for byte what `budgetscope report
+weekly` writes for the same filters (both call queries.render.to_csv_bytes on
+queries.reports.weekly)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import columns, data, fmt, layout, summaries
+from dashboard import columns, data, fmt, page_context, summaries, tables
 from dashboard.exports import cli_command, csv_file_name
 from dashboard.filters import FULL_WEEKS
 from queries.filters import Filters
 from queries.render import to_csv_bytes
 
-ctx = layout.context()
+ctx = page_context.current()
 st.title("Weekly report")
 st.caption("One row per ISO week (UTC, weeks start Monday) × agent, for runs that started in "
            + fmt.escape_md(ctx.state.label(ctx.now))
@@ -61,7 +62,7 @@ else:
                                           ctx.filters.until)
                      for week, partial in zip(shown["week"], shown["partial_week"].fillna(False),
                                               strict=True)]
-    height = layout.table_height(len(shown), most=60)
+    height = tables.table_height(len(shown), most=60)
     labels = {**columns.config("weekly", weekly.columns),
               "week": st.column_config.TextColumn(
                   "week", help="ISO week (UTC, Monday to Sunday) and its days; "
@@ -71,31 +72,35 @@ else:
         st.caption(fmt.escape_md(summaries.PARTIAL_MARK) + " after a week: a partial week, "
                    "whose days are those the time range counts, not the whole week.")
     st.subheader("Runs")
-    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_table",
+    tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "runs", "budgeted_runs", "exhausted_runs",
                                "exhaustion_rate", "utilisation_p50", "utilisation_p90",
                                "utilisation_p99", "top_culprit", "top_culprit_share"])
     st.subheader("Steps and writes")
-    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_steps_table",
+    tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_steps_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "steps", "client_timeouts",
                                "upstream_errors", "refused", "write_steps", "reconciled_writes",
                                "reconciliation_rate", "orphan_writes"])
     # Tokens and dollars (docs/metrics.md §11.9): the columns the CSV appends after
-    # partial_week, in two tables of their own so that none is cut at 1400 px.
+    # partial_week, in tables of their own of at most ten columns, so that none is cut at
+    # 1400 px (thirteen budget columns in one table were 1241 px in a 938 px box).
     st.subheader("Spend")
-    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_spend_table",
+    tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_spend_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "tokens", "cost_usd", "incomplete_cost_runs",
                                "unpriced_steps", "unmetered_billable_steps", "overrun_usd",
                                "weekly_budget_usd", "weekly_budget_utilisation"])
-    st.subheader("Dollar and token budgets")
-    layout.table(fmt.readable_table(shown), hide_index=True, key="weekly_cost_budget_table",
+    st.subheader("Dollar budgets")
+    tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_cost_budget_table",
                  height=height, column_config=labels,
                  column_order=["week", "agent", "usd_budgeted_runs", "usd_exhausted_runs",
                                "usd_exhaustion_rate", "cost_utilisation_p50",
                                "cost_utilisation_p90", "cost_utilisation_p99",
-                               "top_cost_culprit", "top_cost_culprit_share",
-                               "token_budgeted_runs", "token_exhausted_runs",
+                               "top_cost_culprit", "top_cost_culprit_share"])
+    st.subheader("Token budgets")
+    tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_token_budget_table",
+                 height=height, column_config=labels,
+                 column_order=["week", "agent", "token_budgeted_runs", "token_exhausted_runs",
                                "token_utilisation_p90"])

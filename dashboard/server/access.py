@@ -68,6 +68,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LOGIN_PATH = "/_budgetscope/login"
 # Streamlit's health route (dashboard/server/ground.py, "the server's URL layout").
 STREAMLIT_HEALTH = "/_stcore/health"
+# The websocket a browser's session runs over (tests/test_streamlit_ground.py checks the layout).
+STREAMLIT_STREAM = "/_stcore/stream"
 OPEN_PATHS = frozenset({STREAMLIT_HEALTH, "/healthz"})
 # The Sec-Fetch-Site values of a request no other site started: typed, bookmarked, this page.
 _OWN_SITES = frozenset({"none", "same-origin"})
@@ -244,7 +246,7 @@ class AccessGuard:
             await self._refuse(scope, receive, send, 403, refused)
             return
         if scope["type"] == "websocket":
-            scope = _origin_spelled_as_host(scope, headers)
+            scope = origin_spelled_as_host(scope, headers)
         if self.policy.token is None or self._in_session(headers):
             await self.app(scope, receive, send)
             return
@@ -465,7 +467,7 @@ def _client(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
-def _origin_spelled_as_host(scope: Scope, headers: dict[str, list[str]]) -> Scope:
+def origin_spelled_as_host(scope: Scope, headers: dict[str, list[str]]) -> Scope:
     """`scope` with its Origin header (already found the same origin as its Host) spelled as
     `scheme://` + the Host header, so that Streamlit's byte-for-byte comparison agrees."""
     origins, hosts = headers.get("origin", []), headers.get("host", [])

@@ -97,7 +97,7 @@ INTERNALS: tuple[Internal, ...] = (
         used_in="dashboard/server/page_head.py (CHART_CHUNK, TABLE_CHUNK)",
         why="a page's HTML preloads them, and imports the chart code when the browser is "
             "idle: without, a chart page's first visit took 1.03-1.28x as long, "
-            "docs/design.md 'How fast a page draws'",
+            "bench/README.md 'The page hints, removed and back'",
         if_moved="renamed or split, no hint is added and pages draw as without it; hinted by "
                  "another address than the client imports, the code would download twice"),
     Internal(

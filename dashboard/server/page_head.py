@@ -20,7 +20,8 @@ Three additions to `<head>`, on a page's address only (and a fourth, below):
   evaluation is one long task, and at once it delayed the client's own start-up. Same address
   as Streamlit's own import, so the module is evaluated once; a failure here is left for that
   import to report.
-Without them, first visits took 1.05–1.28× as long (docs/design.md, "How fast a page draws").
+Without them, first visits took 1.05–1.28× as long (bench/README.md, "The page hints, removed
+and back").
 
 And, on every page, a script that starts the sidebar collapsed in a window narrower than
 NARROW_PX: Streamlit's own "auto" collapses it only at 768 px and below, and at 900 px the open

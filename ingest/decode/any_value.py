@@ -110,7 +110,7 @@ def attributes_to_json(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], 
 def span_attributes_to_json(
     attributes: Iterable[KeyValue],
 ) -> tuple[dict[str, Any], int, dict[str, Any]]:
-    """Like attributes_to_json, and also the typed columns of the SPEC attributes present.
+    """Like attributes_to_json, and also the typed columns of the attributes present that have one.
 
     Typing happens in the same loop, only for the keys present, because it is the hot path:
     typing in SQL on insert (json_extract_string with 26 paths plus lenient casts) was measured

@@ -180,10 +180,10 @@ def append_span(
     for column in DENSE_TYPED_COLUMNS:
         columns[column].append(typed.get(column))
     columns["exception_types"].append(exception_types)
-    # SPEC §9's columns stay sparse: 30 more appends a span cost 2 µs of ingest's ~30. The
-    # span's own typed dict is handed over, not a copy of its convention entries (the writer
-    # reads only those): copying cost every span a dict and a pass over its budget.* values,
-    # ~1 µs, though most spans of the SDK's dialect carry no convention column at all.
+    # The convention columns (docs/conventions.md) stay sparse: 30 more appends a span cost 2 µs of
+    # ingest's ~30. The span's own typed dict is handed over, not a copy of its convention entries
+    # (the writer reads only those): copying cost every span a dict and a pass over its budget.*
+    # values, ~1 µs, though most spans of the SDK's dialect carry no convention column at all.
     columns[CONVENTIONS].append(
         None if not typed or CONVENTION_COLUMNS.isdisjoint(typed) else typed)
     batch.span_count += 1

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -168,7 +167,3 @@ def flatten_logs_request(
                               latest_ns=latest)
     return batch
 
-
-def count_records(resources: Iterable[ResourceLogs]) -> int:
-    return sum(len(scope.log_records) for resource in resources
-               for scope in resource.scope_logs)

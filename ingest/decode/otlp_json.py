@@ -192,7 +192,7 @@ def _elements(kind: str, values: list[Any], depth: int, budget: ElementBudget) -
 
 
 def attributes(items: Any, typed: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
-    """key → value and the count dropped by the limit; fills `typed` with the SPEC columns."""
+    """key → value and the count dropped by the limit; fills `typed` with the typed columns."""
     if items is None:
         return {}, 0
     if not isinstance(items, list):

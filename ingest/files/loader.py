@@ -44,8 +44,8 @@ class LoadSummary:
     rejections: RejectionLog = field(default_factory=RejectionLog)
     traces_without_root: list[str] = field(default_factory=list)
     traces_without_root_count: int = 0
-    # SPEC §9: traces without their root that this load measured from their earliest span
-    # (None: the load left them waiting, as a grace period asked or derivation was off)
+    # docs/conventions.md: traces without their root that this load measured from their earliest
+    # span (None: the load left them waiting, as a grace period asked or derivation was off)
     traces_measured_without_root: int | None = None
     seconds: float = 0.0
     derive_seconds: float = 0.0  # of `seconds`, spent deriving runs and steps
@@ -132,7 +132,7 @@ def load_files(
     With `derive`, the derived tables are brought up to date as the load goes and at its end
     (store/derive/scheduling.py, trigger 4); with `root_grace_seconds` too, traces whose root has
     not arrived, and whose last span is older than that once the files are read, are measured
-    from their earliest span (SPEC §9; 0: every one of them)."""
+    from their earliest span (docs/conventions.md; 0: every one of them)."""
     summary = LoadSummary()
     writer = writer or SpanWriter(con)
     derivations = pending_derivations() if derive else None

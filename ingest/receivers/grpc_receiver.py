@@ -78,14 +78,14 @@ class GrpcReceiver:
     """grpc's asyncio server with the TraceService and LogsService, on an event loop in a
     thread of its own; `begin_stop()` lets in-flight calls finish."""
 
-    def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
+    def __init__(self, traces: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits, failed_tokens: FailedTokens | None = None) -> None:
-        self.exporter = exporter
+        self.traces = traces
         self.token = token
         self.limits = limits
         # Wrong tokens per client address (auth.py): this port's own count.
         self.failed_tokens = failed_tokens if failed_tokens is not None else FailedTokens()
-        self.logs_exporter = LogIntake(exporter)
+        self.logs = LogIntake(traces)
         self.host = host
         self.in_progress = 0  # admitted calls; read and written on the loop's thread only
         self._workers = ThreadPoolExecutor(limits.max_requests,
@@ -116,9 +116,9 @@ class GrpcReceiver:
         ])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(SERVICE, {"Export": self._method(
-                self.exporter.export_protobuf, ExportTraceServiceResponse)}),
+                self.traces.export_protobuf, ExportTraceServiceResponse)}),
             grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": self._method(
-                self.logs_exporter.export_protobuf, ExportLogsServiceResponse)}),
+                self.logs.export_protobuf, ExportLogsServiceResponse)}),
         ))
         try:
             bound = server.add_insecure_port(address)
@@ -177,7 +177,7 @@ class GrpcReceiver:
         refusal aborts the call with its OTLP status."""
         metadata = {key: value for key, value in context.invocation_metadata() or ()
                     if isinstance(value, str)}
-        counters = self.exporter.counters
+        counters = self.traces.counters
         authorization = metadata.get("authorization")
         client = grpc_client(context.peer())
         if self.token.required and authorization is not None:

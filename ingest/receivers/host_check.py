@@ -6,7 +6,8 @@ the rebinding, no CORS preflight to refuse. So every route that shows or changes
 `/budgets`, `/metrics`, and any route added later) answers only the names the server is known
 by, and a browser's `Origin`, when one is sent, must be the server itself. The OTLP exports
 stay open to any Host, as the Collector's receivers are (exporters name the server however
-they reach it), and so do `/healthz` and `/readyz`, which say nothing about the data.
+they reach it), and so do the probes (an endpoint whose `probe` is true: serve's `/healthz` and
+`/readyz`), which say nothing about the data.
 
 `budgetscope serve` hands the receiver the same policy object as its dashboard's guard
 (dashboard/server/access.py, built from `--host` and `--allowed-host`), so both surfaces answer the
@@ -19,9 +20,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from typing import Protocol
-
-# Pages open to any Host: probes send neither the token nor the public name.
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 class HostPolicy(Protocol):

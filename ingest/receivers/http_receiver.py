@@ -4,9 +4,10 @@ Tornado parses the framing (request heads, Content-Length, chunked bodies with s
 sizes, keep-alive) on one event-loop thread, so an idle or slow connection costs a socket and
 no thread. On top of it:
 - routes: path → Endpoint (http_routes.py); POST /v1/traces and POST /v1/logs are entries
-  (otlp_endpoint.py), the operator's pages (/healthz, /readyz, /metrics) and /budgets others;
-  every route but the exports and the probes answers only known Host names and same-origin
-  browsers (host_check.py), before its own checks;
+  (otlp_endpoint.py), and the caller may hand more at construction (`budgetscope serve` hands
+  the operator's pages, /budgets, /prices and /cli: budgetscope/server/); every route but the
+  exports and the probes answers only known Host names and same-origin browsers
+  (host_check.py), before its own checks;
 - limits: the body limit on the wire (413 before reading a byte when Content-Length says so,
   or as soon as a chunked body passes it; gzip is counted after decompression, in the
   endpoint), the head within the idle timeout, the body within `body_timeout` (400), open
@@ -14,9 +15,9 @@ no thread. On top of it:
   bytes of bodies still arriving capped (503 + Retry-After);
 - threads: a whole request is answered in a pool, exports in one (decode, then wait for the
   commit: they are answered only after it), pages in another, so that exports waiting on a
-  busy writer never delay a health check; the read API and /budgets each in a bounded pool of
-  their own (`Endpoint.pool`), so that neither ever takes an export's slot. Commits go through
-  the single group-commit writer;
+  busy writer never delay a health check; an endpoint with a bounded pool of its own
+  (`Endpoint.pool`: serve's read API, /budgets) is answered there, so that it never takes an
+  export's slot. Commits go through the single group-commit writer;
 - streamed answers: an endpoint that `streams` (the read API) writes its answer from its
   worker thread as it makes it, in chunks (Transfer-Encoding: chunked); the thread waits while
   STREAM_WINDOW chunks are still on their way to the client, so an answer of any size holds a
@@ -32,7 +33,7 @@ import math
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -55,13 +56,11 @@ from ingest.receivers.connection_guards import (
     ReceivingBytes,
 )
 from ingest.receivers.counters import HTTP_REASONS
-from ingest.receivers.host_check import OPEN_PATHS, HostPolicy, LoopbackHosts, headers_of
+from ingest.receivers.host_check import HostPolicy, LoopbackHosts, headers_of
 from ingest.receivers.http_routes import (
     ClientGone,
     Endpoint,
     Head,
-    Page,
-    PageEndpoint,
     Reply,
     Request,
     status_reply,
@@ -95,27 +94,16 @@ def _wire_limit(head: Head, max_body_bytes: int) -> int:
     return max_body_bytes
 
 
-class _Pages:
-    """`receiver.pages.update({path: page})`: operator pages become route entries."""
-
-    def __init__(self, routes: dict[str, Endpoint]) -> None:
-        self._routes = routes
-
-    def update(self, pages: dict[str, Page]) -> None:
-        for path, page in pages.items():
-            self._routes[path] = PageEndpoint(page)
-
-    def __setitem__(self, path: str, page: Page) -> None:
-        self._routes[path] = PageEndpoint(page)
-
-
 class HttpReceiver:
     """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
 
-    def __init__(self, exporter: SpanIntake, host: str, port: int, *, token: BearerToken,
+    def __init__(self, traces: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits, hosts: HostPolicy | None = None,
-                 failed_tokens: FailedTokens | None = None) -> None:
-        self.exporter = exporter
+                 failed_tokens: FailedTokens | None = None,
+                 routes: Mapping[str, Endpoint] | None = None) -> None:
+        """`routes`: endpoints served beside the exports (path → Endpoint), which may not take
+        the exports' paths."""
+        self.traces = traces
         self.token = token
         self.limits = limits
         # Wrong tokens per client address (auth.py): this port's own count.
@@ -123,14 +111,17 @@ class HttpReceiver:
         # Host and Origin of every route but the exports and the probes (host_check.py).
         self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
         self.stopping = False
-        logs = LogIntake(exporter)
+        logs = LogIntake(traces)
         self.routes: dict[str, Endpoint] = {
-            TRACES_PATH: OtlpExportEndpoint(exporter.export_protobuf, exporter.export_json,
-                                            token, exporter.counters, limits.max_body_bytes),
+            TRACES_PATH: OtlpExportEndpoint(traces.export_protobuf, traces.export_json,
+                                            token, traces.counters, limits.max_body_bytes),
             LOGS_PATH: OtlpExportEndpoint(logs.export_protobuf, logs.export_json,
-                                          token, exporter.counters, limits.max_body_bytes),
+                                          token, traces.counters, limits.max_body_bytes),
         }
-        self.pages = _Pages(self.routes)  # GET path → page (serve adds health and metrics)
+        taken = set(self.routes) & set(routes or {})
+        if taken:
+            raise ValueError(f"{', '.join(sorted(taken))}: the OTLP exports' own paths")
+        self.routes.update(routes or {})
         self.connections = ConnectionTable(limits.max_connections)
         self.receiving = ReceivingBytes(limits.max_receiving_bytes)
         self.lingering = Lingering()
@@ -154,9 +145,6 @@ class HttpReceiver:
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}{TRACES_PATH}"
-
-    def add_route(self, path: str, endpoint: Endpoint) -> None:
-        self.routes[path] = endpoint
 
     def start(self) -> None:
         self._thread.start()
@@ -215,7 +203,7 @@ class HttpReceiver:
         or /budgets answering 401 or 400 is no refused export)."""
         endpoint = self.routes.get(head.path)
         if head.method in _BODY_METHODS and (endpoint is None or endpoint.otlp):
-            self.exporter.counters.refused(
+            self.traces.counters.refused(
                 "http", head.peer, HTTP_REASONS.get(reply.status, str(reply.status)),
                 reply.message)
 
@@ -431,7 +419,7 @@ class _Exchange(httputil.HTTPMessageDelegate):
             return status_reply(head, HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
                                 f"use {allowed} {head.path}", {"Allow": allowed})
         self.endpoint = endpoint
-        if not endpoint.otlp and head.path not in OPEN_PATHS:
+        if not (endpoint.otlp or endpoint.probe):
             # Before the token: a rebound page must not even learn whether a guess was right.
             refused = receiver.hosts.refusal(headers_of(head.headers, "Host"),
                                              headers_of(head.headers, "Origin"))
@@ -453,7 +441,8 @@ class _Exchange(httputil.HTTPMessageDelegate):
         not counted; the right token is let through, whoever else guessed from its address."""
         receiver = self.receiver
         authorization = head.headers.get("Authorization")
-        if not receiver.token.required or head.path in OPEN_PATHS or authorization is None:
+        probe = self.endpoint is not None and self.endpoint.probe
+        if not receiver.token.required or probe or authorization is None:
             return None
         wait = receiver.failed_tokens.wait(head.peer)
         if not wait or receiver.token.allows(authorization):

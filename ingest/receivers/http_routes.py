@@ -13,7 +13,7 @@ the answer's size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Protocol
@@ -23,9 +23,6 @@ from ingest.receivers.status import status_json, status_protobuf
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-# A GET page (/healthz, /readyz, /metrics): given the request's Authorization header, it
-# answers (status, content type, body, extra headers).
-Page = Callable[[str | None], tuple[int, str, bytes, dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +109,10 @@ class Endpoint(Protocol):
     # An OTLP export: its refusals are counted (budgetscope_requests_refused_total) and 404s
     # name it as where exports go.
     otlp: bool
+    # A probe (serve's /healthz, /readyz): answers any Host and is never paced for wrong
+    # tokens, since probes send neither the token nor the public name (host_check.py). It must
+    # say nothing about the data.
+    probe: bool
     # Largest body it takes (None: the receiver's --max-body-bytes).
     max_body_bytes: int | None
     # Its own bounded pool (the read API, /budgets: slow calls wait there, never in the pools
@@ -124,22 +125,3 @@ class Endpoint(Protocol):
     def respond(self, request: Request) -> Reply:
         """The answer to a whole request; runs in a worker thread."""
 
-
-class PageEndpoint:
-    """A GET page of the operator (health, readiness, metrics) as a route entry."""
-
-    methods = ("GET",)
-    exports = False
-    otlp = False
-    max_body_bytes = None
-    pool = None
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-
-    def admit(self, head: Head) -> Reply | None:
-        return None
-
-    def respond(self, request: Request) -> Reply:
-        status, content_type, body, headers = self.page(request.head.headers.get("Authorization"))
-        return Reply(status, content_type, body, dict(headers))

@@ -1,6 +1,6 @@
 """OTLP logs on the receivers: an ExportLogsServiceRequest body → committed log records.
 
-The logs counterpart of export.py's trace path, and no more than that: the same decode slots,
+The logs counterpart of span_intake.py's trace path, and no more than that: the same decode slots,
 group-commit writer, limits and acknowledgement (the answer goes out once the records are
 committed), through `SpanIntake.commit`. The HTTP receiver maps `/v1/logs` here and the gRPC
 receiver its LogsService/Export; a log record with exception.type and a span context becomes
@@ -51,17 +51,17 @@ class AcceptedLogs:
 class LogIntake:
     """Turns logs bodies into committed records. Raises what SpanIntake.commit raises."""
 
-    def __init__(self, exporter: SpanIntake) -> None:
-        self.exporter = exporter
-        self.counters = exporter.counters
+    def __init__(self, traces: SpanIntake) -> None:
+        self.traces = traces  # whose commit, limits and counters the logs share
+        self.counters = traces.counters
 
     def export_protobuf(self, body: bytes, where: str,
                         inflate: Callable[[bytes], bytes] | None = None) -> AcceptedLogs:
-        return self._accepted(self.exporter.commit(body, where, inflate, _decode_protobuf))
+        return self._accepted(self.traces.commit(body, where, inflate, decode_protobuf))
 
     def export_json(self, body: bytes, where: str,
                     inflate: Callable[[bytes], bytes] | None = None) -> AcceptedLogs:
-        return self._accepted(self.exporter.commit(body, where, inflate, _decode_json))
+        return self._accepted(self.traces.commit(body, where, inflate, decode_json))
 
     @staticmethod
     def _accepted(batch: FlatBatch) -> AcceptedLogs:
@@ -72,7 +72,7 @@ class LogIntake:
                             summarise(batch.rejections, logs=True), dict(by_reason))
 
 
-def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
+def decode_protobuf(body: bytes, where: str) -> FlatBatch:
     if export_kind(body) == "traces":
         # Its spans would read as garbled log records: say where it belongs instead.
         raise Undecodable("this is an ExportTraceServiceRequest (spans): send it to /v1/traces "
@@ -86,9 +86,9 @@ def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
     return batch
 
 
-def _decode_json(body: bytes, where: str) -> FlatBatch:
+def decode_json(body: bytes, where: str) -> FlatBatch:
     try:
-        # surrogateescape: a record with invalid UTF-8 is refused alone (see export.py)
+        # surrogateescape: a record with invalid UTF-8 is refused alone (see span_intake.py)
         document = json.loads(body.decode("utf-8", "surrogateescape")) if body else {}
         return flatten_json_logs(document, where=where)
     except (ValueError, RecursionError) as error:  # JSONDecodeError, NotOtlpJson

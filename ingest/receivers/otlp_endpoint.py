@@ -1,6 +1,6 @@
 """POST /v1/traces and POST /v1/logs as route entries: OTLP/HTTP on top of the HTTP server.
 
-Status codes follow the OTLP specification (opentelemetry-proto docs/specification.md, OTLP/HTTP):
+Status codes follow the OTLP specification (https://opentelemetry.io/docs/specs/otlp/, OTLP/HTTP):
 200 with an ExportTraceServiceResponse (ExportLogsServiceResponse for logs; partial_success when
 spans or records were refused), 400 with a
 google.rpc.Status for a body that is not a request, 401 without the bearer token, 413 over the
@@ -43,6 +43,7 @@ class OtlpExportEndpoint:
     methods = ("POST",)
     exports = True
     otlp = True
+    probe = False
     max_body_bytes = None
 
     def __init__(self, export_protobuf: ExportFunction, export_json: ExportFunction,

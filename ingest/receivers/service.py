@@ -1,17 +1,40 @@
-"""Both receivers and the writer behind them, started and stopped together."""
+"""Both receivers and the writer behind them, started and stopped together.
+
+The OTLP/HTTP port serves the exports; what else it serves is the caller's, handed in as
+configuration (`ReceiverConfig.routes`): a function of the parts a route may use
+(`ReceiverParts`: the writer, the counters, the token) that returns path → Endpoint
+(http_routes.py). `budgetscope serve` hands its operator pages, /budgets, /prices and /cli so
+(budgetscope/server/compose.py).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ingest.receivers.auth import BearerToken
+from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.grpc_receiver import GrpcReceiver
 from ingest.receivers.host_check import HostPolicy
 from ingest.receivers.http_receiver import HttpReceiver
+from ingest.receivers.http_routes import Endpoint
 from ingest.receivers.limits import Limits
 from ingest.receivers.span_intake import SpanIntake
 from store import DERIVE, ROOT_GRACE_SECONDS, DatabaseOwner, GroupCommitter
+
+
+@dataclass(frozen=True)
+class ReceiverParts:
+    """What a route served beside the exports may use of the receivers."""
+
+    writer: GroupCommitter  # the single group-commit writer every span is committed through
+    counters: ReceiverCounters  # what both receivers counted (/metrics reads them)
+    token: BearerToken  # the bearer token the exports take, for routes that show data
+
+
+# The routes served beside the exports on the OTLP/HTTP port, made from the receivers' parts.
+Routes = Callable[[ReceiverParts], Mapping[str, Endpoint]]
 
 
 @dataclass(frozen=True)
@@ -26,9 +49,12 @@ class ReceiverConfig:
     # Back-pressure of the group-commit writer (see store/write/commit_queue.py).
     max_queued_spans: int = 200_000
     max_lag_seconds: float = 5.0
-    # SPEC §9: how long a trace whose root has not arrived waits before it is measured from its
-    # earliest span (serve --root-grace).
+    # docs/conventions.md: how long a trace whose root has not arrived waits before it is measured
+    # from its earliest span (serve --root-grace).
     root_grace_seconds: float = ROOT_GRACE_SECONDS
+    # More routes on the OTLP/HTTP port (serve's pages, /budgets, /prices, /cli); None: the
+    # exports alone.
+    routes: Routes | None = None
 
 
 class Receivers:
@@ -44,24 +70,39 @@ class Receivers:
             max_queued_spans=config.max_queued_spans,
             max_lag_seconds=config.max_lag_seconds,
             root_grace_seconds=config.root_grace_seconds if derive else None)
-        self.exporter = exporter = SpanIntake(self.committer, config.limits.commit_timeout)
-        token = BearerToken(config.token)
+        self.traces = traces = SpanIntake(self.committer, config.limits.commit_timeout)
+        # What both receivers counted: requests, spans and log records, refusals.
+        self.counters = traces.counters
+        self.token = token = BearerToken(config.token)
+        self.parts = ReceiverParts(self.committer, traces.counters, token)
+        try:
+            routes = config.routes(self.parts) if config.routes is not None else {}
+        except BaseException:
+            self.committer.close()
+            raise
         try:
             # Each port keeps its own count of wrong tokens (auth.py): a guesser at one never
             # holds back the other.
-            self.http = HttpReceiver(exporter, config.host, config.http_port, token=token,
-                                     limits=config.limits, hosts=config.hosts)
+            self.http = HttpReceiver(traces, config.host, config.http_port, token=token,
+                                     limits=config.limits, hosts=config.hosts, routes=routes)
         except OSError as error:
             self.committer.close()
             raise OSError(f"cannot listen for OTLP/HTTP on {config.host}:{config.http_port} "
                           f"({error.strerror or error})") from None
+        except BaseException:  # a route on an export's path (ValueError)
+            self.committer.close()
+            raise
         try:
-            self.grpc = GrpcReceiver(exporter, config.host, config.grpc_port, token=token,
+            self.grpc = GrpcReceiver(traces, config.host, config.grpc_port, token=token,
                                      limits=config.limits)
         except OSError:
             self.http.stop(0)
             self.committer.close()
             raise
+        # Where the ports listen (port 0 in the configuration picks a free one), as an
+        # exporter is given them: the traces URL over HTTP, host:port over gRPC.
+        self.http_port, self.grpc_port = self.http.port, self.grpc.port
+        self.http_endpoint, self.grpc_endpoint = self.http.endpoint, self.grpc.endpoint
 
     def start(self) -> None:
         self.http.start()

@@ -115,21 +115,21 @@ class SpanIntake:
     def export_protobuf(self, body: bytes, where: str,
                         inflate: Callable[[bytes], bytes] | None = None) -> Accepted:
         """Inflate (e.g. gunzip), decode, flatten, commit. `inflate` runs in the decode slot."""
-        return self._export(body, where, inflate, self._decode_protobuf)
+        return self._export(body, where, inflate, self.decode_protobuf)
 
     def export_json(self, body: bytes, where: str,
                     inflate: Callable[[bytes], bytes] | None = None) -> Accepted:
-        return self._export(body, where, inflate, self._decode_json)
+        return self._export(body, where, inflate, self.decode_json)
 
     @staticmethod
-    def _decode_protobuf(body: bytes, where: str) -> FlatBatch:
+    def decode_protobuf(body: bytes, where: str) -> FlatBatch:
         try:
             return flatten_protobuf(body, where)
         except UndecodableMessage as error:
             raise Undecodable(str(error)) from None
 
     @staticmethod
-    def _decode_json(body: bytes, where: str) -> FlatBatch:
+    def decode_json(body: bytes, where: str) -> FlatBatch:
         try:
             # surrogateescape keeps a span with invalid UTF-8 text parseable, so that
             # the flattener refuses that span alone instead of the whole body.
@@ -156,7 +156,7 @@ class SpanIntake:
     def commit(self, body: bytes, where: str, inflate: Callable[[bytes], bytes] | None,
                decode: Callable[[bytes, str], FlatBatch]) -> FlatBatch:
         """Inflate and decode `body` in a decode slot, then wait until its rows are committed:
-        the part both signals share (traces here, logs in logs_export.py). Returns the batch
+        the part both signals share (traces here, logs in log_intake.py). Returns the batch
         (its rows and rejections). Raises Undecodable, Overloaded, WriteFailed, Closed."""
         with self._decoding_slot():
             self.committer.decoding_started()  # lets the writer wait for this one (linger)

@@ -9,7 +9,7 @@ The messages are small enough to write in the protobuf wire format by hand:
   google.protobuf.Duration { int64 seconds = 1; int32 nanos = 2; }
 
 Back-pressure (the writer is behind, shutting down, or a write failed) is answered with a
-RetryInfo detail. OTLP (opentelemetry-proto docs/specification.md, "OTLP/gRPC Throttling") says
+RetryInfo detail. OTLP (https://opentelemetry.io/docs/specs/otlp/, "OTLP/gRPC Throttling") says
 a server that cannot keep up SHOULD answer UNAVAILABLE and MAY add RetryInfo; RESOURCE_EXHAUSTED
 is retryable only with RetryInfo, so we keep it for what retrying cannot fix (an oversize
 message). Over HTTP the same answer is 503 with Retry-After (429 would tell one client that it

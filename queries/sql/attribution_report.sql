@@ -1,5 +1,5 @@
 -- name: attribution_report
--- Per step key over the exhausted runs in the filter: budget share, culprit and holder counts (SPEC §4).
+-- Per step key over the exhausted runs in the filter: budget share, culprit and holder counts (docs/metrics.md §4).
 -- budget_share = Σ consumption of the key's top-level steps / Σ B of all exhausted runs in the
 -- filter, so the shares of all keys plus the unattributed time add up to at most 1.
 -- exhausted_runs = how many of those runs have the key among their top-level steps.

@@ -1,5 +1,5 @@
 -- name: attribution_summary
--- Over the exhausted runs in the filter: how many, and how often the culprit is the holder (SPEC §4).
+-- Over the exhausted runs in the filter: how many, and how often the culprit is the holder (docs/metrics.md §4).
 -- culprit_is_holder_rate compares steps (span ids), not step keys: a run whose 2nd and 9th calls
 -- to the same tool are culprit and holder counts as culprit ≠ holder. Runs without a culprit or
 -- holder (no top-level step) are left out of the rate.

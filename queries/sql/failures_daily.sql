@@ -1,5 +1,5 @@
 -- name: failures_daily
--- Steps per UTC day of their run's start, one count column per SPEC §3 class (never one "errors").
+-- Steps per UTC day of their run's start, one count column per docs/metrics.md §3 class (never one "errors").
 SELECT strftime(make_timestamp(run_start_ns // 1000), '%Y-%m-%d') AS day,
        count(*) AS steps,
        count(*) FILTER (WHERE class = 'ok') AS ok,

@@ -1,5 +1,5 @@
 -- name: failures_report
--- Steps per step key split by SPEC §3 class, over every step (nested ones too) of the runs in the filter.
+-- Steps per step key split by docs/metrics.md §3 class, over every step (nested ones too) of the runs in the filter.
 -- Client give-ups and upstream failures stay separate columns: never one "errors" bar.
 SELECT step_key,
        count(*) AS steps,

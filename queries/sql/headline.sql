@@ -1,9 +1,10 @@
 -- name: headline
--- One row: the headline numbers (SPEC §3-§6) over the runs that started in [since, until) for the agent filter; the Overview, /metrics and `check` all read this.
--- The one definition of each (the weekly report, SPEC §7, applies the same ones per week):
+-- One row: the headline numbers (docs/metrics.md §3-§6) over the runs that started in [since, until) for the agent filter; the Overview, /metrics and `check` all read this.
+-- The one definition of each (the weekly report, docs/metrics.md §7, applies the same ones
+-- per week):
 -- exhaustion_rate = exhausted runs / runs with a known budget; utilisation_p50/p99 over the runs
--- with a known budget, interpolated linearly (quantile_cont, as numpy's default; SPEC §5);
--- client_timeout_rate and upstream_error_rate = steps of that class / steps;
+-- with a known budget, interpolated linearly (quantile_cont, as numpy's default;
+-- docs/metrics.md §5); client_timeout_rate and upstream_error_rate = steps of that class / steps;
 -- reconciliation_rate = reconciled writes / write steps; orphan_writes a count. A rate with
 -- nothing to divide by is NULL (no data), never 0, so that an alert on it cannot fire or clear
 -- on an empty window, and a percentile over no run is NULL.

@@ -1,5 +1,5 @@
 -- name: orphan_writes
--- The orphan writes (SPEC §6: uncertain, never read back) with their run, tool, idempotency key and time.
+-- The orphan writes (docs/metrics.md §6: uncertain, never read back) with their run, tool, idempotency key and time.
 SELECT run_id, step_key, idempotency_key,
        strftime(make_timestamp(start_ns // 1000), '%Y-%m-%dT%H:%M:%S.%gZ') AS start,
        agent, class, effect_status

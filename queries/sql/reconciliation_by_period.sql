@@ -1,5 +1,5 @@
 -- name: reconciliation_by_period
--- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (SPEC §6).
+-- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (docs/metrics.md §6).
 -- The dashboard sums the days into weeks on long ranges, and shows days on short ones.
 -- Only whether a write was read back counts here, not how often or with what result, so this
 -- asks it of the filter's writes alone instead of reading the write_steps view, which counts

@@ -1,5 +1,5 @@
 -- name: reconciliation_report
--- Write steps per step key: uncertain, reconciled, orphaned, and what the read-backs found (SPEC §6).
+-- Write steps per step key: uncertain, reconciled, orphaned, and what the read-backs found (docs/metrics.md §6).
 -- landed / not_landed / unknown count reconciled writes by the result of their latest
 -- reconciliation, so landed + not_landed + unknown = reconciled_writes.
 SELECT step_key,

@@ -1,6 +1,7 @@
 -- name: run_log_records
 -- The OTLP log records of one run's trace (at most $limit, by time), each beside its span's step.
--- A small table for the run view, not a log search: time, severity, span, body (SPEC §9).
+-- A small table for the run view, not a log search: time, severity, span, body
+-- (docs/conventions.md).
 SELECT l.time_ns,
        l.severity_number,
        l.severity_text,

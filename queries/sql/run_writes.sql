@@ -1,5 +1,5 @@
 -- name: run_writes
--- The write steps of one run with their reconciliation status and idempotency keys (SPEC §6).
+-- The write steps of one run with their reconciliation status and idempotency keys (docs/metrics.md §6).
 -- The same rules as the write_steps view, restricted to one run first so that a lookup reads
 -- that run's rows (one index scan) and the links aimed at its trace, not every write stored.
 WITH own AS MATERIALIZED (

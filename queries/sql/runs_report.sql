@@ -1,7 +1,7 @@
 -- name: runs_report
--- One row per run started in [since, until) for the agent filter (SPEC §8 `runs`).
+-- One row per run started in [since, until) for the agent filter (docs/metrics.md §8 `runs`).
 -- culprit_step and holder_step number the culprit and the holder among the run's top-level
--- steps by start (SPEC §4), so that two calls with one step key are told apart.
+-- steps by start (docs/metrics.md §4), so that two calls with one step key are told apart.
 -- tokens, cost_usd (integer nano-dollars here, exact dollars in queries/reports.py) and
 -- cost_complete close the row (docs/metrics.md §8, §11.4): every earlier column keeps its place.
 SELECT run_id,

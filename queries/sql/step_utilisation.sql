@@ -1,5 +1,5 @@
 -- name: step_utilisation
--- Step duration against budget.allocated_ms per step key, steps with an allocation only (SPEC §5).
+-- Step duration against budget.allocated_ms per step key, steps with an allocation only (docs/metrics.md §5).
 -- Backoff sleeps are one row, `backoff:*`: each lasts its whole allocation by design (~100%),
 -- and one row per retried step key (13 in the sample) pushed the tools off the chart.
 SELECT key AS step_key,

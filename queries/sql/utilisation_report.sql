@@ -1,5 +1,5 @@
 -- name: utilisation_report
--- Run utilisation percentiles per agent over the runs with a known budget (SPEC §5).
+-- Run utilisation percentiles per agent over the runs with a known budget (docs/metrics.md §5).
 SELECT agent,
        count(*) AS runs,
        quantile_cont(utilisation, 0.50) AS p50,

@@ -1,5 +1,5 @@
 -- name: weekly_report
--- One row per ISO week (UTC, Monday start, of the run start) × agent: the SPEC §7 columns.
+-- One row per ISO week (UTC, Monday start, of the run start) × agent: the docs/metrics.md §7 columns.
 -- Budget metrics (exhausted_runs, exhaustion_rate, utilisation_*) cover the runs with a known
 -- budget, counted in budgeted_runs (the rate's denominator, so the rate can be recomputed from
 -- the CSV); `runs`, `steps` and the failure and write counts cover every run.

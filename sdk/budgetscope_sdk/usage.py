@@ -234,6 +234,3 @@ def stream_reader(api: str | None, content_type: str | None) -> StreamUsage | No
         return None
     return StreamUsage(api)
 
-
-def body_reader_wanted(api: str | None, content_type: str | None) -> bool:
-    return api is not None and content_type is not None and "json" in content_type

@@ -129,10 +129,6 @@ def parse_backend_url(text: str) -> BackendUrl:
                        "clickhouse://user@host:port/database")
 
 
-def is_backend_url(text: str | None) -> bool:
-    return bool(text) and urlsplit(str(text)).scheme in BACKEND_SCHEMES
-
-
 # ClickHouse reads a query parameter in its "escaped" format, TabSeparated's: a tab or a line
 # feed ends the value and a backslash starts an escape, so a value holding one of them (an agent
 # name from a span may) failed with BAD_QUERY_PARAMETER. CR and NUL are read as they are, but
@@ -299,8 +295,8 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
             con.scalar("EXISTS TABLE budgetscope_declared_budgets") != 1 or \
             con.scalar("SELECT count() FROM system.columns WHERE database = currentDatabase() "
                        "AND table = 'budgetscope_derive_state' AND name = 'prices'") != 1:
-        # never derived, or derived before declared budgets (SPEC §10), log records or
-        # prices (docs/metrics.md §11) existed
+        # never derived, or derived before declared budgets (docs/guide.md#declaring-budgets), log
+        # records or prices (docs/metrics.md §11) existed
         return None
     rows = con.frame(BACKEND_QUERIES["derive_state"], {})
     if rows.empty:
@@ -333,11 +329,11 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
         return False
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
-        # exception log records (SPEC §9) from otel_logs, when a logs pipeline made one
+        # exception log records (docs/conventions.md) from otel_logs, when a logs pipeline made one
         con.run_script("derive_log_exceptions" if con.scalar("EXISTS TABLE otel_logs") == 1
                        else "derive_log_exceptions_none")
-        # SPEC §9: a trace without its root is measured once its last span ended longer ago than
-        # the grace period (otel_traces keeps no arrival time)
+        # docs/conventions.md: a trace without its root is measured once its last span ended longer
+        # ago than the grace period (otel_traces keeps no arrival time)
         cutoff = {"root_cutoff_ns": time.time_ns() - int(ROOT_GRACE_SECONDS * 1e9)}
         for name in DERIVE_BUILD:
             if name == MATCH_PRICES_BEFORE:

@@ -1,4 +1,5 @@
-"""Declared budgets and step caps on the ClickHouse backend (SPEC §10, docs/metrics.md §11.5).
+"""Declared budgets and step caps on the ClickHouse backend (docs/guide.md#declaring-budgets,
+docs/metrics.md §11.5).
 
 The same declarations as the DuckDB file's (store/declared/budgets.py checks them): a budget's
 duration, token count, dollars per run and dollars per week, each set and removed on its own,

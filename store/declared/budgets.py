@@ -1,5 +1,5 @@
-"""Declared budgets and step caps (SPEC §10): checking them, storing them, and marking the runs
-a change re-measures.
+"""Declared budgets and step caps (docs/guide.md#declaring-budgets): checking them, storing them,
+and marking the runs a change re-measures.
 
 Most agents send no `budget.total_ms`; a team declares a budget per agent (and a default for all
 agents) and per-step caps by step key instead. Both live in the database
@@ -48,7 +48,7 @@ _AFFECTED_BY_CAP = _sql("declared_affected_by_cap")
 _MARK_AFFECTED = _sql("mark_declared_affected")
 _LIST = _sql("declared_list")
 
-# SPEC §2's step kinds: the first half of a step key.
+# docs/metrics.md §2's step kinds: the first half of a step key.
 STEP_KINDS = ("model", "tool", "subagent", "backoff", "queue", "reconcile", "other")
 ACTIONS = ("set", "set_default", "unset", "unset_default", "cap", "uncap")
 _DURATION = re.compile(r"^\s*(?P<sign>[-+]?)\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*"
@@ -179,7 +179,8 @@ def checked_agent(name: Any) -> str:
 
 
 def checked_step_key(key: Any) -> str:
-    """A step key `kind:name` (SPEC §4) with a kind of SPEC §2, e.g. tool:fetch_report."""
+    """A step key `kind:name` (docs/metrics.md §4) with a kind of docs/metrics.md §2, e.g.
+    tool:fetch_report."""
     if not isinstance(key, str) or ":" not in key:
         raise DeclarationError(f"step key {key!r} is not kind:name (e.g. tool:fetch_report); "
                                f"the kind is one of {', '.join(STEP_KINDS)}")

@@ -2,7 +2,7 @@
 and the answer waits for the derivation turn that re-measures the affected runs.
 
 While serve holds the file nobody else can open it, so the server carries out `budgetscope
-budgets` and `budgetscope prices` for the CLI (ingest/receivers/budgets_endpoint.py,
+budgets` and `budgetscope prices` for the CLI (budgetscope/server/budgets_endpoint.py,
 prices_endpoint.py) and budgets for the dashboard it runs (which is handed this service in its
 configuration: dashboard.config's `editor`).
 """

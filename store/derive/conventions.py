@@ -1,13 +1,14 @@
-"""SPEC §9 and §3 as data: which spans are steps, of what kind and name, and how a step's class
-is read, for every convention SPEC names. Both derivations are generated from this module:
-store/derive/sql/derive_refresh.sql (DuckDB) and store/clickhouse/sql/derive_build.sql carry
-markers such as `/*@step_row*/` that `render` replaces with SQL built from the tables below.
+"""docs/conventions.md and docs/metrics.md §3 as data: which spans are steps, of what kind and name,
+and how a step's class is read, for every convention docs/conventions.md names. Both derivations are
+generated from this module: store/derive/sql/derive_refresh.sql (DuckDB) and
+store/clickhouse/sql/derive_build.sql carry markers such as `/*@step_row*/` that `render` replaces
+with SQL built from the tables below.
 
-Adding a framework is an entry in STEP_RULES (in SPEC's order: the first matching row wins),
+Adding a framework is an entry in STEP_RULES (in the table's order: the first matching row wins),
 its attributes typed at ingest (store/rows/typed_attributes.py; tests/test_conventions.py checks
 that every attribute named here is), and a test.
 
-The rendered SQL holds only constants written here (attribute values SPEC lists, class names),
+The rendered SQL holds only constants written here (attribute values the docs list, class names),
 checked against an allow-list of characters; nothing that comes from a span is ever formatted
 into it.
 """
@@ -29,10 +30,10 @@ FROM_BUDGET_KIND = "<budget.step.kind>"  # row 1: the kind is the attribute's ow
 
 @dataclass(frozen=True)
 class Match:
-    """`attribute` present; or equal to one of `values`; or ending in one of `suffixes`;
-    and never one of `excluded`. Values are compared as SPEC writes them: case-insensitively
-    when the attribute is typed as a label, exactly when it is typed as text (a name such as
-    ADK's "(merged tools)")."""
+    """`attribute` present; or equal to one of `values`; or ending in one of `suffixes`; and never
+    one of `excluded`. Values are compared as docs/conventions.md writes them: case-insensitively
+    when the attribute is typed as a label, exactly when it is typed as text (a name such as ADK's
+    "(merged tools)")."""
 
     attribute: str
     values: tuple[str, ...] = ()
@@ -52,14 +53,15 @@ class Joined:
     then_optional: bool
 
 
-# SPEC §9 row 3's last resort: the last word of the span name (`tools/call fetch_report`).
+# docs/conventions.md row 3's last resort: the last word of the span name (`tools/call
+# fetch_report`).
 SPAN_NAME_LAST_WORD = "<last word of the span name>"
 NameSource = str | Joined
 
 
 @dataclass(frozen=True)
 class StepRule:
-    row: str  # SPEC §9's row number; a row with alternatives of different conventions is split
+    row: str  # docs/conventions.md's row number; a row with alternatives of conventions is split
     convention: str  # what the step was recognised from, shown per step (run view, CLI)
     any_of: tuple[Match, ...]
     kind: str
@@ -68,7 +70,7 @@ class StepRule:
     and_any_of: tuple[Match, ...] = ()  # also one of these (row 10: a name attribute)
     unless: tuple[Match, ...] = ()  # never when one of these matches (bookkeeping, row 9)
     without_step_ancestor: bool = False  # row 12: only with no step above it in the run
-    agent: bool = False  # row 10: transparent when it is alone with steps below (SPEC §9)
+    agent: bool = False  # row 10: transparent when alone with steps below (docs/conventions.md)
     # row 11: a wrapper when a step of rows 1-10 lies below it (the walk finds out)
     wrapper_over_steps: bool = False
 
@@ -81,7 +83,7 @@ AGENT_NAMES = ("gen_ai.agent.name", "agent.name", "traceloop.entity.name", "grap
 MODEL_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings")  # row 2
 TOOL_OPERATIONS = ("execute_tool", "retrieval")  # row 3
 AGENT_OPERATIONS = ("invoke_agent",)  # row 10
-# Building an agent is never a step, whatever the span's kind (SPEC §9 row 11).
+# Building an agent is never a step, whatever the span's kind (docs/conventions.md row 11).
 NEVER_STEP_OPERATIONS = ("create_agent",)
 # Framework bookkeeping that looks like a step: Google ADK's record of a batch of parallel
 # tool calls, each of which has an execute_tool span of its own.
@@ -174,7 +176,7 @@ ANSWER_ATTRIBUTE_PREFIXES = _ANSWER_PREFIXES + tuple(sorted(
 ROWS_BEFORE_11 = tuple(rule.row for rule in STEP_RULES[:STEP_RULES.index(
     next(rule for rule in STEP_RULES if rule.wrapper_over_steps))])
 
-# ---- SPEC §3: classes --------------------------------------------------------------------
+# ---- docs/metrics.md §3: classes --------------------------------------------------------
 
 OUTCOMES = vocabulary.CLASSES  # the values budget.outcome may state (rule 1)
 FALLBACK_CLASS = "error"
@@ -242,6 +244,11 @@ CARRIER_COLUMNS = (*usage.USAGE_SPELLINGS, "cost_reported_nano")
 PRICING_MODELS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name",
                   "ai.response.model", "ai.model.id")
 PRICING_PROVIDERS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider")
+# ... of which these values name the instrumentation, not who bills: Strands Agents writes
+# `strands-agents` in gen_ai.system (gen_ai.provider.name under the latest conventions) on
+# every span, whatever model it calls. Read as absent, so the next attribute (or a
+# `provider/model` name's prefix) says, else the model is matched by its name alone.
+NOT_PROVIDERS = ("strands-agents",)
 # ... else the first dot-separated word of this one (the Vercel AI SDK's `openai.chat`)
 PRICING_PROVIDER_FIRST_WORD = "ai.model.provider"
 # OpenTelemetry's provider ids → the price table's: (id, or a prefix ending in '.', table id).
@@ -281,7 +288,7 @@ def column(attribute: str) -> str:
 
 
 def _values(attribute: str, values: tuple[str, ...]) -> str:
-    """SPEC's values as the column holds them: lower-cased for a label, as written for text."""
+    """The values a rule lists, as the column holds them: lower-cased for a label, else as is."""
     if TYPED_ATTRIBUTES[attribute][1] is as_label:
         values = tuple(as_label(value) or "" for value in values)
     return ", ".join(_literal(value) for value in values)
@@ -344,7 +351,7 @@ def _name_sql(source: NameSource, dialect: Dialect) -> str:
 
 
 def step_row_sql() -> str:
-    """The first STEP_RULES row a span matches (SPEC §9), or NULL."""
+    """The first STEP_RULES row a span matches (docs/conventions.md), or NULL."""
     whens = "\n".join(f"        WHEN {_rule_sql(rule)} THEN {_literal(rule.row)}"
                       for rule in STEP_RULES)
     return f"CASE\n{whens}\n    END"
@@ -476,7 +483,7 @@ def _ranges(expr: str, ranges: tuple[tuple[int, int], ...]) -> str:
 
 
 def outcome_sql() -> str:
-    """Rule 1: budget.outcome when it is one of SPEC's classes."""
+    """Rule 1: budget.outcome when it is one of the classes of docs/metrics.md §3."""
     return f"CASE WHEN budget_outcome IN ({', '.join(map(_literal, OUTCOMES))}) " \
            "THEN budget_outcome END"
 
@@ -583,7 +590,8 @@ def roll_up_classes_sql() -> str:
 
 
 def run_outcomes_sql() -> str:
-    """SPEC §2's stated run outcomes (a value outside them counts as absent, SPEC §4)."""
+    """docs/metrics.md §2's stated run outcomes (a value outside them counts as absent,
+    docs/metrics.md §4)."""
     return ", ".join(map(_literal, vocabulary.RUN_OUTCOMES))
 
 
@@ -650,9 +658,13 @@ def provider_id_sql(dialect: Dialect, x: str) -> str:
 
 def pricing_provider_raw_sql(dialect: Dialect) -> str:
     """§11.3: the first provider present, as the span writes it (the first dot-separated word
-    of ai.model.provider last); NULL when none. provider_id_sql maps it."""
+    of ai.model.provider last), a value of NOT_PROVIDERS as if absent; NULL when none.
+    provider_id_sql maps it."""
     sep = _literal(".")
-    return f"coalesce({_first_present(PRICING_PROVIDERS)}, " \
+    not_providers = ", ".join(map(_literal, NOT_PROVIDERS))
+    named = [f"CASE WHEN {dialect.lower_trim(column(a))} NOT IN ({not_providers}) "
+             f"THEN {_present(a)} END" for a in PRICING_PROVIDERS]
+    return f"coalesce({', '.join(named)}, " \
            f"nullif({dialect.first_word(_present(PRICING_PROVIDER_FIRST_WORD), sep)}, ''))"
 
 

@@ -1,5 +1,5 @@
-"""Why each span of a trace is, or is not, a step (SPEC §9): `budgetscope run RUN_ID --spans`
-and the run view's span list.
+"""Why each span of a trace is, or is not, a step (docs/conventions.md): `budgetscope run RUN_ID
+--spans` and the run view's span list.
 
 The answer comes from the derivation itself, not a second reading of the rules: the trace's
 spans and exception log records are copied into an in-memory database, the recognition
@@ -18,13 +18,13 @@ import pandas as pd
 
 from store.derive.statements import QUERIES, recognise, set_root_cutoff
 from store.file.ddl import apply_schema
-from store.rows import vocabulary
 
-# What is copied: the spans and log records of the trace and of the traces SPEC §9's rules
-# across traces tie it to (a one-span HTTP trace and the step of another trace it joined), and
-# the model names its service's other traces carry (store/file/schema/recognition.sql): the
-# recognition reads nothing else. A stray joined one step of the file, so the copy, holding
-# that step's trace, decides as the file did; one that stayed a run ties no trace to it.
+# What is copied: the spans and log records of the trace and of the traces the rules across
+# traces of docs/conventions.md tie it to (a one-span HTTP trace and the step of another trace
+# it joined), and the model names its service's other traces carry
+# (store/file/schema/recognition.sql): the recognition reads nothing else. A stray joined one
+# step of the file, so the copy, holding that step's trace, decides as the file did; one that
+# stayed a run ties no trace to it.
 _LINKED = ("SELECT trace_id FROM stray_calls WHERE holder_trace_id = $trace "
            "UNION SELECT holder_trace_id FROM stray_calls "
            "WHERE trace_id = $trace AND holder_trace_id IS NOT NULL")
@@ -35,14 +35,14 @@ _READS = ("SELECT * FROM spans WHERE trace_id IN (SELECT unnest($traces))",
 _TABLES = ("spans", "log_records", "trace_arrivals", "model_span_names")
 _SERVICES = ("SELECT DISTINCT coalesce(service_name, '') FROM spans "
              "WHERE trace_id IN (SELECT unnest($traces))")
-ROLES = vocabulary.SPAN_ROLES
 
 
 def explain_trace(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame:
-    """Every span of the trace, and of the one-span HTTP traces joined to its steps (SPEC §9),
-    in tree order (parent before children, siblings by start), with `role` (one of ROLES),
-    `why` (a sentence), the matched `step_row` and `convention`, `step_key`, `class`,
-    `other_span_id` (the span `why` refers to) and `indent`."""
+    """Every span of the trace, and of the one-span HTTP traces joined to its steps
+    (docs/conventions.md), in tree order (parent before children, siblings by start), with
+    `role` (one of store/rows/vocabulary.SPAN_ROLES), `why` (a sentence), the matched `step_row`
+    and `convention`, `step_key`, `class`, `other_span_id` (the span `why` refers to) and
+    `indent`."""
     traces = sorted({trace_id, *(row[0] for row in con.execute(
         _LINKED, {"trace": trace_id}).fetchall())})
     services = [row[0] for row in con.execute(_SERVICES, {"traces": traces}).fetchall()]

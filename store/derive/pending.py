@@ -17,12 +17,12 @@ slice is derived. New spans of a failed trace mark it again, and it is retried t
 the environment (I/O, out of memory, a write conflict, an interrupt) say nothing about the
 traces: they are raised, the slice stays marked, and the caller retries it later.
 
-A change of a declared budget (SPEC §10) marks the traces it affects in `pending_measurements`
-instead: only B changed, so `remeasure` (statements.py's remeasure_touched, which scheduling.py
-pairs with the derivation for every trigger) measures their stored runs and steps again without
-recognising their spans, after the full derivations of the turn.
-A trace marked both ways is derived in full, which clears both marks. Without `remeasure`, or
-when a slice of them fails, those traces are derived in full.
+A change of a declared budget (docs/guide.md#declaring-budgets) marks the traces it affects in
+`pending_measurements` instead: only B changed, so `remeasure` (statements.py's remeasure_touched,
+which scheduling.py pairs with the derivation for every trigger) measures their stored runs and
+steps again without recognising their spans, after the full derivations of the turn. A trace marked
+both ways is derived in full, which clears both marks. Without `remeasure`, or when a slice of them
+fails, those traces are derived in full.
 """
 
 from __future__ import annotations

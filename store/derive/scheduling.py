@@ -15,9 +15,9 @@ What starts it:
    without them and says so): `catch_up`, for what a stopped or crashed writer left;
 6. `budgetscope budgets` on the file: right after the change it stored (`derive_now`).
 
-Every trigger derives the same way, so every trigger also re-measures: a change of a declared
-budget (SPEC §10) marks its traces in pending_measurements, and each turn measures their stored
-runs and steps again (REMEASURE) after deriving the traces with new spans in full.
+Every trigger derives the same way, so every trigger also re-measures: a change of a declared budget
+(docs/guide.md#declaring-budgets) marks its traces in pending_measurements, and each turn measures
+their stored runs and steps again (REMEASURE) after deriving the traces with new spans in full.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ REMEASURE: Derive = remeasure_touched
 # serve: a turn gathers the commits of this long, so the dashboard sees a new run within about
 # a second while a burst of commits pays the derivation's fixed cost (~150 ms) once.
 DERIVE_EVERY_SECONDS = 1.0
-# SPEC §9, "A trace without its root": how long after its last span a trace whose root has not
-# arrived is measured from its earliest span (serve's and ingest's --root-grace; ingest decides
-# once its files are read). Five minutes: an agent's run ends its root last, within seconds of
-# its last step; an exporter's batch and retries add seconds more, not minutes.
+# docs/conventions.md, "A trace without its root": how long after its last span a trace whose root
+# has not arrived is measured from its earliest span (serve's and ingest's --root-grace; ingest
+# decides once its files are read). Five minutes: an agent's run ends its root last, within seconds
+# of its last step; an exporter's batch and retries add seconds more, not minutes.
 ROOT_GRACE_SECONDS = 300.0
 # Bulk loads: often enough that a load's pending marks stay few, rarely enough that the
 # derivation's fixed cost per run (~150 ms of statement set-up here) is spread over many batches.
@@ -63,11 +63,11 @@ _MARK_ROOTLESS_DUE = PENDING_QUERIES["mark_rootless_due"].text
 
 def measure_rootless(con: duckdb.DuckDBPyConnection, grace_seconds: float,
                      derivations: PendingDerivations | None = None) -> int:
-    """SPEC §9, a trace without its root: the traces waiting for their root whose last span
-    was stored more than `grace_seconds` ago are marked and derived now, each measured from its
-    earliest span, with whatever else is marked (a trace marked by its last write is measured
-    so too, when that write is already older). Returns how many waiting traces were marked.
-    serve's derivation thread calls it every turn; `ingest` once its files are read."""
+    """docs/conventions.md, a trace without its root: the traces waiting for their root whose last
+    span was stored more than `grace_seconds` ago are marked and derived now, each measured from its
+    earliest span, with whatever else is marked (a trace marked by its last write is measured so
+    too, when that write is already older). Returns how many waiting traces were marked. serve's
+    derivation thread calls it every turn; `ingest` once its files are read."""
     cutoff = datetime.now(UTC) - timedelta(seconds=grace_seconds)
     marked = con.execute(_MARK_ROOTLESS_DUE, {"cutoff": cutoff}).fetchall()
     set_root_cutoff(con, cutoff)

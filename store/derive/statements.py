@@ -1,15 +1,14 @@
-"""Keeps the derived runs, steps and metered spans in step with spans (SPEC §1-§6, §11), with the
-declared budgets (SPEC §10) and with the prices (§11.3).
+"""Keeps the derived runs, steps and metered spans in step with spans (docs/metrics.md §1-§6, §11),
+with the declared budgets (docs/guide.md#declaring-budgets) and with the prices (§11.3).
 
-`refresh_touched` recomputes only the traces in the temp table touched_traces, from all their
-stored spans: the files of RECOGNISE recognise the steps and classes, derive_usage.sql the spans
-that carry usage, derive_cost.sql prices them and sums them by step and by run,
-derive_measure.sql applies B and the token and dollar budgets. `remeasure_touched` runs only
-the second half, over the stored runs, steps and metered spans (derive_budgets.sql): what a
-change of a declared budget, a cap or a price moves. PendingDerivations in pending.py calls
-them; scheduling.py says when. The derivation's SQL is in sql/ beside this
-module (store/derive/sql/), its `/*@name*/` markers filled from conventions.py (SPEC §9, §3)
-once, at import.
+`refresh_touched` recomputes only the traces in the temp table touched_traces, from all their stored
+spans: the files of RECOGNISE recognise the steps and classes, derive_usage.sql the spans that carry
+usage, derive_cost.sql prices them and sums them by step and by run, derive_measure.sql applies B
+and the token and dollar budgets. `remeasure_touched` runs only the second half, over the stored
+runs, steps and metered spans (derive_budgets.sql): what a change of a declared budget, a cap or a
+price moves. PendingDerivations in pending.py calls them; scheduling.py says when. The derivation's
+SQL is in sql/ beside this module (store/derive/sql/), its `/*@name*/` markers filled from
+conventions.py (docs/conventions.md, docs/metrics.md §3) once, at import.
 """
 
 from __future__ import annotations
@@ -48,7 +47,8 @@ _GATES = re.compile(r"^-- gates\b", re.MULTILINE)
 
 
 def with_conventions(queries: dict[str, Query], dialect: str) -> dict[str, Query]:
-    """The derivations' `/*@name*/` markers filled from conventions.py (SPEC §9, §3)."""
+    """The derivations' `/*@name*/` markers filled from conventions.py (docs/conventions.md,
+    docs/metrics.md §3)."""
     return {name: replace(query, text=conventions.render(query.text, dialect))
             if "/*@" in query.text else query for name, query in queries.items()}
 
@@ -128,14 +128,11 @@ def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
     _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
 
 
-# SPEC §9, "A trace without its root": the derivation measures a trace whose root never arrived
-# once none of its spans was stored after this instant (a connection's setting; unset, none).
-ROOT_CUTOFF_VARIABLE = "budgetscope_root_cutoff"
-
-
 def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
     """Traces without a root whose spans were all stored before `cutoff` are measured from
-    their earliest span by this connection's derivations from now on; None: no such trace."""
+    their earliest span by this connection's derivations from now on; None: no such trace
+    (docs/conventions.md, "A trace without its root"; the connection's variable
+    budgetscope_root_cutoff, which derive_refresh.sql reads)."""
     if cutoff is None:
         con.execute("RESET VARIABLE budgetscope_root_cutoff")
     else:

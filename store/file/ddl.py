@@ -14,14 +14,15 @@ from store.file.sql_files import load_queries
 # 2: spans lost its primary key to span_keys (integer keys, cheaper to keep).
 # 3: pending_derivations lost its primary key (append-only marks: the derivation runs beside
 #    the writer, see schema/pending.sql).
-# 4: declared budgets and step caps (schema/declared_budgets.sql, SPEC §10); runs gain
+# 4: declared budgets and step caps (schema/declared_budgets.sql, docs/guide.md#declaring-budgets);
+# runs gain
 #    budget_source.
 #    log_records (schema/log_records.sql: OTLP log records).
 #    derivation_failures (schema/derivation_failures.sql): traces whose derivation failed.
-#    spans gain the typed columns SPEC §9's conventions read.
+#    spans gain the typed columns the conventions of docs/conventions.md read.
 # 5: step_lifts (tools lifted out of model steps) and pending_measurements (traces a change of
 #    a declared budget marked for measuring again), schema/derived.sql and schema/pending.sql.
-# 6: SPEC §9's revised recognition and §4's numbered blame: runs gain culprit_step,
+# 6: the revised recognition of docs/conventions.md and §4's numbered blame: runs gain culprit_step,
 #    holder_step, holder_at_deadline, root_missing; spans gain mcp_method_name;
 #    traces_awaiting_root and derivation_notes (schema/derived.sql); every trace derived again.
 # 7: tokens and dollars (docs/metrics.md §11): spans gain the usage, cost and budget columns;

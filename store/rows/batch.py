@@ -22,7 +22,7 @@ SPAN_COLUMNS: tuple[str, ...] = (
     "start_ns", "end_ns", "status_code", "status_message", "resource_id", "scope_id",
     "service_name", "attributes", "dropped_attributes_count", "events", "dropped_events_count",
     "links", "dropped_links_count", *DENSE_TYPED_COLUMNS, "exception_types",
-    # the typed columns of SPEC §9's conventions a span has, as one dict (or None) per span
+    # the typed convention columns (docs/conventions.md) a span has, as one dict (or None) per span
     CONVENTIONS,
 )
 RESOURCE_COLUMNS = ("resource_id", "service_name", "attributes", "dropped_attributes_count",

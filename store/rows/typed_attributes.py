@@ -1,4 +1,4 @@
-"""The attributes SPEC.md computes with, copied into typed columns.
+"""The attributes docs/metrics.md and docs/conventions.md compute with, copied into typed columns.
 
 Agents send numbers as strings and strings in odd case; cast leniently here once so that every
 query can compare plain typed columns. The raw value always stays in the attributes JSON.
@@ -159,8 +159,8 @@ def as_bool(value: Any) -> bool | None:
 
 
 def as_url_host(value: Any) -> str | None:
-    """The host of a URL (url.full, http.url), lower-cased as urlsplit gives it: a step's
-    default name (SPEC §9 row 12), never the URL itself, whose query may hold secrets."""
+    """The host of a URL (url.full, http.url), lower-cased as urlsplit gives it: a step's default
+    name (docs/conventions.md row 12), never the URL itself, whose query may hold secrets."""
     text = as_text(value)
     if not text:
         return None
@@ -172,8 +172,9 @@ def as_url_host(value: Any) -> str | None:
 
 
 def as_json_model(value: Any) -> str | None:
-    """The `model` key of a JSON object given as text (llm.invocation_parameters, SPEC §9
-    row 4); None when the text is no JSON object or the key is absent or empty."""
+    """The `model` key of a JSON object given as text (llm.invocation_parameters,
+    docs/conventions.md row 4); None when the text is no JSON object or the key is absent or
+    empty."""
     if isinstance(value, dict):
         parsed: Any = value
     else:
@@ -188,10 +189,10 @@ def as_json_model(value: Any) -> str | None:
     return as_text(model) or None
 
 
-# A tool's result text can be a whole payload (OpenInference sets output.value on every span);
-# the only rule that reads it (SPEC §3 rule 4, the OpenAI Agents SDK's "Tool '…' timed out …",
-# store/derive/conventions.py) looks at its start, so only the start of a result that begins so is
-# typed: the column stays NULL for every other span instead of copying payloads.
+# A tool's result text can be a whole payload (OpenInference sets output.value on every span); the
+# only rule that reads it (docs/metrics.md §3 rule 4, the OpenAI Agents SDK's "Tool '…' timed out
+# …", store/derive/conventions.py) looks at its start, so only the start of a result that begins so
+# is typed: the column stays NULL for every other span instead of copying payloads.
 RESULT_HEAD_CHARS = 256
 TOOL_RESULT_PREFIX = "Tool '"
 
@@ -242,7 +243,8 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "gen_ai.request.model": ("gen_ai_request_model", as_text),
     "gen_ai.agent.name": ("gen_ai_agent_name", as_text),
     "error.type": ("error_type", as_text),
-    # Read by SPEC §9's recognition rules (store/derive/conventions.py names them by attribute).
+    # Read by the recognition rules of docs/conventions.md (store/derive/conventions.py names them
+    # by attribute).
     "gen_ai.response.model": ("gen_ai_response_model", as_text),
     "gen_ai.data_source.id": ("gen_ai_data_source_id", as_text),
     "gen_ai.provider.name": ("gen_ai_provider_name", as_text),
@@ -272,7 +274,7 @@ TYPED_ATTRIBUTES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "http.url": ("http_url_host", as_url_host),
     "url.template": ("url_template", as_text),
     "http.route": ("http_route", as_text),
-    # an MCP client's call (SPEC §9 row 3: `tools/call`)
+    # an MCP client's call (docs/conventions.md row 3: `tools/call`)
     "mcp.method.name": ("mcp_method_name", as_label),
     "output.value": ("output_value_head", as_text_head),
     "gen_ai.tool.call.result": ("gen_ai_tool_call_result_head", as_text_head),
@@ -294,9 +296,9 @@ BUDGET_BOUNDS: dict[str, tuple[int, int]] = {
     if isinstance(cast, Bounded)}
 BUDGET_NUMBER_KEYS: tuple[str, ...] = tuple(BUDGET_BOUNDS)
 
-# A status under several names, most trusted first: the gRPC status (SPEC §3 rule 3) and the
-# HTTP status (rule 2: http.response.status_code, or the older http.status_code). Each name
-# gets a provisional column; merge_named_columns keeps the most trusted one present.
+# A status under several names, most trusted first: the gRPC status (docs/metrics.md §3 rule 3) and
+# the HTTP status (rule 2: http.response.status_code, or the older http.status_code). Each name gets
+# a provisional column; merge_named_columns keeps the most trusted one present.
 GRPC_STATUS_KEYS = ("rpc.grpc.status_code", "rpc.response.status_code", "rpc.status_code")
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 MERGED_COLUMNS: dict[str, tuple[str, ...]] = {}
@@ -310,10 +312,9 @@ _STATUS_PROVISIONAL = frozenset(column for columns in MERGED_COLUMNS.values()
                                 for column in columns)
 _PROVISIONAL = _STATUS_PROVISIONAL | PROVISIONAL_COLUMNS
 
-# The columns of SPEC §9's conventions (from gen_ai.response.model on): most spans carry none
-# of them, so a batch keeps them sparse, one dict per span (ingest/decode/flatten.py), and the
-# writer
-# hands DuckDB only those some span of the batch has (the others are NULL by default).
+# The convention columns of docs/conventions.md (from gen_ai.response.model on): most spans carry
+# none of them, so a batch keeps them sparse, one dict per span (ingest/decode/flatten.py), and the
+# writer hands DuckDB only those some span of the batch has (the others are NULL by default).
 _KEYS = list(TYPED_ATTRIBUTES)
 CONVENTION_COLUMNS: frozenset[str] = frozenset(
     TYPED_ATTRIBUTES[key][0] for key in _KEYS[_KEYS.index("gen_ai.response.model"):]

@@ -153,7 +153,6 @@ USAGE_PROVISIONAL: dict[str, dict[str, str]] = {
     quantity: _provisional(quantity, spellings) for quantity, spellings in USAGE_SPELLINGS.items()}
 COST_PROVISIONAL: dict[str, str] = _provisional("cost", COST_ATTRIBUTES)
 CURRENCY_PROVISIONAL = "_cost_currency"
-BUDGET_PROVISIONAL = {"_budget_total_tokens": TOKEN_BUDGET, "_budget_total_usd": USD_BUDGET}
 # attribute → (provisional column, cast), for typed_attributes.TYPED_ATTRIBUTES
 PROVISIONAL_CASTS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     **{attribute: (column, token_count) for columns in USAGE_PROVISIONAL.values()

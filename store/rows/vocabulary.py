@@ -1,5 +1,6 @@
-"""The SPEC's vocabulary in one place: the attributes of SPEC §2, and the names a step, a run and
-a declaration can take (kinds, classes, outcomes, the conventions of SPEC §9, budget sources).
+"""The vocabulary of docs/metrics.md in one place: the attributes of §2, and the names a step, a
+run and a declaration can take (kinds, classes, outcomes, the conventions of docs/conventions.md,
+budget sources).
 
 Python code that lists one of these imports it from here. The SQL is generated from it where a
 list is written into a query (store/derive/conventions.py renders CLASSES and RUN_OUTCOMES into both
@@ -11,9 +12,9 @@ names, and that no SQL file spells a word literal ('...') this module does not k
 
 from __future__ import annotations
 
-# SPEC §2: the budget.* attributes an instrumented agent sets (typed at ingest,
+# docs/metrics.md §2: the budget.* attributes an instrumented agent sets (typed at ingest,
 # store/rows/typed_attributes.py).
-SPEC_ATTRIBUTES = (
+BUDGET_ATTRIBUTES = (
     "budget.total_ms", "budget.deadline_unix_ms", "budget.reserve_ms", "budget.run.outcome",
     "budget.step.kind", "budget.step.name", "budget.remaining_ms", "budget.cap_ms",
     "budget.allocated_ms", "budget.outcome", "budget.side_effect", "budget.effect_status",
@@ -21,33 +22,37 @@ SPEC_ATTRIBUTES = (
     "budget.cleanup_ms",
 )
 
-# SPEC §2 budget.step.kind.
+# docs/metrics.md §2 budget.step.kind.
 STEP_KINDS = ("model", "tool", "subagent", "backoff", "queue", "reconcile", "other")
-# SPEC §3: a step's class, in SPEC's order (also the order of report columns and legends).
+# docs/metrics.md §3: a step's class, in its order (also the order of report columns and legends).
 CLASSES = ("ok", "client_timeout", "upstream_error", "refused", "cancelled", "client_error",
            "error")
-# SPEC §2 budget.run.outcome: the stated outcomes (a value outside the list counts as absent).
+# docs/metrics.md §2 budget.run.outcome: the stated outcomes (a value outside the list counts as
+# absent).
 RUN_OUTCOMES = ("completed", "partial", "exhausted", "failed", "cancelled")
-# SPEC §2 budget.side_effect, budget.effect_status, budget.reconcile.result.
+# docs/metrics.md §2 budget.side_effect, budget.effect_status, budget.reconcile.result.
 SIDE_EFFECTS = ("read", "write")
 EFFECT_STATUSES = ("none", "possible", "completed")
 RECONCILE_RESULTS = ("landed", "not_landed", "unknown")
-# SPEC §9: what a step was recognised from (store/derive/conventions.py StepRule.convention).
+# docs/conventions.md: what a step was recognised from (store/derive/conventions.py
+# StepRule.convention).
 CONVENTIONS = ("budget", "otel_genai", "mcp", "openinference", "openllmetry", "vercel_ai",
                "rpc", "http")
-# SPEC §10: where a run's budget came from, and the scopes a budget is declared for.
+# docs/guide.md#declaring-budgets: where a run's budget came from, and the scopes a budget is
+# declared for.
 BUDGET_SOURCES = ("span", "declared")
 DECLARED_SCOPES = ("agent", "default")
 # What `budgetscope budgets list` shows: a declared budget, or a declared per-step cap (scope step).
 DECLARATIONS = ("budget", "cap")
 DECLARATION_SCOPES = (*DECLARED_SCOPES, "step")
-# SPEC §3/§9: the OpenTelemetry span event (and log record) that carries an exception. Of the
-# SQL only derive_build.sql spells it: on DuckDB the events are picked at ingest (the flatteners
-# of ingest/decode/ import it from here), so it is not in VOCABULARY's both-ways check.
+# docs/metrics.md §3, docs/conventions.md: the OpenTelemetry span event (and log record) that
+# carries an exception. Of the SQL only derive_build.sql spells it: on DuckDB the events are picked
+# at ingest (the flatteners of ingest/decode/ import it from here), so it is not in VOCABULARY's
+# both-ways check.
 EXCEPTION_EVENT = "exception"
-# SPEC §9: why a candidate step is a wrapper after all (derive_recognise.sql: one call recorded
-# as two spans, a row-11 operation with a step below it), what the derivation notes on a trace
-# it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
+# docs/conventions.md: why a candidate step is a wrapper after all (derive_recognise.sql: one call
+# recorded as two spans, a row-11 operation with a step below it), what the derivation notes on a
+# trace it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
 # span is (store/derive/explain.py).
 WRAPPER_REASONS = ("twin", "over_steps", "event_record", "preparation")
 DERIVATION_NOTES = ("http_beside_tool_skipped", "spans_capped", "runs_nested_too_deep",
@@ -75,7 +80,7 @@ VOCABULARY: dict[str, tuple[str, ...]] = {
 }
 
 # Values a derivation never needs to spell: it stores the attribute as the agent sent it
-# (typed as a label) and no rule of SPEC tests for that value.
+# (typed as a label) and no documented rule tests for that value.
 PASSED_THROUGH: dict[str, frozenset[str]] = {
     "STEP_KINDS": frozenset({"backoff", "queue"}),  # only model/tool/reconcile/... are tested
     "SIDE_EFFECTS": frozenset({"read"}),  # only `write` makes a write step

@@ -1,4 +1,4 @@
-"""What the group-commit writer counts, for /metrics and /readyz (ingest/receivers/operations.py).
+"""What the group-commit writer counts, for /metrics and /readyz (budgetscope/server/operations.py).
 """
 
 from __future__ import annotations

@@ -37,10 +37,10 @@ class DerivationThread:
     def __init__(self, writer_con: duckdb.DuckDBPyConnection, derivations: PendingDerivations,
                  turns: DerivedTableTurns, every_seconds: float,
                  root_grace_seconds: float | None = None) -> None:
-        """`root_grace_seconds`: traces whose root has not arrived are measured from their
-        earliest span once none of their spans has arrived for that long (SPEC §9); the thread
-        then also wakes on its own to look for them, a fifth of the grace at most apart
-        (between 1 and 30 s). None: never."""
+        """`root_grace_seconds`: traces whose root has not arrived are measured from their earliest
+        span once none of their spans has arrived for that long (docs/conventions.md); the thread
+        then also wakes on its own to look for them, a fifth of the grace at most apart (between 1
+        and 30 s). None: never."""
         self.derivations = derivations
         self.every_seconds = every_seconds
         self.root_grace_seconds = root_grace_seconds

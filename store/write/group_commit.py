@@ -109,7 +109,8 @@ class GroupCommitter:
 
     @property
     def root_missing_runs(self) -> int:
-        """Runs measured without their root (SPEC §9), as of the last derivation turn."""
+        """Runs measured without their root (docs/conventions.md), as of the last derivation
+        turn."""
         return 0 if self._derivation is None else self._derivation.root_missing_runs or 0
 
     @property

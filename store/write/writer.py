@@ -94,9 +94,9 @@ class WriteResult:
 
 
 def to_arrow(batch: FlatBatch) -> pa.Table:
-    """The spans as one Arrow table; of the sparse columns (SPEC §9's conventions, text; the
-    usage and costs of §11), only those some span of the batch has: INSERT ... BY NAME leaves
-    the others NULL."""
+    """The spans as one Arrow table; of the sparse columns (the conventions of docs/conventions.md,
+    text; the usage and costs of §11), only those some span of the batch has: INSERT ... BY NAME
+    leaves the others NULL."""
     spans = batch.spans
     table = pa.Table.from_pydict({c: spans[c] for c in SPAN_SCHEMA.names}, schema=SPAN_SCHEMA)
     for column, values in sorted(sparse_columns(spans[CONVENTIONS]).items()):

@@ -24,16 +24,6 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's ch
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        # Every name resolves to 127.0.0.1 in this browser: what DNS rebinding achieves.
-        instance = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            *ui.CHROMIUM_ARGS, "--host-resolver-rules=MAP * 127.0.0.1"])
-        yield instance
-        instance.close()
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
     db = tiny_db(tmp_path_factory.mktemp("browser-access") / "tiny.duckdb")
     dashboard = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "access.log",
@@ -43,8 +33,9 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
 
 
 @pytest.fixture()
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+def page(rebinding_browser: object) -> Iterator[object]:
+    """A tab in which every name resolves to 127.0.0.1 (conftest.py's rebinding_browser)."""
+    context = rebinding_browser.new_context(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
     tab = context.new_page()
     tab.requests = []
     tab.on("request", lambda request: tab.requests.append(request.url))
@@ -108,7 +99,9 @@ def test_the_pages_ask_nothing_of_the_outside(app: ui.Dashboard, page: object) -
     for path in ("attribution?range=all", "failures?range=all", "weekly?range=all"):
         page.goto(f"{app.url}/{path}")  # type: ignore[attr-defined]
         ui.settle(page)
-    page.wait_for_timeout(2000)  # type: ignore[attr-defined]  # late fetches (favicon, metrics)
+    # The late fetches (favicon, metrics) are over: no request for 500 ms (Playwright's
+    # "networkidle"; the app's websocket does not count).
+    page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
     outside = [url for url in page.requests  # type: ignore[attr-defined]
                if not url.startswith((app.url + "/", "data:", "blob:"))]
     assert outside == [], outside

@@ -66,13 +66,10 @@ def guessing_page(serve: LimitedServe) -> Iterator[str]:
 
 
 @pytest.fixture()
-def page() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(ui.CHROMIUM),
-                                    args=list(ui.CHROMIUM_ARGS))
-        context = browser.new_context(viewport={"width": 1400, "height": 2000})
-        yield context.new_page()
-        browser.close()
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+    yield context.new_page()
+    context.close()
 
 
 def test_a_page_guessing_tokens_locks_nobody_out(serve: LimitedServe, guessing_page: str,

@@ -141,7 +141,9 @@ def test_an_open_page_follows_new_spans(tmp_path: Path, page: object) -> None:
             store(con, more.finished())
             # Still holding the file (as `budgetscope ingest` does): the redraw the commit
             # brought finds it busy and says so; closing it must bring another redraw.
-            page.wait_for_timeout(3_000)  # type: ignore[attr-defined]
+            page.wait_for_function(  # type: ignore[attr-defined]
+                "() => document.body.innerText.includes('The database file is busy')",
+                timeout=30_000)
         page.wait_for_function(  # type: ignore[attr-defined]
             "() => document.querySelector('[data-testid=stSidebar]').innerText"
             ".includes('runs   3')", timeout=30_000)
@@ -171,7 +173,9 @@ def test_new_spans_after_a_quick_page_switch_keep_the_filters(
             tab.wait_for_url(re.compile(r"/\?"), timeout=TIMEOUT_MS)
             ui.settle(tab, PAGES[""])
             sidebar_before = tab.locator('[data-testid="stSidebar"]').inner_text()
-            tab.wait_for_timeout(2_500)  # the watcher's timer runs
+            # The watcher's timer runs (every second) before the new spans come: two of its
+            # runs begun from here have finished.
+            ui.settle_after_runs(tab, ui.script_runs(tab) + 2)
             more = TraceBuilder(seed=8 + attempt, service="support-agent")
             more.span(f"one more run {attempt}", 0, 1_000, attributes={"budget.total_ms": 5_000})
             with closing(connect(str(db))) as con:

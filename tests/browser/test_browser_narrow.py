@@ -71,8 +71,8 @@ def address(app: ui.Dashboard, page: str, run: str) -> str:
 
 def drawn(tab: object, charts: int = 0) -> None:
     """The page's script run is over, nothing is a skeleton, `charts` charts are drawn and no
-    exception shows (ui.settle, with no pause: conditions only)."""
-    ui.settle(tab, charts, pause_ms=0, timeout_ms=TIMEOUT_MS)
+    exception shows (ui.settle: conditions only)."""
+    ui.settle(tab, charts, timeout_ms=TIMEOUT_MS)
 
 
 # Each metric's label and value against their boxes: a text cut with an ellipsis is wider than

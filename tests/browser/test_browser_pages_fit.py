@@ -42,21 +42,26 @@ def page(browser: object) -> Iterator[object]:
 
 
 def finished(tab: object, charts: int = 0) -> None:
-    """Wait until the page has drawn (ui.settle), then once more for a rerun the page asked
-    for (a URL it rewrote)."""
-    for _ in range(2):
-        ui.settle(tab, charts, pause_ms=1_000, timeout_ms=TIMEOUT_MS)
+    """Wait until the page has drawn and any rerun it asked for (a URL it rewrote) has
+    finished (ui.settle)."""
+    ui.settle(tab, charts, timeout_ms=TIMEOUT_MS)
 
 
-def shoot_whole(tab: object, name: str) -> None:
+def shoot_whole(tab: object, name: str, charts: int = 0) -> None:
     """The whole page: Streamlit scrolls an inner container, so the window is made as tall as
     the page before the shot (a full-page shot only holds what fits the window)."""
     height = tab.evaluate(  # type: ignore[attr-defined]
         "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
         "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
         ".map(e => e.scrollHeight))")
-    tab.set_viewport_size({"width": WIDTH, "height": min(max(int(height) + 120, 1600), 16_000)})  # type: ignore[attr-defined]
-    tab.wait_for_timeout(800)  # type: ignore[attr-defined]
+    tall = min(max(int(height) + 120, 1600), 16_000)
+    tab.set_viewport_size({"width": WIDTH, "height": tall})  # type: ignore[attr-defined]
+    # Laid out again at the new size: the window has it, the page is still drawn with its
+    # charts, and two frames have been painted since (a resize lays out in the next frame).
+    tab.wait_for_function("(h) => window.innerHeight === h", arg=tall, timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    ui.settle(tab, charts, timeout_ms=TIMEOUT_MS)
+    tab.evaluate("() => new Promise(done => requestAnimationFrame("  # type: ignore[attr-defined]
+                 "() => requestAnimationFrame(done)))")
     SHOTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
@@ -108,7 +113,7 @@ def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
     shown = check_tables(page, name)
     if name not in ("budgets",):
         assert shown, f"{name}: no table drawn"
-    shoot_whole(page, f"page-{name}")
+    shoot_whole(page, f"page-{name}", charts)
 
 
 @pytest.mark.parametrize("kind", ["failed", "exhausted"])
@@ -121,9 +126,15 @@ def test_the_run_view_and_its_comparison_fit(sample_app: ui.Dashboard, page: obj
     finished(page, 1)
     # The steps table, with the columns on-call reads first, none behind a horizontal scroll.
     wanted = {"step", "class", "role", "duration", "share", "utilisation"}
+    # The grid fills its accessible copy (the headers tables() reads) after the run is over.
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "(wanted) => [...document.querySelectorAll('[data-testid=stDataFrame]')].some(t => "
+        "{ const h = new Set([...t.querySelectorAll('[role=columnheader]')]"
+        ".map(e => e.textContent)); return wanted.every(w => h.has(w)); })",
+        arg=sorted(wanted), timeout=TIMEOUT_MS)
     assert any(wanted <= set(t["headers"]) for t in check_tables(page, f"run-{kind}"))  # type: ignore[arg-type]
-    shoot_whole(page, f"page-run-{kind}")
+    shoot_whole(page, f"page-run-{kind}", 1)
     page.goto(f"{sample_app.url}/compare?{QUERY}&run={run['run_id']}")  # type: ignore[attr-defined]
     finished(page, 1)
     check_tables(page, f"compare-{kind}")
-    shoot_whole(page, f"page-compare-{kind}")
+    shoot_whole(page, f"page-compare-{kind}", 1)

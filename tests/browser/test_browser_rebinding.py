@@ -32,15 +32,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int
     assert code == 0, err
 
 
-@pytest.fixture(scope="module")
-def page() -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        # The attacker's name now resolves to 127.0.0.1: what the rebinding achieved.
-        browser = p.chromium.launch(executable_path=str(ui.CHROMIUM), args=[
-            *ui.CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"])
-        tab = browser.new_page()
-        yield tab
-        browser.close()
+@pytest.fixture()
+def page(rebinding_browser: object) -> Iterator[object]:
+    # The attacker's name now resolves to 127.0.0.1 (conftest.py's rebinding_browser resolves
+    # every name so): what the rebinding achieved.
+    context = rebinding_browser.new_context()  # type: ignore[attr-defined]
+    yield context.new_page()
+    context.close()
 
 
 def test_a_rebound_page_cannot_read_runs_or_change_budgets(served: tuple[Path, int],

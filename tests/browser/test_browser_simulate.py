@@ -26,24 +26,18 @@ TIMEOUT_MS = 90_000
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Dashboard]:
-    db = ui.sample_db(tmp_path_factory)
-    dashboard = ui.Dashboard(db, tmp_path_factory.mktemp("logs") / "simulate.log")
-    dashboard.db = db  # type: ignore[attr-defined]
-    yield dashboard
-    dashboard.stop()
+@pytest.fixture()
+def app(sample_app: ui.Dashboard) -> ui.Dashboard:
+    """The session's dashboard on the sample (conftest.py): the slider changes only this
+    test's Streamlit session, nothing in the file."""
+    return sample_app
 
 
 @pytest.fixture()
-def tab(app: ui.Dashboard) -> Iterator[object]:
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=list(ui.CHROMIUM_ARGS))
-        context = browser.new_context(viewport={"width": 1400, "height": 3200})
-        yield context.new_page()
-        context.close()
-        browser.close()
+def tab(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1400, "height": 3200})  # type: ignore[attr-defined]
+    yield context.new_page()
+    context.close()
 
 
 def metric(tab: object, label: str) -> str:
@@ -66,7 +60,7 @@ def predicted(db: str, deadline: str | None) -> dict[str, str]:
 def test_moving_the_deadline_slider_changes_the_prediction(app: ui.Dashboard,
                                                            tab: object) -> None:
     tab.goto(f"{app.url}/simulate?{QUERY}")  # type: ignore[attr-defined]
-    ui.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2)
     db = app.db  # type: ignore[attr-defined]
     assert {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")} == \
         predicted(db, None)
@@ -75,7 +69,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: ui.Dashboard,
         has_text="Set one run deadline").locator("label").first.click()
     tab.wait_for_selector('[data-testid="stSlider"]:has-text("Run deadline")',  # type: ignore[attr-defined]
                           timeout=TIMEOUT_MS)
-    ui.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2)
     slider = (tab.locator('[data-testid="stSlider"]')  # type: ignore[attr-defined]
               .filter(has_text="Run deadline").locator('input[type="range"]'))
     before = metric(tab, "Exhaustion rate")
@@ -88,7 +82,7 @@ def test_moving_the_deadline_slider_changes_the_prediction(app: ui.Dashboard,
                      && !m.querySelector('[data-testid="stMetricValue"]').innerText
                           .includes(old))""",
         arg=["Exhaustion rate", before], timeout=TIMEOUT_MS)
-    ui.settle(tab, charts=2, pause_ms=0)
+    ui.settle(tab, charts=2)
     print(f"slider to new figures in the browser: {time.perf_counter() - began:.2f} s")
     assert float(slider.input_value()) == 1.0
     after = {k: metric(tab, k) for k in ("Exhaustion rate", "Client timeout rate")}

@@ -23,6 +23,14 @@ pytestmark = pytest.mark.skipif(not ui.CHROMIUM.exists(), reason="needs Debian's
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 CULPRIT = "tool:fetch_report"
 MATCH = re.compile(r"([\d,]+)\*?\*? runs match")
+# Keeps every text the page's main area shows, each time it changes, in `window.mainTexts`:
+# every redraw during an ingest is checked, not a sample of them.
+_KEEP_TEXTS = """() => {
+  const main = () => document.querySelector('[data-testid=stMain]');
+  window.mainTexts = new Set([main().innerText]);
+  new MutationObserver(() => window.mainTexts.add(main()?.innerText ?? ''))
+    .observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
 
 
 @pytest.fixture()
@@ -60,16 +68,17 @@ def test_runs_page_through_ingests(tmp_path: Path, tmp_path_factory: pytest.Temp
         ui.settle(page)
         before = _matching(page)
         for traces in files:
+            page.evaluate(_KEEP_TEXTS)  # type: ignore[attr-defined]
             ingest = subprocess.Popen([*CLI, "--db", str(db), "ingest", "--no-progress",
                                        str(traces)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True)
-            seen: set[str] = set()
-            while ingest.poll() is None:  # the page refreshes meanwhile, every second
-                page.wait_for_timeout(250)  # type: ignore[attr-defined]
-                seen.add(page.locator("[data-testid=stMain]").inner_text())  # type: ignore[attr-defined]
-            output = ingest.stdout.read()  # type: ignore[union-attr]
+            # The page refreshes meanwhile, every second, keeping what it shows.
+            output = ingest.communicate(timeout=600)[0]
             assert ingest.returncode == 0, output
-            page.wait_for_timeout(3_000)  # type: ignore[attr-defined]  # the redraws after
+            # The redraws after: two runs begun once the ingest was over have finished (the
+            # watcher's check, and the redraw it asked for or the next check).
+            ui.settle_after_runs(page, ui.script_runs(page) + 2)
+            seen = set(page.evaluate("() => [...window.mainTexts]"))  # type: ignore[attr-defined]
             seen.add(page.locator("[data-testid=stMain]").inner_text())  # type: ignore[attr-defined]
             broken = [text for text in seen if "Could not" in text or "KeyError" in text]
             assert not broken, broken[0][:2000]

@@ -46,7 +46,7 @@ class FramingServer:
         self.receivers.start()
 
     def example(self, rng: random.Random, payload: bytes) -> tuple[str, bytes]:
-        port = self.receivers.http.port  # type: ignore[attr-defined]
+        port = self.receivers.http_port  # type: ignore[attr-defined]
         return fuzz.framing_example(port, rng, payload), payload
 
     def close(self) -> None:

@@ -275,7 +275,7 @@ def soak(seconds: float, rate: float, exporters: int = 4, spans: int = 256,
 
         sampler = threading.Thread(target=sample)
         sampler.start()
-        parent_end.send((receivers.http.port, seconds))
+        parent_end.send((receivers.http_port, seconds))
         wall, client_reports = parent_end.recv()
         client.join()
         stop.set()

@@ -383,7 +383,7 @@ class FakeGrpcToolServer:
 
 # ---------------------------------------------------------------------------------------------
 # Capture receiver: keeps each POST /v1/traces body; written out as the Collector's
-# length-prefixed protobuf stream, a form `budgetscope ingest` reads (ingest/sources.py).
+# length-prefixed protobuf stream, a form `budgetscope ingest` reads (ingest/files/sources.py).
 
 class CaptureReceiver:
     def __init__(self) -> None:

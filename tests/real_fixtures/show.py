@@ -1,7 +1,7 @@
 """Print the spans of a captured fixture as an indented tree (name, kind, status, attributes,
 events): for reading what a real instrumentation sent.
 
-    .venv/bin/python -m tests.real_fixtures.show tests/real_fixtures/data/httpx.otlp.pb
+    .venv/bin/python -m tests.real_fixtures.show tests/real_fixtures/otlp/httpx.otlp.pb
 """
 
 from __future__ import annotations

@@ -45,12 +45,12 @@ from tests.sdk.support.servers import (
     LedgerState,
     ModelState,
     ProxyState,
+    Quiet,
     ScriptedTool,
     ScriptState,
     TrickleState,
     TrickleTool,
-    _Quiet,
-    _reply,
+    reply,
     serve,
 )
 from tests.support.serve import CLI, start_serve, stop
@@ -81,7 +81,7 @@ class QuoteServiceState:
     saw: list[str] = field(default_factory=list)  # what the service's own code caught
 
 
-class QuoteService(_Quiet):
+class QuoteService(Quiet):
     """Joins the caller's trace, takes the caller's deadline, and spends it on its own call to
     a rates service that never answers: that call must end by the caller's deadline."""
 
@@ -99,7 +99,7 @@ class QuoteService(_Quiet):
                     state.saw.append("ok")
                 except httpx.TimeoutException:
                     state.saw.append("client_timeout")
-            _reply(self, 200, {"quote": "unavailable", "reason": "rates timed out"})
+            reply(self, 200, {"quote": "unavailable", "reason": "rates timed out"})
         finally:
             otel_context.detach(token)
 

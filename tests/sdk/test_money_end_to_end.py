@@ -7,7 +7,7 @@ Judged against the servers' own log, never against the SDK's ledger: refused cal
 a server; no run spent more than its dollar budget by more than one call's estimate error; each
 step's usage and cost are the bill's; and, with the fake models' prices declared with
 `budgetscope prices set`, `budgetscope report cost` gives each run the tokens of the log exactly
-and its cost to the nano-dollar (SPEC §11.9's columns, docs/metrics.md §11.9)."""
+and its cost to the nano-dollar (the columns of docs/metrics.md §11.9)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The hand-built traces of SPEC §9's tests (real OpenTelemetry SDK spans through
-tests/support/trace_builder.py), shared with tests/test_conventions_parity.py, which derives the
-same spans on ClickHouse and compares every step and run: recognised_traces (each row of the
-table: tests/test_conventions.py), call_traces (the shapes frameworks give one call, runs with
-spans missing: tests/test_conventions_calls.py), text_trace and roll_up_trace (error texts and
-rule 6's roll-up: tests/test_conventions_classes.py)."""
+"""The hand-built traces of the recognition tests (docs/conventions.md; real OpenTelemetry SDK
+spans through tests/support/trace_builder.py), shared with tests/test_conventions_parity.py, which
+derives the same spans on ClickHouse and compares every step and run: recognised_traces (each row of
+the table: tests/test_conventions.py), call_traces (the shapes frameworks give one call, runs with
+spans missing: tests/test_conventions_calls.py), text_trace and roll_up_trace (error texts and rule
+6's roll-up: tests/test_conventions_classes.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
     b = TraceBuilder(seed=1313, service="conv-svc")
     runs: dict[str, Any] = {}
 
-    # Every row of SPEC §9's table, side by side under one root (so no agent is alone).
+    # Every row of the table of docs/conventions.md, side by side under one root (so no agent is
+    # alone).
     root = runs["rows"] = b.run(0, 60_000, 60_000)
     rows = [
         ("r1", {"budget.step.kind": "backoff", "budget.step.name": "sleep"}, {}),
@@ -58,13 +59,14 @@ def recognised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
         ("chain", {OI: "CHAIN"}, {}),
         ("internal http", {"http.request.method": "GET"}, {}),
         ("internal model", {"gen_ai.request.model": "x"}, {}),
-        # SPEC §9 row 11: only a leaf call that leaves the process; building an agent never
+        # docs/conventions.md row 11: only a leaf call that leaves the process; building an
+        # agent never
         ("internal op", {OP: "execute_event_loop_cycle"}, {}),
         ("create agent", {OP: "create_agent", "gen_ai.agent.name": "maker"}, {"kind": CLIENT}),
         # row 10 only with a name attribute; row 9 only for model operations
         ("unnamed agent", {OI: "AGENT"}, {}),
         ("agent with system", {OP: "invoke_agent", "gen_ai.system": "openai"}, {"kind": CLIENT}),
-        # SPEC: conflicting conventions follow the table's order
+        # docs/conventions.md: conflicting conventions follow the table's order
         ("conflict", {OP: "chat", "gen_ai.request.model": "gpt-first", OI: "TOOL",
                       "tool.name": "never"}, {}),
         ("conflict 2", {OI: "TOOL", "tool.name": "oi-tool", "traceloop.span.kind": "agent"},

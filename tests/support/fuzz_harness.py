@@ -29,7 +29,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from bench.support.otlp import RUN_BUDGET_KEYS, budget_run
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import UndecodableMessage, decode_request
-from ingest.files.loader import load_files
 from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.receivers.span_intake import SpanIntake, Undecodable
@@ -168,12 +167,12 @@ def _receiver_body(decode: Callable[[bytes, str], FlatBatch], body: bytes) -> st
 
 def receiver_protobuf_body(body: bytes) -> str:
     """An OTLP/HTTP or gRPC protobuf body through the receivers' own (fast) decoder."""
-    return _receiver_body(SpanIntake._decode_protobuf, body)
+    return _receiver_body(SpanIntake.decode_protobuf, body)
 
 
 def json_body(body: bytes) -> str:
     """An OTLP/HTTP JSON body, through the receivers' own JSON decoder."""
-    return _receiver_body(SpanIntake._decode_json, body)
+    return _receiver_body(SpanIntake.decode_json, body)
 
 
 def gzip_body(body: bytes, decode: Callable[[bytes], str], limit: int = 1 << 20) -> str:
@@ -198,16 +197,6 @@ def file_pieces(data: bytes, folder: Path) -> str:
     check_rejections(rejections + batch.rejections)
     check_storable(batch)
     return "accepted" if batch.span_count else "refused"
-
-
-def file_load(data: bytes, con: object, folder: Path) -> str:
-    """A trace file through `budgetscope ingest`'s loader into a real database."""
-    path = folder / "fuzz.trace"
-    path.write_bytes(data)
-    summary = load_files(con, [path])  # type: ignore[arg-type]
-    for examples in summary.rejections.examples.values():
-        check_rejections(examples)
-    return "accepted" if summary.spans_loaded else "refused"
 
 
 def gzipped(data: bytes) -> bytes:
@@ -259,9 +248,9 @@ def mutate_json(document: object, rng: random.Random, rounds: int) -> bytes:
 
 def logs_body(body: bytes, json_body: bool = False) -> str:
     """An OTLP/HTTP or gRPC logs body (protobuf, or JSON) through the receivers' decoders."""
-    from ingest.receivers import log_intake as logs_export
+    from ingest.receivers import log_intake
 
-    decode = logs_export._decode_json if json_body else logs_export._decode_protobuf
+    decode = log_intake.decode_json if json_body else log_intake.decode_protobuf
     try:
         batch = decode(body, "fuzz")
     except Undecodable as error:
@@ -303,8 +292,8 @@ def budget_body(spans: list[ReadableSpan], as_json: bool) -> FlatBatch:
     """The run through the receivers' own decoder: protobuf, or OTLP JSON."""
     message = request(spans)
     if as_json:
-        return SpanIntake._decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
-    return SpanIntake._decode_protobuf(message.SerializeToString(), "fuzz")
+        return SpanIntake.decode_json(json.dumps(otlp_json(message)).encode(), "fuzz")
+    return SpanIntake.decode_protobuf(message.SerializeToString(), "fuzz")
 
 
 def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int) -> str:

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 
 class ReadTimeout(Exception):
-    """Stands for httpx.ReadTimeout: what matters to SPEC §3 is its type's name."""
+    """Stands for httpx.ReadTimeout: what matters to docs/metrics.md §3 is its type's name."""
 
 
 @dataclass

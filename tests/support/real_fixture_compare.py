@@ -35,8 +35,9 @@ def found_runs(db: Path) -> list[dict[str, Any]]:
     """Each run as the derivation stored it, in the shape of the ground truth's runs."""
     with duckdb.connect(str(db), read_only=True) as connection:
         runs = connection.execute(RUNS_SQL).fetchall()
-        # runs.root_missing (SPEC §8, §9 "a trace without its root") is read only where the
-        # derivation already has the column: a derivation without it is compared on the rest
+        # runs.root_missing (docs/metrics.md §8, docs/conventions.md "a trace without its root") is
+        # read only where the derivation already has the column: a derivation without it is compared
+        # on the rest
         has_root_missing = bool(connection.execute(
             "SELECT count(*) FROM information_schema.columns "
             "WHERE table_name = 'runs' AND column_name = 'root_missing'").fetchone()[0])
@@ -70,7 +71,7 @@ def _pick(top: list[str], span_id: str | None, key: str | None) -> dict[str, Any
 
 def expected_runs(truth: dict[str, Any]) -> list[dict[str, Any]]:
     """The ground truth in the same shape: what the derivation should find. root_missing only
-    where the truth has it (the fixtures made since SPEC §9 gave runs whose root never
+    where the truth has it (the fixtures made since docs/conventions.md gave runs whose root never
     arrives)."""
     return [{
         **({"root_missing": run["root_missing"]} if "root_missing" in run else {}),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import http.client
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bench.support.otlp import raw_request
+from ingest.receivers.http_routes import Endpoint
 from ingest.receivers.limits import Limits
-from ingest.receivers.service import ReceiverConfig, Receivers
+from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
 from store import AfterWrite, DatabaseOwner
 
 __all__ = ["PROTOBUF", "SMALL_LIMIT", "Gate", "Running", "Served", "post", "raw_request",
@@ -36,11 +37,11 @@ class Running:
 
     @property
     def http_url(self) -> str:
-        return self.receivers.http.endpoint
+        return self.receivers.http_endpoint
 
     @property
     def grpc_target(self) -> str:
-        return self.receivers.grpc.endpoint
+        return self.receivers.grpc_endpoint
 
     def count(self, sql: str = "SELECT count(*) FROM spans") -> int:
         cursor = self.owner.cursor()
@@ -56,12 +57,16 @@ def running_receivers(
     folder: Path, *, token: str | None = None, after_write: AfterWrite | None = None,
     max_lag_seconds: float = 5.0, commit_timeout: float = 30.0, body_timeout: float = 60.0,
     socket_timeout: float = 30.0,
+    routes: Callable[[DatabaseOwner, ReceiverParts], Mapping[str, Endpoint]] | None = None,
 ) -> Iterator[Running]:
+    """`routes`: more routes on the OTLP/HTTP port (as serve hands its pages), made from the
+    database's owner and the receivers' parts."""
     owner = DatabaseOwner(folder / "receivers.duckdb")
     limits = Limits(max_body_bytes=SMALL_LIMIT, commit_timeout=commit_timeout,
                     body_timeout=body_timeout, socket_timeout=socket_timeout)
     config = ReceiverConfig(host="127.0.0.1", http_port=0, grpc_port=0, token=token,
-                            limits=limits, max_lag_seconds=max_lag_seconds)
+                            limits=limits, max_lag_seconds=max_lag_seconds,
+                            routes=None if routes is None else lambda parts: routes(owner, parts))
     receivers = Receivers(owner, config)
     receivers.committer.writer.after_write = after_write  # before any batch is written
     receivers.start()
@@ -124,7 +129,7 @@ class Served:
 
     @property
     def endpoint(self) -> str:
-        return self.receivers.http.endpoint
+        return self.receivers.http_endpoint
 
     http_url = endpoint  # what post() reads
 

@@ -120,8 +120,8 @@ def store(con: duckdb.DuckDBPyConnection, spans: Iterable[ReadableSpan],
           roots_overdue: bool = False) -> int:
     """One OTLP request → one write, then the derivation of what it marked pending, as the
     receivers' writer thread does. Any refusal is an error, except the reasons a test names.
-    `roots_overdue`: a trace whose root has not arrived is measured from its earliest span at
-    once, as `ingest` does once its files are read (SPEC §9); else it waits, as in serve."""
+    `roots_overdue`: a trace whose root has not arrived is measured from its earliest span at once,
+    as `ingest` does once its files are read (docs/conventions.md); else it waits, as in serve."""
     batch = flatten_request(encode_spans(list(spans)))
     unexpected = [r for r in batch.rejections if r.reason not in expected_refusals]
     assert not unexpected, unexpected

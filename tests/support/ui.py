@@ -29,8 +29,9 @@ from tests.support.trace_builder import TraceBuilder, open_db, store
 
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
            "HOSTILE_LINK", "PAGE_DRAWN", "QUERY", "REPO", "SAMPLE_TRACES", "SHOTS", "SINCE",
-           "TOKEN", "UNTIL", "Dashboard", "exhausted_run", "free_port", "heading", "hostile_db",
-           "sample_copy", "sample_db", "settle", "shoot", "tiny_db", "wait_until_served"]
+           "SETTLED", "TOKEN", "UNTIL", "Dashboard", "exhausted_run", "free_port", "heading",
+           "hostile_db", "sample_copy", "sample_db", "script_runs", "settle", "settle_after_runs",
+           "shoot", "tiny_db", "wait_until_served"]
 SETTLE_TIMEOUT_MS = 90_000
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,16 +103,60 @@ def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "hostile.duckdb", build)
 
 
-def settle(tab: object, charts: int = 0, pause_ms: int = 500,
-           timeout_ms: int = SETTLE_TIMEOUT_MS) -> None:
-    """Wait until the page in `tab` has drawn (PAGE_DRAWN) with `charts` charts, then `pause_ms`
-    more (a rerun the page asked for, such as a URL it rewrote, starts within it), and fail if
-    the page shows an exception."""
-    tab.wait_for_function(PAGE_DRAWN, arg=charts, timeout=timeout_ms)  # type: ignore[attr-defined]
-    if pause_ms:
-        tab.wait_for_timeout(pause_ms)  # type: ignore[attr-defined]
+# A JavaScript function of n: PAGE_DRAWN, and no element is stale. Streamlit marks the
+# elements of the previous run `data-stale="true"` while a run goes on and clears them only when
+# a run finishes successfully; a run that ended early for another (st.rerun, st.switch_page: the
+# script state reads "notRunning" between the two) leaves them, so this holds only once the last
+# run the page asked for has finished.
+SETTLED = (f"(n) => ({PAGE_DRAWN})(n)"
+           " && !document.querySelector('[data-stale=\"true\"]')")
+# Installs (once per document) a counter of the page's script runs, started and finished, from
+# the changes of the app's script state: `window.budgetscopeRuns`. A timer's run (the
+# watcher's fragment) counts as well as a whole page's.
+_COUNT_RUNS = """() => {
+  if (!window.budgetscopeRuns) {
+    const runs = window.budgetscopeRuns = {started: 0, finished: 0};
+    const state = () => document.querySelector('[data-test-script-state]')
+      ?.getAttribute('data-test-script-state');
+    let last = state();
+    new MutationObserver(() => {
+      const now = state();
+      if (now === last) return;
+      if (now === 'running') runs.started++;
+      else if (last === 'running') runs.finished++;
+      last = now;
+    }).observe(document.documentElement, {subtree: true, childList: true, attributes: true,
+                                          attributeFilter: ['data-test-script-state']});
+  }
+  return window.budgetscopeRuns.started;
+}"""
+
+
+def settle(tab: object, charts: int = 0, timeout_ms: int = SETTLE_TIMEOUT_MS) -> None:
+    """Wait until the page in `tab` has drawn with `charts` charts and the last run it asked for
+    has finished (SETTLED), and fail if the page shows an exception. No fixed pause: a rerun
+    the page asked for (an address it rewrote, st.switch_page) leaves the previous run's
+    elements stale until it finishes, which SETTLED waits out."""
+    tab.wait_for_function(SETTLED, arg=charts, timeout=timeout_ms)  # type: ignore[attr-defined]
     exception = tab.locator('[data-testid="stException"]')  # type: ignore[attr-defined]
     assert exception.count() == 0, exception.first.inner_text()
+
+
+def script_runs(tab: object) -> int:
+    """How many script runs the page in `tab` has started since this was first called on it
+    (it starts counting then)."""
+    return tab.evaluate(_COUNT_RUNS)  # type: ignore[attr-defined]
+
+
+def settle_after_runs(tab: object, runs: int, charts: int = 0,
+                      timeout_ms: int = SETTLE_TIMEOUT_MS) -> None:
+    """settle, once the page has started `runs` script runs in all (script_runs counts them):
+    `settle_after_runs(tab, script_runs(tab) + 2)` waits until two runs that began after the
+    call have finished, a timer's check and the redraw it asked for."""
+    tab.wait_for_function(  # type: ignore[attr-defined]
+        f"([runs, n]) => window.budgetscopeRuns.started >= runs && ({SETTLED})(n)",
+        arg=[runs, charts], timeout=timeout_ms)
+    settle(tab, charts, timeout_ms)
 
 
 # The token the access tests start a dashboard with.

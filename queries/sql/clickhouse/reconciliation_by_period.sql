@@ -1,5 +1,5 @@
 -- name: reconciliation_by_period
--- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (SPEC §6); ClickHouse dialect of sql/reconciliation_by_period.sql.
+-- Write steps per UTC day (and its ISO week) of the run start and step key: reconciliation rate and orphans (docs/metrics.md §6); ClickHouse dialect of sql/reconciliation_by_period.sql.
 -- budgetscope_write_steps is a table here (derive_build.sql), built with each write's
 -- reconciled and orphan flags, so reading it is the cheap plan; the DuckDB file asks the
 -- same question of the steps and links instead, its write_steps being a view that ranks every

@@ -1,5 +1,5 @@
 -- name: weekly_report
--- One row per ISO week (UTC, Monday start, of the run start) × agent: the SPEC §7 columns; ClickHouse dialect of sql/weekly_report.sql.
+-- One row per ISO week (UTC, Monday start, of the run start) × agent: the docs/metrics.md §7 columns; ClickHouse dialect of sql/weekly_report.sql.
 -- Steps carry their run's week here (budgetscope_steps.week, set by derive_build.sql), so they
 -- are grouped by week directly; the DuckDB file sums them per run start first and joins the
 -- weeks. Same groups, same sums. The cost columns (docs/metrics.md §11.9) after partial_week

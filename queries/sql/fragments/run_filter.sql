@@ -1,5 +1,5 @@
 -- name: run_filter
--- The runs in the filter (SPEC §8 --since/--until/--agent), by their run's start: composed into a query as /*@run_filter(COLUMN)*/.
+-- The runs in the filter (docs/metrics.md §8 --since/--until/--agent), by their run's start: composed into a query as /*@run_filter(COLUMN)*/.
 -- COLUMN is the run start (start_ns on runs, run_start_ns on steps and writes, qualified as
 -- s.run_start_ns where the query joins); the agent column carries the same qualifier. A NULL
 -- bound value leaves that side open. The values stay bound parameters: only the column names,

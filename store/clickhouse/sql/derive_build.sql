@@ -1,5 +1,5 @@
 -- name: derive_build
--- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (SPEC §1-§6): the spans.
+-- Build budgetscope_runs, budgetscope_steps and budgetscope_reconcile_links from otel_traces, inside ClickHouse (docs/metrics.md §1-§6): the spans.
 --
 -- The ClickHouse dialect of store/derive/sql/derive_refresh.sql: the same steps in the same order,
 -- the same rules, so every derived number equals the DuckDB backend's. Differences are of
@@ -15,8 +15,9 @@
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
 
--- 0. Declared budgets and step caps (SPEC §10; the DuckDB schema's declared_budgets.sql),
--- created empty the first time: `budgetscope --backend URL budgets` writes them.
+-- 0. Declared budgets and step caps (docs/guide.md#declaring-budgets; the DuckDB schema's
+-- declared_budgets.sql), created empty the first time: `budgetscope --backend URL budgets`
+-- writes them.
 CREATE TABLE IF NOT EXISTS budgetscope_declared_budgets (
     scope String, agent String, budget_ms Nullable(Int64), declared_at DateTime64(3, 'UTC'),
     tokens Nullable(Int64), usd_nano Nullable(Int64), usd_per_week_nano Nullable(Int64)
@@ -61,17 +62,17 @@ SELECT count() AS spans, max(Timestamp) AS newest_span, uniqExact(TraceId) AS tr
 FROM otel_traces;
 
 -- 1. One row per (trace id, span id): the Collector retries, so a span may be stored twice; the
--- DuckDB backend keeps one copy of each, so does this. The SPEC attributes are read as
+-- DuckDB backend keeps one copy of each, so does this. The budget.* attributes are read as
 -- trimmed strings (NULL when absent: a missing Map key reads as ''), then typed (`raw` and
 -- `typed` are one statement: a table between them cost a write and a read of every span),
 -- as store/rows/typed_attributes.py types them at ingest (an integer is any number without a
--- fraction, written as an integer or not); then step kind, name and class (SPEC §2, §3).
+-- fraction, written as an integer or not); then step kind, name and class (docs/metrics.md §2, §3).
 CREATE TABLE budgetscope_tmp_spans_read ENGINE = MergeTree ORDER BY tuple() AS
 WITH raw AS (
         SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
                toString(SpanName) AS name,
-               -- the instrumentation scope (SPEC §9, one call, two spans): as the DuckDB store
-               -- tells scopes apart, by name and version
+               -- the instrumentation scope (docs/conventions.md, one call, two spans): as the
+               -- DuckDB store tells scopes apart, by name and version
                concat(ScopeName, '@', ScopeVersion) AS scope_id,
                toUnixTimestamp64Nano(Timestamp) AS start_ns,
                toUnixTimestamp64Nano(Timestamp) + toInt64(Duration) AS end_ns,
@@ -95,13 +96,14 @@ WITH raw AS (
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.attempt']), NULL) AS t_attempt,
                if(mapContains(SpanAttributes, 'budget.cleanup_ms'),
                   trim(BOTH ' \t\n\r' FROM SpanAttributes['budget.cleanup_ms']), NULL) AS t_cleanup,
-               -- the HTTP status under its two names, newer first (SPEC §3 rule 2)
+               -- the HTTP status under its two names, newer first (docs/metrics.md §3 rule 2)
                multiIf(mapContains(SpanAttributes, 'http.response.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.response.status_code']),
                        mapContains(SpanAttributes, 'http.status_code'),
                            trim(BOTH ' \t\n\r' FROM SpanAttributes['http.status_code']), NULL)
                    AS t_http,
-               -- SPEC §9's attributes, typed as ingest types them (store/derive/conventions.py)
+               -- the attributes of docs/conventions.md, typed as ingest types them
+               -- (store/derive/conventions.py)
                /*@clickhouse_reads*/,
                -- docs/metrics.md §11: usage, reported costs and token and dollar budgets as
                -- strings, the labels cost reads (store/derive/usage_reads.py)
@@ -112,7 +114,7 @@ WITH raw AS (
                               SpanKind IN ('Producer', 'SPAN_KIND_PRODUCER'), 4,
                               SpanKind IN ('Consumer', 'SPAN_KIND_CONSUMER'), 5, 0)) AS kind,
                toString(StatusMessage) AS status_message,
-               -- gRPC status under its three names, most trusted first (SPEC §3 rule 3)
+               -- gRPC status under its three names, most trusted first (docs/metrics.md §3 rule 3)
                multiIf(mapContains(SpanAttributes, 'rpc.grpc.status_code'),
                            SpanAttributes['rpc.grpc.status_code'],
                        mapContains(SpanAttributes, 'rpc.response.status_code'),
@@ -202,8 +204,8 @@ WITH raw AS (
            /*@carries_usage*/ AS carries,
            arrayExists(n -> /*@budget_refusal*/, arraySlice(error_norms, 1,
                length(error_norms) - if(status_code = 2, 1, 0))) AS budget_refusal,
-           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- its `exception` events, then the exception log records carrying its context.
+           -- The exception types of each span (docs/metrics.md §3 rule 4), gathered in this one
+           -- place: its `exception` events, then the exception log records carrying its context.
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(exception_types, log_exception_types))
                AS exception_texts,
            arrayFilter(x -> trimBoth(x) != '', arrayConcat(event_messages, log_exception_messages))

@@ -1,5 +1,5 @@
 -- name: derive_log_exceptions
--- The exception types and messages of OTLP log records by span, from the Collector's otel_logs (SPEC §9), for derive_build.sql.
+-- The exception types and messages of OTLP log records by span, from the Collector's otel_logs (docs/conventions.md), for derive_build.sql.
 -- Run before derive_build when otel_logs exists (derive_log_exceptions_none.sql otherwise: the
 -- same tables, empty). A record with exception.type and a span context is an exception event of
 -- that span (§3 rule 4): its types in time order, as the DuckDB derivation reads log_records.

@@ -4,8 +4,8 @@
 -- Reads what derive_steps.sql built (budgetscope_tmp_runs, budgetscope_tmp_steps,
 -- budgetscope_tmp_tree), the last file of the build (store.clickhouse.DERIVE_BUILD).
 
--- 5. Consumption share (SPEC §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over the
--- elementary intervals before point p, and a step's consumption is W(end) - W(start).
+-- 5. Consumption share (docs/metrics.md §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over
+-- the elementary intervals before point p, and a step's consumption is W(end) - W(start).
 -- The clipped intervals and the weighted points are tables, not CTEs: ClickHouse evaluates a
 -- CTE again at each reference, and each is read three times (1,043,960 spans of
 -- bench/bench_clickhouse.py, busy 2-core machine: this step 23.0 s as CTEs, 14.3 s as tables).
@@ -19,7 +19,7 @@ JOIN budgetscope_tmp_tree t ON t.trace_id = st.trace_id AND t.span_id = st.span_
 WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
 
 -- Each top-level step's active time: its clipped interval less the union of the intervals of
--- the tools lifted out of it (SPEC §9: a model step is not active while its tool runs).
+-- the tools lifted out of it (docs/conventions.md: a model step is not active while its tool runs).
 CREATE TABLE budgetscope_tmp_segments ENGINE = MergeTree ORDER BY tuple() AS
 WITH holes AS (
     SELECT m.run_id AS run_id, m.span_id AS span_id, greatest(t.cs, m.cs) AS hs,
@@ -109,7 +109,8 @@ FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, span_i
 JOIN budgetscope_tmp_runs r ON r.run_id = st.run_id
 JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = st.span_id;
 
--- Culprit and holder are steps, named with their number (SPEC §4, as derive_measure.sql).
+-- Culprit and holder are steps, named with their number (docs/metrics.md §4, as
+-- derive_measure.sql).
 CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
 WITH culprit AS (
     SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
@@ -144,8 +145,8 @@ SELECT r.run_id AS run_id, r.trace_id AS trace_id, r.span_id AS span_id, r.agent
        r.reserve_ms AS reserve_ms, r.outcome AS outcome, r.elapsed_ms AS elapsed_ms,
        r.utilisation AS utilisation, r.latest_end_ns AS latest_end_ns,
        r.overrun_ms AS overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent),
-       -- unless it names another budget than time (budget.run.exhausted_by); otherwise
+       -- docs/metrics.md §4: a stated outcome decides (a value outside the list of §2 counts as
+       -- absent), unless it names another budget than time (budget.run.exhausted_by); otherwise
        -- running to the deadline, or a step refused by time (derive_cost.sql counts them).
        CAST(multiIf(r.budget_ms IS NULL, NULL,
                r.known_outcome IN (/*@run_outcomes*/),

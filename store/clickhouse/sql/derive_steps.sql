@@ -127,8 +127,8 @@ SELECT * FROM tree;
 
 CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
 WITH lone_agent AS (
-    -- SPEC §9, the run's agent: the agent step that stands alone among the run's top-level
-    -- steps (as derive_steps.sql step 3)
+    -- docs/conventions.md, the run's agent: the agent step that stands alone among the run's
+    -- top-level steps (as derive_steps.sql step 3)
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, any(s.step_name) AS name
     FROM budgetscope_tmp_walk_final w
     JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
@@ -139,7 +139,7 @@ WITH lone_agent AS (
     SELECT r.*,
            -- the root is the run "trace_id" only when the trace has exactly one root
            countIf(r.parent_span_id IS NULL) OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           -- the run's agent (SPEC §9, as derive_steps.sql step 3)
+           -- the run's agent (docs/conventions.md, as derive_steps.sql step 3)
            coalesce(nullIf(r.gen_ai_agent_name, ''), if(r.is_agent, r.step_name, NULL), a.name,
                     r.service_name) AS agent
     FROM budgetscope_tmp_spans r
@@ -148,8 +148,8 @@ WITH lone_agent AS (
       AND (r.trace_id, r.span_id) NOT IN (SELECT trace_id, span_id
                                           FROM budgetscope_tmp_stray_joins)
 ), declared AS (
-    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
-    -- agent, else the declared default (as derive_refresh.sql step 3).
+    -- docs/guide.md#declaring-budgets: B is the span's own budget.total_ms, else the budget
+    -- declared for the run's agent, else the declared default (as derive_refresh.sql step 3).
     SELECT r.*,
            coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
            multiIf(r.budget_total_ms IS NOT NULL, 'span',
@@ -214,8 +214,8 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
 FROM budgeted r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
--- 4. Steps (SPEC §9), as derive_refresh.sql step 4: the walk's steps and the runs that are
--- their own single step, with the lone-agent test; then their levels (a transparent agent adds
+-- 4. Steps (docs/conventions.md), as derive_refresh.sql step 4: the walk's steps and the runs that
+-- are their own single step, with the lone-agent test; then their levels (a transparent agent adds
 -- none, a tool inside a model step stands beside it); then rule 6's evidence per step.
 CREATE TABLE budgetscope_tmp_found ENGINE = MergeTree ORDER BY tuple() AS
 SELECT trace_id, run_span_id, span_id, step_parent
@@ -332,7 +332,7 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
        s.budget_cleanup_ms AS cleanup_ms,
        CAST(coalesce(s.budget_side_effect = 'write', false), 'Bool') AS is_write,
-       -- SPEC §6: effect_status decides when present; absent that, the class does
+       -- docs/metrics.md §6: effect_status decides when present; absent that, the class does
        CAST(coalesce(s.budget_side_effect = 'write', false) AND if(
            s.budget_effect_status IS NOT NULL, s.budget_effect_status = 'possible',
            s.class IN ('client_timeout', 'cancelled')), 'Bool') AS is_uncertain,
@@ -349,5 +349,5 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        toLowCardinality(r.week) AS week
 FROM classed s
 JOIN budgetscope_tmp_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
--- SPEC §10: a declared cap for the step's key (as derive_refresh.sql step 4)
+-- docs/guide.md#declaring-budgets: a declared cap for the step's key (as derive_refresh.sql step 4)
 LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name);

@@ -5,8 +5,8 @@
 -- 169e3b3e0562bb96a3f9c5cd4501a0e9b2188645, rendered with its defaults: database and table
 -- `otel_logs` in the current database, no cluster, engine MergeTree(), no TTL. The exporter
 -- writes it only when a Collector has a logs pipeline; budgetscope reads it when it exists
--- (exception log records, SPEC §9; the run view's log records) and never creates it on a real
--- deployment: tests create it in chdb to load log records as the exporter would write them.
+-- (exception log records, docs/conventions.md; the run view's log records) and never creates it on
+-- a real deployment: tests create it in chdb to load log records as the exporter would write them.
 CREATE TABLE IF NOT EXISTS otel_logs (
     Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
     TimestampTime DateTime DEFAULT toDateTime(Timestamp),

@@ -1,8 +1,8 @@
 -- name: declared_affected_by_cap
 -- The traces holding steps of $step_key without their own budget.allocated_ms, whose
--- allocations a change of that key's declared cap changes (SPEC §10), as the temp table
--- declared_affected(trace_id, runs). A step's own allocation is read from its span: the steps
--- table does not say where an allocation came from, and re-deriving the traces whose steps
+-- allocations a change of that key's declared cap changes (docs/guide.md#declaring-budgets), as the
+-- temp table declared_affected(trace_id, runs). A step's own allocation is read from its span: the
+-- steps table does not say where an allocation came from, and re-deriving the traces whose steps
 -- all carry their own would change nothing at a cost (17,213 traces, ~20 s at 1M spans).
 CREATE OR REPLACE TEMP TABLE declared_affected AS
 SELECT st.trace_id, count(DISTINCT st.run_id) AS runs

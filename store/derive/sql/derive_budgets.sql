@@ -1,5 +1,5 @@
 -- name: derive_budgets
--- Re-measure the stored runs and steps of the traces in touched_traces against the declared budgets, without recognising their spans again (SPEC §10).
+-- Re-measure the stored runs and steps of the traces in touched_traces against the declared budgets, without recognising their spans again (docs/guide.md#declaring-budgets).
 --
 -- A change of a declared budget or cap moves only what depends on B: the budget, deadline,
 -- window, exhaustion, utilisation, allocations, consumption shares and blame. The steps, their

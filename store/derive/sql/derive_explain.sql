@@ -1,5 +1,5 @@
 -- name: derive_explain
--- Why each span of the touched traces is, or is not, a step (SPEC §9), from the recognition's temp tables: `budgetscope run --spans`.
+-- Why each span of the touched traces is, or is not, a step (docs/conventions.md), from the recognition's temp tables: `budgetscope run --spans`.
 --
 -- Run on a copy of one trace (store/derive/explain.py) after derive_steps.sql and before
 -- derive_drop.sql. One row per span: the run whose walk owns it, its depth there, what it is

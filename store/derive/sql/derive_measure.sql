@@ -1,5 +1,5 @@
 -- name: derive_measure
--- Everything of the derivation that depends on B (SPEC §4-§6, §10), from what does not.
+-- Everything of the derivation that depends on B (docs/metrics.md §4-§6, docs/guide.md#declaring-budgets), from what does not.
 --
 -- Reads the temp tables derive_run_facts, derive_step_facts, derive_tree (trace_id, span_id,
 -- run_span_id, lifted_from) and derive_seen_before, which derive_refresh.sql builds from the
@@ -12,11 +12,11 @@
 -- 3b. B, the deadline and the window of each run, and its B$ and Btok.
 CREATE OR REPLACE TEMP TABLE derive_runs AS
 WITH declared AS (
-    -- SPEC §10: B is the span's own budget.total_ms, else the budget declared for the run's
-    -- agent, else the declared default. A change of declarations marks the runs it affects
-    -- (store/declared/budgets.py), so past runs follow it. B$ and Btok likewise (§11.5), each
-    -- dimension on its own: the run's budget.total_usd / budget.total_tokens, else its
-    -- agent's declaration of that dimension, else the default's.
+    -- docs/guide.md#declaring-budgets: B is the span's own budget.total_ms, else the budget
+    -- declared for the run's agent, else the declared default. A change of declarations marks the
+    -- runs it affects (store/declared/budgets.py), so past runs follow it. B$ and Btok likewise
+    -- (§11.5), each dimension on its own: the run's budget.total_usd / budget.total_tokens, else
+    -- its agent's declaration of that dimension, else the default's.
     SELECT r.*,
            coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
            CASE WHEN r.budget_total_ms IS NOT NULL THEN 'span'
@@ -90,9 +90,10 @@ SELECT s.* EXCLUDE (own_allocated_ms),
 FROM derive_step_facts s
 JOIN derive_runs r ON r.run_id = s.run_id
 LEFT JOIN derive_step_cost m ON m.trace_id = s.trace_id AND m.span_id = s.span_id
--- SPEC §10: a declared cap for the step's key gives a step without budget.allocated_ms the
--- allocation min(cap, B - (step start - s)), in ns (stored as whole ms, rounded down; the
--- utilisation uses it exactly), never below 0; in a run of unknown budget, the cap alone.
+-- docs/guide.md#declaring-budgets: a declared cap for the step's key gives a step without
+-- budget.allocated_ms the allocation min(cap, B - (step start - s)), in ns (stored as whole ms,
+-- rounded down; the utilisation uses it exactly), never below 0; in a run of unknown budget, the
+-- cap alone.
 LEFT JOIN declared_step_caps c ON c.step_key = s.step_key,
 LATERAL (SELECT CASE
     WHEN c.cap_ms IS NULL THEN NULL
@@ -101,9 +102,9 @@ LATERAL (SELECT CASE
                greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns))) END
     AS allocated_ns) a;
 
--- 5. Consumption share (SPEC §4). Top-level steps clipped to [s, e]; the distinct start/end
--- points cut [s, e] into elementary intervals; an interval of length dt with n active steps
--- gives dt/n to each. Rather than joining every step with every interval (quadratic in the
+-- 5. Consumption share (docs/metrics.md §4). Top-level steps clipped to [s, e]; the distinct
+-- start/end points cut [s, e] into elementary intervals; an interval of length dt with n active
+-- steps gives dt/n to each. Rather than joining every step with every interval (quadratic in the
 -- steps of a run), W(p) = sum of dt/n over the intervals before point p is a running sum, and a
 -- step's consumption is W(its clipped end) - W(its clipped start).
 CREATE OR REPLACE TEMP TABLE derive_consumption AS
@@ -115,8 +116,8 @@ WITH clipped AS (
                       AND t.run_span_id = r.span_id
     WHERE st.is_top_level AND r.budget_ms IS NOT NULL
 ), holes AS (
-    -- SPEC §9: a model step is not active while a tool lifted out of it runs. The union of
-    -- its tools' intervals (clipped to it), as islands of overlapping intervals.
+    -- docs/conventions.md: a model step is not active while a tool lifted out of it runs. The union
+    -- of its tools' intervals (clipped to it), as islands of overlapping intervals.
     SELECT m.run_id, m.span_id, greatest(t.cs, m.cs) AS hs, least(t.ce, m.ce) AS he
     FROM clipped t JOIN clipped m ON m.run_id = t.run_id AND m.span_id = t.lifted_from
     WHERE greatest(t.cs, m.cs) < least(t.ce, m.ce)
@@ -180,8 +181,8 @@ GROUP BY c.trace_id, c.span_id, c.run_id;
 -- top-level step active at d, i.e. started before d and not ended before d; several: the
 -- latest started; none: the last one to start before the run span ended). Both are steps,
 -- named with their number: the rank of their start among the run's top-level steps, from 1
--- (SPEC §4; ties: the smaller span id). `holder_at_deadline` tells the two holder cases apart:
--- only a holder active at d was running when the deadline fired.
+-- (docs/metrics.md §4; ties: the smaller span id). `holder_at_deadline` tells the two holder cases
+-- apart: only a holder active at d was running when the deadline fired.
 CREATE OR REPLACE TEMP TABLE derive_blame AS
 WITH top AS (
     SELECT st.run_id, st.span_id, st.step_key, st.start_ns, st.end_ns, c.consumption_ms,
@@ -272,8 +273,8 @@ WITH counted AS (
 SELECT r.run_id, r.trace_id, r.span_id, r.agent, r.start_ns, r.end_ns, r.budget_ms,
        r.budget_source, r.deadline_ns, r.window_end_ns, r.reserve_ms, r.outcome, r.elapsed_ms, r.utilisation,
        r.latest_end_ns, r.overrun_ms,
-       -- SPEC §4: a stated outcome decides (a value outside SPEC's list counts as absent),
-       -- unless it names another budget than time (budget.run.exhausted_by); otherwise
+       -- docs/metrics.md §4: a stated outcome decides (a value outside the list of §2 counts
+       -- as absent), unless it names another budget than time (budget.run.exhausted_by); otherwise
        -- running to the deadline, or a step refused by time.
        CASE WHEN r.budget_ms IS NULL THEN NULL
             WHEN r.known_outcome IN (/*@run_outcomes*/)

@@ -1,5 +1,5 @@
 -- name: derive_recognise
--- Find the candidate steps the walk took for steps that are wrappers (SPEC §9), and set up a second walk of their traces.
+-- Find the candidate steps the walk took for steps that are wrappers (docs/conventions.md), and set up a second walk of their traces.
 --
 -- The walk treats every candidate of rows 1-11 as a step. Two kinds are wrappers after all,
 -- which only what lies below them tells:

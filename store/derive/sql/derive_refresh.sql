@@ -1,5 +1,5 @@
 -- name: derive_refresh
--- Recognise the spans of every trace in the temp table touched_traces (SPEC §9, §3): the first of the derivation's files.
+-- Recognise the spans of every trace in the temp table touched_traces (docs/conventions.md, docs/metrics.md §3): the first of the derivation's files.
 --
 -- Runs in a derivation turn's transaction (store/derive/pending.py), after the spans' own
 -- commit. It reads all stored spans of the touched traces (not only the last batch), so the
@@ -36,8 +36,8 @@ FROM derive_touched;
 CREATE OR REPLACE TEMP TABLE derive_seen_before AS
 SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 
--- 0b. Exceptions recorded as OTLP log records (SPEC §9): a record with exception.type and a
--- span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
+-- 0b. Exceptions recorded as OTLP log records (docs/conventions.md): a record with exception.type
+-- and a span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
 -- span; a late one marks its trace, store/write/sql/mark_pending_log_exceptions.sql), in time order.
 -- Read through views of the traces in derive_reading: the touched traces, then those that the
@@ -56,18 +56,18 @@ WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
 GROUP BY trace_id, span_id;
 CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS SELECT * FROM derive_log_exceptions_read;
 
--- 1. The touched traces' spans, recognised as candidate steps by SPEC §9's table and classed
--- by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py, the one place
--- those rules are written). `specific` is the class rules 1-4 give other than the fallback
--- `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
+-- 1. The touched traces' spans, recognised as candidate steps by the table of docs/conventions.md
+-- and classed by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py,
+-- the one place those rules are written). `specific` is the class rules 1-4 give other than the
+-- fallback `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
 -- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
 -- no step above it, row 11 no step below it, and one call recorded twice is one step.
 CREATE TEMP VIEW IF NOT EXISTS derive_spans_read AS
 WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
-           -- The exception types of each span (SPEC §3 rule 4), gathered in this one place:
-           -- its `exception` events, then the exception log records carrying its context;
+           -- The exception types of each span (docs/metrics.md §3 rule 4), gathered in this one
+           -- place: its `exception` events, then the exception log records carrying its context;
            -- then their messages, in the same order (read only where there are events or
            -- records: most spans have none).
            list_filter(list_concat(s.exception_types, coalesce(le.types, [])),
@@ -330,7 +330,7 @@ UNION ALL
 SELECT service_name, NULL AS bucket, start_ns, end_ns, trace_id
 FROM hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 >= 4096;
 
--- 1c. Parents that never arrived, and runs whose root never arrived (SPEC §9, "A trace
+-- 1c. Parents that never arrived, and runs whose root never arrived (docs/conventions.md, "A trace
 -- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
 -- trace's run span: the earliest-starting run among those with no parent or a missing one
 -- (`anchor`). A trace with no run at all is measured once none of its spans has arrived for the
@@ -535,11 +535,11 @@ SELECT trace_id, spans, has_run, last_received_at,
            AS anchor
 FROM measured;
 
--- 1b. One call, two sibling spans (SPEC §9): candidates with one parent and one step key whose
--- intervals nest, recorded by two instrumentation scopes (an SDK's own span beside a library's).
--- Only the inner one is a step (of equal intervals, the larger span id); the outer one is a
--- wrapper, whose evidence still rolls up. Siblings from one scope are parallel calls. Spans pair
--- one to one, each with the other scope's span nearest to it (starts and ends apart, summed),
+-- 1b. One call, two sibling spans (docs/conventions.md): candidates with one parent and one step
+-- key whose intervals nest, recorded by two instrumentation scopes (an SDK's own span beside a
+-- library's). Only the inner one is a step (of equal intervals, the larger span id); the outer one
+-- is a wrapper, whose evidence still rolls up. Siblings from one scope are parallel calls. Spans
+-- pair one to one, each with the other scope's span nearest to it (starts and ends apart, summed),
 -- and only when each is the other's nearest: two parallel calls, the second inside the first,
 -- pair as the two calls they are, not the first call's outer span with the second's inner one.
 -- A budget step (row 1) is an agent's own record and never merged. Only groups with two scopes

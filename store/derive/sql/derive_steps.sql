@@ -1,16 +1,17 @@
 -- name: derive_steps
--- The steps, their levels and classes, and the runs' facts, from the walk (SPEC §9, §3 rule 6, §1).
+-- The steps, their levels and classes, and the runs' facts, from the walk (docs/conventions.md, docs/metrics.md §3 rule 6, §1).
 --
 -- Reads what derive_refresh.sql, derive_walk.sql and derive_recognise.sql built; what depends on
 -- B is derive_measure.sql, run next in the same transaction.
 
--- 2b. HTTP client spans beside their call (SPEC §9): some tracers do not make their tool or model
--- span current, so the HTTP or gRPC client span the call makes hangs from the run or a wrapper.
--- A row-12 step with no step below it whose interval lies inside exactly one tool or model step
--- of its run and inside no other step (agents, its own ancestors or not, do not count: they hold
--- whatever runs during them) is that call's descendant for every rule: no step, its evidence and
--- that of the spans below it rolls up into the call. Bounded: a run where the pairs to compare would
--- pass PAIR_LIMIT keeps its HTTP spans where they are, and says so (derivation_notes).
+-- 2b. HTTP client spans beside their call (docs/conventions.md): some tracers do not make their
+-- tool or model span current, so the HTTP or gRPC client span the call makes hangs from the run or
+-- a wrapper. A row-12 step with no step below it whose interval lies inside exactly one tool or
+-- model step of its run and inside no other step (agents, its own ancestors or not, do not count:
+-- they hold whatever runs during them) is that call's descendant for every rule: no step, its
+-- evidence and that of the spans below it rolls up into the call. Bounded: a run where the pairs
+-- to compare would pass PAIR_LIMIT keeps its HTTP spans where they are, and says so
+-- (derivation_notes).
 CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
 WITH calls AS (
     -- the row-12 steps, few: only their runs are looked at
@@ -173,9 +174,9 @@ SELECT DISTINCT trace_id, 'walk_depth_capped' AS note,
 FROM derive_walk WHERE depth >= 200;
 
 -- 2c. The runs' own tree: each run with every run nested in it (itself included), for the latest
--- end (SPEC §4's overrun counts what a nested run ran past the outer deadline). Runs nest at most
--- 16 deep here (derive_recognise.sql measures deeper ones as part of the run around them), so
--- this holds at most 17 rows a run.
+-- end (docs/metrics.md §4's overrun counts what a nested run ran past the outer deadline). Runs
+-- nest at most 16 deep here (derive_recognise.sql measures deeper ones as part of the run around
+-- them), so this holds at most 17 rows a run.
 CREATE OR REPLACE TEMP TABLE derive_run_tree AS
 WITH RECURSIVE tree(trace_id, run_span_id, below_span_id) AS (
     SELECT trace_id, span_id, span_id FROM derive_walk WHERE depth = 0
@@ -190,10 +191,10 @@ SELECT * FROM tree;
 -- 3. Run-level facts that depend neither on steps nor on B (derive_measure.sql applies B).
 CREATE OR REPLACE TEMP TABLE derive_run_facts AS
 WITH lone_agent AS (
-    -- SPEC §9, the run's agent: the agent step that stands alone among the run's top-level
-    -- steps (wrappers are transparent already: the walk's step_parent skips them), whether or
-    -- not it is itself made transparent; when such agents nest, the outermost, which is this
-    -- one.
+    -- docs/conventions.md, the run's agent: the agent step that stands alone among the run's
+    -- top-level steps (wrappers are transparent already: the walk's step_parent skips them),
+    -- whether or not it is itself made transparent; when such agents nest, the outermost, which is
+    -- this one.
     SELECT trace_id, run_span_id, any_value(step_name) AS name
     FROM derive_walk
     WHERE own AND is_step AND step_parent IS NULL
@@ -204,9 +205,9 @@ WITH lone_agent AS (
            -- the root is the run "trace_id" only when the trace has exactly one root
            count(*) FILTER (WHERE r.parent_span_id IS NULL)
                OVER (PARTITION BY r.trace_id) AS roots_in_trace,
-           -- the run's agent (SPEC §9): the run span's gen_ai.agent.name, or its name when it
-           -- is an agent span of row 10 (a workflow's traceloop.entity.name names no agent),
-           -- else the lone agent's name, else the resource's service.name
+           -- the run's agent (docs/conventions.md): the run span's gen_ai.agent.name, or its name
+           -- when it is an agent span of row 10 (a workflow's traceloop.entity.name names no
+           -- agent), else the lone agent's name, else the resource's service.name
            coalesce(nullif(r.gen_ai_agent_name, ''), CASE WHEN r.is_agent THEN r.step_name END,
                     a.name, r.service_name) AS agent
     FROM derive_spans r
@@ -242,7 +243,7 @@ SELECT CASE WHEN (r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_m
 FROM runs_raw r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
--- 4. Steps (SPEC §9). First the steps of each run as the walk found them, each with its
+-- 4. Steps (docs/conventions.md). First the steps of each run as the walk found them, each with its
 -- nearest step above (wrappers are transparent already: only steps were kept as step_parent).
 -- A run span that matches a row, holds no step and is no step of another run is its own single
 -- top-level step (a trace that is one auto-instrumented model call).
@@ -357,7 +358,7 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
        s.budget_cleanup_ms AS cleanup_ms,
        coalesce(s.budget_side_effect = 'write', false) AS is_write,
-       -- SPEC §6: effect_status decides when present; absent that, the class does
+       -- docs/metrics.md §6: effect_status decides when present; absent that, the class does
        coalesce(s.budget_side_effect = 'write', false) AND CASE
            WHEN s.budget_effect_status IS NOT NULL THEN s.budget_effect_status = 'possible'
            ELSE s.class IN ('client_timeout', 'cancelled') END AS is_uncertain,
@@ -370,7 +371,7 @@ SELECT r.run_id, s.trace_id, s.span_id, s.parent_span_id, s.top_step_id,
 FROM classed s
 JOIN derive_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
 
--- The tools lifted out of a model step (SPEC §9), kept for derive_budgets.sql: what the
+-- The tools lifted out of a model step (docs/conventions.md), kept for derive_budgets.sql: what the
 -- consumption share needs of the step tree when only B changed.
 -- when: seen_before
 DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);

@@ -5,7 +5,7 @@
 -- one, but what is below it belongs to it: the outer run's walk stops there (`nested`), so each
 -- span is walked once, by its nearest run, however deep runs nest (a walk through every nested
 -- run cost ~200 rows per run of a chain of them). The nested run's latest end still counts for
--- the outer run's (overrun, SPEC §4): derive_steps.sql adds it up the runs' own tree.
+-- the outer run's (overrun, docs/metrics.md §4): derive_steps.sql adds it up the runs' own tree.
 -- Per span: whether it is a step of this run (row 12 only with no step above it other than an
 -- agent), its nearest step above (`step_parent`, NULL for the run), and the steps above it and
 -- itself (`path`, for rule 6's roll-up; it starts with the run span, which may be

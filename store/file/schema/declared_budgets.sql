@@ -1,7 +1,7 @@
 -- name: declared_budgets
 -- declared_budgets and declared_step_caps: budgets a team declares instead of (or before) its
--- agents sending budget.total_ms and budget.allocated_ms (SPEC §10). Written by
--- `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the
+-- agents sending budget.total_ms and budget.allocated_ms (docs/guide.md#declaring-budgets). Written
+-- by `budgetscope budgets` (or, while `serve` holds the file, by the server for it); read by the
 -- derivation (store/derive/sql/derive_refresh.sql), which resolves each run's budget B as the
 -- span's own budget.total_ms, else its agent's declared budget, else the declared default.
 -- A change marks the affected traces pending (store/declared/budgets.py), so that past runs'
@@ -22,9 +22,10 @@ CREATE TABLE IF NOT EXISTS declared_budgets (
     PRIMARY KEY (scope, agent)
 );
 
--- One row per step key (`kind:name`, SPEC §4) with a declared cap: steps of that key without
--- budget.allocated_ms get min(cap, B - (step start - s)) as their allocation (SPEC §5, §10).
--- A key no step has yet is allowed: the cap applies once such steps arrive.
+-- One row per step key (`kind:name`, docs/metrics.md §4) with a declared cap: steps of that key
+-- without budget.allocated_ms get min(cap, B - (step start - s)) as their allocation
+-- (docs/metrics.md §5, docs/guide.md#declaring-budgets). A key no step has yet is allowed: the cap
+-- applies once such steps arrive.
 CREATE TABLE IF NOT EXISTS declared_step_caps (
     step_key     VARCHAR PRIMARY KEY,
     cap_ms       BIGINT NOT NULL CHECK (cap_ms > 0),

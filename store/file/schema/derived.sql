@@ -1,5 +1,5 @@
 -- name: derived
--- derived: per-run and per-step facts computed from `spans` (SPEC §1-§6), so that reports and
+-- derived: per-run and per-step facts computed from `spans` (docs/metrics.md §1-§6), so that reports and
 -- the on-call run view read a few columns instead of walking span trees on every query.
 -- Maintained only by store/derive/sql/derive_refresh.sql, which deletes and recomputes the rows of
 -- the traces a write touched, inside that write's transaction; never edit these rows by hand.
@@ -50,13 +50,14 @@ CREATE TABLE IF NOT EXISTS runs (
     holder_span_id       VARCHAR,
     holder_key           VARCHAR,
     week                 VARCHAR NOT NULL,  -- ISO week of s in UTC, e.g. 2026-W48
-    -- where B came from (SPEC §8, §10): 'span' (budget.total_ms), 'declared' (the agent's or
-    -- the default declared budget), NULL when the budget is unknown. Last: schema 4 added it.
+    -- where B came from (docs/metrics.md §8, docs/guide.md#declaring-budgets): 'span'
+    -- (budget.total_ms), 'declared' (the agent's or the default declared budget), NULL when the
+    -- budget is unknown. Last: schema 4 added it.
     budget_source        VARCHAR,
-    -- Schema 6 (SPEC §4, §9): the culprit's and the holder's numbers (the rank of their start
-    -- among the run's top-level steps, from 1), whether the holder was running when the
-    -- deadline fired (else it is the last step started and none was running at d), and
-    -- whether the run's root span never arrived (measured from its earliest span).
+    -- Schema 6 (docs/metrics.md §4, docs/conventions.md): the culprit's and the holder's numbers
+    -- (the rank of their start among the run's top-level steps, from 1), whether the holder was
+    -- running when the deadline fired (else it is the last step started and none was running at d),
+    -- and whether the run's root span never arrived (measured from its earliest span).
     culprit_step         INTEGER,
     holder_step          INTEGER,
     holder_at_deadline   BOOLEAN,
@@ -119,9 +120,9 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs (run_id);
 DROP INDEX IF EXISTS runs_by_trace;
 
--- steps: one row per step (a descendant of a run that SPEC §9 recognises as one, or a run
--- span that is its own single step), attached to its nearest run ancestor. Run-level fields are copied in
--- (agent, run start, exhausted) because every report filters steps by them.
+-- steps: one row per step (a descendant of a run that docs/conventions.md recognises as one, or a
+-- run span that is its own single step), attached to its nearest run ancestor. Run-level fields are
+-- copied in (agent, run start, exhausted) because every report filters steps by them.
 CREATE TABLE IF NOT EXISTS steps (
     run_id               VARCHAR NOT NULL,
     trace_id             VARCHAR NOT NULL,
@@ -136,15 +137,16 @@ CREATE TABLE IF NOT EXISTS steps (
     step_key             VARCHAR NOT NULL,  -- kind:name
     -- what recognised it (store/derive/conventions.py): budget, otel_genai, openinference, ...
     convention           VARCHAR,
-    class                VARCHAR NOT NULL,  -- SPEC §3
+    class                VARCHAR NOT NULL,  -- docs/metrics.md §3
     start_ns             BIGINT NOT NULL,
     end_ns               BIGINT NOT NULL,
     duration_ms          DOUBLE NOT NULL,
     remaining_ms         BIGINT,
     cap_ms               BIGINT,
     allocated_ms         BIGINT,
-    utilisation          DOUBLE,            -- duration / allocated (SPEC §5)
-    consumption_ms       DOUBLE,            -- top-level steps of budgeted runs only (SPEC §4)
+    utilisation          DOUBLE,            -- duration / allocated (docs/metrics.md §5)
+    -- top-level steps of budgeted runs only (docs/metrics.md §4)
+    consumption_ms       DOUBLE,
     side_effect          VARCHAR,
     effect_status        VARCHAR,
     idempotency_key      VARCHAR,
@@ -153,7 +155,7 @@ CREATE TABLE IF NOT EXISTS steps (
     reconcile_result     VARCHAR,
     cleanup_ms           BIGINT,
     is_write             BOOLEAN NOT NULL,
-    is_uncertain         BOOLEAN NOT NULL,  -- SPEC §6
+    is_uncertain         BOOLEAN NOT NULL,  -- docs/metrics.md §6
     -- span links of reconcile steps: a reconcile step may name the write it reads back by link.
     link_targets         STRUCT(trace_id VARCHAR, span_id VARCHAR)[],
     agent                VARCHAR,
@@ -202,7 +204,7 @@ CREATE TABLE IF NOT EXISTS reconcile_links (
 );
 CREATE INDEX IF NOT EXISTS reconcile_links_by_target ON reconcile_links (target_trace_id);
 
--- reconciliations: which reconcile step reads back which write (SPEC §6): the same
+-- reconciliations: which reconcile step reads back which write (docs/metrics.md §6): the same
 -- idempotency key in the same run, or a span link to the write. A view, not a table, because a
 -- link may cross traces: computing it at read time keeps it right whatever order traces arrive.
 CREATE OR REPLACE VIEW reconciliations AS
@@ -242,8 +244,8 @@ LEFT JOIN (
 ) r ON r.write_trace_id = w.trace_id AND r.write_span_id = w.span_id
 WHERE w.is_write;
 
--- step_lifts: the tools lifted out of a model step (SPEC §9: a tool whose parent step is a
--- model step stands at the model's level, and the model is not active while it runs), which
+-- step_lifts: the tools lifted out of a model step (docs/conventions.md: a tool whose parent step
+-- is a model step stands at the model's level, and the model is not active while it runs), which
 -- the consumption share reads. Kept so that a change of a declared budget re-measures stored
 -- runs and steps (store/derive/sql/derive_budgets.sql) without recognising their spans
 -- again.
@@ -255,9 +257,9 @@ CREATE TABLE IF NOT EXISTS step_lifts (
 );
 
 -- traces_awaiting_root: traces with spans stored but no run yet, because their root span has not
--- arrived (SPEC §9, "A trace without its root"), and when their last span was stored. Kept by the
--- derivation; serve marks a trace for derivation again once nothing of it has arrived for the
--- grace period, and it is then measured from its earliest span (runs.root_missing).
+-- arrived (docs/conventions.md, "A trace without its root"), and when their last span was stored.
+-- Kept by the derivation; serve marks a trace for derivation again once nothing of it has arrived
+-- for the grace period, and it is then measured from its earliest span (runs.root_missing).
 CREATE TABLE IF NOT EXISTS traces_awaiting_root (
     trace_id             VARCHAR NOT NULL,
     last_received_at     TIMESTAMPTZ NOT NULL

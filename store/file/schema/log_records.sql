@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS log_records (
     resource_id              VARCHAR NOT NULL,
     scope_id                 VARCHAR NOT NULL,
     service_name             VARCHAR,            -- cache of the resource's service.name
-    -- exception.type: with a span context, an exception of that span (SPEC §9, §3 rule 4).
+    -- exception.type: with a span context, an exception of that span (docs/conventions.md,
+    -- docs/metrics.md §3 rule 4).
     exception_type           VARCHAR,
     received_at              TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (record_key_hi, record_key_lo)

@@ -16,10 +16,10 @@ CREATE TABLE IF NOT EXISTS pending_derivations (
     since    TIMESTAMPTZ NOT NULL
 );
 
--- Traces whose runs only need measuring again against the declared budgets (SPEC §10): a
--- change of a declaration marks them here, and the derivation re-measures their stored runs
--- and steps (store/derive/sql/derive_budgets.sql), unless the trace is also in
--- pending_derivations, whose full derivation measures it anyway.
+-- Traces whose runs only need measuring again against the declared budgets
+-- (docs/guide.md#declaring-budgets): a change of a declaration marks them here, and the derivation
+-- re-measures their stored runs and steps (store/derive/sql/derive_budgets.sql), unless the trace
+-- is also in pending_derivations, whose full derivation measures it anyway.
 CREATE TABLE IF NOT EXISTS pending_measurements (
     trace_id VARCHAR NOT NULL
 );

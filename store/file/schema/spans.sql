@@ -1,7 +1,7 @@
 -- name: spans
 -- spans: one row per span as received, identified by (trace_id, span_id) (see span_keys.sql).
 -- Everything OTLP carries is kept (attributes, events and links whole, as JSON and typed lists);
--- the attributes SPEC.md computes with are also copied into typed columns so that queries
+-- the attributes docs/metrics.md computes with are also copied into typed columns so that queries
 -- never parse strings. The typed columns are a cache of `attributes`, never a replacement.
 CREATE TABLE IF NOT EXISTS spans (
     trace_id                 VARCHAR NOT NULL,   -- 32 lowercase hex
@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS spans (
     status_message           VARCHAR NOT NULL,
     resource_id              VARCHAR NOT NULL,
     scope_id                 VARCHAR NOT NULL,
-    -- Denormalized cache of the resource's service.name: the agent falls back to it (SPEC §7).
+    -- Denormalized cache of the resource's service.name: the agent falls back to it
+    -- (docs/metrics.md §7).
     service_name             VARCHAR,
     attributes               JSON NOT NULL,
     dropped_attributes_count UINTEGER NOT NULL,
@@ -31,7 +32,7 @@ CREATE TABLE IF NOT EXISTS spans (
     )[] NOT NULL,
     dropped_links_count      UINTEGER NOT NULL,
 
-    -- SPEC §2 budget.* attributes, typed.
+    -- docs/metrics.md §2 budget.* attributes, typed.
     budget_total_ms          BIGINT,
     budget_deadline_unix_ms  BIGINT,
     budget_reserve_ms        BIGINT,
@@ -49,20 +50,20 @@ CREATE TABLE IF NOT EXISTS spans (
     budget_hedge             BOOLEAN,
     budget_reconcile_result  VARCHAR,
     budget_cleanup_ms        BIGINT,
-    -- OpenTelemetry semantic conventions SPEC §2-§3 reads.
+    -- OpenTelemetry semantic conventions docs/metrics.md §2-§3 reads.
     gen_ai_operation_name    VARCHAR,
     gen_ai_tool_name         VARCHAR,
     gen_ai_request_model     VARCHAR,
     gen_ai_agent_name        VARCHAR,
-    -- http.response.status_code, else the older http.status_code (SPEC §3 rule 2)
+    -- http.response.status_code, else the older http.status_code (docs/metrics.md §3 rule 2)
     http_response_status_code BIGINT,
     -- gRPC status as a number, from rpc.grpc.status_code or the newer string-valued
     -- rpc.response.status_code / rpc.status_code (e.g. DEADLINE_EXCEEDED → 4).
     grpc_status_code         INTEGER,
     error_type               VARCHAR,
-    -- exception.type of each `exception` event, in event order (SPEC §3 rule 4).
+    -- exception.type of each `exception` event, in event order (docs/metrics.md §3 rule 4).
     exception_types          VARCHAR[] NOT NULL,
-    -- What SPEC §9 recognises steps by, in the conventions real instrumentations emit
+    -- What docs/conventions.md recognises steps by, in the conventions real instrumentations emit
     -- (store/derive/conventions.py; schema 4). Labels (kinds, operation ids) are lower-cased.
     gen_ai_response_model    VARCHAR,
     gen_ai_data_source_id    VARCHAR,
@@ -93,7 +94,7 @@ CREATE TABLE IF NOT EXISTS spans (
     http_url_host            VARCHAR,            -- the host of http.url
     url_template             VARCHAR,
     http_route               VARCHAR,
-    -- the first 256 characters of a tool's result (SPEC §3 rule 4's timeout result)
+    -- the first 256 characters of a tool's result (docs/metrics.md §3 rule 4's timeout result)
     output_value_head        VARCHAR,
     gen_ai_tool_call_result_head VARCHAR,
     mcp_method_name          VARCHAR,            -- schema 6: an MCP client's call (row 3)

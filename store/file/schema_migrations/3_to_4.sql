@@ -1,9 +1,10 @@
 -- name: 3_to_4
 -- Schema 3 → 4.
 
--- declared_budgets, declared_step_caps (../schema/declared_budgets.sql, SPEC §10): the tables
--- are created by the DDL, which runs before this. runs gains budget_source; no budget was
--- declared before version 4, so every known budget came from its span.
+-- declared_budgets, declared_step_caps (../schema/declared_budgets.sql,
+-- docs/guide.md#declaring-budgets): the tables are created by the DDL, which runs before this.
+-- runs gains budget_source; no budget was declared before version 4, so every known budget came
+-- from its span.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS budget_source VARCHAR;
 UPDATE runs SET budget_source = 'span' WHERE budget_ms IS NOT NULL AND budget_source IS NULL;
 
@@ -18,7 +19,7 @@ CREATE TABLE IF NOT EXISTS derivation_failures (
     failed_at TIMESTAMPTZ NOT NULL
 );
 
--- spans (steps recognised by the conventions of SPEC §9, store/derive/conventions.py):
+-- spans (steps recognised by the conventions of docs/conventions.md, store/derive/conventions.py):
 -- spans gain the typed columns those rules read (../schema/spans.sql). A file of schema 3 gets
 -- them here, filled from each span's attributes JSON as store/rows/typed_attributes.py types them at
 -- ingest (tests/test_schema_migration.py compares the two), and every trace is marked for
@@ -156,7 +157,8 @@ WHERE json_exists(attributes, '$."gen_ai.response.model"')
    OR json_exists(attributes, '$."output.value"')
    OR json_exists(attributes, '$."gen_ai.tool.call.result"');
 
--- SPEC §3 rule 2 reads the older http.status_code when http.response.status_code is absent.
+-- docs/metrics.md §3 rule 2 reads the older http.status_code when http.response.status_code is
+-- absent.
 UPDATE spans SET http_response_status_code = CASE
     WHEN TRY_CAST(json_extract_string(attributes, '$."http.status_code"') AS DOUBLE)
          = floor(TRY_CAST(json_extract_string(attributes, '$."http.status_code"') AS DOUBLE))

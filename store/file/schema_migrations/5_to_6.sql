@@ -1,5 +1,5 @@
 -- name: 5_to_6
--- Schema 5 to 6: SPEC §9's revised recognition and §4's numbered culprit and holder.
+-- Schema 5 to 6: the revised recognition of docs/conventions.md and §4's numbered culprit and holder.
 -- runs gain culprit_step, holder_step, holder_at_deadline and root_missing; trace_arrivals
 -- gains spans and derived_at (the pace of a large trace's derivations); spans gain
 -- mcp_method_name, filled here from each span's attributes JSON as store/rows/typed_attributes.py

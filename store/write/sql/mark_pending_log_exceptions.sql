@@ -1,5 +1,5 @@
 -- name: mark_pending_log_exceptions
--- A new log record with exception.type is exception evidence of its span (SPEC §9, §3 rule 4):
+-- A new log record with exception.type is exception evidence of its span (docs/conventions.md, docs/metrics.md §3 rule 4):
 -- its trace is derived again, as a span write would have it (store/file/schema/pending.sql).
 -- Only traces whose span is stored are marked; a record that came before its span is read when
 -- the span's own write marks the trace.

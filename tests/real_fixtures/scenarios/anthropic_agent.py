@@ -9,7 +9,7 @@ opentelemetry-api and a global tracer provider. Its tools are its own functions 
     anthropic_agent.py openinference   + OpenInference's anthropic instrumentor
 
 Every mode makes the same calls, so one call is one model step in each truth however many spans
-the instrumentations give it (SPEC §9, "one call, two spans")."""
+the instrumentations give it (docs/conventions.md, "one call, two spans")."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def instrument(mode: str, provider: Any) -> None:
         from openinference.instrumentation.anthropic import AnthropicInstrumentor as OIAnthropic
 
         # inputs and outputs hidden (OpenInference's own switches): the spans would carry the
-        # conversation, and nothing in them is read by SPEC §9
+        # conversation, and nothing in them is read by docs/conventions.md
         OIAnthropic().instrument(tracer_provider=provider, config=TraceConfig(
             hide_inputs=True, hide_outputs=True, hide_input_messages=True,
             hide_output_messages=True))

@@ -1,5 +1,5 @@
 """A hand-written agent calling its tools over gRPC through a channel instrumented by the real
-opentelemetry-instrumentation-grpc. SPEC §9 row 12 names each CLIENT span
+opentelemetry-instrumentation-grpc. docs/conventions.md row 12 names each CLIENT span
 `rpc.service/rpc.method`; §3 rule 3 classes it by its gRPC status code."""
 
 from __future__ import annotations

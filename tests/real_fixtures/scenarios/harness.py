@@ -4,7 +4,7 @@ fake model's script, and the ground-truth log.
 
 The ground truth is what the harness itself did and saw — which call it made, to what, and what
 came back (a timeout it caught, a 503 it was served) — timed on its own clock. It never reads a
-span. The culprit and holder are computed from those intervals by SPEC §4's rules."""
+span. The culprit and holder are computed from those intervals by docs/metrics.md §4's rules."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class Run:
     steps: list[Step] = field(default_factory=list)
     note: str = ""
     # the trace's root span never reaches the exporter (an instrumentation that never ends the
-    # span of a run that raised): SPEC §9 roots the run at its earliest orphaned span
+    # span of a run that raised): docs/conventions.md roots the run at its earliest orphaned span
     root_missing: bool = False
     # the fake model's requests [first, end) in the order it took them, made by this run
     model_requests: tuple[int, int] = (0, 0)
@@ -141,8 +141,8 @@ class Run:
 
 
 def _culprit_holder(run: Run, top: list[Step]) -> tuple[Any, Any, float | None, float | None]:
-    """SPEC §4 on the harness's own intervals: equal split of wall clock among the top-level
-    steps active at each instant, within [s, min(run end, d)]."""
+    """docs/metrics.md §4 on the harness's own intervals: equal split of wall clock among the
+    top-level steps active at each instant, within [s, min(run end, d)]."""
     if not top or run.budget_ms is None:
         return None, None, None, None
     s = run.start_ns

@@ -134,8 +134,8 @@ async def main() -> None:
         for step in model_steps(before, ["upstream_error"]):
             run.add(step)
 
-    # Run 3: a handoff. support-agent's model hands off to billing-agent, whose model calls a
-    # slow tool and answers: two agents side by side, two subagent steps (SPEC §9), with the
+    # Run 3: a handoff. support-agent's model hands off to billing-agent, whose model calls a slow
+    # tool and answers: two agents side by side, two subagent steps (docs/conventions.md), with the
     # model and tool calls nested in them. The handoff is a TOOL span named by the SDK's
     # instrumentor ("handoff to billing-agent"; it carries no tool.name).
     billing = Agent(name="billing-agent", instructions="Answer billing questions.", model=model,
@@ -146,7 +146,7 @@ async def main() -> None:
                  {"do": "tool_call", "name": "lookup_invoice", "arguments": {"invoice_id": 9}},
                  {"do": "ok", "text": "paid"})
     # Neither agent stands alone among the run's top-level steps, so the run belongs to the
-    # service (SPEC §9, "The run's agent"), not to whichever agent started first.
+    # service (docs/conventions.md, "The run's agent"), not to whichever agent started first.
     with truth.run(SERVICE, 10_000, note="handoff: two agents side by side") as run, \
             root_span(tracer, run, "support request",
                                          attributes={"budget.total_ms": 10_000}) as root:

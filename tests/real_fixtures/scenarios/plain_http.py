@@ -1,6 +1,6 @@
-"""A hand-written agent with no GenAI instrumentation: its own root span carries
-budget.total_ms, and every call it makes goes through a plain HTTP client instrumented by the
-real opentelemetry-instrumentation-httpx or -requests (argv[1]). SPEC §9 row 12 makes each of
+"""A hand-written agent with no GenAI instrumentation: its own root span carries budget.total_ms,
+and every call it makes goes through a plain HTTP client instrumented by the real
+opentelemetry-instrumentation-httpx or -requests (argv[1]). docs/conventions.md row 12 makes each of
 those CLIENT spans a step of kind `other`, named by the host."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from harness import (
 )
 
 CLIENT = sys.argv[1]  # "httpx" or "requests"
-HOST = "127.0.0.1"  # SPEC §9 row 12: the host, with no url.template/http.route to follow it
+# docs/conventions.md row 12 names the step by the host, with no url.template/http.route after it
+HOST = "127.0.0.1"
 
 
 def make_client():

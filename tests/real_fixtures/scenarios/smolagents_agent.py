@@ -4,10 +4,10 @@ a CHAIN span `Step N` per step, an LLM span `OpenAIModel.generate` per model cal
 per tool call (the final answer is a tool call too: `final_answer`). The tools call the fake tool
 server with httpx, instrumented (which also traces the model client's requests).
 
-When the model call fails, agent.run raises and the instrumentor records the exception on its
-AGENT span but never ends it (nor detaches its context): that span never reaches the exporter.
-A run with no span of the app's own around it is then a trace whose root never arrives
-(SPEC §9, root_missing); each run here starts from a clean context, as a new request would."""
+When the model call fails, agent.run raises and the instrumentor records the exception on its AGENT
+span but never ends it (nor detaches its context): that span never reaches the exporter. A run with
+no span of the app's own around it is then a trace whose root never arrives (docs/conventions.md,
+root_missing); each run here starts from a clean context, as a new request would."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ from smolagents import OpenAIModel, ToolCallingAgent, tool
 from smolagents.utils import AgentGenerationError
 
 MODEL = "gpt-4o-mini"
-# the resource's service.name: the AGENT span has no agent name attribute (SPEC §9 row 10: an
-# unnamed agent span is a wrapper), so no span names the run's agent
+# the resource's service.name: the AGENT span has no agent name attribute (docs/conventions.md row
+# 10: an unnamed agent span is a wrapper), so no span names the run's agent
 SERVICE = "smolagents-app"
 tool_calls: list[Step] = []  # what the tools themselves saw, timed by them
 tools_http: httpx.Client  # made once instrumented

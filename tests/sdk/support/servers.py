@@ -30,7 +30,7 @@ class _Server(ThreadingHTTPServer):
     state: Any
 
 
-def _reply(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
+def reply(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
@@ -71,7 +71,7 @@ def serve(handler_class: type[BaseHTTPRequestHandler], state: Any) -> Iterator[t
         server.server_close()
 
 
-class _Quiet(BaseHTTPRequestHandler):
+class Quiet(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
@@ -88,7 +88,7 @@ class HangState:
         self.headers: dict[str, str] = {}
 
 
-class HangingTool(_Quiet):
+class HangingTool(Quiet):
     def do_POST(self) -> None:
         state: HangState = self.server.state
         _read_body(self)
@@ -118,7 +118,7 @@ class LedgerState:
         self.posts = 0
 
 
-class LedgerService(_Quiet):
+class LedgerService(Quiet):
     def do_POST(self) -> None:
         state: LedgerState = self.server.state
         _read_body(self)
@@ -134,7 +134,7 @@ class LedgerService(_Quiet):
             return
         with state.lock:
             if not key:
-                _reply(self, 400, {"error": "Idempotency-Key required"})
+                reply(self, 400, {"error": "Idempotency-Key required"})
                 return
             state.seen_keys.append(key)
             answer = state.answers.get(key) if state.dedupe else None
@@ -142,7 +142,7 @@ class LedgerService(_Quiet):
                 state.executions.append(self.path)
                 answer = state.answers[key] = {"status": "cancelled", "path": self.path,
                                                "execution": len(state.executions)}
-        _reply(self, 200, answer)
+        reply(self, 200, answer)
 
     def do_GET(self) -> None:
         state: LedgerState = self.server.state
@@ -151,9 +151,9 @@ class LedgerService(_Quiet):
             if self.path.startswith("/operations/"):
                 key = self.path.rsplit("/", 1)[1]
                 answer = state.answers.get(key)
-                _reply(self, 200 if answer else 404, answer or {"error": "no such operation"})
+                reply(self, 200 if answer else 404, answer or {"error": "no such operation"})
                 return
-        _reply(self, 404, {"error": "not found"})
+        reply(self, 404, {"error": "not found"})
 
 
 # -- a proxy that lets the first request commit and drops its reply ----------------------------
@@ -167,7 +167,7 @@ class ProxyState:
         self.client_closed_after_drop = threading.Event()
 
 
-class CommitThenDropProxy(_Quiet):
+class CommitThenDropProxy(Quiet):
     def _forward(self) -> None:
         state: ProxyState = self.server.state
         body = _read_body(self)
@@ -209,13 +209,13 @@ class ExportState:
         self.written = 0
 
 
-class CooperativeExport(_Quiet):
+class CooperativeExport(Quiet):
     def do_POST(self) -> None:
         state: ExportState = self.server.state
         _read_body(self)
         deadline = RemoteDeadline.from_headers(dict(self.headers.items()))
         if deadline is None:
-            _reply(self, 400, {"error": "no deadline propagated"})
+            reply(self, 400, {"error": "no deadline propagated"})
             return
         for index in range(state.batches):
             # Checked before each unit of expensive work, with a margin for the reply's trip.
@@ -223,14 +223,14 @@ class CooperativeExport(_Quiet):
                 entry = {"status": "cancelled", "completed_batches": index,
                          "total_batches": state.batches}
                 state.ledger.append(entry)
-                _reply(self, 200, entry)
+                reply(self, 200, entry)
                 return
             time.sleep(state.batch_seconds)
             state.written += 1
         entry = {"status": "succeeded", "completed_batches": state.batches,
                  "total_batches": state.batches}
         state.ledger.append(entry)
-        _reply(self, 200, entry)
+        reply(self, 200, entry)
 
 
 # -- a request counter -------------------------------------------------------------------------
@@ -239,10 +239,10 @@ class CountState:
         self.requests = 0
 
 
-class CountingTool(_Quiet):
+class CountingTool(Quiet):
     def do_GET(self) -> None:
         self.server.state.requests += 1
-        _reply(self, 200, {"ok": True})
+        reply(self, 200, {"ok": True})
 
     do_POST = do_GET
 
@@ -262,7 +262,7 @@ class ScriptState:
         self.lock = threading.Lock()
 
 
-class ScriptedTool(_Quiet):
+class ScriptedTool(Quiet):
     def _answer(self) -> None:
         state: ScriptState = self.server.state
         body = _read_body(self)
@@ -307,7 +307,7 @@ class TrickleState:
         self.finished = threading.Event()
 
 
-class TrickleTool(_Quiet):
+class TrickleTool(Quiet):
     def do_GET(self) -> None:
         state: TrickleState = self.server.state
         started = time.monotonic()
@@ -431,7 +431,7 @@ def _anthropic_usage(entry: dict[str, Any]) -> dict[str, Any]:
             "output_tokens": entry.get("output", 0)}
 
 
-class FakeModel(_Quiet):
+class FakeModel(Quiet):
     def do_POST(self) -> None:
         state: ModelState = self.server.state
         body = json.loads(_read_body(self) or b"{}")
@@ -451,7 +451,7 @@ class FakeModel(_Quiet):
             if entry.get("usage_on_error"):
                 error["usage"] = (_anthropic_usage if anthropic else _openai_usage)(entry)
                 state.bill(model, api, body, entry, self.headers.get("X-Call"))
-            _reply(self, status, error)
+            reply(self, status, error)
             return
         state.bill(model, api, body, entry, self.headers.get("X-Call"))
         messages = body.get("messages", [])
@@ -466,9 +466,9 @@ class FakeModel(_Quiet):
                 model, number, text, entry, body)
             self._stream(events)
         elif anthropic:
-            _reply(self, 200, _anthropic_answer(state, model, number, text, calls_tool, entry))
+            reply(self, 200, _anthropic_answer(state, model, number, text, calls_tool, entry))
         else:
-            _reply(self, 200, _openai_answer(state, model, number, text, calls_tool, entry))
+            reply(self, 200, _openai_answer(state, model, number, text, calls_tool, entry))
 
     def _stream(self, events: list[str]) -> None:
         self.send_response(200)

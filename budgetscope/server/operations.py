@@ -1,4 +1,5 @@
-"""The operator's pages on the OTLP/HTTP port: GET /healthz, /readyz and /metrics.
+"""The operator's pages on serve's OTLP/HTTP port: GET /healthz, /readyz and /metrics, handed
+to the receivers as routes (`OperatorPages.routes()`).
 
 - /healthz (liveness): 200 while the process answers and its writer thread runs; 503 once the
   writer thread has died (only a restart helps then).
@@ -40,6 +41,7 @@ from prometheus_client.utils import floatToGoString
 
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
+from ingest.receivers.http_routes import Endpoint, Head, Reply, Request
 from store import GroupCommitter
 
 _LOG = logging.getLogger("budgetscope.operations")
@@ -47,6 +49,9 @@ TEXT = "text/plain; charset=utf-8"
 TRANSPORTS = ("http", "grpc")
 Answer = tuple[int, str, bytes, dict[str, str]]
 FamilySource = Callable[[], Iterable[Metric]]
+# A GET page: given the request's Authorization header, it answers (status, content type,
+# body, extra headers).
+Page = Callable[[str | None], Answer]
 
 
 def counter(name: str, text: str, value: float | None = None,
@@ -67,6 +72,29 @@ def gauge(name: str, text: str, value: float,
     family = GaugeMetricFamily(name, text, labels=list(labels))
     family.add_metric(list(labels.values()), value)
     return family
+
+
+class PageEndpoint:
+    """A GET page as a route of the OTLP/HTTP port (ingest/receivers/http_routes.py), answered
+    in the receiver's small pool of pages, never in the exports' pool. A `probe` answers any
+    Host and takes no token (host_check.py)."""
+
+    methods = ("GET",)
+    exports = False
+    otlp = False
+    max_body_bytes = None
+    pool = None
+
+    def __init__(self, page: Page, *, probe: bool = False) -> None:
+        self.page = page
+        self.probe = probe
+
+    def admit(self, head: Head) -> Reply | None:
+        return None
+
+    def respond(self, request: Request) -> Reply:
+        status, content_type, body, headers = self.page(request.head.headers.get("Authorization"))
+        return Reply(status, content_type, body, dict(headers))
 
 
 class Readiness:
@@ -124,8 +152,12 @@ class OperatorPages(Collector):
         self._cache: tuple[float, list[Metric]] | None = None
         self._cache_lock = threading.Lock()
 
-    def pages(self) -> dict[str, Callable[[str | None], Answer]]:
-        return {"/healthz": self.healthz, "/readyz": self.readyz, "/metrics": self.metrics}
+    def routes(self) -> dict[str, Endpoint]:
+        """The three pages as routes: the probes open to any Host, /metrics behind the token
+        and the Host check as every route that shows data."""
+        return {"/healthz": PageEndpoint(self.healthz, probe=True),
+                "/readyz": PageEndpoint(self.readyz, probe=True),
+                "/metrics": PageEndpoint(self.metrics)}
 
     def healthz(self, authorization: str | None) -> Answer:
         if not self.committer.alive:

@@ -1,6 +1,6 @@
 """`/prices` on serve's OTLP/HTTP port: `budgetscope prices` carried out by the server that holds
 the database (docs/metrics.md §8, §11.3), as /budgets carries out `budgetscope budgets`
-(ingest/receivers/budgets_endpoint.py: the same token, JSON only, a pool of its own).
+(budgets_endpoint.py: the same token, JSON only, a pool of its own).
 
 - `GET /prices`: `{"overrides": [...], "bundled": {"name", "version", "models"},
   "unpriced": [...]}` (what `prices list` and `prices check` print).
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from budgetscope.server.budgets_endpoint import DeclarationEndpoint
 from ingest.receivers.auth import BearerToken
-from ingest.receivers.budgets_endpoint import DeclarationEndpoint
 from store import DeclaredPrices, PriceChange, PriceError
 
 PATH = "/prices"

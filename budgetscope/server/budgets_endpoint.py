@@ -1,5 +1,5 @@
 """`/budgets` on serve's OTLP/HTTP port: `budgetscope budgets` carried out by the server that
-holds the database (SPEC §8, §10).
+holds the database (docs/metrics.md §8, docs/guide.md#declaring-budgets).
 
 - `GET /budgets`: every declaration, `{"declarations": [...]}`.
 - `POST /budgets` with `Content-Type: application/json` and a change
@@ -63,6 +63,7 @@ class DeclarationEndpoint:
     methods = ("GET", "POST")
     exports = False  # never in the exports' pool, never counted against their requests
     otlp = False
+    probe = False
     max_body_bytes = MAX_BODY_BYTES
     path = PATH
     thread_name = "budgetscope-budgets"

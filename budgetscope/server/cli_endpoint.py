@@ -13,22 +13,22 @@ lines (`application/x-ndjson`, sent chunked), each one of
     {"status": N}         its exit status: the last line, and only once it is done
 
 An answer without its status line was cut short (the connection lost, the server stopping)
-and is no answer. Which commands are allowed, and how they run, is the runner's business
-(budgetscope/server/read_api.py); this module is the HTTP side: token, media type, size, the
-answer's form, and a pool of its own with a bound (two run, eight wait, more are answered 503
-with Retry-After), so that a slow report never takes a thread of the exports or of the
-health checks.
+and is no answer (budgetscope/read_api_answer.py reads it back, for the CLI). Which commands
+are allowed, and how they run, is the runner's business (budgetscope/server/read_api.py);
+this module is the HTTP side: token, media type, size, the answer's lines, and a pool of its
+own with a bound (two run, eight wait, more are answered 503 with Retry-After), so that a
+slow report never takes a thread of the exports or of the health checks.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from budgetscope.read_api_answer import ANSWER_TYPE
 from ingest.receivers.auth import BearerToken
 from ingest.receivers.bounded_pool import BoundedPool
 from ingest.receivers.http_routes import (
@@ -42,7 +42,6 @@ from ingest.receivers.http_routes import (
 )
 
 PATH = "/cli"
-ANSWER_TYPE = "application/x-ndjson"
 MAX_BODY_BYTES = 64 * 1024
 # Two commands at once (the machine's DuckDB threads are shared with the writer), and a few
 # waiting; more are answered 503 with Retry-After.
@@ -114,6 +113,7 @@ class CliEndpoint:
     methods = ("POST",)
     exports = False
     otlp = False
+    probe = False
     streams = True
     max_body_bytes = MAX_BODY_BYTES
 
@@ -158,36 +158,3 @@ class CliEndpoint:
         except ClientGone:
             pass  # nobody to answer: the command was stopped at its next write
         return streamed()
-
-
-class CutAnswer(ValueError):
-    """The read API's answer is not whole (no status line) or not its form."""
-
-
-def read_answer(lines: Iterable[bytes]) -> tuple[int, bytes, bytes]:
-    """(status, stdout, stderr) of a read API answer's JSON lines; CutAnswer when they are
-    not one (a line that is not the form, or no status line at the end)."""
-    out: list[bytes] = []
-    err: list[bytes] = []
-    status: int | None = None
-    for line in lines:
-        if not line.strip():
-            continue
-        if status is not None:
-            raise CutAnswer("a line after the status line")
-        try:
-            record = json.loads(line)
-            (name, value), = record.items()
-            if name == "status" and isinstance(value, int) and not isinstance(value, bool):
-                status = value
-            elif name in ("stdout", "stderr") and isinstance(value, str):
-                (out if name == "stdout" else err).append(
-                    base64.b64decode(value, validate=True))
-            else:
-                raise ValueError(f"unexpected {name!r}")
-        except (ValueError, TypeError, AttributeError, RecursionError,
-                binascii.Error) as error:
-            raise CutAnswer(f"a line that is not the read API's: {error}") from None
-    if status is None:
-        raise CutAnswer("the answer ended before the command's exit status (cut short)")
-    return status, b"".join(out), b"".join(err)

@@ -1,4 +1,5 @@
-"""Durations on the command line: `90s`, `30m`, `1h`, `7d`, `2w`."""
+"""Durations on the command line (`90s`, `30m`, `1h`, `7d`, `2w`), and a window's length named
+the same way, as the CLI and /metrics label it."""
 
 from __future__ import annotations
 
@@ -40,3 +41,12 @@ class Duration(click.ParamType):
             return parse_duration(str(value))
         except ValueError as error:
             self.fail(str(error), param, ctx)
+
+
+def window_label(length: dt.timedelta) -> str:
+    """A window's length as the CLI and /metrics name it: `7d`, `24h`, `90m`, `45s`."""
+    seconds = int(length.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,6 +1,6 @@
-"""Whether the rules across traces stay bounded as a file fills with one-span HTTP traces (SPEC
-§9, "HTTP client spans in a trace of their own"): the derivation's CPU for the same turn of new
-traces, on files already holding more and more strays and runs of the same service.
+"""Whether the rules across traces stay bounded as a file fills with one-span HTTP traces
+(docs/conventions.md, "HTTP client spans in a trace of their own"): the derivation's CPU for the
+same turn of new traces, on files already holding more and more strays and runs of the same service.
 
     .venv/bin/python -m bench.bench_stray_lookup [--stored 0 20000 200000] [--rounds 5]
 

@@ -1,9 +1,9 @@
-"""SPEC §9's third revision with hand-built spans (tests/support/convention_traces.py's
-revised_traces), each rule with the cases that must not merge: a callable's method, event
-records, a wrapper exception passed over by the roll-up, HTTP client spans beside a model call,
-a model step without a model name, and HTTP client spans in a trace of their own, decided on the
-spans stored whatever order they arrive in (tests/test_conventions_parity.py derives the same
-spans on ClickHouse)."""
+"""The span shapes and rules across traces of docs/conventions.md with hand-built spans
+(tests/support/convention_traces.py's revised_traces), each rule with the cases that must not merge:
+a callable's method, event records, a wrapper exception passed over by the roll-up, HTTP client
+spans beside a model call, a model step without a model name, and HTTP client spans in a trace of
+their own, decided on the spans stored whatever order they arrive in
+(tests/test_conventions_parity.py derives the same spans on ClickHouse)."""
 
 from __future__ import annotations
 

@@ -143,24 +143,26 @@ STEP_RULES: tuple[StepRule, ...] = (
     StepRule("12b", "http", (Match("http.request.method"), Match("http.method")), "other",
              CALL_NAMES, client_span=True, without_step_ancestor=True),
 )
-# SPEC §9, "An event record is not a call": the rows whose span is *unnamed* when it carries no
-# budget.step.name and its row's last column gives it no name (named by its span name), and is
-# then a wrapper below a span of its kind. Rows 2-9: every model and tool row but the budget's.
+# docs/conventions.md, "An event record is not a call": the rows whose span is *unnamed* when it
+# carries no budget.step.name and its row's last column gives it no name (named by its span name),
+# and is then a wrapper below a span of its kind. Rows 2-9: every model and tool row but the
+# budget's.
 NAMED_ROWS = tuple(rule.row for rule in STEP_RULES
                    if rule.kind in ("model", "tool") and rule.row != "1")
-# SPEC §9, "HTTP client spans beside their call" and "… in a trace of their own": the kinds of
-# step that hold a client span hung beside them, or one in a trace of its own.
+# docs/conventions.md, "HTTP client spans beside their call" and "… in a trace of their own": the
+# kinds of step that hold a client span hung beside them, or one in a trace of its own.
 HOLDER_KINDS = ("model", "tool")
-# SPEC §9, "HTTP client spans in a trace of their own": a root span of row 12 that carries one
-# of these (an HTTP client's call, not a gRPC one) may be a stray call of another trace's step.
+# docs/conventions.md, "HTTP client spans in a trace of their own": a root span of row 12 that
+# carries one of these (an HTTP client's call, not a gRPC one) may be a stray call of another
+# trace's step.
 STRAY_CALL_ATTRIBUTES = ("http.request.method", "http.method")
-# SPEC §9, "A callable's method is not its name": a step name with this ending drops it.
+# docs/conventions.md, "A callable's method is not its name": a step name with this ending drops it.
 CALLABLE_METHOD_SUFFIX = ".__call__"
-# SPEC §9, "A preparation span is not a call": what a model span carries once a model answered
-# it, by attribute key prefix (usage, the response, what it cost): OpenTelemetry GenAI,
-# OpenInference, OpenLLMetry, the Vercel AI SDK, budget.cost_usd. A model span without any of
-# them, not a CLIENT span, with no outcome evidence and no error, shows no sign of a call (an
-# input record such as output.value says nothing: a preparation returns the request).
+# docs/conventions.md, "A preparation span is not a call": what a model span carries once a model
+# answered it, by attribute key prefix (usage, the response, what it cost): OpenTelemetry GenAI,
+# OpenInference, OpenLLMetry, the Vercel AI SDK, budget.cost_usd. A model span without any of them,
+# not a CLIENT span, with no outcome evidence and no error, shows no sign of a call (an input record
+# such as output.value says nothing: a preparation returns the request).
 _ANSWER_PREFIXES = ("gen_ai.usage.", "gen_ai.response.", "gen_ai.output.", "gen_ai.completion",
                     "llm.token_count.", "llm.output_messages", "llm.finish_reason", "llm.usage.",
                     "ai.usage.", "ai.response.", "budget.cost_usd")
@@ -401,24 +403,25 @@ def raw_step_name_sql(dialect: Dialect) -> str:
 
 
 def step_name_sql(dialect: Dialect) -> str:
-    """The column `raw_step_name` without a callable's `.__call__` (SPEC §9)."""
+    """The column `raw_step_name` without a callable's `.__call__` (docs/conventions.md)."""
     return dialect.drop_suffix("raw_step_name", CALLABLE_METHOD_SUFFIX)
 
 
 def unnamed_sql() -> str:
-    """SPEC §9, "An event record is not a call": a span of rows 2-9 with no budget.step.name
-    and no name from its row's attributes (it is named by its span name). Reads `row_name`."""
+    """docs/conventions.md, "An event record is not a call": a span of rows 2-9 with no
+    budget.step.name and no name from its row's attributes (it is named by its span name). Reads
+    `row_name`."""
     rows = ", ".join(map(_literal, NAMED_ROWS))
     return f"coalesce(step_row IN ({rows}), false) AND {_present('budget.step.name')} IS NULL " \
            "AND row_name IS NULL"
 
 
 def model_sign_sql(dialect: Dialect) -> str:
-    """SPEC §9, "A preparation span is not a call": NULL for a span that is no model span of
-    the table; true when it shows a sign of a call of its own (a CLIENT span, outcome evidence
-    or an error, an answer's attributes); false when it shows none (what is below it is the
-    derivation's to look at). The attribute keys are read only for the few model spans that
-    the cheaper tests leave. Reads step_kind, specific, has_error_type and the typed columns."""
+    """docs/conventions.md, "A preparation span is not a call": NULL for a span that is no model
+    span of the table; true when it shows a sign of a call of its own (a CLIENT span, outcome
+    evidence or an error, an answer's attributes); false when it shows none (what is below it is the
+    derivation's to look at). The attribute keys are read only for the few model spans that the
+    cheaper tests leave. Reads step_kind, specific, has_error_type and the typed columns."""
     evidence = " OR ".join((f"kind = {CLIENT_SPAN_KIND}", "specific IS NOT NULL",
                             "has_error_type", f"status_code = {STATUS_ERROR}",
                             "budget_outcome IS NOT NULL",
@@ -433,8 +436,8 @@ def holder_kinds_sql() -> str:
 
 
 def stray_call_sql() -> str:
-    """A span of row 12 that is an HTTP client's call (SPEC §9, "HTTP client spans in a trace
-    of their own"); the one-span trace, its root and budget are the derivation's to test."""
+    """A span of row 12 that is an HTTP client's call (docs/conventions.md, "HTTP client spans in a
+    trace of their own"); the one-span trace, its root and budget are the derivation's to test."""
     rows = [rule.row for rule in STEP_RULES if rule.without_step_ancestor]
     return f"coalesce(step_row IN ({', '.join(map(_literal, rows))}), false) AND " \
         + _any_sql(tuple(Match(a) for a in STRAY_CALL_ATTRIBUTES))

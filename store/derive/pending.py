@@ -168,7 +168,7 @@ class PendingDerivations:
                     derived += self._derive_slices(con, 0, _ANY_SIZE, self.slice_traces)
                 measured, in_full = self._measure(con)
                 derived += measured
-                # Unpaced, a derivation that marked other traces again (SPEC §9: a model
+                # Unpaced, a derivation that marked other traces again (docs/conventions.md: a model
                 # step's name that other traces' unnamed steps take changed) derives them too,
                 # a bounded number of rounds: their own derivation marks nothing further
                 # (derive_refresh.sql, 1d). Paced, serve's next turn takes them.

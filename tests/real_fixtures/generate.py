@@ -74,7 +74,7 @@ LIBRARIES = [
     Library("adk", "adk", ("adk_agent.py",),
             {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
     Library("llama_index", "llama_index", ("llama_index_agent.py",)),
-    # spans never made current: each HTTP call a trace of its own (SPEC §9)
+    # spans never made current: each HTTP call a trace of its own (docs/conventions.md)
     Library("stray_httpx", "httpx", ("stray_calls.py", "httpx")),
     Library("stray_requests", "requests", ("stray_calls.py", "requests"),
             {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),

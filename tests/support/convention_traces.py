@@ -384,9 +384,10 @@ def roll_up_trace() -> tuple[TraceBuilder, Any]:
 
 
 def revised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
-    """SPEC §9's third revision, one concern per run (tests/test_conventions_across.py): a
-    callable's method, event records, a model step without a model name, HTTP client spans
-    beside a model call, and HTTP client spans in a trace of their own. Every span arrives."""
+    """The span shapes and rules across traces of docs/conventions.md, one concern per run
+    (tests/test_conventions_across.py): a callable's method, event records, a model step without a
+    model name, HTTP client spans beside a model call, and HTTP client spans in a trace of their
+    own. Every span arrives."""
     b = TraceBuilder(seed=4646, service="revised-svc")
     runs: dict[str, Any] = {}
     oi_tool = {OI: "TOOL"}
@@ -494,8 +495,8 @@ ANSWERED = {**LLM, "llm.token_count.total": 18, "llm.output_messages.0.message.r
 
 
 def preparation_traces(b: TraceBuilder, runs: dict[str, Any]) -> None:
-    """SPEC §9, "A preparation span is not a call": a model span with no sign of a call (no
-    span below it, not CLIENT, no evidence nor error, no usage nor response) right before a
+    """docs/conventions.md, "A preparation span is not a call": a model span with no sign of a call
+    (no span below it, not CLIENT, no evidence nor error, no usage nor response) right before a
     model call of the same name under the same parent, one run per case (concern "prep …")."""
     # LlamaIndex's shape: the preparation, then the call (a wrapper around the LLM's own span,
     # the client's POST below it), under one workflow step; then a second call whose only sign

@@ -150,7 +150,7 @@ WITH raw AS (
                            arrayMap((n, a) -> if(n = 'exception', a['exception.message'], ''),
                                     Events.Name, Events.Attributes)) AS event_messages,
                arrayZip(Links.TraceId, Links.SpanId) AS links,
-               -- for a model span's sign of a call (SPEC §9, a preparation span)
+               -- for a model span's sign of a call (docs/conventions.md, a preparation span)
                mapKeys(SpanAttributes) AS attribute_keys
         FROM otel_traces
         LIMIT 1 BY TraceId, SpanId
@@ -189,7 +189,7 @@ WITH raw AS (
            /*@usage_typed*/
     FROM typed
 ), row_named AS (
-    -- the name the matched row gives from the span's attributes, if any (SPEC §9)
+    -- the name the matched row gives from the span's attributes, if any (docs/conventions.md)
     SELECT *, /*@row_name*/ AS row_name FROM recognised
 ), named AS (
     SELECT *,
@@ -223,7 +223,7 @@ WITH raw AS (
     FROM row_named
 ), classed AS (
     SELECT *,
-           -- SPEC §9: a callable's `.__call__` dropped; an unnamed span of rows 2-9
+           -- docs/conventions.md: a callable's `.__call__` dropped; an unnamed span of rows 2-9
            /*@step_name*/ AS step_name,
            /*@unnamed*/ AS unnamed,
            coalesce(/*@outcome_class*/, if(budget_refusal, 'refused', NULL),
@@ -259,17 +259,17 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
            AS has_evidence,
        links AS link_targets,
        unnamed,
-       -- SPEC §9, "A preparation span is not a call": a model span's own sign of a call (NULL
-       -- for other spans), read by derive_recognise.sql
+       -- docs/conventions.md, "A preparation span is not a call": a model span's own sign of a call
+       -- (NULL for other spans), read by derive_recognise.sql
        /*@model_sign*/ AS model_sign,
-       -- SPEC §9, "HTTP client spans in a trace of their own": a root HTTP client span of row 12
-       -- without a budget, which a trace of one span may be
+       -- docs/conventions.md, "HTTP client spans in a trace of their own": a root HTTP client span
+       -- of row 12 without a budget, which a trace of one span may be
        /*@stray_call*/ AND parent_span_id IS NULL AND budget_total_ms IS NULL AS stray_root
 FROM classed;
 
--- SPEC §9, "A model step without a model name" (as derive_refresh.sql 1d, over every trace at
--- once): an unnamed model span takes the one name that the named model spans of rows 2-9 of its
--- service with its span name carry; none, or two or more: its span name.
+-- docs/conventions.md, "A model step without a model name" (as derive_refresh.sql 1d, over every
+-- trace at once): an unnamed model span takes the one name that the named model spans of rows 2-9
+-- of its service with its span name carry; none, or two or more: its span name.
 CREATE TABLE budgetscope_tmp_model_names ENGINE = MergeTree ORDER BY tuple() AS
 SELECT coalesce(service_name, '') AS service_name, name AS span_name,
        if(uniqExact(step_name) = 1, any(step_name), NULL) AS resolved

@@ -17,8 +17,8 @@
 -- a row-11 candidate (the second search below) derive_refresh.sql said
 SELECT (SELECT count(*) FROM derive_walk WHERE nested AND depth > 0) > 0 AS nested_runs;
 
--- An event record is not a call (SPEC §9): an unnamed step of rows 2-9 (named by its span name)
--- with a span of its kind among the steps above it, or the run span, is a wrapper (an
+-- An event record is not a call (docs/conventions.md): an unnamed step of rows 2-9 (named by its
+-- span name) with a span of its kind among the steps above it, or the run span, is a wrapper (an
 -- instrumentation built from a framework's events records a failure again as a 0 ms `error`
 -- child of the failed call). Decided first: such a child never makes the call above it a twin.
 -- Its evidence rolls up as any span's. `because_of`: the nearest such span above it.
@@ -40,12 +40,12 @@ JOIN derive_spans p ON p.trace_id = e.trace_id AND p.span_id = e.above
 WHERE p.step_row IS NOT NULL AND p.step_kind = e.step_kind
 GROUP BY e.trace_id, e.span_id;
 
--- A preparation span is not a call (SPEC §9): a model step that shows no sign of a call (no span
--- below it, not a CLIENT span, no outcome evidence nor error, no usage nor response: model_sign
--- false) whose next span under the same parent starts after it ends and is a model span of the
--- same name that shows one (model_sign true, or a span below it) is the in-process preparation
--- of that call (LlamaIndex's `OpenAILike._prepare_chat_with_tools`, before every call): a
--- wrapper. Not merged: two calls in parallel (neither ends before the other starts), a cached
+-- A preparation span is not a call (docs/conventions.md): a model step that shows no sign of a call
+-- (no span below it, not a CLIENT span, no outcome evidence nor error, no usage nor response:
+-- model_sign false) whose next span under the same parent starts after it ends and is a model span
+-- of the same name that shows one (model_sign true, or a span below it) is the in-process
+-- preparation of that call (LlamaIndex's `OpenAILike._prepare_chat_with_tools`, before every call):
+-- a wrapper. Not merged: two calls in parallel (neither ends before the other starts), a cached
 -- answer (it carries the response), a quiet span followed by another quiet one, or by anything
 -- else first. Decided before the twins, as event records are. `because_of`: that call.
 -- when: quiet_models

@@ -86,7 +86,8 @@ WITH picked AS (
 ), recognised AS (
     SELECT *,
            /*@step_kind*/ AS step_kind,
-           -- the name the matched row gives from the span's attributes, if any (SPEC §9)
+           -- the name the matched row gives from the span's attributes, if any
+           -- (docs/conventions.md)
            /*@row_name*/ AS row_name,
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
@@ -117,8 +118,8 @@ WITH picked AS (
                error_texts[1:len(error_texts) - CASE WHEN status_code = 2 THEN 1 ELSE 0 END],
                lambda p: /*@budget_refusal*/)), false) ELSE false END AS budget_refusal,
            /*@raw_step_name*/ AS raw_step_name,
-           -- SPEC §9: an unnamed span of rows 2-9 (named by its span name) may be an event
-           -- record below a span of its kind
+           -- docs/conventions.md: an unnamed span of rows 2-9 (named by its span name) may be an
+           -- event record below a span of its kind
            /*@unnamed*/ AS unnamed
     FROM recognised
 ), classed_specific AS (
@@ -140,7 +141,7 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
        step_row,
        needs_no_step_ancestor, is_agent,
-       -- SPEC §9: a callable's `.__call__` dropped
+       -- docs/conventions.md: a callable's `.__call__` dropped
        step_kind, /*@step_name*/ AS step_name, convention,
        specific,
        -- rules 4 (fallback) and 5
@@ -154,11 +155,11 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
            OR ((has_error_type OR len(exception_messages) > 0) AND specific IS NOT NULL)
            AS has_evidence,
        unnamed,
-       -- SPEC §9, "A preparation span is not a call": a model span's own sign of a call (NULL
-       -- for other spans), read by derive_recognise.sql
+       -- docs/conventions.md, "A preparation span is not a call": a model span's own sign of a call
+       -- (NULL for other spans), read by derive_recognise.sql
        /*@model_sign*/ AS model_sign,
-       -- SPEC §9, "HTTP client spans in a trace of their own": a root HTTP client span of row 12
-       -- without a budget, which a trace of one span may be
+       -- docs/conventions.md, "HTTP client spans in a trace of their own": a root HTTP client span
+       -- of row 12 without a budget, which a trace of one span may be
        parent_span_id IS NULL AND budget_total_ms IS NULL AND /*@stray_call*/ AS stray_root,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
            AS link_targets,
@@ -181,16 +182,16 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
 FROM classed_specific;
 CREATE OR REPLACE TEMP TABLE derive_spans AS SELECT * FROM derive_spans_read;
 
--- 1a. Rules across traces (SPEC §9, "HTTP client spans in a trace of their own"): a trace that is
--- one root HTTP client span (a stray) joins the one model or tool step of another trace of its
--- service that holds its interval. Whether it does changes with the traces on both sides, so the
--- turn derives them together, in one transaction: never two answers for one call (the stray a run
--- and part of a step), never none. A trace's hull, per service (the interval its model and tool
--- spans cover, call_hulls in store/file/schema/recognition.sql), holds every step that may hold a
--- stray. With the touched traces come (1) the strays stored inside a touched trace's hull, and
--- those whose own trace is touched (it may have grown past one span); (2) the traces whose stored
--- hull holds one of those strays or of the strays read, and the traces those strays joined; (3)
--- the strays joined to the traces of (2), whose walk is made again. Every trace that may hold a
+-- 1a. Rules across traces (docs/conventions.md, "HTTP client spans in a trace of their own"): a
+-- trace that is one root HTTP client span (a stray) joins the one model or tool step of another
+-- trace of its service that holds its interval. Whether it does changes with the traces on both
+-- sides, so the turn derives them together, in one transaction: never two answers for one call (the
+-- stray a run and part of a step), never none. A trace's hull, per service (the interval its model
+-- and tool spans cover, call_hulls in store/file/schema/recognition.sql), holds every step that may
+-- hold a stray. With the touched traces come (1) the strays stored inside a touched trace's hull,
+-- and those whose own trace is touched (it may have grown past one span); (2) the traces whose
+-- stored hull holds one of those strays or of the strays read, and the traces those strays joined;
+-- (3) the strays joined to the traces of (2), whose walk is made again. Every trace that may hold a
 -- stray of (1) or a stray read is then in the turn, and derive_steps.sql decides on the turn's
 -- steps alone; a stray of (3) lies in no touched trace's hull, so the steps around it are those
 -- it was decided on, unchanged.
@@ -408,7 +409,7 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        coalesce(bool_or(usage_ignored), false) AS usage_ignored
 FROM derive_anchors;
 
--- 1d. SPEC §9, "A model step without a model name": an unnamed model span (some
+-- 1d. docs/conventions.md, "A model step without a model name": an unnamed model span (some
 -- instrumentations read the model name from the response, so a call that failed has none) takes
 -- the one name that the named model spans of its service with its span name carry, among every
 -- stored trace's (model_span_names); none, or two or more: its span name. When the touched

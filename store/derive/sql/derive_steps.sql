@@ -60,12 +60,12 @@ SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b
 WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
 
--- 2d. HTTP client spans in a trace of their own (SPEC §9). Each stray of the turn (a trace of one
--- root HTTP client span of row 12 without a budget) joins the one model or tool step of another
--- trace of its service whose interval holds its own; held by two or more, or none, it stays a
--- run. derive_refresh.sql (1a) brought into the turn every trace whose hull holds a stray whose
--- answer may change, so the turn's steps are all there is to look at: the steps of the strays'
--- services, a run that is its own single step (step 4 below) too, cut into 2^30 ns (~1 s)
+-- 2d. HTTP client spans in a trace of their own (docs/conventions.md). Each stray of the turn (a
+-- trace of one root HTTP client span of row 12 without a budget) joins the one model or tool step
+-- of another trace of its service whose interval holds its own; held by two or more, or none, it
+-- stays a run. derive_refresh.sql (1a) brought into the turn every trace whose hull holds a stray
+-- whose answer may change, so the turn's steps are all there is to look at: the steps of the
+-- strays' services, a run that is its own single step (step 4 below) too, cut into 2^30 ns (~1 s)
 -- buckets, and each stray compared with those of its bucket. Each stray keeps what its walk
 -- below the step reads of it, so that no statement below joins derive_spans again.
 -- Keys are numbered (`stray`, `step`) so that the pairs are counted on integers, not on ids.

@@ -1,5 +1,5 @@
 -- name: 7_to_8
--- Schema 7 to 8: SPEC §9's third revision, rules across traces (a model step named after its
+-- Schema 7 to 8: the rules across traces of docs/conventions.md (a model step named after its
 -- service's named spans, HTTP client spans in a trace of their own). Its tables (call_hulls,
 -- stray_calls, model_span_names: store/file/schema/recognition.sql) are made by the DDL. The
 -- rules changed which spans are steps and what a step is named, so every trace is derived again,

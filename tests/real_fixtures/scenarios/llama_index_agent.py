@@ -2,12 +2,12 @@
 model server, traced as users run it: OpenInference's LlamaIndex instrumentor (its defaults)
 and the httpx instrumentation, which also traces the OpenAI client's requests.
 
-LlamaIndex's dispatcher makes a span of every method an LLM class implements for an abstract
-one, so OpenInference records, per model call, `OpenAILike._prepare_chat_with_tools` (LLM kind,
-~1 ms, no I/O: it builds the request) and then `OpenAILike.achat` twice, nested (the outer one
-LlamaIndex's, the inner one the LLM's own), with the client's POST below the inner one. SPEC
-§9 makes one step of the nested pair ("One call, two spans") and none of the preparation span
-("A preparation span is not a call"). The harness counts one model call per achat it made.
+LlamaIndex's dispatcher makes a span of every method an LLM class implements for an abstract one, so
+OpenInference records, per model call, `OpenAILike._prepare_chat_with_tools` (LLM kind, ~1 ms, no
+I/O: it builds the request) and then `OpenAILike.achat` twice, nested (the outer one LlamaIndex's,
+the inner one the LLM's own), with the client's POST below the inner one. docs/conventions.md makes
+one step of the nested pair ("One call, two spans") and none of the preparation span ("A preparation
+span is not a call"). The harness counts one model call per achat it made.
 
 Tools run inside the workflow: a tool's exception (httpx's ReadTimeout) is recorded on its TOOL
 span and handed to the model as an error result, and the run goes on."""

@@ -1,5 +1,6 @@
 """Four span shapes that agent instrumentations give a call, reproduced with the OpenTelemetry
-SDK around the real httpx instrumentation's client spans (SPEC §9's third revision, §3 rule 6):
+SDK around the real httpx instrumentation's client spans (docs/conventions.md;
+docs/metrics.md §3 rule 6):
 
 - a framework's wrapper exception: the tool's HTTP call times out (or gets a 503), and a
   framework span between the tool and the client re-raises it as its own ToolInvocationError,

@@ -1,15 +1,15 @@
-"""An agent whose tracer starts its run, tool and model spans without ever making them current
-(each span's parent passed by hand, as some instrumentations do), with a plain HTTP client
-instrumented by the real opentelemetry-instrumentation-httpx or -requests (argv[1]). With no
-span current, each HTTP call the agent makes is the root of a one-span trace of its own: SPEC
-§9, "HTTP client spans in a trace of their own", joins such a trace to the one model or tool
-step of another trace of the service whose interval holds it, and leaves it a run of its own
-when two steps hold it (parallel runs of the service) or none does.
+"""An agent whose tracer starts its run, tool and model spans without ever making them current (each
+span's parent passed by hand, as some instrumentations do), with a plain HTTP client instrumented by
+the real opentelemetry-instrumentation-httpx or -requests (argv[1]). With no span current, each HTTP
+call the agent makes is the root of a one-span trace of its own: docs/conventions.md, "HTTP client
+spans in a trace of their own", joins such a trace to the one model or tool step of another trace of
+the service whose interval holds it, and leaves it a run of its own when two steps hold it (parallel
+runs of the service) or none does.
 
 A last run makes its run span current but not its model spans: the model's HTTP call hangs from
-the run beside the model span (SPEC §9, "HTTP client spans beside their call").
+the run beside the model span (docs/conventions.md, "HTTP client spans beside their call").
 
-The ground truth is what the harness did and saw. Which calls SPEC's rule can give to a step is
+The ground truth is what the harness did and saw. Which calls that rule can give to a step is
 decided here from the harness's own intervals, as the culprit is (harness.py): a call that two
 of the service's steps held while it ran is a run of its own in the truth, with what it got.
 Every call is asserted to stand at least MARGIN_MS from the boundaries of the steps of the
@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 CLIENT = sys.argv[1]  # "httpx" or "requests"
 SERVICE = f"stray-{CLIENT}-agent"
-HOST = "127.0.0.1"  # SPEC §9 row 12's name of a stray that stays a run of its own
+HOST = "127.0.0.1"  # docs/conventions.md row 12's name of a stray that stays a run of its own
 MODEL = "gpt-4o-mini"
 MARGIN_MS = 20.0
 
@@ -186,8 +186,8 @@ class Agent:
 
 
 def give_strays_their_steps(truth: Truth) -> None:
-    """SPEC §9 on the harness's intervals: a call inside exactly one step of the service rolls
-    up into it (the truth's step already has the class the call got); inside two or more, or
+    """docs/conventions.md on the harness's intervals: a call inside exactly one step of the service
+    rolls up into it (the truth's step already has the class the call got); inside two or more, or
     none, it is a run of its own of one `other` step, with what the call got."""
     for made in calls:
         holders = [(run, step) for run, step in held_steps

@@ -1,8 +1,8 @@
 // The Node side of stray_calls.py: an agent whose tracer starts its run, tool and model spans
 // with their parent given by hand and never makes them active, calling over Node's fetch,
 // instrumented by the real @opentelemetry/instrumentation-undici. With no span active, each
-// HTTP call is the root of a one-span trace of its own (SPEC §9, "HTTP client spans in a trace
-// of their own"). Writes the harness's raw ground truth; the generator computes culprit and
+// HTTP call is the root of a one-span trace of its own (docs/conventions.md, "HTTP client spans in
+// a trace of their own"). Writes the harness's raw ground truth; the generator computes culprit and
 // holder from it (tests/real_fixtures/scenarios/harness.py). The harness's own control calls
 // go through node:http, which the undici instrumentation does not see.
 import { request as httpRequest } from "node:http";
@@ -156,8 +156,8 @@ async function budgetedRun(note, work) {
   }
 }
 
-// SPEC §9 on the harness's intervals, as stray_calls.py decides it: a call inside exactly one
-// step rolls up into it; inside two or more, or none, it is a run of its own.
+// docs/conventions.md on the harness's intervals, as stray_calls.py decides it: a call inside
+// exactly one step rolls up into it; inside two or more, or none, it is a run of its own.
 function strayRuns() {
   const overlap = (a, b) => a.start_ns < b.end_ns && b.start_ns < a.end_ns;
   for (const made of calls) {

@@ -58,8 +58,9 @@ def _code(sql: str) -> str:
 
 def timed_execute(con: duckdb.DuckDBPyConnection, name: str,
                   gates: dict[str, bool] | None = None) -> None:
-    """statements._execute, each statement's CPU added up (the same gates, in the same order)."""
-    for rank, piece in enumerate(statements._pieces(con, name)):
+    """statements.execute_file, each statement's CPU added up (the same gates, in the same
+    order)."""
+    for rank, piece in enumerate(statements.file_statements(con, name)):
         if piece.when is not None and gates is not None and not gates[piece.when]:
             SKIPPED[(name, rank)] += 1
             continue
@@ -77,8 +78,12 @@ def timed_execute(con: duckdb.DuckDBPyConnection, name: str,
 
 def time_each_statement() -> None:
     """From now on, the derivation's statements run through timed_execute (refresh_touched and
-    the rest look _execute up at each call)."""
-    statements._execute = timed_execute
+    the rest look execute_file up at each call). A revision before execute_file was public
+    (issue 46) has nothing to replace: refused, rather than printing no statement."""
+    if not hasattr(statements, "execute_file"):
+        raise SystemExit("store/derive/statements.py has no execute_file to time: a revision "
+                         "from before issue 46")
+    statements.execute_file = timed_execute
 
 
 def payloads_for(kind: str, spans: int) -> list[bytes]:

@@ -72,7 +72,7 @@ def test_the_layers_are_the_drawing() -> None:
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "bench/bench_derivation_statements.py": (
         "store.derive.statements", "times each statement of the derivation as it runs (its "
-        "private _execute replaced by a copy that times each one), to tell where the CPU goes"),
+        "execute_file replaced by a copy that times each one), to tell where the CPU goes"),
     "tests/support/fuzz_harness.py": (
         "store.write.writer", "converts decoded resource and scope rows to Arrow exactly as the "
         "writer does (its private _rows_to_arrow), so a row it accepts is one the writer stores"),
@@ -88,7 +88,7 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
         "with ingest's own (the casts of the front's TYPED_ATTRIBUTES), value for value"),
     "tests/test_derive_missing_parents.py": (
         "store.derive.statements", "records which of the derivation's statement files ran "
-        "(calling through its private _execute), to tell that the same traces were derived "
+        "(calling through its execute_file), to tell that the same traces were derived "
         "both ways: missing parents looked for after the walk, and before it"),
     "tests/test_sql_registry.py": (
         "store.file.sql_files", "reads the registry's record of the folders it loaded, to tell "
@@ -380,8 +380,6 @@ PRIVATE_REACHES: dict[tuple[str, str], str] = {
     "files only, so the connection keeps raw text to itself",
     ("store/write", "_rows_to_arrow"): "the fuzz harness converts decoded rows to Arrow exactly "
     "as the writer does, so that a row it accepts is one the writer stores (BELOW_THE_FRONT)",
-    ("store/derive", "_execute"): "records which of the derivation's statement files ran, to "
-    "tell that the same traces were derived both ways (BELOW_THE_FRONT)",
     ("store/derive", "_literal"): "a constant of a convention outside the allow-list is "
     "refused before it is rendered into SQL: the refusal is the quoting's own",
     ("store/derive", "_SAFE_CONSTANT"): "the allow-list the quoting checks constants against, "
@@ -489,7 +487,7 @@ def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int,
 @pytest.mark.slow
 def test_no_reach_into_another_packages_private_names() -> None:
     """Every exception must still be reached, so the walk is seen finding each kind of reach:
-    an import (`_rows_to_arrow`), a module's name (`statements._execute`) and an object's
+    an import (`_rows_to_arrow`), a module's name (`conventions._literal`) and an object's
     attribute (`con._frame_text`)."""
     files = _python_files()
     defined = _private_definitions(files)

@@ -11,10 +11,10 @@
 -- at depth 0; every other span the run whose walk owns it), its steps above (`path`, HTTP spans
 -- beside their call already moved under it) and its depth. One call recorded twice: a wrapper
 -- that carries is the call it wraps (`wraps`), and never metered when that call carries too.
--- An HTTP client span in a trace of its own that joined a step of another trace (§9,
--- budgetscope_tmp_stray_joins) is walked there, under its holder's trace id (the walk's row
--- of it names the trace it is stored in, `span_trace_id`): it belongs to that step and that
--- run, and its row takes the holder's trace id.
+-- An HTTP client span in a trace of its own that joined a step of another trace
+-- (docs/conventions.md, budgetscope_tmp_stray_joins) is walked there, under its holder's trace
+-- id (the walk's row of it names the trace it is stored in, `span_trace_id`): it belongs to
+-- that step and that run, and its row takes the holder's trace id.
 CREATE TABLE budgetscope_tmp_carriers ENGINE = MergeTree ORDER BY tuple() AS
 WITH twins AS (
     SELECT trace_id, span_id, any(because_of) AS wraps

@@ -45,9 +45,9 @@ GROUP BY s.trace_id;
 --   under it by derive_steps.sql) and its depth. One call recorded twice (§9): a wrapper that
 --   carries is the call it wraps (`wraps`: its steps above are that call's), and never metered
 --   when that call carries too. An HTTP client span in a trace of its own that joined a step
---   of another trace (§9, derive_stray_joins) is walked there, under its holder's trace id, as
---   derive_walk keeps it: it belongs to that step and that run, and its row is replaced with
---   the holder's (`span_trace_id`: the trace it is stored in).
+--   of another trace (docs/conventions.md, derive_stray_joins) is walked there, under its
+--   holder's trace id, as derive_walk keeps it: it belongs to that step and that run, and its
+--   row is replaced with the holder's (`span_trace_id`: the trace it is stored in).
 -- - §11.2: a carrier with a carrying descendant in its run is an aggregate (a framework's total
 --   on an agent span or the root, the Vercel AI SDK's ai.generateText above its doGenerate).
 --   A run span or a step is one when it is on the path of another carrier of its run (the

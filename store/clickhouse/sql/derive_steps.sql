@@ -3,7 +3,8 @@
 
 -- 2b. HTTP client spans beside their call (as derive_steps.sql step 2b): a row-12 step with no
 -- step below it inside exactly one tool or model step of its run and no other (agents do not
--- count) rolls up into that call. Runs where the pairs to compare would pass 4,000,000 are left as they are.
+-- count) rolls up into that call. Runs where the pairs to compare would pass 4,000,000 are left
+-- as they are.
 CREATE TABLE budgetscope_tmp_beside_steps ENGINE = MergeTree ORDER BY tuple() AS
 SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS span_id,
        s.step_kind AS step_kind, s.start_ns AS start_ns, s.end_ns AS end_ns, w.path AS path,
@@ -37,18 +38,24 @@ HAVING count() = 1 AND min(s.step_kind IN (/*@holder_kinds*/)) = 1;
 -- one such step of another trace of its service that holds its interval (two or more, or none:
 -- it stays a run).
 CREATE TABLE budgetscope_tmp_call_steps ENGINE = MergeTree ORDER BY tuple() AS
-WITH held AS (
+WITH stray_services AS (
+    -- only the services a stray root belongs to can hold one: none, no step is kept
+    SELECT DISTINCT coalesce(service_name, '') AS service FROM budgetscope_tmp_spans
+    WHERE stray_root
+), held AS (
     SELECT w.trace_id AS trace_id, w.span_id AS span_id, w.run_span_id AS run_span_id,
            s.start_ns AS start_ns, s.end_ns AS end_ns,
            coalesce(s.service_name, '') AS service_name
     FROM budgetscope_tmp_walk w
     JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
     WHERE w.own AND w.is_step AND s.step_kind IN (/*@holder_kinds*/)
+      AND coalesce(s.service_name, '') IN (SELECT service FROM stray_services)
     UNION ALL
     SELECT trace_id, span_id, span_id AS run_span_id, start_ns, end_ns,
            coalesce(service_name, '') AS service_name
     FROM budgetscope_tmp_spans
     WHERE is_run AND candidate AND step_kind IN (/*@holder_kinds*/)
+      AND coalesce(service_name, '') IN (SELECT service FROM stray_services)
       AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_walk
                                       WHERE own AND is_step)
       AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_walk
@@ -69,8 +76,12 @@ WITH strays AS (
     SELECT trace_id AS s_trace_id, span_id AS s_span_id,
            coalesce(service_name, '') AS s_service, start_ns AS s_start, end_ns AS s_end
     FROM budgetscope_tmp_spans
-    WHERE stray_root AND trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans
-                                      GROUP BY trace_id HAVING count() = 1)
+    -- the traces of one span among those with a stray root: without a stray, no trace is
+    -- grouped (grouping every trace cost more than the rest of the rule on the sample)
+    WHERE stray_root AND trace_id IN (
+        SELECT trace_id FROM budgetscope_tmp_spans
+        WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans WHERE stray_root)
+        GROUP BY trace_id HAVING count() = 1)
 ), holding AS (
     SELECT s.s_trace_id AS trace_id, s.s_span_id AS span_id, k.trace_id AS holder_trace_id,
            k.span_id AS holder_span_id, k.run_span_id AS holder_run_span_id

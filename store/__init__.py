@@ -1,5 +1,6 @@
 """The database, and the one front every other package uses it through: what the others may use
-of the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+of the store is imported here, and nothing outside store/ imports deeper
+(tests/project/test_layers.py).
 
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
@@ -26,7 +27,7 @@ docs/conventions.md, as data). The names of clickhouse/, read/ and derive/explai
 their first use (ON_FIRST_USE).
 
 Nothing here imports another package of budgetscope: everything else stands on it
-(docs/design.md, "Layers"; tests/test_layers.py keeps that true).
+(docs/design.md, "Layers"; tests/project/test_layers.py keeps that true).
 """
 
 import importlib

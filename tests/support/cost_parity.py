@@ -1,6 +1,6 @@
-"""The cost tests' spans through both derivations (tests/test_conventions_parity.py).
+"""The cost tests' spans through both derivations (tests/clickhouse/test_conventions_parity.py).
 
-Every test of tests/test_cost_*.py stores its hand-built spans with trace_builder.store and
+Every test of tests/*/test_cost_*.py stores its hand-built spans with trace_builder.store and
 then checks DuckDB's numbers. `record_cost_tests` runs those test files with pytest, as the
 suite does, with the plugin tests/support/cost_recorder.py, which keeps what each test stored
 and the §11 rows its DuckDB file derived, with what it declared or priced (a `Scenario`).

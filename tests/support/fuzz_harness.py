@@ -44,7 +44,8 @@ from store import (
     to_arrow,
 )
 
-# The writer's own conversion of resource and scope rows: below the front (tests/test_layers.py).
+# The writer's own conversion of resource and scope rows: below the front
+# (tests/project/test_layers.py).
 from store.write.writer import _rows_to_arrow
 from tests.support.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 

@@ -149,8 +149,8 @@ def test_both_derivations_are_rendered_from_the_table() -> None:
 
 def test_a_constant_outside_the_allow_list_is_refused() -> None:
     with pytest.raises(ValueError):
-        conventions._literal("x' OR 1=1")
-    assert re.fullmatch(conventions._SAFE_CONSTANT.pattern, "ai.toolCall")
+        conventions.sql_constant("x' OR 1=1")
+    assert re.fullmatch(conventions.SAFE_CONSTANT.pattern, "ai.toolCall")
 
 
 def test_the_run_view_and_the_run_command_say_what_recognised_each_step(tmp_path) -> None:

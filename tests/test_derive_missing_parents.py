@@ -88,18 +88,18 @@ def derive(folder: Path, with_rootless: bool, ran: list[str]) -> duckdb.DuckDBPy
     folder.mkdir()
     con = open_db(folder)
     SpanWriter(con).write(flatten_request(request))
-    run_file = statements._execute
+    run_file = statements.run_file
 
     def spy(con: duckdb.DuckDBPyConnection, name: str, gates: dict[str, bool] | None = None
             ) -> None:
         ran.append(name)
         run_file(con, name, gates)
 
-    statements._execute = spy
+    statements.run_file = spy
     try:
         PendingDerivations(refresh_touched).run(con)
     finally:
-        statements._execute = run_file
+        statements.run_file = run_file
     return con
 
 

@@ -72,7 +72,7 @@ def test_the_layers_are_the_drawing() -> None:
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "tests/support/fuzz_harness.py": (
         "store.write.writer", "converts decoded resource and scope rows to Arrow exactly as the "
-        "writer does (its private _rows_to_arrow), so a row it accepts is one the writer stores"),
+        "writer does (its rows_to_arrow), so a row it accepts is one the writer stores"),
     "tests/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),
@@ -85,7 +85,7 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
         "with ingest's own (the casts of the front's TYPED_ATTRIBUTES), value for value"),
     "tests/test_derive_missing_parents.py": (
         "store.derive.statements", "records which of the derivation's statement files ran "
-        "(calling through its private _execute), to tell that the same traces were derived "
+        "(calling through its run_file), to tell that the same traces were derived "
         "both ways: missing parents looked for after the walk, and before it"),
     "tests/test_sql_registry.py": (
         "store.file.sql_files", "reads the registry's record of the folders it loaded, to tell "
@@ -104,7 +104,7 @@ def _outside_the_store() -> list[Path]:
 
 def _store_imports(path: Path) -> list[tuple[int, str]]:
     """(line, what) of every import of the store in `path`, `what` dotted as imported: `store`,
-    `store.connect` (from store import connect), `store.write.writer._rows_to_arrow`."""
+    `store.connect` (from store import connect), `store.write.writer.rows_to_arrow`."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -144,7 +144,7 @@ def test_the_front_walk_sees_the_imports() -> None:
                              *BELOW_THE_FRONT)}
     assert "store.SpanWriter" in seen["bench/bench_queries.py"]
     assert "store.FlatBatch" in seen["ingest/decode/flatten.py"]
-    assert "store.write.writer._rows_to_arrow" in seen["tests/support/fuzz_harness.py"]
+    assert "store.write.writer.rows_to_arrow" in seen["tests/support/fuzz_harness.py"]
     assert "store.read.reader" in seen["tests/test_dashboard_pages.py"]
     files = {path.relative_to(ROOT).as_posix() for path in _outside_the_store()}
     assert {"tests/test_layers.py", "bench/bench_queries.py", "dashboard/data.py"} <= files
@@ -369,21 +369,10 @@ def test_the_wing_rule_sees_an_import() -> None:
 # imports it, reads it from a module of ours, or reads it as an attribute (`thing._name` where
 # `_name` is defined only in other folders of the repository; `self._name` and `cls._name` are
 # the class's own). Libraries' internals are another matter, listed where they are used
-# (dashboard/server/ground.py). The few reaches a test makes into a room's internals, by name,
-# each with why:
-PRIVATE_REACHES: dict[tuple[str, str], str] = {
-    ("store/clickhouse", "_frame_text"): "tests ask ClickHouse ad-hoc SQL (its system tables, a "
-    "table's rows as stored) that no registered .sql file holds; the product runs registered "
-    "files only, so the connection keeps raw text to itself",
-    ("store/write", "_rows_to_arrow"): "the fuzz harness converts decoded rows to Arrow exactly "
-    "as the writer does, so that a row it accepts is one the writer stores (BELOW_THE_FRONT)",
-    ("store/derive", "_execute"): "records which of the derivation's statement files ran, to "
-    "tell that the same traces were derived both ways (BELOW_THE_FRONT)",
-    ("store/derive", "_literal"): "a constant of a convention outside the allow-list is "
-    "refused before it is rendered into SQL: the refusal is the quoting's own",
-    ("store/derive", "_SAFE_CONSTANT"): "the allow-list the quoting checks constants against, "
-    "matched against a real constant beside the refusal above",
-}
+# (dashboard/server/ground.py). A reach a test must make into a room's internals would be listed
+# here by name, with why; there is none: what tests need of a room has a public name
+# (ClickHouseConnection.frame_text, statements.run_file, conventions.sql_constant, ...).
+PRIVATE_REACHES: dict[tuple[str, str], str] = {}
 PRIVATE_FOLDERS = ("budgetscope", "dashboard", "simulation", "queries", "ingest", "store", "sdk",
                    "sample_traces", "tests", "bench", "docs")
 
@@ -440,11 +429,12 @@ def _module_folder(module: str) -> str | None:
     return None
 
 
-def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int, str, str]]:
-    """(line, _name, the folder it belongs to) of every reach from `path` into a private name
-    of another folder of ours."""
+def private_reaches(path: Path, defined: dict[str, set[str]], text: str | None = None
+                    ) -> list[tuple[int, str, str]]:
+    """(line, _name, the folder it belongs to) of every reach from `path` (its `text`, read
+    from it unless given) into a private name of another folder of ours."""
     own = _folder(path)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     modules: dict[str, str] = {}  # local name -> the folder of the module it is bound to
     found = []
@@ -485,9 +475,7 @@ def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int,
 
 @pytest.mark.slow
 def test_no_reach_into_another_packages_private_names() -> None:
-    """Every exception must still be reached, so the walk is seen finding each kind of reach:
-    an import (`_rows_to_arrow`), a module's name (`statements._execute`) and an object's
-    attribute (`con._frame_text`)."""
+    """Every exception (none now) must still be reached."""
     files = _python_files()
     defined = _private_definitions(files)
     wrong, used = [], set()
@@ -503,3 +491,18 @@ def test_no_reach_into_another_packages_private_names() -> None:
                        "or list a test of a room's internals in PRIVATE_REACHES with why):\n"
                        + "\n".join(wrong))
     assert used == set(PRIVATE_REACHES), f"exceptions no longer used: {set(PRIVATE_REACHES) - used}"
+
+
+def test_the_private_walk_sees_each_kind_of_reach() -> None:
+    """With no exception left to be reached, a walk that found nothing would pass: it sees an
+    import of a private name, a module's private name and an object's private attribute
+    defined in another folder, and not an object's own."""
+    text = ("from store.write.writer import _hidden\n"
+            "from store.derive import statements\n"
+            "statements._hidden_too\n"
+            "con._defined_elsewhere\n"
+            "self._own\n")
+    found = private_reaches(ROOT / "tests" / "example.py",
+                            {"_defined_elsewhere": {"store/clickhouse"}, "_own": {"store"}}, text)
+    assert sorted(found) == [(1, "_hidden", "store/write"), (3, "_hidden_too", "store/derive"),
+                             (4, "_defined_elsewhere", "store/clickhouse")]

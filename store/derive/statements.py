@@ -85,8 +85,11 @@ def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
     return found
 
 
-def _execute(con: duckdb.DuckDBPyConnection, name: str,
+def run_file(con: duckdb.DuckDBPyConnection, name: str,
              gates: dict[str, bool] | None = None) -> None:
+    """Run the statements of the derivation's file `name` (sql/NAME.sql), each under its
+    `-- when:` gate, and record the gates its `-- gates` statements set. Every file of the
+    derivation runs through here, looked up at each call (so a test may record which ran)."""
     for piece in _pieces(con, name):
         if piece.when is not None and gates is not None:
             if piece.when not in gates:
@@ -107,16 +110,16 @@ def recognise(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
     gates: dict[str, bool] = {}
     for name, gate in RECOGNITION:
         if gate is None or gates.get(gate, False):
-            _execute(con, name, gates)
+            run_file(con, name, gates)
     return gates
 
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
     gates = recognise(con)
-    _execute(con, "derive_usage", gates)  # the spans that carry usage (docs/metrics.md §11)
+    run_file(con, "derive_usage", gates)  # the spans that carry usage (docs/metrics.md §11)
     _measure(con, gates)
-    _execute(con, "derive_drop")
+    run_file(con, "derive_drop")
 
 
 def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
@@ -124,8 +127,8 @@ def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
     asked first about the models it was never asked about), then the runs and steps."""
     if gates.get("usage"):
         match_new_pairs(con)
-    _execute(con, "derive_cost", gates)
-    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
+    run_file(con, "derive_cost", gates)
+    run_file(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
 
 
 def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
@@ -144,7 +147,7 @@ def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:
     against the declared budgets and the prices again (their spans unchanged since they were
     derived)."""
     gates: dict[str, bool] = {}
-    _execute(con, "derive_budgets", gates)
+    run_file(con, "derive_budgets", gates)
     _measure(con, gates)
 
 
@@ -153,7 +156,7 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
     changes a derivation, or on a database whose spans were stored without deriving)."""
     con.begin()
     try:
-        _execute(con, "derive_rebuild_prepare")
+        run_file(con, "derive_rebuild_prepare")
         refresh_touched(con)
         con.commit()
     except BaseException:

@@ -45,7 +45,7 @@ from store import (
 )
 
 # The writer's own conversion of resource and scope rows: below the front (tests/test_layers.py).
-from store.write.writer import _rows_to_arrow
+from store.write.writer import rows_to_arrow
 from tests.support.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
@@ -132,8 +132,8 @@ def check_rejections(rejections: list[Rejection]) -> None:
 def check_storable(batch: FlatBatch) -> None:
     """Everything accepted fits the writer's Arrow schema (the writer's first step)."""
     to_arrow(batch)
-    _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
-    _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
+    rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
+    rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
     assert batch.span_count == len(batch.spans["span_id"])
     assert batch.log_count == len(batch.logs["record_key_hi"])
     if batch.log_count:

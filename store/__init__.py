@@ -19,6 +19,9 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
   (`clickhouse_prices`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
+Beside the rooms, lifecycle.py, below them all (it imports none): the one shape of everything
+that owns a thread (start, stop, join with a timeout, a name), the receivers' included.
+
 Below, the rooms' names in the alphabetical order of their modules: those the product uses, and
 only those (tests/test_layers.py checks both ways). Four are modules used as namespaces:
 `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ... beside
@@ -77,6 +80,9 @@ from store.file.sql_files import (
     bound_parameters,
     load_queries,
 )
+
+# lifecycle.py: the shape of every owner of a thread, the receivers' too
+from store.lifecycle import joined
 
 # prices/: the bundled price table and the prices a team sets (docs/metrics.md §11.3)
 from store.prices.overrides import (
@@ -179,6 +185,8 @@ __all__ = [
     "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER", "DatabaseBusy",
     "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError", "SchemaError",
     "bound_parameters", "connect", "load_queries", "serve_sidecar_path",
+    # lifecycle.py
+    "joined",
     # prices/
     "PriceChange", "PriceError", "apply_price", "format_day", "format_usd_per_mtok", "listing",
     "parse_from", "parse_rate", "unpriced_models",

@@ -175,7 +175,7 @@ class GroupCommitter:
 
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new batches, commit every queued one, stop the thread. True when drained."""
-        self._queue.close()
+        self._loop.stop()
         began = time.monotonic()
         self._loop.join(timeout)
         if self._derivation is not None:

@@ -26,6 +26,9 @@ from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set
 from store.file.ddl import SCHEMA_VERSION, apply_schema, ddl_files, migration_steps
 from store.file.owner import CHECKPOINT_THRESHOLD
 
+# lifecycle.py: the shape every owner of a thread has (tests/test_lifecycle.py checks each)
+from store.lifecycle import Lifecycle
+
 # retention/: one pass driven by hand, and what it measures
 from store.retention.passes import DAY_NS, RetentionPass, cutoff_for, file_bytes
 
@@ -76,6 +79,8 @@ __all__ = [
     # derive/
     "DERIVE_QUERIES", "RECOGNISE", "PendingDerivations", "conventions", "rebuild_all",
     "refresh_touched", "set_root_cutoff", "statement_files_run",
+    # lifecycle.py
+    "Lifecycle",
     # file/
     "CHECKPOINT_THRESHOLD", "SCHEMA_VERSION", "apply_schema", "ddl_files", "migration_steps",
     # retention/

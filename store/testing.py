@@ -59,20 +59,20 @@ from store.write.writer import (
 def statement_files_run() -> Iterator[list[str]]:
     """The names of the derivation's statement files (store/derive/sql/) run inside the block,
     in the order they ran: to tell which way the derivation went. Each file still runs as it
-    would (the derivation looks statements.run_file up at each call)."""
+    would (the derivation looks statements.execute_file up at each call)."""
     ran: list[str] = []
-    run_file = statements.run_file
+    execute_file = statements.execute_file
 
     def recorded(con: duckdb.DuckDBPyConnection, name: str,
                  gates: dict[str, bool] | None = None) -> None:
         ran.append(name)
-        run_file(con, name, gates)
+        execute_file(con, name, gates)
 
-    statements.run_file = recorded
+    statements.execute_file = recorded
     try:
         yield ran
     finally:
-        statements.run_file = run_file
+        statements.execute_file = execute_file
 
 
 __all__ = [

@@ -17,6 +17,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.lanes import SLOWEST_FIRST
+
 ROOT = Path(__file__).resolve().parent.parent
 
 def _python_files(folder: str) -> list[Path]:
@@ -119,3 +121,10 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     assert _edits_sys_path(probe) == [2]
     assert "tests.support.receivers" in set(_imports(ROOT / "tests" / "test_receivers_http.py"))
 
+
+
+def test_the_slowest_files_named_exist() -> None:
+    """tests/support/lanes.py's names are files of the suite: a file renamed or moved there
+    would silently lose its place at the front of `make test`'s queue."""
+    files = {path.name for path in (ROOT / "tests").rglob("test_*.py")}
+    assert set(SLOWEST_FIRST) <= files, sorted(set(SLOWEST_FIRST) - files)

@@ -232,13 +232,20 @@ RATE_DIVISOR = 10**9
 
 # ---- rendering --------------------------------------------------------------------------
 
-_SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>()-]*$")
+# The characters a constant of this module may hold: constants are rendered into the
+# derivation's SQL as text (never bound), so one outside these is refused, not quoted.
+SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>()-]*$")
 
 
-def _literal(value: str) -> str:
-    if not _SAFE_CONSTANT.match(value):
+def sql_constant(value: str) -> str:
+    """`value` as a SQL string literal; ValueError when it holds a character outside
+    SAFE_CONSTANT."""
+    if not SAFE_CONSTANT.match(value):
         raise ValueError(f"convention constant {value!r} is outside the allow-list")
     return f"'{value}'"
+
+
+_literal = sql_constant  # the short name the renderers below call it by
 
 
 def _pattern(value: str) -> str:

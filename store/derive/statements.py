@@ -66,9 +66,10 @@ class _Piece:
 _PIECES: dict[str, list[_Piece]] = {}
 
 
-def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
-    """A file's statements, parsed once a process: parsing the derivation's text (its rendered
-    conventions are long) cost ~45 ms of each run, more than executing many of them."""
+def file_statements(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
+    """A file's statements, parsed once a process, with the gate each runs under: parsing the
+    derivation's text (its rendered conventions are long) cost ~45 ms of each run, more than
+    executing many of them."""
     found = _PIECES.get(name)
     if found is None:
         found = []
@@ -85,9 +86,12 @@ def _pieces(con: duckdb.DuckDBPyConnection, name: str) -> list[_Piece]:
     return found
 
 
-def _execute(con: duckdb.DuckDBPyConnection, name: str,
-             gates: dict[str, bool] | None = None) -> None:
-    for piece in _pieces(con, name):
+def execute_file(con: duckdb.DuckDBPyConnection, name: str,
+                 gates: dict[str, bool] | None = None) -> None:
+    """The statements of derivation file `name`, each under its gate (gates None: all of
+    them). Every caller here looks it up in the module at each call, so a benchmark or a test
+    that replaces it (to time or record each file) sees every statement the derivation runs."""
+    for piece in file_statements(con, name):
         if piece.when is not None and gates is not None:
             if piece.when not in gates:
                 raise LookupError(f"{name}.sql: `-- when: {piece.when}` names a gate that no "
@@ -107,16 +111,16 @@ def recognise(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
     gates: dict[str, bool] = {}
     for name, gate in RECOGNITION:
         if gate is None or gates.get(gate, False):
-            _execute(con, name, gates)
+            execute_file(con, name, gates)
     return gates
 
 
 def refresh_touched(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute runs and steps of the traces listed in the temp table touched_traces."""
     gates = recognise(con)
-    _execute(con, "derive_usage", gates)  # the spans that carry usage (docs/metrics.md §11)
+    execute_file(con, "derive_usage", gates)  # the spans that carry usage (docs/metrics.md §11)
     _measure(con, gates)
-    _execute(con, "derive_drop")
+    execute_file(con, "derive_drop")
 
 
 def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
@@ -124,8 +128,8 @@ def _measure(con: duckdb.DuckDBPyConnection, gates: dict[str, bool]) -> None:
     asked first about the models it was never asked about), then the runs and steps."""
     if gates.get("usage"):
         match_new_pairs(con)
-    _execute(con, "derive_cost", gates)
-    _execute(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
+    execute_file(con, "derive_cost", gates)
+    execute_file(con, "derive_measure", gates)  # its deletes under the gate `seen_before`
 
 
 def set_root_cutoff(con: duckdb.DuckDBPyConnection, cutoff: datetime | None) -> None:
@@ -144,7 +148,7 @@ def remeasure_touched(con: duckdb.DuckDBPyConnection) -> None:
     against the declared budgets and the prices again (their spans unchanged since they were
     derived)."""
     gates: dict[str, bool] = {}
-    _execute(con, "derive_budgets", gates)
+    execute_file(con, "derive_budgets", gates)
     _measure(con, gates)
 
 
@@ -153,7 +157,7 @@ def rebuild_all(con: duckdb.DuckDBPyConnection) -> None:
     changes a derivation, or on a database whose spans were stored without deriving)."""
     con.begin()
     try:
-        _execute(con, "derive_rebuild_prepare")
+        execute_file(con, "derive_rebuild_prepare")
         refresh_touched(con)
         con.commit()
     except BaseException:

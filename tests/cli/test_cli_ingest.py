@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from store import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files
+from store import SchemaError
+from store.testing import SCHEMA_VERSION, apply_schema, ddl_files
 from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 

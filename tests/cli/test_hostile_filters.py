@@ -87,9 +87,9 @@ def test_the_escaped_format_round_trips_every_character(stored) -> None:
     con = clickhouse.connect(backend)
     values = ["".join(chr(code) for code in range(0, 128)), "é☃\u202e𝄞", "\\", "\\\\N"]
     for value in values:
-        back = con._frame_text("SELECT {v:Nullable(String)} AS v", {"v": value}).iat[0, 0]
+        back = con.frame_text("SELECT {v:Nullable(String)} AS v", {"v": value}).iat[0, 0]
         assert back == value
-    assert con._frame_text("SELECT {v:Nullable(String)} IS NULL AS n", {"v": None}).iat[0, 0]
+    assert con.frame_text("SELECT {v:Nullable(String)} IS NULL AS n", {"v": None}).iat[0, 0]
     assert clickhouse.parameter_text("a\tb\nc") == "a\\tb\\nc"
 
 

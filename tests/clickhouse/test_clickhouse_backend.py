@@ -116,7 +116,7 @@ def test_backend_urls() -> None:
 
 def test_otel_traces_is_the_exporters_table(sample_backend: str) -> None:
     con = clickhouse.connect(sample_backend)
-    types = dict(con._frame_text(
+    types = dict(con.frame_text(
         "SELECT name, type FROM system.columns WHERE table = 'otel_traces' "
         "AND database = currentDatabase()", {}).itertuples(index=False, name=None))
     assert types["SpanAttributes"] == "Map(LowCardinality(String), String)"
@@ -125,13 +125,13 @@ def test_otel_traces_is_the_exporters_table(sample_backend: str) -> None:
     assert types["Events.Attributes"] == "Array(Map(LowCardinality(String), String))"
     assert types["Links.TraceId"] == "Array(String)"
     assert types["StatusCode"] == "LowCardinality(String)"
-    rows = con._frame_text(
+    rows = con.frame_text(
         "SELECT DISTINCT StatusCode, SpanKind FROM otel_traces ORDER BY ALL", {})
     assert set(rows["StatusCode"]) <= {"Unset", "Ok", "Error"}
     assert set(rows["SpanKind"]) <= {"Unspecified", "Internal", "Server", "Client", "Producer",
                                      "Consumer"}
     # attribute values are strings, as AsString writes them; events are nested arrays
-    row = con._frame_text(
+    row = con.frame_text(
         "SELECT SpanAttributes['budget.total_ms'] AS total, toTypeName(total) AS type, "
         "Duration = toUnixTimestamp64Nano(Timestamp) - toUnixTimestamp64Nano(Timestamp) "
         "+ Duration AS same FROM otel_traces WHERE ParentSpanId = '' LIMIT 1", {}).iloc[0]
@@ -202,7 +202,7 @@ def test_database_status(sample_backend: str) -> None:
 def test_run_command_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -> None:
     con = clickhouse.connect(sample_backend)
     clickhouse.ensure_derived(con)  # the runs are picked from the derived tables
-    picks = con._frame_text(
+    picks = con.frame_text(
         "SELECT (SELECT any(run_id) FROM budgetscope_write_steps WHERE orphan) AS orphan, "
         "(SELECT any(run_id) FROM budgetscope_write_steps WHERE reconciled) AS reconciled, "
         "(SELECT any(run_id) FROM budgetscope_runs WHERE exhausted "
@@ -227,7 +227,7 @@ def test_step_details_equal_to_duckdb(sample_duckdb: str, sample_backend: str) -
     the Collector's otel_traces as from the DuckDB file: the exporter writes every attribute as
     a string, which reads as the DuckDB value's JSON text does."""
     con = clickhouse.connect(sample_backend)
-    run_id = str(con._frame_text(
+    run_id = str(con.frame_text(
         "SELECT any(run_id) AS run_id FROM budgetscope_steps WHERE class = 'client_timeout' "
         "AND is_write", {}).iloc[0]["run_id"])
     duck = duckdb_connect(sample_duckdb, read_only=True)
@@ -309,7 +309,7 @@ def _cost_rows(con: object, table: str) -> list[dict]:
     where = " WHERE note = 'usage_values_ignored'" if table == "notes" else ""
     if isinstance(con, clickhouse.ClickHouseConnection):
         clickhouse.ensure_derived(con)
-        frame = con._frame_text(f"SELECT {', '.join(columns)} FROM {clickhouse_table}{where}",
+        frame = con.frame_text(f"SELECT {', '.join(columns)} FROM {clickhouse_table}{where}",
                                 {})
     else:
         frame = con.execute(f"SELECT {', '.join(columns)} FROM {duck_table}{where}").df()

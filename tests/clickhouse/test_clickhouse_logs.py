@@ -48,7 +48,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _classes(con: clickhouse.ClickHouseConnection, run: RunWithLogs) -> dict[str, str]:
-    rows = con._frame_text("SELECT span_id, class FROM budgetscope_steps "
+    rows = con.frame_text("SELECT span_id, class FROM budgetscope_steps "
                            "WHERE trace_id = {t:String}", {"t": run.trace_id})
     found = dict(zip(rows["span_id"], rows["class"], strict=True))
     return {"tool": found.get(run.tool_span_id), "model": found.get(run.model_span_id)}
@@ -63,7 +63,7 @@ def invoke(*args: str) -> str:
 def test_otel_logs_holds_what_the_exporter_writes(loaded: tuple) -> None:
     _, url, run, _ = loaded
     con = clickhouse.connect(url)
-    rows = con._frame_text(
+    rows = con.frame_text(
         "SELECT SpanId, SeverityNumber, Body, LogAttributes['exception.type'] AS t "
         "FROM otel_logs WHERE TraceId = {t:String} ORDER BY Timestamp", {"t": run.trace_id})
     assert len(rows) == 6  # three records of the run, each delivered twice

@@ -77,7 +77,7 @@ def casts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, list]]:
     con = clickhouse.connect(f"chdb://{folder}")
     values = _corpus()
     try:
-        frame = con._frame_text(
+        frame = con.frame_text(
             "SELECT arrayMap(v -> (" + ", ".join([
                 usage_reads.token_count("v"), usage_reads.usd_nano("v"),
                 usage_reads.as_label("v"), usage_reads.as_bool("v")]) + "), "
@@ -175,7 +175,7 @@ def test_whole_spans_typed_as_ingest_types_them(tmp_path: Path) -> None:
                             "WHERE name LIKE 'usage %' ORDER BY name").fetchall()
         con = clickhouse.connect(f"chdb://{folder}")
         assert load_requests(con, [encode_spans(spans)]) == len(spans)
-        got = con._frame_text(_typed_sql(), {})
+        got = con.frame_text(_typed_sql(), {})
     finally:
         duck.close()
         clickhouse.close_all()

@@ -104,7 +104,7 @@ def test_steps_equal(both) -> None:
     duck, con = both
     columns = ", ".join(STEP_COLUMNS)
     want = duck.execute(f"SELECT {columns} FROM steps").df()
-    got = con._frame_text(f"SELECT {columns} FROM budgetscope_steps", {})
+    got = con.frame_text(f"SELECT {columns} FROM budgetscope_steps", {})
     assert len(want) > 60
     assert _tidy(got, ["run_id", "span_id"]) == _tidy(want, ["run_id", "span_id"])
 
@@ -113,7 +113,7 @@ def test_runs_equal(both) -> None:
     duck, con = both
     columns = ", ".join(RUN_COLUMNS)
     want = duck.execute(f"SELECT {columns} FROM runs").df()
-    got = con._frame_text(f"SELECT {columns} FROM budgetscope_runs", {})
+    got = con.frame_text(f"SELECT {columns} FROM budgetscope_runs", {})
     assert _tidy(got, ["run_id"]) == _tidy(want, ["run_id"])
 
 

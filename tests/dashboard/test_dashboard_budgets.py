@@ -16,15 +16,8 @@ from streamlit.testing.v1 import AppTest
 from budgetscope.cli import cli
 from dashboard import fmt
 from dashboard.config import DashboardConfig, configure, current
-from store import (
-    Change,
-    DatabaseOwner,
-    DeclaredBudgets,
-    DeclaredPrices,
-    GroupCommitter,
-    Source,
-    refresh_touched,
-)
+from store import Change, DatabaseOwner, DeclaredBudgets, DeclaredPrices, GroupCommitter, Source
+from store.testing import refresh_touched
 from tests.support import ui
 from tests.support.trace_builder import TraceBuilder, open_db, store
 

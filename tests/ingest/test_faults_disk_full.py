@@ -124,7 +124,8 @@ def test_a_derivation_on_a_full_disk_fails_with_its_cause(small_disk: Path) -> N
     import duckdb
 
     from ingest.decode.flatten import flatten_request
-    from store import PendingDerivations, SpanWriter, connect, refresh_touched
+    from store import SpanWriter, connect
+    from store.testing import PendingDerivations, refresh_touched
 
     con = connect(small_disk / "derive.duckdb")
     try:

@@ -63,7 +63,8 @@ class BudgetDatabase:
         self.runs = 0
 
     def example(self, rng: random.Random) -> tuple[str, bytes]:
-        from store import BUDGET_NUMBER_KEYS, connect
+        from store import connect
+        from store.testing import BUDGET_NUMBER_KEYS
 
         if self.con is None:
             self.con = connect(self.folder / "budget.duckdb")

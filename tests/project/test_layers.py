@@ -1,8 +1,9 @@
 """The layers of docs/design.md ("Layers"), kept true: every import of the product's packages
-points down, never up or sideways; the store is used only through its front; no modules
-import one another in a circle; ingest imports neither the CLI nor the dashboard, and the
-server none of the CLI's commands; and no module reaches a private name of another package.
-A failure names the file, the line and the import, or the circle."""
+points down, never up or sideways; the store is used only through its front, which holds what
+the product uses, and what only tests and benches use is in store.testing, which the product
+never imports; no modules import one another in a circle; ingest imports neither the CLI nor
+the dashboard, and the server none of the CLI's commands; and no module reaches a private name
+of another package. A failure names the file, the line and the import, or the circle."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import store
+import store.testing
 from tests.support.paths import REPO
 
 # What each package may import of the others (docs/design.md, "Layers").
@@ -67,12 +69,10 @@ def test_the_layers_are_the_drawing() -> None:
 
 # ---- only through the front ----------------------------------------------------------------
 # Outside store/, the store is used through its front, store/__init__.py: `from store import X`
-# with X one of its names. A module of a room is imported directly only by these files, each a
-# test of that room's internals, with the module it may import and why.
+# with X one of its names; tests and benches also through store.testing (`from store.testing
+# import X`), the names only they use. A module of a room is imported directly only by these
+# files, each a test of that room's internals, with the module it may import and why.
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
-    "tests/support/fuzz_harness.py": (
-        "store.write.writer", "converts decoded resource and scope rows to Arrow exactly as the "
-        "writer does (its private _rows_to_arrow), so a row it accepts is one the writer stores"),
     "tests/dashboard/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),
@@ -83,14 +83,14 @@ BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
     "tests/clickhouse/test_clickhouse_usage_reads.py": (
         "store.derive.usage_reads", "compares each cast it renders for the ClickHouse derivation "
         "with ingest's own (the casts of the front's TYPED_ATTRIBUTES), value for value"),
-    "tests/store/test_derive_missing_parents.py": (
-        "store.derive.statements", "records which of the derivation's statement files ran "
-        "(calling through its private _execute), to tell that the same traces were derived "
-        "both ways: missing parents looked for after the walk, and before it"),
     "tests/store/test_sql_registry.py": (
         "store.file.sql_files", "reads the registry's record of the folders it loaded, to tell "
         "that every .sql file of the store went through it"),
 }
+
+
+# Where store.testing may be imported from: nowhere in the product.
+TESTING_FOLDERS = ("tests/", "bench/")
 
 
 def _outside_the_store() -> list[Path]:
@@ -104,7 +104,8 @@ def _outside_the_store() -> list[Path]:
 
 def _store_imports(path: Path) -> list[tuple[int, str]]:
     """(line, what) of every import of the store in `path`, `what` dotted as imported: `store`,
-    `store.connect` (from store import connect), `store.write.writer._rows_to_arrow`."""
+    `store.connect` (from store import connect), `store.testing.to_arrow`, `store.read.reader`
+    (from store.read import reader)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -119,6 +120,7 @@ def _store_imports(path: Path) -> list[tuple[int, str]]:
 @pytest.mark.slow
 def test_only_through_the_front() -> None:
     front = {f"store.{name}" for name in store.__all__}
+    testing = {"store.testing", *(f"store.testing.{name}" for name in store.testing.__all__)}
     wrong, used = [], set()
     for path in _outside_the_store():
         relative = path.relative_to(REPO).as_posix()
@@ -126,12 +128,15 @@ def test_only_through_the_front() -> None:
         for line, what in _store_imports(path):
             if what == "store" or what in front:
                 continue
+            if what in testing and relative.startswith(TESTING_FOLDERS):
+                continue
             if what == allowed or what.startswith(allowed + "."):
                 used.add(relative)
             else:
                 wrong.append(f"{relative}:{line} imports {what}: use a name of the front "
-                             "(store/__init__.py's __all__), or list a test of a room's "
-                             "internals in BELOW_THE_FRONT with why")
+                             "(store/__init__.py's __all__), from a test or a bench one of "
+                             "store.testing's, or list a test of a room's internals in "
+                             "BELOW_THE_FRONT with why")
     assert not wrong, "imports past the store's front:\n" + "\n".join(wrong)
     assert used == set(BELOW_THE_FRONT), f"exceptions no longer used: {set(BELOW_THE_FRONT) - used}"
 
@@ -141,10 +146,10 @@ def test_the_front_walk_sees_the_imports() -> None:
     product's imports of the front, and the exceptions' imports below it."""
     seen = {relative: {what for _, what in _store_imports(REPO / relative)}
             for relative in ("bench/bench_queries.py", "ingest/decode/flatten.py",
-                             *BELOW_THE_FRONT)}
+                             "tests/support/fuzz_harness.py", *BELOW_THE_FRONT)}
     assert "store.SpanWriter" in seen["bench/bench_queries.py"]
     assert "store.FlatBatch" in seen["ingest/decode/flatten.py"]
-    assert "store.write.writer._rows_to_arrow" in seen["tests/support/fuzz_harness.py"]
+    assert "store.testing.rows_to_arrow" in seen["tests/support/fuzz_harness.py"]
     assert "store.read.reader" in seen["tests/dashboard/test_dashboard_pages.py"]
     files = {path.relative_to(REPO).as_posix() for path in _outside_the_store()}
     assert {"tests/project/test_layers.py", "bench/bench_queries.py", "dashboard/data.py"} <= files
@@ -174,6 +179,55 @@ def test_the_front_names_what_it_imports() -> None:
     assert not at_once & set(on_first_use)
     assert sorted(at_once | set(on_first_use)) == sorted(store.__all__)
     assert all(getattr(store, name) is not None for name in store.__all__)
+
+
+def _front_names_used(path: Path) -> set[str]:
+    """The names of the front `path` uses: `from store import X`, and `store.X` after `import
+    store`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    used = {what.removeprefix("store.") for _, what in _store_imports(path)
+            if what.count(".") == 1 and not what.startswith("store.testing")}
+    if any(isinstance(node, ast.Import) and any(alias.name == "store" and not alias.asname
+                                                 for alias in node.names)
+           for node in ast.walk(tree)):
+        used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                 and isinstance(node.value, ast.Name) and node.value.id == "store"}
+    return used
+
+
+@pytest.mark.slow
+def test_the_front_holds_what_the_product_uses() -> None:
+    """Every name of the front is used by the product: a name only tests and benches use
+    belongs in store.testing, which repeats none of the front's."""
+    used: set[str] = set()
+    for path in _outside_the_store():
+        if not path.relative_to(REPO).as_posix().startswith(TESTING_FOLDERS):
+            used |= _front_names_used(path)
+    unused = sorted(set(store.__all__) - used)
+    assert not unused, ("names of the front the product never uses (move those tests or "
+                        f"benches use to store/testing.py, delete the others): {unused}")
+    assert not set(store.__all__) & set(store.testing.__all__)
+    assert {"connect", "FlatBatch", "Source", "clickhouse"} <= used  # the walk sees the product
+
+
+@pytest.mark.slow
+def test_the_product_never_imports_store_testing() -> None:
+    """store.testing is the tests' and benches' own: no other module imports it, the store's
+    own rooms and front included."""
+    store_files = [path for path in sorted((REPO / "store").rglob("*.py"))
+                   if path != REPO / "store" / "testing.py"]
+    wrong, seen = [], set()
+    for path in [*_outside_the_store(), *store_files]:
+        relative = path.relative_to(REPO).as_posix()
+        for line, what in _store_imports(path):
+            if what == "store.testing" or what.startswith("store.testing."):
+                if relative.startswith(TESTING_FOLDERS):
+                    seen.add(relative.split("/")[0])
+                else:
+                    wrong.append(f"{relative}:{line} imports {what}")
+    assert not wrong, ("the product imports store.testing (what the product uses belongs in "
+                       "the front, store/__init__.py):\n" + "\n".join(wrong))
+    assert seen == {"tests", "bench"}  # the walk sees the imports it allows
 
 
 # ---- no import circles ---------------------------------------------------------------------
@@ -306,20 +360,27 @@ def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
 
 
 # The store's rooms from the bottom up (docs/design.md, "The store's rooms"): each imports only
-# rooms before it here, so no two import each other.
+# rooms before it here, so no two import each other. Beside them, lifecycle.py stands below them
+# all and imports none; the fronts (the product's, store/__init__.py, and the tests',
+# store/testing.py) stand above them all.
 ROOMS = ("file", "rows", "prices", "derive", "write", "retention", "declared", "clickhouse", "read")
+BELOW_THE_ROOMS = ("store.lifecycle",)
 
 
 def test_the_stores_rooms_stand_on_each_other_in_order() -> None:
     known = module_files(REPO, ("store",))
     imported: dict[str, set[str]] = {room: set() for room in ROOMS}
     for name, path in known.items():
-        if name == "store":
-            continue  # the front, which imports every room
+        if name in ("store", "store.testing"):
+            continue  # the fronts, which import the rooms
+        targets = module_imports(name, path, known) - {"store", *BELOW_THE_ROOMS}
+        if name in BELOW_THE_ROOMS:
+            assert not targets, f"{name} stands below the rooms but imports {sorted(targets)}"
+            continue
         room = name.split(".")[1]
         assert room in imported, f"{name}: a room docs/design.md and ROOMS do not list"
-        imported[room] |= {target.split(".")[1] for target in module_imports(name, path, known)
-                           if target != "store" and target.split(".")[1] != room}
+        imported[room] |= {target.split(".")[1] for target in targets
+                           if target.split(".")[1] != room}
     wrong = [f"{room} imports {sorted(imported[room] - set(ROOMS[:ROOMS.index(room)]))}"
              for room in ROOMS if imported[room] - set(ROOMS[:ROOMS.index(room)])]
     assert not wrong, "rooms importing a room above them:\n" + "\n".join(wrong)
@@ -369,21 +430,10 @@ def test_the_wing_rule_sees_an_import() -> None:
 # imports it, reads it from a module of ours, or reads it as an attribute (`thing._name` where
 # `_name` is defined only in other folders of the repository; `self._name` and `cls._name` are
 # the class's own). Libraries' internals are another matter, listed where they are used
-# (dashboard/server/ground.py). The few reaches a test makes into a room's internals, by name,
-# each with why:
-PRIVATE_REACHES: dict[tuple[str, str], str] = {
-    ("store/clickhouse", "_frame_text"): "tests ask ClickHouse ad-hoc SQL (its system tables, a "
-    "table's rows as stored) that no registered .sql file holds; the product runs registered "
-    "files only, so the connection keeps raw text to itself",
-    ("store/write", "_rows_to_arrow"): "the fuzz harness converts decoded rows to Arrow exactly "
-    "as the writer does, so that a row it accepts is one the writer stores (BELOW_THE_FRONT)",
-    ("store/derive", "_execute"): "records which of the derivation's statement files ran, to "
-    "tell that the same traces were derived both ways (BELOW_THE_FRONT)",
-    ("store/derive", "_literal"): "a constant of a convention outside the allow-list is "
-    "refused before it is rendered into SQL: the refusal is the quoting's own",
-    ("store/derive", "_SAFE_CONSTANT"): "the allow-list the quoting checks constants against, "
-    "matched against a real constant beside the refusal above",
-}
+# (dashboard/server/ground.py). A reach a test must make into a room's internals would be listed
+# here by name, with why; there is none: what tests need of a room has a public name, in
+# store.testing or on the room's own class (ClickHouseConnection.frame_text).
+PRIVATE_REACHES: dict[tuple[str, str], str] = {}
 PRIVATE_FOLDERS = ("budgetscope", "dashboard", "simulation", "queries", "ingest", "store", "sdk",
                    "sample_traces", "tests", "bench", "docs")
 
@@ -440,11 +490,12 @@ def _module_folder(module: str) -> str | None:
     return None
 
 
-def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int, str, str]]:
-    """(line, _name, the folder it belongs to) of every reach from `path` into a private name
-    of another folder of ours."""
+def private_reaches(path: Path, defined: dict[str, set[str]], text: str | None = None
+                    ) -> list[tuple[int, str, str]]:
+    """(line, _name, the folder it belongs to) of every reach from `path` (its `text`, read
+    from it unless given) into a private name of another folder of ours."""
     own = _folder(path)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
     package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
     modules: dict[str, str] = {}  # local name -> the folder of the module it is bound to
     found = []
@@ -485,9 +536,7 @@ def private_reaches(path: Path, defined: dict[str, set[str]]) -> list[tuple[int,
 
 @pytest.mark.slow
 def test_no_reach_into_another_packages_private_names() -> None:
-    """Every exception must still be reached, so the walk is seen finding each kind of reach:
-    an import (`_rows_to_arrow`), a module's name (`statements._execute`) and an object's
-    attribute (`con._frame_text`)."""
+    """Every exception (none now) must still be reached."""
     files = _python_files()
     defined = _private_definitions(files)
     wrong, used = [], set()
@@ -503,3 +552,18 @@ def test_no_reach_into_another_packages_private_names() -> None:
                        "or list a test of a room's internals in PRIVATE_REACHES with why):\n"
                        + "\n".join(wrong))
     assert used == set(PRIVATE_REACHES), f"exceptions no longer used: {set(PRIVATE_REACHES) - used}"
+
+
+def test_the_private_walk_sees_each_kind_of_reach() -> None:
+    """With no exception left to be reached, a walk that found nothing would pass: it sees an
+    import of a private name, a module's private name and an object's private attribute
+    defined in another folder, and not an object's own."""
+    text = ("from store.write.writer import _hidden\n"
+            "from store.derive import statements\n"
+            "statements._hidden_too\n"
+            "con._defined_elsewhere\n"
+            "self._own\n")
+    found = private_reaches(REPO / "tests" / "example.py",
+                            {"_defined_elsewhere": {"store/clickhouse"}, "_own": {"store"}}, text)
+    assert sorted(found) == [(1, "_hidden", "store/write"), (3, "_hidden_too", "store/derive"),
+                             (4, "_defined_elsewhere", "store/clickhouse")]

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from queries.run_view import load_run
-from store import rebuild_all
+from store.testing import rebuild_all
 from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 

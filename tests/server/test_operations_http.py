@@ -25,7 +25,8 @@ from budgetscope.server.metrics import signal_families
 from budgetscope.server.operations import OperatorPages, Readiness
 from ingest.receivers.http_routes import Endpoint
 from ingest.receivers.service import ReceiverParts
-from store import DatabaseOwner, GroupCommitter, refresh_touched
+from store import DatabaseOwner, GroupCommitter
+from store.testing import refresh_touched
 from tests.support.ops_traces import EXPECTED, old_run, ops_runs
 from tests.support.prometheus_parser import ExpositionError, parse
 from tests.support.receivers import Running, raw_request, running_receivers

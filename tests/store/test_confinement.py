@@ -33,17 +33,8 @@ from ingest.receivers.auth import BearerToken
 from ingest.receivers.counters import ReceiverCounters
 from ingest.receivers.span_intake import SpanIntake
 from queries import reports
-from store import (
-    BUDGET_BOUNDS,
-    BUDGET_NUMBER_KEYS,
-    TYPED_ATTRIBUTES,
-    FlatBatch,
-    GroupCommitter,
-    PendingDerivations,
-    SpanWriter,
-    connect,
-    refresh_touched,
-)
+from store import TYPED_ATTRIBUTES, FlatBatch, GroupCommitter, SpanWriter, connect
+from store.testing import BUDGET_BOUNDS, BUDGET_NUMBER_KEYS, PendingDerivations, refresh_touched
 from tests.support.fuzz_harness import NOTORIOUS_BUDGET_VALUES, RUN_BUDGET_KEYS
 from tests.support.fuzz_harness import budget_run as _trace  # one SDK run, `key` set to `value`
 from tests.support.otlp_files import otlp_json, request

@@ -18,9 +18,9 @@ import pytest
 
 from queries.filters import Filters
 from queries.reports import failures
-from store import BACKEND_QUERIES as CLICKHOUSE_QUERIES  # the derivations: the store's
-from store import DERIVE_QUERIES as QUERIES
-from store import conventions
+from store import clickhouse
+from store.testing import DERIVE_QUERIES as QUERIES
+from store.testing import conventions
 from tests.support.convention_traces import CLIENT, OP, recognised_traces
 from tests.support.trace_builder import TraceBuilder, open_db, run_row, step_rows, store
 
@@ -139,7 +139,8 @@ def test_every_attribute_the_rules_read_is_typed_at_ingest() -> None:
 
 
 def test_both_derivations_are_rendered_from_the_table() -> None:
-    for queries, name in ((QUERIES, "derive_refresh"), (CLICKHOUSE_QUERIES, "derive_build")):
+    for queries, name in ((QUERIES, "derive_refresh"),
+                          (clickhouse.BACKEND_QUERIES, "derive_build")):
         text = queries[name].text
         assert "/*@" not in text
         assert conventions.step_row_sql() in text and conventions.convention_sql() in text
@@ -149,8 +150,8 @@ def test_both_derivations_are_rendered_from_the_table() -> None:
 
 def test_a_constant_outside_the_allow_list_is_refused() -> None:
     with pytest.raises(ValueError):
-        conventions._literal("x' OR 1=1")
-    assert re.fullmatch(conventions._SAFE_CONSTANT.pattern, "ai.toolCall")
+        conventions.sql_constant("x' OR 1=1")
+    assert re.fullmatch(conventions.SAFE_CONSTANT.pattern, "ai.toolCall")
 
 
 def test_the_run_view_and_the_run_command_say_what_recognised_each_step(tmp_path) -> None:

@@ -89,7 +89,7 @@ def test_clickhouse_finds_the_same_steps(databases: dict[str, Path],
         load_files(con, [FIXTURES / "otlp" / f"{name}.otlp.pb" for name in NAMES])
         clickhouse.ensure_derived(con)
         columns = ", ".join(STEP_COLUMNS)
-        got = con._frame_text(f"SELECT {columns} FROM budgetscope_steps", {})
+        got = con.frame_text(f"SELECT {columns} FROM budgetscope_steps", {})
         want = pd.concat([duckdb.connect(str(path), read_only=True).execute(
             f"SELECT {columns} FROM steps").df() for path in databases.values()])
         key = ["run_id", "span_id"]

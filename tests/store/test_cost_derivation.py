@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import PendingDerivations, refresh_touched
+from store.testing import PendingDerivations, refresh_touched
 from tests.support.cost_rows import metered, nano
 from tests.support.trace_builder import (
     MS,

@@ -10,16 +10,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from store import (
-    Change,
-    PendingDerivations,
-    PriceChange,
-    apply,
-    apply_price,
-    parse_from,
-    pending_derivations,
-    refresh_touched,
-)
+from store import Change, PriceChange, apply, apply_price, parse_from, pending_derivations
+from store.testing import PendingDerivations, refresh_touched
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 CHAT = {"gen_ai.operation.name": "chat"}

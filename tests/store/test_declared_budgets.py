@@ -10,16 +10,14 @@ from __future__ import annotations
 import pytest
 
 from store import (
-    SCHEMA_VERSION,
     Change,
     DeclarationError,
-    PendingDerivations,
     apply,
     checked_step_key,
     declarations,
     parse_duration_ms,
-    refresh_touched,
 )
+from store.testing import SCHEMA_VERSION, PendingDerivations, refresh_touched
 from tests.support.trace_builder import MS, T0_NS, TraceBuilder, open_db, run_row, step_rows, store
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from store import Change, PendingDerivations, apply, pending_derivations, refresh_touched
+from store import Change, apply, pending_derivations
+from store.testing import PendingDerivations, refresh_touched
 from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
 OP = "gen_ai.operation.name"

@@ -17,7 +17,8 @@ import pytest
 from bench.support.hostile import canary, exception_record, hostile_trace, post
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, PendingDerivations, SpanWriter, refresh_touched
+from store import DatabaseOwner, SpanWriter
+from store.testing import PendingDerivations, refresh_touched
 
 # Generous for a loaded 2-core CI machine: a turn gathers 1 s of commits, then derives the small
 # traces before at most one large one (~0.3 s for this trace, 3.1 s before the bound).

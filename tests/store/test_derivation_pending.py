@@ -15,7 +15,8 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
 from ingest.files.loader import load_files
-from store import GroupCommitter, PendingDerivations, SpanWriter, connect, refresh_touched
+from store import GroupCommitter, SpanWriter, connect
+from store.testing import PendingDerivations, refresh_touched
 from tests.support.otlp_files import otlp_json, request, sdk_spans
 
 

@@ -15,8 +15,8 @@ import duckdb
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from ingest.decode.flatten import flatten_request
-from store import PendingDerivations, SpanWriter, refresh_touched
-from store.derive import statements
+from store import SpanWriter
+from store.testing import PendingDerivations, refresh_touched, statement_files_run
 from tests.support.convention_traces import CHAT, TOOL
 from tests.support.trace_builder import TraceBuilder, open_db
 
@@ -88,18 +88,9 @@ def derive(folder: Path, with_rootless: bool, ran: list[str]) -> duckdb.DuckDBPy
     folder.mkdir()
     con = open_db(folder)
     SpanWriter(con).write(flatten_request(request))
-    run_file = statements._execute
-
-    def spy(con: duckdb.DuckDBPyConnection, name: str, gates: dict[str, bool] | None = None
-            ) -> None:
-        ran.append(name)
-        run_file(con, name, gates)
-
-    statements._execute = spy
-    try:
+    with statement_files_run() as files:
         PendingDerivations(refresh_touched).run(con)
-    finally:
-        statements._execute = run_file
+    ran.extend(files)
     return con
 
 

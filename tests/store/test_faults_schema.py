@@ -1,6 +1,6 @@
 """A database file from a schema version with no migration path, or from no budgetscope at all,
 is refused with a clear message by every command that opens it, and left as it was.
-Written relative to store.SCHEMA_VERSION so that a version bump keeps the test meaningful;
+Written relative to store.testing.SCHEMA_VERSION so that a version bump keeps the test meaningful;
 files that can be migrated are tests/store/test_schema_migration.py's."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from store import SCHEMA_VERSION, SchemaError, connect
+from store import SchemaError, connect
+from store.testing import SCHEMA_VERSION
 from tests.support.receivers import raw_request
 
 CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]

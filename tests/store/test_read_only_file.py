@@ -26,7 +26,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ingest.files.loader import load_files
-from store import PendingDerivations, connect
+from store import connect
+from store.testing import PendingDerivations
 from tests.support import ui
 
 # slow, left out of make test-fast: concurrent CLI processes and mounts on derived copies of

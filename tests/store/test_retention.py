@@ -22,7 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store import DAY_NS, RetentionPass, RetentionSchedule, SpanWriter, connect, cutoff_for, retain
+from store import RetentionSchedule, SpanWriter, connect, retain
+from store.testing import DAY_NS, RetentionPass, cutoff_for
 from tests.support.receivers import running_receivers
 from tests.support.trace_builder import TraceBuilder, store
 

@@ -14,7 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from budgetscope.cli import cli
 from ingest.decode.flatten import flatten_request
-from store import SCHEMA_VERSION, SchemaError, SpanWriter, connect, migration_steps
+from store import SchemaError, SpanWriter, connect
+from store.testing import SCHEMA_VERSION, migration_steps
 from tests.support.receivers import raw_request
 
 
@@ -113,7 +114,8 @@ def test_version_3_gains_the_convention_columns_filled_as_ingest_types_them(
         tmp_path: Path) -> None:
     """Schema 3 → 4: spans gain the typed columns of docs/conventions.md, filled from the stored
     attributes the way ingest types them, and every trace is marked for derivation again."""
-    from store import HTTP_STATUS_KEYS, TYPED_ATTRIBUTES
+    from store import TYPED_ATTRIBUTES
+    from store.testing import HTTP_STATUS_KEYS
     from tests.support.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=3)
@@ -175,7 +177,7 @@ def test_version_5_gains_numbered_blame_and_the_mcp_column(tmp_path: Path) -> No
     derivation again, after which the numbers are there."""
     from opentelemetry.trace import SpanKind
 
-    from store import PendingDerivations, refresh_touched
+    from store.testing import PendingDerivations, refresh_touched
     from tests.support.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=5)
@@ -219,7 +221,7 @@ def test_version_6_gains_tokens_and_dollars_filled_as_ingest_types_them(tmp_path
     valid spelling, bad values named), runs and steps their token and dollar columns, the
     declared budgets their new dimensions (a budget of 6 kept), metered_spans and the price
     tables exist, and every trace is derived again, after which its cost is there."""
-    from store import USAGE_COLUMNS, PendingDerivations, refresh_touched
+    from store.testing import USAGE_COLUMNS, PendingDerivations, refresh_touched
     from tests.support.trace_builder import TraceBuilder
 
     b = TraceBuilder(seed=6)

@@ -8,23 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from store import (
-    BACKEND_QUERIES,
-    DERIVE_BUILD,
-    DERIVE_QUERIES,
-    MERGED_INTO,
-    RECOGNISE,
-    TYPED_ATTRIBUTES,
-    conventions,
-    vocabulary,
-)
+from store import TYPED_ATTRIBUTES, clickhouse, vocabulary
+from store.testing import DERIVE_QUERIES, MERGED_INTO, RECOGNISE, conventions
 from tests.support.paths import REPO
 
-# Each derivation is several files, run one after the other (store.refresh_touched:
+# Each derivation is several files, run one after the other (store.testing.refresh_touched:
 # recognition, then what depends on B; store.clickhouse.ensure_derived).
 DERIVATIONS = {"duckdb": "\n".join(DERIVE_QUERIES[name].text for name in (
                    *RECOGNISE, "derive_usage", "derive_cost", "derive_measure")),
-               "clickhouse": "\n".join(BACKEND_QUERIES[name].text for name in DERIVE_BUILD)}
+               "clickhouse": "\n".join(clickhouse.BACKEND_QUERIES[name].text
+                                     for name in clickhouse.DERIVE_BUILD)}
 def _code(text: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
 

@@ -206,7 +206,7 @@ def derive_on_clickhouse(con: clickhouse.ClickHouseConnection, scenarios: list[S
             for table in tables:
                 con.insert_arrow(TABLE, _rename_table(table, mapping))
         clickhouse.ensure_derived(con, force=True)
-        built = {key: con._frame_text(
+        built = {key: con.frame_text(
             f"SELECT {', '.join(columns)} FROM {table}"
             + (" WHERE note = 'usage_values_ignored'" if key == "notes" else ""), {})
             for key, (_, table, columns, _) in TABLES.items()}

@@ -1,5 +1,6 @@
 """The database, and the one front every other package uses it through: what the others may use
-of the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+of the store is imported here, and nothing outside store/ imports deeper
+(tests/project/test_layers.py).
 
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
@@ -23,14 +24,14 @@ Beside the rooms, lifecycle.py, below them all (it imports none): the one shape 
 that owns a thread (start, stop, join with a timeout, a name), the receivers' included.
 
 Below, the rooms' names in the alphabetical order of their modules: those the product uses, and
-only those (tests/test_layers.py checks both ways). Four are modules used as namespaces:
+only those (tests/project/test_layers.py checks both ways). Four are modules used as namespaces:
 `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ... beside
 DuckDB's), and `vocabulary` (the words of docs/metrics.md, as data). The names of clickhouse/,
 read/ and derive/explain.py are imported on their first use (ON_FIRST_USE). What the tests and
 benches use beyond these is in store/testing.py, which the product never imports.
 
 Nothing here imports another package of budgetscope: everything else stands on it
-(docs/design.md, "Layers"; tests/test_layers.py keeps that true).
+(docs/design.md, "Layers"; tests/project/test_layers.py keeps that true).
 """
 
 import importlib

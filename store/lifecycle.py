@@ -12,7 +12,8 @@
 A protocol rather than a base class: the owners' threads run different things (a commit loop,
 an asyncio loop, a paced schedule) built differently, so what they share is these four words
 and the join below, not a constructor. It sits beside the store's rooms and imports none of
-them, so every owner, the store's and ingest's receivers alike, may use it (tests/test_layers.py).
+them, so every owner, the store's and ingest's receivers alike, may use it
+(tests/project/test_layers.py).
 """
 
 from __future__ import annotations

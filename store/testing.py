@@ -2,7 +2,7 @@
 DDL, the derivation's entry points and files, the writer's Arrow conversions, retention's pieces,
 the typed attributes' tables; and a recorder of the derivation's statement files.
 
-The product never imports this module (tests/test_layers.py fails on an import of it outside
+The product never imports this module (tests/project/test_layers.py fails on an import of it outside
 tests/ and bench/): everything the product uses is in the front, store/__init__.py, and a name
 used only by tests and benches is here rather than there, so the front says what the product
 stands on. Like the front, it imports the rooms' public names only.
@@ -26,7 +26,7 @@ from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set
 from store.file.ddl import SCHEMA_VERSION, apply_schema, ddl_files, migration_steps
 from store.file.owner import CHECKPOINT_THRESHOLD
 
-# lifecycle.py: the shape every owner of a thread has (tests/test_lifecycle.py checks each)
+# lifecycle.py: the shape every owner of a thread has (tests/server/test_lifecycle.py checks each)
 from store.lifecycle import Lifecycle
 
 # retention/: one pass driven by hand, and what it measures

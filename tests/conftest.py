@@ -13,7 +13,7 @@ which command runs which):
 Every test runs in an empty folder of its own (`_a_working_folder_of_its_own`), whatever folder
 the suite was started from: after `make demo` the checkout holds budgetscope-demo.duckdb, and
 a test that read the caller's folder failed there (the CLI rightly names the demo's file when
-it is beside it). tests/test_working_folder.py runs the README's two commands in order in a
+it is beside it). tests/project/test_working_folder.py runs the README's two commands in order in a
 copy of the checkout, the tests it picks started from that folder, which holds a demo
 database.
 """

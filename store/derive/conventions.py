@@ -5,8 +5,8 @@ store/clickhouse/sql/derive_build.sql carry markers such as `/*@step_row*/` that
 with SQL built from the tables below.
 
 Adding a framework is an entry in STEP_RULES (in the table's order: the first matching row wins),
-its attributes typed at ingest (store/rows/typed_attributes.py; tests/test_conventions.py checks
-that every attribute named here is), and a test.
+its attributes typed at ingest (store/rows/typed_attributes.py; tests/store/test_conventions.py
+checks that every attribute named here is), and a test.
 
 The rendered SQL holds only constants written here (attribute values the docs list, class names),
 checked against an allow-list of characters; nothing that comes from a span is ever formatted

@@ -19,8 +19,8 @@ mapped from the tables of the Python that runs this module, as ingest maps them.
 The attributes and their order come from store/rows/usage.py (USAGE_SPELLINGS,
 COST_CANDIDATES), the one table both derivations read; `fragments()` renders the ClickHouse
 SQL that store/clickhouse/sql/derive_build.sql carries as `/*@usage_*/` markers
-(store/derive/conventions.py fills them). tests/test_clickhouse_usage_reads.py compares every
-cast here with ingest's own over a corpus of odd values.
+(store/derive/conventions.py fills them). tests/clickhouse/test_clickhouse_usage_reads.py compares
+every cast here with ingest's own over a corpus of odd values.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ and marks their blocks free. DuckDB 2.0 does not compact the file: it reuses the
 for new data, and gives bytes back only when free blocks sit at the file's end. Measured (bench/
 bench_retention.py, 100k spans 100 days old + 100k new): 42.5 MB → 44.1 MB after retention, and
 43.8 MB after 100k more new spans, where the same file without retention grew to 63.5 MB. So a
-file under retention stops growing rather than shrinking (tests/test_retention.py checks this).
+file under retention stops growing rather than shrinking (tests/store/test_retention.py checks
+this).
 """
 
 from __future__ import annotations

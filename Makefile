@@ -63,32 +63,27 @@ chromium:
 		else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 
 # The whole suite, what CI runs (.ci/run). Tests marked `root` skip, with the reason, for anyone
-# else; tests marked `network` skip when the package registry does not answer. Three pytest
-# processes run side by side: the browser lane (it mostly waits on Chromium and the
-# dashboard's subprocess) and the rest dealt into two shares of whole files (--shard,
-# tests/conftest.py), one per core: one process left a core idle while the rest lane waited
-# on its servers and subprocesses (load 1.6 on 2 cores; the rest lane took 1116 s in CI where
-# the browser lane took 627 s). The shares' and the lane's output follow the first share's
-# (and stay in test-artifacts/).
+# else; tests marked `network` skip when the package registry does not answer. Two pytest runs
+# side by side: the browser lane (it mostly waits on Chromium and the dashboard's subprocess),
+# and the rest on two workers (pytest-xdist), each given whole files as it frees up, slowest
+# files first (tests/conftest.py): fixed shares of files left one worker idle for minutes,
+# since a file takes from 0.1 s to 7 minutes. The lane's output follows the rest's (and stays
+# in test-artifacts/).
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	mkdir -p test-artifacts
 	$(BIN)/python -m pytest -q -m browser > test-artifacts/browser-lane.log 2>&1 & browser=$$!; \
-	$(BIN)/python -m pytest -q -m "not browser" --shard=2/2 > test-artifacts/rest-2.log 2>&1 & \
-	second=$$!; \
-	$(BIN)/python -m pytest -q -m "not browser" --shard=1/2; rest=$$?; \
-	wait $$second; half=$$?; wait $$browser; lane=$$?; \
-	echo "---- the rest, second share (pytest -m 'not browser' --shard=2/2) ----"; \
-	cat test-artifacts/rest-2.log; \
+	$(BIN)/python -m pytest -q -m "not browser" -n 2 --dist loadfile --no-loadscope-reorder; \
+	rest=$$?; wait $$browser; lane=$$?; \
 	echo "---- browser lane (pytest -m browser) ----"; cat test-artifacts/browser-lane.log; \
-	test $$rest = 0 && test $$half = 0 && test $$lane = 0
+	test $$rest = 0 && test $$lane = 0
 
 # The inner loop: everything but the four lanes tests/conftest.py describes (browser, slow, root,
 # network), in under 3 minutes on 2 cores; no Chromium needed. `make test` before a merge.
 FAST_LANE := not browser and not slow and not root and not network
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "$(FAST_LANE)"
+	$(BIN)/python -m pytest -q -m "$(FAST_LANE)" -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -32,7 +32,8 @@ from budgetscope.config import SAMPLE_TRACES
 from budgetscope.server.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.files.loader import load_files
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, DeclaredBudgets, connect, rebuild_all
+from store import DatabaseOwner, DeclaredBudgets, connect
+from store.testing import rebuild_all
 
 
 def _post(port: int, path: str, body: bytes, content_type: str) -> tuple[int, float]:

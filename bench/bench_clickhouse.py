@@ -8,7 +8,7 @@ bench/support/clickhouse_load/traces.py, as the Collector's exporter writes otel
 replicated inside each engine with new ids until --spans is reached: copy k of a span gets the ids
 md5(id || '/' || k) (bench/sql_clickhouse/), the same function in both engines, so both hold
 the very same spans (same times, so every copy lands in the sample's weeks). DuckDB then
-derives (store.rebuild_all) and ClickHouse builds its derived tables
+derives (store.testing.rebuild_all) and ClickHouse builds its derived tables
 (derive_build.sql); both times are printed.
 
 Then, per report (the six `budgetscope report` ones, plus the run view), warm: one untimed
@@ -41,8 +41,9 @@ from queries.filters import Filters
 from queries.loader import load_queries
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
-from store import clickhouse, rebuild_all
+from store import clickhouse
 from store import connect as duckdb_connect
+from store.testing import rebuild_all
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -38,14 +38,8 @@ from pathlib import Path
 
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import (
-    CHECKPOINT_THRESHOLD,
-    FlatBatch,
-    PendingDerivations,
-    SpanWriter,
-    connect,
-    refresh_touched,
-)
+from store import FlatBatch, SpanWriter, connect
+from store.testing import CHECKPOINT_THRESHOLD, PendingDerivations, refresh_touched
 
 ROOT = Path(__file__).resolve().parent.parent
 SPANS_PER_REQUEST = 512

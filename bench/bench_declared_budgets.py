@@ -34,15 +34,8 @@ from urllib.parse import urlsplit
 
 from budgetscope.server.budgets_endpoint import PATH, BudgetsEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import (
-    Change,
-    DatabaseOwner,
-    DeclaredBudgets,
-    apply,
-    connect,
-    derive_now,
-    rebuild_all,
-)
+from store import Change, DatabaseOwner, DeclaredBudgets, apply, connect, derive_now
+from store.testing import rebuild_all
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,13 +23,8 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from bench.support.otlp import budget_run
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import (
-    FlatBatch,
-    PendingDerivations,
-    SpanWriter,
-    connect,
-    refresh_touched,
-)
+from store import FlatBatch, SpanWriter, connect
+from store.testing import PendingDerivations, refresh_touched
 
 
 def _store(path: Path, traces: int) -> list[str]:

@@ -35,15 +35,9 @@ from bench.bench_conventions_ingest import (
 )
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import (
-    CHECKPOINT_THRESHOLD,
-    FlatBatch,
-    PendingDerivations,
-    SpanWriter,
-    connect,
-    refresh_touched,
-)
+from store import FlatBatch, SpanWriter, connect
 from store.derive import statements
+from store.testing import CHECKPOINT_THRESHOLD, PendingDerivations, refresh_touched
 
 # (file, rank in the file) -> [runs, CPU seconds, its SQL on one line]
 SPENT: dict[tuple[str, int], list] = defaultdict(lambda: [0, 0.0, ""])

@@ -24,7 +24,8 @@ from pathlib import Path
 from bench.support.hostile import canary, exception_record, hostile_trace, post
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, PendingDerivations, SpanWriter, refresh_touched
+from store import DatabaseOwner, SpanWriter
+from store.testing import PendingDerivations, refresh_touched
 
 CANARY_EVERY_SECONDS = 0.5
 

@@ -33,15 +33,8 @@ from budgetscope.gc_tuning import relax_gc_for_ingest
 from ingest.decode.flatten import flatten_request
 from ingest.decode.proto_decode import decode_request
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import (
-    CHECKPOINT_THRESHOLD,
-    FlatBatch,
-    PendingDerivations,
-    SpanWriter,
-    connect,
-    refresh_touched,
-    to_arrow,
-)
+from store import FlatBatch, SpanWriter, connect
+from store.testing import CHECKPOINT_THRESHOLD, PendingDerivations, refresh_touched, to_arrow
 
 SPANS_PER_REQUEST = 512
 REQUESTS_PER_TRANSACTION = 4

@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from ingest.files.loader import load_files
-from store import connect, refresh_touched
+from store import connect
+from store.testing import refresh_touched
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -44,14 +44,8 @@ from bench.support.timing import timed_ms
 from ingest.files.loader import load_files
 from queries.loader import load_queries
 from queries.run_view import load_run
-from store import (
-    FlatBatch,
-    PendingDerivations,
-    SpanWriter,
-    WriteResult,
-    connect,
-    refresh_touched,
-)
+from store import FlatBatch, SpanWriter, connect
+from store.testing import PendingDerivations, WriteResult, refresh_touched
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.decode.flatten import flatten_request
-from store import DAY_NS, RetentionPass, SpanWriter, connect, cutoff_for, file_bytes
+from store import SpanWriter, connect
+from store.testing import DAY_NS, RetentionPass, cutoff_for, file_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

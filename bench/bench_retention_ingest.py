@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from bench.bench_retention import request
 from ingest.decode.flatten import flatten_request
 from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DAY_NS, DatabaseOwner, RetentionSchedule, SpanWriter
+from store import DatabaseOwner, RetentionSchedule, SpanWriter
+from store.testing import DAY_NS
 
 ROOT = Path(__file__).resolve().parent.parent
 

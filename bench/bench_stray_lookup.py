@@ -30,7 +30,8 @@ from bench.bench_conventions_ingest import (
 from bench.bench_derivation_statements import SPENT, time_each_statement
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from ingest.decode.proto_flatten import flatten_protobuf
-from store import FlatBatch, PendingDerivations, SpanWriter, connect, refresh_touched
+from store import FlatBatch, SpanWriter, connect
+from store.testing import PendingDerivations, refresh_touched
 
 # A request of the payload: 16 runs and their 240 strays (half its 512 spans).
 STRAYS_PER_REQUEST = SPANS_PER_REQUEST // 2 - 16

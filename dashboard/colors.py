@@ -3,7 +3,7 @@
 Every colour a chart draws a line or a marker in stands out from the page in both of
 Streamlit's themes: at least 3:1 (WCAG's contrast for graphics) against the light theme's white
 and the dark theme's near-black (BACKGROUNDS, as Streamlit 1.67 draws them;
-tests/test_dashboard_palette.py measures every line and marker of every chart in both, and
+tests/dashboard/test_dashboard_palette.py measures every line and marker of every chart in both, and
 tests/browser/test_browser_narrow.py every one drawn). That is a luminance between about 0.12
 and 0.30: a black line (the cap, "all write steps") was 1.1:1 on the dark page, a wine
 deadline 2.2:1, a sky-blue line 1.8:1 on the white one. Bars and areas keep the Okabe-Ito

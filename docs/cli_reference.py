@@ -4,9 +4,9 @@
     .venv/bin/python docs/cli_reference.py --check  # exit 1 when docs/cli.md is not current
 
 The reference is the commands' own help, so it cannot say something the CLI does not:
-tests/test_documented.py regenerates it and fails, naming this command, when the file differs.
-Help is rendered at a fixed width, so the file does not depend on the terminal it is made in.
-Run it in a fresh interpreter (as this script, or as the test does): click keeps each command's
+tests/project/test_documented.py regenerates it and fails, naming this command, when the file
+differs. Help is rendered at a fixed width, so the file does not depend on the terminal it is made
+in. Run it in a fresh interpreter (as this script, or as the test does): click keeps each command's
 help option once made, so a process that built a context another way first (`click.Context(cli)`
 without the group's settings) would render `--help` where the CLI prints `-h, --help`.
 """

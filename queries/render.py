@@ -167,7 +167,7 @@ def _json_value(value: Any) -> str:
 
 def _json_object(record: dict[str, Any]) -> str:
     """What `json.dumps(record, indent=2, ensure_ascii=False)` writes for a flat object
-    (tests/test_money.py holds the two equal), with dollars written as numbers of their
+    (tests/queries/test_money.py holds the two equal), with dollars written as numbers of their
     exact digits: json.dumps knows no Decimal, and a float would print 0.1 + 0.2 as
     0.30000000000000004."""
     if not record:

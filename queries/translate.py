@@ -6,8 +6,8 @@ Every report query is written once, in DuckDB SQL (queries/sql/*.sql). The Click
 except for the queries listed in OVERRIDES, whose hand-written ClickHouse file in
 queries/sql/clickhouse/ says the same thing another way, for the reason given there.
 
-What the rewrites keep equal (tests/test_clickhouse_backend.py compares the outputs byte for
-byte):
+What the rewrites keep equal (tests/clickhouse/test_clickhouse_backend.py compares the outputs byte
+for byte):
 - tables: the derived tables are prefixed on ClickHouse (TABLES), beside the exporter's own;
 - parameters: `$since_ns::BIGINT` becomes a ClickHouse query parameter `{since_ns:Nullable(Int64)}`
   typed from PARAMETER_TYPES (the values stay bound, never formatted into the text);

@@ -1,5 +1,6 @@
 """The database, and the one front every other package uses it through: what the others may use
-of the store is imported here, and nothing outside store/ imports deeper (tests/test_layers.py).
+of the store is imported here, and nothing outside store/ imports deeper
+(tests/project/test_layers.py).
 
 Its rooms, each a package that owns its part and its SQL, in the order they stand on each other
 (docs/design.md, "Layout"):
@@ -19,14 +20,18 @@ Its rooms, each a package that owns its part and its SQL, in the order they stan
   (`clickhouse_prices`);
 - read/: the one way every command and the dashboard open what they read (`Source`, `reader`).
 
-Below, the rooms' names in the alphabetical order of their modules. Five are modules used as
-namespaces: `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ...
-beside DuckDB's), `vocabulary` and `conventions` (the words of docs/metrics.md and the rules of
-docs/conventions.md, as data). The names of clickhouse/, read/ and derive/explain.py are imported on
-their first use (ON_FIRST_USE).
+Beside the rooms, lifecycle.py, below them all (it imports none): the one shape of everything
+that owns a thread (start, stop, join with a timeout, a name), the receivers' included.
+
+Below, the rooms' names in the alphabetical order of their modules: those the product uses, and
+only those (tests/project/test_layers.py checks both ways). Four are modules used as namespaces:
+`clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ... beside
+DuckDB's), and `vocabulary` (the words of docs/metrics.md, as data). The names of clickhouse/,
+read/ and derive/explain.py are imported on their first use (ON_FIRST_USE). What the tests and
+benches use beyond these is in store/testing.py, which the product never imports.
 
 Nothing here imports another package of budgetscope: everything else stands on it
-(docs/design.md, "Layers"; tests/test_layers.py keeps that true).
+(docs/design.md, "Layers"; tests/project/test_layers.py keeps that true).
 """
 
 import importlib
@@ -53,9 +58,7 @@ from store.declared.service import (
     WriterBusy,
 )
 
-# derive/: the derivation, its pending marks and when it runs; docs/conventions.md as data
-from store.derive import conventions
-from store.derive.pending import PendingDerivations
+# derive/: when the derivation runs, and running it now
 from store.derive.scheduling import (
     DERIVE,
     ROOT_GRACE_SECONDS,
@@ -65,13 +68,11 @@ from store.derive.scheduling import (
     measure_rootless,
     pending_derivations,
 )
-from store.derive.statements import QUERIES as DERIVE_QUERIES
-from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set_root_cutoff
 
 # file/: opening the file (one owner at a time), the owning connection, schema and registry
 from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
-from store.file.ddl import SCHEMA_VERSION, SchemaError, apply_schema, ddl_files, migration_steps
-from store.file.owner import CHECKPOINT_THRESHOLD, DatabaseOwner, MemoryLimitError
+from store.file.ddl import SchemaError
+from store.file.owner import DatabaseOwner, MemoryLimitError
 from store.file.sql_files import (
     CLICKHOUSE_PARAMETER,
     DUCKDB_PARAMETER,
@@ -81,9 +82,11 @@ from store.file.sql_files import (
     load_queries,
 )
 
+# lifecycle.py: the shape of every owner of a thread, the receivers' too
+from store.lifecycle import joined
+
 # prices/: the bundled price table and the prices a team sets (docs/metrics.md §11.3)
 from store.prices.overrides import (
-    PriceApplied,
     PriceChange,
     PriceError,
     format_day,
@@ -96,46 +99,24 @@ from store.prices.overrides import apply as apply_price
 from store.prices.overrides import unpriced as unpriced_models
 
 # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
-from store.retention.passes import (
-    DAY_NS,
-    RetentionPass,
-    RetentionSchedule,
-    cutoff_for,
-    file_bytes,
-    retain,
-)
+from store.retention.passes import RetentionSchedule, retain
 
 # rows/: what decoding hands the writer, and the words its values take
 from store.rows import vocabulary
 from store.rows.batch import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
 from store.rows.rejections import Rejection, RejectionLog
 from store.rows.typed_attributes import (
-    BUDGET_BOUNDS,
-    BUDGET_NUMBER_KEYS,
     CONVENTION_COLUMNS,
-    HTTP_STATUS_KEYS,
-    MAX_BUDGET_MS,
-    MERGED_COLUMNS,
-    MERGED_INTO,
     TYPED_ATTRIBUTES,
     RefusedValue,
     merge_named_columns,
 )
-from store.rows.usage import USAGE_COLUMNS
 from store.rows.vocabulary import EXCEPTION_EVENT
 
 # write/: storing batches, one at a time or grouped by serve's single writer
 from store.write.background_writer import BackgroundWriter
 from store.write.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
-from store.write.writer import (
-    RESOURCE_SCHEMA,
-    SCOPE_SCHEMA,
-    AfterWrite,
-    SpanWriter,
-    WriteResult,
-    logs_to_arrow,
-    to_arrow,
-)
+from store.write.writer import SpanWriter
 
 # The ClickHouse backend (clickhouse/), the reader that may open it (read/) and the explanation
 # of a trace's spans (derive/explain.py) import pandas, and the backend renders its derivation:
@@ -145,7 +126,7 @@ from store.write.writer import (
 if TYPE_CHECKING:
     # clickhouse/: the backend, and its declared budgets
     from store import clickhouse
-    from store.clickhouse import BACKEND_ENV, BACKEND_QUERIES, DERIVE_BUILD, ClickHouseConnection
+    from store.clickhouse import BACKEND_ENV
     from store.clickhouse import declared as clickhouse_declared
     from store.clickhouse import prices as clickhouse_prices
 
@@ -166,8 +147,7 @@ if TYPE_CHECKING:
 # name -> (module, its attribute; None: the module itself), as the block above imports them
 ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
     "clickhouse": ("store.clickhouse", None),
-    **{name: ("store.clickhouse", name)
-       for name in ("BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection")},
+    "BACKEND_ENV": ("store.clickhouse", "BACKEND_ENV"),
     "clickhouse_declared": ("store.clickhouse.declared", None),
     "clickhouse_prices": ("store.clickhouse.prices", None),
     "explain_trace": ("store.derive.explain", "explain_trace"),
@@ -194,35 +174,32 @@ def __dir__() -> list[str]:
 
 __all__ = [
     # clickhouse/
-    "BACKEND_ENV", "BACKEND_QUERIES", "DERIVE_BUILD", "ClickHouseConnection", "clickhouse",
-    "clickhouse_declared", "clickhouse_prices",
+    "BACKEND_ENV", "clickhouse", "clickhouse_declared", "clickhouse_prices",
     # declared/
     "DIMENSIONS", "Change", "DeclarationError", "DeclaredBudgets", "DeclaredPrices", "Outcome",
     "PriceOutcome", "WriterBusy", "apply", "checked_agent", "checked_step_key", "declarations",
     "parse_duration_ms", "parse_tokens", "parse_usd_nano",
     # derive/
-    "DERIVE", "DERIVE_QUERIES", "RECOGNISE", "ROOT_GRACE_SECONDS", "CatchUp", "PendingDerivations",
-    "catch_up", "conventions", "derive_now", "explain_trace", "measure_rootless",
-    "pending_derivations", "rebuild_all", "refresh_touched", "set_root_cutoff",
+    "DERIVE", "ROOT_GRACE_SECONDS", "CatchUp", "catch_up", "derive_now", "explain_trace",
+    "measure_rootless", "pending_derivations",
     # file/
-    "CHECKPOINT_THRESHOLD", "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER",
-    "DatabaseBusy", "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError",
-    "SCHEMA_VERSION", "SchemaError", "apply_schema", "bound_parameters", "connect", "ddl_files",
-    "load_queries", "migration_steps", "serve_sidecar_path",
+    "CLICKHOUSE_PARAMETER", "DB_ENV", "DEFAULT_DB", "DUCKDB_PARAMETER", "DatabaseBusy",
+    "DatabaseOwner", "MemoryLimitError", "Query", "QueryFileError", "SchemaError",
+    "bound_parameters", "connect", "load_queries", "serve_sidecar_path",
+    # lifecycle.py
+    "joined",
     # prices/
-    "PriceApplied", "PriceChange", "PriceError", "apply_price", "format_day",
-    "format_usd_per_mtok", "listing", "parse_from", "parse_rate", "unpriced_models",
+    "PriceChange", "PriceError", "apply_price", "format_day", "format_usd_per_mtok", "listing",
+    "parse_from", "parse_rate", "unpriced_models",
     # read/
     "READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source", "open_for_reading", "open_reader",
     "reader",
     # retention/
-    "DAY_NS", "RetentionPass", "RetentionSchedule", "cutoff_for", "file_bytes", "retain",
+    "RetentionSchedule", "retain",
     # rows/
-    "BUDGET_BOUNDS", "BUDGET_NUMBER_KEYS", "CONVENTIONS", "CONVENTION_COLUMNS",
-    "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch", "HTTP_STATUS_KEYS", "MAX_BUDGET_MS",
-    "MERGED_COLUMNS", "MERGED_INTO", "RefusedValue", "Rejection", "RejectionLog",
-    "TYPED_ATTRIBUTES", "USAGE_COLUMNS", "merge_named_columns", "vocabulary",
+    "CONVENTIONS", "CONVENTION_COLUMNS", "DENSE_TYPED_COLUMNS", "EXCEPTION_EVENT", "FlatBatch",
+    "RefusedValue", "Rejection", "RejectionLog", "TYPED_ATTRIBUTES", "merge_named_columns",
+    "vocabulary",
     # write/
-    "RESOURCE_SCHEMA", "SCOPE_SCHEMA", "AfterWrite", "BackgroundWriter", "Closed", "GroupCommitter",
-    "Overloaded", "SpanWriter", "WriteFailed", "WriteResult", "logs_to_arrow", "to_arrow",
+    "BackgroundWriter", "Closed", "GroupCommitter", "Overloaded", "SpanWriter", "WriteFailed",
 ]

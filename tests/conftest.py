@@ -13,7 +13,7 @@ which command runs which):
 Every test runs in an empty folder of its own (`_a_working_folder_of_its_own`), whatever folder
 the suite was started from: after `make demo` the checkout holds budgetscope-demo.duckdb, and
 a test that read the caller's folder failed there (the CLI rightly names the demo's file when
-it is beside it). tests/test_working_folder.py runs the README's two commands in order in a
+it is beside it). tests/project/test_working_folder.py runs the README's two commands in order in a
 copy of the checkout, the tests it picks started from that folder, which holds a demo
 database.
 """
@@ -27,6 +27,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.support.lanes import SLOWEST_FIRST
 
 BROWSER = Path(__file__).resolve().parent / "browser"
 # Where uv and pip look for packages unless told otherwise.
@@ -48,36 +50,13 @@ def _registry_unreachable() -> str | None:
     return None
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--shard", default=None, metavar="I/N",
-                     help="run the I-th of N shares of the test files (1-based): `make test` "
-                          "runs the non-browser lane as two processes, one per core")
-
-
-def _shard(value: str) -> tuple[int, int]:
-    index, _, count = value.partition("/")
-    try:
-        which, of = int(index), int(count)
-    except ValueError:
-        raise pytest.UsageError(f"--shard {value!r}: expected I/N, e.g. 1/2") from None
-    if not 1 <= which <= of:
-        raise pytest.UsageError(f"--shard {value!r}: I must be between 1 and N")
-    return which, of
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.browser)
-    if config.getoption("--shard"):
-        # Whole files dealt in turn, so a module's fixtures are built in one process only.
-        which, of = _shard(config.getoption("--shard"))
-        files = sorted({str(item.path) for item in items})
-        mine = {name for position, name in enumerate(files) if position % of == which - 1}
-        kept = [item for item in items if str(item.path) in mine]
-        config.hook.pytest_deselected(items=[item for item in items
-                                             if str(item.path) not in mine])
-        items[:] = kept
+    # A stable sort: each file's tests stay together and in their order.
+    rank = {name: position for position, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.path)).name, len(rank)))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -1,6 +1,6 @@
 """Requests that keep a derivation busy, and what shows whether other runs wait behind it: a
 hostile trace (a chain of nested runs), exception log records into it, and small canary runs.
-bench_hostile_derivation times them; tests/test_derivation_bound.py bounds them."""
+bench_hostile_derivation times them; tests/store/test_derivation_bound.py bounds them."""
 
 from __future__ import annotations
 

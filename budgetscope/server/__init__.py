@@ -15,5 +15,5 @@
 
 budgetscope/commands/serve.py parses the options, builds a `Server`, prints where it listens and
 runs the dashboard (dashboard/server/) on the main thread, or waits for a signal with --no-ui.
-Nothing here imports the CLI's commands (tests/test_layers.py).
+Nothing here imports the CLI's commands (tests/project/test_layers.py).
 """

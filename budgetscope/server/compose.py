@@ -59,6 +59,8 @@ from store import (
 
 # Seconds SIGTERM waits for in-flight requests; exporters retry what is cut off after that.
 DRAIN_SECONDS = 30.0
+# Seconds the stop waits for retention's slice in progress (one transaction) before draining.
+RETENTION_STOP_SECONDS = 10.0
 # The longest one command of the read API runs (its queries are interrupted after that).
 READ_API_SECONDS = 120.0
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -242,6 +244,7 @@ class Server:
                   extra={"event": "stopping", "spans_queued": queued})
         if self.retention is not None:
             self.retention.stop()  # between two slices; a slice is one transaction
+            self.retention.join(RETENTION_STOP_SECONDS)
         drained = self.receivers.stop(DRAIN_SECONDS)
         self.owner.close()
         db = self.options.db

@@ -10,7 +10,8 @@
   not when the first chart arrives (st.App middleware inside the guard).
 - warm_up.py: what the first page view would otherwise pay for, done in the background at start.
 - ground.py: the Streamlit series this is written for, and every Streamlit internal the
-  dashboard still leans on, listed in one place (tests/test_streamlit_ground.py checks each).
+  dashboard still leans on, listed in one place (tests/dashboard/test_streamlit_ground.py
+  checks each).
 
 Nothing here imports Streamlit at import time: the CLI imports the commands for every command.
 """

@@ -68,7 +68,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LOGIN_PATH = "/_budgetscope/login"
 # Streamlit's health route (dashboard/server/ground.py, "the server's URL layout").
 STREAMLIT_HEALTH = "/_stcore/health"
-# The websocket a browser's session runs over (tests/test_streamlit_ground.py checks the layout).
+# The websocket a browser's session runs over (tests/dashboard/test_streamlit_ground.py checks the
+# layout).
 STREAMLIT_STREAM = "/_stcore/stream"
 OPEN_PATHS = frozenset({STREAMLIT_HEALTH, "/healthz"})
 # The Sec-Fetch-Site values of a request no other site started: typed, bookmarked, this page.

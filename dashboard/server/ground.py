@@ -5,8 +5,8 @@ The dashboard uses Streamlit's public API: `st.navigation`, `st.Page`, `st.query
 `st.context` in the pages, and `st.App` (with its `middleware` and `lifespan` arguments and
 `App.run(config=…)`) to serve them. What is not documented API is listed in `INTERNALS`, each
 with where it is used, why, and what happens when an upgrade moves it;
-tests/test_streamlit_ground.py checks every entry against the installed Streamlit and fails
-naming the entry and the series it was written for.
+tests/dashboard/test_streamlit_ground.py checks every entry against the installed Streamlit and
+fails naming the entry and the series it was written for.
 
 `SUPPORTED` is the series the code is tested with; pyproject.toml bounds Streamlit to the same
 range (the test checks that too), uv.lock holds the exact release, and the dashboard refuses
@@ -89,7 +89,7 @@ INTERNALS: tuple[Internal, ...] = (
         why="an admitted same-origin browser whose Origin is spelled differently (LOCALHOST, "
             "an explicit :80) must not make the server call out",
         if_moved="nothing breaks if Streamlit compares properly; if it adds another lookup, "
-                 "tests/test_dashboard_outbound.py records the attempt"),
+                 "tests/dashboard/test_dashboard_outbound.py records the attempt"),
     Internal(
         what="the client's lazily loaded chunks: the code behind st.plotly_chart and "
              "st.dataframe is one file each in the package's static/static/js/, "
@@ -131,7 +131,7 @@ INTERNALS: tuple[Internal, ...] = (
         used_in="dashboard/server/bootstrap.py (_Signals)",
         why="SIGTERM and Ctrl-C must return from the dashboard, so that `serve` drains its "
             "receivers and closes the database, instead of ending the process",
-        if_moved="tests/test_serve.py (SIGTERM drains) fails"),
+        if_moved="tests/server/test_serve.py (SIGTERM drains) fails"),
     Internal(
         what="uvicorn creates its listening server with loop.create_server(factory, sock=...) "
              "on the running event loop once the app's lifespan has started (the ASGI "
@@ -142,6 +142,7 @@ INTERNALS: tuple[Internal, ...] = (
             "the descriptor limit, and Python 3.11's asyncio accept loop spins at EMFILE: "
             "1,100 idle connections to the dashboard stopped serve's ingestion. The "
             "dashboard's own accept loop and connection guard take that call's place",
-        if_moved="the dashboard is served unguarded again; tests/test_streamlit_ground.py "
-                 "and the dashboard flood of tests/test_hostile_floods.py fail"),
+        if_moved="the dashboard is served unguarded again; "
+                 "tests/dashboard/test_streamlit_ground.py and the dashboard flood of "
+                 "tests/server/test_hostile_floods.py fail"),
 )

@@ -33,8 +33,8 @@ takes its own setting back in a wider window.
 The client's setting and the chunks' file names (which change with every Streamlit release,
 and are read from the installed package) are Streamlit internals, listed in ground.INTERNALS.
 When an upgrade renames or splits a chunk, its hint is left out and pages draw as they would
-without; tests/test_streamlit_ground.py fails naming the entry. Nothing from the request goes
-into the page: the additions are constants chosen by the page's name.
+without; tests/dashboard/test_streamlit_ground.py fails naming the entry. Nothing from the request
+goes into the page: the additions are constants chosen by the page's name.
 
 `PageHead` is `st.App` middleware inside the access guard: it rewrites only the HTML Streamlit
 answers a page address with (GET, 200, uncompressed `text/html`); everything else passes

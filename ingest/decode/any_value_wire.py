@@ -8,7 +8,7 @@ than the runtime's recursion limit (100) could not be parsed at all: the span wa
 instead of keeping the depth marker docs/storage.md documents. Walking the wire format
 reads only what is kept: elements past MAX_VALUE_ELEMENTS are counted, not parsed, and levels
 past MAX_DEPTH are skipped. The result is the same as any_value.py's for every message both
-can read (tests/test_limits.py compares them).
+can read (tests/ingest/test_limits.py compares them).
 
 Used by the fast path (ingest/decode/proto_flatten.py) for the attributes the runtime would struggle
 with: large ones, and those it refuses.

@@ -473,7 +473,7 @@ def flatten_json_request(
                     "instrumentationLibrary")
                 scope_url = str(_get(scope_document, "schemaUrl", "schema_url") or "")
                 # Checked before ParseDict: protobuf fails on a lone surrogate in a key with
-                # a SystemError, not a ParseError (found by tests/test_fuzz_decoders.py).
+                # a SystemError, not a ParseError (found by tests/ingest/test_fuzz_decoders.py).
                 if check_text and (has_surrogate(scope) or has_surrogate(scope_url)):
                     raise _BadSpan("scope text is not valid UTF-8")
                 scope_id, scope_values = _message_row("scope", scope, scope_url)

@@ -1,6 +1,6 @@
 """A protobuf request body → FlatBatch, fast: the receivers' hot path.
 
-Rows are the same as `decode_request` + `flatten_request` make (tests/test_proto_flatten.py
+Rows are the same as `decode_request` + `flatten_request` make (tests/ingest/test_proto_flatten.py
 compares them whole); what differs is how attributes are read. The body is parsed with
 ingest/decode/wire_messages.py, which leaves each attribute (a KeyValue) as its serialized bytes,
 and

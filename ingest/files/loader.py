@@ -141,6 +141,7 @@ def load_files(
     bar = Progress(total_bytes, force=progress)
     started = time.monotonic()
     background = BackgroundWriter(writer, derivations=derivations)
+    background.start()
     pending = FlatBatch()
     done_bytes = 0
     seen_spans = 0

@@ -52,7 +52,7 @@ from ingest.receivers.status import (
     retry_info,
     status_protobuf,
 )
-from store import Closed, Overloaded, WriteFailed
+from store import Closed, Overloaded, WriteFailed, joined
 
 _LOG = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -76,7 +76,9 @@ def _bind_address(host: str, port: int) -> str:
 
 class GrpcReceiver:
     """grpc's asyncio server with the TraceService and LogsService, on an event loop in a
-    thread of its own; `begin_stop()` lets in-flight calls finish."""
+    thread of its own (store/lifecycle.py's shape): `stop()` lets in-flight calls finish, then
+    the thread ends. The thread runs from construction, since grpc.aio binds a server on its
+    running loop and the port is known once built; `start()` starts serving."""
 
     def __init__(self, traces: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits, failed_tokens: FailedTokens | None = None) -> None:
@@ -88,6 +90,7 @@ class GrpcReceiver:
         self.logs = LogIntake(traces)
         self.host = host
         self.in_progress = 0  # admitted calls; read and written on the loop's thread only
+        self._stop_asked = False
         self._workers = ThreadPoolExecutor(limits.max_requests,
                                            thread_name_prefix="budgetscope-otlp-grpc")
         self._loop = asyncio.new_event_loop()
@@ -145,30 +148,29 @@ class GrpcReceiver:
     def endpoint(self) -> str:
         return _bind_address(self.host, self.port)
 
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
     def start(self) -> None:
         asyncio.run_coroutine_threadsafe(self._server.start(), self._loop).result(
             _START_SECONDS)
 
-    def begin_stop(self, timeout: float = 30.0) -> threading.Event:
-        """Refuse new calls at once; the event is set when in-flight ones (and their commits)
-        have finished, or after `timeout` when grpc cancels the stragglers."""
-        stopped = threading.Event()
-        if not self._thread.is_alive():
-            stopped.set()
-            return stopped
+    def stop(self, grace: float = 30.0) -> None:
+        """Refuse new calls at once; in-flight ones (and their commits) may finish within
+        `grace` seconds, when grpc cancels the stragglers; then the thread ends."""
+        if self._stop_asked or not self._thread.is_alive():
+            return
+        self._stop_asked = True
+        asyncio.run_coroutine_threadsafe(self._server.stop(grace), self._loop
+                                         ).add_done_callback(lambda _: self._close_loop())
 
-        def finished(_: object) -> None:
-            self._close_loop()
-            stopped.set()
-
-        asyncio.run_coroutine_threadsafe(self._server.stop(timeout), self._loop
-                                         ).add_done_callback(finished)
-        return stopped
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(5)
+        joined(self._thread, 5)  # from the loop's own thread: no wait
         self._workers.shutdown(wait=False, cancel_futures=True)
 
     async def _call(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext,

@@ -70,6 +70,7 @@ from ingest.receivers.log_intake import LogIntake
 from ingest.receivers.otlp_endpoint import LOGS_PATH, TRACES_PATH, OtlpExportEndpoint
 from ingest.receivers.span_intake import RETRY_AFTER_UNAVAILABLE, SpanIntake
 from ingest.receivers.status import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE
+from store import joined
 
 _LOG = logging.getLogger(__name__)
 _DIGITS = re.compile(r"[0-9]+")
@@ -95,7 +96,8 @@ def _wire_limit(head: Head, max_body_bytes: int) -> int:
 
 
 class HttpReceiver:
-    """Listens on (host, port) in a background thread; `stop()` drains in-flight requests."""
+    """Listens on (host, port) in a background thread (store/lifecycle.py's shape): `stop()`
+    drains in-flight requests, then the thread ends; `drained` says whether all finished."""
 
     def __init__(self, traces: SpanIntake, host: str, port: int, *, token: BearerToken,
                  limits: Limits, hosts: HostPolicy | None = None,
@@ -111,6 +113,9 @@ class HttpReceiver:
         # Host and Origin of every route but the exports and the probes (host_check.py).
         self.hosts: HostPolicy = hosts if hosts is not None else LoopbackHosts(host)
         self.stopping = False
+        # Whether every request in flight at stop() finished within its grace (None: not yet).
+        self.drained: bool | None = None
+        self._stop_asked = False
         logs = LogIntake(traces)
         self.routes: dict[str, Endpoint] = {
             TRACES_PATH: OtlpExportEndpoint(traces.export_protobuf, traces.export_json,
@@ -146,6 +151,10 @@ class HttpReceiver:
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}{TRACES_PATH}"
 
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
     def start(self) -> None:
         self._thread.start()
         self._ready.wait(10)
@@ -160,23 +169,36 @@ class HttpReceiver:
             self._loop.run_forever()
         finally:
             self._loop.close()
+            self._shutdown_pools()
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Stop accepting, let in-flight requests finish (their commits included), close idle
-        keep-alive connections. True when every request finished within `timeout`."""
+    def stop(self, grace: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish (their commits included) for up to
+        `grace` seconds, close idle keep-alive connections; then the thread ends. Never
+        started: the port is closed at once."""
+        if self._stop_asked:
+            return
+        self._stop_asked = True
         if not self._thread.is_alive():
             for sock in self._sockets:
                 sock.close()
             self._shutdown_pools()
-            return True
-        drained = asyncio.run_coroutine_threadsafe(self._drain(timeout), self._loop)
+            self.drained = True
+            return
+        asyncio.run_coroutine_threadsafe(self._drain(grace), self._loop).add_done_callback(
+            self._drain_finished)
+
+    def _drain_finished(self, drain: Future) -> None:
+        """Once the drain has finished (on the loop's thread, or on stop()'s when it finished
+        first): record it and end the loop."""
         try:
-            finished = drained.result(timeout + 5)
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
-            self._shutdown_pools()
-        return finished
+            self.drained = drain.result()
+        except Exception:  # noqa: BLE001 - the thread must end all the same
+            _LOG.exception("draining the OTLP/HTTP port failed")
+            self.drained = False
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     def _shutdown_pools(self) -> None:
         for entry in self.routes.values():

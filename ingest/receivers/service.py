@@ -96,7 +96,7 @@ class Receivers:
             self.grpc = GrpcReceiver(traces, config.host, config.grpc_port, token=token,
                                      limits=config.limits)
         except OSError:
-            self.http.stop(0)
+            self.http.stop(0)  # never started: its port is closed at once
             self.committer.close()
             raise
         # Where the ports listen (port 0 in the configuration picks a free one), as an
@@ -114,8 +114,10 @@ class Receivers:
         Every request answered with success was committed before its answer, so once this
         returns the database holds every acknowledged span. True when all finished in time."""
         deadline = time.monotonic() + timeout
-        grpc_stopped = self.grpc.begin_stop(timeout)
-        http_drained = self.http.stop(timeout)
-        grpc_drained = grpc_stopped.wait(max(0.0, deadline - time.monotonic()) + 1)
+        self.grpc.stop(timeout)
+        self.http.stop(timeout)
+        # up to the drain's `timeout`, 5 s more for it to finish and 5 for the loop to end
+        http_drained = self.http.join(timeout + 10) and bool(self.http.drained)
+        grpc_drained = self.grpc.join(max(0.0, deadline - time.monotonic()) + 1)
         writer_drained = self.committer.close(max(0.0, deadline - time.monotonic()) + 5)
         return http_drained and grpc_drained and writer_drained

@@ -198,8 +198,11 @@ class ClickHouseConnection:
                 database=url.database, settings=SESSION_SETTINGS)
 
     # -- running text ---------------------------------------------------------------------------
-    def _frame_text(self, text: str, parameters: Mapping[str, Any],
-                    name: str = "a query") -> pd.DataFrame:
+    def frame_text(self, text: str, parameters: Mapping[str, Any],
+                   name: str = "a query") -> pd.DataFrame:
+        """`text` run with its `parameters` bound: what `frame` and `scalar` run, and the tests'
+        ad-hoc reads that no registered file holds (the system tables, a table's rows as
+        stored). Every report and derivation of the product is a named query (`frame`)."""
         with self._lock, self._failing(name):
             if self._session is not None:
                 params = {k: parameter_text(v) for k, v in parameters.items()}
@@ -232,7 +235,7 @@ class ClickHouseConnection:
     # -- named queries --------------------------------------------------------------------------
     def frame(self, query: Query, parameters: Mapping[str, Any]) -> pd.DataFrame:
         text = query.text.rstrip().rstrip(";")
-        frame = self._frame_text(text, bound_parameters(query, parameters), query.name)
+        frame = self.frame_text(text, bound_parameters(query, parameters), query.name)
         return _signed_counts(frame.reset_index(drop=True))
 
     def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
@@ -247,7 +250,7 @@ class ClickHouseConnection:
                 raise RuntimeError(f"{name}.sql statement {number} failed: {error}") from error
 
     def scalar(self, text: str) -> Any:
-        frame = self._frame_text(text, {})
+        frame = self.frame_text(text, {})
         return None if frame.empty else frame.iat[0, 0]
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:

@@ -5,8 +5,8 @@ store/clickhouse/sql/derive_build.sql carry markers such as `/*@step_row*/` that
 with SQL built from the tables below.
 
 Adding a framework is an entry in STEP_RULES (in the table's order: the first matching row wins),
-its attributes typed at ingest (store/rows/typed_attributes.py; tests/test_conventions.py checks
-that every attribute named here is), and a test.
+its attributes typed at ingest (store/rows/typed_attributes.py; tests/store/test_conventions.py
+checks that every attribute named here is), and a test.
 
 The rendered SQL holds only constants written here (attribute values the docs list, class names),
 checked against an allow-list of characters; nothing that comes from a span is ever formatted
@@ -263,13 +263,20 @@ RATE_DIVISOR = 10**9
 
 # ---- rendering --------------------------------------------------------------------------
 
-_SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>()-]*$")
+# The characters a constant of this module may hold: constants are rendered into the
+# derivation's SQL as text (never bound), so one outside these is refused, not quoted.
+SAFE_CONSTANT = re.compile(r"^[A-Za-z0-9_.:/ %<>()-]*$")
 
 
-def _literal(value: str) -> str:
-    if not _SAFE_CONSTANT.match(value):
+def sql_constant(value: str) -> str:
+    """`value` as a SQL string literal; ValueError when it holds a character outside
+    SAFE_CONSTANT."""
+    if not SAFE_CONSTANT.match(value):
         raise ValueError(f"convention constant {value!r} is outside the allow-list")
     return f"'{value}'"
+
+
+_literal = sql_constant  # the short name the renderers below call it by
 
 
 def _pattern(value: str) -> str:

@@ -19,8 +19,8 @@ mapped from the tables of the Python that runs this module, as ingest maps them.
 The attributes and their order come from store/rows/usage.py (USAGE_SPELLINGS,
 COST_CANDIDATES), the one table both derivations read; `fragments()` renders the ClickHouse
 SQL that store/clickhouse/sql/derive_build.sql carries as `/*@usage_*/` markers
-(store/derive/conventions.py fills them). tests/test_clickhouse_usage_reads.py compares every
-cast here with ingest's own over a corpus of odd values.
+(store/derive/conventions.py fills them). tests/clickhouse/test_clickhouse_usage_reads.py compares
+every cast here with ingest's own over a corpus of odd values.
 """
 
 from __future__ import annotations
@@ -208,22 +208,27 @@ def _in(attributes: str) -> str:
 def reads_sql() -> str:
     """CTE `raw` of derive_build.sql: the span's attributes that cost reads, as a map of their
     own (one pass over the span's attributes; most spans have none, and then nothing below
-    casts anything)."""
+    casts anything), and each count, cost and budget among them cast (usage_casts: attribute
+    → value, INVALID when not valid)."""
     read = (*COUNT_ATTRIBUTES, *COST_ATTRIBUTES, *BUDGET_ATTRIBUTES, usage.COST_CURRENCY,
             *LABELS, INCLUDES_CACHE)
-    return f"mapFilter((k, v) -> k IN {_names(read)}, SpanAttributes) AS usage_attributes"
+    costs = (*COST_ATTRIBUTES, usage.USD_BUDGET)
+    counts = (*COUNT_ATTRIBUTES, usage.TOKEN_BUDGET)
+    # Cast here, one CTE before the casts are read: ClickHouse's analyzer copies an alias's
+    # whole expression into every reference within its own SELECT, and `usage_values` reads
+    # the casts once per attribute. Read from `typed`, these casts made a 17 MB query tree and
+    # ~3.5 s of planning on every derivation, even of one span; read from `raw`'s columns,
+    # they are computed once.
+    casts = (f"mapApply((k, v) -> (k, multiIf(k IN {_names(costs)}, {usd_nano('v')}, "
+             f"k IN {_names(counts)}, {token_count('v')}, NULL)), usage_attributes)")
+    return (f"mapFilter((k, v) -> k IN {_names(read)}, SpanAttributes) AS usage_attributes,\n"
+            f"               {casts} AS usage_casts")
 
 
 def values_sql() -> str:
-    """CTE `typed`: each present count, cost and budget cast (usage_casts: attribute → value,
-    INVALID when not valid), the labels and the flag; then `usage_values`, every attribute's
+    """CTE `typed`: the labels and the flag; then `usage_values`, every attribute's
     value in ingest's order (NULL when absent), gen_ai.usage.cost.amount INVALID in another
     currency than USD."""
-    costs = (*COST_ATTRIBUTES, usage.USD_BUDGET)
-    counts = (*COUNT_ATTRIBUTES, usage.TOKEN_BUDGET)
-    casts = (f"mapApply((k, v) -> (k, multiIf(k IN {_names(costs)}, {usd_nano('v')}, "
-             f"k IN {_names(counts)}, {token_count('v')}, NULL)), usage_attributes)")
-
     def value(attribute: str) -> str:
         name = _string(attribute)
         cast = f"if(mapContains(usage_casts, {name}), usage_casts[{name}], NULL)"
@@ -237,7 +242,6 @@ def values_sql() -> str:
     labels = [f"{as_label(_in(attribute))} AS {column}"
               for attribute, column in LABELS.items()]
     return ",\n           ".join([
-        f"{casts} AS usage_casts",
         f"{as_label(_in(usage.COST_CURRENCY))} AS usage_cost_currency",
         *labels,
         f"{as_bool(_in(INCLUDES_CACHE))} AS usage_input_includes_cache",

@@ -58,7 +58,7 @@ def parse_query(path: Path, parameter: re.Pattern[str] = DUCKDB_PARAMETER) -> Qu
 
 
 # Every folder loaded in this process, so that a test can tell that no folder of .sql files is
-# read around the registry (tests/test_sql_registry.py).
+# read around the registry (tests/store/test_sql_registry.py).
 LOADED_FOLDERS: set[Path] = set()
 
 

@@ -17,7 +17,8 @@ and marks their blocks free. DuckDB 2.0 does not compact the file: it reuses the
 for new data, and gives bytes back only when free blocks sit at the file's end. Measured (bench/
 bench_retention.py, 100k spans 100 days old + 100k new): 42.5 MB → 44.1 MB after retention, and
 43.8 MB after 100k more new spans, where the same file without retention grew to 63.5 MB. So a
-file under retention stops growing rather than shrinking (tests/test_retention.py checks this).
+file under retention stops growing rather than shrinking (tests/store/test_retention.py checks
+this).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 import duckdb
 
 from store.file.sql_files import load_queries
+from store.lifecycle import joined
 from store.write.writer import rows_deleted
 
 _LOG = logging.getLogger("budgetscope.retention")
@@ -197,7 +199,9 @@ class RetentionSchedule:
     Small slices put ingestion first: with 2 clients posting 100-span requests during a pass
     over 100k old spans, 250-trace slices kept 620 spans/s flowing (p50 262 ms) where 1 000-
     trace ones let 240 spans/s through (p50 769 ms); the pass took 26 s instead of 19 s
-    (bench/bench_retention_ingest.py, loaded 2-core machine)."""
+    (bench/bench_retention_ingest.py, loaded 2-core machine).
+
+    store/lifecycle.py's shape: `stop()` ends it between two slices."""
 
     def __init__(self, run_in_writer: RunInWriter, days: float, path: str | None, *,
                  interval: float = 3_600.0, slice_traces: int = 250) -> None:
@@ -214,14 +218,19 @@ class RetentionSchedule:
         self._thread = threading.Thread(target=self._loop, name="budgetscope-retention",
                                         daemon=True)
 
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop between two slices (a slice in progress finishes: it is one transaction)."""
+    def stop(self) -> None:
+        """End between two slices (a slice in progress finishes: it is one transaction)."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     def run_once(self) -> RetentionResult | None:
         """One pass through the writer; None when stopped before it finished."""

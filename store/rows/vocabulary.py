@@ -4,10 +4,10 @@ budget sources).
 
 Python code that lists one of these imports it from here. The SQL is generated from it where a
 list is written into a query (store/derive/conventions.py renders CLASSES and RUN_OUTCOMES into both
-derivations) and checked against it everywhere else: tests/test_vocabulary.py checks that every
-attribute and every value below reaches both derivations (store/derive/sql/derive_refresh.sql
-and store/clickhouse/sql/derive_build.sql, as rendered), except the values PASSED_THROUGH
-names, and that no SQL file spells a word literal ('...') this module does not know.
+derivations) and checked against it everywhere else: tests/store/test_vocabulary.py checks that
+every attribute and every value below reaches both derivations (store/derive/sql/derive_refresh.sql
+and store/clickhouse/sql/derive_build.sql, as rendered), except the values PASSED_THROUGH names, and
+that no SQL file spells a word literal ('...') this module does not know.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import threading
 
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import DERIVE_EVERY_SPANS
+from store.lifecycle import joined
 from store.rows.batch import FlatBatch
 from store.write.writer import SpanWriter
 
@@ -20,6 +21,9 @@ _STOP = None
 
 
 class BackgroundWriter:
+    """store/lifecycle.py's shape: `stop()` queues the end behind the batches submitted before
+    it, which the thread commits first; `close()` stops, waits, and finishes the load."""
+
     def __init__(self, writer: SpanWriter, depth: int = 1,
                  derivations: PendingDerivations | None = None) -> None:
         self.writer = writer
@@ -33,9 +37,26 @@ class BackgroundWriter:
         self.touched: set[str] = set()
         self._queue: queue.Queue[FlatBatch | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="budgetscope-file-writer",
                                         daemon=True)
+
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
+    def start(self) -> None:
         self._thread.start()
+
+    def stop(self) -> None:
+        """End once everything submitted is committed (waits, as `submit` does, while the queue
+        is full)."""
+        if not self._stopped:
+            self._stopped = True
+            self._queue.put(_STOP)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     def submit(self, batch: FlatBatch) -> None:
         """Queue a batch (waits while the queue is full); re-raises a failed write."""
@@ -44,8 +65,8 @@ class BackgroundWriter:
 
     def close(self) -> None:
         """Wait until everything queued is committed and derived; re-raises a failure."""
-        self._queue.put(_STOP)
-        self._thread.join()
+        self.stop()
+        self.join()
         self._raise_if_failed()
         if self.derivations is not None:
             self.derivations.run(self.writer.con)

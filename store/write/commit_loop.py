@@ -19,6 +19,7 @@ import time
 
 import duckdb
 
+from store.lifecycle import joined
 from store.rows.batch import FlatBatch
 from store.write.commit_queue import CommitQueue, Pending
 from store.write.commit_stats import GroupCommitStats
@@ -35,6 +36,10 @@ class WriteFailed(RuntimeError):
 
 
 class CommitLoop:
+    """The writer thread (store/lifecycle.py's shape): `stop()` closes the queue, and the thread
+    ends once it has committed everything queued and the derivation has been asked for its last
+    turn."""
+
     def __init__(self, con: duckdb.DuckDBPyConnection, queue: CommitQueue,
                  turns: DerivedTableTurns, stats: GroupCommitStats,
                  derivation: DerivationThread | None) -> None:
@@ -49,17 +54,23 @@ class CommitLoop:
         self._derivation = derivation
         self._thread = threading.Thread(target=self._run, name="budgetscope-writer", daemon=True)
 
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
     def start(self) -> None:
         self._thread.start()
+
+    def stop(self) -> None:
+        """Refuse new batches and tasks; what is queued is still committed."""
+        self._queue.close()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
-
-    def join(self, timeout: float | None) -> bool:
-        """True once the thread has stopped."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while True:
@@ -68,7 +79,7 @@ class CommitLoop:
             if taken is None:
                 self._queue.refuse_tasks()
                 if self._derivation is not None:
-                    self._derivation.writer_stopped()
+                    self._derivation.stop()  # its last turn derives what was committed
                 return
             if taken:
                 self._commit(taken)

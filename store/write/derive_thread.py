@@ -27,6 +27,7 @@ import duckdb
 
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import measure_rootless, rootless_counts, rootless_due
+from store.lifecycle import joined
 from store.write.derived_turns import DerivedTableTurns
 
 # The name it had before the store had rooms: log configurations and tests filter on it.
@@ -34,6 +35,9 @@ _LOG = logging.getLogger("store.derive_thread")
 
 
 class DerivationThread:
+    """store/lifecycle.py's shape: `stop()` (the writer calls it once closed and drained) asks
+    for one last turn, which derives the rest; the thread ends after it."""
+
     def __init__(self, writer_con: duckdb.DuckDBPyConnection, derivations: PendingDerivations,
                  turns: DerivedTableTurns, every_seconds: float,
                  root_grace_seconds: float | None = None) -> None:
@@ -66,8 +70,20 @@ class DerivationThread:
         self._thread = threading.Thread(target=self._loop, args=(writer_con.cursor(),),
                                         name="budgetscope-derive", daemon=True)
 
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
     def start(self) -> None:
         self._thread.start()
+
+    def stop(self) -> None:
+        """The writer is closed and drained: one last turn derives the rest."""
+        self._writer_done.set()
+        self._wanted.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return joined(self._thread, timeout)
 
     def committed(self, at: float) -> None:
         """The writer committed at `at` (time.monotonic()): derive it in a turn soon."""
@@ -80,22 +96,12 @@ class DerivationThread:
         """Ask for a turn soon (after a writer task marked traces pending)."""
         self._wanted.set()
 
-    def writer_stopped(self) -> None:
-        """The writer is closed and drained: one last turn derives the rest."""
-        self._writer_done.set()
-        self._wanted.set()
-
     @property
     def lag_seconds(self) -> float:
         """How long the oldest commit not yet derived has waited (0 when all are derived)."""
         with self._underived_lock:
             oldest = self._oldest_underived
         return 0.0 if oldest is None else time.monotonic() - oldest
-
-    def join(self, timeout: float | None) -> bool:
-        """True once the thread has stopped."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def _loop(self, con: duckdb.DuckDBPyConnection) -> None:
         """A turn after commits, at most every every_seconds, and a last one once the writer

@@ -24,6 +24,7 @@ import duckdb
 
 from store.derive.pending import Derive, PendingDerivations
 from store.derive.scheduling import DERIVE_EVERY_SECONDS, pending_derivations
+from store.lifecycle import Lifecycle
 from store.rows.batch import FlatBatch
 from store.write.commit_loop import CommitLoop, WriteFailed
 from store.write.commit_queue import Closed, CommitQueue, Overloaded, WriterTask
@@ -150,6 +151,13 @@ class GroupCommitter:
     def alive(self) -> bool:
         return self._loop.alive
 
+    @property
+    def threads(self) -> tuple[Lifecycle, ...]:
+        """The owners of its threads, started when it was made: the writer's, then the
+        derivation's when it derives. `close()` stops the writer, which stops the derivation
+        once everything queued is committed."""
+        return (self._loop,) if self._derivation is None else (self._loop, self._derivation)
+
     def run_in_writer(self, task: WriterTask) -> Future[Any]:
         """Run `task(connection)` on the writer thread between two commits; one task per turn,
         so that queued batches are committed between the slices of a long job (retention).
@@ -175,7 +183,7 @@ class GroupCommitter:
 
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new batches, commit every queued one, stop the thread. True when drained."""
-        self._queue.close()
+        self._loop.stop()
         began = time.monotonic()
         self._loop.join(timeout)
         if self._derivation is not None:

@@ -168,7 +168,9 @@ def _unknown(rows: dict[str, tuple[object, ...]], stored: set[str]
     return {key: row for key, row in rows.items() if key not in stored}
 
 
-def _rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa.Table:
+def rows_to_arrow(rows: dict[str, tuple[object, ...]], schema: pa.Schema) -> pa.Table:
+    """Resource or scope rows (key -> row) as an Arrow table of `schema` (RESOURCE_SCHEMA,
+    SCOPE_SCHEMA), as the writer stores them."""
     columns = list(zip(*rows.values(), strict=True)) if rows else [() for _ in schema.names]
     return pa.Table.from_arrays([pa.array(list(c), type=t) for c, t in
                                  zip(columns, schema.types, strict=True)], schema=schema)
@@ -241,10 +243,10 @@ class SpanWriter:
             con.register("incoming_spans", spans)
             if new_resources:
                 con.register("incoming_resources",
-                             _rows_to_arrow(new_resources, RESOURCE_SCHEMA))
+                             rows_to_arrow(new_resources, RESOURCE_SCHEMA))
                 con.execute(INSERT_RESOURCES)
             if new_scopes:
-                con.register("incoming_scopes", _rows_to_arrow(new_scopes, SCOPE_SCHEMA))
+                con.register("incoming_scopes", rows_to_arrow(new_scopes, SCOPE_SCHEMA))
                 con.execute(INSERT_SCOPES)
             new_keys = con.execute(INSERT_SPAN_KEYS).fetchnumpy()
             new = len(new_keys["span_key"])

@@ -3,7 +3,8 @@ Chromium, each page waited for until Streamlit's script run is over and no skele
 then shot whole into test-artifacts/screenshots/. On each page no table scrolls sideways (a
 column cut on the right) and no table cell reads Python's None or NaN. What a page's text
 says (its headers, the start to the minute, the empty database's page) is read under AppTest,
-without a browser: tests/test_dashboard_tables.py and tests/test_dashboard_pages.py."""
+without a browser: tests/dashboard/test_dashboard_tables.py and
+tests/dashboard/test_dashboard_pages.py."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def tables(tab: object) -> list[dict[str, object]]:
     the cells it drew. The grid draws on a canvas and keeps an accessible copy of the cells it
     renders: their text as given (a text column's "–", a literal "None"), but a number's raw
     value rather than its display and an empty string for a missing one, so the no-value mark
-    of number columns (Streamlit's placeholder) is checked in tests/test_dashboard_tables.py."""
+    of number columns (Streamlit's placeholder) is checked in
+    tests/dashboard/test_dashboard_tables.py."""
     return tab.evaluate("""() => [...document.querySelectorAll('[data-testid=stDataFrame]')]
         .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
         .map(t => {

@@ -1,10 +1,9 @@
-"""Long random fuzzing of every decoder: the checks of tests/test_fuzz_decoders.py, at random,
-for as long as asked, and the budget.* numbers (`budget`: a hostile value on a random budget
+"""Long random fuzzing of every decoder: the checks of tests/ingest/test_fuzz_decoders.py, at
+random, for as long as asked, and the budget.* numbers (`budget`: a hostile value on a random budget
 attribute of a run made by the SDK, stored and derived in a real database), and the HTTP framing
-(`http-framing`: chunk sizes strict and hostile, big heads, wrong lengths, gzip member counts,
-sent raw to a real receiver on 127.0.0.1). Prints examples/s
-per target and every distinct failure with the input
-that caused it (saved under --out), then exits non-zero if anything failed.
+(`http-framing`: chunk sizes strict and hostile, big heads, wrong lengths, gzip member counts, sent
+raw to a real receiver on 127.0.0.1). Prints examples/s per target and every distinct failure with
+the input that caused it (saved under --out), then exits non-zero if anything failed.
 
     .venv/bin/python -m tests.long.fuzz_long --seconds 600 --seed 1
 """
@@ -64,7 +63,8 @@ class BudgetDatabase:
         self.runs = 0
 
     def example(self, rng: random.Random) -> tuple[str, bytes]:
-        from store import BUDGET_NUMBER_KEYS, connect
+        from store import connect
+        from store.testing import BUDGET_NUMBER_KEYS
 
         if self.con is None:
             self.con = connect(self.folder / "budget.duckdb")

@@ -1,5 +1,6 @@
 """kill -9 `budgetscope serve` at random moments of a sustained stream, many times over, then
-check every acknowledged span is stored exactly once (the rounds of tests/test_faults_kill.py).
+check every acknowledged span is stored exactly once (the rounds of
+tests/server/test_faults_kill.py).
 
     .venv/bin/python -m tests.long.kill_loop --kills 20 --seed 7
 """

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-from pathlib import Path
 
 import pytest
 from budgetscope_sdk import (
@@ -25,8 +24,9 @@ from budgetscope_sdk import (
 from opentelemetry import trace
 
 from tests.sdk.support.capture import capture
+from tests.support.paths import REPO
 
-SDK = Path(__file__).resolve().parents[2] / "sdk" / "budgetscope_sdk"
+SDK = REPO / "sdk" / "budgetscope_sdk"
 
 
 def budget_on(clock: ManualClock, spans, total: float = 100, **options) -> RunBudget:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 
 # Installs from the package registry (tests/conftest.py skips it when that does not answer).
@@ -39,7 +40,7 @@ print(loaded, installed)
 @pytest.mark.skipif(UV is None, reason="needs uv (make install puts it in .venv/bin)")
 def test_the_wheel_alone_needs_only_the_opentelemetry_api(tmp_path: Path) -> None:
     assert UV is not None
-    subprocess.run([UV, "build", "-q", str(ROOT / "sdk"), "--wheel", "-o", str(tmp_path)],
+    subprocess.run([UV, "build", "-q", str(REPO / "sdk"), "--wheel", "-o", str(tmp_path)],
                    check=True, timeout=300)
     (wheel,) = tmp_path.glob("budgetscope_sdk-*.whl")
     venv = tmp_path / "agent-venv"

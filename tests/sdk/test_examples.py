@@ -22,8 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "sdk" / "examples"
+from tests.support.paths import REPO
+
+EXAMPLES = REPO / "sdk" / "examples"
 
 
 @contextmanager
@@ -90,7 +91,7 @@ def test_the_example_agent_runs_and_exports_its_run() -> None:
 def test_the_example_agent_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     # MYPYPATH: the editable install of the SDK is an import hook that mypy cannot follow
     # (an installed wheel needs nothing).
-    env = {**os.environ, "MYPYPATH": str(ROOT / "sdk")}
+    env = {**os.environ, "MYPYPATH": str(REPO / "sdk")}
     done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir",
                            str(tmp_path / "cache"), str(EXAMPLES)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -98,7 +99,7 @@ def test_the_example_agent_type_checks_under_mypy_strict(tmp_path: Path) -> None
     assert "Success: no issues found in 2 source files" in done.stdout
 
 
-README = ROOT / "sdk" / "README.md"
+README = REPO / "sdk" / "README.md"
 PYTHON_BLOCK = re.compile(r"```python\n(?P<body>.*?)```", re.S)
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 
@@ -115,7 +116,7 @@ def test_every_python_block_of_the_sdk_readme_runs() -> None:
     with otlp_receiver() as (endpoint, received):
         for body in blocks:
             done = subprocess.run([sys.executable, "-c", body.replace(DEFAULT_ENDPOINT, endpoint)],
-                                  capture_output=True, text=True, timeout=120, cwd=ROOT)
+                                  capture_output=True, text=True, timeout=120, cwd=REPO)
             assert done.returncode == 0, (body, done.stderr)
             assert "Traceback" not in done.stderr and "Failed to export" not in done.stderr, \
                 done.stderr

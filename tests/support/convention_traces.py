@@ -1,9 +1,10 @@
 """The hand-built traces of the recognition tests (docs/conventions.md; real OpenTelemetry SDK
-spans through tests/support/trace_builder.py), shared with tests/test_conventions_parity.py, which
-derives the same spans on ClickHouse and compares every step and run: recognised_traces (each row of
-the table: tests/test_conventions.py), call_traces (the shapes frameworks give one call, runs with
-spans missing: tests/test_conventions_calls.py), text_trace and roll_up_trace (error texts and rule
-6's roll-up: tests/test_conventions_classes.py)."""
+spans through tests/support/trace_builder.py), shared with
+tests/clickhouse/test_conventions_parity.py, which derives the same spans on ClickHouse and compares
+every step and run: recognised_traces (each row of the table: tests/store/test_conventions.py),
+call_traces (the shapes frameworks give one call, runs with spans missing:
+tests/store/test_conventions_calls.py), text_trace and roll_up_trace (error texts and rule 6's
+roll-up: tests/store/test_conventions_classes.py)."""
 
 from __future__ import annotations
 
@@ -385,9 +386,9 @@ def roll_up_trace() -> tuple[TraceBuilder, Any]:
 
 def revised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
     """The span shapes and rules across traces of docs/conventions.md, one concern per run
-    (tests/test_conventions_across.py): a callable's method, event records, a model step without a
-    model name, HTTP client spans beside a model call, and HTTP client spans in a trace of their
-    own. Every span arrives."""
+    (tests/store/test_conventions_across.py): a callable's method, event records, a model step
+    without a model name, HTTP client spans beside a model call, and HTTP client spans in a trace of
+    their own. Every span arrives."""
     b = TraceBuilder(seed=4646, service="revised-svc")
     runs: dict[str, Any] = {}
     oi_tool = {OI: "TOOL"}

@@ -1,6 +1,6 @@
-"""The cost tests' spans through both derivations (tests/test_conventions_parity.py).
+"""The cost tests' spans through both derivations (tests/clickhouse/test_conventions_parity.py).
 
-Every test of tests/test_cost_*.py stores its hand-built spans with trace_builder.store and
+Every test of tests/*/test_cost_*.py stores its hand-built spans with trace_builder.store and
 then checks DuckDB's numbers. `record_cost_tests` runs those test files with pytest, as the
 suite does, with the plugin tests/support/cost_recorder.py, which keeps what each test stored
 and the §11 rows its DuckDB file derived, with what it declared or priced (a `Scenario`).
@@ -37,6 +37,7 @@ from bench.support.clickhouse_load.traces import (
     table_of_request,
 )
 from store import clickhouse
+from tests.support.paths import REPO
 
 # docs/metrics.md §11's columns of runs and steps (store/file/schema/derived.sql), and those
 # of §4 that the cost derivation changed (time exhaustion, refusals).
@@ -80,7 +81,6 @@ PRICE_OVERRIDES = ("model_pattern", "provider", "from_ns", "input_rate", "output
                    "cache_read_rate", "cache_write_rate")
 SETTINGS = (("declared_budgets", DECLARED_BUDGETS), ("declared_step_caps", STEP_CAPS),
             ("price_overrides", PRICE_OVERRIDES))
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -116,7 +116,7 @@ def record_cost_tests(files: Iterable[str], folder: Path) -> list[Scenario]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
          "tests.support.cost_recorder", *files],
-        cwd=ROOT, env={**os.environ, RECORD_ENV: str(folder)}, capture_output=True, text=True,
+        cwd=REPO, env={**os.environ, RECORD_ENV: str(folder)}, capture_output=True, text=True,
         check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     scenarios = []
@@ -206,7 +206,7 @@ def derive_on_clickhouse(con: clickhouse.ClickHouseConnection, scenarios: list[S
             for table in tables:
                 con.insert_arrow(TABLE, _rename_table(table, mapping))
         clickhouse.ensure_derived(con, force=True)
-        built = {key: con._frame_text(
+        built = {key: con.frame_text(
             f"SELECT {', '.join(columns)} FROM {table}"
             + (" WHERE note = 'usage_values_ignored'" if key == "notes" else ""), {})
             for key, (_, table, columns, _) in TABLES.items()}

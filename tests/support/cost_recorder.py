@@ -1,7 +1,7 @@
 """A pytest plugin that records what the cost tests store and derive, for the ClickHouse parity
-test (tests/test_conventions_parity.py, through tests/support/cost_parity.py).
+test (tests/clickhouse/test_conventions_parity.py, through tests/support/cost_parity.py).
 
-    COST_RECORD_DIR=/tmp/x python -m pytest -p tests.support.cost_recorder tests/test_cost_*.py
+    COST_RECORD_DIR=/tmp/x python -m pytest -p tests.support.cost_recorder tests/*/test_cost_*.py
 
 Each test runs as it always does; `store` (tests/support/trace_builder.py, as the test module
 imported it) is wrapped so that every span it stores is kept. When the test has passed, what

@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from store import serve_sidecar_path
+from tests.support.paths import REPO
 
 CLI = "from budgetscope.cli import main; main()"
 HOG = Path(__file__).with_name("descriptor_hog.py")
@@ -58,7 +59,7 @@ class LimitedServe:
             [sys.executable, *start, "--db", str(db), "serve", "--otlp-http-port", "0",
              "--otlp-grpc-port", "0", "--ui-port", str(self.ui_port), *extra],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=REPO,
             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
         self.announced = self._wait_announced()
         self.http = f"http://127.0.0.1:{self.announced['http_port']}"

@@ -32,20 +32,16 @@ from ingest.decode.proto_decode import UndecodableMessage, decode_request
 from ingest.files.sources import read_pieces
 from ingest.receivers.limits import BadBody, BodyTooLarge, gunzip_limited
 from ingest.receivers.span_intake import SpanIntake, Undecodable
-from store import (
+from store import TYPED_ATTRIBUTES, FlatBatch, Rejection
+from store.testing import (
     BUDGET_BOUNDS,
     MAX_BUDGET_MS,
     RESOURCE_SCHEMA,
     SCOPE_SCHEMA,
-    TYPED_ATTRIBUTES,
-    FlatBatch,
-    Rejection,
     logs_to_arrow,
+    rows_to_arrow,
     to_arrow,
 )
-
-# The writer's own conversion of resource and scope rows: below the front (tests/test_layers.py).
-from store.write.writer import _rows_to_arrow
 from tests.support.otlp_files import length_prefixed, otlp_json, request, sdk_spans
 
 # Interesting bytes for overwrites: varint continuation, field tags, JSON structure.
@@ -132,8 +128,8 @@ def check_rejections(rejections: list[Rejection]) -> None:
 def check_storable(batch: FlatBatch) -> None:
     """Everything accepted fits the writer's Arrow schema (the writer's first step)."""
     to_arrow(batch)
-    _rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
-    _rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
+    rows_to_arrow(batch.resources, RESOURCE_SCHEMA)
+    rows_to_arrow(batch.scopes, SCOPE_SCHEMA)
     assert batch.span_count == len(batch.spans["span_id"])
     assert batch.log_count == len(batch.logs["record_key_hi"])
     if batch.log_count:
@@ -300,7 +296,8 @@ def budget_example(key: str, value: Any, as_json: bool, con: Any, start_ns: int)
     """The promise for budget.* numbers: the span is stored whatever the value; the typed
     column holds it within its bounds, or nothing with a counted reason naming the attribute;
     and deriving the run never fails (it overflowed on 2^62 ms before)."""
-    from store import PendingDerivations, SpanWriter, refresh_touched
+    from store import SpanWriter
+    from store.testing import PendingDerivations, refresh_touched
 
     batch = budget_body(budget_run(key, value, start_ns), as_json)
     assert batch.span_count == 2, batch.rejections

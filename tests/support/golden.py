@@ -4,9 +4,10 @@ Regenerate them with BUDGETSCOPE_UPDATE_GOLDEN=1 and review the diff."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+from tests.support.paths import REPO
+
+GOLDEN = REPO / "tests" / "golden"
 UPDATE = os.environ.get("BUDGETSCOPE_UPDATE_GOLDEN") == "1"
 
 

@@ -1,5 +1,5 @@
 """kill -9 `budgetscope serve` at random moments of a sustained stream, and what was lost: the
-rounds tests/test_faults_kill.py runs a few times and `python -m tests.long.kill_loop` many.
+rounds tests/server/test_faults_kill.py runs a few times and `python -m tests.long.kill_loop` many.
 
 The stream: three raw OTLP/HTTP clients, one raw gRPC client and the OpenTelemetry SDK's own
 OTLP/HTTP exporter, all against one `budgetscope serve` process."""

@@ -12,8 +12,9 @@ import duckdb
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
+from tests.support.paths import REPO
 
-FIXTURES = Path(__file__).resolve().parents[1] / "real_fixtures"
+FIXTURES = REPO / "tests" / "real_fixtures"
 RUNS_SQL = """
 SELECT run_id, trace_id, agent, budget_ms, culprit_span_id, culprit_key, holder_span_id,
        holder_key

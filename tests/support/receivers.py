@@ -22,7 +22,8 @@ from bench.support.otlp import raw_request
 from ingest.receivers.http_routes import Endpoint
 from ingest.receivers.limits import Limits
 from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
-from store import AfterWrite, DatabaseOwner
+from store import DatabaseOwner
+from store.testing import AfterWrite
 
 __all__ = ["PROTOBUF", "SMALL_LIMIT", "Gate", "Running", "Served", "post", "raw_request",
            "running_receivers", "sdk_spans", "serving"]

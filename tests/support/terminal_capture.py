@@ -1,6 +1,6 @@
 """A command run as a real process whose standard output and error are a pseudo-terminal, and
 what that terminal received, searched for anything it would act on (a window title, a screen
-clear, a hyperlink, C1 controls, bidi overrides): tests/test_terminal_outputs.py and the cost
+clear, a hyperlink, C1 controls, bidi overrides): tests/cli/test_terminal_outputs.py and the cost
 commands' tests."""
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from ingest.decode.flatten import flatten_request
-from store import PendingDerivations, SpanWriter, connect, refresh_touched, set_root_cutoff
+from store import SpanWriter, connect
+from store.testing import PendingDerivations, refresh_touched, set_root_cutoff
 
 T0_NS = 1_795_428_000 * 10**9  # 2026-11-23T10:00:00Z, a Monday
 MS = 10**6

@@ -25,6 +25,7 @@ from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import connect
+from tests.support.paths import REPO
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
@@ -34,7 +35,6 @@ __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", 
            "shoot", "tiny_db", "wait_until_served"]
 SETTLE_TIMEOUT_MS = 90_000
 
-REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dashboard" / "streamlit_app.py"
 # Two ISO weeks of the sample (W47 and W48), so that the overview has a previous period too.
 SINCE, UNTIL = "2026-11-16", "2026-11-30"

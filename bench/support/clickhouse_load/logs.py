@@ -20,7 +20,7 @@ import pyarrow as pa
 from bench.support.clickhouse_load.traces import as_string
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS
 from ingest.files.sources import expand_paths, read_pieces
-from store import ClickHouseConnection, FlatBatch
+from store import FlatBatch, clickhouse
 
 TABLE = "otel_logs"
 _TIME = pa.timestamp("ns", tz="UTC")
@@ -64,12 +64,12 @@ def log_rows(batch: FlatBatch) -> dict[str, list[Any]]:
     return out
 
 
-def create_otel_logs(con: ClickHouseConnection) -> None:
+def create_otel_logs(con: clickhouse.ClickHouseConnection) -> None:
     """The exporter's table (store/clickhouse/sql/otel_logs_table.sql), if missing."""
     con.run_script("otel_logs_table")
 
 
-def load_log_files(con: ClickHouseConnection, paths: Iterable[str | Path]) -> int:
+def load_log_files(con: clickhouse.ClickHouseConnection, paths: Iterable[str | Path]) -> int:
     """Write the log records of these files into otel_logs; returns how many."""
     create_otel_logs(con)
     batch = FlatBatch()

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ingest.decode.flatten import DEFAULT_MAX_FUTURE_NS, flatten_request
 from ingest.files.sources import expand_paths, read_pieces
-from store import ClickHouseConnection, FlatBatch
+from store import FlatBatch, clickhouse
 
 TABLE = "otel_traces"
 SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
@@ -146,12 +146,12 @@ def table_of_request(request: ExportTraceServiceRequest) -> pa.Table:
     return pa.table(_rows(flatten_request(request)), schema=SCHEMA)
 
 
-def create_otel_traces(con: ClickHouseConnection) -> None:
+def create_otel_traces(con: clickhouse.ClickHouseConnection) -> None:
     """The exporter's table (store/clickhouse/sql/otel_traces_table.sql), if missing."""
     con.run_script("otel_traces_table")
 
 
-def load_files(con: ClickHouseConnection, paths: Iterable[str | Path]) -> int:
+def load_files(con: clickhouse.ClickHouseConnection, paths: Iterable[str | Path]) -> int:
     """Write the spans of these trace files into otel_traces; returns how many."""
     create_otel_traces(con)
     written = 0
@@ -161,7 +161,7 @@ def load_files(con: ClickHouseConnection, paths: Iterable[str | Path]) -> int:
     return written
 
 
-def load_requests(con: ClickHouseConnection,
+def load_requests(con: clickhouse.ClickHouseConnection,
                   requests: Iterable[ExportTraceServiceRequest]) -> int:
     """Write the spans of these OTLP requests into otel_traces; returns how many."""
     create_otel_traces(con)

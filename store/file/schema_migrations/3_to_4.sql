@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS derivation_failures (
 -- spans (steps recognised by the conventions of docs/conventions.md, store/derive/conventions.py):
 -- spans gain the typed columns those rules read (../schema/spans.sql). A file of schema 3 gets
 -- them here, filled from each span's attributes JSON as store/rows/typed_attributes.py types them at
--- ingest (tests/test_schema_migration.py compares the two), and every trace is marked for
+-- ingest (tests/store/test_schema_migration.py compares the two), and every trace is marked for
 -- derivation again so that its runs and steps follow the new rules.
 -- Added with IF NOT EXISTS: a file whose spans already have them is left as it is.
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS gen_ai_response_model VARCHAR;

@@ -3,7 +3,7 @@
 -- spans gain the usage, cost and budget columns store/rows/typed_attributes.py and
 -- store/rows/usage.py fill at ingest, filled here from each span's attributes JSON as ingest
 -- types them (each quantity from its first valid spelling; the attributes with an invalid
--- value named in usage_ignored; tests/test_schema_migration.py compares the two); runs and
+-- value named in usage_ignored; tests/store/test_schema_migration.py compares the two); runs and
 -- steps gain their token and dollar columns; declared_budgets gains the token, dollar and
 -- weekly dimensions, its duration no longer required; metered_spans and the price tables are
 -- new (made by the DDL). Runs gain numbers from spans they already had, so every trace not

@@ -1,0 +1,258 @@
+"""The conventions' traces (tests/support/convention_traces.py) through
+the ClickHouse derivation (chdb, in-process) give the same steps and runs, row for row, as
+through DuckDB's: recognition, names, conventions, levels, classes, consumption, agents."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from bench.support.clickhouse_load.traces import load_requests
+from store import (
+    Change,
+    PriceChange,
+    apply,
+    apply_price,
+    clickhouse,
+    derive_now,
+    parse_from,
+    parse_rate,
+)
+from tests.support.convention_traces import (
+    call_traces,
+    finished_spans,
+    recognised_traces,
+    revised_traces,
+    roll_up_trace,
+    text_trace,
+)
+from tests.support.cost_parity import (
+    RUN_COST_COLUMNS,
+    STEP_COST_COLUMNS,
+    TABLES,
+    Scenario,
+    derive_on_clickhouse,
+    difference,
+    record_cost_tests,
+    snapshot,
+    tidy,
+)
+from tests.support.paths import REPO
+from tests.support.real_fixture_compare import FIXTURES, ingest
+from tests.support.trace_builder import TraceBuilder, open_db, store
+
+# slow, left out of make test-fast: the convention traces in ClickHouse (chdb) and DuckDB, 10 s.
+pytestmark = pytest.mark.slow
+
+CHAT = {"gen_ai.operation.name": "chat"}
+
+STEP_COLUMNS = ["run_id", "trace_id", "span_id", "parent_span_id", "top_step_id",
+                "is_top_level", "step_level", "span_name", "kind", "name", "step_key",
+                "convention", "class", "start_ns", "end_ns", "consumption_ms", "agent"]
+RUN_COLUMNS = ["run_id", "trace_id", "span_id", "agent", "budget_ms", "exhausted",
+               "steps", "top_level_steps", "unattributed_ms", "culprit_span_id",
+               "culprit_key", "culprit_ms", "holder_span_id", "holder_key", "culprit_step",
+               "holder_step", "holder_at_deadline", "root_missing", "start_ns"]
+# and docs/metrics.md §11's (tokens, dollars, their budgets, refusals by budget)
+STEP_COLUMNS += [column for column in STEP_COST_COLUMNS if column not in STEP_COLUMNS]
+RUN_COLUMNS += [column for column in RUN_COST_COLUMNS if column not in RUN_COLUMNS]
+
+
+def _spans() -> list:
+    spans = []
+    builders: list[TraceBuilder] = [recognised_traces()[0], roll_up_trace()[0],
+                                    text_trace()[0], revised_traces()[0]]
+    for builder in builders:
+        spans.extend(builder.finished())
+    # the calls' traces without the spans that never arrive (a lost parent, a rootless root)
+    spans.extend(finished_spans(*call_traces()))
+    return spans
+
+
+def _tidy(frame: pd.DataFrame, key: list[str]) -> list[dict]:
+    return tidy(frame, key)  # lists (unpriced_models) as lists
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory):
+    """One chdb folder for the module (chdb allows one per process): its URL."""
+    folder = tmp_path_factory.mktemp("parity_chdb") / "data"
+    yield f"chdb://{folder}"
+    clickhouse.close_all()
+    shutil.rmtree(Path(folder), ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory, backend):
+    spans = _spans()
+    duck = open_db(tmp_path_factory.mktemp("parity_duck"))
+    # traces whose root never arrives measured at once, as ClickHouse does for spans older
+    # than the grace period (these are from 2026-11-23)
+    store(duck, spans, roots_overdue=True)
+    con = clickhouse.connect(backend)
+    assert load_requests(con, [encode_spans(spans)]) == len(spans)
+    clickhouse.ensure_derived(con)
+    yield duck, con
+    duck.close()
+
+
+def test_steps_equal(both) -> None:
+    duck, con = both
+    columns = ", ".join(STEP_COLUMNS)
+    want = duck.execute(f"SELECT {columns} FROM steps").df()
+    got = con.frame_text(f"SELECT {columns} FROM budgetscope_steps", {})
+    assert len(want) > 60
+    assert _tidy(got, ["run_id", "span_id"]) == _tidy(want, ["run_id", "span_id"])
+
+
+def test_runs_equal(both) -> None:
+    duck, con = both
+    columns = ", ".join(RUN_COLUMNS)
+    want = duck.execute(f"SELECT {columns} FROM runs").df()
+    got = con.frame_text(f"SELECT {columns} FROM budgetscope_runs", {})
+    assert _tidy(got, ["run_id"]) == _tidy(want, ["run_id"])
+
+
+# ---- docs/metrics.md §11: the cost tests' spans ---------------------------------------------
+
+# every cost test file (of docs/metrics.md §11's rules and prices), in whichever wing of tests/
+# it tests (the derivation's in store/, the reports' in queries/, the CLI's in cli/)
+COST_TESTS = [str(path.relative_to(REPO)) for path in
+              sorted((REPO / "tests").rglob("test_cost_*.py"), key=lambda path: path.name)]
+
+
+@pytest.fixture(scope="module")
+def cost_scenarios(tmp_path_factory: pytest.TempPathFactory, backend):
+    """Every test of COST_TESTS run on DuckDB (by pytest), its spans built again on
+    ClickHouse (the backend's otel_traces replaced: the tests above have read theirs)."""
+    scenarios = record_cost_tests(COST_TESTS, tmp_path_factory.mktemp("cost_duck"))
+    return scenarios, derive_on_clickhouse(clickhouse.connect(backend), scenarios)
+
+
+@pytest.mark.parametrize("table", ["runs", "steps", "metered_spans", "notes"])
+def test_cost_rows_equal(cost_scenarios, table: str) -> None:
+    """Each cost test's runs, steps, metered spans and notes, column for column."""
+    scenarios, compared = cost_scenarios
+    assert len(scenarios) > 40
+    key = TABLES[table][3]
+    differ = {name: difference(tidy(got, key), tidy(want, key))
+              for name, pair in compared.items() for want, got in [pair[table]]
+              if tidy(got, key) != tidy(want, key)}
+    assert not differ, f"{len(differ)} of {len(compared)} differ: {differ}"
+
+
+def test_real_fixtures_cost_rows_equal(tmp_path_factory: pytest.TempPathFactory,
+                                       backend) -> None:
+    """The real instrumentations' fixtures (tests/real_fixtures, with the usage their fake
+    servers returned) ingested into DuckDB and written as the exporter writes them: the same
+    runs, steps, metered spans and notes."""
+    folder = tmp_path_factory.mktemp("real_cost")
+    scenarios = []
+    for path in sorted((FIXTURES / "otlp").glob("*.otlp.pb")):
+        db = folder / f"{path.name}.duckdb"
+        ingest(path, db)
+        with duckdb.connect(str(db), read_only=True) as con:
+            rows, settings = snapshot(con)
+        scenarios.append(Scenario(path.name, [], settings, rows, (path,)))
+    compared = derive_on_clickhouse(clickhouse.connect(backend), scenarios)
+    for table in TABLES:
+        key = TABLES[table][3]
+        differ = {name: difference(tidy(got, key), tidy(want, key))
+                  for name, pair in compared.items() for want, got in [pair[table]]
+                  if tidy(got, key) != tidy(want, key)}
+        assert not differ, f"{table}: {differ}"
+    assert sum(len(pair["steps"][0]) for pair in compared.values()) > 50
+    assert sum(len(pair["metered_spans"][0]) for pair in compared.values()) > 100
+
+
+def test_declared_and_priced_cost_rows_equal(tmp_path: Path, backend) -> None:
+    """Token and dollar budgets declared per agent and by default, and prices set (exact, a
+    prefix for one provider, one from a date on, cache rates given or not) beside the bundled
+    table and reported costs: the same rows on both engines."""
+    day_ms = 86_400_000
+    b = TraceBuilder(seed=77, service="pricing-svc")
+    usage = {"gen_ai.usage.input_tokens": 1_000, "gen_ai.usage.output_tokens": 200}
+    for index, agent in enumerate(("acme-agent", "other-agent", "acme-agent")):
+        start = index * 2 * day_ms  # 2026-11-23, -25 and -27: before and after the dated price
+        run = b.span("agent run", start, start + 9_000, attributes={"gen_ai.agent.name": agent})
+        b.span(f"chat acme {index}", start, start + 1_000, parent=run, attributes={
+            **CHAT, "gen_ai.request.model": "ACME-7b", **usage})
+        b.span(f"chat tuned {index}", start + 1_000, start + 2_000, parent=run, attributes={
+            **CHAT, "gen_ai.request.model": "ft:gpt-4o-mini:acme:x1",
+            "gen_ai.provider.name": "openai", **usage,
+            "gen_ai.usage.cache_read.input_tokens": 600})
+        b.span(f"chat tuned elsewhere {index}", start + 2_000, start + 3_000, parent=run,
+               attributes={**CHAT, "gen_ai.request.model": "ft:gpt-4o-mini:acme:x1",
+                           "gen_ai.provider.name": "azure", **usage})
+        b.span(f"chat bundled {index}", start + 3_000, start + 4_000, parent=run, attributes={
+            **CHAT, "gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+            **usage})
+        b.step(run, "tool", f"paid {index}", start + 4_000, start + 5_000,
+               **{"budget.cost_usd": "0.0004"})
+    duck = open_db(tmp_path)
+    try:
+        store(duck, b.finished())
+        for change in (Change("set", "acme-agent", None, tokens=2_500, usd_nano=3_000_000),
+                       Change("set_default", None, 30_000, tokens=1_000_000,
+                              usd_nano=500_000_000)):
+            apply(duck, change)
+        for change in (
+                PriceChange("set", "acme-7b", "", None, parse_rate("1"), parse_rate("2")),
+                PriceChange("set", "acme-7b", "", parse_from("2026-11-24"), parse_rate("1.5"),
+                            parse_rate("3")),
+                PriceChange("set", "ft:gpt-4o-mini:acme:*", "openai", None, parse_rate("0.3"),
+                            parse_rate("1.2"), parse_rate("0.15")),
+                PriceChange("set", "ft:gpt-4o-mini:*", "", None, parse_rate("0.35"),
+                            parse_rate("1.4"))):
+            apply_price(duck, change)
+        derive_now(duck)
+        rows, settings = snapshot(duck)
+    finally:
+        duck.close()
+    assert set(rows["metered_spans"]["cost_source"]) == {"override", "bundled", "reported"}
+    assert set(rows["runs"]["usd_budget_source"]) == {"declared"}
+    compared = derive_on_clickhouse(clickhouse.connect(backend), [Scenario("declared", [
+        encode_spans(b.finished()).SerializeToString()], settings, rows)])
+    for table, (want, got) in compared["declared"].items():
+        key = TABLES[table][3]
+        assert tidy(got, key) == tidy(want, key), difference(tidy(got, key), tidy(want, key))
+
+
+def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
+    """Another installed genai-prices than the one the backend's matches came from (a new
+    process after an upgrade): the matches are forgotten, the next reader rebuilds, and every
+    pair is matched again by the installed version."""
+    con = clickhouse.connect(backend)
+    con.command("TRUNCATE TABLE IF EXISTS otel_traces")
+    b = TraceBuilder(seed=91)
+    run = b.run(0, 1_000, None)
+    b.span("chat", 0, 900, parent=run, attributes={
+        **CHAT, "gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai",
+        "gen_ai.usage.input_tokens": 1_000, "gen_ai.usage.output_tokens": 100})
+    load_requests(con, [encode_spans(b.finished())])
+    clickhouse.ensure_derived(con)
+    priced = con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans")
+    assert priced == 3_500_000  # 1000 × $2.50 + 100 × $10 per million
+    # as if the backend had been built and matched by genai-prices 0.0.1
+    con.command("TRUNCATE TABLE budgetscope_meta")
+    con.command("INSERT INTO budgetscope_meta VALUES ('genai_prices_version', '0.0.1')")
+    con.command("ALTER TABLE budgetscope_derive_state UPDATE prices = "
+                "replaceRegexpOne(prices, '/[^/]*$', '/0.0.1') WHERE true "
+                "SETTINGS mutations_sync = 2")
+    con.command("INSERT INTO budgetscope_price_matches (model_ref, provider, bundled_ref) "
+                "VALUES ('gpt-4o', 'openai', 'openai/gpt-4o-by-an-old-table')")
+    clickhouse.close_all()  # the next process
+    con = clickhouse.connect(backend)
+    assert clickhouse.ensure_derived(con) is True
+    assert con.scalar("SELECT any(value) FROM budgetscope_meta") == \
+        clickhouse.prices.installed_version()
+    assert con.scalar("SELECT arrayStringConcat(groupArray(bundled_ref), ' ') "
+                      "FROM budgetscope_price_matches WHERE model_ref = 'gpt-4o'") == \
+        "openai/gpt-4o"  # the old table's match forgotten, matched again
+    assert con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans") == priced
+    assert clickhouse.ensure_derived(con) is False

@@ -1,0 +1,9 @@
+"""The checkout's root, for a test in any folder of tests/: name the repository's files from it
+(`REPO / "docs" / "metrics.md"`), never from the test's own folder, which changes when tests move
+between wings, nor from the working folder, an empty one of each test's own (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]

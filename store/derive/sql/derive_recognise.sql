@@ -50,14 +50,26 @@ GROUP BY e.trace_id, e.span_id;
 -- else first. Decided before the twins, as event records are. `because_of`: that call.
 -- when: quiet_models
 INSERT INTO derive_demoted
-WITH quiet AS (
-    SELECT s.trace_id, s.span_id, s.walk_parent, s.start_ns, s.end_ns, s.step_name
+WITH models AS (
+    -- the model spans of the table, each with whether a span hangs below it
+    SELECT s.trace_id, s.span_id, s.walk_parent, s.start_ns, s.end_ns, s.step_name, s.model_sign,
+           EXISTS (SELECT 1 FROM derive_spans c
+                   WHERE c.trace_id = s.trace_id AND c.walk_parent = s.span_id) AS has_child
     FROM derive_spans s
+    WHERE s.step_row IS NOT NULL AND s.step_kind = 'model'
+), signed AS (
+    -- the step names a call shows a sign under, by trace: a quiet span of another name, or in a
+    -- trace with none, has no call to prepare (runs whose model steps are all quiet, as the
+    -- budget attributes alone make them, are passed over before their siblings are ordered)
+    SELECT DISTINCT trace_id, step_name FROM models WHERE model_sign OR has_child
+), quiet AS (
+    SELECT m.trace_id, m.span_id, m.walk_parent, m.start_ns, m.end_ns, m.step_name
+    FROM models m
+    SEMI JOIN signed g ON g.trace_id = m.trace_id AND g.step_name = m.step_name
     SEMI JOIN (SELECT trace_id, span_id FROM derive_walk
                WHERE own AND is_step AND step_kind = 'model') w
-           ON w.trace_id = s.trace_id AND w.span_id = s.span_id
-    ANTI JOIN derive_spans c ON c.trace_id = s.trace_id AND c.walk_parent = s.span_id
-    WHERE NOT s.model_sign AND s.walk_parent IS NOT NULL
+           ON w.trace_id = m.trace_id AND w.span_id = m.span_id
+    WHERE NOT m.model_sign AND NOT m.has_child AND m.walk_parent IS NOT NULL
 ), next_span AS (
     -- the span under the same parent that starts next (ties: the smaller span id first)
     SELECT q.trace_id, q.span_id, q.end_ns, q.step_name,
@@ -69,11 +81,8 @@ WITH quiet AS (
 )
 SELECT q.trace_id, q.span_id, 'preparation', q.next_id
 FROM next_span q
-JOIN derive_spans n ON n.trace_id = q.trace_id AND n.span_id = q.next_id
-WHERE n.start_ns >= q.end_ns AND n.step_row IS NOT NULL AND n.step_kind = 'model'
-  AND n.step_name = q.step_name
-  AND (n.model_sign OR EXISTS (SELECT 1 FROM derive_spans c
-                               WHERE c.trace_id = n.trace_id AND c.walk_parent = n.span_id));
+JOIN models n ON n.trace_id = q.trace_id AND n.span_id = q.next_id
+WHERE n.start_ns >= q.end_ns AND n.step_name = q.step_name AND (n.model_sign OR n.has_child);
 
 INSERT INTO derive_demoted
 -- each model or tool step below a model or tool step (its nearest step above), an event record

@@ -2,7 +2,7 @@
 instrumentation-shaped payloads (written first for the conventions of docs/conventions.md).
 
     .venv/bin/python -m bench.bench_conventions_ingest [--spans 100000] [--rounds 3]
-                                                      [--payloads receivers|genai]
+                                                      [--payloads receivers|genai|strays]
 
 Each round runs in a fresh process, on the same request bodies (written once to a file):
 - write path: flatten_protobuf (the receivers' decode+flatten) of 4-request transactions and
@@ -19,7 +19,9 @@ attributes of docs/metrics.md §2); `genai` are the same shape with the attribut
 send instead (GenAI, OpenInference, HTTP client spans), which the new rules read and recognise, and
 with the usage their model calls report (docs/metrics.md §11: tokens with cache reads and reasoning
 on every model call, the framework's total on the agent span), which the cost derivation meters and
-prices.
+prices; `strays` are runs whose HTTP client spans each come as a trace of their own (half the
+spans: docs/conventions.md, "HTTP client spans in a trace of their own"), each inside one tool
+call of its run.
 """
 
 from __future__ import annotations
@@ -127,6 +129,67 @@ def make_genai_payloads(count: int) -> list[bytes]:
 
 
 
+def make_stray_payloads(count: int) -> list[bytes]:
+    """Requests of 16-span runs (an agent root, model calls, eight tool calls) and 16 one-span
+    HTTP traces beside each run, two inside each of its tool calls, all of one service: half
+    the spans arrive as traces of their own."""
+    import random
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    rng = random.Random(17)
+    now = time.time_ns() - 7 * 86400 * 10**9  # a week back: 17 s a run, one after another
+
+    def attrs(**values: object) -> list[KeyValue]:
+        return [KeyValue(key=key.replace("__", "."),
+                         value=AnyValue(int_value=value) if isinstance(value, int)
+                         else AnyValue(string_value=str(value)))
+                for key, value in values.items()]
+
+    model = dict(openinference__span__kind="LLM", llm__model_name="gpt-4o")
+    tool = dict(openinference__span__kind="TOOL", tool__name="fetch_report")
+    http = dict(http__request__method="GET", server__address="api.internal",
+                http__response__status_code=503)
+    payloads = []
+    runs = 0
+    for _ in range(count):
+        request = ExportTraceServiceRequest()
+        resource = request.resource_spans.add()
+        resource.resource.attributes.extend(attrs(service__name="stray-svc"))
+        scope = resource.scope_spans.add()
+        for _trace in range(SPANS_PER_REQUEST // 32):
+            trace_id, root_id = rng.randbytes(16), rng.randbytes(8)
+            # one run after another, as one worker's: each stray lies inside exactly one call
+            # and joins it (runs overlapping at random, as this payload first had them, held
+            # each stray in ~17 calls of ~20 concurrent runs: every stray stayed a run)
+            start = now + runs * 17 * 10**9
+            runs += 1
+            root = scope.spans.add(trace_id=trace_id, span_id=root_id, name="agent run",
+                                   start_time_unix_nano=start,
+                                   end_time_unix_nano=start + 16 * 10**9)
+            root.attributes.extend(attrs(budget__total_ms=20_000))
+            for index in range(15):
+                began = start + index * 10**9
+                span = scope.spans.add(
+                    trace_id=trace_id, span_id=rng.randbytes(8), parent_span_id=root_id,
+                    name="tool" if index % 2 else "llm", start_time_unix_nano=began,
+                    end_time_unix_nano=began + 9 * 10**8)
+                span.attributes.extend(attrs(**(tool if index % 2 else model)))
+                if index % 2 == 0 and index < 14:
+                    continue
+                for offset in ((1, 4), (5, 8)) if index % 2 else ((1, 4),):
+                    stray = scope.spans.add(
+                        trace_id=rng.randbytes(16), span_id=rng.randbytes(8), name="GET",
+                        start_time_unix_nano=began + offset[0] * 10**8,
+                        end_time_unix_nano=began + offset[1] * 10**8, kind=3)
+                    stray.attributes.extend(attrs(**http))
+        payloads.append(request.SerializeToString())
+    return payloads
+
+
 def child(payload_file: Path) -> None:
     """One measurement, printed as a JSON line."""
     relax_gc_for_ingest()
@@ -180,7 +243,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--payloads", choices=("receivers", "genai"), default="receivers")
+    parser.add_argument("--payloads", choices=("receivers", "genai", "strays"),
+                        default="receivers")
     parser.add_argument("--child", type=Path, metavar="PAYLOADS", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
@@ -190,6 +254,8 @@ def main() -> None:
     if options.payloads == "receivers":
         from bench.bench_receivers import make_payloads
         payloads = make_payloads(count, SPANS_PER_REQUEST)
+    elif options.payloads == "strays":
+        payloads = make_stray_payloads(count)
     else:
         payloads = make_genai_payloads(count)
     results: list[dict[str, float]] = []

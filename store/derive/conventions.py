@@ -143,6 +143,37 @@ STEP_RULES: tuple[StepRule, ...] = (
     StepRule("12b", "http", (Match("http.request.method"), Match("http.method")), "other",
              CALL_NAMES, client_span=True, without_step_ancestor=True),
 )
+# docs/conventions.md, "An event record is not a call": the rows whose span is *unnamed* when it
+# carries no budget.step.name and its row's last column gives it no name (named by its span name),
+# and is then a wrapper below a span of its kind. Rows 2-9: every model and tool row but the
+# budget's.
+NAMED_ROWS = tuple(rule.row for rule in STEP_RULES
+                   if rule.kind in ("model", "tool") and rule.row != "1")
+# docs/conventions.md, "HTTP client spans beside their call" and "… in a trace of their own": the
+# kinds of step that hold a client span hung beside them, or one in a trace of its own.
+HOLDER_KINDS = ("model", "tool")
+# docs/conventions.md, "HTTP client spans in a trace of their own": a root span of row 12 that
+# carries one of these (an HTTP client's call, not a gRPC one) may be a stray call of another
+# trace's step.
+STRAY_CALL_ATTRIBUTES = ("http.request.method", "http.method")
+# docs/conventions.md, "A callable's method is not its name": a step name with this ending drops it.
+CALLABLE_METHOD_SUFFIX = ".__call__"
+# docs/conventions.md, "A preparation span is not a call": what a model span carries once a model
+# answered it, by attribute key prefix (usage, the response, what it cost): OpenTelemetry GenAI,
+# OpenInference, OpenLLMetry, the Vercel AI SDK, budget.cost_usd. A model span without any of them,
+# not a CLIENT span, with no outcome evidence and no error, shows no sign of a call (an input record
+# such as output.value says nothing: a preparation returns the request).
+_ANSWER_PREFIXES = ("gen_ai.usage.", "gen_ai.response.", "gen_ai.output.", "gen_ai.completion",
+                    "llm.token_count.", "llm.output_messages", "llm.finish_reason", "llm.usage.",
+                    "ai.usage.", "ai.response.", "budget.cost_usd")
+# ... and every usage or reported-cost attribute that docs/metrics.md §11.1 and §11.3 read
+# (store/rows/usage.py), those no prefix above covers (llm.cost.total, operation.cost): a span
+# the cost derivation would meter is a call.
+ANSWER_ATTRIBUTE_PREFIXES = _ANSWER_PREFIXES + tuple(sorted(
+    {attribute
+     for attributes in (*usage.USAGE_SPELLINGS.values(), *usage.COST_CANDIDATES)
+     for attribute in attributes
+     if not attribute.startswith(_ANSWER_PREFIXES)}))
 # The rows before row 11: a step of one of them below a row-11 span makes that span a wrapper.
 ROWS_BEFORE_11 = tuple(rule.row for rule in STEP_RULES[:STEP_RULES.index(
     next(rule for rule in STEP_RULES if rule.wrapper_over_steps))])
@@ -354,17 +385,69 @@ def step_kind_sql() -> str:
 
 
 def default_name_sql(dialect: Dialect) -> str:
+    """The matched row's default name from the span's attributes (NULL: none of them), the
+    row's sources read from the span name (row 3's last word) left out."""
     def names(rule: StepRule) -> str | None:
-        if not rule.names:
+        parts = [_name_sql(source, dialect) for source in rule.names
+                 if source != SPAN_NAME_LAST_WORD]
+        if not parts:
             return None
-        parts = [_name_sql(source, dialect) for source in rule.names]
         return parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
     return _by_row(names)
 
 
+def _span_name_sources_sql(dialect: Dialect) -> str:
+    """The row's default names read from the span name (row 3's last word), or NULL."""
+    return _by_row(lambda r: _name_sql(SPAN_NAME_LAST_WORD, dialect)
+                   if SPAN_NAME_LAST_WORD in r.names else None)
+
+
+def raw_step_name_sql(dialect: Dialect) -> str:
+    """budget.step.name first, then the matched row's default name (the column `row_name`,
+    default_name_sql), then the span name."""
+    return f"coalesce({_present('budget.step.name')}, row_name, " \
+           f"{_span_name_sources_sql(dialect)}, name)"
+
+
 def step_name_sql(dialect: Dialect) -> str:
-    """budget.step.name first, then the matched row's default name, then the span name."""
-    return f"coalesce({_present('budget.step.name')}, {default_name_sql(dialect)}, name)"
+    """The column `raw_step_name` without a callable's `.__call__` (docs/conventions.md)."""
+    return dialect.drop_suffix("raw_step_name", CALLABLE_METHOD_SUFFIX)
+
+
+def unnamed_sql() -> str:
+    """docs/conventions.md, "An event record is not a call": a span of rows 2-9 with no
+    budget.step.name and no name from its row's attributes (it is named by its span name). Reads
+    `row_name`."""
+    rows = ", ".join(map(_literal, NAMED_ROWS))
+    return f"coalesce(step_row IN ({rows}), false) AND {_present('budget.step.name')} IS NULL " \
+           "AND row_name IS NULL"
+
+
+def model_sign_sql(dialect: Dialect) -> str:
+    """docs/conventions.md, "A preparation span is not a call": NULL for a span that is no model
+    span of the table; true when it shows a sign of a call of its own (a CLIENT span, outcome
+    evidence or an error, an answer's attributes); false when it shows none (what is below it is the
+    derivation's to look at). The attribute keys are read only for the few model spans that the
+    cheaper tests leave. Reads step_kind, specific, has_error_type and the typed columns."""
+    evidence = " OR ".join((f"kind = {CLIENT_SPAN_KIND}", "specific IS NOT NULL",
+                            "has_error_type", f"status_code = {STATUS_ERROR}",
+                            "budget_outcome IS NOT NULL",
+                            "http_response_status_code IS NOT NULL",
+                            "grpc_status_code IS NOT NULL"))
+    return f"CASE WHEN coalesce(step_kind, '') <> 'model' THEN NULL WHEN {evidence} THEN true " \
+           f"ELSE {dialect.any_key_prefix(ANSWER_ATTRIBUTE_PREFIXES)} END"
+
+
+def holder_kinds_sql() -> str:
+    return ", ".join(map(_literal, HOLDER_KINDS))
+
+
+def stray_call_sql() -> str:
+    """A span of row 12 that is an HTTP client's call (docs/conventions.md, "HTTP client spans in a
+    trace of their own"); the one-span trace, its root and budget are the derivation's to test."""
+    rows = [rule.row for rule in STEP_RULES if rule.without_step_ancestor]
+    return f"coalesce(step_row IN ({', '.join(map(_literal, rows))}), false) AND " \
+        + _any_sql(tuple(Match(a) for a in STRAY_CALL_ATTRIBUTES))
 
 
 def convention_sql() -> str:
@@ -440,6 +523,9 @@ class Dialect:
     extract_group: Callable[[str, str], str]  # a pattern's first group, as text or ''/NULL
     to_int: Callable[[str], str]
     regex_search: Callable[[str, str], str]
+    drop_suffix: Callable[[str, str], str]  # the text without that ending, when more is left
+    # whether a key of the span's attributes starts with one of these
+    any_key_prefix: Callable[[tuple[str, ...]], str]
     lower_trim: Callable[[str], str]  # as ingest's as_label
     first_word: Callable[[str, str], str]  # the text before the first separator
     rest_after: Callable[[str, str], str]  # the text after the first separator ('' if none)
@@ -453,6 +539,10 @@ DUCKDB = Dialect(
     extract_group=lambda n, p: f"regexp_extract({n}, {p}, 1)",
     to_int=lambda x: f"TRY_CAST(nullif({x}, '') AS BIGINT)",
     regex_search=lambda x, p: f"regexp_matches({x}, {p})",
+    drop_suffix=lambda x, s: f"CASE WHEN length({x}) > {len(s)} AND suffix({x}, {_literal(s)}) "
+                             f"THEN left({x}, length({x}) - {len(s)}) ELSE {x} END",
+    any_key_prefix=lambda prefixes: "len(list_filter(json_keys(attributes), lambda k: "
+    + " OR ".join(f"starts_with(k, {_literal(p)})" for p in prefixes) + ")) > 0",
     lower_trim=lambda x: f"lower(trim({x}))",
     first_word=lambda x, sep: f"split_part({x}, {sep}, 1)",
     rest_after=lambda x, sep: f"substr({x}, strpos({x}, {sep}) + 1)",
@@ -465,6 +555,11 @@ CLICKHOUSE = Dialect(
     extract_group=lambda n, p: f"extract({n}, {p})",
     to_int=lambda x: f"toInt64OrNull(nullIf({x}, ''))",
     regex_search=lambda x, p: f"match({x}, {p})",
+    drop_suffix=lambda x, s: f"if(length({x}) > {len(s)} AND endsWith({x}, {_literal(s)}), "
+                             f"substring({x}, 1, length({x}) - {len(s)}), {x})",
+    # mapKeys of the Collector's SpanAttributes, read in derive_build.sql's raw step
+    any_key_prefix=lambda prefixes: "arrayExists(k -> "
+    + " OR ".join(f"startsWith(k, {_literal(p)})" for p in prefixes) + ", attribute_keys)",
     lower_trim=lambda x: "lowerUTF8(" + _CLICKHOUSE_TRIM.format(x=x) + ")",
     first_word=lambda x, sep: f"splitByString({sep}, {x})[1]",
     rest_after=lambda x, sep: f"substring({x}, position({x}, {sep}) + 1)",
@@ -613,7 +708,14 @@ def fragments(dialect: Dialect) -> dict[str, str]:
         "clickhouse_reads": clickhouse_reads_sql() if dialect is CLICKHOUSE else "",
         "step_row": step_row_sql(),
         "step_kind": step_kind_sql(),
+        "row_name": default_name_sql(dialect),
+        "raw_step_name": raw_step_name_sql(dialect),
         "step_name": step_name_sql(dialect),
+        "unnamed": unnamed_sql(),
+        "model_sign": model_sign_sql(dialect),
+        "holder_kinds": holder_kinds_sql(),
+        "named_rows": ", ".join(map(_literal, NAMED_ROWS)),
+        "stray_call": stray_call_sql(),
         "convention": convention_sql(),
         "is_agent": is_agent_sql(),
         "rows_before_11": rows_before_11_sql(),
@@ -682,5 +784,6 @@ def convention_attributes() -> set[str]:
             elif source != SPAN_NAME_LAST_WORD:
                 names.add(source)
     names.update(RESULT_ATTRIBUTES)
+    names.update(STRAY_CALL_ATTRIBUTES)
     names.update(PRICING_MODELS, PRICING_PROVIDERS, (PRICING_PROVIDER_FIRST_WORD,))
     return names

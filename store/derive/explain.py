@@ -19,24 +19,41 @@ import pandas as pd
 from store.derive.statements import QUERIES, recognise, set_root_cutoff
 from store.file.ddl import apply_schema
 
-# What is copied of the trace: its spans and log records (what the recognition reads).
-_READS = ("SELECT * FROM spans WHERE trace_id = ?",
-          "SELECT * FROM log_records WHERE trace_id = ?")
-_WRITES = ("INSERT INTO spans BY NAME SELECT * FROM copied",
-           "INSERT INTO log_records BY NAME SELECT * FROM copied")
+# What is copied: the spans and log records of the trace and of the traces the rules across
+# traces of docs/conventions.md tie it to (a one-span HTTP trace and the step of another trace
+# it joined), and the model names its service's other traces carry
+# (store/file/schema/recognition.sql): the recognition reads nothing else. A stray joined one
+# step of the file, so the copy, holding that step's trace, decides as the file did; one that
+# stayed a run ties no trace to it.
+_LINKED = ("SELECT trace_id FROM stray_calls WHERE holder_trace_id = $trace "
+           "UNION SELECT holder_trace_id FROM stray_calls "
+           "WHERE trace_id = $trace AND holder_trace_id IS NOT NULL")
+_READS = ("SELECT * FROM spans WHERE trace_id IN (SELECT unnest($traces))",
+          "SELECT * FROM log_records WHERE trace_id IN (SELECT unnest($traces))",
+          "SELECT * FROM trace_arrivals WHERE trace_id IN (SELECT unnest($traces))",
+          "SELECT * FROM model_span_names WHERE service_name IN (SELECT unnest($services))")
+_TABLES = ("spans", "log_records", "trace_arrivals", "model_span_names")
+_SERVICES = ("SELECT DISTINCT coalesce(service_name, '') FROM spans "
+             "WHERE trace_id IN (SELECT unnest($traces))")
 
 
 def explain_trace(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame:
-    """Every span of the trace, in tree order (parent before children, siblings by start),
-    with `role` (one of store/rows/vocabulary.SPAN_ROLES), `why` (a sentence), the matched
-    `step_row` and `convention`, `step_key`, `class`, `other_span_id` (the span `why` refers to)
-    and `indent`."""
+    """Every span of the trace, and of the one-span HTTP traces joined to its steps
+    (docs/conventions.md), in tree order (parent before children, siblings by start), with
+    `role` (one of store/rows/vocabulary.SPAN_ROLES), `why` (a sentence), the matched `step_row`
+    and `convention`, `step_key`, `class`, `other_span_id` (the span `why` refers to) and
+    `indent`."""
+    traces = sorted({trace_id, *(row[0] for row in con.execute(
+        _LINKED, {"trace": trace_id}).fetchall())})
+    services = [row[0] for row in con.execute(_SERVICES, {"traces": traces}).fetchall()]
     memory = duckdb.connect(":memory:")
     try:
         apply_schema(memory)
-        for read, write in zip(_READS, _WRITES, strict=True):
-            memory.register("copied", con.sql(read, params=[trace_id]).to_arrow_table())
-            memory.execute(write)
+        for read, table in zip(_READS, _TABLES, strict=True):
+            memory.register("copied", con.sql(read, params={
+                key: value for key, value in (("traces", traces), ("services", services))
+                if f"${key}" in read}).to_arrow_table())
+            memory.execute(f"INSERT INTO {table} BY NAME SELECT * FROM copied")
             memory.unregister("copied")
         memory.execute("CREATE OR REPLACE TEMP TABLE touched_traces AS "
                        "SELECT trace_id, min(received_at) AS since FROM spans GROUP BY ALL")
@@ -46,7 +63,9 @@ def explain_trace(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame
         found = memory.execute(QUERIES["derive_explain"].text).df()
     finally:
         memory.close()
-    return _tree_order(found)
+    # the trace's own spans, and the strays walked in its runs
+    found = found[(found["trace_id"] == trace_id) | (found["run_trace_id"] == trace_id)]
+    return _tree_order(found.reset_index(drop=True))
 
 
 def _tree_order(spans: pd.DataFrame) -> pd.DataFrame:

@@ -78,6 +78,8 @@ _ERROR_CHARS = 500
 # takes ~0.3 s here, so a small trace waits at most about that for a large one.
 LARGE_TRACE_SPANS = 10_000
 _ANY_SIZE = 2**62
+# How many times an unpaced run goes round while its own derivations left traces marked.
+FOLLOW_UP_ROUNDS = 3
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -130,10 +132,10 @@ class PendingDerivations:
     @staticmethod
     def count(con: duckdb.DuckDBPyConnection) -> int:
         """How many traces are marked (a trace marked by several writes counts once)."""
-        row = con.execute("SELECT count(DISTINCT trace_id) FROM (SELECT trace_id FROM "
-                          "pending_derivations UNION ALL SELECT trace_id FROM "
-                          "pending_measurements)").fetchone()
-        return int(row[0]) if row else 0
+        rows = con.execute("SELECT count(DISTINCT trace_id) FROM (SELECT trace_id FROM "
+                           "pending_derivations UNION ALL SELECT trace_id FROM "
+                           "pending_measurements)").fetchall()  # all: no result left open
+        return int(rows[0][0]) if rows else 0
 
     @staticmethod
     def failed(con: duckdb.DuckDBPyConnection) -> int:
@@ -148,6 +150,7 @@ class PendingDerivations:
         down (what is not derived stays marked)."""
         started = time.perf_counter()
         derived = 0
+        rounds = 0
         if not self._bundled_checked:
             # a bundled price table of another version re-measures the runs it priced
             # (store/prices/bundled.py): once for each runner, before its first turn
@@ -155,6 +158,7 @@ class PendingDerivations:
             self._bundled_checked = True
         try:
             while True:
+                rounds += 1
                 if self.paced:
                     derived += self._derive_slices(con, 0, LARGE_TRACE_SPANS,
                                                    self.slice_traces)
@@ -164,7 +168,12 @@ class PendingDerivations:
                     derived += self._derive_slices(con, 0, _ANY_SIZE, self.slice_traces)
                 measured, in_full = self._measure(con)
                 derived += measured
-                if not in_full:
+                # Unpaced, a derivation that marked other traces again (docs/conventions.md: a model
+                # step's name that other traces' unnamed steps take changed) derives them too,
+                # a bounded number of rounds: their own derivation marks nothing further
+                # (derive_refresh.sql, 1d). Paced, serve's next turn takes them.
+                again = not self.paced and rounds < FOLLOW_UP_ROUNDS and self.count(con) > 0
+                if not in_full and not again:
                     break
         finally:
             self.traces_derived += derived

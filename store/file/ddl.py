@@ -29,7 +29,10 @@ from store.file.sql_files import load_queries
 #    runs and steps their token and dollar columns; declared_budgets the token, dollar and
 #    weekly dimensions; metered_spans (schema/derived.sql) and the price tables
 #    (schema/prices.sql) are new; every trace derived again.
-SCHEMA_VERSION = 7
+# 8: docs/conventions.md's rules across traces (a model step named after its service's named
+#    spans, HTTP client spans in a trace of their own): call_hulls, stray_calls and
+#    model_span_names (schema/recognition.sql) are new; every trace derived again.
+SCHEMA_VERSION = 8
 SCHEMA_FOLDER = Path(__file__).with_name("schema")
 # A file of an older version is brought up to date, one version at a time, by
 # schema_migrations/<from>_to_<to>.sql, run after the DDL (which creates what is new) in the

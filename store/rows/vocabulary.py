@@ -54,7 +54,7 @@ EXCEPTION_EVENT = "exception"
 # recorded as two spans, a row-11 operation with a step below it), what the derivation notes on a
 # trace it could not treat in full (derivation_notes), and what `budgetscope run --spans` says each
 # span is (store/derive/explain.py).
-WRAPPER_REASONS = ("twin", "over_steps")
+WRAPPER_REASONS = ("twin", "over_steps", "event_record", "preparation")
 DERIVATION_NOTES = ("http_beside_tool_skipped", "spans_capped", "runs_nested_too_deep",
                     "walk_depth_capped", "usage_values_ignored")
 SPAN_ROLES = ("run", "step", "transparent", "twin", "part", "wrapper", "outside")

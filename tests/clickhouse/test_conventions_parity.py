@@ -27,6 +27,7 @@ from tests.support.convention_traces import (
     call_traces,
     finished_spans,
     recognised_traces,
+    revised_traces,
     roll_up_trace,
     text_trace,
 )
@@ -65,7 +66,7 @@ RUN_COLUMNS += [column for column in RUN_COST_COLUMNS if column not in RUN_COLUM
 def _spans() -> list:
     spans = []
     builders: list[TraceBuilder] = [recognised_traces()[0], roll_up_trace()[0],
-                                    text_trace()[0]]
+                                    text_trace()[0], revised_traces()[0]]
     for builder in builders:
         spans.extend(builder.finished())
     # the calls' traces without the spans that never arrive (a lost parent, a rootless root)

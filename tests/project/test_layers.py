@@ -73,6 +73,9 @@ def test_the_layers_are_the_drawing() -> None:
 # import X`), the names only they use. A module of a room is imported directly only by these
 # files, each a test of that room's internals, with the module it may import and why.
 BELOW_THE_FRONT: dict[str, tuple[str, str]] = {
+    "bench/bench_derivation_statements.py": (
+        "store.derive.statements", "times each statement of the derivation as it runs (its "
+        "execute_file replaced by a copy that times each one), to tell where the CPU goes"),
     "tests/dashboard/test_dashboard_pages.py": (
         "store.read.reader", "counts the opens of one page run by replacing the connect the "
         "reader module calls; the front's `reader` is the function, not the module"),

@@ -73,6 +73,13 @@ LIBRARIES = [
     # LITELLM_LOCAL_MODEL_COST_MAP: LiteLLM would fetch its model-cost map at import
     Library("adk", "adk", ("adk_agent.py",),
             {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}),
+    Library("llama_index", "llama_index", ("llama_index_agent.py",)),
+    # spans never made current: each HTTP call a trace of its own (docs/conventions.md)
+    Library("stray_httpx", "httpx", ("stray_calls.py", "httpx")),
+    Library("stray_requests", "requests", ("stray_calls.py", "requests"),
+            {"OTEL_SEMCONV_STABILITY_OPT_IN": "http"}),
+    Library("stray_undici", "stray_undici", ("stray_undici.mjs",), node=True),
+    Library("span_shapes", "httpx", ("span_shapes.py",)),
 ]
 BY_NAME = {library.name: library for library in LIBRARIES}
 
@@ -177,7 +184,7 @@ def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> di
         attach_billed_usage(truth, world.model.billed)
         # the fakes are part of the harness: what they served is ground truth too
         truth["fake_servers"] = {"tool_writes_received": len(world.tools.writes),
-                                 "model_requests": [served["action"].get("do")
+                                 "model_requests": [served_as(served["action"])
                                                     for served in world.model.served],
                                  "model_calls_billed": len(world.model.billed),
                                  "otlp_trace_requests": requests,
@@ -186,6 +193,14 @@ def generate(library: Library, otlp: Path, truth_dir: Path, workdir: Path) -> di
         return truth
     finally:
         world.close()
+
+
+def served_as(action: dict) -> str:
+    """The scripted action a request got, as the truth lists it: `slow then status` for a slow
+    answer that ends in an error (fakes.py), so that what was answered with a 2xx is told."""
+    if action.get("do") == "slow" and "then" in action:
+        return f"slow then {action['then'].get('do')}"
+    return action.get("do")
 
 
 def attach_billed_usage(truth: dict, billed: list[dict]) -> None:

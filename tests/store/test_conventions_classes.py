@@ -46,7 +46,8 @@ def rolled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     ("own specific class stays", "client_timeout"),
     ("fallback error takes a nested timeout", "client_timeout"),
     ("tie on end: later start wins", "client_timeout"),
-    ("last ending unspecific gives nothing", "error"),
+    # a wrapper exception (rule 4 gives it only `error`) recorded after the 503 is passed over
+    ("a later wrapper exception is passed over", "upstream_error"),
     ("evidence two levels down", "cancelled"),
 ])
 def test_roll_up(rolled: dict[str, str], name: str, expected: str) -> None:

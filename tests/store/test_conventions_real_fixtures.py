@@ -30,13 +30,7 @@ from tests.support.real_fixture_compare import (
 NAMES = sorted(path.name.split(".")[0] for path in (FIXTURES / "otlp").glob("*.otlp.pb"))
 # Fixtures where the rules of docs/conventions.md, applied as written, give another answer than the
 # harness logged: strict xfails naming the spans. Empty: none.
-KNOWN: dict[str, str] = {
-    # smolagents' failed model call: OpenInference's LLM span 'OpenAIModel.generate' carries no
-    # model name when the call raised (llm.invocation_parameters '{}', no llm.model_name), so
-    # docs/conventions.md row 4 names the step after the span (CONVENTION_GAPS in
-    # tests/store/test_real_fixtures.py).
-    "smolagents": "a failed model call's span names no model",
-}
+KNOWN: dict[str, str] = {}
 STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level", "kind",
                 "name", "step_key", "convention", "class", "consumption_ms", "agent"]
 

@@ -12,6 +12,7 @@ rate), claude-sonnet-4-5 at $3 / $0.30 / $3.75 / $15.
 from __future__ import annotations
 
 import pytest
+from opentelemetry.trace import SpanKind
 
 from tests.support.cost_rows import metered, nano, notes, span_usage
 from tests.support.trace_builder import TraceBuilder, open_db, run_row, store
@@ -234,6 +235,40 @@ def test_the_provider_of_a_provider_slash_model_name_and_otel_ids(con):
     assert slash["cost_nano"] == nano("0.000018")
     for table in ("aws", "google", "azure", "x-ai", "mistral"):
         assert metered(con, f"otel {table}")["provider"] == table
+
+
+def test_a_stray_http_spans_usage_is_metered_in_the_run_it_joined(con):
+    """An HTTP client span in a trace of its own (docs/conventions.md) that joined the one step of
+    another trace around it is counted in that run, under that step, and its own trace is no run.
+    Inside a tool: its 1000 + 200 tokens are the run's and the tool's (unpriced: an HTTP span naming
+    a model is a model step, no stray). Inside a model call that carries 7 + 3 of its own: the model
+    span is an aggregate above it (docs/metrics.md §11.2), the run counts the stray's 120.
+    (tests/clickhouse/test_conventions_parity.py holds the ClickHouse derivation to the same
+    rows.)"""
+    b = TraceBuilder(seed=4646, service="stray-usage-svc")
+    http = {"http.request.method": "POST", "server.address": "models.example"}
+    in_tool = b.span("POST", 1_000, 2_000, kind=SpanKind.CLIENT, attributes={
+        **http, "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 200})
+    run = b.run(0, 10_000, 10_000)
+    tool = b.span("tool", 500, 3_000, parent=run, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "summarise"})
+    in_model = b.span("POST", 21_000, 22_000, kind=SpanKind.CLIENT, attributes={
+        **http, "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20})
+    second = b.run(20_000, 30_000, 10_000)
+    model = b.span("chat m", 20_500, 23_000, parent=second, attributes={
+        **CHAT, "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.output_tokens": 3})
+    store(con, b.finished())
+    rows = con.execute("SELECT trace_id, span_id, top_step_id, is_metered, tokens, cost_nano "
+                       "FROM metered_spans ORDER BY start_ns").fetchall()
+    assert rows == [
+        (b.trace_id(run), b.span_id(in_tool), b.span_id(tool), True, 1200, None),
+        (b.trace_id(second), b.span_id(model), b.span_id(model), False, 10, None),
+        (b.trace_id(second), b.span_id(in_model), b.span_id(model), True, 120, None)]
+    assert run_row(con, b.trace_id(run))["tokens"] == 1200
+    assert run_row(con, b.trace_id(second))["tokens"] == 120
+    assert con.execute("SELECT count(*) FROM runs WHERE trace_id IN (?, ?)",
+                       [b.trace_id(in_tool), b.trace_id(in_model)]).fetchone() == (0,)
 
 
 def test_a_provider_attribute_naming_the_instrumentation_is_read_as_absent(con):

@@ -330,3 +330,45 @@ def test_version_6_retypes_the_labels_the_3_to_4_migration_cut(tmp_path: Path) -
         assert con.execute(select).fetchone() == ("tool", "task", "chat", "ai.toolcall")
     finally:
         con.close()
+
+
+def test_version_7_gains_the_rules_across_traces(tmp_path: Path) -> None:
+    """Schema 7 → 8 (docs/conventions.md, HTTP client spans in a trace of their own; a model
+    step named after its service's named spans): the recognition's tables exist, every trace
+    is derived again, after which a stray HTTP trace is part of the call that held it."""
+    from opentelemetry.trace import SpanKind
+
+    from store.testing import PendingDerivations, refresh_touched
+    from tests.support.trace_builder import TraceBuilder
+
+    b = TraceBuilder(seed=8, service="svc")
+    stray = b.span("GET", 1_000, 2_000, kind=SpanKind.CLIENT, attributes={
+        "http.request.method": "GET", "server.address": "tools.example",
+        "http.response.status_code": 503})
+    run = b.run(0, 10_000, 10_000)
+    b.span("tool", 500, 3_000, parent=run, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    db = tmp_path / "v7.duckdb"
+    con = connect(db)
+    try:
+        SpanWriter(con).write(flatten_request(encode_spans(b.finished())))
+        for table in ("call_hulls", "stray_calls", "model_span_names"):
+            con.execute(f"DROP TABLE {table}")
+        con.execute("DELETE FROM pending_derivations")
+        con.execute("UPDATE budgetscope_meta SET value = '7' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+    con = connect(db)
+    try:
+        assert con.execute("SELECT value FROM budgetscope_meta WHERE key = 'schema_version'"
+                           ).fetchone()[0] == str(SCHEMA_VERSION) == "8"
+        assert con.execute("SELECT count(DISTINCT trace_id) FROM pending_derivations"
+                           ).fetchone()[0] == 2
+        PendingDerivations(refresh_touched).run(con)
+        assert con.execute("SELECT trace_id, class FROM steps").fetchall() == [
+            (b.trace_id(run), "upstream_error")]
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert con.execute("SELECT trace_id FROM stray_calls WHERE holder_span_id IS NOT NULL"
+                           ).fetchall() == [(b.trace_id(stray),)]
+    finally:
+        con.close()

@@ -363,7 +363,7 @@ def roll_up_trace() -> tuple[TraceBuilder, Any]:
         ("tie on end: later start wins", "error",
          [(0, 6, {"http.response.status_code": 503}, []),
           (2, 6, {"rpc.grpc.status_code": 4}, [])]),
-        ("last ending unspecific gives nothing", "error",
+        ("a later wrapper exception is passed over", "error",
          [(0, 3, {"http.response.status_code": 503}, []), (3, 6, {}, ["ValueError"])]),
         ("evidence two levels down", "error", [(0, 5, {"budget.outcome": "cancelled"}, [])]),
     ]
@@ -382,3 +382,176 @@ def roll_up_trace() -> tuple[TraceBuilder, Any]:
                    kind=SpanKind.CLIENT if "http" in str(attributes) else SpanKind.INTERNAL,
                    attributes={**http, **attributes}, exceptions=exceptions)
     return b, run
+
+
+def revised_traces() -> tuple[TraceBuilder, dict[str, Any]]:
+    """The span shapes and rules across traces of docs/conventions.md, one concern per run
+    (tests/store/test_conventions_across.py): a callable's method, event records, a model step
+    without a model name, HTTP client spans beside a model call, and HTTP client spans in a trace of
+    their own. Every span arrives."""
+    b = TraceBuilder(seed=4646, service="revised-svc")
+    runs: dict[str, Any] = {}
+    oi_tool = {OI: "TOOL"}
+
+    # A callable object's method names no tool: fetch_report.__call__ is fetch_report.
+    run = runs["callable"] = b.run(0, 10_000, 10_000)
+    b.span("fetch_report.__call__", 0, 1_000, parent=run,
+           attributes={**oi_tool, "tool.name": "fetch_report.__call__"})
+    b.span("Planner.__call__", 1_000, 2_000, parent=run, attributes={OP: "execute_tool"})
+    b.span(".__call__", 2_000, 3_000, parent=run, attributes={OP: "execute_tool"})
+
+    # Event records: a 0 ms `error` child of the failed call, unnamed, below a span of its kind.
+    run = runs["event records"] = b.run(0, 10_000, 10_000)
+    failed = b.span("fetch tool", 0, 2_000, parent=run, error=True,
+                    attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch"},
+                    exceptions=["httpx.ReadTimeout"])
+    b.span("error", 2_000, 2_000, parent=failed, error=True, attributes={OP: "execute_tool"},
+           exceptions=["ToolException"])
+    llm = b.span("llm call", 3_000, 5_000, parent=run, error=True,
+                 attributes={OI: "LLM", "llm.model_name": "gpt-x"},
+                 exceptions=["openai.RateLimitError"])
+    b.span("error", 5_000, 5_000, parent=llm, error=True, attributes={OI: "LLM"})
+    # not merged: a named 0 ms child under a tool of another name is a nested step, and an
+    # unnamed tool with no span of its kind above it is a step
+    search = b.span("search tool", 6_000, 8_000, parent=run,
+                    attributes={OP: "execute_tool", "gen_ai.tool.name": "search"})
+    b.span("fetch_report", 7_000, 7_000, parent=search,
+           attributes={OP: "execute_tool", "gen_ai.tool.name": "fetch_report"})
+    b.span("lonely", 8_000, 9_000, parent=run, attributes={OP: "execute_tool"})
+
+    # A wrapper exception recorded after the client's timeout is passed over by the roll-up.
+    run = runs["wrapper exception"] = b.run(0, 10_000, 10_000)
+    tool = b.span("wrapped tool", 0, 3_000, parent=run, error=True,
+                  attributes={OP: "execute_tool", "gen_ai.tool.name": "wrapped"})
+    b.span("wrapped http", 0, 2_000, parent=tool, kind=CLIENT,
+           attributes=HTTP, exceptions=["httpx.ReadTimeout"], error=True)
+    b.span("framework", 2_000, 2_900, parent=tool, exceptions=["ToolInvocationError"],
+           error=True)
+
+    # An HTTP client span beside its model call (the model span not made current).
+    run = runs["beside model"] = b.run(0, 10_000, 10_000)
+    b.span("chat beside", 0, 3_000, parent=run, kind=CLIENT, attributes=CHAT)
+    b.span("chat http", 100, 2_900, parent=run, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 503})
+
+    # A model step without a model name: the failed call of a service whose named spans of that
+    # span name all say gpt-4o; not merged: two names, none, another service.
+    gen = {OI: "LLM"}
+    for service, names in (("named-svc", ["gpt-4o", "gpt-4o"]), ("two-names-svc", ["a", "b"]),
+                           ("no-names-svc", [])):
+        run = runs[f"unnamed {service}"] = b.run(0, 10_000, 10_000)
+        b.span(f"Generator.run {service}", 0, 1_000, parent=run, service=service, error=True,
+               attributes=gen, exceptions=["openai.InternalServerError"])
+        for index, model in enumerate(names):
+            named = runs[f"named {service} {index}"] = b.run(0, 10_000, 10_000)
+            b.span(f"Generator.run {service}", 0, 1_000, parent=named, service=service,
+                   attributes={**gen, "llm.model_name": model})
+    # the same span name in another service names nothing here
+    run = runs["unnamed other service"] = b.run(0, 10_000, 10_000)
+    b.span("Generator.run named-svc", 0, 1_000, parent=run, service="other-svc",
+           attributes=gen, error=True)
+
+    # HTTP client spans in a trace of their own, in service stray-svc (its run spans are of it
+    # too): two runs whose tools overlap in time (concurrent runs of one service).
+    stray = {"service": "stray-svc", "kind": CLIENT}
+    run_a = runs["stray run a"] = b.span("agent run a", 0, 10_000, service="stray-svc",
+                                         attributes={"budget.total_ms": 10_000})
+    b.span("tool a", 0, 3_000, parent=run_a, service="stray-svc", ok=True,
+           attributes={OI: "TOOL", "tool.name": "lookup"})
+    run_b = runs["stray run b"] = b.span("agent run b", 1_000, 10_000, service="stray-svc",
+                                         attributes={"budget.total_ms": 10_000})
+    b.span("tool b", 1_000, 4_000, parent=run_b, service="stray-svc",
+           attributes={OI: "TOOL", "tool.name": "lookup"})
+    b.span("model b", 5_000, 8_000, parent=run_b, service="stray-svc", attributes=CHAT)
+    runs["stray in a"] = b.span("GET in a", 100, 900, **stray,
+                                attributes={**HTTP, "http.response.status_code": 503})
+    runs["stray in both"] = b.span("GET in both", 1_500, 2_500, **stray, attributes=HTTP)
+    runs["stray in b"] = b.span("GET in b", 3_200, 3_900, **stray, attributes={
+        "http.method": "GET", "http.url": "https://tools.example/x"}, exceptions=[
+        "httpx.ReadTimeout"], error=True)
+    runs["stray in model"] = b.span("POST in model", 5_100, 7_900, **stray, attributes={
+        "http.request.method": "POST", "server.address": "api.openai.example",
+        "http.response.status_code": 429})
+    runs["stray in none"] = b.span("GET in none", 9_000, 9_500, **stray, attributes=HTTP)
+    # not strays: a model call of row 9, a span with its own budget, a gRPC call, another
+    # service's, a trace of two spans
+    runs["row 9 alone"] = b.span("chat alone", 200, 800, **stray, attributes={
+        "gen_ai.system": "openai", "gen_ai.request.model": "gpt-x"})
+    runs["budgeted http"] = b.span("GET budgeted", 200, 800, **stray,
+                                   attributes={**HTTP, "budget.total_ms": 1_000})
+    runs["grpc alone"] = b.span("grpc alone", 200, 800, **stray, attributes={
+        "rpc.system": "grpc", "rpc.service": "a.B", "rpc.method": "C"})
+    runs["other service http"] = b.span("GET other service", 200, 800, service="elsewhere",
+                                        kind=CLIENT, attributes=HTTP)
+    two = runs["two spans"] = b.span("GET two", 200, 800, **stray, attributes=HTTP)
+    b.span("GET two child", 300, 700, parent=two, service="stray-svc", kind=CLIENT,
+           attributes=HTTP)
+    preparation_traces(b, runs)
+    return b, runs
+
+
+# An LLM span as LlamaIndex's OpenInference spans carry it, and what a model's answer adds.
+LLM = {OI: "LLM", "llm.model_name": "gpt-x", "output.value": '{"messages": []}'}
+ANSWERED = {**LLM, "llm.token_count.total": 18, "llm.output_messages.0.message.role": "assistant"}
+
+
+def preparation_traces(b: TraceBuilder, runs: dict[str, Any]) -> None:
+    """docs/conventions.md, "A preparation span is not a call": a model span with no sign of a call
+    (no span below it, not CLIENT, no evidence nor error, no usage nor response) right before a
+    model call of the same name under the same parent, one run per case (concern "prep …")."""
+    # LlamaIndex's shape: the preparation, then the call (a wrapper around the LLM's own span,
+    # the client's POST below it), under one workflow step; then a second call whose only sign
+    # is its usage (no HTTP instrumentation).
+    run = runs["prep llama"] = b.run(0, 10_000, 10_000)
+    step = b.span("run_agent_step", 0, 9_000, parent=run, attributes={OI: "CHAIN"})
+    b.span("prepare 1", 0, 1, parent=step, attributes=LLM)
+    outer = b.span("achat outer", 2, 3_000, parent=step, attributes=LLM)
+    inner = b.span("achat inner", 3, 2_990, parent=outer, attributes=ANSWERED)
+    b.span("POST", 10, 2_980, parent=inner, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 200})
+    b.span("prepare 2", 4_000, 4_001, parent=step, attributes=LLM)
+    b.span("achat usage only", 4_002, 6_000, parent=step,
+           attributes={**LLM, "llm.token_count.total": 18})
+    # the call failed (503 on its HTTP span): its preparation is still none
+    b.span("prepare 3", 7_000, 7_001, parent=step, attributes=LLM)
+    failed = b.span("achat failed", 7_002, 8_000, parent=step, error=True, attributes=LLM,
+                    exceptions=["openai.InternalServerError"])
+    b.span("POST failed", 7_010, 7_990, parent=failed, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 503})
+
+    # Not merged:
+    # two short calls in parallel, neither answering anything it records
+    run = runs["prep parallel"] = b.run(0, 10_000, 10_000)
+    b.span("parallel 1", 0, 100, parent=run, attributes=LLM)
+    b.span("parallel 2", 50, 150, parent=run, attributes=LLM)
+    # a cached answer (no I/O, but it carries the response) right before a real call
+    run = runs["prep cached"] = b.run(0, 10_000, 10_000)
+    b.span("cached answer", 0, 1, parent=run,
+           attributes={**LLM, "llm.output_messages.0.message.role": "assistant"})
+    b.span("real call", 2, 1_000, parent=run, attributes=ANSWERED)
+    # a quiet span followed by another quiet one: nothing shows a call
+    run = runs["prep quiet pair"] = b.run(0, 10_000, 10_000)
+    b.span("quiet 1", 0, 1, parent=run, attributes=LLM)
+    b.span("quiet 2", 2, 3, parent=run, attributes=LLM)
+    # followed by a call of another model, by a tool first, or by its HTTP call beside it
+    run = runs["prep other model"] = b.run(0, 10_000, 10_000)
+    b.span("quiet before other", 0, 1, parent=run, attributes=LLM)
+    b.span("other model call", 2, 1_000, parent=run,
+           attributes={**ANSWERED, "llm.model_name": "gpt-y"})
+    run = runs["prep tool between"] = b.run(0, 10_000, 10_000)
+    b.span("quiet before tool", 0, 1, parent=run, attributes=LLM)
+    b.span("tool between", 2, 10, parent=run, attributes={OI: "TOOL", "tool.name": "lookup"})
+    b.span("call after tool", 20, 1_000, parent=run, attributes=ANSWERED)
+    run = runs["prep beside http"] = b.run(0, 10_000, 10_000)
+    b.span("model not current", 0, 1_000, parent=run, attributes=LLM)
+    b.span("its http beside", 10, 990, parent=run, kind=CLIENT,
+           attributes={**HTTP, "http.response.status_code": 200})
+    b.span("next call", 1_100, 2_000, parent=run, attributes=ANSWERED)
+    # a quiet span that is a CLIENT span (a call that leaves the process), or that failed
+    run = runs["prep client"] = b.run(0, 10_000, 10_000)
+    b.span("quiet client", 0, 1, parent=run, kind=CLIENT, attributes=CHAT)
+    b.span("client call", 2, 1_000, parent=run, kind=CLIENT,
+           attributes={**CHAT, "gen_ai.usage.output_tokens": 7})
+    run = runs["prep failed"] = b.run(0, 10_000, 10_000)
+    b.span("quiet failed", 0, 1, parent=run, attributes=LLM, error=True)
+    b.span("call after failure", 2, 1_000, parent=run, attributes=ANSWERED)

@@ -149,7 +149,9 @@ WITH raw AS (
                arrayFilter(x -> trimBoth(x) != '',
                            arrayMap((n, a) -> if(n = 'exception', a['exception.message'], ''),
                                     Events.Name, Events.Attributes)) AS event_messages,
-               arrayZip(Links.TraceId, Links.SpanId) AS links
+               arrayZip(Links.TraceId, Links.SpanId) AS links,
+               -- for a model span's sign of a call (docs/conventions.md, a preparation span)
+               mapKeys(SpanAttributes) AS attribute_keys
         FROM otel_traces
         LIMIT 1 BY TraceId, SpanId
 ), typed AS (
@@ -186,10 +188,13 @@ WITH raw AS (
            -- cost, the budgets, the attributes ignored (as store/rows/usage.py merges them)
            /*@usage_typed*/
     FROM typed
+), row_named AS (
+    -- the name the matched row gives from the span's attributes, if any (docs/conventions.md)
+    SELECT *, /*@row_name*/ AS row_name FROM recognised
 ), named AS (
     SELECT *,
            /*@step_kind*/ AS step_kind,
-           /*@step_name*/ AS step_name,
+           /*@raw_step_name*/ AS raw_step_name,
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
@@ -215,9 +220,12 @@ WITH raw AS (
                                 exception_texts, exception_messages,
                                 if(status_code = 2, [status_message], []))) AS error_norms,
            arrayMap(n -> /*@code_n*/, error_norms) AS error_codes
-    FROM recognised
+    FROM row_named
 ), classed AS (
     SELECT *,
+           -- docs/conventions.md: a callable's `.__call__` dropped; an unnamed span of rows 2-9
+           /*@step_name*/ AS step_name,
+           /*@unnamed*/ AS unnamed,
            coalesce(/*@outcome_class*/, if(budget_refusal, 'refused', NULL),
                     /*@http_class*/, /*@grpc_class*/,
                     arrayFirst(c -> c IS NOT NULL,
@@ -244,11 +252,30 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        step_kind, step_name, convention,
        specific,
        coalesce(specific, if(has_error_type OR status_code = 2, 'error', 'ok')) AS own_class,
+       -- rule 6's evidence; a wrapper exception that rule 4 classes `error` only is passed over
        budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
-           OR grpc_status_code IS NOT NULL OR has_error_type OR length(exception_messages) > 0
+           OR grpc_status_code IS NOT NULL
+           OR ((has_error_type OR length(exception_messages) > 0) AND specific IS NOT NULL)
            AS has_evidence,
-       links AS link_targets
+       links AS link_targets,
+       unnamed,
+       -- docs/conventions.md, "A preparation span is not a call": a model span's own sign of a call
+       -- (NULL for other spans), read by derive_recognise.sql
+       /*@model_sign*/ AS model_sign,
+       -- docs/conventions.md, "HTTP client spans in a trace of their own": a root HTTP client span
+       -- of row 12 without a budget, which a trace of one span may be
+       /*@stray_call*/ AND parent_span_id IS NULL AND budget_total_ms IS NULL AS stray_root
 FROM classed;
+
+-- docs/conventions.md, "A model step without a model name" (as derive_refresh.sql 1d, over every
+-- trace at once): an unnamed model span takes the one name that the named model spans of rows 2-9
+-- of its service with its span name carry; none, or two or more: its span name.
+CREATE TABLE budgetscope_tmp_model_names ENGINE = MergeTree ORDER BY tuple() AS
+SELECT coalesce(service_name, '') AS service_name, name AS span_name,
+       if(uniqExact(step_name) = 1, any(step_name), NULL) AS resolved
+FROM budgetscope_tmp_spans_read
+WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/) AND NOT unnamed
+GROUP BY service_name, span_name;
 
 -- 1b. One call, two sibling spans (as derive_refresh.sql step 1b): one parent, one step key,
 -- nested intervals, two instrumentation scopes, paired one to one with the nearest; the outer is
@@ -328,7 +355,9 @@ WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans_read GROUP BY trac
 QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
 
 CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
-SELECT s.* EXCEPT (is_run),
+SELECT s.* EXCEPT (is_run, step_name),
+       if(s.unnamed AND s.step_kind = 'model' AND m.resolved IS NOT NULL, m.resolved,
+          s.step_name) AS step_name,
        s.is_run OR coalesce(s.span_id = a.root_missing_run, false) AS is_run,
        coalesce(s.span_id = a.root_missing_run, false) AS root_missing,
        if(p.parent_missing AND NOT (a.anchor IS NOT NULL AND s.span_id = a.anchor), a.anchor,
@@ -346,6 +375,9 @@ JOIN (SELECT trace_id AS a_trace_id, root_missing_run, anchor FROM budgetscope_t
 LEFT JOIN (SELECT trace_id AS t_trace_id, span_id AS t_span_id
            FROM budgetscope_tmp_sibling_twins) t
        ON t.t_trace_id = s.trace_id AND t.t_span_id = s.span_id
+LEFT JOIN (SELECT service_name AS m_service, span_name AS m_span_name, resolved
+           FROM budgetscope_tmp_model_names) m
+       ON m.m_service = coalesce(s.service_name, '') AND m.m_span_name = s.name
 WHERE (s.trace_id, s.span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_capped);
 
 -- The walk (derive_walk.sql) reads budgetscope_tmp_walk_spans and appends to budgetscope_tmp_walk.

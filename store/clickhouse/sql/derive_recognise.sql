@@ -3,7 +3,8 @@
 --
 -- One call, two nested spans (a model step whose nearest step below is a model step, a tool
 -- step whose nearest step below has its key; two budget steps stay two, an instrumentation's
--- span inside a budget step is the wrapper), and a row-11 span with a step of rows 1-10 below.
+-- span inside a budget step is the wrapper), and a row-11 span with a step of rows 1-10 below;
+-- before them, event records and preparation spans.
 CREATE TABLE budgetscope_tmp_below_step ENGINE = MergeTree ORDER BY tuple() AS
 SELECT w.trace_id AS trace_id, w.span_id AS span_id, assumeNotNull(w.step_parent) AS step_parent,
        c.step_row AS step_row, c.step_kind AS step_kind,
@@ -13,6 +14,62 @@ FROM budgetscope_tmp_walk w
 JOIN budgetscope_tmp_spans c ON c.trace_id = w.trace_id AND c.span_id = w.span_id
 JOIN budgetscope_tmp_spans p ON p.trace_id = w.trace_id AND p.span_id = w.step_parent
 WHERE w.own AND w.is_step AND w.step_parent IS NOT NULL;
+
+-- An event record is not a call (as derive_recognise.sql): an unnamed step of rows 2-9 with a
+-- span of its kind among the steps above it, or the run span, is a wrapper; decided first.
+CREATE TABLE budgetscope_tmp_event_records ENGINE = MergeTree ORDER BY tuple() AS
+SELECT e.e_trace_id AS trace_id, e.e_span_id AS span_id, argMax(e.above, e.position) AS because_of
+FROM (
+    SELECT w.trace_id AS e_trace_id, w.span_id AS e_span_id, c.step_kind AS e_kind, above,
+           position
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans c ON c.trace_id = w.trace_id AND c.span_id = w.span_id
+    ARRAY JOIN arrayPopBack(w.path) AS above, arrayEnumerate(arrayPopBack(w.path)) AS position
+    WHERE w.own AND w.is_step AND c.unnamed AND c.step_kind IN ('model', 'tool')
+      AND length(w.path) > 1
+) e
+JOIN (SELECT trace_id AS p_trace_id, span_id AS p_span_id, step_row, step_kind
+      FROM budgetscope_tmp_spans) p ON p.p_trace_id = e.e_trace_id AND p.p_span_id = e.above
+WHERE p.step_row IS NOT NULL AND p.step_kind = e.e_kind
+GROUP BY e.e_trace_id, e.e_span_id;
+
+-- A preparation span is not a call (as derive_recognise.sql): a model step with no sign of a call
+-- (no span below it, model_sign false) whose next span under the same parent starts after it
+-- ends and is a model span of the same name that shows one is a wrapper; decided first.
+CREATE TABLE budgetscope_tmp_preparations ENGINE = MergeTree ORDER BY tuple() AS
+WITH quiet AS (
+    SELECT s.trace_id AS trace_id, s.span_id AS span_id, s.walk_parent AS walk_parent,
+           s.start_ns AS start_ns, s.end_ns AS end_ns, s.step_name AS step_name
+    FROM budgetscope_tmp_spans s
+    WHERE NOT s.model_sign AND s.walk_parent IS NOT NULL
+      AND (s.trace_id, s.span_id) IN (SELECT trace_id, span_id FROM budgetscope_tmp_walk
+                                      WHERE own AND is_step)
+      AND (s.trace_id, s.span_id) NOT IN (SELECT trace_id, walk_parent FROM budgetscope_tmp_spans
+                                          WHERE walk_parent IS NOT NULL)
+), next_span AS (
+    -- the span under the same parent that starts next (ties: the smaller span id first)
+    SELECT q.trace_id AS trace_id, q.span_id AS span_id, any(q.end_ns) AS end_ns,
+           any(q.step_name) AS step_name,
+           argMin(n.n_span_id, tuple(n.n_start_ns, n.n_span_id)) AS next_id
+    FROM quiet q
+    JOIN (SELECT trace_id AS n_trace_id, span_id AS n_span_id, walk_parent AS n_parent,
+                 start_ns AS n_start_ns
+          FROM budgetscope_tmp_spans) n
+      ON n.n_trace_id = q.trace_id AND n.n_parent = q.walk_parent
+    WHERE tuple(n.n_start_ns, n.n_span_id) > tuple(q.start_ns, q.span_id)
+    GROUP BY q.trace_id, q.span_id
+)
+SELECT q.trace_id AS trace_id, q.span_id AS span_id, q.next_id AS because_of
+FROM next_span q
+JOIN (SELECT trace_id AS f_trace_id, span_id AS f_span_id, start_ns AS f_start_ns,
+             step_row AS f_row, step_kind AS f_kind, step_name AS f_name, model_sign AS f_sign
+      FROM budgetscope_tmp_spans) f
+  ON f.f_trace_id = q.trace_id AND f.f_span_id = q.next_id
+WHERE f.f_start_ns >= q.end_ns AND f.f_row IS NOT NULL AND f.f_kind = 'model'
+  AND f.f_name = q.step_name
+  AND (coalesce(f.f_sign, false)
+       OR (f.f_trace_id, f.f_span_id) IN (SELECT trace_id, walk_parent FROM budgetscope_tmp_spans
+                                          WHERE walk_parent IS NOT NULL));
 
 CREATE TABLE budgetscope_tmp_demoted ENGINE = MergeTree ORDER BY tuple() AS
 WITH RECURSIVE over_steps AS (
@@ -26,11 +83,22 @@ WITH RECURSIVE over_steps AS (
     WHERE b.parent_row = '11'
 )
 SELECT trace_id, if(parent_row = '1', span_id, step_parent) AS span_id, 'twin' AS reason,
-       if(parent_row = '1', step_parent, budgetscope_tmp_below_step.span_id) AS because_of
-FROM budgetscope_tmp_below_step
+       if(parent_row = '1', step_parent, b.span_id) AS because_of
+FROM budgetscope_tmp_below_step b
 WHERE NOT (step_row = '1' AND parent_row = '1')
+  -- (the table's own span_id: the column list above names another span_id)
+  AND (b.trace_id, b.span_id) NOT IN (SELECT trace_id, span_id
+                                      FROM budgetscope_tmp_event_records)
+  AND (b.trace_id, b.span_id) NOT IN (SELECT trace_id, span_id
+                                      FROM budgetscope_tmp_preparations)
   AND ((step_kind = 'model' AND parent_kind = 'model')
        OR (step_kind = 'tool' AND parent_key = step_key))
+UNION ALL
+SELECT trace_id, span_id, 'event_record' AS reason, because_of
+FROM budgetscope_tmp_event_records
+UNION ALL
+SELECT trace_id, span_id, 'preparation' AS reason, because_of
+FROM budgetscope_tmp_preparations
 UNION ALL
 SELECT trace_id, span_id, 'over_steps' AS reason, min(below) AS because_of
 FROM over_steps GROUP BY trace_id, span_id;

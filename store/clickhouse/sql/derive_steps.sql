@@ -1,9 +1,10 @@
 -- name: derive_steps
 -- The steps, their levels and classes, and the runs, from the walk (as store/derive/sql/derive_steps.sql); derive_measure.sql follows.
 
--- 2b. HTTP client spans beside their tool (as derive_steps.sql step 2b): a row-12 step with no
--- step below it inside exactly one tool step of its run and no other (agents do not count) rolls
--- up into that tool. Runs where the pairs to compare would pass 4,000,000 are left as they are.
+-- 2b. HTTP client spans beside their call (as derive_steps.sql step 2b): a row-12 step with no
+-- step below it inside exactly one tool or model step of its run and no other (agents do not
+-- count) rolls up into that call. Runs where the pairs to compare would pass 4,000,000 are left
+-- as they are.
 CREATE TABLE budgetscope_tmp_beside_steps ENGINE = MergeTree ORDER BY tuple() AS
 SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS span_id,
        s.step_kind AS step_kind, s.start_ns AS start_ns, s.end_ns AS end_ns, w.path AS path,
@@ -19,7 +20,7 @@ WITH runs AS (
     SELECT trace_id, run_span_id
     FROM budgetscope_tmp_beside_steps
     GROUP BY trace_id, run_span_id
-    HAVING countIf(lone_call) > 0 AND countIf(step_kind = 'tool') > 0
+    HAVING countIf(lone_call) > 0 AND countIf(step_kind IN (/*@holder_kinds*/)) > 0
        AND countIf(lone_call) * count() <= 4000000
 )
 SELECT c.trace_id AS trace_id, c.run_span_id AS run_span_id, c.span_id AS span_id,
@@ -29,17 +30,96 @@ JOIN budgetscope_tmp_beside_steps s ON s.trace_id = c.trace_id AND s.run_span_id
 WHERE c.lone_call AND (c.trace_id, c.run_span_id) IN (SELECT * FROM runs)
   AND s.span_id != c.span_id AND s.start_ns <= c.start_ns AND s.end_ns >= c.end_ns
 GROUP BY c.trace_id, c.run_span_id, c.span_id
-HAVING count() = 1 AND min(s.step_kind = 'tool') = 1;
+HAVING count() = 1 AND min(s.step_kind IN (/*@holder_kinds*/)) = 1;
 
--- Such a span, and every span whose nearest step it was, roll up into the tool instead.
+-- 2d. HTTP client spans in a trace of their own (as derive_steps.sql step 2d, over every trace
+-- at once): the model and tool steps by service and 2^27 ns bucket, a run that is its own single
+-- step among them; each trace of one root HTTP client span of row 12 without a budget joins the
+-- one such step of another trace of its service that holds its interval (two or more, or none:
+-- it stays a run).
+CREATE TABLE budgetscope_tmp_call_steps ENGINE = MergeTree ORDER BY tuple() AS
+WITH stray_services AS (
+    -- only the services a stray root belongs to can hold one: none, no step is kept
+    SELECT DISTINCT coalesce(service_name, '') AS service FROM budgetscope_tmp_spans
+    WHERE stray_root
+), held AS (
+    SELECT w.trace_id AS trace_id, w.span_id AS span_id, w.run_span_id AS run_span_id,
+           s.start_ns AS start_ns, s.end_ns AS end_ns,
+           coalesce(s.service_name, '') AS service_name
+    FROM budgetscope_tmp_walk w
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    WHERE w.own AND w.is_step AND s.step_kind IN (/*@holder_kinds*/)
+      AND coalesce(s.service_name, '') IN (SELECT service FROM stray_services)
+    UNION ALL
+    SELECT trace_id, span_id, span_id AS run_span_id, start_ns, end_ns,
+           coalesce(service_name, '') AS service_name
+    FROM budgetscope_tmp_spans
+    WHERE is_run AND candidate AND step_kind IN (/*@holder_kinds*/)
+      AND coalesce(service_name, '') IN (SELECT service FROM stray_services)
+      AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_walk
+                                      WHERE own AND is_step)
+      AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_walk
+                                      WHERE own AND is_step)
+)
+SELECT service_name,
+       toNullable(arrayJoin(range(intDiv(start_ns, 134217728),
+                                  intDiv(end_ns, 134217728) + 1))) AS bucket,
+       start_ns, end_ns, trace_id, span_id, run_span_id
+FROM held WHERE intDiv(end_ns, 134217728) - intDiv(start_ns, 134217728) < 4096
+UNION ALL
+SELECT service_name, CAST(NULL, 'Nullable(Int64)') AS bucket, start_ns, end_ns, trace_id,
+       span_id, run_span_id
+FROM held WHERE intDiv(end_ns, 134217728) - intDiv(start_ns, 134217728) >= 4096;
+
+CREATE TABLE budgetscope_tmp_stray_joins ENGINE = MergeTree ORDER BY tuple() AS
+WITH strays AS (
+    SELECT trace_id AS s_trace_id, span_id AS s_span_id,
+           coalesce(service_name, '') AS s_service, start_ns AS s_start, end_ns AS s_end
+    FROM budgetscope_tmp_spans
+    -- the traces of one span among those with a stray root: without a stray, no trace is
+    -- grouped (grouping every trace cost more than the rest of the rule on the sample)
+    WHERE stray_root AND trace_id IN (
+        SELECT trace_id FROM budgetscope_tmp_spans
+        WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans WHERE stray_root)
+        GROUP BY trace_id HAVING count() = 1)
+), holding AS (
+    SELECT s.s_trace_id AS trace_id, s.s_span_id AS span_id, k.trace_id AS holder_trace_id,
+           k.span_id AS holder_span_id, k.run_span_id AS holder_run_span_id
+    FROM strays s
+    JOIN budgetscope_tmp_call_steps k
+      ON k.service_name = s.s_service AND k.bucket = intDiv(s.s_start, 134217728)
+    WHERE k.start_ns <= s.s_start AND k.end_ns >= s.s_end AND k.trace_id != s.s_trace_id
+    UNION ALL
+    SELECT s.s_trace_id, s.s_span_id, k.trace_id, k.span_id, k.run_span_id
+    FROM strays s
+    JOIN (SELECT * FROM budgetscope_tmp_call_steps WHERE bucket IS NULL) k
+      ON k.service_name = s.s_service
+    WHERE k.start_ns <= s.s_start AND k.end_ns >= s.s_end AND k.trace_id != s.s_trace_id
+)
+SELECT trace_id, span_id, any(holder_trace_id) AS holder_trace_id,
+       any(holder_span_id) AS holder_span_id, any(holder_run_span_id) AS holder_run_span_id
+FROM holding GROUP BY trace_id, span_id HAVING count() = 1;
+
+-- Such a span, and every span whose nearest step it was, roll up into the call instead; a stray
+-- that joined a step is walked below it (`span_trace_id`: the trace the span is stored in), and
+-- its own walk goes.
 CREATE TABLE budgetscope_tmp_walk_final ENGINE = MergeTree ORDER BY tuple() AS
-SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS span_id,
+SELECT w.trace_id AS trace_id, w.trace_id AS span_trace_id, w.run_span_id AS run_span_id,
+       w.span_id AS span_id,
        w.is_step AND NOT (b.span_id IS NOT NULL AND w.span_id = b.span_id) AS is_step,
        w.step_parent AS step_parent, w.own AS own, w.nested AS nested, w.depth AS depth,
        if(b.span_id IS NOT NULL, b.tool_path, w.path) AS path
 FROM budgetscope_tmp_walk w
 LEFT JOIN budgetscope_tmp_beside b ON b.trace_id = w.trace_id AND b.run_span_id = w.run_span_id
-                                  AND b.span_id = w.path[-1];
+                                  AND b.span_id = w.path[-1]
+WHERE w.trace_id NOT IN (SELECT trace_id FROM budgetscope_tmp_stray_joins)
+UNION ALL
+SELECT h.trace_id AS trace_id, j.trace_id AS span_trace_id, h.run_span_id AS run_span_id,
+       j.span_id AS span_id, false AS is_step, toNullable(h.span_id) AS step_parent,
+       true AS own, false AS nested, toUInt32(h.depth + 1) AS depth, h.path AS path
+FROM budgetscope_tmp_stray_joins j
+JOIN budgetscope_tmp_walk h ON h.trace_id = j.holder_trace_id AND h.span_id = j.holder_span_id
+                           AND h.run_span_id = j.holder_run_span_id;
 
 -- 3. Run-level facts that do not depend on steps.
 -- The runs' own tree (as derive_steps.sql step 2c): each run with every run nested in it.
@@ -76,6 +156,8 @@ WITH lone_agent AS (
     FROM budgetscope_tmp_spans r
     LEFT JOIN lone_agent a ON a.trace_id = r.trace_id AND a.run_span_id = r.span_id
     WHERE r.is_run
+      AND (r.trace_id, r.span_id) NOT IN (SELECT trace_id, span_id
+                                          FROM budgetscope_tmp_stray_joins)
 ), declared AS (
     -- docs/guide.md#declaring-budgets: B is the span's own budget.total_ms, else the budget
     -- declared for the run's agent, else the declared default (as derive_refresh.sql step 3).
@@ -99,7 +181,7 @@ WITH lone_agent AS (
 ), own_end AS (
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS own_end_ns
     FROM budgetscope_tmp_walk_final w
-    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.span_trace_id AND s.span_id = w.span_id
     GROUP BY w.trace_id, w.run_span_id
 ), latest AS (
     -- each run's own spans and the runs nested in it (budgetscope_tmp_run_tree)
@@ -154,6 +236,7 @@ INSERT INTO budgetscope_tmp_found
 SELECT trace_id, span_id AS run_span_id, span_id, CAST(NULL, 'Nullable(String)') AS step_parent
 FROM budgetscope_tmp_spans
 WHERE is_run AND candidate
+  AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_stray_joins)
   AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_found)
   AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_found);
 
@@ -210,7 +293,7 @@ FROM (
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS evidence_id,
            above, s.specific AS specific, s.end_ns AS end_ns, s.start_ns AS start_ns
     FROM budgetscope_tmp_walk_final w
-    JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+    JOIN budgetscope_tmp_spans s ON s.trace_id = w.span_trace_id AND s.span_id = w.span_id
     ARRAY JOIN w.path AS above
     WHERE s.has_evidence AND w.depth > 0
 )

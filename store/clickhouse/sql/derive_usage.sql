@@ -11,6 +11,10 @@
 -- at depth 0; every other span the run whose walk owns it), its steps above (`path`, HTTP spans
 -- beside their call already moved under it) and its depth. One call recorded twice: a wrapper
 -- that carries is the call it wraps (`wraps`), and never metered when that call carries too.
+-- An HTTP client span in a trace of its own that joined a step of another trace
+-- (docs/conventions.md, budgetscope_tmp_stray_joins) is walked there, under its holder's trace
+-- id (the walk's row of it names the trace it is stored in, `span_trace_id`): it belongs to
+-- that step and that run, and its row takes the holder's trace id.
 CREATE TABLE budgetscope_tmp_carriers ENGINE = MergeTree ORDER BY tuple() AS
 WITH twins AS (
     SELECT trace_id, span_id, any(because_of) AS wraps
@@ -32,12 +36,14 @@ WITH twins AS (
            ON t.t_trace_id = s.trace_id AND t.t_span_id = s.span_id
     WHERE s.carries
 )
-SELECT c.*, w.run_span_id AS run_span_id, w.depth AS depth, w.path AS path,
+SELECT w.trace_id AS trace_id, c.* EXCEPT (trace_id), w.run_span_id AS run_span_id,
+       w.depth AS depth, w.path AS path,
        c.wraps IS NOT NULL AND (c.trace_id, c.wraps) IN (
            SELECT trace_id, span_id FROM budgetscope_tmp_spans WHERE carries) AS twin_of_carrier
 FROM carriers c
-JOIN budgetscope_tmp_walk_final w ON w.trace_id = c.trace_id AND w.span_id = c.span_id
-WHERE if(c.is_run, w.depth = 0, w.own);
+JOIN budgetscope_tmp_walk_final w ON w.span_trace_id = c.trace_id AND w.span_id = c.span_id
+-- (a joined stray, walked in another trace, is no run: budgetscope_tmp_spans still says it is)
+WHERE if(c.is_run AND w.span_trace_id = w.trace_id, w.depth = 0, w.own);
 
 -- §11.2: a carrier with a carrying descendant in its run is an aggregate (a framework's total
 -- on an agent span or the root, the Vercel AI SDK's ai.generateText above its doGenerate).
@@ -60,7 +66,12 @@ LEFT JOIN (SELECT trace_id AS b_trace_id, span_id AS b_span_id,
                   any(tool_path[-1]) AS tool_span_id
            FROM budgetscope_tmp_beside GROUP BY trace_id, span_id) b
        ON b.b_trace_id = s.trace_id AND b.b_span_id = s.span_id
-WHERE s.trace_id IN (SELECT trace_id FROM counted);
+WHERE s.trace_id IN (SELECT trace_id FROM counted)
+UNION ALL
+-- a stray that joined a step hangs below it
+SELECT holder_trace_id AS trace_id, span_id, toNullable(holder_span_id) AS parent
+FROM budgetscope_tmp_stray_joins
+WHERE holder_trace_id IN (SELECT trace_id FROM counted);
 
 CREATE TABLE budgetscope_tmp_aggregates ENGINE = MergeTree ORDER BY tuple() AS
 WITH RECURSIVE counted AS (

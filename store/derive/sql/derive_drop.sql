@@ -1,6 +1,15 @@
 -- name: derive_drop
 -- Drop the derivation's temp tables, last (store/derive/statements.py runs a span explanation before it).
 DROP VIEW derive_walk_spans;
+-- derive_spans_read and derive_log_exceptions_read are kept for the connection's next turn
+-- (derive_refresh.sql, 0b)
+DROP TABLE derive_reading;
+DROP TABLE IF EXISTS derive_hulls;  -- made only where a stray is read or stored
+DROP TABLE IF EXISTS derive_affected;
+DROP TABLE IF EXISTS derive_closure;
+DROP TABLE IF EXISTS derive_strays;
+DROP TABLE IF EXISTS derive_name_pairs;  -- made only where unnamed model spans are
+DROP TABLE derive_stray_joins;
 DROP VIEW derive_missing_parents;
 DROP TABLE derive_beside;
 DROP TABLE derive_run_tree;

@@ -40,15 +40,21 @@ SELECT trace_id FROM derive_touched WHERE first_received_at IS NOT NULL;
 -- and a span context is an exception event of that span, for rule 4 and as rule 6's evidence. All
 -- of a touched trace's records, whenever they came (a record may arrive before or after its
 -- span; a late one marks its trace, store/write/sql/mark_pending_log_exceptions.sql), in time order.
-CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS
+-- Read through views of the traces in derive_reading: the touched traces, then those that the
+-- rules across traces bring in (1a below) are read the same way. The views are made once a
+-- connection and kept (derive_drop.sql leaves them): binding the spans' view cost ~7.5 ms of
+-- CPU each turn, as much as deriving ~3,000 spans, and it reads only what each turn remakes.
+CREATE OR REPLACE TEMP TABLE derive_reading AS SELECT trace_id FROM derive_touched;
+CREATE TEMP VIEW IF NOT EXISTS derive_log_exceptions_read AS
 SELECT trace_id, span_id,
        list(exception_type ORDER BY time_ns, record_key_hi, record_key_lo) AS types,
        list(json_extract_string(attributes, '$."exception.message"')
             ORDER BY time_ns, record_key_hi, record_key_lo) AS messages
 FROM log_records
 WHERE exception_type IS NOT NULL AND span_id IS NOT NULL
-  AND trace_id IN (SELECT trace_id FROM touched_traces)
+  AND trace_id IN (SELECT trace_id FROM derive_reading)
 GROUP BY trace_id, span_id;
+CREATE OR REPLACE TEMP TABLE derive_log_exceptions AS SELECT * FROM derive_log_exceptions_read;
 
 -- 1. The touched traces' spans, recognised as candidate steps by the table of docs/conventions.md
 -- and classed by §3 rules 1-5 (the marked fragments are filled from store/derive/conventions.py,
@@ -56,7 +62,7 @@ GROUP BY trace_id, span_id;
 -- fallback `error`: a step without one may take a descendant's (rule 6, derive_rolled below).
 -- Whether a candidate is a step is settled by the walk and derive_recognise.sql: row 12 needs
 -- no step above it, row 11 no step below it, and one call recorded twice is one step.
-CREATE OR REPLACE TEMP TABLE derive_spans AS
+CREATE TEMP VIEW IF NOT EXISTS derive_spans_read AS
 WITH picked AS (
     SELECT s.*,
            /*@step_row*/ AS step_row,
@@ -76,11 +82,13 @@ WITH picked AS (
     FROM spans s
     LEFT JOIN derive_log_exceptions le ON le.trace_id = s.trace_id AND le.span_id = s.span_id
     WHERE s.received_at >= (SELECT received_floor FROM derive_floor)
-      AND s.trace_id IN (SELECT trace_id FROM touched_traces)
+      AND s.trace_id IN (SELECT trace_id FROM derive_reading)
 ), recognised AS (
     SELECT *,
            /*@step_kind*/ AS step_kind,
-           /*@step_name*/ AS step_name,
+           -- the name the matched row gives from the span's attributes, if any
+           -- (docs/conventions.md)
+           /*@row_name*/ AS row_name,
            /*@convention*/ AS convention,
            /*@is_agent*/ AS is_agent,
            /*@needs_no_step_ancestor*/ AS needs_no_step_ancestor,
@@ -101,13 +109,18 @@ WITH picked AS (
            /*@carries_usage*/ AS carries
     FROM picked
 ), classed AS (
+    -- (no layer of its own for the row's name: one cost ~4 ms per 40,960 GenAI spans)
     SELECT *,
            -- rule 1b: a gateway's budget refusal in error.type, an exception type or message
            -- (error_texts less the status message an ERROR span adds last; looked at only
            -- where there are texts: the lambda cost ~0.2 µs a span of the GenAI payload)
            CASE WHEN error_texts IS NOT NULL THEN coalesce(list_bool_or(list_transform(
                error_texts[1:len(error_texts) - CASE WHEN status_code = 2 THEN 1 ELSE 0 END],
-               lambda p: /*@budget_refusal*/)), false) ELSE false END AS budget_refusal
+               lambda p: /*@budget_refusal*/)), false) ELSE false END AS budget_refusal,
+           /*@raw_step_name*/ AS raw_step_name,
+           -- docs/conventions.md: an unnamed span of rows 2-9 (named by its span name) may be an
+           -- event record below a span of its kind
+           /*@unnamed*/ AS unnamed
     FROM recognised
 ), classed_specific AS (
     SELECT *,
@@ -128,15 +141,26 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        budget_total_ms IS NOT NULL OR parent_span_id IS NULL AS is_run,
        step_row,
        needs_no_step_ancestor, is_agent,
-       step_kind, step_name, convention,
+       -- docs/conventions.md: a callable's `.__call__` dropped
+       step_kind, /*@step_name*/ AS step_name, convention,
        specific,
        -- rules 4 (fallback) and 5
        coalesce(specific, CASE WHEN has_error_type OR status_code = 2 THEN 'error' ELSE 'ok' END)
            AS own_class,
-       -- rule 6: what counts as outcome evidence on a descendant
+       -- rule 6: what counts as outcome evidence on a descendant; an error.type or exception
+       -- from which rule 4 gives only the fallback `error` (a framework's wrapper exception,
+       -- re-raised around the client's timeout or 503) is passed over
        budget_outcome IS NOT NULL OR http_response_status_code IS NOT NULL
-           OR grpc_status_code IS NOT NULL OR has_error_type OR len(exception_messages) > 0
+           OR grpc_status_code IS NOT NULL
+           OR ((has_error_type OR len(exception_messages) > 0) AND specific IS NOT NULL)
            AS has_evidence,
+       unnamed,
+       -- docs/conventions.md, "A preparation span is not a call": a model span's own sign of a call
+       -- (NULL for other spans), read by derive_recognise.sql
+       /*@model_sign*/ AS model_sign,
+       -- docs/conventions.md, "HTTP client spans in a trace of their own": a root HTTP client span
+       -- of row 12 without a budget, which a trace of one span may be
+       parent_span_id IS NULL AND budget_total_ms IS NULL AND /*@stray_call*/ AS stray_root,
        list_transform(links, lambda l: {'trace_id': l.trace_id, 'span_id': l.span_id})
            AS link_targets,
        -- as the walk reads them, amended below for the few spans concerned (updating those
@@ -156,6 +180,156 @@ SELECT trace_id, span_id, parent_span_id, scope_id, name, start_ns, end_ns, stat
        carries, usage_ignored IS NOT NULL AS usage_ignored, budget_refusal, budget_refused_by,
        budget_run_exhausted_by, budget_total_tokens, budget_total_usd_nano
 FROM classed_specific;
+CREATE OR REPLACE TEMP TABLE derive_spans AS SELECT * FROM derive_spans_read;
+
+-- 1a. Rules across traces (docs/conventions.md, "HTTP client spans in a trace of their own"): a
+-- trace that is one root HTTP client span (a stray) joins the one model or tool step of another
+-- trace of its service that holds its interval. Whether it does changes with the traces on both
+-- sides, so the turn derives them together, in one transaction: never two answers for one call (the
+-- stray a run and part of a step), never none. A trace's hull, per service (the interval its model
+-- and tool spans cover, call_hulls in store/file/schema/recognition.sql), holds every step that may
+-- hold a stray. With the touched traces come (1) the strays stored inside a touched trace's hull,
+-- and those whose own trace is touched (it may have grown past one span); (2) the traces whose
+-- stored hull holds one of those strays or of the strays read, and the traces those strays joined;
+-- (3) the strays joined to the traces of (2), whose walk is made again. Every trace that may hold a
+-- stray of (1) or a stray read is then in the turn, and derive_steps.sql decides on the turn's
+-- steps alone; a stray of (3) lies in no touched trace's hull, so the steps around it are those
+-- it was decided on, unchanged.
+-- Looked at only where a stray is read or stored (most files have none), and then only around
+-- the touched traces: a turn with no stray inside its hulls costs one lookup by service and time.
+-- gates: whether any stray is read (a root HTTP client span: one-span traces are told below) or
+-- stored; whether a touched trace has stored rows to replace (set again below, 1c)
+SELECT coalesce((SELECT bool_or(stray_root) FROM derive_spans), false)
+           OR EXISTS (SELECT 1 FROM stray_calls) AS strays_near,
+       false AS strays, false AS closure, false AS strays_seen_before, false AS stray_joins,
+       (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before;
+
+-- The touched traces' hulls.
+-- when: strays_near
+CREATE OR REPLACE TEMP TABLE derive_hulls AS
+SELECT trace_id, coalesce(service_name, '') AS service_name, min(start_ns) AS start_ns,
+       max(end_ns) AS end_ns
+FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)
+GROUP BY ALL;
+
+-- (1) The strays whose answer this turn may change: those read, those stored inside a touched
+-- trace's hull (by service and 2^34 ns bucket, then containment), and those stored whose trace
+-- is touched (looked up by their own service and bucket: the zone maps of `bucket` skip the
+-- rest of stray_calls). `holder_trace_id`: the trace it joined, if any.
+-- when: strays_near
+CREATE OR REPLACE TEMP TABLE derive_affected AS
+WITH hull_buckets AS (
+    SELECT service_name, start_ns, end_ns,
+           unnest(range(start_ns // 17179869184, end_ns // 17179869184 + 1)) AS bucket
+    FROM derive_hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 < 4096
+), long_hulls AS (
+    SELECT service_name, start_ns, end_ns FROM derive_hulls
+    WHERE end_ns // 17179869184 - start_ns // 17179869184 >= 4096
+), stray_roots AS (
+    SELECT trace_id, coalesce(service_name, '') AS service_name, start_ns, end_ns
+    FROM derive_spans WHERE stray_root
+)
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN hull_buckets h ON h.service_name = c.service_name AND h.bucket = c.bucket
+WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+UNION
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN long_hulls h ON h.service_name = c.service_name
+WHERE c.start_ns >= h.start_ns AND c.end_ns <= h.end_ns
+UNION
+SELECT c.trace_id, c.service_name, c.start_ns, c.end_ns, c.holder_trace_id
+FROM stray_calls c
+JOIN stray_roots r ON r.trace_id = c.trace_id AND r.service_name = c.service_name
+                  AND c.bucket = r.start_ns // 17179869184
+UNION
+SELECT r.trace_id, any_value(r.service_name), any_value(r.start_ns), any_value(r.end_ns), NULL
+FROM stray_roots r JOIN derive_spans s USING (trace_id)
+GROUP BY r.trace_id HAVING count(*) = 1;
+
+-- gates: whether a stray's answer may change this turn
+-- when: strays_near
+SELECT count(*) > 0 AS strays FROM derive_affected;
+
+-- (2) and (3): the traces to derive with the touched ones.
+-- when: strays
+CREATE OR REPLACE TEMP TABLE derive_closure AS
+WITH holders AS (
+    SELECT k.trace_id
+    FROM derive_affected a
+    JOIN call_hulls k ON k.service_name = a.service_name
+                     AND k.bucket = a.start_ns // 17179869184
+    WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
+    UNION
+    SELECT k.trace_id
+    FROM derive_affected a
+    JOIN call_hulls k ON k.service_name = a.service_name AND k.bucket IS NULL
+    WHERE k.start_ns <= a.start_ns AND k.end_ns >= a.end_ns AND k.trace_id <> a.trace_id
+    UNION
+    SELECT holder_trace_id FROM derive_affected WHERE holder_trace_id IS NOT NULL
+), holder_hulls AS (
+    -- a stray joined to a trace lies inside that trace's hull: looked up by its buckets
+    SELECT k.* FROM call_hulls k SEMI JOIN holders h USING (trace_id)
+)
+SELECT trace_id FROM derive_affected
+UNION SELECT trace_id FROM holders
+UNION SELECT c.trace_id FROM stray_calls c
+      JOIN holder_hulls k ON k.service_name = c.service_name AND k.bucket = c.bucket
+                         AND k.trace_id = c.holder_trace_id
+UNION SELECT c.trace_id FROM stray_calls c
+      JOIN holder_hulls k ON k.service_name = c.service_name AND k.bucket IS NULL
+                         AND k.trace_id = c.holder_trace_id
+EXCEPT SELECT trace_id FROM derive_touched;
+
+-- gates: whether the rules across traces bring in traces to derive with the touched ones
+-- when: strays
+SELECT (SELECT count(*) FROM derive_closure) > 0 AS closure,
+       (SELECT count(*) FROM derive_closure) > 0
+           OR (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before,
+       (SELECT count(*) FROM derive_closure) > 0
+           OR (SELECT count(*) FROM derive_seen_before) > 0 AS strays_seen_before;
+
+-- They are read as the touched traces are (all derived before: each has its first arrival).
+-- when: closure
+INSERT INTO derive_touched
+SELECT c.trace_id, a.first_received_at, a.first_received_at
+FROM derive_closure c JOIN trace_arrivals a ON a.trace_id = c.trace_id;
+-- when: closure
+INSERT INTO derive_seen_before
+SELECT trace_id FROM derive_closure WHERE trace_id IN (SELECT trace_id FROM trace_arrivals);
+-- when: closure
+CREATE OR REPLACE TEMP TABLE derive_floor AS
+SELECT least((SELECT received_floor FROM derive_floor),
+             coalesce(min(a.first_received_at) - INTERVAL 1 MINUTE,
+                      (SELECT received_floor FROM derive_floor))) AS received_floor
+FROM derive_closure c JOIN trace_arrivals a ON a.trace_id = c.trace_id;
+-- when: closure
+CREATE OR REPLACE TEMP TABLE derive_reading AS SELECT trace_id FROM derive_closure;
+-- when: closure
+INSERT INTO derive_log_exceptions SELECT * FROM derive_log_exceptions_read;
+-- when: closure
+INSERT INTO derive_spans SELECT * FROM derive_spans_read;
+
+-- Every trace read replaces its hulls in call_hulls (for the strays to come), one row per 2^34 ns
+-- bucket they touch: 0.22 rows a span of bench/bench_conventions_ingest.py's receivers' payload,
+-- where a row per model or tool step and 2^27 ns bucket cost 12, and over a quarter of the
+-- derivation's CPU.
+-- when: seen_before
+DELETE FROM call_hulls WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+INSERT INTO call_hulls BY NAME
+WITH hulls AS (
+    SELECT trace_id, coalesce(service_name, '') AS service_name, min(start_ns) AS start_ns,
+           max(end_ns) AS end_ns
+    FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)
+    GROUP BY ALL
+)
+SELECT service_name, unnest(range(start_ns // 17179869184, end_ns // 17179869184 + 1)) AS bucket,
+       start_ns, end_ns, trace_id
+FROM hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 < 4096
+UNION ALL
+SELECT service_name, NULL AS bucket, start_ns, end_ns, trace_id
+FROM hulls WHERE end_ns // 17179869184 - start_ns // 17179869184 >= 4096;
 
 -- 1c. Parents that never arrived, and runs whose root never arrived (docs/conventions.md, "A trace
 -- without its root"). A span whose parent is not stored (or is itself) counts as a child of its
@@ -186,6 +360,13 @@ SELECT trace_id,
                                         AND parent_span_id IS NOT NULL) AS two_scopes,
        count(parent_span_id) AS with_parent,
        bool_or(step_row = '11') AS row_11,
+       -- model spans of rows 2-9 (their names are kept across traces, 1d), and unnamed spans
+       -- (event records, derive_recognise.sql)
+       bool_or(step_kind = 'model' AND step_row IN (/*@named_rows*/)) AS model_spans,
+       bool_or(unnamed) AS unnamed,
+       bool_or(unnamed AND step_kind = 'model') AS unnamed_models,
+       -- model spans with no sign of a call of their own (preparations, derive_recognise.sql)
+       bool_or(NOT model_sign) AS quiet_models,
        bool_or(carries) AS usage,
        bool_or(usage_ignored) AS usage_ignored
 FROM derive_spans
@@ -205,12 +386,96 @@ SELECT coalesce(bool_or(two_scopes), false) AS scopes,
        coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_first,
        NOT coalesce(bool_or(spans > 250000) OR NOT bool_and(has_run), false) AS orphans_later,
        coalesce(bool_or(row_11), false) AS row_11,
+       coalesce(bool_or(model_spans), false) AS model_names,
+       coalesce(bool_or(model_spans), false) AND (SELECT count(*) FROM derive_seen_before) > 0
+           AS model_names_seen_before,
+       -- a span name of the turn's model spans with unnamed spans, in the turn or stored (row
+       -- groups of model_span_names without a NULL step_name are skipped by their statistics;
+       -- joined on that side, nearly always empty, the turn's spans are then not read)
+       coalesce(bool_or(unnamed_models), false) OR EXISTS (
+           SELECT 1
+           FROM (SELECT coalesce(service_name, '') AS service_name, name AS span_name
+                 FROM derive_spans
+                 WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)) d
+           SEMI JOIN (SELECT service_name, span_name FROM model_span_names
+                      WHERE step_name IS NULL) m USING (service_name, span_name))
+           AS names_to_resolve,
+       coalesce(bool_or(unnamed), false) AS unnamed,
+       coalesce(bool_or(quiet_models), false) AS quiet_models,
        (SELECT count(*) FROM derive_seen_before) > 0 AS seen_before,
        -- docs/metrics.md §11: some span carries usage or cost; some value was ignored
        coalesce(bool_or(usage), false) AS usage,
        NOT coalesce(bool_or(usage), false) AS no_usage,
        coalesce(bool_or(usage_ignored), false) AS usage_ignored
 FROM derive_anchors;
+
+-- 1d. docs/conventions.md, "A model step without a model name": an unnamed model span (some
+-- instrumentations read the model name from the response, so a call that failed has none) takes
+-- the one name that the named model spans of its service with its span name carry, among every
+-- stored trace's (model_span_names); none, or two or more: its span name. When the touched
+-- traces change that answer for a span name, the other traces with unnamed spans of it are
+-- marked to be derived again (the next turn). Only span names with unnamed spans somewhere are
+-- resolved (gate `names_to_resolve`, above): in a turn whose span names have none, in the turn
+-- or stored (most files), the touched traces' rows are replaced and nothing more (the
+-- resolution's seven statements cost ~16 ms per 40,960 spans of the receivers' payload,
+-- bench/bench_derivation_statements.py).
+-- when: names_to_resolve
+CREATE OR REPLACE TEMP TABLE derive_name_pairs AS
+WITH turn AS (
+    SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, unnamed
+    FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/)
+), touched AS (
+    SELECT service_name, span_name FROM turn
+    UNION
+    SELECT service_name, span_name FROM model_span_names SEMI JOIN derive_touched USING (trace_id)
+), unnamed AS (
+    SELECT service_name, span_name FROM turn WHERE unnamed
+    UNION
+    SELECT service_name, span_name FROM model_span_names m
+    SEMI JOIN touched t USING (service_name, span_name)
+    WHERE m.step_name IS NULL
+)
+SELECT t.service_name, t.span_name, NULL::VARCHAR AS before, NULL::VARCHAR AS after
+FROM touched t SEMI JOIN unnamed u USING (service_name, span_name);
+
+-- when: names_to_resolve
+UPDATE derive_name_pairs SET before = r.name
+FROM (SELECT service_name, span_name,
+             CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
+      FROM model_span_names SEMI JOIN derive_name_pairs USING (service_name, span_name)
+      GROUP BY ALL) r
+WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
+
+-- when: model_names_seen_before
+DELETE FROM model_span_names WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+-- when: model_names
+INSERT INTO model_span_names BY NAME
+SELECT DISTINCT coalesce(service_name, '') AS service_name, name AS span_name, trace_id,
+       CASE WHEN NOT unnamed THEN step_name END AS step_name
+FROM derive_spans WHERE step_kind = 'model' AND step_row IN (/*@named_rows*/);
+
+-- when: names_to_resolve
+UPDATE derive_name_pairs SET after = r.name
+FROM (SELECT service_name, span_name,
+             CASE WHEN count(DISTINCT step_name) = 1 THEN min(step_name) END AS name
+      FROM model_span_names SEMI JOIN derive_name_pairs USING (service_name, span_name)
+      GROUP BY ALL) r
+WHERE r.service_name = derive_name_pairs.service_name AND r.span_name = derive_name_pairs.span_name;
+
+-- when: names_to_resolve
+INSERT INTO pending_derivations
+SELECT DISTINCT m.trace_id, now()
+FROM model_span_names m
+JOIN derive_name_pairs p USING (service_name, span_name)
+WHERE m.step_name IS NULL AND p.before IS DISTINCT FROM p.after
+  AND m.trace_id NOT IN (SELECT trace_id FROM derive_touched);
+
+-- when: names_to_resolve
+UPDATE derive_spans SET step_name = p.after
+FROM derive_name_pairs p
+WHERE derive_spans.unnamed AND derive_spans.step_kind = 'model' AND p.after IS NOT NULL
+  AND p.service_name = coalesce(derive_spans.service_name, '')
+  AND p.span_name = derive_spans.name;
 
 -- What the derivation has to say about a trace (a bound it met) is said again each time.
 -- when: seen_before

@@ -4,13 +4,14 @@
 -- Reads what derive_refresh.sql, derive_walk.sql and derive_recognise.sql built; what depends on
 -- B is derive_measure.sql, run next in the same transaction.
 
--- 2b. HTTP client spans beside their tool (docs/conventions.md): some tracers do not make their
--- tool span current, so the HTTP or gRPC client span a tool makes hangs from the run or a wrapper.
--- A row-12 step with no step below it whose interval lies inside exactly one tool step of its run
--- and inside no other step (agents, its own ancestors or not, do not count: they hold whatever
--- runs during them) is that tool's descendant for every rule: no step, its evidence and that of
--- the spans below it rolls up into the tool. Bounded: a run where the pairs to compare would
--- pass PAIR_LIMIT keeps its HTTP spans where they are, and says so (derivation_notes).
+-- 2b. HTTP client spans beside their call (docs/conventions.md): some tracers do not make their
+-- tool or model span current, so the HTTP or gRPC client span the call makes hangs from the run or
+-- a wrapper. A row-12 step with no step below it whose interval lies inside exactly one tool or
+-- model step of its run and inside no other step (agents, its own ancestors or not, do not count:
+-- they hold whatever runs during them) is that call's descendant for every rule: no step, its
+-- evidence and that of the spans below it rolls up into the call. Bounded: a run where the pairs
+-- to compare would pass PAIR_LIMIT keeps its HTTP spans where they are, and says so
+-- (derivation_notes).
 CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
 WITH calls AS (
     -- the row-12 steps, few: only their runs are looked at
@@ -32,7 +33,8 @@ SELECT trace_id, run_span_id, count(*) FILTER (WHERE lone_call) AS calls, count(
        count(*) FILTER (WHERE lone_call) * count(*) <= 4000000 AS within_bound
 FROM derive_beside_steps
 GROUP BY ALL
-HAVING count(*) FILTER (WHERE lone_call) > 0 AND count(*) FILTER (WHERE step_kind = 'tool') > 0;
+HAVING count(*) FILTER (WHERE lone_call) > 0
+   AND count(*) FILTER (WHERE step_kind IN (/*@holder_kinds*/)) > 0;
 
 CREATE OR REPLACE TEMP TABLE derive_beside AS
 SELECT c.trace_id, c.run_span_id, c.span_id,
@@ -44,19 +46,125 @@ JOIN derive_beside_steps s ON s.trace_id = c.trace_id AND s.run_span_id = c.run_
                           AND s.start_ns <= c.start_ns AND s.end_ns >= c.end_ns
 WHERE c.lone_call AND r.within_bound
 GROUP BY ALL
-HAVING count(*) = 1 AND bool_and(s.step_kind = 'tool');
+HAVING count(*) = 1 AND bool_and(s.step_kind IN (/*@holder_kinds*/));
 
 INSERT INTO derivation_notes BY NAME
 SELECT DISTINCT trace_id, 'http_beside_tool_skipped' AS note,
        'a run with ' || calls || ' HTTP or gRPC client steps among ' || steps
-       || ' steps: client spans hanging beside their tool were not matched to it' AS detail
+       || ' steps: client spans hanging beside their call were not matched to it' AS detail
 FROM derive_beside_runs WHERE NOT within_bound;
 
--- Such a span, and every span whose nearest step it was, roll up into the tool instead.
+-- Such a span, and every span whose nearest step it was, roll up into the call instead.
 UPDATE derive_walk w
 SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b
 WHERE w.trace_id = b.trace_id AND w.run_span_id = b.run_span_id AND w.path[-1] = b.span_id;
+
+-- 2d. HTTP client spans in a trace of their own (docs/conventions.md). Each stray of the turn (a
+-- trace of one root HTTP client span of row 12 without a budget) joins the one model or tool step
+-- of another trace of its service whose interval holds its own; held by two or more, or none, it
+-- stays a run. derive_refresh.sql (1a) brought into the turn every trace whose hull holds a stray
+-- whose answer may change, so the turn's steps are all there is to look at: the steps of the
+-- strays' services, a run that is its own single step (step 4 below) too, cut into 2^30 ns (~1 s)
+-- buckets, and each stray compared with those of its bucket. Each stray keeps what its walk
+-- below the step reads of it, so that no statement below joins derive_spans again.
+-- Keys are numbered (`stray`, `step`) so that the pairs are counted on integers, not on ids.
+-- when: strays
+CREATE OR REPLACE TEMP TABLE derive_strays AS
+WITH strays AS MATERIALIZED (
+    SELECT row_number() OVER () AS stray, s.trace_id, s.span_id,
+           coalesce(s.service_name, '') AS service_name, s.start_ns, s.end_ns, s.is_agent,
+           s.step_row, s.step_kind, s.step_name, s.needs_no_step_ancestor, s.specific,
+           s.has_evidence
+    FROM derive_spans s
+    SEMI JOIN (SELECT trace_id FROM derive_anchors WHERE spans = 1) a USING (trace_id)
+    WHERE s.stray_root
+), self_runs AS MATERIALIZED (
+    -- runs whose own span is a model or tool candidate, few: those that hold no step are their
+    -- own single step (step 4 below)
+    SELECT trace_id, span_id, start_ns, end_ns, coalesce(service_name, '') AS service_name
+    FROM derive_spans WHERE is_run AND candidate AND step_kind IN (/*@holder_kinds*/)
+), self_walked AS MATERIALIZED (
+    SELECT w.trace_id, w.run_span_id, w.span_id
+    FROM derive_walk w SEMI JOIN self_runs USING (trace_id)
+    WHERE w.own AND w.is_step
+), held AS MATERIALIZED (
+    SELECT row_number() OVER () AS step, *
+    FROM (SELECT w.trace_id, w.span_id, w.run_span_id, w.start_ns, w.end_ns, s.service_name
+          FROM derive_walk w
+          JOIN (SELECT trace_id, span_id, coalesce(service_name, '') AS service_name
+                FROM derive_spans WHERE step_kind IN (/*@holder_kinds*/)) s
+            ON s.trace_id = w.trace_id AND s.span_id = w.span_id
+          WHERE w.own AND w.is_step AND w.step_kind IN (/*@holder_kinds*/)
+          UNION ALL
+          SELECT r.trace_id, r.span_id, r.span_id, r.start_ns, r.end_ns, r.service_name
+          FROM self_runs r
+          WHERE NOT EXISTS (SELECT 1 FROM self_walked w
+                            WHERE w.trace_id = r.trace_id AND w.run_span_id = r.span_id)
+            AND NOT EXISTS (SELECT 1 FROM self_walked w
+                            WHERE w.trace_id = r.trace_id AND w.span_id = r.span_id))
+    WHERE service_name IN (SELECT service_name FROM strays)
+), holding AS (
+    SELECT s.stray, k.step
+    FROM strays s
+    JOIN (SELECT step, trace_id, service_name, start_ns, end_ns,
+                 unnest(range(start_ns // 1073741824, end_ns // 1073741824 + 1)) AS bucket
+          FROM held WHERE end_ns // 1073741824 - start_ns // 1073741824 < 4096) k
+      ON k.service_name = s.service_name AND k.bucket = s.start_ns // 1073741824
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
+    UNION ALL
+    SELECT s.stray, k.step
+    FROM strays s
+    JOIN (SELECT * FROM held WHERE end_ns // 1073741824 - start_ns // 1073741824 >= 4096) k
+      ON k.service_name = s.service_name
+    WHERE k.start_ns <= s.start_ns AND k.end_ns >= s.end_ns AND k.trace_id <> s.trace_id
+), joined AS (
+    SELECT stray, any_value(step) AS step FROM holding GROUP BY stray HAVING count(*) = 1
+)
+SELECT s.* EXCLUDE (stray), h.trace_id AS holder_trace_id, h.span_id AS holder_span_id,
+       h.run_span_id AS holder_run_span_id
+FROM strays s LEFT JOIN joined j USING (stray) LEFT JOIN held h USING (step);
+
+-- The strays that joined a step (derive_explain.sql reads it; so does the token and dollar
+-- derivation: a stray's usage is its holder's).
+CREATE OR REPLACE TEMP TABLE derive_stray_joins (
+    trace_id VARCHAR, span_id VARCHAR, holder_trace_id VARCHAR, holder_span_id VARCHAR,
+    holder_run_span_id VARCHAR
+);
+-- when: strays
+INSERT INTO derive_stray_joins
+SELECT trace_id, span_id, holder_trace_id, holder_span_id, holder_run_span_id
+FROM derive_strays WHERE holder_span_id IS NOT NULL;
+
+-- when: strays_seen_before
+DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM derive_seen_before);
+-- when: strays
+INSERT INTO stray_calls BY NAME
+SELECT trace_id, span_id, service_name, start_ns // 17179869184 AS bucket, start_ns, end_ns,
+       holder_trace_id, holder_span_id, holder_run_span_id
+FROM derive_strays;
+
+-- gates: whether a stray joined a step this turn
+-- when: strays
+SELECT (SELECT count(*) FROM derive_stray_joins) > 0 AS stray_joins;
+
+-- A stray that joined a step is no run: its own walk goes, and it is walked below that step
+-- (not a step, its evidence rolling up, its end counting to the run's latest end).
+-- when: stray_joins
+DELETE FROM derive_walk WHERE trace_id IN (SELECT trace_id FROM derive_stray_joins);
+-- when: stray_joins
+UPDATE derive_spans SET is_run = false
+FROM derive_stray_joins j
+WHERE j.trace_id = derive_spans.trace_id AND j.span_id = derive_spans.span_id;
+-- when: stray_joins
+INSERT INTO derive_walk BY NAME
+SELECT h.trace_id, h.run_span_id, s.span_id, false AS is_step, h.span_id AS step_parent,
+       h.span_id AS step_ctx, true AS plain_step_above, h.path, true AS own, false AS nested,
+       h.depth + 1 AS depth, s.start_ns, s.end_ns, s.is_agent, s.step_row, s.step_kind,
+       s.step_name, s.needs_no_step_ancestor, s.specific, s.has_evidence
+FROM derive_strays s
+JOIN derive_walk h ON h.trace_id = s.holder_trace_id AND h.span_id = s.holder_span_id
+                  AND h.run_span_id = s.holder_run_span_id;
 
 -- Spans deeper than 200 levels below their run (or on a parent cycle) are not walked: said on
 -- the trace, looked for only where the walk reached that depth.

@@ -44,7 +44,10 @@ GROUP BY s.trace_id;
 --   span first, then each step it is or lies under, HTTP spans beside their call already moved
 --   under it by derive_steps.sql) and its depth. One call recorded twice (§9): a wrapper that
 --   carries is the call it wraps (`wraps`: its steps above are that call's), and never metered
---   when that call carries too.
+--   when that call carries too. An HTTP client span in a trace of its own that joined a step
+--   of another trace (docs/conventions.md, derive_stray_joins) is walked there, under its
+--   holder's trace id, as derive_walk keeps it: it belongs to that step and that run, and its
+--   row is replaced with the holder's (`span_trace_id`: the trace it is stored in).
 -- - §11.2: a carrier with a carrying descendant in its run is an aggregate (a framework's total
 --   on an agent span or the root, the Vercel AI SDK's ai.generateText above its doGenerate).
 --   A run span or a step is one when it is on the path of another carrier of its run (the
@@ -73,12 +76,15 @@ WITH RECURSIVE twins AS (
     LEFT JOIN derive_walk w ON w.trace_id = t.trace_id AND w.span_id = t.wraps AND w.own
     LEFT JOIN derive_spans x ON x.trace_id = t.trace_id AND x.span_id = t.wraps
 ), carriers AS MATERIALIZED (
-    SELECT s.trace_id, s.span_id, s.start_ns, s.end_ns, w.run_span_id, w.depth,
+    SELECT w.trace_id, s.span_id, s.trace_id AS span_trace_id, s.start_ns, s.end_ns,
+           w.run_span_id, w.depth,
            w.is_step OR s.span_id = w.run_span_id AS on_paths,
            coalesce(t.path, w.path) AS path,
            coalesce(t.call_carries, false) AS twin_of_carrier
     FROM derive_spans s
-    JOIN derive_walk w ON w.trace_id = s.trace_id AND w.span_id = s.span_id
+    LEFT JOIN derive_stray_joins j ON j.trace_id = s.trace_id AND j.span_id = s.span_id
+    JOIN derive_walk w ON w.trace_id = coalesce(j.holder_trace_id, s.trace_id)
+                      AND w.span_id = s.span_id
                       AND CASE WHEN s.is_run THEN w.depth = 0 ELSE w.own END
     LEFT JOIN wrappers t ON t.trace_id = s.trace_id AND t.span_id = s.span_id
     WHERE s.carries
@@ -96,6 +102,10 @@ WITH RECURSIVE twins AS (
     FROM derive_spans s
     LEFT JOIN derive_beside b ON b.trace_id = s.trace_id AND b.span_id = s.span_id
     WHERE s.trace_id IN (SELECT trace_id FROM loose_runs)
+    UNION ALL
+    -- a stray that joined a step hangs below it
+    SELECT holder_trace_id, span_id, holder_span_id FROM derive_stray_joins
+    WHERE holder_trace_id IN (SELECT trace_id FROM loose_runs)
 ), up(trace_id, run_span_id, reached) AS (
     -- UNION: paths that meet walk on once, and a parent cycle ends where it closes
     SELECT c.trace_id, c.run_span_id, l.parent
@@ -145,7 +155,7 @@ WITH RECURSIVE twins AS (
            coalesce(u.usage_cache_read, 0) AS r, coalesce(u.usage_cache_write, 0) AS w,
            coalesce(u.usage_reasoning, 0) AS z
     FROM placed p
-    JOIN usage u ON u.trace_id = p.trace_id AND u.span_id = p.span_id
+    JOIN usage u ON u.trace_id = p.span_trace_id AND u.span_id = p.span_id
 ), counts AS (
     SELECT c.*,
            CASE WHEN c.usage_input_includes_cache IS DISTINCT FROM false AND c.i >= c.r + c.w

@@ -10,6 +10,14 @@ DELETE FROM steps WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE 
 DELETE FROM reconcile_links
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM step_lifts WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+-- what the rules across traces of docs/conventions.md keep of them
+-- (store/file/schema/recognition.sql); a stray call whose step is removed keeps its stored answer
+-- until its own trace is removed (retention removes whole traces by age, so the stray, no newer
+-- than its step, goes in the same pass or the next)
+DELETE FROM call_hulls WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM stray_calls WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
+DELETE FROM model_span_names
+WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM trace_arrivals WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);
 DELETE FROM pending_derivations
 WHERE trace_id IN (SELECT trace_id FROM retention_slice WHERE expired);

@@ -158,10 +158,13 @@ def _column_fields(values: pd.Series, column: str) -> list[str]:
     objects of an object column); a dtype not named here goes value by value through
     csv_text."""
     dtype = values.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind in "iubfO":
+    if isinstance(dtype, (np.dtype, *_MASKED)) and dtype.kind in "iu":
+        # an integer's decimal digits (Arrow writes them as str() does, in half the time);
+        # missing ones empty
+        digits = pc.cast(pa.array(values), pa.string()).fill_null("")
+        return digits.to_pylist()
+    if isinstance(dtype, np.dtype) and dtype.kind in "bfO":
         items = values.to_numpy().tolist()  # the Python values .item() gives, as itertuples
-        if dtype.kind in "iu":
-            return list(map(str, items))
         if dtype.kind == "b":
             return ["true" if item else "false" for item in items]
         if dtype.kind == "f":

@@ -185,7 +185,7 @@ def _float_fields(items: list[Any], column: str) -> list[str]:
     without `round`: the `f` format and `round` both round the float's exact binary value
     half to even (the same digits), and the float nearest those digits, which `round` gives,
     is formatted to them again (it is nearer to them than the float was, or the same one);
-    only a zero's sign differs, which `cell` drops (tests/test_render_csv.py)."""
+    only a zero's sign differs, which `cell` drops (tests/queries/test_render_csv.py)."""
     shape = f"{{:.{_decimals(column)}f}}".format
     zero = shape(0.0)
     negative_zero = "-" + zero

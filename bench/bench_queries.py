@@ -13,8 +13,9 @@ skipped when the files exist), then prints, on that database:
   token budget by default at the 60th percentile of the runs' cost and tokens (about 40% of
   the runs exhaust each), so that the cost reports (docs/metrics.md §11.9) attribute real
   exhausted runs: each report timed again there, then `report cost`, `cost-attribution` and
-  `weekly` against `report runs`, interleaved call by call, as wall and CPU time and as what
-  the CLI does (the report, then its CSV bytes), each with its ratio to `report runs`;
+  `weekly` against `report runs`, interleaved call by call, as wall and CPU time: the report
+  alone, the report then its CSV bytes (the dashboard's download), and the CSV as the CLI
+  writes it (the query's result in pieces), each with its ratio to `report runs`;
 - the derivation's share of ingest: a further generated file loaded in 512-span batches into a
   copy of the database, each batch written without the hook and then derived in its own
   transaction, both timed; derivation as a percentage of the write alone and of the whole
@@ -139,14 +140,19 @@ def bench_cost_ratios(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
     included) moves less with the neighbours than wall time."""
     from queries import reports
     from queries.filters import Filters
-    from queries.render import to_csv_bytes
+    from queries.render import csv_chunks, to_csv_bytes
 
     named = {"report runs": reports.runs, "report cost": reports.cost,
              "report cost-attribution": reports.cost_attribution, "report weekly": reports.weekly}
     calls: dict[str, Callable[[], object]] = {}
     for name, report in named.items():
+        command = name.removeprefix("report ")
         calls[name] = lambda r=report: r(con, Filters())
         calls[f"{name} as CSV"] = lambda r=report: to_csv_bytes(r(con, Filters()))
+        # what `budgetscope report NAME` runs for a CSV: the query's result in pieces, each
+        # made dollars and written as it comes (queries.reports.report_pieces)
+        calls[f"{name} as the CLI"] = lambda n=command: b"".join(
+            csv_chunks(reports.report_pieces(con, n, Filters())))
     wall: dict[str, list[float]] = {name: [] for name in calls}
     cpu: dict[str, list[float]] = {name: [] for name in calls}
     for call in calls.values():
@@ -158,7 +164,8 @@ def bench_cost_ratios(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
             wall[name].append((time.perf_counter() - started) * 1e3)
             cpu[name].append((time.process_time() - used) * 1e3)
     for name in calls:
-        base = "report runs as CSV" if name.endswith(" as CSV") else "report runs"
+        base = next((f"report runs{way}" for way in (" as CSV", " as the CLI")
+                     if name.endswith(way)), "report runs")
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         w_ratio, c_ratio = w / statistics.median(wall[base]), c / statistics.median(cpu[base])
         print(f"{name + ', interleaved':<40} wall {w:7.1f} ms ({w_ratio:.2f}x runs)   "

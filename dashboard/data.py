@@ -424,12 +424,10 @@ def _cached_price_check(source: tuple[object, ...]) -> pd.DataFrame:
         return prices.price_check(con)
 
 
-def price_check() -> pd.DataFrame | None:
+def price_check() -> pd.DataFrame:
     """Every model seen without a price, with its steps and the command that prices it
-    (queries.prices, what `budgetscope prices check` lists, over every stored trace); None on
-    the ClickHouse backend, where the dashboard does not read the prices."""
-    if backend_url() is not None:
-        return None
+    (queries.prices, what `budgetscope prices check` lists, over every stored trace), on the
+    file or on the ClickHouse backend."""
     return _fresh_or_last(("price_check",), lambda: _cached_price_check(source_token()))
 
 

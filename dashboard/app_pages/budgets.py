@@ -201,7 +201,7 @@ else:
         "declared_at": [row["declared_at"] for row in overrides],
     }), hide_index=True, key="prices_table")
 check = data.price_check()
-if check is not None and not check.empty:
+if not check.empty:
     st.markdown(f"**{fmt.plural(len(check), 'model')} seen without a price** (their calls' "
                 "cost is unknown, never $0; `budgetscope prices check`):")
     tables.table(check.drop(columns=["command"]).assign(
@@ -213,17 +213,18 @@ if data.budget_editor() is None:
     st.info("Read-only here: this dashboard does not own the database. Change declarations "
             "and prices with the command line, which goes to the server when `budgetscope "
             "serve` holds the file, or in the dashboard that `budgetscope serve` runs:")
-    db = ctx.status.path
-    commands = [f"budgetscope --db {db} budgets set AGENT 45s --tokens 200k --usd 0.50",
-                f"budgetscope --db {db} budgets set AGENT --usd-per-week 20",
-                f"budgetscope --db {db} budgets set --default 60s",
-                f"budgetscope --db {db} budgets unset AGENT --tokens",
-                f"budgetscope --db {db} budgets cap tool:fetch_report 9s"]
-    commands += [f"budgetscope --db {db} {c.removeprefix('budgetscope ')}"
-                 for c in (check["command"] if check is not None else []) if c]
-    commands += [f"budgetscope --db {db} prices set 'ft:gpt-4o-mini:acme:*' --input 0.30 "
+    # the file, or the ClickHouse backend (its URL as status shows it: without a password)
+    db = f"{'--db' if data.backend_url() is None else '--backend'} {ctx.status.path}"
+    commands = [f"budgetscope {db} budgets set AGENT 45s --tokens 200k --usd 0.50",
+                f"budgetscope {db} budgets set AGENT --usd-per-week 20",
+                f"budgetscope {db} budgets set --default 60s",
+                f"budgetscope {db} budgets unset AGENT --tokens",
+                f"budgetscope {db} budgets cap tool:fetch_report 9s"]
+    commands += [f"budgetscope {db} {c.removeprefix('budgetscope ')}"
+                 for c in check["command"] if c]
+    commands += [f"budgetscope {db} prices set 'ft:gpt-4o-mini:acme:*' --input 0.30 "
                  "--output 1.20",
-                 f"budgetscope --db {db} prices list"]
+                 f"budgetscope {db} prices list"]
     st.code("\n".join(commands), language="bash")
     st.stop()
 
@@ -306,7 +307,7 @@ with right:
 
 price_left, price_right = st.columns(2)
 with price_left:
-    unpriced = [m for m in (check["model"] if check is not None else []) if m]
+    unpriced = [m for m in check["model"] if m]
     with st.form("set_price", border=True):
         st.markdown("**Set a price** (USD per million tokens)")
         st.selectbox("Model", unpriced, key="price_model", index=None,

@@ -221,10 +221,7 @@ headline([
            help="metered calls whose model has no price: their cost is unknown, never $0"),
 ], key="cost_coverage_headline")
 check = data.price_check()
-if check is None:
-    st.caption("On the ClickHouse backend `budgetscope --backend … prices check` lists the "
-               "models seen without a price.")
-elif check.empty:
+if check.empty:
     st.success("Every metered call has a price: reported by the instrumentation, set with "
                "`budgetscope prices set`, or from the bundled table.")
 else:
@@ -238,6 +235,9 @@ else:
     commands = [c for c in check["command"] if c]
     if commands:  # a code block: the text as it is, with its copy button
         st.code("\n".join(commands), language=None, wrap_lines=True)
+        if data.backend_url() is not None:
+            st.caption("On the ClickHouse backend: with `BUDGETSCOPE_BACKEND` set to its URL, or "
+                       "`budgetscope --backend URL prices set …`.")
 st.markdown("**Where the spend came from**")
 tables.table(sources.assign(
     price_source=sources["price_source"].map({

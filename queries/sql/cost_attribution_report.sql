@@ -8,18 +8,10 @@
 -- Steps are joined to the exhausted runs by run id (usually a small set; steps carry no
 -- per-dimension exhaustion flag). Sums are HUGEINT (Int128 on ClickHouse, where an Int64 sum
 -- would wrap): a run's amounts stop at BIGINT's largest, their sums need not.
+-- The exhausted runs (their budget, culprit and crosser in the dimension) are the fragment
+-- sql/fragments/exhausted_runs.sql, which cost_attribution_summary.sql reads too.
 WITH exhausted AS (
-    SELECT run_id,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN usd_budget_nano ELSE token_budget END
-               AS budget,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN cost_culprit_key
-                ELSE token_culprit_key END AS culprit_key,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN cost_crosser_key
-                ELSE token_crosser_key END AS crosser_key
-    FROM runs
-    WHERE coalesce(CASE WHEN $dimension::VARCHAR = 'usd' THEN usd_exhausted
-                        ELSE tokens_exhausted END, false)
-      AND /*@run_filter(start_ns)*/
+    /*@exhausted_runs*/
 ), total AS (
     SELECT sum(CAST(budget AS HUGEINT)) AS budget FROM exhausted
 ), consumed AS (

@@ -5,19 +5,10 @@
 -- the budget lay under no step, or when the run was exhausted by an outcome or a refusal
 -- before spending it). unattributed_share = Σ unattributed spend / Σ budget over the exhausted
 -- runs with a known budget. NULL when there is nothing to divide by.
+-- The exhausted runs are the fragment sql/fragments/exhausted_runs.sql (as in
+-- cost_attribution_report.sql).
 WITH exhausted AS (
-    SELECT CASE WHEN $dimension::VARCHAR = 'usd' THEN usd_budget_nano ELSE token_budget END
-               AS budget,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN cost_culprit_span_id
-                ELSE token_culprit_span_id END AS culprit_span_id,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN cost_crosser_span_id
-                ELSE token_crosser_span_id END AS crosser_span_id,
-           CASE WHEN $dimension::VARCHAR = 'usd' THEN unattributed_cost_nano
-                ELSE unattributed_tokens END AS unattributed
-    FROM runs
-    WHERE coalesce(CASE WHEN $dimension::VARCHAR = 'usd' THEN usd_exhausted
-                        ELSE tokens_exhausted END, false)
-      AND /*@run_filter(start_ns)*/
+    /*@exhausted_runs*/
 )
 SELECT count(*) AS exhausted_runs,
        count(*) FILTER (WHERE crosser_span_id IS NOT NULL) AS crossed_runs,

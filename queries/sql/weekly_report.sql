@@ -7,8 +7,17 @@
 -- over the exhausted runs (ties: more culprit runs, then the key); top_culprit_share its share.
 -- partial_week: the filter's range ($since_ns, $until_ns) or the present ($now_ns) cuts the
 -- week [Monday 00:00 UTC, next Monday) short, so its counts are not the whole week's.
--- Steps are first summed per (run start, agent), which identifies the run's week and agent
--- without joining a million steps to their runs (800 ms → see bench/bench_queries.py).
+-- Where the steps are counted (at 1.4M spans, ~940k steps; bench/README.md): `steps` and
+-- `refused` are the runs' own counts (runs.steps, runs.refused_steps, which the derivation
+-- counts from the same step rows), so that only the steps of another class than ok, the write
+-- and reconcile steps and the exhausted runs' top-level steps are read, each with a filter
+-- the scan applies. Those are grouped by the Monday of their run's start and the agent (a few
+-- dozen groups, not one per run start), and the Monday is named as its ISO week once per group:
+-- a Monday and every instant of its week share one ISO week, so the groups are the runs'
+-- weeks. A write step is reconciled as in the write_steps view (docs/metrics.md §6): a
+-- reconcile step of its run with its idempotency key, or a reconcile link naming it; an
+-- orphan is an uncertain write that is not (the view builds every reconciliation, which this
+-- report does not count: 80 → 27 ms of CPU).
 -- The cost columns (docs/metrics.md §11.9) come after partial_week, so that every earlier
 -- column keeps its position. Amounts are integer nano-dollars, summed in HUGEINT and handed
 -- over as their decimal text (exact past BIGINT; dollars in queries/reports.py); a week's
@@ -19,9 +28,9 @@
 -- top_cost_culprit is the step key with the largest Σ consumption over the week's
 -- usd-exhausted runs with a known B$, and its share that Σ ÷ their Σ B$ (ties: more cost
 -- culprit runs, then the key); none when no step spent anything there. Those steps are the
--- one join of steps to runs here (steps carry no dollar exhaustion of their run): about 55 ms
--- of CPU at 1.4M spans, bench/README.md. The weekly budget is the agent's declared --usd-per-week, else
--- the default's, as declared now (declarations keep no history).
+-- one join of steps to runs here (steps carry no dollar exhaustion of their run). The weekly
+-- budget is the agent's declared --usd-per-week, else the default's, as declared now
+-- (declarations keep no history).
 WITH r AS (
     SELECT * FROM runs
     WHERE /*@run_filter(start_ns)*/
@@ -37,6 +46,8 @@ WITH r AS (
            quantile_cont(utilisation, 0.90) AS utilisation_p90,
            quantile_cont(utilisation, 0.99) AS utilisation_p99,
            sum(budget_ms) FILTER (WHERE exhausted) AS exhausted_budget_ms,
+           sum(steps) AS steps,
+           sum(refused_steps) AS refused,
            sum(CAST(tokens AS HUGEINT)) AS tokens,
            sum(CAST(cost_nano AS HUGEINT)) AS cost_nano,
            count(*) FILTER (WHERE NOT cost_complete) AS incomplete_cost_runs,
@@ -54,45 +65,55 @@ WITH r AS (
            count(*) FILTER (WHERE tokens_exhausted) AS token_exhausted_runs,
            quantile_cont(token_utilisation, 0.90) AS token_utilisation_p90
     FROM r GROUP BY ALL
-), step_start AS (
-    SELECT run_start_ns, agent,
-           count(*) AS steps,
+), failure_monday AS (
+    SELECT date_trunc('week', make_timestamp(run_start_ns // 1000)) AS monday, agent,
            count(*) FILTER (WHERE class = 'client_timeout') AS client_timeouts,
-           count(*) FILTER (WHERE class = 'upstream_error') AS upstream_errors,
-           count(*) FILTER (WHERE class = 'refused') AS refused
+           count(*) FILTER (WHERE class = 'upstream_error') AS upstream_errors
     FROM steps
-    WHERE /*@run_filter(run_start_ns)*/
+    WHERE class <> 'ok'
+      AND /*@run_filter(run_start_ns)*/
     GROUP BY ALL
-), write_start AS (
-    SELECT run_start_ns, agent,
+), reconcile_keys AS (
+    SELECT DISTINCT run_id, idempotency_key FROM steps
+    WHERE kind = 'reconcile' AND idempotency_key IS NOT NULL
+), link_targets AS (
+    SELECT DISTINCT target_trace_id, target_span_id FROM reconcile_links
+), write_monday AS (
+    SELECT date_trunc('week', make_timestamp(run_start_ns // 1000)) AS monday, agent,
            count(*) AS write_steps,
            count(*) FILTER (WHERE reconciled) AS reconciled_writes,
-           count(*) FILTER (WHERE orphan) AS orphan_writes
-    FROM write_steps
-    WHERE /*@run_filter(run_start_ns)*/
+           count(*) FILTER (WHERE is_uncertain AND NOT reconciled) AS orphan_writes
+    FROM (
+        SELECT w.run_start_ns, w.agent, w.is_uncertain,
+               k.run_id IS NOT NULL OR l.target_span_id IS NOT NULL AS reconciled
+        FROM steps w
+        LEFT JOIN reconcile_keys k ON k.run_id = w.run_id
+                                  AND k.idempotency_key = w.idempotency_key
+        LEFT JOIN link_targets l ON l.target_trace_id = w.trace_id
+                                AND l.target_span_id = w.span_id
+        WHERE w.is_write
+          AND /*@run_filter(w.run_start_ns)*/
+    )
     GROUP BY ALL
-), key_start AS (
-    SELECT run_start_ns, agent, step_key, sum(consumption_ms) AS consumption_ms
+), key_monday AS (
+    SELECT date_trunc('week', make_timestamp(run_start_ns // 1000)) AS monday, agent,
+           step_key, sum(consumption_ms) AS consumption_ms
     FROM steps
     WHERE is_top_level AND run_exhausted
       AND /*@run_filter(run_start_ns)*/
     GROUP BY ALL
-), weeks AS (
-    -- the ISO week of each distinct run start, computed once per start, not once per step
-    SELECT start_ns, printf('%d-W%02d', isoyear(make_timestamp(start_ns // 1000)),
-                            week(make_timestamp(start_ns // 1000))) AS week
-    FROM (SELECT DISTINCT start_ns FROM r)
 ), step_week AS (
-    SELECT w.week, s.agent, sum(s.steps) AS steps, sum(s.client_timeouts) AS client_timeouts,
-           sum(s.upstream_errors) AS upstream_errors, sum(s.refused) AS refused
-    FROM step_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+    SELECT printf('%d-W%02d', isoyear(monday), week(monday)) AS week, agent, client_timeouts,
+           upstream_errors
+    FROM failure_monday
 ), write_week AS (
-    SELECT w.week, s.agent, sum(s.write_steps) AS write_steps,
-           sum(s.reconciled_writes) AS reconciled_writes, sum(s.orphan_writes) AS orphan_writes
-    FROM write_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+    SELECT printf('%d-W%02d', isoyear(monday), week(monday)) AS week, agent, write_steps,
+           reconciled_writes, orphan_writes
+    FROM write_monday
 ), key_week AS (
-    SELECT w.week, s.agent, s.step_key, sum(s.consumption_ms) AS consumption_ms
-    FROM key_start s JOIN weeks w ON w.start_ns = s.run_start_ns GROUP BY ALL
+    SELECT printf('%d-W%02d', isoyear(monday), week(monday)) AS week, agent, step_key,
+           consumption_ms
+    FROM key_monday
 ), culprit_week AS (
     SELECT week, agent, culprit_key AS step_key, count(*) AS culprit_runs
     FROM r WHERE exhausted GROUP BY ALL
@@ -141,10 +162,10 @@ SELECT rw.week,
        rw.utilisation_p50,
        rw.utilisation_p90,
        rw.utilisation_p99,
-       coalesce(sw.steps, 0)::BIGINT AS steps,
+       CAST(rw.steps AS BIGINT) AS steps,
        coalesce(sw.client_timeouts, 0)::BIGINT AS client_timeouts,
        coalesce(sw.upstream_errors, 0)::BIGINT AS upstream_errors,
-       coalesce(sw.refused, 0)::BIGINT AS refused,
+       CAST(rw.refused AS BIGINT) AS refused,
        coalesce(ww.write_steps, 0)::BIGINT AS write_steps,
        coalesce(ww.reconciled_writes, 0)::BIGINT AS reconciled_writes,
        ww.reconciled_writes / nullif(ww.write_steps, 0) AS reconciliation_rate,

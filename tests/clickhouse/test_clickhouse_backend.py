@@ -36,6 +36,7 @@ from budgetscope.cli import cli
 from queries import reports
 from queries.filters import Filters
 from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
+from queries.prices import price_check
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run, span_details
 from store import BACKEND_ENV, clickhouse
@@ -288,6 +289,35 @@ def test_dashboard_page_on_clickhouse(sample_duckdb: str, sample_backend: str,
         duck.close()
     # the report's rows and, before each week's, the row over all agents
     assert len(shown[0]) == len(weekly) + weekly["week"].nunique()
+
+
+def test_cost_page_names_the_unpriced_models_on_clickhouse(sample_duckdb: str,
+                                                          sample_backend: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Cost page's pricing coverage lists the models seen without a price, with the
+    command that prices each, on the backend as on the file (it read None there before)."""
+    duck = duckdb_connect(sample_duckdb, read_only=True)
+    try:
+        want = price_check(duck)
+    finally:
+        duck.close()
+    backend = clickhouse.connect(sample_backend)
+    clickhouse.ensure_derived(backend)  # as the dashboard's reader does first
+    got = price_check(backend)
+    assert len(want) > 0  # the sample's model with no price
+    pd.testing.assert_frame_equal(got, want)
+    monkeypatch.setenv("BUDGETSCOPE_DB", str(Path(sample_duckdb).with_suffix(".absent")))
+    monkeypatch.setenv(BACKEND_ENV, sample_backend)
+    at = AppTest.from_file(str(ui.APP), default_timeout=120)
+    at.switch_page("app_pages/cost.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    # the table whose columns are prices check's (AppTest keeps no key of such a table)
+    shown = [frame.value for frame in at.dataframe
+             if list(frame.value.columns[:3]) == ["model", "provider", "steps"]]
+    assert [list(frame["steps"]) for frame in shown] == [list(want["steps"])]
+    commands = [c for c in want["command"] if c]
+    assert any(block.value == "\n".join(commands) for block in at.code)
 
 
 def _weekly_page_tables() -> list[pd.DataFrame]:

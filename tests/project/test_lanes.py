@@ -132,3 +132,10 @@ def test_the_slowest_files_named_exist() -> None:
     assert set(SLOWEST_FIRST) <= set(files), sorted(set(SLOWEST_FIRST) - set(files))
     shared = sorted(name for name in SLOWEST_FIRST if files.count(name) > 1)
     assert not shared, f"names of more than one test file: {shared}"
+
+
+def test_every_test_module_sits_in_a_wing() -> None:
+    """A test module goes in the folder of the wing it tests (CONTRIBUTING.md, "Where a test
+    goes"), never flat in tests/."""
+    flat = sorted(path.name for path in (REPO / "tests").glob("test_*.py"))
+    assert not flat, f"move these into a wing of tests/: {flat}"

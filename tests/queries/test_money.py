@@ -9,6 +9,8 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queries.money import dollar_text, dollars, with_dollars
 from queries.readable import table_formats, usd, usd_nano
@@ -34,6 +36,19 @@ def test_dollar_text(nano: int, text: str) -> None:
     (Decimal("-0E-9"), "0"), (Decimal("1E-9"), "0.000000001"), (Decimal("120"), "120")])
 def test_dollar_text_of_any_decimal(amount: Decimal, text: str) -> None:
     assert dollar_text(amount) == text
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.decimals(allow_nan=True, allow_infinity=True).filter(lambda d: not d.is_snan()),
+                 st.integers(-(10**40), 10**40).map(lambda n: dollars(n)),
+                 st.builds(lambda n, e: Decimal(n).scaleb(e), st.integers(-(10**20), 10**20),
+                           st.integers(-30, 12))))
+def test_dollar_text_is_the_fixed_point_text_trimmed(amount: Decimal) -> None:
+    """dollar_text reads str() where it has no exponent: the digits of format(amount, "f")."""
+    text = format(amount, "f")
+    expected = "0" if not amount.is_nan() and amount == 0 else (
+        text.rstrip("0").rstrip(".") if "." in text else text)
+    assert dollar_text(amount) == expected
 
 
 def test_a_float_is_refused_and_missing_is_none() -> None:

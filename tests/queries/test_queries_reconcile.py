@@ -76,6 +76,16 @@ def test_reconciliation_by_key_and_link_and_orphans(con):
     assert table.loc["tool:w3", "orphan_writes"] == 1
     assert table.loc["tool:w3", "reconciliation_rate"] == 0.0
     assert "tool:read" not in table.index
+    # The weekly report reads the same rules its own way (a reconcile key or link per write,
+    # not every reconciliation), and its step counts from the runs' own: both as stored.
+    weekly = reports.weekly(con)
+    assert weekly[["write_steps", "reconciled_writes", "orphan_writes"]].sum().to_dict() == {
+        "write_steps": 5, "reconciled_writes": 2, "orphan_writes": 1}
+    assert weekly[["steps", "client_timeouts", "upstream_errors", "refused"]].sum().to_dict() \
+        == dict(zip(("steps", "client_timeouts", "upstream_errors", "refused"), con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE class = 'client_timeout'), "
+            "count(*) FILTER (WHERE class = 'upstream_error'), "
+            "count(*) FILTER (WHERE class = 'refused') FROM steps").fetchone(), strict=True))
 
 
 def test_reconcile_link_across_traces_in_either_order(tmp_path):
@@ -94,6 +104,9 @@ def test_reconcile_link_across_traces_in_either_order(tmp_path):
         for part in order:
             store(con, part)
         assert _writes(con) == {"tool pay": (True, True, False, 1, "landed")}, name
+        weekly = reports.weekly(con)
+        assert weekly[["write_steps", "reconciled_writes", "orphan_writes"]].sum().to_dict() \
+            == {"write_steps": 1, "reconciled_writes": 1, "orphan_writes": 0}, name
         con.close()
 
 

@@ -7,14 +7,12 @@ the moment of the answer; and as real processes (`serve` and the CLI) for a user
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -24,7 +22,7 @@ from budgetscope.server.prices_endpoint import PATH, PricesEndpoint
 from ingest.receivers.service import ReceiverConfig, Receivers
 from store import DatabaseOwner, DeclaredPrices
 from tests.support.cost_rows import nano
-from tests.support.serve import CLI, start_serve, stop, stored
+from tests.support.serve import CLI, ServedEndpoint, start_serve, stop, stored
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 TOKEN = "prices-token-0123456"
@@ -41,33 +39,9 @@ def acme_spans() -> TraceBuilder:
     return b
 
 
-class Served:
-    def __init__(self, owner: DatabaseOwner, receivers: Receivers) -> None:
-        self.owner, self.receivers = owner, receivers
-
-    def request(self, method: str, body: bytes | None = None, token: str | None = TOKEN,
-                content_type: str = "application/json") -> tuple[int, dict]:
-        url = urlsplit(self.receivers.http_endpoint)
-        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-        try:
-            headers = {"Content-Type": content_type}
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            connection.request(method, PATH, body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, json.loads(response.read() or b"{}")
-        finally:
-            connection.close()
-
-    def change(self, **payload) -> tuple[int, dict]:
-        return self.request("POST", json.dumps(payload).encode())
-
-    def runs(self) -> list[tuple]:
-        cursor = self.owner.cursor()
-        try:
-            return cursor.execute("SELECT cost_nano, cost_complete FROM runs").fetchall()
-        finally:
-            cursor.close()
+class Served(ServedEndpoint):
+    path, token = PATH, TOKEN
+    runs_sql = "SELECT cost_nano, cost_complete FROM runs"
 
 
 @pytest.fixture

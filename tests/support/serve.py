@@ -15,11 +15,14 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import EllipsisType
+from urllib.parse import urlsplit
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from store import connect, serve_sidecar_path
+from ingest.receivers.service import Receivers
+from store import DatabaseOwner, connect, serve_sidecar_path
 from tests.support.receivers import raw_request
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
@@ -122,3 +125,43 @@ def rebinding_db(folder: Path) -> Path:
     store(con, b.finished())
     con.close()
     return folder / "rebinding.duckdb"
+
+
+class ServedEndpoint:
+    """A JSON endpoint of an in-process serve (/budgets, /prices) asked over real HTTP, and the
+    runs its owner holds at the moment of the answer. A test names its endpoint's path, token
+    and the runs' columns it reads."""
+
+    path: str
+    token: str
+    runs_sql: str
+
+    def __init__(self, owner: DatabaseOwner, receivers: Receivers) -> None:
+        self.owner, self.receivers = owner, receivers
+
+    def request(self, method: str, body: bytes | None = None,
+                token: str | None | EllipsisType = ...,
+                content_type: str = "application/json") -> tuple[int, dict]:
+        """(status, JSON answer); the endpoint's own token unless another (or None) is given."""
+        token = self.token if token is ... else token
+        url = urlsplit(self.receivers.http_endpoint)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        try:
+            headers = {"Content-Type": content_type}
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            connection.request(method, self.path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, json.loads(response.read() or b"{}")
+        finally:
+            connection.close()
+
+    def change(self, **payload) -> tuple[int, dict]:
+        return self.request("POST", json.dumps(payload).encode())
+
+    def runs(self) -> list[tuple]:
+        cursor = self.owner.cursor()
+        try:
+            return cursor.execute(self.runs_sql).fetchall()
+        finally:
+            cursor.close()

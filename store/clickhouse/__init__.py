@@ -10,7 +10,7 @@ A backend URL picks the engine:
 
 Report queries come from queries/sql/clickhouse/ (queries.loader.CLICKHOUSE_QUERIES); the
 backend's own tables and derivation from sql/ beside this module (store/clickhouse/sql/,
-BACKEND_QUERIES); values are always bound as
+backend_queries()); values are always bound as
 ClickHouse query parameters (`{since_ns:Nullable(Int64)}`), never formatted into the text.
 Only results travel: report rows (aggregates; for `runs`, one row per run; for the run view,
 one run's steps), never spans. chdb allows one data folder per process at a time.
@@ -21,6 +21,7 @@ the declared budgets and caps on ClickHouse (`store.clickhouse_declared`), in sq
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -79,8 +80,15 @@ BACKEND_NAMES = frozenset({
 DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps",
                 "derive_usage", "derive_cost", "derive_measure")
 MATCH_PRICES_BEFORE = "derive_cost"
-BACKEND_QUERIES = with_conventions(
-    load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
+
+
+@functools.cache
+def backend_queries() -> dict[str, Query]:
+    """The backend's own files with the conventions written in, read when first used: a
+    tenth of a second of CPU that a command on a DuckDB file (which imports this package)
+    never pays."""
+    return with_conventions(
+        load_queries(BACKEND_FOLDER, BACKEND_NAMES, CLICKHOUSE_PARAMETER), "clickhouse")
 
 
 class BackendError(ValueError):
@@ -241,7 +249,7 @@ class ClickHouseConnection:
     def run_script(self, name: str, parameters: Mapping[str, Any] | None = None) -> None:
         """Run every statement of a ClickHouse-only multi-statement file (DDL, derive), each
         with the `parameters` it names."""
-        for number, statement in enumerate(split_statements(BACKEND_QUERIES[name].text), 1):
+        for number, statement in enumerate(split_statements(backend_queries()[name].text), 1):
             named = {m["name"] for m in CLICKHOUSE_PARAMETER.finditer(statement)}
             try:
                 self.command(statement, {key: value for key, value in (parameters or {}).items()
@@ -301,7 +309,7 @@ def derived_state(con: ClickHouseConnection) -> dict[str, Any] | None:
         # never derived, or derived before declared budgets (docs/guide.md#declaring-budgets), log
         # records or prices (docs/metrics.md §11) existed
         return None
-    rows = con.frame(BACKEND_QUERIES["derive_state"], {})
+    rows = con.frame(backend_queries()["derive_state"], {})
     if rows.empty:
         return None
     state = rows.iloc[0].to_dict()

@@ -140,7 +140,7 @@ def test_every_attribute_the_rules_read_is_typed_at_ingest() -> None:
 
 def test_both_derivations_are_rendered_from_the_table() -> None:
     for queries, name in ((QUERIES, "derive_refresh"),
-                          (clickhouse.BACKEND_QUERIES, "derive_build")):
+                          (clickhouse.backend_queries(), "derive_build")):
         text = queries[name].text
         assert "/*@" not in text
         assert conventions.step_row_sql() in text and conventions.convention_sql() in text

@@ -16,7 +16,7 @@ from tests.support.paths import REPO
 # recognition, then what depends on B; store.clickhouse.ensure_derived).
 DERIVATIONS = {"duckdb": "\n".join(DERIVE_QUERIES[name].text for name in (
                    *RECOGNISE, "derive_usage", "derive_cost", "derive_measure")),
-               "clickhouse": "\n".join(clickhouse.BACKEND_QUERIES[name].text
+               "clickhouse": "\n".join(clickhouse.backend_queries()[name].text
                                      for name in clickhouse.DERIVE_BUILD)}
 def _code(text: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in text.splitlines())

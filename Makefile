@@ -22,6 +22,11 @@ CHROMIUM := /usr/bin/chromium
 # four, paid by every CLI command, server and dashboard the suite starts.
 UV_VERSION := 0.13.9
 UV_SYNC = UV_PYTHON_DOWNLOADS=never $(BIN)/uv sync --frozen --inexact --compile-bytecode -q
+# The project's own modules are installed editable, so --compile-bytecode leaves them out: under
+# PYTHONDONTWRITEBYTECODE=1 each process compiled 92 of them again (0.78 -> 0.65 s CPU to import
+# the CLI). Compiled before every run that starts processes; a file compiled already is
+# skipped (about half a second in all).
+COMPILE = $(BIN)/python -m compileall -q -j 0 -x '/build/' budgetscope ingest store queries dashboard bench sdk tests > /dev/null
 
 $(BIN)/uv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,9 +53,11 @@ install: $(STAMP)
 PORT ?= 8501
 
 demo: $(RUNTIME)
+	$(COMPILE)
 	$(BIN)/budgetscope demo --port $(PORT)
 
 serve: $(RUNTIME)
+	$(COMPILE)
 	$(BIN)/budgetscope serve
 
 # Browser tests drive Debian's Chromium (never a downloaded browser build).
@@ -71,6 +78,7 @@ chromium:
 # in test-artifacts/).
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
+	$(COMPILE)
 	mkdir -p test-artifacts
 	$(BIN)/python -m pytest -q -m browser > test-artifacts/browser-lane.log 2>&1 & browser=$$!; \
 	$(BIN)/python -m pytest -q -m "not browser" -n 2 --dist loadfile --no-loadscope-reorder; \
@@ -83,6 +91,7 @@ test: $(STAMP) chromium
 FAST_LANE := not browser and not slow and not root and not network
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
+	$(COMPILE)
 	$(BIN)/python -m pytest -q -m "$(FAST_LANE)" -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)

@@ -1,7 +1,8 @@
 """Take the README's screenshots (docs/images/*.png) of the dashboard on the bundled sample.
 
     .venv/bin/budgetscope demo --port 8611 &                  # in a scratch folder
-    .venv/bin/python docs/screenshots.py --base http://127.0.0.1:8611 --run a5c7606f
+    .venv/bin/python docs/screenshots.py --base http://127.0.0.1:8611 --run a5c7606f \
+        --usd-run dcf26a99
 
 Debian's Chromium (/usr/bin/chromium) through Playwright, never a downloaded browser. The
 viewport is tall because Streamlit scrolls inside its own container: a full-page capture of
@@ -34,17 +35,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="http://127.0.0.1:8501")
     parser.add_argument("--run", required=True, help="an exhausted run's id (or its start)")
+    parser.add_argument("--usd-run", required=True,
+                        help="a dollar-exhausted run whose culprit is not its crosser")
     args = parser.parse_args()
     IMAGES.mkdir(exist_ok=True)
-    shots = {"overview.png": f"{args.base}/?{RANGE}",
-             "run-view.png": f"{args.base}/run?run={args.run}&{RANGE}"}
+    # name -> (address, window height): the dollar run's cumulative spend is drawn below its
+    # waterfall
+    shots = {"overview.png": (f"{args.base}/?{RANGE}", 2000),
+             "run-view.png": (f"{args.base}/run?run={args.run}&{RANGE}", 2000),
+             "cost.png": (f"{args.base}/cost?{RANGE}", 2000),
+             "cost-run.png": (f"{args.base}/run?run={args.usd_run}&{RANGE}", 5000)}
+    # the dollar run: from its cost headline to its cumulative spend, what the shot is for
+    clips = {"cost-run.png": (".st-key-run_cost_headline", ".st-key-cumulative_spend")}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page(viewport={"width": 1440, "height": 2000})
-        for name, url in shots.items():
+        for name, (url, height) in shots.items():
+            page.set_viewport_size({"width": 1440, "height": height})
             page.goto(url)
             settle(page)
-            page.screenshot(path=str(IMAGES / name))
+            if name in clips:
+                top, bottom = (page.locator(selector).first.bounding_box()
+                               for selector in clips[name])
+                assert top and bottom, f"{name}: {clips[name]} not drawn"
+                page.screenshot(path=str(IMAGES / name), clip={
+                    "x": 0, "y": top["y"] - 4, "width": 1440,
+                    "height": bottom["y"] + bottom["height"] - top["y"] + 28})
+            else:
+                page.screenshot(path=str(IMAGES / name))
             print(IMAGES / name)
         browser.close()
 

@@ -5,6 +5,7 @@ through DuckDB's: recognition, names, conventions, levels, classes, consumption,
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -261,3 +262,34 @@ def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
     assert con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans") == priced
     assert clickhouse.ensure_derived(con) is False
 
+
+SCRATCH_TABLES = ("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                  "AND name LIKE 'budgetscope\\\\_tmp\\\\_%'")
+
+
+def test_a_build_that_died_midway_leaves_nothing_the_next_trips_on(backend) -> None:
+    """A build whose process died midway (no `finally` ran) leaves its scratch tables behind:
+    Memory tables, found again empty by the next process. Its build drops them first and
+    derives what a whole build derives; none is left after it."""
+    con = clickhouse.connect(backend)
+    clickhouse.ensure_derived(con)
+    read = {key: f"SELECT {', '.join(columns)} FROM {table}"
+            for key, (_, table, columns, _) in TABLES.items()}
+    want = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
+    # a build's first files, as ensure_derived runs them, and no more
+    con.run_script("derive_scratch_drop")
+    con.run_script("derive_log_exceptions_none")
+    con.run_script("derive_build", {"root_cutoff_ns": time.time_ns()})
+    con.run_script("derive_walk")
+    left = con.scalar(SCRATCH_TABLES)
+    assert left > 10
+    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") > 0
+    clickhouse.close_all()  # the process is gone; the next one opens the folder
+    con = clickhouse.connect(backend)
+    assert con.scalar(SCRATCH_TABLES) == left
+    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") == 0  # in memory, gone
+    assert clickhouse.ensure_derived(con, force=True) is True
+    assert con.scalar(SCRATCH_TABLES) == 0
+    got = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
+    for key in TABLES:
+        assert got[key] == want[key], difference(got[key], want[key])

@@ -19,7 +19,8 @@ every report would pay on top if the derived data were views computed at query t
 tables built by a derive step.
 
 Against another revision, in one run: `python -m bench.ab --base REV -- bench.bench_clickhouse
---workdir DIR` (bench/ab.py).
+--workdir DIR` (bench/ab.py). --rebuilds N times N forced rebuilds of the derived tables, what
+every `budgets` or `prices` change on the backend pays (on the sample alone: `--spans 52169`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ def timed(call, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped
     return statistics.median(times), result
 
 
+def rebuild_times(ch: clickhouse.ClickHouseConnection, rebuilds: int) -> None:
+    """Forced rebuilds, one after another, after one untimed (the scratch tables' first)."""
+    clickhouse.ensure_derived(ch, force=True)
+    walls, cpus = [], []
+    for _ in range(rebuilds):
+        started, cpu = time.perf_counter(), cpu_seconds()
+        clickhouse.ensure_derived(ch, force=True)
+        walls.append(time.perf_counter() - started)
+        cpus.append(cpu_seconds() - cpu)
+    print(f"clickhouse: a forced rebuild, median of {rebuilds}: "
+          f"{statistics.median(walls):.2f} s ({min(walls):.2f}-{max(walls):.2f}), "
+          f"CPU {statistics.median(cpus):.2f} s", flush=True)
 
 
 def main() -> None:
@@ -135,6 +148,10 @@ def main() -> None:
     parser.add_argument("--rederive", action="store_true",
                         help="rebuild ClickHouse's derived tables before timing (after a change "
                              "to derive_build.sql), printing how long it took")
+    parser.add_argument("--rebuilds", type=int, default=0,
+                        help="then time this many forced rebuilds of ClickHouse's derived tables "
+                             "(what each `budgets` or `prices` change on the backend costs), "
+                             "printing the median, range and CPU time of one")
     args = parser.parse_args()
     copies = max(1, math.ceil(args.spans / SAMPLE_SPANS))
     duck_path = args.workdir / "bench.duckdb"
@@ -158,6 +175,8 @@ def main() -> None:
         # with the neighbours' load than the wall time does
         print(f"clickhouse: derivation (derive_build.sql) {seconds(started)}, "
               f"CPU {cpu_seconds() - cpu:.1f} s", flush=True)
+    if args.rebuilds:
+        rebuild_times(ch, args.rebuilds)
     spans = int(ch.scalar("SELECT count() FROM otel_traces"))
     runs = int(ch.scalar("SELECT count() FROM budgetscope_runs"))
     print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample); "

@@ -22,6 +22,7 @@ checks (fixture order), which also exercises the rebuild when otel_traces change
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -39,16 +40,26 @@ from queries.loader import CLICKHOUSE_QUERY_NAMES, QUERY_NAMES
 from queries.prices import price_check
 from queries.render import to_csv_bytes
 from queries.run_view import RunNotFound, load_run, span_details
-from store import BACKEND_ENV, clickhouse
+from store import (
+    BACKEND_ENV,
+    Change,
+    PriceChange,
+    clickhouse,
+    clickhouse_declared,
+    clickhouse_prices,
+    parse_from,
+    parse_rate,
+)
 from store import connect as duckdb_connect
 from tests.support import ui
+from tests.support.cost_fleet import CHANGES as COST_CHANGES
 from tests.support.cost_fleet import DECLARATIONS as COST_DECLARATIONS
 from tests.support.cost_fleet import cost_fleet_spans
 from tests.support.cost_parity import TABLES, difference, tidy
 from tests.support.trace_builder import T0_NS, TraceBuilder, open_db, store
 
-# slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, one comparison rebuilding
-# 14 times (81 s in all on 2 loaded cores).
+# slow, left out of make test-fast: ClickHouse (chdb) beside DuckDB, every change on the backend
+# rebuilding its derived tables (3 s each on the sample, quiet; 4 in the longest comparison).
 pytestmark = pytest.mark.slow
 
 CLI_REPORTS = list(reports.REPORTS)
@@ -468,23 +479,55 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
 
 # ---- declared budgets (docs/guide.md#declaring-budgets) ------------------------------------------
 
+# Every change on the backend rebuilds every derived table (docs/clickhouse.md), which is what
+# these tests spend their time on. So DuckDB takes every change through the CLI, and the backend
+# one change of each kind through `budgetscope --backend` (its message, DuckDB's with the
+# rebuild, checked) and the others through the store's API beforehand, as that command stores
+# them (the listings compared below say they are the same declarations): one rebuild per kind
+# of command proves what one per line did.
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],
                 ["cap", "tool:fetch_report", "5s"],
                 ["cap", "model:gpt-4o", "2500ms"], ["cap", "tool:never_seen", "1s"]]
+# the backend's through the store API (the others, one per kind, through its CLI)
+DECLARED_THROUGH_STORE = {0: Change("set", "triage-agent", 45_000),
+                          3: Change("set", "edge", 7_000),
+                          5: Change("cap", "model:gpt-4o", 2_500),
+                          6: Change("cap", "tool:never_seen", 1_000)}
+_REDERIVED = re.compile(r"; (\d+ runs? re-(derived|measured)|derived tables rebuilt) in "
+                        r"\d+\.\d\d s$")
+
+
+def changed_on_both(db: str, backend: str, change: list[str]) -> None:
+    """One change through the CLI on the DuckDB file and on the backend: the backend says what
+    DuckDB says (its first line), that it did so on the backend, and that it rebuilt."""
+    duck = CliRunner().invoke(cli, ["--db", db, *change])
+    assert duck.exit_code == 0, duck.output
+    shown = CliRunner().invoke(cli, ["--backend", backend, *change])
+    assert shown.exit_code == 0, shown.output
+    said = shown.output.splitlines()[0]
+    assert "on the backend; derived tables rebuilt in " in said, said
+    assert _REDERIVED.sub("", said) == _REDERIVED.sub("", duck.output.splitlines()[0]) + \
+        " on the backend", (said, duck.output)
 
 
 def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
-    """The same declarations through `budgetscope budgets` on both backends (the sample and
-    EDGE): every report, the step utilisation and the listing are the same bytes."""
+    """The same declarations on both backends (the sample and EDGE), through `budgetscope
+    budgets` (DECLARED_THROUGH_STORE aside): every report, the step utilisation and the listing
+    are the same bytes; undone, the backend derives what it derived before."""
     db, backend = edge
     copy = tmp_path / "declared.duckdb"
     shutil.copy(db, copy)
+    con = clickhouse.connect(backend)
     before = invoke("--backend", backend, "report", "runs")
     try:
-        for declaration in DECLARATIONS:
-            invoke("--db", str(copy), "budgets", *declaration)
-            invoke("--backend", backend, "budgets", *declaration)
+        for number, declaration in enumerate(DECLARATIONS):
+            if number in DECLARED_THROUGH_STORE:
+                invoke("--db", str(copy), "budgets", *declaration)
+                assert clickhouse_declared.apply(con, DECLARED_THROUGH_STORE[number]).changed
+        for number, declaration in enumerate(DECLARATIONS):
+            if number not in DECLARED_THROUGH_STORE:
+                changed_on_both(str(copy), backend, ["budgets", *declaration])
         runs = invoke("--backend", backend, "report", "runs", "--format", "json")
         assert b'"declared"' in runs and before != invoke("--backend", backend, "report",
                                                            "runs")
@@ -494,7 +537,7 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
         duck = duckdb_connect(copy, read_only=True)
         try:
             for name in ("step_utilisation", "attribution_summary", "utilisation_histogram"):
-                got = getattr(reports, name)(clickhouse.connect(backend), Filters())
+                got = getattr(reports, name)(con, Filters())
                 want = getattr(reports, name)(duck, Filters())
                 assert to_csv_bytes(got) == to_csv_bytes(want), name
         finally:
@@ -504,10 +547,19 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
         assert listed == [{k: v for k, v in d.items() if k != "declared_at"} for d in
                           json.loads(invoke("--db", str(copy), "budgets", "list", "--format",
                                             "json"))]
-    finally:  # the module's later tests see the backend as it was
-        for declaration in DECLARATIONS:
-            verb = {"set": "unset", "cap": "uncap"}[declaration[0]]
-            invoke("--backend", backend, "budgets", verb, declaration[1])
+    finally:  # the module's later tests see the backend as it was: undone through the store,
+        # the last through the CLI (its rebuild)
+        for declaration in DECLARATIONS[:-1]:
+            action = {"set": "unset", "cap": "uncap"}[declaration[0]]
+            if declaration[1] == "--default":
+                clickhouse_declared.apply(con, Change("unset_default"))
+            else:
+                clickhouse_declared.apply(con, Change(action, declaration[1]))
+        removed = CliRunner().invoke(cli, ["--backend", backend, "budgets", "uncap",
+                                           "tool:never_seen"])
+    assert removed.output.startswith("cap of step 'tool:never_seen' removed on the backend; "
+                                     "derived tables rebuilt in "), removed.output
+    assert invoke("--backend", backend, "budgets", "list", "--format", "json") == b"[]\n"
     assert invoke("--backend", backend, "report", "runs") == before
 
 
@@ -524,26 +576,39 @@ PRICE_AND_BUDGET_CHANGES = [
      "--cache-read", "0.1"],
     ["prices", "set", "claude-*", "--input", "3.5", "--output", "14"],
 ]
+# the backend's through the store API beforehand (as DECLARED_THROUGH_STORE; a money `budgets
+# set` goes through the CLI in test_cost_fleet_equal_to_duckdb)
+CHANGED_THROUGH_STORE = {
+    0: Change("set", "billing-agent", tokens=40_000, usd_nano=20_000_000),
+    1: Change("set_default", None, 60_000, usd_nano=500_000_000,
+              usd_per_week_nano=20_000_000_000),
+    3: PriceChange("set", "gpt-4o-2024-08-06", "openai", parse_from("2026-11-10"),
+                   parse_rate("2"), parse_rate("8")),
+    4: PriceChange("set", "triage-distill-*", "", None, parse_rate("0.4"), parse_rate("1.6"),
+                   parse_rate("0.1"))}
 
 
 def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> None:
-    """The same `prices` and `budgets` changes through the CLI on both backends (the sample and
-    EDGE): the same listings, the same models without a price, and the same §11 rows after each
-    rebuild; undone afterwards, the backend derives what it derived before."""
+    """The same `prices` and `budgets` changes on both backends (the sample and EDGE), through
+    the CLI (CHANGED_THROUGH_STORE aside): the same listings, the same models without a price,
+    and the same §11 rows after the rebuilds; undone afterwards, the backend derives what it
+    derived before."""
     db, backend = edge
     copy = tmp_path / "priced.duckdb"
     shutil.copy(db, copy)
+    con = clickhouse.connect(backend)
     before = invoke("--backend", backend, "report", "runs")
-    undo = [["budgets", "unset", "billing-agent"], ["budgets", "unset", "--default"],
-            ["prices", "unset", "gpt-4o-2024-08-06", "--provider", "openai", "--from",
-             "2026-11-10"],
-            ["prices", "unset", "triage-distill-*"], ["prices", "unset", "claude-*"]]
     try:
-        for change in PRICE_AND_BUDGET_CHANGES:
-            invoke("--db", str(copy), *change)
-            shown = CliRunner().invoke(cli, ["--backend", backend, *change])
-            assert shown.exit_code == 0, shown.output
-            assert "on the backend; derived tables rebuilt" in shown.output
+        for number, change in enumerate(PRICE_AND_BUDGET_CHANGES):
+            if number in CHANGED_THROUGH_STORE:
+                invoke("--db", str(copy), *change)
+                stored = CHANGED_THROUGH_STORE[number]
+                room = clickhouse_prices if isinstance(stored, PriceChange) \
+                    else clickhouse_declared
+                assert room.apply(con, stored).changed
+        for number, change in enumerate(PRICE_AND_BUDGET_CHANGES):
+            if number not in CHANGED_THROUGH_STORE:
+                changed_on_both(str(copy), backend, change)
         for listing in (["prices", "list", "--format", "json"],
                         ["budgets", "list", "--format", "json"]):
             got, want = (json.loads(invoke(*where, *listing)) for where in (
@@ -555,15 +620,25 @@ def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path
         try:
             for table in TABLES:
                 want = _cost_rows(duck, table)
-                got = _cost_rows(clickhouse.connect(backend), table)
+                got = _cost_rows(con, table)
                 assert got == want, difference(got, want)
             sources = {row["cost_source"] for row in _cost_rows(duck, "metered_spans")}
             assert "override" in sources
         finally:
             duck.close()
-    finally:  # the module's later tests see the backend as it was
-        for change in undo:
-            invoke("--backend", backend, *change)
+    finally:  # the module's later tests see the backend as it was: undone through the store,
+        # the last through the CLI (its rebuild)
+        clickhouse_declared.apply(con, Change("unset", "billing-agent"))
+        clickhouse_declared.apply(con, Change("unset_default"))
+        for stored in (CHANGED_THROUGH_STORE[3], CHANGED_THROUGH_STORE[4]):
+            clickhouse_prices.apply(con, PriceChange("unset", stored.model, stored.provider,
+                                                     stored.from_ns))
+        removed = CliRunner().invoke(cli, ["--backend", backend, "prices", "unset", "claude-*"])
+    assert removed.output.startswith("price of 'claude-*' removed on the backend; derived "
+                                     "tables rebuilt in "), removed.output
+    assert json.loads(invoke("--backend", backend, "prices", "list", "--format",
+                             "json"))["overrides"] == []
+    assert invoke("--backend", backend, "budgets", "list", "--format", "json") == b"[]\n"
     assert invoke("--backend", backend, "report", "runs") == before
 
 
@@ -591,10 +666,16 @@ def test_cost_fleet_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> No
         store(duck, spans)
     finally:
         duck.close()
-    assert load_requests(clickhouse.connect(backend), [encode_spans(spans)]) == len(spans)
-    for declaration in COST_DECLARATIONS:
+    con = clickhouse.connect(backend)
+    assert load_requests(con, [encode_spans(spans)]) == len(spans)
+    # the backend's last two through the store, then the first (a budget in dollars) through
+    # the CLI: one rebuild for the new spans and the three (as DECLARED_THROUGH_STORE)
+    first, *stored = COST_DECLARATIONS
+    for declaration, change in zip(stored, COST_CHANGES[1:], strict=True):
         invoke("--db", str(copy), *declaration)
-        invoke("--backend", backend, *declaration)
+        room = clickhouse_prices if isinstance(change, PriceChange) else clickhouse_declared
+        assert room.apply(con, change).changed
+    changed_on_both(str(copy), backend, first)
     for name in CLI_REPORTS:
         assert invoke("--backend", backend, "report", name) == \
             invoke("--db", str(copy), "report", name), name

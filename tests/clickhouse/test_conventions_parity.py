@@ -5,6 +5,7 @@ through DuckDB's: recognition, names, conventions, levels, classes, consumption,
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from bench.support.clickhouse_load.traces import load_requests
+from bench.support.clickhouse_load.traces import arrow_batches, load_requests
 from store import (
     Change,
     PriceChange,
@@ -128,8 +129,9 @@ COST_TESTS = [str(path.relative_to(REPO)) for path in
 
 @pytest.fixture(scope="module")
 def cost_scenarios(tmp_path_factory: pytest.TempPathFactory, backend):
-    """Every test of COST_TESTS run on DuckDB (by pytest), its spans built again on
-    ClickHouse (the backend's otel_traces replaced: the tests above have read theirs)."""
+    """Every test of COST_TESTS that stores spans run on DuckDB (by pytest; the recorder leaves
+    out those whose module cannot store), its spans built again on ClickHouse (the backend's
+    otel_traces replaced: the tests above have read theirs)."""
     scenarios = record_cost_tests(COST_TESTS, tmp_path_factory.mktemp("cost_duck"))
     return scenarios, derive_on_clickhouse(clickhouse.connect(backend), scenarios)
 
@@ -146,28 +148,31 @@ def test_cost_rows_equal(cost_scenarios, table: str) -> None:
     assert not differ, f"{len(differ)} of {len(compared)} differ: {differ}"
 
 
-def test_real_fixtures_cost_rows_equal(tmp_path_factory: pytest.TempPathFactory,
-                                       backend) -> None:
+def test_real_fixtures_cost_rows_equal(tmp_path: Path, backend) -> None:
     """The real instrumentations' fixtures (tests/real_fixtures, with the usage their fake
     servers returned) ingested into DuckDB and written as the exporter writes them: the same
-    runs, steps, metered spans and notes."""
-    folder = tmp_path_factory.mktemp("real_cost")
-    scenarios = []
-    for path in sorted((FIXTURES / "otlp").glob("*.otlp.pb")):
-        db = folder / f"{path.name}.duckdb"
-        ingest(path, db)
-        with duckdb.connect(str(db), read_only=True) as con:
-            rows, settings = snapshot(con)
-        scenarios.append(Scenario(path.name, [], settings, rows, (path,)))
-    compared = derive_on_clickhouse(clickhouse.connect(backend), scenarios)
-    for table in TABLES:
+    runs, steps, metered spans and notes. All of them in one DuckDB file, as in the one
+    ClickHouse build: one `ingest` of the 20 files took 1.2 s where one file apiece took 15.3 s
+    (load 6.5)."""
+    paths = sorted((FIXTURES / "otlp").glob("*.otlp.pb"))
+    assert len(paths) > 10
+    db = tmp_path / "real.duckdb"
+    ingest(paths, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows, settings = snapshot(con)
+    compared = derive_on_clickhouse(clickhouse.connect(backend), [
+        Scenario("tests/real_fixtures/otlp", [], settings, rows, tuple(paths))])
+    for table, (want, got) in compared["tests/real_fixtures/otlp"].items():
         key = TABLES[table][3]
-        differ = {name: difference(tidy(got, key), tidy(want, key))
-                  for name, pair in compared.items() for want, got in [pair[table]]
-                  if tidy(got, key) != tidy(want, key)}
-        assert not differ, f"{table}: {differ}"
-    assert sum(len(pair["steps"][0]) for pair in compared.values()) > 50
-    assert sum(len(pair["metered_spans"][0]) for pair in compared.values()) > 100
+        assert tidy(got, key) == tidy(want, key), f"{table}: " + difference(
+            tidy(got, key), tidy(want, key))
+    pair = compared["tests/real_fixtures/otlp"]
+    assert len(pair["steps"][0]) > 50
+    assert len(pair["metered_spans"][0]) > 100
+    runs = set(rows["runs"]["trace_id"])
+    for path in paths:  # every file is in it, with its runs
+        traces = {t for batch in arrow_batches([path]) for t in batch["TraceId"].to_pylist()}
+        assert traces & runs, path.name
 
 
 def test_declared_and_priced_cost_rows_equal(tmp_path: Path, backend) -> None:
@@ -256,3 +261,35 @@ def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
         "openai/gpt-4o"  # the old table's match forgotten, matched again
     assert con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans") == priced
     assert clickhouse.ensure_derived(con) is False
+
+
+SCRATCH_TABLES = ("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                  "AND name LIKE 'budgetscope\\\\_tmp\\\\_%'")
+
+
+def test_a_build_that_died_midway_leaves_nothing_the_next_trips_on(backend) -> None:
+    """A build whose process died midway (no `finally` ran) leaves its scratch tables behind:
+    Memory tables, found again empty by the next process. Its build drops them first and
+    derives what a whole build derives; none is left after it."""
+    con = clickhouse.connect(backend)
+    clickhouse.ensure_derived(con)
+    read = {key: f"SELECT {', '.join(columns)} FROM {table}"
+            for key, (_, table, columns, _) in TABLES.items()}
+    want = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
+    # a build's first files, as ensure_derived runs them, and no more
+    con.run_script("derive_scratch_drop")
+    con.run_script("derive_log_exceptions_none")
+    con.run_script("derive_build", {"root_cutoff_ns": time.time_ns()})
+    con.run_script("derive_walk")
+    left = con.scalar(SCRATCH_TABLES)
+    assert left > 10
+    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") > 0
+    clickhouse.close_all()  # the process is gone; the next one opens the folder
+    con = clickhouse.connect(backend)
+    assert con.scalar(SCRATCH_TABLES) == left
+    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") == 0  # in memory, gone
+    assert clickhouse.ensure_derived(con, force=True) is True
+    assert con.scalar(SCRATCH_TABLES) == 0
+    got = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
+    for key in TABLES:
+        assert got[key] == want[key], difference(got[key], want[key])

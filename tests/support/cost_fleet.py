@@ -88,13 +88,21 @@ DECLARATIONS = [["budgets", "set", "shop", "--usd", "0.20", "--usd-per-week", "0
                 ["prices", "set", "ft:gpt-4o-mini:acme:*", "--input", "1", "--output", "2"]]
 
 
+# DECLARATIONS as `budgets set` and `prices set` store them, line for line.
+CHANGES = (Change("set", "shop", usd_nano=200_000_000, usd_per_week_nano=500_000_000),
+           Change("set_default", None, usd_per_week_nano=1_000_000_000),
+           PriceChange("set", "ft:gpt-4o-mini:acme:*", input_rate=10**12,
+                       output_rate=2 * 10**12))
+
+
 def declare(con: duckdb.DuckDBPyConnection) -> None:
     """The fleet's declarations (the module's docstring, DECLARATIONS), stored as `budgets
     set` and `prices set` store them."""
-    apply(con, Change("set", "shop", usd_nano=200_000_000, usd_per_week_nano=500_000_000))
-    apply(con, Change("set_default", None, usd_per_week_nano=1_000_000_000))
-    apply_price(con, PriceChange("set", "ft:gpt-4o-mini:acme:*", input_rate=10**12,
-                                 output_rate=2 * 10**12))
+    for change in CHANGES:
+        if isinstance(change, PriceChange):
+            apply_price(con, change)
+        else:
+            apply(con, change)
 
 
 def build_cost_fleet(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -7,7 +7,8 @@ Each test runs as it always does; `store` (tests/support/trace_builder.py, as th
 imported it) is wrapped so that every span it stores is kept. When the test has passed, what
 it stored (OTLP requests), what its DuckDB file then held of docs/metrics.md §11 (runs, steps,
 metered spans, the usage note) and what was declared or priced there are written to one file
-of COST_RECORD_DIR. A test that stored nothing through `store` writes nothing.
+of COST_RECORD_DIR. A test that stored nothing through `store` writes nothing, and a test
+whose module does not hold `store` is not run at all (it could record nothing).
 """
 
 from __future__ import annotations
@@ -29,6 +30,25 @@ from tests.support import trace_builder
 from tests.support.cost_parity import snapshot
 
 RECORD_ENV = "COST_RECORD_DIR"
+
+
+def _can_record(item: pytest.Item) -> bool:
+    """Whether the test's module holds `store` (what pytest_runtest_call wraps): a test of
+    another module stores nothing the recorder sees."""
+    function = getattr(item, "function", None)
+    return function is not None and "store" in function.__globals__
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Recording, only the tests that can record run (the others, the CLI's and the reports'
+    on files they build otherwise, were half the time of a recording and recorded nothing);
+    the lanes run them all."""
+    if not os.environ.get(RECORD_ENV):
+        return
+    deselected = [item for item in items if not _can_record(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if _can_record(item)]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,6 +5,7 @@ and the regeneration test."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ FROM steps WHERE run_id = ? ORDER BY start_ns, end_ns DESC, span_id
 """
 
 
-def ingest(otlp: Path, db: Path) -> None:
-    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(otlp)])
+def ingest(otlp: Path | Iterable[Path], db: Path) -> None:
+    """`budgetscope ingest` of one trace file, or of several at once, into db."""
+    paths = [otlp] if isinstance(otlp, Path) else list(otlp)
+    result = CliRunner().invoke(cli, ["--db", str(db), "ingest", *map(str, paths)])
     assert result.exit_code == 0, result.output
     assert "0 rejected" in result.output, result.output
 

@@ -14,6 +14,10 @@
 -- Statements end with ';' at the end of a line (store.clickhouse.split_statements).
 -- Every query runs with join_use_nulls = 1 (a missing join side is NULL, as in DuckDB).
 -- Its scratch and *_next tables are dropped before and after by derive_scratch_drop.sql.
+-- The scratch tables (budgetscope_tmp_*) are Memory tables: read only within one build, they
+-- need no parts on disk (a rebuild takes a third less time: bench/README.md). Compressed:
+-- uncompressed, a build of 1M spans peaked at twice the memory. A build that died leaves
+-- them, empty after a restart, and the next build drops them first.
 
 -- 0. Declared budgets and step caps (docs/guide.md#declaring-budgets; the DuckDB schema's
 -- declared_budgets.sql), created empty the first time: `budgetscope --backend URL budgets`
@@ -67,7 +71,7 @@ FROM otel_traces;
 -- `typed` are one statement: a table between them cost a write and a read of every span),
 -- as store/rows/typed_attributes.py types them at ingest (an integer is any number without a
 -- fraction, written as an integer or not); then step kind, name and class (docs/metrics.md §2, §3).
-CREATE TABLE budgetscope_tmp_spans_read ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_spans_read ENGINE = Memory SETTINGS compress = 1 AS
 WITH raw AS (
         SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_span_id,
                toString(SpanName) AS name,
@@ -270,7 +274,7 @@ FROM classed;
 -- docs/conventions.md, "A model step without a model name" (as derive_refresh.sql 1d, over every
 -- trace at once): an unnamed model span takes the one name that the named model spans of rows 2-9
 -- of its service with its span name carry; none, or two or more: its span name.
-CREATE TABLE budgetscope_tmp_model_names ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_model_names ENGINE = Memory SETTINGS compress = 1 AS
 SELECT coalesce(service_name, '') AS service_name, name AS span_name,
        if(uniqExact(step_name) = 1, any(step_name), NULL) AS resolved
 FROM budgetscope_tmp_spans_read
@@ -280,7 +284,7 @@ GROUP BY service_name, span_name;
 -- 1b. One call, two sibling spans (as derive_refresh.sql step 1b): one parent, one step key,
 -- nested intervals, two instrumentation scopes, paired one to one with the nearest; the outer is
 -- a wrapper. Budget steps never.
-CREATE TABLE budgetscope_tmp_sibling_twins ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_sibling_twins ENGINE = Memory SETTINGS compress = 1 AS
 WITH grouped AS (
     SELECT trace_id, parent_span_id, step_kind, step_name
     FROM budgetscope_tmp_spans_read
@@ -317,7 +321,7 @@ WHERE x.a_outer;
 -- 1c. Parents that never arrived, and runs whose root never arrived (as derive_refresh.sql step
 -- 1c). otel_traces has no arrival time: a trace qualifies once its last span ended before
 -- {root_cutoff_ns} (now less the grace period, set by store.clickhouse).
-CREATE TABLE budgetscope_tmp_parents ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_parents ENGINE = Memory SETTINGS compress = 1 AS
 SELECT r.trace_id AS trace_id, r.span_id AS span_id, r.parent_span_id AS parent_span_id,
        r.start_ns AS start_ns, r.end_ns AS end_ns, r.is_run AS is_run,
        r.parent_span_id IS NOT NULL AND (p.span_id IS NULL OR r.parent_span_id = r.span_id)
@@ -326,7 +330,7 @@ FROM budgetscope_tmp_spans_read r
 LEFT JOIN (SELECT trace_id, span_id FROM budgetscope_tmp_spans_read) p
        ON p.trace_id = r.trace_id AND p.span_id = r.parent_span_id;
 
-CREATE TABLE budgetscope_tmp_anchors ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_anchors ENGINE = Memory SETTINGS compress = 1 AS
 WITH traces AS (
     SELECT trace_id,
            max(is_run) AS has_run,
@@ -348,13 +352,13 @@ FROM traces;
 
 -- Bounded work per trace (as derive_refresh.sql): a trace of more than 250,000 spans is measured
 -- on its first 250,000 by start.
-CREATE TABLE budgetscope_tmp_capped ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_capped ENGINE = Memory SETTINGS compress = 1 AS
 SELECT trace_id, span_id FROM budgetscope_tmp_spans_read
 WHERE trace_id IN (SELECT trace_id FROM budgetscope_tmp_spans_read GROUP BY trace_id
                    HAVING count() > 250000)
 QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, span_id) > 250000;
 
-CREATE TABLE budgetscope_tmp_spans ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_spans ENGINE = Memory SETTINGS compress = 1 AS
 SELECT s.* EXCEPT (is_run, step_name),
        if(s.unnamed AND s.step_kind = 'model' AND m.resolved IS NOT NULL, m.resolved,
           s.step_name) AS step_name,
@@ -386,4 +390,4 @@ CREATE TABLE budgetscope_tmp_walk (
     trace_id String, run_span_id String, span_id String, is_step Bool,
     step_parent Nullable(String), step_ctx Nullable(String), plain_step_above Bool,
     path Array(String), own Bool, nested Bool, depth UInt32
-) ENGINE = MergeTree ORDER BY tuple();
+) ENGINE = Memory SETTINGS compress = 1;

@@ -14,7 +14,7 @@
 
 -- B$ and Btok (§11.5): the run's own budget.total_usd / budget.total_tokens, else its agent's
 -- declaration of that dimension, else the default's; each dimension on its own (§10).
-CREATE TABLE budgetscope_tmp_run_budgets ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_run_budgets ENGINE = Memory SETTINGS compress = 1 AS
 SELECT r.run_id AS run_id, r.trace_id AS trace_id,
        coalesce(r.budget_total_usd_nano, a.usd_nano, dflt.usd_nano) AS usd_budget_nano,
        multiIf(r.budget_total_usd_nano IS NOT NULL, 'span',
@@ -37,7 +37,7 @@ LEFT JOIN (SELECT usd_nano, tokens FROM budgetscope_declared_budgets
 -- (store/prices/bundled.py), the conditional price in force at its start and the tier of its
 -- own input; else unknown. A missing cache rate charges the input rate, a missing reasoning
 -- rate the output rate. An aggregate is never priced: it keeps its reported cost.
-CREATE TABLE budgetscope_tmp_price_needs ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_price_needs ENGINE = Memory SETTINGS compress = 1 AS
 SELECT trace_id, span_id, lowerUTF8(model) AS model_key, provider, model_ref, start_ns,
        input_tokens
 FROM budgetscope_tmp_metered
@@ -45,7 +45,7 @@ WHERE is_metered AND NOT (reported_nano IS NOT NULL AND NOT (reported_nano = 0 A
   AND input_tokens IS NOT NULL;
 
 -- (the overrides are few: each span is compared with each)
-CREATE TABLE budgetscope_tmp_price_override ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_price_override ENGINE = Memory SETTINGS compress = 1 AS
 SELECT trace_id, span_id, rates.1 AS input_rate, rates.2 AS cache_read_rate,
        rates.3 AS cache_write_rate, rates.4 AS output_rate, rates.5 AS ref
 FROM (
@@ -66,7 +66,7 @@ WHERE (o.model_pattern = n.model_key
   AND (o.from_ns IS NULL OR o.from_ns <= n.start_ns)
 GROUP BY n.trace_id, n.span_id);
 
-CREATE TABLE budgetscope_tmp_price_bundled ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_price_bundled ENGINE = Memory SETTINGS compress = 1 AS
 WITH matched AS (
     SELECT n.trace_id AS trace_id, n.span_id AS span_id, n.start_ns AS start_ns,
            n.input_tokens AS input_tokens, m.bundled_ref AS bundled_ref
@@ -170,7 +170,7 @@ FROM priced;
 -- (`covered`: a model step with one is not unmetered); and each top-level step's own: the
 -- metered spans that belong to it (§11.6; a tool lifted out of a model step belongs to its
 -- own top-level step).
-CREATE TABLE budgetscope_tmp_step_cost ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_step_cost ENGINE = Memory SETTINGS compress = 1 AS
 WITH sums AS (
     -- (each sum named apart from its column: ClickHouse would read the column as the alias)
     SELECT trace_id, step_id AS span_id,
@@ -211,7 +211,7 @@ FULL JOIN belonging b ON b.trace_id = s.trace_id AND b.span_id = s.span_id;
 -- models, what no top-level step holds, the outermost aggregate's reported cost, and where it
 -- crossed B$ and Btok (§11.6: the metered spans by end, start, span id; the first at which the
 -- cumulative known cost, or token count, reaches the budget).
-CREATE TABLE budgetscope_tmp_run_cost ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_run_cost ENGINE = Memory SETTINGS compress = 1 AS
 WITH cumulative AS (
     SELECT m.run_id AS run_id, m.span_id AS span_id, m.top_step_id AS top_step_id,
            m.tokens AS tokens, toInt128(coalesce(m.cost_nano, 0)) AS known,
@@ -267,7 +267,7 @@ FROM sums s LEFT JOIN crossings c ON c.run_id = s.run_id;
 -- unmetered, and possibly billed unless its class says the call was refused or failed before
 -- it ran. A step's cost is complete when no metered span under it is unpriced, it is not
 -- possibly billed, and (a top-level step) no step in it is. Shares are not clipped.
-CREATE TABLE budgetscope_tmp_cost_steps ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_cost_steps ENGINE = Memory SETTINGS compress = 1 AS
 WITH flagged AS (
     SELECT s.trace_id AS trace_id, s.span_id AS span_id, s.run_id AS run_id,
            s.top_step_id AS top_step_id, s.is_top_level AS is_top_level,
@@ -305,7 +305,7 @@ JOIN budgetscope_tmp_run_budgets b ON b.run_id = f.run_id;
 -- the rank of their start, from 1) and what belongs to them (a table: the culprits and
 -- crossers below read it four times). §11.6 names culprits and crossers only for a run with
 -- that budget known, and most runs have none (as derive_cost.sql's gate `budgeted` on DuckDB).
-CREATE TABLE budgetscope_tmp_cost_top ENGINE = MergeTree ORDER BY (run_id, span_id) AS
+CREATE TABLE budgetscope_tmp_cost_top ENGINE = Memory SETTINGS compress = 1 AS
 SELECT s.run_id AS run_id, s.span_id AS span_id, s.step_key AS step_key,
        s.start_ns AS start_ns, c.consumption_usd_nano AS consumption_usd_nano,
        c.consumption_tokens AS consumption_tokens,
@@ -318,7 +318,7 @@ WHERE s.is_top_level
 
 -- The runs' columns (§11.4-§11.7), and what §4's time exhaustion reads: the refused steps
 -- whose refusal names time, and the budget the stated outcome names.
-CREATE TABLE budgetscope_tmp_cost_runs ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_cost_runs ENGINE = Memory SETTINGS compress = 1 AS
 WITH counted AS (
     SELECT s.run_id AS run_id,
            countIf(s.class = 'refused' AND s.refused_by = 'time') AS time_refused_steps,

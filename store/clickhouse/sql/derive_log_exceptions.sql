@@ -5,7 +5,7 @@
 -- that span (§3 rule 4): its types in time order, as the DuckDB derivation reads log_records.
 -- A record the Collector delivered twice is read once (the same trace, span, time, severity,
 -- body and type).
-CREATE TABLE budgetscope_tmp_log_exceptions ENGINE = MergeTree ORDER BY (trace_id, span_id) AS
+CREATE TABLE budgetscope_tmp_log_exceptions ENGINE = Memory SETTINGS compress = 1 AS
 SELECT trace_id, span_id, arrayMap(x -> x.2, arraySort(groupArray((time_ns, exception_type))))
            AS types,
        arrayFilter(x -> trimBoth(x) != '', arrayMap(x -> x.2, arraySort(
@@ -20,5 +20,5 @@ FROM (
 )
 GROUP BY trace_id, span_id;
 -- what the build read, so that readers rebuild when otel_logs grows (derive_state.sql)
-CREATE TABLE budgetscope_tmp_log_state ENGINE = Memory AS
+CREATE TABLE budgetscope_tmp_log_state ENGINE = Memory SETTINGS compress = 1 AS
 SELECT count() AS log_rows FROM otel_logs;

@@ -9,7 +9,7 @@
 -- The clipped intervals and the weighted points are tables, not CTEs: ClickHouse evaluates a
 -- CTE again at each reference, and each is read three times (1,043,960 spans of
 -- bench/bench_clickhouse.py, busy 2-core machine: this step 23.0 s as CTEs, 14.3 s as tables).
-CREATE TABLE budgetscope_tmp_clipped ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_clipped ENGINE = Memory SETTINGS compress = 1 AS
 SELECT st.trace_id AS trace_id, st.span_id AS span_id, st.run_id AS run_id,
        t.lifted_from AS lifted_from,
        greatest(st.start_ns, r.start_ns) AS cs, least(st.end_ns, r.window_end_ns) AS ce
@@ -20,7 +20,7 @@ WHERE st.is_top_level AND r.budget_ms IS NOT NULL;
 
 -- Each top-level step's active time: its clipped interval less the union of the intervals of
 -- the tools lifted out of it (docs/conventions.md: a model step is not active while its tool runs).
-CREATE TABLE budgetscope_tmp_segments ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_segments ENGINE = Memory SETTINGS compress = 1 AS
 WITH holes AS (
     SELECT m.run_id AS run_id, m.span_id AS span_id, greatest(t.cs, m.cs) AS hs,
            least(t.ce, m.ce) AS he
@@ -57,7 +57,7 @@ UNION ALL
 SELECT trace_id, span_id, run_id, max(he) AS cs, any(ce) AS ce
 FROM islanded GROUP BY trace_id, span_id, run_id;
 
-CREATE TABLE budgetscope_tmp_weighted ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_weighted ENGINE = Memory SETTINGS compress = 1 AS
 WITH edges AS (
     SELECT run_id, cs AS p, 1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
     UNION ALL SELECT run_id, ce AS p, -1 AS delta FROM budgetscope_tmp_segments WHERE cs < ce
@@ -81,7 +81,7 @@ SELECT run_id, p, active, dt,
            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS w_before
 FROM intervals;
 
-CREATE TABLE budgetscope_tmp_consumption ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_consumption ENGINE = Memory SETTINGS compress = 1 AS
 WITH unattributed AS (
     SELECT run_id, coalesce(sumIf(dt, active = 0), 0) / 1e6 AS unattributed_ms
     FROM budgetscope_tmp_weighted GROUP BY run_id
@@ -99,7 +99,7 @@ GROUP BY c.trace_id, c.span_id, c.run_id;
 -- 6. Culprit (largest consumption; ties: earliest start, then span id) and holder (the
 -- top-level step active at d; several: the latest started; none: the last one to start before
 -- the run span ended).
-CREATE TABLE budgetscope_tmp_top ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_top ENGINE = Memory SETTINGS compress = 1 AS
 SELECT st.run_id AS run_id, st.span_id AS span_id, st.step_key AS step_key,
        st.start_ns AS start_ns, st.end_ns AS end_ns, c.consumption_ms AS consumption_ms,
        r.deadline_ns AS deadline_ns, r.end_ns AS run_end_ns, r.budget_ms AS budget_ms,
@@ -111,7 +111,7 @@ JOIN budgetscope_tmp_consumption c ON c.trace_id = st.trace_id AND c.span_id = s
 
 -- Culprit and holder are steps, named with their number (docs/metrics.md §4, as
 -- derive_measure.sql).
-CREATE TABLE budgetscope_tmp_blame ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_blame ENGINE = Memory SETTINGS compress = 1 AS
 WITH culprit AS (
     SELECT run_id, span_id AS culprit_span_id, step_key AS culprit_key,
            consumption_ms AS culprit_ms, consumption_ms / budget_ms AS culprit_share,

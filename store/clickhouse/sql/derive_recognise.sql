@@ -5,7 +5,7 @@
 -- step whose nearest step below has its key; two budget steps stay two, an instrumentation's
 -- span inside a budget step is the wrapper), and a row-11 span with a step of rows 1-10 below;
 -- before them, event records and preparation spans.
-CREATE TABLE budgetscope_tmp_below_step ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_below_step ENGINE = Memory SETTINGS compress = 1 AS
 SELECT w.trace_id AS trace_id, w.span_id AS span_id, assumeNotNull(w.step_parent) AS step_parent,
        c.step_row AS step_row, c.step_kind AS step_kind,
        concat(c.step_kind, ':', c.step_name) AS step_key, p.step_row AS parent_row,
@@ -17,7 +17,7 @@ WHERE w.own AND w.is_step AND w.step_parent IS NOT NULL;
 
 -- An event record is not a call (as derive_recognise.sql): an unnamed step of rows 2-9 with a
 -- span of its kind among the steps above it, or the run span, is a wrapper; decided first.
-CREATE TABLE budgetscope_tmp_event_records ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_event_records ENGINE = Memory SETTINGS compress = 1 AS
 SELECT e.e_trace_id AS trace_id, e.e_span_id AS span_id, argMax(e.above, e.position) AS because_of
 FROM (
     SELECT w.trace_id AS e_trace_id, w.span_id AS e_span_id, c.step_kind AS e_kind, above,
@@ -36,7 +36,7 @@ GROUP BY e.e_trace_id, e.e_span_id;
 -- A preparation span is not a call (as derive_recognise.sql): a model step with no sign of a call
 -- (no span below it, model_sign false) whose next span under the same parent starts after it
 -- ends and is a model span of the same name that shows one is a wrapper; decided first.
-CREATE TABLE budgetscope_tmp_preparations ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_preparations ENGINE = Memory SETTINGS compress = 1 AS
 WITH quiet AS (
     SELECT s.trace_id AS trace_id, s.span_id AS span_id, s.walk_parent AS walk_parent,
            s.start_ns AS start_ns, s.end_ns AS end_ns, s.step_name AS step_name
@@ -71,7 +71,7 @@ WHERE f.f_start_ns >= q.end_ns AND f.f_row IS NOT NULL AND f.f_kind = 'model'
        OR (f.f_trace_id, f.f_span_id) IN (SELECT trace_id, walk_parent FROM budgetscope_tmp_spans
                                           WHERE walk_parent IS NOT NULL));
 
-CREATE TABLE budgetscope_tmp_demoted ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_demoted ENGINE = Memory SETTINGS compress = 1 AS
 WITH RECURSIVE over_steps AS (
     SELECT trace_id, step_parent AS span_id, span_id AS below
     FROM budgetscope_tmp_below_step
@@ -105,7 +105,7 @@ FROM over_steps GROUP BY trace_id, span_id;
 
 -- Runs nest at most 16 deep (as derive_recognise.sql): a run not reached within 16 nestings
 -- from a run that no run holds is measured as part of the run around it.
-CREATE TABLE budgetscope_tmp_deep_runs ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_deep_runs ENGINE = Memory SETTINGS compress = 1 AS
 WITH RECURSIVE edges AS (
     SELECT trace_id, run_span_id AS outer_run, span_id AS inner_run
     FROM budgetscope_tmp_walk WHERE nested AND depth > 0

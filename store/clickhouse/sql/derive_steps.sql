@@ -5,7 +5,7 @@
 -- step below it inside exactly one tool or model step of its run and no other (agents do not
 -- count) rolls up into that call. Runs where the pairs to compare would pass 4,000,000 are left
 -- as they are.
-CREATE TABLE budgetscope_tmp_beside_steps ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_beside_steps ENGINE = Memory SETTINGS compress = 1 AS
 SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, w.span_id AS span_id,
        s.step_kind AS step_kind, s.start_ns AS start_ns, s.end_ns AS end_ns, w.path AS path,
        s.needs_no_step_ancestor AND (w.trace_id, w.run_span_id, w.span_id) NOT IN (
@@ -15,7 +15,7 @@ FROM budgetscope_tmp_walk w
 JOIN budgetscope_tmp_spans s ON s.trace_id = w.trace_id AND s.span_id = w.span_id
 WHERE w.own AND w.is_step AND NOT s.is_agent;
 
-CREATE TABLE budgetscope_tmp_beside ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_beside ENGINE = Memory SETTINGS compress = 1 AS
 WITH runs AS (
     SELECT trace_id, run_span_id
     FROM budgetscope_tmp_beside_steps
@@ -37,7 +37,7 @@ HAVING count() = 1 AND min(s.step_kind IN (/*@holder_kinds*/)) = 1;
 -- step among them; each trace of one root HTTP client span of row 12 without a budget joins the
 -- one such step of another trace of its service that holds its interval (two or more, or none:
 -- it stays a run).
-CREATE TABLE budgetscope_tmp_call_steps ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_call_steps ENGINE = Memory SETTINGS compress = 1 AS
 WITH stray_services AS (
     -- only the services a stray root belongs to can hold one: none, no step is kept
     SELECT DISTINCT coalesce(service_name, '') AS service FROM budgetscope_tmp_spans
@@ -71,7 +71,7 @@ SELECT service_name, CAST(NULL, 'Nullable(Int64)') AS bucket, start_ns, end_ns, 
        span_id, run_span_id
 FROM held WHERE intDiv(end_ns, 134217728) - intDiv(start_ns, 134217728) >= 4096;
 
-CREATE TABLE budgetscope_tmp_stray_joins ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_stray_joins ENGINE = Memory SETTINGS compress = 1 AS
 WITH strays AS (
     SELECT trace_id AS s_trace_id, span_id AS s_span_id,
            coalesce(service_name, '') AS s_service, start_ns AS s_start, end_ns AS s_end
@@ -103,7 +103,7 @@ FROM holding GROUP BY trace_id, span_id HAVING count() = 1;
 -- Such a span, and every span whose nearest step it was, roll up into the call instead; a stray
 -- that joined a step is walked below it (`span_trace_id`: the trace the span is stored in), and
 -- its own walk goes.
-CREATE TABLE budgetscope_tmp_walk_final ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_walk_final ENGINE = Memory SETTINGS compress = 1 AS
 SELECT w.trace_id AS trace_id, w.trace_id AS span_trace_id, w.run_span_id AS run_span_id,
        w.span_id AS span_id,
        w.is_step AND NOT (b.span_id IS NOT NULL AND w.span_id = b.span_id) AS is_step,
@@ -123,7 +123,7 @@ JOIN budgetscope_tmp_walk h ON h.trace_id = j.holder_trace_id AND h.span_id = j.
 
 -- 3. Run-level facts that do not depend on steps.
 -- The runs' own tree (as derive_steps.sql step 2c): each run with every run nested in it.
-CREATE TABLE budgetscope_tmp_run_tree ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_run_tree ENGINE = Memory SETTINGS compress = 1 AS
 WITH RECURSIVE tree AS (
     SELECT trace_id, span_id AS run_span_id, span_id AS below_span_id
     FROM budgetscope_tmp_walk_final WHERE depth = 0
@@ -136,7 +136,7 @@ WITH RECURSIVE tree AS (
 )
 SELECT * FROM tree;
 
-CREATE TABLE budgetscope_tmp_runs ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_runs ENGINE = Memory SETTINGS compress = 1 AS
 WITH lone_agent AS (
     -- docs/conventions.md, the run's agent: the agent step that stands alone among the run's
     -- top-level steps (as derive_steps.sql step 3)
@@ -228,7 +228,7 @@ JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 -- 4. Steps (docs/conventions.md), as derive_refresh.sql step 4: the walk's steps and the runs that
 -- are their own single step, with the lone-agent test; then their levels (a transparent agent adds
 -- none, a tool inside a model step stands beside it); then rule 6's evidence per step.
-CREATE TABLE budgetscope_tmp_found ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_found ENGINE = Memory SETTINGS compress = 1 AS
 SELECT trace_id, run_span_id, span_id, step_parent
 FROM budgetscope_tmp_walk_final WHERE own AND is_step;
 
@@ -240,7 +240,7 @@ WHERE is_run AND candidate
   AND (trace_id, span_id) NOT IN (SELECT trace_id, run_span_id FROM budgetscope_tmp_found)
   AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM budgetscope_tmp_found);
 
-CREATE TABLE budgetscope_tmp_step_tree ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_step_tree ENGINE = Memory SETTINGS compress = 1 AS
 WITH children AS (
     SELECT trace_id, run_span_id, assumeNotNull(step_parent) AS span_id, count() AS steps_below
     FROM budgetscope_tmp_found WHERE step_parent IS NOT NULL
@@ -255,7 +255,7 @@ JOIN budgetscope_tmp_spans s ON s.trace_id = f.trace_id AND s.span_id = f.span_i
 LEFT JOIN children c ON c.trace_id = f.trace_id AND c.run_span_id = f.run_span_id
                     AND c.span_id = f.span_id;
 
-CREATE TABLE budgetscope_tmp_tree ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_tree ENGINE = Memory SETTINGS compress = 1 AS
 WITH RECURSIVE tree AS (
     SELECT trace_id, run_span_id, span_id, transparent,
            toInt32(if(transparent, -1, 0)) AS step_level,
@@ -286,7 +286,7 @@ SELECT * FROM tree WHERE NOT transparent
 ORDER BY depth
 LIMIT 1 BY trace_id, run_span_id, span_id;
 
-CREATE TABLE budgetscope_tmp_rolled ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_rolled ENGINE = Memory SETTINGS compress = 1 AS
 -- (the evidence span's id is named apart: ClickHouse would read `span_id` below as the alias)
 SELECT trace_id, run_span_id, above AS span_id, specific AS rolled_class
 FROM (
@@ -301,7 +301,7 @@ WHERE above != evidence_id
 QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
                            ORDER BY end_ns DESC, start_ns DESC, evidence_id DESC) = 1;
 
-CREATE TABLE budgetscope_tmp_steps ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_steps ENGINE = Memory SETTINGS compress = 1 AS
 WITH classed AS (
     SELECT s.*, t.run_span_id AS run_span_id, t.step_level AS step_level,
            t.top_step_id AS top_step_id,

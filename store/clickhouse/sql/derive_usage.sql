@@ -15,7 +15,7 @@
 -- (docs/conventions.md, budgetscope_tmp_stray_joins) is walked there, under its holder's trace
 -- id (the walk's row of it names the trace it is stored in, `span_trace_id`): it belongs to
 -- that step and that run, and its row takes the holder's trace id.
-CREATE TABLE budgetscope_tmp_carriers ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_carriers ENGINE = Memory SETTINGS compress = 1 AS
 WITH twins AS (
     SELECT trace_id, span_id, any(because_of) AS wraps
     FROM budgetscope_tmp_demoted WHERE reason = 'twin' GROUP BY trace_id, span_id
@@ -53,7 +53,7 @@ WHERE if(c.is_run AND w.span_trace_id = w.trace_id, w.depth = 0, w.own);
 -- more can hold one, and only their traces' spans are read (a table: the up-walk reads it at
 -- each level). The up-walk stops at 250 levels (the walk's own depth cap is 200), which a
 -- parent cycle would otherwise not.
-CREATE TABLE budgetscope_tmp_usage_links ENGINE = MergeTree ORDER BY (trace_id, span_id) AS
+CREATE TABLE budgetscope_tmp_usage_links ENGINE = Memory SETTINGS compress = 1 AS
 WITH counted AS (
     SELECT DISTINCT trace_id FROM (
         SELECT trace_id, run_span_id FROM budgetscope_tmp_carriers WHERE NOT twin_of_carrier
@@ -73,7 +73,7 @@ SELECT holder_trace_id AS trace_id, span_id, toNullable(holder_span_id) AS paren
 FROM budgetscope_tmp_stray_joins
 WHERE holder_trace_id IN (SELECT trace_id FROM counted);
 
-CREATE TABLE budgetscope_tmp_aggregates ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_aggregates ENGINE = Memory SETTINGS compress = 1 AS
 WITH RECURSIVE counted AS (
     SELECT trace_id, run_span_id FROM budgetscope_tmp_carriers WHERE NOT twin_of_carrier
     GROUP BY trace_id, run_span_id HAVING count() > 1
@@ -102,7 +102,7 @@ JOIN budgetscope_tmp_carriers c ON c.trace_id = u.trace_id AND c.span_id = u.rea
 -- are its path's steps of the run (transparent agents are none); a wrapper twin stands for the
 -- call it wraps. The model and provider it is priced for (§11.3): a `provider/model` name
 -- split, OpenTelemetry's provider ids mapped to the price table's.
-CREATE TABLE budgetscope_tmp_metered ENGINE = MergeTree ORDER BY tuple() AS
+CREATE TABLE budgetscope_tmp_metered ENGINE = Memory SETTINGS compress = 1 AS
 WITH placed AS (
     SELECT c.*, if(notEmpty(wp.path), wp.path, c.path) AS step_path
     FROM budgetscope_tmp_carriers c

@@ -52,9 +52,10 @@ def _chunk_kinds(addresses: list[str]) -> list[str]:
 
 
 def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
-                                                     page: object) -> None:
+                                                     cold_page: object) -> None:
     """The page's HTML preloads (dashboard/server/page_head.py) the very files the charts
     and tables then import: each is fetched once, by the name in the hint."""
+    page = cold_page  # a first visit: nothing cached
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, PAGES["attribution"])
     hinted = page.evaluate(_HINTED)  # type: ignore[attr-defined]
@@ -64,9 +65,10 @@ def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
 
 
 def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dashboard,
-                                                             page: object) -> None:
+                                                             cold_page: object) -> None:
     """Runs draws tables only: its HTML preloads the table code, not the 4.7 MB chart code, and
     its first visit fetches no chart code at all."""
+    page = cold_page  # a first visit: nothing cached
     page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, 0)
     assert ui.heading(page) == "Runs"
@@ -76,11 +78,12 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dash
 
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
 def test_a_page_address_connects_and_navigates_from_there(
-        sample_app: ui.Dashboard, page: object, path: str) -> None:
+        sample_app: ui.Dashboard, cold_page: object, path: str) -> None:
     """Opened at a page's address, the client finds its server at the root at once (told by
     dashboard/server/page_head.py, it never asks `/attribution/_stcore/health`, a 404 and a
     retry), and the sidebar's links from there lead to the pages at the root, not under the
     page."""
+    page = cold_page  # a first visit: nothing cached
     asked: list[str] = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]

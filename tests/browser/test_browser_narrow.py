@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -52,16 +51,21 @@ def run_id(sample_app: ui.Dashboard) -> str:
     return ui.exhausted_run(sample_app.db)  # type: ignore[attr-defined]
 
 
-@pytest.fixture(params=[(size, theme) for size in SIZES for theme in THEMES],
-                ids=lambda p: f"{p[0]}-{p[1]}")
-def view(request: pytest.FixtureRequest, browser: object) -> Iterator[tuple[object, str]]:
-    """A tab at one of the two sizes in one of the two themes, and its name (900-dark…)."""
-    size, theme = request.param
+def visit(tab: object, url: str, size: str, theme: str) -> str:
+    """Open `url` in `tab` at one of the two sizes in one of the two themes (the browser's
+    colour scheme, set before the page loads, as a user's system has it), and the view's name
+    (900-dark…). A page loaded anew for each theme: Streamlit follows a colour scheme changed
+    under an open page, but keeps Plotly's colour cycle of the theme it loaded in (measured:
+    the charts' colorway stayed the light theme's after a switch to dark)."""
     width, height = SIZES[size]
-    context = browser.new_context(viewport={"width": width, "height": height},  # type: ignore[attr-defined]
-                                  color_scheme=theme)
-    yield context.new_page(), f"{size}-{theme}"
-    context.close()
+    tab.set_viewport_size({"width": width, "height": height})  # type: ignore[attr-defined]
+    tab.emulate_media(color_scheme=theme)  # type: ignore[attr-defined]
+    tab.goto(url)  # type: ignore[attr-defined]
+    return f"{size}-{theme}"
+
+
+# The views of the tests that check one view at a time: each size in each theme.
+VIEWS = [(size, theme) for size in SIZES for theme in THEMES]
 
 
 def address(app: ui.Dashboard, page: str, run: str) -> str:
@@ -118,13 +122,20 @@ def _hex(css: str) -> str:
     return "#" + "".join(f"{v:02X}" for v in values)
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page_name", list(PAGES))
+@pytest.mark.parametrize("size", list(SIZES))
 def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, run_id: str,
-                                                    view: tuple[object, str],
-                                                    page: str) -> None:
-    tab, name = view
-    tab.goto(address(sample_app, page, run_id))  # type: ignore[attr-defined]
-    drawn(tab, PAGES[page][1])
+                                                    page: object, size: str,
+                                                    page_name: str) -> None:
+    """One page at one size, in the light theme and then in the dark one (loaded anew)."""
+    for theme in THEMES:
+        name = visit(page, address(sample_app, page_name, run_id), size, theme)
+        drawn(page, PAGES[page_name][1])
+        _check_view(page, page_name, name)
+        _shoot(page, f"{page_name}-{name}")
+
+
+def _check_view(tab: object, page: str, name: str) -> None:
     width = tab.viewport_size["width"]  # type: ignore[attr-defined]
     shown = tab.evaluate(_CUT_METRICS)  # type: ignore[attr-defined]
     if page not in ("runs", "weekly", "compare", "utilisation"):
@@ -158,7 +169,6 @@ def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, ru
         }""")  # type: ignore[attr-defined]
         assert {"outcome", "utilisation", "spent the most"} <= set(grid["heads"])
         assert grid["scroll"] <= grid["box"] + 1, f"runs at {name}: {grid}"
-    _shoot(tab, f"{page}-{name}")
 
 
 def _shoot(tab: object, name: str) -> None:
@@ -176,11 +186,12 @@ def _shoot(tab: object, name: str) -> None:
     tab.screenshot(path=str(ui.SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=[f"{s}-{t}" for s, t in VIEWS])
 def test_clicking_a_waterfall_bar_opens_that_steps_details(sample_app: ui.Dashboard,
-                                                          run_id: str,
-                                                          view: tuple[object, str]) -> None:
-    tab, name = view
-    tab.goto(address(sample_app, "run", run_id))  # type: ignore[attr-defined]
+                                                          run_id: str, page: object,
+                                                          size: str, theme: str) -> None:
+    tab = page
+    name = visit(tab, address(sample_app, "run", run_id), size, theme)
     drawn(tab, 1)
     picker = tab.get_by_role("combobox", name="Step", exact=True)  # type: ignore[attr-defined]
     first = picker.input_value()  # "#9 tool:fetch_report · client_timeout"
@@ -222,13 +233,14 @@ def _policy(tab: object) -> str:
         has_text="Policy:").first.inner_text()
 
 
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=[f"{s}-{t}" for s, t in VIEWS])
 def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashboard,
-                                                           browser: object,
-                                                           view: tuple[object, str]) -> None:
-    tab, name = view
+                                                           browser: object, page: object,
+                                                           size: str, theme: str) -> None:
+    tab = page
     link = (f"{sample_app.url}/simulate?{ui.QUERY}&cap=model:gpt-4o-mini=10000"
             "&cap=queue:handoff_queue=8000&deadline=45000&retries=off")
-    tab.goto(link)  # type: ignore[attr-defined]
+    name = visit(tab, link, size, theme)
     drawn(tab, 2)
     policy = ("caps: model:gpt-4o-mini=10.0 s, queue:handoff_queue=8.0 s; deadline: 45.0 s; "
               "min start: as recorded; retries: off")

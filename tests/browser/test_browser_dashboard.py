@@ -1,8 +1,9 @@
 """The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright, against
-`budgetscope dashboard` running as a subprocess on the sample traces. Every page draws its
-charts (a screenshot of each goes to test-artifacts/screenshots/), the sidebar navigates, a run
-opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes, and
-hostile span names show as text."""
+`budgetscope dashboard` running as a subprocess on the sample traces. The sidebar navigates, a
+run opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes,
+and hostile span names show as text. That every page draws its charts (and its shot in
+test-artifacts/screenshots/) is checked with the page's other checks at 1400 px, in
+tests/browser/test_browser_pages_fit.py: one page load for both."""
 
 from __future__ import annotations
 
@@ -29,16 +30,6 @@ PAGES = {"": 3, "attribution": 3, "failures": 3, "utilisation": 3, "reconciliati
 TIMEOUT_MS = 90_000
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
-
-
-@pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_its_charts(sample_app: ui.Dashboard, page: object,
-                                       path: str) -> None:
-    page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    ui.settle(page, PAGES[path])
-    assert page.locator(".js-plotly-plot").count() >= PAGES[path]  # type: ignore[attr-defined]
-    ui.shoot(page, path or "overview")
-    assert not page.dialogs  # type: ignore[attr-defined]
 
 
 _HINTED = ("[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"

@@ -15,8 +15,10 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
   1400 px in the light theme only: the four sizes and themes above cover both pages' tiles and
   lines).
 
-Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. Every wait is on
-a condition (the page drawn, an address, a text), never a fixed sleep."""
+Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. One test checks a
+page at one size in both themes, loading it once for each in the same tab (conftest.py's, whose
+HTTP cache carries over but no storage does: each load meets the page as a new visitor). Every
+wait is on a condition (the page drawn, an address, a text), never a fixed sleep."""
 
 from __future__ import annotations
 
@@ -235,7 +237,7 @@ def _policy(tab: object) -> str:
 
 @pytest.mark.parametrize(("size", "theme"), VIEWS, ids=[f"{s}-{t}" for s, t in VIEWS])
 def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashboard,
-                                                           browser: object, page: object,
+                                                           page: object,
                                                            size: str, theme: str) -> None:
     tab = page
     link = (f"{sample_app.url}/simulate?{ui.QUERY}&cap=model:gpt-4o-mini=10000"
@@ -269,15 +271,16 @@ def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashbo
     copied.first.wait_for(timeout=TIMEOUT_MS)
     text = copied.first.inner_text()
     assert parse_qs(urlsplit(text).query) == parse_qs(urlsplit(written).query), (text, written)
-    # the address alone, in a fresh browser, opens exactly this scenario
-    other = browser.new_context(viewport=tab.viewport_size)  # type: ignore[attr-defined]
+    # the address alone, in a new tab (a Streamlit session of its own, and no storage or
+    # cookie carried over: conftest.py), opens exactly this scenario
+    fresh = tab.context.new_page()  # type: ignore[attr-defined]
     try:
-        fresh = other.new_page()
+        fresh.set_viewport_size(tab.viewport_size)  # type: ignore[attr-defined]
         fresh.goto(text)
         drawn(fresh, 2)
         assert _policy(fresh) == shown, (name, _policy(fresh), shown)
     finally:
-        other.close()
+        fresh.close()
 
 
 def _culprit_is_not_the_crosser(db: str) -> str:

@@ -1,8 +1,9 @@
 """The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright, against
-`budgetscope dashboard` running as a subprocess on the sample traces. Every page draws its
-charts (a screenshot of each goes to test-artifacts/screenshots/), the sidebar navigates, a run
-opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes, and
-hostile span names show as text."""
+`budgetscope dashboard` running as a subprocess on the sample traces. The sidebar navigates, a
+run opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes,
+and hostile span names show as text. That every page draws its charts (and its shot in
+test-artifacts/screenshots/) is checked with the page's other checks at 1400 px, in
+tests/browser/test_browser_pages_fit.py: one page load for both."""
 
 from __future__ import annotations
 
@@ -31,16 +32,6 @@ TIMEOUT_MS = 90_000
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
 
-@pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_its_charts(sample_app: ui.Dashboard, page: object,
-                                       path: str) -> None:
-    page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
-    ui.settle(page, PAGES[path])
-    assert page.locator(".js-plotly-plot").count() >= PAGES[path]  # type: ignore[attr-defined]
-    ui.shoot(page, path or "overview")
-    assert not page.dialogs  # type: ignore[attr-defined]
-
-
 _HINTED = ("[...document.head.querySelectorAll('link[rel=modulepreload]')].map(l => l.href)"
            ".filter(href => /\\/(PlotlyChart|DataFrame)\\./.test(href))")
 _FETCHED = ("performance.getEntriesByType('resource').map(r => r.name)"
@@ -52,9 +43,10 @@ def _chunk_kinds(addresses: list[str]) -> list[str]:
 
 
 def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
-                                                     page: object) -> None:
+                                                     cold_page: object) -> None:
     """The page's HTML preloads (dashboard/server/page_head.py) the very files the charts
     and tables then import: each is fetched once, by the name in the hint."""
+    page = cold_page  # a first visit: nothing cached
     page.goto(f"{sample_app.url}/attribution?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, PAGES["attribution"])
     hinted = page.evaluate(_HINTED)  # type: ignore[attr-defined]
@@ -64,9 +56,10 @@ def test_the_preload_names_the_chunks_the_page_loads(sample_app: ui.Dashboard,
 
 
 def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dashboard,
-                                                             page: object) -> None:
+                                                             cold_page: object) -> None:
     """Runs draws tables only: its HTML preloads the table code, not the 4.7 MB chart code, and
     its first visit fetches no chart code at all."""
+    page = cold_page  # a first visit: nothing cached
     page.goto(f"{sample_app.url}/runs?{QUERY}")  # type: ignore[attr-defined]
     ui.settle(page, 0)
     assert ui.heading(page) == "Runs"
@@ -76,11 +69,12 @@ def test_a_page_without_charts_does_not_fetch_the_chart_code(sample_app: ui.Dash
 
 @pytest.mark.parametrize("path", ["attribution", "runs/"])
 def test_a_page_address_connects_and_navigates_from_there(
-        sample_app: ui.Dashboard, page: object, path: str) -> None:
+        sample_app: ui.Dashboard, cold_page: object, path: str) -> None:
     """Opened at a page's address, the client finds its server at the root at once (told by
     dashboard/server/page_head.py, it never asks `/attribution/_stcore/health`, a 404 and a
     retry), and the sidebar's links from there lead to the pages at the root, not under the
     page."""
+    page = cold_page  # a first visit: nothing cached
     asked: list[str] = []
     page.on("request", lambda request: asked.append(urlsplit(request.url).path))  # type: ignore[attr-defined]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]

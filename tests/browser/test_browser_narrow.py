@@ -15,14 +15,16 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
   1400 px in the light theme only: the four sizes and themes above cover both pages' tiles and
   lines).
 
-Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. Every wait is on
-a condition (the page drawn, an address, a text), never a fixed sleep."""
+Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. One test checks a
+page at one size in both themes: loaded in the light one (in conftest.py's tab, whose HTTP cache
+carries over but no storage does: each load meets the page as a new visitor), then switched to
+the dark one in place. Every
+wait is on a condition (the page drawn, an address, a text), never a fixed sleep."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -52,16 +54,55 @@ def run_id(sample_app: ui.Dashboard) -> str:
     return ui.exhausted_run(sample_app.db)  # type: ignore[attr-defined]
 
 
-@pytest.fixture(params=[(size, theme) for size in SIZES for theme in THEMES],
-                ids=lambda p: f"{p[0]}-{p[1]}")
-def view(request: pytest.FixtureRequest, browser: object) -> Iterator[tuple[object, str]]:
-    """A tab at one of the two sizes in one of the two themes, and its name (900-dark…)."""
-    size, theme = request.param
+def visit(tab: object, url: str, size: str, theme: str) -> str:
+    """Open `url` in `tab` at one of the two sizes in one of the two themes (the browser's
+    colour scheme, set before the page loads, as a user's system has it), and the view's name
+    (900-dark…)."""
     width, height = SIZES[size]
-    context = browser.new_context(viewport={"width": width, "height": height},  # type: ignore[attr-defined]
-                                  color_scheme=theme)
-    yield context.new_page(), f"{size}-{theme}"
-    context.close()
+    tab.set_viewport_size({"width": width, "height": height})  # type: ignore[attr-defined]
+    tab.emulate_media(color_scheme=theme)  # type: ignore[attr-defined]
+    tab.goto(url)  # type: ignore[attr-defined]
+    return f"{size}-{theme}"
+
+
+# Whether the page and every chart on it are drawn in the theme the browser's colour scheme
+# asks for (arg: true for dark): the page's background on the dark or the light side, and each
+# chart's paper the page's background (Streamlit redraws its charts in the new theme).
+_IN_THEME = """(dark) => {
+    const rgb = getComputedStyle(document.querySelector('[data-testid=stApp]'))
+        .backgroundColor.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    const hex = '#' + rgb.map(v => v.toString(16).padStart(2, '0')).join('').toUpperCase();
+    return (rgb[0] + rgb[1] + rgb[2] < 384) === dark
+        && [...document.querySelectorAll('.js-plotly-plot')].every(c =>
+            (c._fullLayout?.paper_bgcolor || '').toUpperCase() === hex);
+}"""
+# The traces that take their colour from the theme's colour cycle rather than from the app
+# (dashboard/colors.py): none may, since Streamlit keeps the cycle of the theme a page loaded
+# in when the colour scheme changes under it (measured: after a switch to dark, the charts'
+# colorway stayed the light theme's; every mark drawn, the page and the tiles were as in a page
+# loaded in the dark theme, on all twelve pages).
+_CYCLE_COLOURED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(c => c.data
+    .filter(t => t.visible !== false && !t.colorscale && !t.coloraxis && !t.fillcolor
+                 && !(t.marker && (t.marker.color || t.marker.colorscale))
+                 && !(t.line && t.line.color))
+    .map(t => [c.querySelector('.gtitle')?.textContent || '', t.type, t.name || '']))"""
+
+
+def switch_theme(tab: object, size: str, theme: str) -> str:
+    """The page open in `tab`, back at one of the two sizes, switched to `theme` in place (the
+    browser's colour scheme changed under it), and the view's name: waits until the page and
+    its charts are drawn in it."""
+    width, height = SIZES[size]
+    tab.set_viewport_size({"width": width, "height": height})  # type: ignore[attr-defined]
+    tab.wait_for_function("(h) => window.innerHeight === h", arg=height,  # type: ignore[attr-defined]
+                          timeout=TIMEOUT_MS)
+    tab.emulate_media(color_scheme=theme)  # type: ignore[attr-defined]
+    tab.wait_for_function(_IN_THEME, arg=theme == "dark", timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
+    return f"{size}-{theme}"
+
+
+# The views of the tests that check one view at a time: each size in each theme.
+VIEWS = [(size, theme) for size in SIZES for theme in THEMES]
 
 
 def address(app: ui.Dashboard, page: str, run: str) -> str:
@@ -118,13 +159,27 @@ def _hex(css: str) -> str:
     return "#" + "".join(f"{v:02X}" for v in values)
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page_name", list(PAGES))
+@pytest.mark.parametrize("size", list(SIZES))
 def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, run_id: str,
-                                                    view: tuple[object, str],
-                                                    page: str) -> None:
-    tab, name = view
-    tab.goto(address(sample_app, page, run_id))  # type: ignore[attr-defined]
-    drawn(tab, PAGES[page][1])
+                                                    page: object, size: str,
+                                                    page_name: str) -> None:
+    """One page at one size, loaded in the light theme, then switched to the dark one in place
+    (as a page loaded in it draws, as long as no trace takes its colour from the theme's cycle:
+    asserted)."""
+    charts = PAGES[page_name][1]
+    for theme in THEMES:
+        if theme == THEMES[0]:
+            name = visit(page, address(sample_app, page_name, run_id), size, theme)
+        else:
+            name = switch_theme(page, size, theme)
+        drawn(page, charts)
+        assert page.evaluate(_CYCLE_COLOURED) == [], page_name  # type: ignore[attr-defined]
+        _check_view(page, page_name, name)
+        _shoot(page, f"{page_name}-{name}")
+
+
+def _check_view(tab: object, page: str, name: str) -> None:
     width = tab.viewport_size["width"]  # type: ignore[attr-defined]
     shown = tab.evaluate(_CUT_METRICS)  # type: ignore[attr-defined]
     if page not in ("runs", "weekly", "compare", "utilisation"):
@@ -158,7 +213,6 @@ def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, ru
         }""")  # type: ignore[attr-defined]
         assert {"outcome", "utilisation", "spent the most"} <= set(grid["heads"])
         assert grid["scroll"] <= grid["box"] + 1, f"runs at {name}: {grid}"
-    _shoot(tab, f"{page}-{name}")
 
 
 def _shoot(tab: object, name: str) -> None:
@@ -176,11 +230,12 @@ def _shoot(tab: object, name: str) -> None:
     tab.screenshot(path=str(ui.SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=[f"{s}-{t}" for s, t in VIEWS])
 def test_clicking_a_waterfall_bar_opens_that_steps_details(sample_app: ui.Dashboard,
-                                                          run_id: str,
-                                                          view: tuple[object, str]) -> None:
-    tab, name = view
-    tab.goto(address(sample_app, "run", run_id))  # type: ignore[attr-defined]
+                                                          run_id: str, page: object,
+                                                          size: str, theme: str) -> None:
+    tab = page
+    name = visit(tab, address(sample_app, "run", run_id), size, theme)
     drawn(tab, 1)
     picker = tab.get_by_role("combobox", name="Step", exact=True)  # type: ignore[attr-defined]
     first = picker.input_value()  # "#9 tool:fetch_report · client_timeout"
@@ -222,13 +277,14 @@ def _policy(tab: object) -> str:
         has_text="Policy:").first.inner_text()
 
 
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=[f"{s}-{t}" for s, t in VIEWS])
 def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashboard,
-                                                           browser: object,
-                                                           view: tuple[object, str]) -> None:
-    tab, name = view
+                                                           page: object,
+                                                           size: str, theme: str) -> None:
+    tab = page
     link = (f"{sample_app.url}/simulate?{ui.QUERY}&cap=model:gpt-4o-mini=10000"
             "&cap=queue:handoff_queue=8000&deadline=45000&retries=off")
-    tab.goto(link)  # type: ignore[attr-defined]
+    name = visit(tab, link, size, theme)
     drawn(tab, 2)
     policy = ("caps: model:gpt-4o-mini=10.0 s, queue:handoff_queue=8.0 s; deadline: 45.0 s; "
               "min start: as recorded; retries: off")
@@ -257,15 +313,16 @@ def test_what_ifs_policy_is_in_its_address_and_opens_again(sample_app: ui.Dashbo
     copied.first.wait_for(timeout=TIMEOUT_MS)
     text = copied.first.inner_text()
     assert parse_qs(urlsplit(text).query) == parse_qs(urlsplit(written).query), (text, written)
-    # the address alone, in a fresh browser, opens exactly this scenario
-    other = browser.new_context(viewport=tab.viewport_size)  # type: ignore[attr-defined]
+    # the address alone, in a new tab (a Streamlit session of its own, and no storage or
+    # cookie carried over: conftest.py), opens exactly this scenario
+    fresh = tab.context.new_page()  # type: ignore[attr-defined]
     try:
-        fresh = other.new_page()
+        fresh.set_viewport_size(tab.viewport_size)  # type: ignore[attr-defined]
         fresh.goto(text)
         drawn(fresh, 2)
         assert _policy(fresh) == shown, (name, _policy(fresh), shown)
     finally:
-        other.close()
+        fresh.close()
 
 
 def _culprit_is_not_the_crosser(db: str) -> str:

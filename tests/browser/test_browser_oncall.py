@@ -44,7 +44,7 @@ def _main_text(tab: object) -> str:
 
 
 def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: ui.Dashboard,
-                                                           browser: object) -> None:
+                                                           page: object) -> None:
     """A run whose culprit and holder share a step key but are two calls reads "#3 … #9 …,
     another call of the same step", in the summary above the fold, the steps table and the
     waterfall; a run whose culprit is its holder reads "the same call"."""
@@ -52,35 +52,32 @@ def test_two_calls_of_one_step_are_numbered_and_told_apart(sample_app: ui.Dashbo
     two = next(r for r in runs if r["culprit"] == r["holder"]
                and r["culprit_step"] != r["holder_step"])
     one = next(r for r in runs if r["culprit_step"] == r["holder_step"])
-    context = browser.new_context(viewport=ABOVE_THE_FOLD)  # type: ignore[attr-defined]
-    tab = context.new_page()
-    try:
-        tab.goto(f"{sample_app.url}/run?{QUERY}&run={two['run_id']}")
-        ui.settle(tab, charts=1)
-        culprit = f"#{two['culprit_step']} {two['culprit']}"
-        holder = f"#{two['holder_step']} {two['holder']}"
-        summary = tab.locator(".st-key-run_summary")
-        assert summary.is_visible()
-        box = summary.bounding_box()
-        assert box is not None and box["y"] + box["height"] <= ABOVE_THE_FOLD["height"], box
-        said = summary.inner_text()
-        assert f"Culprit {culprit}:" in said, said
-        assert f"Holder {holder}" in said and "another call of the same step" in said, said
-        assert "Failures:" in said and "Next step:" in said
-        # the waterfall names the rows as the summary names the steps
-        labels = tab.evaluate("[...document.querySelector('.js-plotly-plot').data]"
-                              ".flatMap(t => t.type === 'bar' && (t.yaxis || 'y') === 'y'"
-                              " ? t.y : [])")
-        assert any(label.strip(" └") == culprit for label in labels), labels[:5]
-        assert any(label.strip(" └") == holder for label in labels)
-        shoot(tab, "run-two-calls-of-one-step")
+    tab = page
+    tab.set_viewport_size(ABOVE_THE_FOLD)  # type: ignore[attr-defined]
+    tab.goto(f"{sample_app.url}/run?{QUERY}&run={two['run_id']}")
+    ui.settle(tab, charts=1)
+    culprit = f"#{two['culprit_step']} {two['culprit']}"
+    holder = f"#{two['holder_step']} {two['holder']}"
+    summary = tab.locator(".st-key-run_summary")
+    assert summary.is_visible()
+    box = summary.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= ABOVE_THE_FOLD["height"], box
+    said = summary.inner_text()
+    assert f"Culprit {culprit}:" in said, said
+    assert f"Holder {holder}" in said and "another call of the same step" in said, said
+    assert "Failures:" in said and "Next step:" in said
+    # the waterfall names the rows as the summary names the steps
+    labels = tab.evaluate("[...document.querySelector('.js-plotly-plot').data]"
+                          ".flatMap(t => t.type === 'bar' && (t.yaxis || 'y') === 'y'"
+                          " ? t.y : [])")
+    assert any(label.strip(" └") == culprit for label in labels), labels[:5]
+    assert any(label.strip(" └") == holder for label in labels)
+    shoot(tab, "run-two-calls-of-one-step")
 
-        tab.goto(f"{sample_app.url}/run?{QUERY}&run={one['run_id']}")
-        ui.settle(tab, charts=1)
-        said = tab.locator(".st-key-run_summary").inner_text()
-        assert "It is also the holder" in said and "the same call" in said, said
-    finally:
-        context.close()
+    tab.goto(f"{sample_app.url}/run?{QUERY}&run={one['run_id']}")
+    ui.settle(tab, charts=1)
+    said = tab.locator(".st-key-run_summary").inner_text()
+    assert "It is also the holder" in said and "the same call" in said, said
 
 
 def test_the_matrix_shares_one_key_order_and_a_cell_opens_its_runs(

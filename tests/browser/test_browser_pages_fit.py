@@ -1,7 +1,9 @@
 """Every page as a demanding user meets it at a 1400 px window: headless Debian
-Chromium, each page waited for until Streamlit's script run is over and no skeleton is left,
-then shot whole into test-artifacts/screenshots/. On each page no table scrolls sideways (a
-column cut on the right) and no table cell reads Python's None or NaN. What a page's text
+Chromium, each page waited for until Streamlit's script run is over, no skeleton is left and
+its charts are drawn, then shot whole into test-artifacts/screenshots/ (page-<name>.png, and
+<name>.png in a 1400 × 3200 window for the pages of TALL_SHOTS). On each page no table scrolls
+sideways (a column cut on the right), no table cell reads Python's None or NaN, and no dialog
+opened. What a page's text
 says (its headers, the start to the minute, the empty database's page) is read under AppTest,
 without a browser: tests/dashboard/test_dashboard_tables.py and
 tests/dashboard/test_dashboard_pages.py."""
@@ -9,7 +11,6 @@ tests/dashboard/test_dashboard_pages.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -28,6 +29,9 @@ PAGES = {"overview": ("", 3), "runs": ("runs", 0), "attribution": ("attribution"
          "failures": ("failures", 3), "utilisation": ("utilisation", 3),
          "reconciliation": ("reconciliation", 2), "weekly": ("weekly", 0),
          "simulate": ("simulate", 2), "budgets": ("budgets", 0)}
+# The pages also shot in a 1400 × 3200 window, as <name>.png.
+TALL_SHOTS = ("overview", "attribution", "failures", "utilisation", "reconciliation", "weekly",
+              "simulate")
 # Cell texts that are a program's words for "no value", never a person's.
 NOT_A_VALUE = {"None", "nan", "NaN", "NaT", "null", "<NA>"}
 
@@ -35,11 +39,10 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's ch
 
 
 @pytest.fixture()
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 1600})  # type: ignore[attr-defined]
-    tab = context.new_page()
-    yield tab
-    context.close()
+def page(page: object) -> object:
+    """conftest.py's tab, at 1400 × 1600."""
+    page.set_viewport_size({"width": WIDTH, "height": 1600})  # type: ignore[attr-defined]
+    return page
 
 
 def finished(tab: object, charts: int = 0) -> None:
@@ -48,14 +51,16 @@ def finished(tab: object, charts: int = 0) -> None:
     ui.settle(tab, charts, timeout_ms=TIMEOUT_MS)
 
 
-def shoot_whole(tab: object, name: str, charts: int = 0) -> None:
+def shoot_whole(tab: object, name: str, charts: int = 0, tall: int | None = None) -> None:
     """The whole page: Streamlit scrolls an inner container, so the window is made as tall as
-    the page before the shot (a full-page shot only holds what fits the window)."""
-    height = tab.evaluate(  # type: ignore[attr-defined]
-        "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
-        "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
-        ".map(e => e.scrollHeight))")
-    tall = min(max(int(height) + 120, 1600), 16_000)
+    the page before the shot (a full-page shot only holds what fits the window), or `tall`
+    px high."""
+    if tall is None:
+        height = tab.evaluate(  # type: ignore[attr-defined]
+            "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
+            "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
+            ".map(e => e.scrollHeight))")
+        tall = min(max(int(height) + 120, 1600), 16_000)
     tab.set_viewport_size({"width": WIDTH, "height": tall})  # type: ignore[attr-defined]
     # Laid out again at the new size: the window has it, the page is still drawn with its
     # charts, and two frames have been painted since (a resize lays out in the next frame).
@@ -107,15 +112,19 @@ def runs_of(db: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("name", list(PAGES))
-def test_every_page_fits_1400_px_and_shows_no_raw_missing_value(
+def test_every_page_draws_its_charts_fits_1400_px_and_shows_no_raw_missing_value(
         sample_app: ui.Dashboard, page: object, name: str) -> None:
     path, charts = PAGES[name]
     page.goto(f"{sample_app.url}/{path}?{QUERY}")  # type: ignore[attr-defined]
     finished(page, charts)
+    assert page.locator(".js-plotly-plot").count() >= charts  # type: ignore[attr-defined]
     shown = check_tables(page, name)
     if name not in ("budgets",):
         assert shown, f"{name}: no table drawn"
     shoot_whole(page, f"page-{name}", charts)
+    if name in TALL_SHOTS:
+        shoot_whole(page, name, charts, tall=3200)
+    assert not page.dialogs, page.dialogs  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("kind", ["failed", "exhausted"])

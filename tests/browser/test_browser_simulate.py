@@ -6,7 +6,6 @@ deadline slider with the keyboard reruns the replay and the predicted figures ch
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -34,10 +33,9 @@ def app(sample_app: ui.Dashboard) -> ui.Dashboard:
 
 
 @pytest.fixture()
-def tab(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 3200})  # type: ignore[attr-defined]
-    yield context.new_page()
-    context.close()
+def tab(page: object) -> object:
+    """conftest.py's tab, at 1400 × 3200."""
+    return page
 
 
 def metric(tab: object, label: str) -> str:

@@ -14,6 +14,10 @@ from store import Change, PriceChange, apply, apply_price, parse_from, pending_d
 from store.testing import PendingDerivations, refresh_touched
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
+# Its spans are stored by a fixture, before the test runs: the cost recorder
+# (tests/support/cost_recorder.py) would run it and see nothing.
+COST_RECORDER_SEES_NOTHING = True
+
 CHAT = {"gen_ai.operation.name": "chat"}
 PICO = 10**12
 CHANGES: tuple[Change | PriceChange, ...] = (

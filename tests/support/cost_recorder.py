@@ -8,7 +8,8 @@ imported it) is wrapped so that every span it stores is kept. When the test has 
 it stored (OTLP requests), what its DuckDB file then held of docs/metrics.md §11 (runs, steps,
 metered spans, the usage note) and what was declared or priced there are written to one file
 of COST_RECORD_DIR. A test that stored nothing through `store` writes nothing, and a test
-whose module does not hold `store` is not run at all (it could record nothing).
+whose module does not hold `store`, or says COST_RECORDER_SEES_NOTHING (it stores in its
+fixtures), is not run at all (it could record nothing).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _can_record(item: pytest.Item) -> bool:
     """Whether the test's module holds `store` (what pytest_runtest_call wraps): a test of
     another module stores nothing the recorder sees."""
     function = getattr(item, "function", None)
-    return function is not None and "store" in function.__globals__
+    return (function is not None and "store" in function.__globals__
+            and not function.__globals__.get("COST_RECORDER_SEES_NOTHING", False))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

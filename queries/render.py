@@ -249,6 +249,11 @@ def to_csv_bytes(frame: pd.DataFrame) -> bytes:
     return b"".join(csv_chunks([frame]))
 
 
+# One encoder for every value: `json.dumps(value, ensure_ascii=False)` builds a new encoder on
+# each call (only the all-defaults call shares one), a third of a large report's JSON time.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
 def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
     """The JSON list of the rows of `pieces` as `json.dumps(records, indent=2)` writes it (a
     record's lines indented two more, `,` between records), a piece's rows at a time. Often
@@ -272,11 +277,6 @@ def json_chunks(pieces: Iterable[pd.DataFrame]) -> Iterator[bytes]:
 
 def to_json_text(frame: pd.DataFrame) -> str:
     return b"".join(json_chunks([frame])).decode("utf-8")
-
-
-# One encoder for every value: `json.dumps(value, ensure_ascii=False)` builds a new encoder on
-# each call (only the all-defaults call shares one), a third of a large report's JSON time.
-_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 def _json_value(value: Any) -> str:

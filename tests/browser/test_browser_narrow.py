@@ -18,8 +18,8 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
 Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. One test checks a
 page at one size in both themes: loaded in the light one (in conftest.py's tab, whose HTTP cache
 carries over but no storage does: each load meets the page as a new visitor), then switched to
-the dark one in place. Every
-wait is on a condition (the page drawn, an address, a text), never a fixed sleep."""
+the dark one in place. Every wait is on a condition (the page drawn, an address, a text), never
+a fixed sleep."""
 
 from __future__ import annotations
 

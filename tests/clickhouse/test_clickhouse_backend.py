@@ -500,6 +500,14 @@ _REDERIVED = re.compile(r"; (\d+ runs? re-(derived|measured)|derived tables rebu
                         r"\d+\.\d\d s$")
 
 
+def stored_on_backend(con: clickhouse.ClickHouseConnection,
+                      change: Change | PriceChange) -> bool:
+    """`change` stored on the backend as its `budgets` or `prices` command stores it, without
+    the rebuild; whether anything changed."""
+    room = clickhouse_prices if isinstance(change, PriceChange) else clickhouse_declared
+    return room.apply(con, change).changed
+
+
 def changed_on_both(db: str, backend: str, change: list[str]) -> None:
     """One change through the CLI on the DuckDB file and on the backend: the backend says what
     DuckDB says (its first line), that it did so on the backend, and that it rebuilt."""
@@ -526,7 +534,7 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
         for number, declaration in enumerate(DECLARATIONS):
             if number in DECLARED_THROUGH_STORE:
                 invoke("--db", str(copy), "budgets", *declaration)
-                assert clickhouse_declared.apply(con, DECLARED_THROUGH_STORE[number]).changed
+                assert stored_on_backend(con, DECLARED_THROUGH_STORE[number])
         for number, declaration in enumerate(DECLARATIONS):
             if number not in DECLARED_THROUGH_STORE:
                 changed_on_both(str(copy), backend, ["budgets", *declaration])
@@ -604,10 +612,7 @@ def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path
         for number, change in enumerate(PRICE_AND_BUDGET_CHANGES):
             if number in CHANGED_THROUGH_STORE:
                 invoke("--db", str(copy), *change)
-                stored = CHANGED_THROUGH_STORE[number]
-                room = clickhouse_prices if isinstance(stored, PriceChange) \
-                    else clickhouse_declared
-                assert room.apply(con, stored).changed
+                assert stored_on_backend(con, CHANGED_THROUGH_STORE[number])
         for number, change in enumerate(PRICE_AND_BUDGET_CHANGES):
             if number not in CHANGED_THROUGH_STORE:
                 changed_on_both(str(copy), backend, change)
@@ -675,8 +680,7 @@ def test_cost_fleet_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path) -> No
     first, *stored = COST_DECLARATIONS
     for declaration, change in zip(stored, COST_CHANGES[1:], strict=True):
         invoke("--db", str(copy), *declaration)
-        room = clickhouse_prices if isinstance(change, PriceChange) else clickhouse_declared
-        assert room.apply(con, change).changed
+        assert stored_on_backend(con, change)
     changed_on_both(str(copy), backend, first)
     for name in CLI_REPORTS:
         assert invoke("--backend", backend, "report", name) == \

@@ -17,8 +17,9 @@ So the dashboard's port is served by:
   it had sent part of one); a request whose head is in must be answered within
   `request_seconds`. At `max_connections`, the connection waiting longest for a head (for at
   least IDLE_AFTER_SECONDS) is closed to make room, and when none may be, the new one is
-  answered 503 and the port pauses (EVICTIONS_PER_SECOND), so that it never holds more
-  descriptors than its share (budgetscope/server/descriptors.py) nor spins on a flood;
+  answered 503 and the port pauses; evictions are paced (EVICTIONS_PER_SECOND) by pausing the
+  port, never by refusing a newcomer one of them could make room for. So the port never holds
+  more descriptors than its share (budgetscope/server/descriptors.py) nor spins on a flood;
 - `_Guarded`, the protocol the event loop drives: it wraps uvicorn's own, sees the bytes both
   ways (a head is complete at its blank line) and hands uvicorn a view of the transport that
   reports its writes, and its switch to the websocket protocol, after which the connection is
@@ -49,13 +50,15 @@ REQUEST_SECONDS = 60.0
 IDLE_AFTER_SECONDS = 1.0
 BACK_OFF_SECONDS = 1.0
 # At the cap, a newcomer is let in by closing the connection idle longest (for a second at
-# least), at most this many times a second; when none may be closed, one newcomer is answered
-# 503 and the port stops accepting for _FULL_PAUSE, the others waiting in the kernel's backlog.
-# A flood that keeps its connections up brings back at once each one closed: taking and
-# refusing newcomers as fast as they came turned 1,000 of them into 4,300 accepts a second,
-# a fifth of a core and the GIL taken from the receivers (export p50 3.0x, p99 6.7x,
-# bench/bench_idle_dashboard.py); paused, about 300 a second, and a browser still gets in
-# within a few seconds.
+# least), and once this many have been closed in a second the port stops accepting until the
+# budget is back; when none may be closed, one newcomer is answered 503 and the port stops
+# accepting for _FULL_PAUSE, the others waiting in the kernel's backlog. A flood that keeps its
+# connections up brings back at once each one closed: taking and refusing newcomers as fast as
+# they came turned 1,000 of them into 4,300 accepts a second, a fifth of a core and the GIL
+# taken from the receivers (export p50 3.0x, p99 6.7x, bench/bench_idle_dashboard.py); paused,
+# about 300 a second, and a browser still gets in within a few seconds. The budget once
+# refused the newcomer that found it spent, though idle connections were there to close: one
+# accept in twenty while a flood drained, and a /healthz behind the flood answered 503 (CI).
 EVICTIONS_PER_SECOND = 200.0
 _FULL_PAUSE = 0.1
 DEFAULT_MAX_CONNECTIONS = 512
@@ -199,8 +202,9 @@ class ConnectionTable:
 
     # ----------------------------------------------------------------------- transitions
     def make_room(self) -> bool:
-        """True when a new connection may be served, closing the longest idle one if needed
-        (at most EVICTIONS_PER_SECOND); False: the port is full for now."""
+        """True when a new connection may be served, closing the longest idle one if needed;
+        False: the port is full for now. `eviction_wait()` says how long the port should rest
+        before the next eviction."""
         if len(self) < self.limits.max_connections:
             return True
         if not self._waiting:
@@ -209,18 +213,27 @@ class ConnectionTable:
         now = self._clock()
         if now - since < IDLE_AFTER_SECONDS:
             return False
-        self._evictions = min(EVICTIONS_PER_SECOND,
-                              self._evictions + (now - self._evicted_at) * EVICTIONS_PER_SECOND)
-        self._evicted_at = now
-        if self._evictions < 1:
-            return False
+        self._refill(now)
         self._evictions -= 1
         self._forget(connection)
         self.closed_idle += 1
         connection.close(_TOO_SLOW if connection.head_bytes else b"")
         return True
 
+    def eviction_wait(self) -> float:
+        """Seconds until the eviction budget holds one again (0 while it does)."""
+        self._refill(self._clock())
+        return max(0.0, (1 - self._evictions) / EVICTIONS_PER_SECOND)
+
+    def _refill(self, now: float) -> None:
+        self._evictions = min(EVICTIONS_PER_SECOND,
+                              self._evictions + (now - self._evicted_at) * EVICTIONS_PER_SECOND)
+        self._evicted_at = now
+
     def opened(self, connection: _Guarded) -> None:
+        # Pending until now, waiting from now: counted once. (Counted as both until the
+        # accept's task resumed, the table once held 263 at a cap of 260 and refused below it.)
+        self.pending -= 1
         self._waiting[connection] = self._clock()
 
     def awaits_head(self, connection: _Guarded) -> bool:
@@ -335,15 +348,20 @@ class Listener:
                 return
             self.table.pending += 1
             self.loop.create_task(self._serve(connection))
+            rest = self.table.eviction_wait()
+            if rest:
+                self._pause(rest)  # evictions paced: the next newcomers wait in the backlog
+                return
 
     async def _serve(self, connection: socket.socket) -> None:
+        guarded = _Guarded(self.table, self.protocol_factory)
         try:
             await self.loop.connect_accepted_socket(  # type: ignore[call-overload]
-                lambda: _Guarded(self.table, self.protocol_factory), connection)
+                lambda: guarded, connection)
         except Exception:  # noqa: BLE001 - a connection that could not be set up is dropped
             connection.close()
-        finally:
-            self.table.pending -= 1
+            if guarded.transport is None:  # never opened: still counted as pending
+                self.table.pending -= 1
 
     def _pause(self, seconds: float) -> None:
         """Leave the socket alone for `seconds` (or longer, when a longer pause is on)."""

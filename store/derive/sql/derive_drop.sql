@@ -16,8 +16,8 @@ DROP TABLE derive_run_tree;
 DROP TABLE derive_deep_runs;
 DROP TABLE derive_rewalked;
 DROP TABLE IF EXISTS derive_capped;  -- made only for a capped trace
-DROP TABLE derive_beside_runs;
-DROP TABLE derive_beside_steps;
+DROP TABLE IF EXISTS derive_beside_runs;  -- made only where a client span is a step
+DROP TABLE IF EXISTS derive_beside_steps;
 DROP TABLE derive_demoted;
 DROP TABLE derive_rolled;
 DROP TABLE derive_step_tree;

@@ -66,14 +66,21 @@ SELECT r.run_id,
 FROM budgeted r;
 
 -- gates: a run with a budget in tokens or dollars, where some span carries usage: its
--- culprits and crossing are to be found (§11.6 defines them only for a run with that budget)
+-- culprits and crossing are to be found (§11.6 defines them only for a run with that budget).
+-- And `timed`: a run with a time budget B, the only runs whose steps have a consumption and
+-- whose run a culprit and a holder (5 and 6 below); in a turn without one both tables are
+-- made empty instead (the two statements cost ~13 ms to plan and run, whatever they read).
 -- when: usage
 SELECT coalesce(bool_or(usd_budget_nano IS NOT NULL OR token_budget IS NOT NULL), false)
-           AS budgeted
+           AS budgeted,
+       coalesce(bool_or(budget_ms IS NOT NULL), false) AS timed,
+       NOT coalesce(bool_or(budget_ms IS NOT NULL), false) AS untimed
 FROM derive_runs;
 -- gates: without usage, none
 -- when: no_usage
-SELECT false AS budgeted;
+SELECT false AS budgeted, coalesce(bool_or(budget_ms IS NOT NULL), false) AS timed,
+       NOT coalesce(bool_or(budget_ms IS NOT NULL), false) AS untimed
+FROM derive_runs;
 
 -- 4b. The steps with their allocations. A model step neither metered nor above a metered span
 -- is unmetered (docs/metrics.md §11.4), and possibly billed unless its class says the call was
@@ -107,6 +114,7 @@ LATERAL (SELECT CASE
 -- steps gives dt/n to each. Rather than joining every step with every interval (quadratic in the
 -- steps of a run), W(p) = sum of dt/n over the intervals before point p is a running sum, and a
 -- step's consumption is W(its clipped end) - W(its clipped start).
+-- when: timed
 CREATE OR REPLACE TEMP TABLE derive_consumption AS
 WITH clipped AS (
     SELECT st.trace_id, st.span_id, st.run_id, t.lifted_from,
@@ -183,6 +191,7 @@ GROUP BY c.trace_id, c.span_id, c.run_id;
 -- named with their number: the rank of their start among the run's top-level steps, from 1
 -- (docs/metrics.md §4; ties: the smaller span id). `holder_at_deadline` tells the two holder cases
 -- apart: only a holder active at d was running when the deadline fired.
+-- when: timed
 CREATE OR REPLACE TEMP TABLE derive_blame AS
 WITH top AS (
     SELECT st.run_id, st.span_id, st.step_key, st.start_ns, st.end_ns, c.consumption_ms,
@@ -223,6 +232,20 @@ SELECT b.* EXCLUDE (culprit_start_ns, holder_start_ns),
        CASE WHEN b.culprit_span_id IS NOT NULL THEN 1 + c.before_culprit END AS culprit_step,
        CASE WHEN b.holder_span_id IS NOT NULL THEN 1 + c.before_holder END AS holder_step
 FROM blamed b JOIN counted c USING (run_id);
+
+-- 5 and 6 in a turn without a time budget: no step is clipped, so neither has a row (the
+-- columns as the statements above make them).
+-- when: untimed
+CREATE OR REPLACE TEMP TABLE derive_consumption (
+    trace_id VARCHAR, span_id VARCHAR, run_id VARCHAR, consumption_ms DOUBLE,
+    unattributed_ms DOUBLE
+);
+-- when: untimed
+CREATE OR REPLACE TEMP TABLE derive_blame (
+    run_id VARCHAR, culprit_span_id VARCHAR, culprit_key VARCHAR, culprit_ms DOUBLE,
+    culprit_share DOUBLE, holder_span_id VARCHAR, holder_key VARCHAR,
+    holder_at_deadline BOOLEAN, culprit_step BIGINT, holder_step BIGINT
+);
 
 -- 7. The finished run rows, kept apart so that the steps can copy `exhausted` without reading
 -- the whole runs table back. Tokens and dollars (docs/metrics.md §11.4-§11.7): the sums of

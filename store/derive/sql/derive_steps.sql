@@ -12,6 +12,20 @@
 -- evidence and that of the spans below it rolls up into the call. Bounded: a run where the pairs
 -- to compare would pass PAIR_LIMIT keeps its HTTP spans where they are, and says so
 -- (derivation_notes).
+-- Most turns have no row-12 step (an HTTP or gRPC client span that is a step of its own): then
+-- there is nothing to match, and the four statements below are skipped (each costs ~1-1.5 ms
+-- to plan whatever it reads: ~5 ms a small turn), derive_beside made empty for what reads it.
+-- gates: whether a client span may hang beside its call
+SELECT count(*) > 0 AS beside, count(*) = 0 AS no_beside
+FROM (SELECT 1 FROM derive_walk WHERE own AND is_step AND needs_no_step_ancestor LIMIT 1);
+
+-- when: no_beside
+CREATE OR REPLACE TEMP TABLE derive_beside (
+    trace_id VARCHAR, run_span_id VARCHAR, span_id VARCHAR, tool_span_id VARCHAR,
+    tool_path VARCHAR[]
+);
+
+-- when: beside
 CREATE OR REPLACE TEMP TABLE derive_beside_steps AS
 WITH calls AS (
     -- the row-12 steps, few: only their runs are looked at
@@ -28,6 +42,7 @@ SEMI JOIN (SELECT DISTINCT trace_id, run_span_id FROM calls) c
        ON c.trace_id = w.trace_id AND c.run_span_id = w.run_span_id
 WHERE w.own AND w.is_step AND NOT w.is_agent;
 
+-- when: beside
 CREATE OR REPLACE TEMP TABLE derive_beside_runs AS
 SELECT trace_id, run_span_id, count(*) FILTER (WHERE lone_call) AS calls, count(*) AS steps,
        count(*) FILTER (WHERE lone_call) * count(*) <= 4000000 AS within_bound
@@ -36,6 +51,7 @@ GROUP BY ALL
 HAVING count(*) FILTER (WHERE lone_call) > 0
    AND count(*) FILTER (WHERE step_kind IN (/*@holder_kinds*/)) > 0;
 
+-- when: beside
 CREATE OR REPLACE TEMP TABLE derive_beside AS
 SELECT c.trace_id, c.run_span_id, c.span_id,
        any_value(s.span_id) AS tool_span_id, any_value(s.path) AS tool_path
@@ -48,6 +64,7 @@ WHERE c.lone_call AND r.within_bound
 GROUP BY ALL
 HAVING count(*) = 1 AND bool_and(s.step_kind IN (/*@holder_kinds*/));
 
+-- when: beside
 INSERT INTO derivation_notes BY NAME
 SELECT DISTINCT trace_id, 'http_beside_tool_skipped' AS note,
        'a run with ' || calls || ' HTTP or gRPC client steps among ' || steps
@@ -55,6 +72,7 @@ SELECT DISTINCT trace_id, 'http_beside_tool_skipped' AS note,
 FROM derive_beside_runs WHERE NOT within_bound;
 
 -- Such a span, and every span whose nearest step it was, roll up into the call instead.
+-- when: beside
 UPDATE derive_walk w
 SET path = b.tool_path, is_step = w.is_step AND w.span_id <> b.span_id
 FROM derive_beside b

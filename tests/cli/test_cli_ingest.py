@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
+from budgetscope.commands.common import WRITER_WAIT_SECONDS
 from store import SchemaError
 from store.testing import SCHEMA_VERSION, apply_schema, ddl_files
 from tests.support.otlp_files import otlp_json, request, sdk_spans
@@ -60,7 +61,11 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_database_held_by_another_process_fails_at_once_naming_it(tmp_path: Path) -> None:
+def test_a_database_held_by_another_process_fails_after_a_bounded_wait_naming_it(
+        tmp_path: Path) -> None:
+    """A writer waits WRITER_WAIT_SECONDS for a holder to let go (a reader's moment), then
+    fails naming it, never waiting for the lock for ever. (It asserted < 10 s, the wait
+    itself: 9.93 s quiet, 10.0 s on a loaded CI, red.)"""
     db = tmp_path / "held.duckdb"
     holder = subprocess.Popen(
         [sys.executable, "-c",
@@ -70,7 +75,8 @@ def test_a_database_held_by_another_process_fails_at_once_naming_it(tmp_path: Pa
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         started = time.monotonic()
         result = CliRunner().invoke(cli, ["--db", str(db), "ingest", str(_good_file(tmp_path))])
-        assert time.monotonic() - started < 10  # fails at once, never waits for the lock
+        waited = time.monotonic() - started
+        assert WRITER_WAIT_SECONDS - 1 < waited < WRITER_WAIT_SECONDS + 20, waited
         assert result.exit_code == 1
         assert f"process {holder.pid}" in result.output
         assert "Traceback" not in result.output

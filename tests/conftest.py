@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -52,6 +53,22 @@ def _registry_unreachable() -> str | None:
     except (OSError, urllib.error.URLError) as error:
         return f"needs the package registry ({index}), which did not answer: {error}"
     return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """Collect with bytecode writing on, whatever PYTHONDONTWRITEBYTECODE says (these machines
+    set it): pytest then keeps each test module as it rewrote its asserts, in __pycache__ beside
+    it (a file of its own, named for pytest's version, written whole or not at all, checked
+    against the source's mtime and size), instead of rewriting all of them again in every
+    process: each xdist worker, each pytest a test starts. `make test`'s $(COMPILE) has compiled
+    the project's other modules already; only collection is concerned."""
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = writes
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.support.lanes import COST_FILE
+from tests.support.paths import run_temp
 
 if TYPE_CHECKING:
     import duckdb
@@ -73,10 +74,7 @@ def file_name(nodeid: str) -> str:
 def run_folder(config: pytest.Config) -> Path:
     """The recording folder of this run: beside the basetemp of each of its xdist workers
     (<run>/popen-gwN), so that all of them share it, or in the basetemp of a run without."""
-    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return base / "cost-recordings"
+    return run_temp(config._tmp_path_factory.getbasetemp()) / "cost-recordings"  # type: ignore[attr-defined]
 
 
 def partial_files(config: pytest.Config) -> set[str]:

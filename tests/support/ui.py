@@ -5,7 +5,6 @@ browser.py's, the one the benchmarks time, as is the measure of a page drawn).""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
 from pathlib import Path
@@ -26,7 +25,8 @@ from budgetscope.cli import cli
 from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import connect
-from tests.support.paths import REPO, run_temp
+from tests.support.paths import REPO
+from tests.support.run_cache import built_once_a_run
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
@@ -69,28 +69,16 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     if not SAMPLE_TRACES.exists():
         pytest.skip(f"{SAMPLE_TRACES} is not there yet")
 
-    def build(con):  # type: ignore[no-untyped-def]
-        summary = load_files(con, [SAMPLE_TRACES],
-                             derive=True)
+    def build(path: Path) -> None:
+        con = connect(path)
+        try:
+            summary = load_files(con, [SAMPLE_TRACES], derive=True)
+        finally:
+            con.close()
         assert not summary.rejections
 
-    # Built once a run, not once a worker: the first of the run's xdist workers to need it
-    # builds it while the other waits (the same time it would have spent building its own, on
-    # the same 2 cores), then each takes a copy of its own, so that no two processes ever open
-    # one file.
-    base = tmp_path_factory.getbasetemp()
-    mine = base / "dashboard" / "sample.duckdb"
-    if run_temp(base) == base or mine.with_suffix(".done").exists():
-        return _build_once(mine, build)
-    shared = run_temp(base) / "sample-of-the-run" / "sample.duckdb"
-    shared.parent.mkdir(parents=True, exist_ok=True)
-    with shared.with_suffix(".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
-        _build_once(shared, build)
-    mine.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(shared, mine)
-    mine.with_suffix(".done").write_text("ok")
-    return str(mine)
+    # once a run, not once an xdist worker: each worker takes a copy of its own
+    return str(built_once_a_run(tmp_path_factory, "sample.duckdb", build))
 
 
 def sample_copy(tmp_path_factory: pytest.TempPathFactory, name: str = "sample") -> Path:

@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.support.lanes import SLOWEST_FIRST
+from tests.support.lanes import COST_FILE, SLOWEST_FIRST
+
+# Records what the cost tests store as they run, for the ClickHouse parity test of the same run
+# (tests/clickhouse/test_conventions_parity.py), which ran them a second time before.
+pytest_plugins = ("tests.support.cost_recorder",)
 
 BROWSER = Path(__file__).resolve().parent / "browser"
 # Where uv and pip look for packages unless told otherwise.
@@ -50,13 +55,35 @@ def _registry_unreachable() -> str | None:
     return None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """Collect with bytecode writing on, whatever PYTHONDONTWRITEBYTECODE says (these machines
+    set it): pytest then keeps each test module as it rewrote its asserts, in __pycache__ beside
+    it (a file of its own, named for pytest's version, written whole or not at all, checked
+    against the source's mtime and size), instead of rewriting all of them again in every
+    process: each xdist worker, each pytest a test starts. `make test`'s $(COMPILE) has compiled
+    the project's other modules already; only collection is concerned."""
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = writes
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.browser)
-    # A stable sort: each file's tests stay together and in their order.
+    # A stable sort: each file's tests stay together and in their order; the cost tests first,
+    # then the slowest files (tests/support/lanes.py says why).
     rank = {name: position for position, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(str(item.path)).name, len(rank)))
+
+    def place(item: pytest.Item) -> tuple[bool, int]:
+        name = Path(str(item.path)).name
+        return COST_FILE.fullmatch(name) is None, rank.get(name, len(rank))
+
+    items.sort(key=place)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

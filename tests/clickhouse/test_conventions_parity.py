@@ -128,11 +128,14 @@ COST_TESTS = [str(path.relative_to(REPO)) for path in
 
 
 @pytest.fixture(scope="module")
-def cost_scenarios(tmp_path_factory: pytest.TempPathFactory, backend):
-    """Every test of COST_TESTS that stores spans run on DuckDB (by pytest; the recorder leaves
-    out those whose module cannot store), its spans built again on ClickHouse (the backend's
-    otel_traces replaced: the tests above have read theirs)."""
-    scenarios = record_cost_tests(COST_TESTS, tmp_path_factory.mktemp("cost_duck"))
+def cost_scenarios(tmp_path_factory: pytest.TempPathFactory, backend,
+                   request: pytest.FixtureRequest):
+    """Every test of COST_TESTS that stores spans run on DuckDB (by pytest: as this run ran it,
+    or again apart; the recorder leaves out those whose module cannot store), its spans built
+    again on ClickHouse (the backend's otel_traces replaced: the tests above have read
+    theirs)."""
+    scenarios = record_cost_tests(COST_TESTS, tmp_path_factory.mktemp("cost_duck"),
+                                  request.session)
     return scenarios, derive_on_clickhouse(clickhouse.connect(backend), scenarios)
 
 

@@ -49,7 +49,8 @@ def otlp_receiver() -> Iterator[tuple[str, list[ExportTraceServiceRequest]]]:
             self.wfile.write(answer)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # stopped at once, not after serve_forever's default poll of 0.5 s
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", received
     finally:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,9 @@ class Served(ServedEndpoint):
                 "ORDER BY budget_ms NULLS FIRST")
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    owner = DatabaseOwner(tmp_path / "served.duckdb")
+@contextmanager
+def _serving(folder: Path) -> Iterator[Served]:
+    owner = DatabaseOwner(folder / "served.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
                                                 routes=lambda parts: {PATH: BudgetsEndpoint(
                                                     DeclaredBudgets(owner, parts.writer),
@@ -66,6 +67,21 @@ def served(tmp_path: Path) -> Iterator[Served]:
     finally:
         receivers.stop(10)
         owner.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A server of its own, for a test that changes what it holds."""
+    with _serving(tmp_path) as serving:
+        yield serving
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the module's tests of requests it refuses, each of which checks that
+    nothing was stored (a server of its own each cost 1.2 s, waiting for the derivation)."""
+    with _serving(tmp_path_factory.mktemp("refusing")) as serving:
+        yield serving
 
 
 @pytest.mark.slow
@@ -101,25 +117,25 @@ def test_a_change_is_stored_by_the_server_and_its_runs_re_derived_before_the_ans
     ({"action": "drop", "target": "billing"}, "unknown action"),
     (["set"], "expected a JSON object"),
 ])
-def test_the_server_refuses_bad_changes_naming_the_problem(served, payload, problem):
-    status, answer = served.request("POST", json.dumps(payload).encode())
+def test_the_server_refuses_bad_changes_naming_the_problem(refusing, payload, problem):
+    status, answer = refusing.request("POST", json.dumps(payload).encode())
     assert status == 400 and problem in answer["error"]
-    assert served.request("GET")[1]["declarations"] == []
+    assert refusing.request("GET")[1]["declarations"] == []
 
 
-def test_the_endpoint_needs_the_token_and_json(served):
+def test_the_endpoint_needs_the_token_and_json(refusing):
     body = json.dumps({"action": "set", "target": "billing", "duration_ms": 5}).encode()
-    assert served.request("POST", body, token=None)[0] == 401
-    assert served.request("POST", body, token="wrong")[0] == 401
-    assert served.request("GET", token=None)[0] == 401
+    assert refusing.request("POST", body, token=None)[0] == 401
+    assert refusing.request("POST", body, token="wrong")[0] == 401
+    assert refusing.request("GET", token=None)[0] == 401
     # a form post from another origin's page cannot carry application/json without a preflight
-    status, answer = served.request("POST", body, content_type="text/plain")
+    status, answer = refusing.request("POST", body, content_type="text/plain")
     assert status == 415 and "application/json" in answer["error"]
-    assert served.request("POST", b"{not json")[0] == 400
-    assert served.request("DELETE")[0] == 405
-    assert served.request("GET")[1]["declarations"] == []
+    assert refusing.request("POST", b"{not json")[0] == 400
+    assert refusing.request("DELETE")[0] == 405
+    assert refusing.request("GET")[1]["declarations"] == []
     # the OTLP endpoint still works beside it
-    assert served.runs()[1][1] == "span"
+    assert refusing.runs()[1][1] == "span"
 
 
 def _cli(db: Path, *arguments: str, token: str | None = None) -> subprocess.CompletedProcess:

@@ -80,7 +80,8 @@ def test_the_cli_client_reads_a_deep_answer_as_a_bad_answer(tmp_path: Path) -> N
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Deep)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # stopped at once, not after serve_forever's default poll of 0.5 s
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         result = CliRunner().invoke(cli, ["--server", f"http://127.0.0.1:{server.server_port}",
                                           "report", "weekly"])

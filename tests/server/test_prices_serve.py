@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,9 @@ class Served(ServedEndpoint):
     runs_sql = "SELECT cost_nano, cost_complete FROM runs"
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    owner = DatabaseOwner(tmp_path / "served.duckdb")
+@contextmanager
+def _serving(folder: Path) -> Iterator[Served]:
+    owner = DatabaseOwner(folder / "served.duckdb")
     receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
                                                 routes=lambda parts: {PATH: PricesEndpoint(
                                                     DeclaredPrices(owner, parts.writer),
@@ -65,6 +66,21 @@ def served(tmp_path: Path) -> Iterator[Served]:
     finally:
         receivers.stop(10)
         owner.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A server of its own, for a test that changes what it holds."""
+    with _serving(tmp_path) as serving:
+        yield serving
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the module's tests of requests it refuses, each of which checks that
+    nothing was stored (a server of its own each cost 1.2 s, waiting for the derivation)."""
+    with _serving(tmp_path_factory.mktemp("refusing")) as serving:
+        yield serving
 
 
 @pytest.mark.slow
@@ -98,21 +114,21 @@ def test_a_price_is_stored_by_the_server_and_its_runs_re_priced_before_the_answe
     ({"action": "drop", "model": "m"}, "unknown action"),
     (["set"], "expected a JSON object"),
 ])
-def test_the_server_refuses_bad_prices_naming_the_problem(served, payload, problem):
-    status, answer = served.request("POST", json.dumps(payload).encode())
+def test_the_server_refuses_bad_prices_naming_the_problem(refusing, payload, problem):
+    status, answer = refusing.request("POST", json.dumps(payload).encode())
     assert status == 400 and problem in answer["error"], answer
-    assert served.request("GET")[1]["overrides"] == []
+    assert refusing.request("GET")[1]["overrides"] == []
 
 
-def test_the_endpoint_needs_the_token_and_json(served):
+def test_the_endpoint_needs_the_token_and_json(refusing):
     body = json.dumps({"action": "set", "model": "m", "input_rate": 0,
                        "output_rate": 0}).encode()
-    assert served.request("POST", body, token=None)[0] == 401
-    assert served.request("GET", token="wrong")[0] == 401
-    status, answer = served.request("POST", body, content_type="text/plain")
+    assert refusing.request("POST", body, token=None)[0] == 401
+    assert refusing.request("GET", token="wrong")[0] == 401
+    status, answer = refusing.request("POST", body, content_type="text/plain")
     assert status == 415 and "application/json" in answer["error"]
-    assert served.request("PUT")[0] == 405
-    assert served.request("GET")[1]["overrides"] == []
+    assert refusing.request("PUT")[0] == 405
+    assert refusing.request("GET")[1]["overrides"] == []
 
 
 def _cli(db: Path, *arguments: str, token: str | None = None) -> subprocess.CompletedProcess:

@@ -248,7 +248,8 @@ def redirected() -> Iterator[tuple[str, list[dict[str, str]]]]:
     here = ThreadingHTTPServer(("127.0.0.1", 0),
                                _redirector(f"http://localhost:{elsewhere.server_port}"))
     for server in (elsewhere, here):
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # stopped at once, not after serve_forever's default poll of 0.5 s
+        threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     yield f"http://127.0.0.1:{here.server_port}", _Recorder.seen
     for server in (here, elsewhere):
         server.shutdown()

@@ -23,7 +23,7 @@ from tests.support.real_fixture_compare import (
     differences,
     expected_runs,
     found_runs,
-    ingest,
+    ingested,
     load_truth,
 )
 
@@ -37,12 +37,8 @@ STEP_COLUMNS = ["run_id", "span_id", "top_step_id", "is_top_level", "step_level"
 
 @pytest.fixture(scope="module")
 def databases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("real")
-    paths = {}
-    for name in NAMES:
-        paths[name] = folder / f"{name}.duckdb"
-        ingest(FIXTURES / "otlp" / f"{name}.otlp.pb", paths[name])
-    return paths
+    """Each fixture `budgetscope ingest`ed alone into a file of its own."""
+    return {name: ingested(name, tmp_path_factory) for name in NAMES}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -32,6 +32,7 @@ from tests.support.real_fixture_compare import (
     found_usage,
     has_usage,
     ingest,
+    ingested,
     load_truth,
 )
 
@@ -55,10 +56,10 @@ def test_every_library_has_a_fixture() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_real_fixture_matches_ground_truth(name: str, tmp_path: Path) -> None:
+def test_real_fixture_matches_ground_truth(name: str,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     truth = load_truth(FIXTURES / "truth" / f"{name}.json")
-    db = tmp_path / "fixture.duckdb"
-    ingest(FIXTURES / "otlp" / f"{name}.otlp.pb", db)
+    db = ingested(name, tmp_path_factory)  # `budgetscope ingest` of the fixture alone
     found = differences_by_place(found_runs(db), expected_runs(truth))
     known = {(run, field) for fixture, run, field in CONVENTION_GAPS if fixture == name}
     unexpected = [text for where, text in sorted(found.items()) if where not in known]
@@ -161,7 +162,8 @@ USAGE_GAPS: dict[tuple[str, int, str], str] = {
 
 
 @pytest.mark.parametrize("name", USAGE_NAMES)
-def test_real_fixture_usage_matches_the_fake_billing_log(name: str, tmp_path: Path) -> None:
+def test_real_fixture_usage_matches_the_fake_billing_log(
+        name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Per run and per quantity, the tokens the store derives (runs.tokens, input_tokens …,
     metered_spans) are those the fake model server billed and returned, in docs/metrics.md
     §11.1's terms, from its own log: nothing counted twice (an aggregate, the second span of
@@ -169,8 +171,7 @@ def test_real_fixture_usage_matches_the_fake_billing_log(name: str, tmp_path: Pa
     include_usage, a client that hung up) is a possibly billed unmetered step; the cost is the
     billed usage at genai-prices' rates (or the library's own reported cost, which agrees)."""
     truth = load_truth(FIXTURES / "truth" / f"{name}.json")
-    db = tmp_path / "fixture.duckdb"
-    ingest(FIXTURES / "otlp" / f"{name}.otlp.pb", db)
+    db = ingested(name, tmp_path_factory)  # `budgetscope ingest` of the fixture alone
     found = differences_by_place(found_usage(db), expected_usage(truth))
     known = {(run, field) for fixture, run, field in USAGE_GAPS if fixture == name}
     unexpected = [text for where, text in sorted(found.items()) if where not in known]

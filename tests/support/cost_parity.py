@@ -1,9 +1,10 @@
 """The cost tests' spans through both derivations (tests/clickhouse/test_conventions_parity.py).
 
 Every test of tests/*/test_cost_*.py stores its hand-built spans with trace_builder.store and
-then checks DuckDB's numbers. `record_cost_tests` runs those test files with pytest, as the
-suite does, with the plugin tests/support/cost_recorder.py, which keeps what each test stored
-and the §11 rows its DuckDB file derived, with what it declared or priced (a `Scenario`).
+then checks DuckDB's numbers. The plugin tests/support/cost_recorder.py keeps what each test
+stored and the §11 rows its DuckDB file derived, with what it declared or priced (a
+`Scenario`): `record_cost_tests` reads what it recorded as the suite's run ran those tests, or
+runs those test files again with pytest, as the suite does, and the plugin.
 `derive_on_clickhouse` then writes the scenarios' spans as the Collector's exporter would into
 one chdb backend, with the same declarations and prices, builds it, and returns its rows
 beside the DuckDB file's, for the test to compare row for row.
@@ -20,6 +21,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from bench.support.clickhouse_load.traces import (
@@ -107,9 +110,30 @@ def snapshot(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, Any], tuple[Any,
     return rows, settings
 
 
-def record_cost_tests(files: Iterable[str], folder: Path) -> list[Scenario]:
-    """Run the test files with pytest and the recording plugin (tests/support/
-    cost_recorder.py); the scenarios of the tests that passed and stored spans."""
+def record_cost_tests(files: Iterable[str], folder: Path,
+                      session: pytest.Session | None = None) -> list[Scenario]:
+    """The scenarios of the tests of `files` that passed and stored spans: as this run recorded
+    them (`session`, tests/support/cost_recorder.py) for each file whose every test that can
+    record ran in it and passed, and for the other files by running them again with pytest and
+    the recording plugin."""
+    files = list(files)
+    recorded: list[Path] = []
+    if session is not None:
+        whole, recorded = _recorded_in_run(session, files)
+        files = [name for name in files if name not in whole]
+    if files:
+        recorded += _record_apart(files, folder)
+    scenarios = []
+    for path in sorted(recorded):
+        with path.open("rb") as pickled:
+            found = pickle.load(pickled)
+        scenarios.append(Scenario(found["name"], found["requests"], found["settings"],
+                                  found["rows"]))
+    return scenarios
+
+
+def _record_apart(files: list[str], folder: Path) -> list[Path]:
+    """Run the test files with pytest and the recording plugin; its recordings."""
     from tests.support.cost_recorder import RECORD_ENV
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -118,14 +142,61 @@ def record_cost_tests(files: Iterable[str], folder: Path) -> list[Scenario]:
          "tests.support.cost_recorder", *files],
         cwd=REPO, env={**os.environ, RECORD_ENV: str(folder)}, capture_output=True, text=True,
         check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    scenarios = []
-    for path in sorted(folder.glob("*.pickle")):
-        with path.open("rb") as recorded:
-            found = pickle.load(recorded)
-        scenarios.append(Scenario(found["name"], found["requests"], found["settings"],
-                                  found["rows"]))
-    return scenarios
+    # 5: no test ran, as when none of the files' tests can record (the CLI's, the reports')
+    assert done.returncode in (0, 5), done.stdout[-3000:] + done.stderr[-3000:]
+    return list(folder.glob("*.pickle"))
+
+
+# How long the parity test waits, under xdist, for another worker's cost tests to finish
+# recording once none has finished: it never waits on a quiet worker, and a file queued behind
+# it on its own worker is recorded apart instead.
+RECORDING_IDLE_S = 60.0
+
+
+def _recorded_in_run(session: pytest.Session, files: list[str]) -> tuple[set[str], list[Path]]:
+    """The files whose recordings in this run are whole (each of their tests that can record
+    ran, every phase passed: what the subprocess of _record_apart would have asserted), and
+    those tests' recordings. A file with a test deselected, or none in the run, is not whole."""
+    from tests.support import cost_recorder
+
+    expected: dict[str, list[str]] = {name: [] for name in files}
+    for item in session.items:
+        name = str(Path(str(item.path)).relative_to(REPO))
+        if name in expected and cost_recorder.records_in_run(item):
+            expected[name].append(item.nodeid)
+    partial = {str(Path(path).relative_to(REPO)) for path in
+               cost_recorder.partial_files(session.config)}
+    folder = cost_recorder.run_folder(session.config)
+    wanted = {name for name, ids in expected.items() if ids and name not in partial}
+    outcomes = _outcomes(folder, {i for name in wanted for i in expected[name]},
+                         wait=bool(os.environ.get("PYTEST_XDIST_WORKER")))
+    whole = {name for name in wanted
+             if all(outcomes.get(nodeid) == "passed" for nodeid in expected[name])}
+    # a file none of whose tests can record (the CLI's, the reports') records nothing apart
+    whole |= {name for name, ids in expected.items() if not ids and name not in partial
+              and any(Path(str(item.path)).relative_to(REPO) == Path(name)
+                      for item in session.items)}
+    recordings = [folder / f"{cost_recorder.file_name(nodeid)}.pickle"
+                  for name in whole for nodeid in expected[name]]
+    return whole, [path for path in recordings if path.exists()]
+
+
+def _outcomes(folder: Path, nodeids: set[str], wait: bool) -> dict[str, str]:
+    """The outcomes the tests `nodeids` left in `folder`; with `wait`, once all are there or
+    none has come for RECORDING_IDLE_S."""
+    from tests.support.cost_recorder import file_name
+
+    found: dict[str, str] = {}
+    last = time.monotonic()
+    while True:
+        for nodeid in nodeids - found.keys():
+            path = folder / f"{file_name(nodeid)}.outcome"
+            if path.exists():
+                found[nodeid] = path.read_text()
+                last = time.monotonic()
+        if not wait or found.keys() >= nodeids or time.monotonic() - last > RECORDING_IDLE_S:
+            return found
+        time.sleep(0.2)
 
 
 def _renamed(trace_id: str, number: int) -> str:
@@ -249,3 +320,4 @@ def difference(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> str:
             key = {c: theirs[c] for c in ("run_id", "span_id", "note") if c in theirs}
             return f"row {key}: (ClickHouse, DuckDB) {columns}"
     return "equal"
+

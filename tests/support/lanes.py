@@ -1,5 +1,12 @@
 """The order `make test` hands test files to its workers (tests/conftest.py sorts by it)."""
 
+import re
+
+# The cost tests, a few seconds each, go before all: the ClickHouse parity test
+# (tests/clickhouse/test_conventions_parity.py) reads what they recorded as they ran
+# (tests/support/cost_recorder.py) instead of running them again.
+COST_FILE = re.compile(r"test_cost_\w+\.py")
+
 # The slowest files, each over a minute on 2 loaded cores (`pytest --junitxml`, times summed per
 # file), run first. `make test` hands whole files to two workers as they free up (pytest-xdist,
 # --dist loadfile); a slow file handed out last keeps one worker busy after the other is done.

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
 from tests.support.paths import REPO
+from tests.support.run_cache import built_once_a_run
 
 FIXTURES = REPO / "tests" / "real_fixtures"
 RUNS_SQL = """
@@ -33,6 +35,14 @@ def ingest(otlp: Path | Iterable[Path], db: Path) -> None:
     result = CliRunner().invoke(cli, ["--db", str(db), "ingest", *map(str, paths)])
     assert result.exit_code == 0, result.output
     assert "0 rejected" in result.output, result.output
+
+
+def ingested(name: str, factory: pytest.TempPathFactory) -> Path:
+    """The fixture `name` ingested alone into a DuckDB file, once a run (tests/support/
+    run_cache.py): the fixture tests only read it, and they ingested each fixture into a file of
+    its own three times (ground truth, usage, conventions)."""
+    return built_once_a_run(factory, f"real-fixture-{name}.duckdb",
+                            lambda db: ingest(FIXTURES / "otlp" / f"{name}.otlp.pb", db))
 
 
 def found_runs(db: Path) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from budgetscope.config import SAMPLE_TRACES
 from ingest.files.loader import load_files
 from store import connect
 from tests.support.paths import REPO
+from tests.support.run_cache import built_once_a_run
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
@@ -68,12 +69,16 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     if not SAMPLE_TRACES.exists():
         pytest.skip(f"{SAMPLE_TRACES} is not there yet")
 
-    def build(con):  # type: ignore[no-untyped-def]
-        summary = load_files(con, [SAMPLE_TRACES],
-                             derive=True)
+    def build(path: Path) -> None:
+        con = connect(path)
+        try:
+            summary = load_files(con, [SAMPLE_TRACES], derive=True)
+        finally:
+            con.close()
         assert not summary.rejections
 
-    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "sample.duckdb", build)
+    # once a run, not once an xdist worker: each worker takes a copy of its own
+    return str(built_once_a_run(tmp_path_factory, "sample.duckdb", build))
 
 
 def sample_copy(tmp_path_factory: pytest.TempPathFactory, name: str = "sample") -> Path:

@@ -320,4 +320,3 @@ def difference(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> str:
             key = {c: theirs[c] for c in ("run_id", "span_id", "note") if c in theirs}
             return f"row {key}: (ClickHouse, DuckDB) {columns}"
     return "equal"
-

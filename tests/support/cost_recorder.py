@@ -183,4 +183,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         partial = done.with_suffix(f".{os.getpid()}")
         partial.write_text("failed" if failed else "passed")
         partial.replace(done)  # whole or absent, for a reader in another worker
-

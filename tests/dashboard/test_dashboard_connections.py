@@ -12,7 +12,6 @@ while a flood drained, and in CI a /healthz queued behind 1,100 flood connection
 from __future__ import annotations
 
 import asyncio
-import resource
 import socket
 import threading
 import time
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from dashboard.server.connections import EVICTIONS_PER_SECOND, ConnectionLimits, Listener
+from tests.support.flood import room_for_descriptors
 
 CAP = int(EVICTIONS_PER_SECOND) + 60  # more evictions in a burst than a second's budget
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
@@ -42,12 +42,7 @@ class _Answers(asyncio.Protocol):
 
 @pytest.fixture
 def listener() -> Iterator[tuple[Listener, int]]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 6 * CAP
-    if soft < wanted:
-        if hard != resource.RLIM_INFINITY and hard < wanted:
-            pytest.skip(f"the test needs {wanted} descriptors and may open {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    room_for_descriptors(6 * CAP)  # the cap twice over, both ends of each in this process
     loop = asyncio.new_event_loop()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -74,7 +69,6 @@ def listener() -> Iterator[tuple[Listener, int]]:
         if not thread.is_alive():
             loop.close()
         sock.close()
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def _connect(port: int) -> socket.socket:

@@ -15,7 +15,6 @@ every accept loop backs off instead of spinning when the process has no descript
 from __future__ import annotations
 
 import http.client
-import resource
 import socket
 import time
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.support.flood import Flood, LimitedServe, get
+from tests.support.flood import Flood, LimitedServe, get, room_for_descriptors
 from tests.support.receivers import sdk_spans
 from tests.support.serve import stored
 from tests.support.ui import TOKEN
@@ -43,12 +42,7 @@ MB = 1024 * 1024
 @pytest.fixture(scope="module", autouse=True)
 def room_for_the_flood() -> None:
     """The test's own process holds the flood's 1,100 sockets."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 4 * FLOOD
-    if soft < wanted:
-        if hard != resource.RLIM_INFINITY and hard < wanted:
-            pytest.skip(f"the test needs {wanted} descriptors and may open {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    room_for_descriptors(4 * FLOOD)
 
 
 @pytest.fixture

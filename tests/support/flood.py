@@ -25,6 +25,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from store import serve_sidecar_path
 from tests.support.paths import REPO
 
@@ -124,6 +126,16 @@ class LimitedServe:
 
     def log_bytes(self) -> int:
         return self.log.stat().st_size
+
+
+def room_for_descriptors(wanted: int) -> None:
+    """Raise this process's soft descriptor limit to `wanted` (the floods' and bursts' sockets
+    are held by the test itself); skip the test when the hard limit does not allow it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"the test needs {wanted} descriptors and may open {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def get(url: str, headers: dict[str, str] | None = None,

@@ -219,12 +219,8 @@ def _shoot(tab: object, name: str) -> None:
     """The whole page: the window made as tall as the page first (Streamlit scrolls an inner
     container, so a full-page shot only holds what fits the window), then back."""
     width = tab.viewport_size["width"]  # type: ignore[attr-defined]
-    height = tab.evaluate(  # type: ignore[attr-defined]
-        "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
-        "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
-        ".map(e => e.scrollHeight))")
-    tab.set_viewport_size({"width": width, "height": min(max(int(height) + 120, 800),  # type: ignore[attr-defined]
-                                                          16_000)})
+    tall = min(max(ui.page_height(tab) + 120, 800), 16_000)
+    tab.set_viewport_size({"width": width, "height": tall})  # type: ignore[attr-defined]
     tab.wait_for_function(ui.PAGE_DRAWN, arg=0, timeout=TIMEOUT_MS)  # type: ignore[attr-defined]
     ui.SHOTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=str(ui.SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]

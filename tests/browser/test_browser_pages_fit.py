@@ -56,11 +56,7 @@ def shoot_whole(tab: object, name: str, charts: int = 0, tall: int | None = None
     the page before the shot (a full-page shot only holds what fits the window), or `tall`
     px high."""
     if tall is None:
-        height = tab.evaluate(  # type: ignore[attr-defined]
-            "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
-            "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
-            ".map(e => e.scrollHeight))")
-        tall = min(max(int(height) + 120, 1600), 16_000)
+        tall = min(max(ui.page_height(tab) + 120, 1600), 16_000)
     tab.set_viewport_size({"width": WIDTH, "height": tall})  # type: ignore[attr-defined]
     # Laid out again at the new size: the window has it, the page is still drawn with its
     # charts, and two frames have been painted since (a resize lays out in the next frame).

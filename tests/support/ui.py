@@ -32,8 +32,8 @@ from tests.support.trace_builder import TraceBuilder, open_db, store
 __all__ = ["APP", "CHARTS_DRAWN", "CHROMIUM", "CHROMIUM_ARGS", "HOSTILE_AGENT", "HOSTILE_IMG",
            "HOSTILE_LINK", "PAGE_DRAWN", "QUERY", "REPO", "SAMPLE_TRACES", "SHOTS", "SINCE",
            "SETTLED", "TOKEN", "UNTIL", "Dashboard", "exhausted_run", "free_port", "heading",
-           "hostile_db", "sample_copy", "sample_db", "script_runs", "settle", "settle_after_runs",
-           "shoot", "tiny_db", "wait_until_served"]
+           "hostile_db", "page_height", "sample_copy", "sample_db", "script_runs", "settle",
+           "settle_after_runs", "shoot", "tiny_db", "wait_until_served"]
 SETTLE_TIMEOUT_MS = 90_000
 
 APP = REPO / "dashboard" / "streamlit_app.py"
@@ -46,23 +46,6 @@ SHOTS = REPO / "test-artifacts" / "screenshots"
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_LINK = "[click](javascript:alert(1))"
 HOSTILE_AGENT = "<script>alert(2)</script>"
-
-
-def _build_once(path: Path, build) -> str:  # type: ignore[no-untyped-def]
-    """Build `path` unless an earlier test of this session already did (a marker file is
-    written last, so that a half-built database from an interrupted build is rebuilt)."""
-    done = path.with_suffix(".done")
-    if not done.exists():
-        for stale in (path, Path(f"{path}.wal")):
-            stale.unlink(missing_ok=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        con = connect(path)
-        try:
-            build(con)
-        finally:
-            con.close()
-        done.write_text("ok")
-    return str(path)
 
 
 def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -94,7 +77,7 @@ def sample_copy(tmp_path_factory: pytest.TempPathFactory, name: str = "sample") 
 def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One exhausted run whose agent, steps, tool names and keys are HTML and Markdown."""
 
-    def build(con):  # type: ignore[no-untyped-def]
+    def build(path: Path) -> None:
         b = TraceBuilder(seed=99)
         run = b.span("agent run", 0, 12_000, attributes={
             "budget.total_ms": 10_000, "budget.run.outcome": "exhausted",
@@ -103,9 +86,13 @@ def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> str:
         b.step(run, "tool", HOSTILE_LINK, 8_000, 12_000, **{
             "budget.side_effect": "write", "budget.effect_status": "possible",
             "budget.idempotency_key": HOSTILE_IMG, "budget.outcome": "client_timeout"})
-        store(con, b.finished())
+        con = connect(path)
+        try:
+            store(con, b.finished())
+        finally:
+            con.close()
 
-    return _build_once(tmp_path_factory.getbasetemp() / "dashboard" / "hostile.duckdb", build)
+    return str(built_once_a_run(tmp_path_factory, "hostile.duckdb", build))
 
 
 # A JavaScript function of n: PAGE_DRAWN, and no element is stale. Streamlit marks the
@@ -178,6 +165,16 @@ def tiny_db(path: Path) -> str:
     store(con, b.finished())
     con.close()
     return str(path)
+
+
+def page_height(tab: object) -> int:
+    """The height of the page's content in px: Streamlit scrolls an inner container, so a
+    full-page shot holds only what fits the window, and a whole-page shot first makes the window
+    this tall."""
+    return int(tab.evaluate(  # type: ignore[attr-defined]
+        "Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
+        "[data-testid=stMainBlockContainer], [data-testid=stSidebarContent]')]"
+        ".map(e => e.scrollHeight))"))
 
 
 def shoot(tab: object, name: str) -> None:

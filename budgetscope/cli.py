@@ -2,29 +2,75 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
+
 import click
 
-from budgetscope.commands.budgets import budgets_command
-from budgetscope.commands.check import check_command
-from budgetscope.commands.dashboard import dashboard_command
-from budgetscope.commands.demo import demo_command
-from budgetscope.commands.ingest_files import ingest_command
-from budgetscope.commands.prices import prices_command
 from budgetscope.commands.remote_cli import (
     REMOTE_COMMANDS,
     announced_cli_url,
     run_remotely,
     server_cli_url,
 )
-from budgetscope.commands.report import report_command
-from budgetscope.commands.retain import retain_command
-from budgetscope.commands.run import run_command
-from budgetscope.commands.serve import serve_command
-from budgetscope.commands.simulate import simulate_command
 from budgetscope.commands.tokens import TOKEN_ENV
 from budgetscope.config import DB_ENV, DEFAULT_DB, SERVER_ENV
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from store import BACKEND_ENV
+
+# Each command's module, imported when the command is chosen (or its help shown): the reports
+# and the simulation import pandas, pyarrow and NumPy, serve the receivers, dashboard Streamlit's
+# ground; `budgetscope budgets set` or `ingest` needs none of them, and the test suite starts
+# the console script hundreds of times (issue 48). name -> (module, its click command).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("budgetscope.commands.ingest_files", "ingest_command"),
+    "demo": ("budgetscope.commands.demo", "demo_command"),
+    "report": ("budgetscope.commands.report", "report_command"),
+    "run": ("budgetscope.commands.run", "run_command"),
+    "serve": ("budgetscope.commands.serve", "serve_command"),
+    "dashboard": ("budgetscope.commands.dashboard", "dashboard_command"),
+    "simulate": ("budgetscope.commands.simulate", "simulate_command"),
+    "check": ("budgetscope.commands.check", "check_command"),
+    "retain": ("budgetscope.commands.retain", "retain_command"),
+    "budgets": ("budgetscope.commands.budgets", "budgets_command"),
+    "prices": ("budgetscope.commands.prices", "prices_command"),
+}
+
+
+class _OnFirstUse(MutableMapping[str, click.Command]):
+    """The group's commands (click.Group.commands), each imported on its first use: a name
+    looked up (the command chosen, or its line of --help) imports its module; iterating
+    names imports nothing."""
+
+    def __init__(self, modules: dict[str, tuple[str, str]]) -> None:
+        self._modules = dict(modules)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            module, attribute = self._modules[name]  # KeyError: no such command
+            self._loaded[name] = getattr(importlib.import_module(module), attribute)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        self._modules.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._loaded and name not in self._modules:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._modules.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._modules.keys() - self._loaded.keys(), *self._loaded])
+
+    def __len__(self) -> int:
+        return len(self._modules.keys() | self._loaded.keys())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._modules
+
 
 _ARGUMENTS = "budgetscope.subcommand_arguments"
 
@@ -71,7 +117,8 @@ def _misplaced(ctx: click.Context, error: click.NoSuchOption) -> click.UsageErro
                             f"budgetscope {option} {value} {command}", ctx=error.ctx)
 
 
-@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, commands=_OnFirstUse(COMMANDS),
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar=DB_ENV, default=DEFAULT_DB, show_default=True,
               help=f"DuckDB database file (env {DB_ENV}).")
 @click.option("--backend", envvar=BACKEND_ENV, default=None, metavar="URL",
@@ -110,19 +157,6 @@ def cli(context: click.Context, db: str, backend: str | None, server: str | None
     url = server_cli_url(server) if server is not None else announced_cli_url(db)
     if url is not None:
         context.exit(run_remotely(context, url, name, context.meta.get(_ARGUMENTS, [])))
-
-
-cli.add_command(ingest_command)
-cli.add_command(demo_command)
-cli.add_command(report_command)
-cli.add_command(run_command)
-cli.add_command(serve_command)
-cli.add_command(dashboard_command)
-cli.add_command(simulate_command)
-cli.add_command(check_command)
-cli.add_command(retain_command)
-cli.add_command(budgets_command)
-cli.add_command(prices_command)
 
 
 def main() -> None:

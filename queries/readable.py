@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from queries.money import dollar_text, dollars
+from queries.words import plural as plural  # its home, pandas-free, for the CLI's light commands
 
 NO_VALUE = "–"
 
@@ -113,11 +114,6 @@ def usd_nano(nano: Any, at_least: bool = False) -> str:
 
 def count(value: Any) -> str:
     return NO_VALUE if missing(value) else f"{int(value):,}"
-
-
-def plural(count: int, noun: str, plural_form: str | None = None) -> str:
-    """`1 run`, `2 runs`, `1,800 runs` (`plural_form` when adding an s is wrong)."""
-    return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
 
 
 def text(value: Any) -> str:

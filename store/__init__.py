@@ -27,8 +27,9 @@ Below, the rooms' names in the alphabetical order of their modules: those the pr
 only those (tests/project/test_layers.py checks both ways). Four are modules used as namespaces:
 `clickhouse`, `clickhouse_declared` and `clickhouse_prices` (their connect, apply, ... beside
 DuckDB's), and `vocabulary` (the words of docs/metrics.md, as data). The names of clickhouse/,
-read/ and derive/explain.py are imported on their first use (ON_FIRST_USE). What the tests and
-benches use beyond these is in store/testing.py, which the product never imports.
+read/, write/, retention/, declared/service.py and derive/explain.py are imported on their
+first use (ON_FIRST_USE). What the tests and benches use beyond these is in store/testing.py,
+which the product never imports.
 
 Nothing here imports another package of budgetscope: everything else stands on it
 (docs/design.md, "Layers"; tests/project/test_layers.py keeps that true).
@@ -50,13 +51,6 @@ from store.declared.budgets import (
     parse_tokens,
     parse_usd_nano,
 )
-from store.declared.service import (
-    DeclaredBudgets,
-    DeclaredPrices,
-    Outcome,
-    PriceOutcome,
-    WriterBusy,
-)
 
 # derive/: when the derivation runs, and running it now
 from store.derive.scheduling import (
@@ -70,7 +64,15 @@ from store.derive.scheduling import (
 )
 
 # file/: opening the file (one owner at a time), the owning connection, schema and registry
-from store.file.database import DB_ENV, DEFAULT_DB, DatabaseBusy, connect, serve_sidecar_path
+from store.file.database import (
+    BACKEND_ENV,
+    DB_ENV,
+    DEFAULT_DB,
+    READER_WAIT_SECONDS,
+    DatabaseBusy,
+    connect,
+    serve_sidecar_path,
+)
 from store.file.ddl import SchemaError
 from store.file.owner import DatabaseOwner, MemoryLimitError
 from store.file.sql_files import (
@@ -98,9 +100,6 @@ from store.prices.overrides import (
 from store.prices.overrides import apply as apply_price
 from store.prices.overrides import unpriced as unpriced_models
 
-# retention/: old traces removed whole (`retain`), or by serve's schedule between commits
-from store.retention.passes import RetentionSchedule, retain
-
 # rows/: what decoding hands the writer, and the words its values take
 from store.rows import vocabulary
 from store.rows.batch import CONVENTIONS, DENSE_TYPED_COLUMNS, FlatBatch
@@ -113,29 +112,34 @@ from store.rows.typed_attributes import (
 )
 from store.rows.vocabulary import EXCEPTION_EVENT
 
-# write/: storing batches, one at a time or grouped by serve's single writer
-from store.write.background_writer import BackgroundWriter
-from store.write.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
-from store.write.writer import SpanWriter
-
 # The ClickHouse backend (clickhouse/), the reader that may open it (read/) and the explanation
 # of a trace's spans (derive/explain.py) import pandas, and the backend renders its derivation:
 # 0.24 s and 41 MB more (measured) for a process that only decodes, writes or derives, such as
-# bench_ingest's decoding, which never loaded them before the front. Their names are imported
-# on first use (`__getattr__` below); type checkers read them here.
+# bench_ingest's decoding, which never loaded them before the front. The writers (write/), and
+# what stands on them (retention/, declared/service.py: serve's side of declared budgets and
+# prices), import pyarrow and NumPy, 0.15-0.3 s more for a command that only reads or declares
+# (`budgetscope budgets list`, `--help`: issue 48). Their names are imported on first use
+# (`__getattr__` below); type checkers read them here.
 if TYPE_CHECKING:
     # clickhouse/: the backend, and its declared budgets
     from store import clickhouse
-    from store.clickhouse import BACKEND_ENV
     from store.clickhouse import declared as clickhouse_declared
     from store.clickhouse import prices as clickhouse_prices
+
+    # declared/: declared budgets and prices through serve's writer
+    from store.declared.service import (
+        DeclaredBudgets,
+        DeclaredPrices,
+        Outcome,
+        PriceOutcome,
+        WriterBusy,
+    )
 
     # derive/: why each span of a trace is, or is not, a step
     from store.derive.explain import explain_trace
 
     # read/: where the data is (`Source`) and how a command or the dashboard opens it
     from store.read.reader import (
-        READER_WAIT_SECONDS,
         NoDatabase,
         SharedFile,
         Source,
@@ -144,16 +148,32 @@ if TYPE_CHECKING:
         reader,
     )
 
+    # retention/: old traces removed whole (`retain`), or by serve's schedule between commits
+    from store.retention.passes import RetentionSchedule, retain
+
+    # write/: storing batches, one at a time or grouped by serve's single writer
+    from store.write.background_writer import BackgroundWriter
+    from store.write.group_commit import Closed, GroupCommitter, Overloaded, WriteFailed
+    from store.write.writer import SpanWriter
+
 # name -> (module, its attribute; None: the module itself), as the block above imports them
 ON_FIRST_USE: dict[str, tuple[str, str | None]] = {
     "clickhouse": ("store.clickhouse", None),
-    "BACKEND_ENV": ("store.clickhouse", "BACKEND_ENV"),
     "clickhouse_declared": ("store.clickhouse.declared", None),
     "clickhouse_prices": ("store.clickhouse.prices", None),
+    **{name: ("store.declared.service", name)
+       for name in ("DeclaredBudgets", "DeclaredPrices", "Outcome", "PriceOutcome",
+                    "WriterBusy")},
     "explain_trace": ("store.derive.explain", "explain_trace"),
     **{name: ("store.read.reader", name)
-       for name in ("READER_WAIT_SECONDS", "NoDatabase", "SharedFile", "Source",
+       for name in ("NoDatabase", "SharedFile", "Source",
                     "open_for_reading", "open_reader", "reader")},
+    "RetentionSchedule": ("store.retention.passes", "RetentionSchedule"),
+    "retain": ("store.retention.passes", "retain"),
+    "BackgroundWriter": ("store.write.background_writer", "BackgroundWriter"),
+    **{name: ("store.write.group_commit", name)
+       for name in ("Closed", "GroupCommitter", "Overloaded", "WriteFailed")},
+    "SpanWriter": ("store.write.writer", "SpanWriter"),
 }
 
 

@@ -21,8 +21,8 @@ from budgetscope.commands.budgets_remote import fetch_declarations, send_change
 from budgetscope.commands.common import backend_option, catch_up_derivations
 from budgetscope.commands.declared_place import carry_out, on_backend
 from budgetscope.commands.tokens import TOKEN_ENV
-from queries.readable import plural
 from queries.terminal import terminal_safe
+from queries.words import plural
 from store import (
     DIMENSIONS,
     Change,
@@ -30,8 +30,6 @@ from store import (
     apply,
     checked_agent,
     checked_step_key,
-    clickhouse,
-    clickhouse_declared,
     declarations,
     derive_now,
     parse_duration_ms,
@@ -119,6 +117,8 @@ def _change(context: click.Context, change: Change) -> None:
     except DeclarationError as error:
         raise click.UsageError(str(error)) from None
     if backend_option(context) is not None:
+        from store import clickhouse, clickhouse_declared
+
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
             started = time.monotonic()
             stored = clickhouse_declared.apply(con, change)
@@ -188,6 +188,8 @@ def budgets_command(context: click.Context, token: str | None) -> None:
 def list_command(context: click.Context, output: str) -> None:
     """Every declared budget and cap."""
     if backend_option(context) is not None:
+        from store import clickhouse_declared
+
         rows = on_backend(context, lambda con: [
             d.to_json() for d in clickhouse_declared.declarations(con)])
     else:

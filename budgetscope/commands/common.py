@@ -7,26 +7,22 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 import duckdb
 
 from budgetscope.config import DEMO_DB
 from budgetscope.fail import Fail, refuse_trace_file
-from queries.loader import Connection
 from queries.terminal import for_terminal, terminal_safe
-from store import (
-    CatchUp,
-    DatabaseBusy,
-    NoDatabase,
-    SchemaError,
-    Source,
-    catch_up,
-    clickhouse,
-    connect,
-)
-from store import open_reader as open_reader_of
+from store import CatchUp, DatabaseBusy, SchemaError, catch_up, connect
+
+# What reads (queries/, the store's reader and its ClickHouse backend) imports pandas and
+# pyarrow: imported by the functions that read, so that the commands that only write or declare
+# start without them (issue 48; tests/cli/test_cli_start.py).
+if TYPE_CHECKING:
+    from queries.loader import Connection
+    from store import Source
 
 
 def is_terminal(stream: object) -> bool:
@@ -124,6 +120,8 @@ def check_answer_rows(context: click.Context, rows: int, what: str) -> None:
 
 def source(context: click.Context) -> Source:
     """Where --db and --backend say the data is."""
+    from store import Source
+
     return Source(db=db_option(context), backend=backend_option(context))
 
 
@@ -133,6 +131,9 @@ def open_reader(context: click.Context) -> Iterator[Connection]:
     command for a client; else store.open_reader's (the ClickHouse backend when --backend names
     one, its derived tables brought up to date first; else the DuckDB file of --db, what a
     stopped writer left marked derived first)."""
+    from store import NoDatabase, clickhouse
+    from store import open_reader as open_reader_of
+
     served = served_reader(context)
     if served is not None:
         yield served

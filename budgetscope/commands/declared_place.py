@@ -24,7 +24,6 @@ from store import (
     DeclarationError,
     PriceError,
     SchemaError,
-    clickhouse,
     connect,
 )
 
@@ -78,6 +77,8 @@ def carry_out(context: click.Context, *, writes: bool, endpoint: str, local: Loc
 def on_backend(context: click.Context, work: Callable[[Any], Any]) -> Any:
     """Run `work` on the ClickHouse backend of --backend (the declarations live in ClickHouse
     tables there, and the derived tables are rebuilt whole after a change)."""
+    from store import clickhouse  # the backend imports pandas: only for --backend
+
     backend = backend_option(context)
     try:
         con = clickhouse.connect(str(backend))

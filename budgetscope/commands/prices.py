@@ -22,15 +22,12 @@ from budgetscope.commands.budgets_remote import fetch_prices, send_change
 from budgetscope.commands.common import backend_option, catch_up_derivations
 from budgetscope.commands.declared_place import carry_out, on_backend
 from budgetscope.commands.tokens import TOKEN_ENV
-from queries.prices import with_commands
-from queries.readable import plural
 from queries.terminal import terminal_safe
+from queries.words import plural
 from store import (
     PriceChange,
     PriceError,
     apply_price,
-    clickhouse,
-    clickhouse_prices,
     derive_now,
     format_day,
     format_usd_per_mtok,
@@ -100,6 +97,8 @@ def _change(context: click.Context, change: PriceChange) -> None:
     except PriceError as error:
         raise click.UsageError(str(error)) from None
     if backend_option(context) is not None:
+        from store import clickhouse, clickhouse_prices
+
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
             # the prices live in ClickHouse tables there; the derived tables are rebuilt
             # whole after a change (store/clickhouse/prices.py)
@@ -132,6 +131,8 @@ def _listing(context: click.Context, *, seen: bool) -> dict[str, Any]:
     """The prices set and the bundled table; `seen`: also the models seen without a price,
     which on the ClickHouse backend need the derived tables current."""
     if backend_option(context) is not None:
+        from store import clickhouse, clickhouse_prices
+
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> dict[str, Any]:
             if seen:
                 clickhouse.ensure_derived(con)
@@ -222,6 +223,8 @@ def unset_command(context: click.Context, model: str, provider: str | None,
 def check_command(context: click.Context, output: str) -> None:
     """Every model seen in the traces without a price, the most steps first, with its step
     and span counts and the command that prices it (X: USD per million tokens)."""
+    from queries.prices import with_commands  # pandas: for this subcommand only
+
     rows = with_commands(_listing(context, seen=True)["unpriced"])
     if output == "json":
         click.echo(json.dumps(rows, indent=2))

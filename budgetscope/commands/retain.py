@@ -9,7 +9,7 @@ import click
 
 from budgetscope.commands.common import db_option, no_database, open_database
 from budgetscope.fail import Fail
-from queries.readable import plural
+from queries.words import plural
 from store import retain
 
 

@@ -40,6 +40,7 @@ import pyarrow as pa
 from store.clickhouse import prices
 from store.derive.scheduling import ROOT_GRACE_SECONDS
 from store.derive.statements import with_conventions
+from store.file.database import BACKEND_ENV as BACKEND_ENV  # beside DB_ENV: see there
 from store.file.sql_files import (
     CLICKHOUSE_PARAMETER,
     Query,
@@ -48,7 +49,6 @@ from store.file.sql_files import (
     split_statements,
 )
 
-BACKEND_ENV = "BUDGETSCOPE_BACKEND"
 PASSWORD_ENV = "BUDGETSCOPE_CLICKHOUSE_PASSWORD"
 BACKEND_SCHEMES = ("chdb", "clickhouse")
 

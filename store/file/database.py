@@ -21,6 +21,15 @@ from store.file.ddl import apply_schema
 DEFAULT_DB = "budgetscope.duckdb"
 # The CLI's --db, the dashboard's data provider and `budgetscope dashboard` all read this.
 DB_ENV = "BUDGETSCOPE_DB"
+# --backend's environment variable: the ClickHouse backend's URL (store/clickhouse/). Here, beside
+# DB_ENV, so that the CLI names it without importing the backend (pandas, pyarrow).
+BACKEND_ENV = "BUDGETSCOPE_BACKEND"
+# How long a reader waits for another reader that holds the file read-write for a moment to
+# derive what a stopped writer left (store/read/reader.py's open_for_reading): a catch-up of a
+# crash's leftovers takes seconds; a holder that is not done by then is named in the error.
+# Here, not in read/ (whose reader imports the ClickHouse backend, pandas and pyarrow), for the
+# commands that open the file without the reader (`budgetscope budgets list`; issue 48).
+READER_WAIT_SECONDS = 5.0
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.+?) \(PID (?P<pid>\d+)\)")
 
 

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from store.prices.queries import query, statements
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PACKAGE = "genai-prices"
 VERSION_KEY = "genai_prices_version"
@@ -120,6 +122,8 @@ def matched_tables(pairs: Iterable[tuple[str, str]]) -> dict[str, pa.Table]:
     price_matches, bundled_conditions and bundled_prices (`incoming_matches`,
     `incoming_conditions`, `incoming_prices`; each matched model's prices once): what the DuckDB
     file keeps, and the ClickHouse backend (store/clickhouse/prices.py) too."""
+    import pyarrow as pa  # here, not at the top: the front's importers need it only to match
+
     found = _Found()
     for model_ref, provider in pairs:
         bundled_ref, model = lookup(model_ref, provider)

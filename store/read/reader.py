@@ -29,7 +29,7 @@ import duckdb
 import store.clickhouse as clickhouse
 from store.derive.pending import PendingDerivations
 from store.derive.scheduling import CatchUp, catch_up
-from store.file.database import DEFAULT_DB, DatabaseBusy, connect
+from store.file.database import DEFAULT_DB, READER_WAIT_SECONDS, DatabaseBusy, connect
 from store.file.ddl import SchemaError, up_to_date
 from store.file.owner import DatabaseOwner
 
@@ -125,11 +125,6 @@ def open_reader(source: Source, *, caught_up: Callable[[CatchUp], None] | None =
     con = connect(source.db, read_only=True)  # raises DatabaseBusy when a server holds it
     return Opened(con, con.close)
 
-
-# How long a reader waits for another reader that holds the file read-write for a moment to
-# derive what a stopped writer left (open_for_reading below): a catch-up of a crash's leftovers
-# takes seconds; a holder that is not done by then is named in the error.
-READER_WAIT_SECONDS = 5.0
 
 
 def open_for_reading(path: str, caught_up: Callable[[CatchUp], None]

@@ -482,18 +482,22 @@ def test_edge_runs_equal_to_duckdb(edge: tuple[str, str]) -> None:
 # ---- declared budgets (docs/guide.md#declaring-budgets) ------------------------------------------
 
 # Every change on the backend rebuilds every derived table (docs/clickhouse.md), which is what
-# these tests spend their time on. So DuckDB takes every change through the CLI, and the backend
-# one change of each kind through `budgetscope --backend` (its message, DuckDB's with the
-# rebuild, checked) and the others through the store's API beforehand, as that command stores
-# them (the listings compared below say they are the same declarations): one rebuild per kind
-# of command proves what one per line did.
+# these tests spend their time on (3 s a rebuild on the sample, quiet). So DuckDB takes every
+# change through the CLI, and the backend all of them but one through the store's API first, as
+# the command stores them (clickhouse_declared.apply; the listings compared below say they are
+# the same declarations), then the last through `budgetscope --backend` (its message, DuckDB's
+# with the rebuild, checked): that command's one rebuild derives from every declaration, which
+# is what one rebuild per line proved. Every command of a kind runs the same on_clickhouse of
+# budgets.py (store, rebuild, report); its message is DuckDB's (checked), whatever the line.
 DECLARATIONS = [["set", "triage-agent", "45s"], ["set", "--default", "20s"],
                 ["set", "research-agent", "7s"], ["set", "edge", "7s"],
                 ["cap", "tool:fetch_report", "5s"],
                 ["cap", "model:gpt-4o", "2500ms"], ["cap", "tool:never_seen", "1s"]]
-# the backend's through the store API (the others, one per kind, through its CLI)
+# the backend's through the store API (the other, `set --default`, through its CLI)
 DECLARED_THROUGH_STORE = {0: Change("set", "triage-agent", 45_000),
+                          2: Change("set", "research-agent", 7_000),
                           3: Change("set", "edge", 7_000),
+                          4: Change("cap", "tool:fetch_report", 5_000),
                           5: Change("cap", "model:gpt-4o", 2_500),
                           6: Change("cap", "tool:never_seen", 1_000)}
 _REDERIVED = re.compile(r"; (\d+ runs? re-(derived|measured)|derived tables rebuilt) in "
@@ -586,12 +590,17 @@ PRICE_AND_BUDGET_CHANGES = [
      "--cache-read", "0.1"],
     ["prices", "set", "claude-*", "--input", "3.5", "--output", "14"],
 ]
-# the backend's through the store API beforehand (as DECLARED_THROUGH_STORE; a money `budgets
-# set` goes through the CLI in test_cost_fleet_equal_to_duckdb)
+# the backend's through the store API beforehand (as DECLARED_THROUGH_STORE), the last, a
+# `prices set`, through its CLI (prices.py's on_clickhouse: its one rebuild derives from all
+# six; its message is DuckDB's); `prices unset` through the CLI undoes (the same on_clickhouse).
+# `budgets` commands on the backend, a dimension's unset among them, run the on_clickhouse of
+# budgets.py that test_declared_budgets_equal_to_duckdb's `set --default` and `uncap` and
+# test_cost_fleet_equal_to_duckdb's money `budgets set` run.
 CHANGED_THROUGH_STORE = {
     0: Change("set", "billing-agent", tokens=40_000, usd_nano=20_000_000),
     1: Change("set_default", None, 60_000, usd_nano=500_000_000,
               usd_per_week_nano=20_000_000_000),
+    2: Change("unset", "billing-agent", dimensions=("usd",)),
     3: PriceChange("set", "gpt-4o-2024-08-06", "openai", parse_from("2026-11-10"),
                    parse_rate("2"), parse_rate("8")),
     4: PriceChange("set", "triage-distill-*", "", None, parse_rate("0.4"), parse_rate("1.6"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -231,10 +232,42 @@ def test_declared_and_priced_cost_rows_equal(tmp_path: Path, backend) -> None:
         assert tidy(got, key) == tidy(want, key), difference(tidy(got, key), tidy(want, key))
 
 
-def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
-    """Another installed genai-prices than the one the backend's matches came from (a new
-    process after an upgrade): the matches are forgotten, the next reader rebuilds, and every
-    pair is matched again by the installed version."""
+SCRATCH_TABLES = ("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                  "AND name LIKE 'budgetscope\\\\_tmp\\\\_%'")
+READ = {key: f"SELECT {', '.join(columns)} FROM {table}"
+        for key, (_, table, columns, _) in TABLES.items()}
+
+
+@dataclass
+class Restarted:
+    """What test_a_new_bundled_version_prices_every_run_again and
+    test_a_build_that_died_midway_leaves_nothing_the_next_trips_on read of one backend: built,
+    then as an upgrade and a crash leave it, then opened by the next process, which builds."""
+
+    priced: int  # the chat span's cost as first built
+    want: dict[str, list[dict]]  # TABLES' rows as first built
+    left: int  # the dead build's scratch tables, as it left them
+    spans_left: int  # rows in its scratch spans table, as it left them
+    reopened_left: int  # its scratch tables, as the next process finds them
+    reopened_spans: int  # and the rows in its scratch spans table then
+    built: bool  # whether the next process's reader built
+    version: str  # the version recorded after that build
+    matches: str  # gpt-4o's bundled matches after it
+    cost: int  # the chat span's cost after it
+    scratch_after: int  # scratch tables left after it
+    got: dict[str, list[dict]]  # TABLES' rows after it
+    built_again: bool  # whether the reader after that built again
+
+
+@pytest.fixture(scope="module")
+def restarted(backend) -> Restarted:
+    """One backend as two faults leave it, and the next process's one build over both (each a
+    rebuild after a restart, 4 s under CI: one proves what the two proved apart). An installed
+    genai-prices other than the one the backend's matches came from (an upgrade), and a build
+    whose process died midway (no `finally` ran): its scratch tables, Memory tables, are left
+    behind. The next process's reader sees the other version, so it builds without being
+    forced; that build must forget the old matches, drop the scratch tables first, and derive
+    what the first whole build derived."""
     con = clickhouse.connect(backend)
     con.command("TRUNCATE TABLE IF EXISTS otel_traces")
     b = TraceBuilder(seed=91)
@@ -245,7 +278,7 @@ def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
     load_requests(con, [encode_spans(b.finished())])
     clickhouse.ensure_derived(con)
     priced = con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans")
-    assert priced == 3_500_000  # 1000 × $2.50 + 100 × $10 per million
+    want = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in READ.items()}
     # as if the backend had been built and matched by genai-prices 0.0.1
     con.command("TRUNCATE TABLE budgetscope_meta")
     con.command("INSERT INTO budgetscope_meta VALUES ('genai_prices_version', '0.0.1')")
@@ -254,45 +287,53 @@ def test_a_new_bundled_version_prices_every_run_again(backend) -> None:
                 "SETTINGS mutations_sync = 2")
     con.command("INSERT INTO budgetscope_price_matches (model_ref, provider, bundled_ref) "
                 "VALUES ('gpt-4o', 'openai', 'openai/gpt-4o-by-an-old-table')")
-    clickhouse.close_all()  # the next process
-    con = clickhouse.connect(backend)
-    assert clickhouse.ensure_derived(con) is True
-    assert con.scalar("SELECT any(value) FROM budgetscope_meta") == \
-        clickhouse.prices.installed_version()
-    assert con.scalar("SELECT arrayStringConcat(groupArray(bundled_ref), ' ') "
-                      "FROM budgetscope_price_matches WHERE model_ref = 'gpt-4o'") == \
-        "openai/gpt-4o"  # the old table's match forgotten, matched again
-    assert con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans") == priced
-    assert clickhouse.ensure_derived(con) is False
-
-
-SCRATCH_TABLES = ("SELECT count() FROM system.tables WHERE database = currentDatabase() "
-                  "AND name LIKE 'budgetscope\\\\_tmp\\\\_%'")
-
-
-def test_a_build_that_died_midway_leaves_nothing_the_next_trips_on(backend) -> None:
-    """A build whose process died midway (no `finally` ran) leaves its scratch tables behind:
-    Memory tables, found again empty by the next process. Its build drops them first and
-    derives what a whole build derives; none is left after it."""
-    con = clickhouse.connect(backend)
-    clickhouse.ensure_derived(con)
-    read = {key: f"SELECT {', '.join(columns)} FROM {table}"
-            for key, (_, table, columns, _) in TABLES.items()}
-    want = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
-    # a build's first files, as ensure_derived runs them, and no more
+    # a build's first files, as ensure_derived runs them, and no more (the files before the
+    # price matching: the old table's match stays as the upgrade left it)
     con.run_script("derive_scratch_drop")
     con.run_script("derive_log_exceptions_none")
     con.run_script("derive_build", {"root_cutoff_ns": time.time_ns()})
     con.run_script("derive_walk")
     left = con.scalar(SCRATCH_TABLES)
-    assert left > 10
-    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") > 0
+    spans_left = con.scalar("SELECT count() FROM budgetscope_tmp_spans")
     clickhouse.close_all()  # the process is gone; the next one opens the folder
     con = clickhouse.connect(backend)
-    assert con.scalar(SCRATCH_TABLES) == left
-    assert con.scalar("SELECT count() FROM budgetscope_tmp_spans") == 0  # in memory, gone
-    assert clickhouse.ensure_derived(con, force=True) is True
-    assert con.scalar(SCRATCH_TABLES) == 0
-    got = {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in read.items()}
+    reopened_left = con.scalar(SCRATCH_TABLES)
+    reopened_spans = con.scalar("SELECT count() FROM budgetscope_tmp_spans")
+    built = clickhouse.ensure_derived(con)
+    return Restarted(
+        priced, want, left, spans_left, reopened_left, reopened_spans, built,
+        con.scalar("SELECT any(value) FROM budgetscope_meta"),
+        con.scalar("SELECT arrayStringConcat(groupArray(bundled_ref), ' ') "
+                   "FROM budgetscope_price_matches WHERE model_ref = 'gpt-4o'"),
+        con.scalar("SELECT any(cost_nano) FROM budgetscope_metered_spans"),
+        con.scalar(SCRATCH_TABLES),
+        {key: tidy(con.frame_text(text, {}), TABLES[key][3]) for key, text in READ.items()},
+        clickhouse.ensure_derived(con))
+
+
+def test_a_new_bundled_version_prices_every_run_again(restarted: Restarted) -> None:
+    """Another installed genai-prices than the one the backend's matches came from (a new
+    process after an upgrade): the matches are forgotten, the next reader rebuilds, and every
+    pair is matched again by the installed version."""
+    assert restarted.priced == 3_500_000  # 1000 × $2.50 + 100 × $10 per million
+    assert restarted.built is True  # not forced: the version recorded is not the installed one
+    assert restarted.version == clickhouse.prices.installed_version()
+    assert restarted.matches == "openai/gpt-4o"  # the old table's match forgotten, matched again
+    assert restarted.cost == restarted.priced
+    assert restarted.built_again is False
+
+
+def test_a_build_that_died_midway_leaves_nothing_the_next_trips_on(restarted: Restarted
+                                                                   ) -> None:
+    """A build whose process died midway (no `finally` ran) leaves its scratch tables behind:
+    Memory tables, found again empty by the next process. Its build drops them first and
+    derives what a whole build derives; none is left after it."""
+    assert restarted.left > 10
+    assert restarted.spans_left > 0
+    assert restarted.reopened_left == restarted.left
+    assert restarted.reopened_spans == 0  # in memory, gone
+    assert restarted.built is True
+    assert restarted.scratch_after == 0
     for key in TABLES:
-        assert got[key] == want[key], difference(got[key], want[key])
+        assert restarted.got[key] == restarted.want[key], difference(restarted.got[key],
+                                                                     restarted.want[key])

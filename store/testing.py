@@ -23,7 +23,7 @@ from store.derive.statements import QUERIES as DERIVE_QUERIES
 from store.derive.statements import RECOGNISE, rebuild_all, refresh_touched, set_root_cutoff
 
 # file/: the schema's version, its DDL files and migrations
-from store.file.ddl import SCHEMA_VERSION, apply_schema, ddl_files, migration_steps
+from store.file.ddl import SCHEMA_DIGEST, SCHEMA_VERSION, apply_schema, ddl_files, migration_steps
 from store.file.owner import CHECKPOINT_THRESHOLD
 
 # lifecycle.py: the shape every owner of a thread has (tests/server/test_lifecycle.py checks each)
@@ -82,7 +82,8 @@ __all__ = [
     # lifecycle.py
     "Lifecycle",
     # file/
-    "CHECKPOINT_THRESHOLD", "SCHEMA_VERSION", "apply_schema", "ddl_files", "migration_steps",
+    "CHECKPOINT_THRESHOLD", "SCHEMA_DIGEST", "SCHEMA_VERSION", "apply_schema", "ddl_files",
+    "migration_steps",
     # retention/
     "DAY_NS", "RetentionPass", "cutoff_for", "file_bytes",
     # rows/

@@ -5,6 +5,7 @@ nobody lists, stops the program at start-up."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import duckdb
@@ -64,11 +65,22 @@ def ddl_files() -> list[str]:
 DDL = load_queries(SCHEMA_FOLDER, frozenset(Path(name).stem for name in ddl_files()))
 MIGRATIONS = load_queries(MIGRATIONS_FOLDER, frozenset(
     f"{version}_to_{version + 1}" for version in range(1, SCHEMA_VERSION)))
+# The DDL as this build runs it, stamped beside the version. A file holding both stamps holds
+# everything the DDL creates (the DDL, the migrations and the stamps commit in one transaction),
+# so opening it for writing runs no DDL: it used to run on every open, ~25 ms, and its two
+# `CREATE OR REPLACE VIEW`s wrote to the file each time (a WAL, checkpointed on close), even for
+# `budgetscope budgets list`. A DDL file changed without a new version (a view's body) changes
+# the digest: the DDL runs once more on the next open and the new digest is stamped.
+SCHEMA_DIGEST = hashlib.sha256("\0".join(
+    DDL[Path(name).stem].text for name in ddl_files()).encode("utf-8")).hexdigest()
 
 
 def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create what is missing; refuse a file written by a different schema version."""
+    """Create what is missing; refuse a file written by a different schema version. A file
+    already stamped with this version and SCHEMA_DIGEST is left as it is."""
     found = _stored_version(con)
+    if found == SCHEMA_VERSION and _stored_digest(con) == SCHEMA_DIGEST:
+        return
     if found is None and _foreign_tables(con):
         raise SchemaError(
             "database file holds tables but no budgetscope schema version: it was not written "
@@ -96,6 +108,8 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> None:
         elif steps:
             con.execute("UPDATE budgetscope_meta SET value = ? WHERE key = 'schema_version'",
                         [str(SCHEMA_VERSION)])
+        con.execute("INSERT OR REPLACE INTO budgetscope_meta VALUES ('schema_digest', ?)",
+                    [SCHEMA_DIGEST])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -130,6 +144,14 @@ def _foreign_tables(con: duckdb.DuckDBPyConnection) -> bool:
         "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
         " AND table_name = 'budgetscope_meta'").fetchone()
     return bool(row and row[0]) and not (has_meta and has_meta[0])
+
+
+def _stored_digest(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The DDL digest stamped by the last budgetscope that created or updated the schema (None
+    in a file stamped before digests were)."""
+    row = con.execute(
+        "SELECT value FROM budgetscope_meta WHERE key = 'schema_digest'").fetchone()
+    return row[0] if row else None
 
 
 def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:

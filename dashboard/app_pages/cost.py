@@ -74,7 +74,7 @@ headline([
            help="Σ known cost of the runs (docs/metrics.md §11.4)"
                 + (f"; {fmt.plural(incomplete, 'run')} with a cost that is a lower bound"
                    if incomplete else "; every run's cost is complete")
-                + ". " + fmt.escape_md(f"Exactly {fmt.usd(spent, at_least=incomplete > 0)}.")),
+                + ". " + fmt.escape_md(f"In full: {fmt.usd(spent, at_least=incomplete > 0)}.")),
     Metric("Tokens", fmt.count(int(totals["tokens"])),
            help="input (cache included) + output (reasoning included) of the metered calls "
                 "(docs/metrics.md §11.1)"),

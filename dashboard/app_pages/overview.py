@@ -82,7 +82,7 @@ metrics = [
 
 def exact_spend() -> str:
     """The tile's total and change to every digit (the tile rounds them: fmt.usd_headline)."""
-    exact = f"Exactly {fmt.usd(now.cost_usd, at_least=now.incomplete_cost_runs > 0)}"
+    exact = f"In full: {fmt.usd(now.cost_usd, at_least=now.incomplete_cost_runs > 0)}"
     if before is None or fmt.missing(now.cost_usd) or fmt.missing(before.cost_usd):
         return exact
     change = now.cost_usd - before.cost_usd

@@ -77,7 +77,7 @@ def test_cost_page_headline_is_the_reports(db: str) -> None:
     assert tile <= spent < tile + Decimal("0.01")
     assert shown["Spend"] == fmt.usd_headline(spent, at_least=True)
     spend = next(m for m in at.metric if m.label == "Spend")
-    assert fmt.escape_md(f"Exactly {fmt.usd(spent, at_least=True)}.") in spend.help
+    assert fmt.escape_md(f"In full: {fmt.usd(spent, at_least=True)}.") in spend.help
     assert shown["Tokens"] == f"{int(cost['tokens'].sum()):,}"
     exhausted = cost["usd_exhausted"].fillna(False).astype(bool)
     budgeted = cost["usd_exhausted"].notna()
@@ -241,7 +241,7 @@ def test_overview_headline_gains_spend(db: str) -> None:
     change = spent - Decimal(int(before["cost_nano"])).scaleb(-9)
     assert spend.delta == ("+" if change > 0 else "-") + fmt.usd_headline(abs(change))
     # the tile rounds; its help has the total and the change to every digit
-    assert fmt.escape_md(f"Exactly {fmt.usd(spent, at_least=True)}, {fmt.usd(abs(change))} "
+    assert fmt.escape_md(f"In full: {fmt.usd(spent, at_least=True)}, {fmt.usd(abs(change))} "
                          f"{'more' if change > 0 else 'less'} than the previous period") \
         in spend.help
 

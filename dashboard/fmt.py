@@ -31,6 +31,7 @@ from queries.readable import (  # noqa: F401 - re-exported for the pages
     text,
     timestamp_ns,
     usd,
+    usd_headline,
     usd_nano,
 )
 

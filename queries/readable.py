@@ -11,14 +11,15 @@ Rules:
 - percentages have one decimal everywhere (`31.9%` beside `1.1%`, never ragged);
 - dollars are exact, with cents at least (`$0.50`, `$0.0123`, `$2.00`; the reports' CSV and
   JSON write `0.5`, `2`), and `≥` before a cost that is only a lower bound (docs/metrics.md
-  §11.4).
+  §11.4); a headline total is rounded for reading (`usd_headline`: `$28.10`, `$0.0983`), its
+  exact amount beside it in the tile's help.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from decimal import Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import pandas as pd
@@ -104,6 +105,26 @@ def usd(value: Any, at_least: bool = False) -> str:
         text = format(amount.quantize(_CENTS), "f")
     else:
         text = dollar_text(amount)
+    return ("≥ " if at_least else "") + "$" + text
+
+
+def usd_headline(value: Any, at_least: bool = False) -> str:
+    """A total of many runs for a headline tile, rounded for reading: whole cents from $1 on,
+    with thousands separators (`$28.10`, `$1,234.57`), three significant digits below it
+    (`$0.0983`, `$0.000412`, `$0.50`). A lower bound is rounded down, so that its `≥` stays
+    true (`≥ $28.09` for 28.0982638); any other amount to the nearest. The tile's help gives
+    the exact amount (`usd`), as tables, the CLI and every download do."""
+    if missing(value):
+        return NO_VALUE
+    amount = value if isinstance(value, Decimal) else dollars(value)
+    assert amount is not None
+    rounding = ROUND_DOWN if at_least else ROUND_HALF_EVEN
+    if amount == 0 or abs(amount) >= 1:
+        text = f"{amount.quantize(_CENTS, rounding=rounding):,.2f}"
+    else:
+        # three significant digits, but never fewer decimals than cents
+        place = min(amount.adjusted() - 2, -2)
+        text = usd(amount.quantize(Decimal(1).scaleb(place), rounding=rounding))[1:]
     return ("≥ " if at_least else "") + "$" + text
 
 

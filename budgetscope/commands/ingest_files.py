@@ -93,4 +93,5 @@ def _log_summary(db: str, summary: LoadSummary) -> None:
         "spans_rejected": summary.spans_rejected, "logs_loaded": summary.logs_loaded,
         "logs_present": summary.logs_present, "logs_rejected": summary.logs_rejected,
         "logs_without_span": summary.logs_without_span,
-        "logs_span_missing": summary.logs_span_missing, "seconds": round(summary.seconds, 3)})
+        "logs_span_missing": summary.logs_span_missing, "seconds": round(summary.seconds, 3),
+        "derive_seconds": round(summary.derive_seconds, 3)})

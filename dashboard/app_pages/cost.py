@@ -70,10 +70,11 @@ same_call, other_call, other_step = fmt.percents_adding_up(
 budgeted, exhausted = (("usd_budgeted_runs", "usd_exhausted_runs") if chosen == USD
                        else ("token_budgeted_runs", "token_exhausted_runs"))
 headline([
-    Metric("Spend", fmt.usd(spent, at_least=incomplete > 0),
+    Metric("Spend", fmt.usd_headline(spent, at_least=incomplete > 0),
            help="Σ known cost of the runs (docs/metrics.md §11.4)"
                 + (f"; {fmt.plural(incomplete, 'run')} with a cost that is a lower bound"
-                   if incomplete else "; every run's cost is complete")),
+                   if incomplete else "; every run's cost is complete")
+                + ". " + fmt.escape_md(f"In full: {fmt.usd(spent, at_least=incomplete > 0)}.")),
     Metric("Tokens", fmt.count(int(totals["tokens"])),
            help="input (cache included) + output (reasoning included) of the metered calls "
                 "(docs/metrics.md §11.1)"),

@@ -41,9 +41,9 @@ def delta(field: str, kind: str) -> str | None:
     if kind == "rate":
         shown = f"{(a - b) * 100:+.1f}"
         unit = " pp"
-    elif kind == "usd":  # exact dollars, as every amount is shown
-        change = a - b
-        return "±0" if change == 0 else ("+" if change > 0 else "-") + fmt.usd(abs(change))
+    elif kind == "usd":  # rounded as the tile's total is (fmt.usd_headline)
+        change = fmt.usd_headline(abs(a - b))
+        return "±0" if a == b or change == "$0.00" else ("+" if a > b else "-") + change
     elif kind in ("per 100 steps", "per 100 writes"):
         shown, unit = f"{a - b:+.1f}", f" {kind}"
     else:
@@ -70,7 +70,7 @@ metrics = [
      delta("orphan_writes_per_100_writes", "per 100 writes"), "inverse"),
     # tokens and dollars (docs/metrics.md §11): what the period spent, and how often a run ran
     # out of its dollar budget
-    ("Spend", fmt.usd(now.cost_usd, at_least=now.incomplete_cost_runs > 0),
+    ("Spend", fmt.usd_headline(now.cost_usd, at_least=now.incomplete_cost_runs > 0),
      delta("cost_usd", "usd"), "off"),
     ("Dollar exhaustion rate", fmt.percent(now.usd_exhaustion_rate),
      delta("usd_exhaustion_rate", "rate"), "inverse"),
@@ -78,6 +78,16 @@ metrics = [
     ("Unpriced steps", fmt.count(now.unpriced_steps), delta("unpriced_steps", "count"),
      "inverse"),
 ]
+
+
+def exact_spend() -> str:
+    """The tile's total and change to every digit (the tile rounds them: fmt.usd_headline)."""
+    exact = f"In full: {fmt.usd(now.cost_usd, at_least=now.incomplete_cost_runs > 0)}"
+    if before is None or fmt.missing(now.cost_usd) or fmt.missing(before.cost_usd):
+        return exact
+    change = now.cost_usd - before.cost_usd
+    return (f"{exact}, {fmt.usd(abs(change))} {'more' if change >= 0 else 'less'} than the "
+            "previous period")
 
 
 def _per_100(value: float, of: str) -> str:
@@ -107,6 +117,7 @@ helps = {
              + (f"; ≥: {fmt.plural(now.incomplete_cost_runs, 'run')} with a call that has no "
                 "price, or a model step that sent no usage, so the sum is a lower bound"
                 if now.incomplete_cost_runs else "")
+             + ". " + fmt.escape_md(exact_spend())
              + ". The change is in dollars (the traffic's, like the runs': no colour). The "
                "Cost page has the rest.",
     "Dollar exhaustion rate": "Runs that spent, or were stopped at, their dollar budget / "

@@ -22,15 +22,11 @@ from opentelemetry.trace import Span
 from budgetscope_sdk import attributes as attr
 from budgetscope_sdk import ladder
 from budgetscope_sdk.attributes import SideEffect, StepKind
-from budgetscope_sdk.durations import Duration, seconds
+from budgetscope_sdk.durations import Duration, milliseconds, seconds
 from budgetscope_sdk.errors import BudgetExhausted
 from budgetscope_sdk.ledger import Ledger
 from budgetscope_sdk.price import Price
 from budgetscope_sdk.step import Step, StepBudget
-
-
-def _ms(value: float) -> int:
-    return int(round(value * 1000))
 
 
 class AdmittingRun(StepBudget, Protocol):
@@ -101,24 +97,24 @@ class Admission:
         allocated = available if cap_s is None else min(cap_s, available)
         reason, by = None, "time"
         if allocated <= 0 or allocated < minimum_s:
-            reason = (f"{_ms(available)} ms left beyond the reserve, {kind}:{name} needs "
-                      f"{_ms(minimum_s)} ms" if not landing else
-                      f"{_ms(available)} ms left, {kind}:{name} needs {_ms(minimum_s)} ms")
+            left, needs = milliseconds(available), milliseconds(minimum_s)
+            reason = (f"{left} ms left beyond the reserve, {kind}:{name} needs {needs} ms"
+                      if not landing else f"{left} ms left, {kind}:{name} needs {needs} ms")
         elif widening and phase != ladder.OPEN:  # refused by whichever budget moved the ladder
             reason, by = f"{phase}: no new branches once 60% of a budget is spent", self._ladder.by
         elif not landing and ladder.phase_index(phase) >= ladder.phase_index(ladder.FIT_ONLY):
             p95 = run.latencies.p95(f"{kind}:{name}")
             if p95 is not None and p95 > available:
-                reason = (f"{phase}: {kind}:{name} p95 {_ms(p95)} ms does not fit in "
-                          f"{_ms(available)} ms")
+                reason = (f"{phase}: {kind}:{name} p95 {milliseconds(p95)} ms does not fit in "
+                          f"{milliseconds(available)} ms")
         if reason is not None:
             if by != "time":
                 refusal_attributes[attr.REFUSED_BY] = by
             self._record_refusal(kind, name, remaining, cap_s, max(0.0, allocated),
                                  refusal_attributes)
             raise BudgetExhausted(f"refused {kind}:{name}: {reason}", step_key=f"{kind}:{name}",
-                                  available_ms=_ms(available), minimum_ms=_ms(minimum_s),
-                                  refused_by=by)
+                                  available_ms=milliseconds(available),
+                                  minimum_ms=milliseconds(minimum_s), refused_by=by)
         return allocated, remaining, cap_s
 
     def _record_refusal(self, kind: StepKind, name: str, remaining: float,

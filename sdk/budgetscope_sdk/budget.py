@@ -32,6 +32,7 @@ from budgetscope_sdk.clock import SYSTEM_CLOCK, Clock, asleep_on, sleep_on
 
 # Duration and seconds live in durations.py (below this module); still importable from here.
 from budgetscope_sdk.durations import Duration as Duration
+from budgetscope_sdk.durations import milliseconds
 from budgetscope_sdk.durations import seconds as seconds
 
 # RunResult lives with the ending that makes it (ending.py); still importable from here.
@@ -58,10 +59,6 @@ def current_budget() -> RunBudget | None:
     """The innermost RunBudget open in this context."""
     found = CURRENT_BUDGET.get()
     return found if isinstance(found, RunBudget) else None
-
-
-def _ms(value: float) -> int:
-    return int(round(value * 1000))
 
 
 class RetryOptions(TypedDict, total=False):
@@ -209,7 +206,7 @@ class RunBudget:
     @property
     def deadline_unix_ms(self) -> int:
         self._require_started()
-        return self._origin_ns // 1_000_000 + _ms(self.total_s)
+        return self._origin_ns // 1_000_000 + milliseconds(self.total_s)
 
     def elapsed(self) -> float:
         self._require_started()
@@ -379,7 +376,7 @@ class RunBudget:
 
     # -- propagation -----------------------------------------------------------------------
     def headers(self) -> dict[str, str]:
-        return deadline_headers(self.deadline_unix_ms, _ms(self.remaining()))
+        return deadline_headers(self.deadline_unix_ms, milliseconds(self.remaining()))
 
     def grpc_timeout(self) -> float:
         return self.remaining()
@@ -455,13 +452,13 @@ class RunBudget:
         wait_ended = self.clock.monotonic()
         task.cancel()
         finished, _ = await asyncio.wait({task}, timeout=max(self.reserve_s, 0.05))
-        cleanup_ms = _ms(self.clock.monotonic() - wait_ended)
+        cleanup_ms = milliseconds(self.clock.monotonic() - wait_ended)
         if task in finished and not task.cancelled():
             task.exception()
         self.span.add_event("budget.cleanup", {attr.CLEANUP_MS: cleanup_ms,
                                                "budget.cleanup_finished": task in finished})
-        raise StepTimeout(f"the run reached its deadline ({_ms(limit)} ms left when the work "
-                          "started)", deadline_ms=_ms(limit), cleanup_ms=cleanup_ms)
+        raise StepTimeout(f"the run reached its deadline ({milliseconds(limit)} ms left when the "
+                          "work started)", deadline_ms=milliseconds(limit), cleanup_ms=cleanup_ms)
 
     # -- the run span ----------------------------------------------------------------------
     @property
@@ -479,9 +476,9 @@ class RunBudget:
                                "before spending from it")
 
     def _run_attributes(self) -> dict[str, Any]:
-        values: dict[str, Any] = {attr.TOTAL_MS: _ms(self.total_s),
+        values: dict[str, Any] = {attr.TOTAL_MS: milliseconds(self.total_s),
                                   attr.DEADLINE_UNIX_MS: self.deadline_unix_ms,
-                                  attr.RESERVE_MS: _ms(self.reserve_s),
+                                  attr.RESERVE_MS: milliseconds(self.reserve_s),
                                   **self.ledger.run_attributes()}
         if self.agent:
             values[attr.GEN_AI_AGENT_NAME] = self.agent
@@ -534,7 +531,7 @@ class RunBudget:
         if self._nesting.continues_caller:
             # A service spending its caller's deadline: not a run of its own (no
             # budget.total_ms), so its steps are steps of the caller's run.
-            self.span.set_attributes({attr.REMAINING_MS: _ms(self.remaining()),
+            self.span.set_attributes({attr.REMAINING_MS: milliseconds(self.remaining()),
                                       **self._remote_attributes()})
         else:
             self.span.set_attributes(self._run_attributes())

@@ -24,3 +24,8 @@ def seconds(value: Duration, what: str) -> float:
         raise ValueError(f"{what} must be a finite, non-negative duration in seconds, got "
                          f"{value!r}")
     return out
+
+
+def milliseconds(seconds: float) -> int:
+    """Seconds as the whole milliseconds the span attributes carry (`budget.*_ms`)."""
+    return int(round(seconds * 1000))

@@ -48,6 +48,7 @@ from budgetscope_sdk.classify import (
     qualified_type,
 )
 from budgetscope_sdk.clock import Clock
+from budgetscope_sdk.durations import milliseconds
 from budgetscope_sdk.errors import BudgetExhausted, StepTimeout
 from budgetscope_sdk.ledger import Spend
 from budgetscope_sdk.process import run_bounded
@@ -106,10 +107,6 @@ class StepRecord:
     @property
     def key(self) -> str:
         return f"{self.kind}:{self.name}"
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
 
 
 async def _finished_within(task: asyncio.Future[Any], timeout: float) -> bool:
@@ -286,7 +283,8 @@ class Step:
         """Deadline-Epoch-Ms / Deadline-Remaining-Ms for an HTTP call made by this step, and
         its intent's Idempotency-Key when it has one."""
         remaining = self.remaining()
-        out = deadline_headers(self.budget.now_unix_ms() + _ms(remaining), _ms(remaining))
+        left = milliseconds(remaining)
+        out = deadline_headers(self.budget.now_unix_ms() + left, left)
         if self.idempotency_key is not None:
             out[IDEMPOTENCY_HEADER] = self.idempotency_key
         return out
@@ -417,7 +415,7 @@ class Step:
         task.cancel()
         grace = self.budget.remaining() if cleanup_grace is None else cleanup_grace
         finished, _ = await asyncio.wait({task}, timeout=max(grace, 0.0))
-        self.cleanup_ms = _ms(self.budget.clock.monotonic() - wait_ended)
+        self.cleanup_ms = milliseconds(self.budget.clock.monotonic() - wait_ended)
         if task in finished and not task.cancelled():
             task.exception()  # retrieved so asyncio does not log it; the timeout is the news
         if task not in finished:
@@ -456,11 +454,12 @@ class Step:
         wait_ended = self.budget.clock.monotonic()
         message = f"{self.key} reached its {self.allocated_ms} ms deadline"
         if finished.wait(max(cleanup_grace, 0.0)):
-            self.cleanup_ms = _ms(self.budget.clock.monotonic() - wait_ended)
+            self.cleanup_ms = milliseconds(self.budget.clock.monotonic() - wait_ended)
         else:
             message += "; its thread is still running, abandoned"
             self.span.add_event("budget.cleanup_abandoned", {
-                "budget.cleanup_waited_ms": _ms(self.budget.clock.monotonic() - wait_ended)})
+                "budget.cleanup_waited_ms":
+                    milliseconds(self.budget.clock.monotonic() - wait_ended)})
         raise self._timeout(message, self.cleanup_ms)
 
     def run_process(self, args: Sequence[str], *, input: bytes | None = None,
@@ -498,14 +497,14 @@ class Step:
     def _start_attributes(self) -> dict[str, Any]:
         values: dict[str, Any] = {
             attr.STEP_KIND: self.kind, attr.STEP_NAME: self.name,
-            attr.REMAINING_MS: _ms(self.remaining_at_start_s),
+            attr.REMAINING_MS: milliseconds(self.remaining_at_start_s),
         }
         # A refused call got no deadline (the deadline this call got), so it has no
         # allocation for budgetscope to measure its utilisation against.
         if self.admitted:
             values[attr.ALLOCATED_MS] = self.allocated_ms
         if self.cap_s is not None:
-            values[attr.CAP_MS] = _ms(self.cap_s)
+            values[attr.CAP_MS] = milliseconds(self.cap_s)
         if self.side_effect is not None:
             values[attr.SIDE_EFFECT] = self.side_effect
         if self.idempotency_key is not None:
@@ -622,9 +621,9 @@ class Step:
         budget.step_finished(self, StepRecord(
             kind=self.kind, name=self.name, start_unix_ns=self._start_ns, end_unix_ns=end_ns,
             outcome=outcome, top_level=self._top_level,
-            remaining_ms=_ms(self.remaining_at_start_s),
+            remaining_ms=milliseconds(self.remaining_at_start_s),
             allocated_ms=self.allocated_ms if self.admitted else None,
-            cap_ms=None if self.cap_s is None else _ms(self.cap_s),
+            cap_ms=None if self.cap_s is None else milliseconds(self.cap_s),
             side_effect=self.side_effect, effect_status=self.effect_status,
             idempotency_key=self.idempotency_key, attempt=self.attempt,
             reconcile_result=self.reconcile_result, cleanup_ms=self.cleanup_ms,

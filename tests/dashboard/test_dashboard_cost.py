@@ -72,7 +72,12 @@ def test_cost_page_headline_is_the_reports(db: str) -> None:
     spent = sum((c for c in cost["cost_usd"] if c is not None), Decimal(0))
     incomplete = int((~cost["cost_complete"].astype(bool)).sum())
     assert incomplete > 0  # the sample's unpriced model and unmetered steps
-    assert shown["Spend"] == f"≥ {fmt.usd(spent)}"
+    # a lower bound, rounded down to the cent for the tile; every digit in its help
+    tile = Decimal(shown["Spend"].removeprefix("≥ $").replace(",", ""))
+    assert tile <= spent < tile + Decimal("0.01")
+    assert shown["Spend"] == fmt.usd_headline(spent, at_least=True)
+    spend = next(m for m in at.metric if m.label == "Spend")
+    assert fmt.escape_md(f"In full: {fmt.usd(spent, at_least=True)}.") in spend.help
     assert shown["Tokens"] == f"{int(cost['tokens'].sum()):,}"
     exhausted = cost["usd_exhausted"].fillna(False).astype(bool)
     budgeted = cost["usd_exhausted"].notna()
@@ -227,14 +232,18 @@ def test_overview_headline_gains_spend(db: str) -> None:
     shown = metrics(at)
     spent = Decimal(int(headline["cost_nano"])).scaleb(-9)
     assert spent == sum(cost["cost_usd"], Decimal(0))
-    assert shown["Spend"] == f"≥ {fmt.usd(spent)}"
+    assert shown["Spend"] == fmt.usd_headline(spent, at_least=True)
     assert shown["Dollar exhaustion rate"] == fmt.percent(headline["usd_exhaustion_rate"])
     assert shown["Tokens"] == f"{int(headline['tokens']):,}"
     assert shown["Unpriced steps"] == f"{int(headline['unpriced_steps']):,}"
     before = query(db, "headline", Filters.parse("2026-11-02", ui.SINCE)).iloc[0]
-    delta = next(m for m in at.metric if m.label == "Spend").delta
+    spend = next(m for m in at.metric if m.label == "Spend")
     change = spent - Decimal(int(before["cost_nano"])).scaleb(-9)
-    assert delta == ("+" if change > 0 else "-") + fmt.usd(abs(change))
+    assert spend.delta == ("+" if change > 0 else "-") + fmt.usd_headline(abs(change))
+    # the tile rounds; its help has the total and the change to every digit
+    assert fmt.escape_md(f"In full: {fmt.usd(spent, at_least=True)}, {fmt.usd(abs(change))} "
+                         f"{'more' if change > 0 else 'less'} than the previous period") \
+        in spend.help
 
 
 # ---- the weekly report's row over all agents ----------------------------------------------

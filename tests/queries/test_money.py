@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queries.money import dollar_text, dollars, with_dollars
-from queries.readable import table_formats, usd, usd_nano
+from queries.readable import table_formats, usd, usd_headline, usd_nano
 from queries.render import to_csv_bytes, to_json_text, to_text_table
 
 
@@ -106,6 +106,21 @@ def test_dollar_columns_in_a_table_for_people() -> None:
     assert [usd_nano(n) for n in (0, 2_000_000_000, 300_000_000, 12_300_000, 1)] == [
         "$0.00", "$2.00", "$0.30", "$0.0123", "$0.000000001"]
     assert usd_nano(None) == "–"
+
+
+def test_a_headline_total_is_rounded_for_reading_and_a_lower_bound_rounded_down() -> None:
+    """Tiles show a period's total: cents from $1 on (thousands separated), three significant
+    digits below; `≥ $x` never claims more than was counted."""
+    cases = {("28.0982638", False): "$28.10", ("28.0982638", True): "≥ $28.09",
+             ("3.9010114", False): "$3.90", ("1234.565", False): "$1,234.56",
+             ("1234.575", False): "$1,234.58", ("0.0982638", False): "$0.0983",
+             ("0.0982638", True): "≥ $0.0982", ("0.5", False): "$0.50",
+             ("0.000412345", False): "$0.000412", ("0.000000001", False): "$0.000000001",
+             ("0.9996", False): "$1.00", ("0", False): "$0.00", ("0.9999", True): "≥ $0.999"}
+    for (amount, at_least), shown in cases.items():
+        assert usd_headline(Decimal(amount), at_least=at_least) == shown, amount
+    assert usd_headline(28_098_263_800) == "$28.10"  # nano-dollars, as the store keeps them
+    assert usd_headline(None) == "–"
 
 
 def test_a_column_of_sums_as_text_a_float_column_and_an_integer_column() -> None:

@@ -70,3 +70,5 @@ def test_ingest_log_format_json_keeps_stderr_json_only(tmp_path: Path) -> None:
     assert (events[0]["reason"], events[0]["count"], events[0]["spans"]) == ("bad_id", 1, 1)
     assert "trace_id is 2 bytes, must be 16" in events[0]["examples"][0]
     assert (events[1]["spans_loaded"], events[1]["spans_rejected"]) == (1, 1)
+    # of the load's seconds, those spent deriving its runs and steps
+    assert 0 < events[1]["derive_seconds"] <= events[1]["seconds"]

@@ -7,7 +7,7 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
 - the Runs page shows outcome, utilisation and who spent the most without a sideways scroll;
 - every chart's lines and markers, as drawn, stand out at least 3:1 from the page (in dark mode
   the p99 line was 1.1:1);
-- at 1400 px in the light theme, every page but Cost also as tests/browser/fit.py checks it
+- at 1400 px in the light theme, every page but Cost also as tests/support/page_fit.py checks it
   (on the page already loaded, laid out again in a 1400 × 1600 window): its charts drawn, every
   visible table fitting its box without a sideways scroll and showing no None or NaN (the run
   view's steps table with the columns on-call reads first), no dialog opened, and its shots
@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dashboard import colors
-from tests.browser import fit
+from tests.support import page_fit as fit
 from tests.support import ui
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -191,7 +191,7 @@ def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, ru
         _check_view(page, page_name, name)
         _shoot(page, f"{page_name}-{name}")
         if name == "1400-light" and page_name in fit.AT_1400:
-            # What tests/browser/fit.py checks at 1400 px, on this load rather than one of its
+            # What tests/support/page_fit.py checks at 1400 px, on this load rather than one of its
             # own; switch_theme brings the window back to 1400 × 900 before the dark pass.
             fit.check(page, fit.AT_1400[page_name], charts)
 

@@ -4,7 +4,7 @@ is left and its chart is drawn. The run view shows its steps table with the colu
 reads first; on both pages no table scrolls sideways (a column cut on the right), no table cell
 reads Python's None or NaN and no dialog opened; each is shot whole into
 test-artifacts/screenshots/ (page-run-failed.png, page-compare-failed.png). The checks are
-tests/browser/fit.py's.
+tests/support/page_fit.py's.
 
 Every other page (and the exhausted run's view and comparison) gets the same checks and shots
 in tests/browser/test_browser_narrow.py, on the page it loads at 1400 px in the light theme: one
@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from tests.browser import fit
+from tests.support import page_fit as fit
 from tests.support import ui
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it

@@ -3,7 +3,8 @@
 run opens from the overview list and by deep link, the weekly CSV download is the CLI's bytes,
 and hostile span names show as text. That every page draws its charts (and its shot in
 test-artifacts/screenshots/) is checked with the page's other checks at 1400 px, in
-tests/browser/test_browser_pages_fit.py: one page load for both."""
+tests/browser/test_browser_narrow.py (tests/support/page_fit.py's checks; the failed run's view and
+comparison in tests/browser/test_browser_pages_fit.py): one page load for all."""
 
 from __future__ import annotations
 

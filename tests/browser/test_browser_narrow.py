@@ -7,6 +7,14 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
 - the Runs page shows outcome, utilisation and who spent the most without a sideways scroll;
 - every chart's lines and markers, as drawn, stand out at least 3:1 from the page (in dark mode
   the p99 line was 1.1:1);
+- at 1400 px in the light theme, every page but Cost also as tests/support/page_fit.py checks it
+  (on the page already loaded, laid out again in a 1400 × 1600 window): its charts drawn, every
+  visible table fitting its box without a sideways scroll and showing no None or NaN (the run
+  view's steps table with the columns on-call reads first), no dialog opened, and its shots
+  page-<name>.png (page-run-exhausted.png, page-compare-exhausted.png for the run view and the
+  comparison of the sample's first exhausted run) and, for fit.TALL_SHOTS, <name>.png at
+  1400 × 3200; the failed run's view and comparison are checked so in
+  tests/browser/test_browser_pages_fit.py;
 - clicking a waterfall bar opens that step's details;
 - What if's whole policy is in its address, follows its sliders and opens again from a link;
   its sliders' accessible names are the step keys as they are;
@@ -15,11 +23,12 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
   1400 px in the light theme only: the four sizes and themes above cover both pages' tiles and
   lines).
 
-Each page is shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. One test checks a
-page at one size in both themes: loaded in the light one (in conftest.py's tab, whose HTTP cache
-carries over but no storage does: each load meets the page as a new visitor), then switched to
-the dark one in place. Every wait is on a condition (the page drawn, an address, a text), never
-a fixed sleep."""
+Each page is also shot into test-artifacts/screenshots/<page>-<width>-<theme>.png. One test
+checks a page at one size in both themes: loaded in the light one (in conftest.py's tab, whose
+HTTP cache carries over but no storage does: each load meets the page as a new visitor), then
+switched to the dark one in place. A page is loaded once at 1400 px for all of the above: a
+Streamlit page load costs Chromium ~4 core-seconds. Every wait is on a condition (the page
+drawn, an address, a text), never a fixed sleep."""
 
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dashboard import colors
+from tests.support import page_fit as fit
 from tests.support import ui
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -169,7 +179,7 @@ def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, ru
                                                     page_name: str) -> None:
     """One page at one size, loaded in the light theme, then switched to the dark one in place
     (as a page loaded in it draws, as long as no trace takes its colour from the theme's cycle:
-    asserted)."""
+    asserted); at 1400 px in the light theme, also fit.check's tables, charts and shots."""
     charts = PAGES[page_name][1]
     for theme in THEMES:
         if theme == THEMES[0]:
@@ -180,6 +190,10 @@ def test_no_number_is_cut_and_every_mark_stands_out(sample_app: ui.Dashboard, ru
         assert page.evaluate(_CYCLE_COLOURED) == [], page_name  # type: ignore[attr-defined]
         _check_view(page, page_name, name)
         _shoot(page, f"{page_name}-{name}")
+        if name == "1400-light" and page_name in fit.AT_1400:
+            # What tests/support/page_fit.py checks at 1400 px, on this load rather than one of its
+            # own; switch_theme brings the window back to 1400 × 900 before the dark pass.
+            fit.check(page, fit.AT_1400[page_name], charts)
 
 
 def _check_view(tab: object, page: str, name: str) -> None:

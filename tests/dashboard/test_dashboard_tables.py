@@ -1,8 +1,9 @@
 """The dashboard's tables under AppTest, on the bundled sample: each shows the report's
 own numbers (those of `queries`), its headers say what each column counts, its columns are
 chosen so that it fits a 1400 px window (the rest one click away, not lost), and a missing value
-is the one no-value mark. The browser test (tests/browser/test_browser_pages_fit.py) checks
-the same pages drawn in Chromium."""
+is the one no-value mark. The browser tests (tests/support/page_fit.py's checks, run by
+tests/browser/test_browser_narrow.py and test_browser_pages_fit.py) check the same pages drawn
+in Chromium."""
 
 from __future__ import annotations
 

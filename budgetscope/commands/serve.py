@@ -25,7 +25,7 @@ from budgetscope.commands.dashboard import (
     refuse_open_exposure,
     run_dashboard,
 )
-from budgetscope.commands.ports import require_free
+from budgetscope.commands.ports import hold_port, require_free
 from budgetscope.commands.tokens import token_option
 from budgetscope.durations import Duration
 from budgetscope.log_format import configure_logging, pace_client_logs
@@ -111,29 +111,35 @@ def serve_command(context: click.Context, host: str, otlp_http_port: int, otlp_g
                  "choose another with --otlp-http-port N (0 picks a free one)")
     require_free(host, otlp_grpc_port, "the OTLP/gRPC receiver",
                  "choose another with --otlp-grpc-port N (0 picks a free one)")
-    if not no_ui:
-        require_free(host, ui_port, "the dashboard", "choose another with --ui-port N, or "
-                     "--no-ui")
-    server = Server(ServeOptions(
-        db=db, host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
-        ui_port=None if no_ui else ui_port, token=token, access=access,
-        max_body_bytes=max_body_bytes,
-        refresh_seconds=refresh_seconds, retention_days=retention_days,
-        retention_interval=retention_interval, metrics_window=metrics_window,
-        metrics_cache_seconds=metrics_cache_seconds, memory_limit=memory_limit,
-        root_grace=root_grace, commands=_root_group(context)))
-    server.start()
-    _say_where(server, token is not None)
-    server.log_serving()
+    # The dashboard binds its port last, after the receivers: held until then, so that a
+    # receiver on port 0 is never given it.
+    held = None if no_ui else hold_port(host, ui_port, "the dashboard",
+                                        "choose another with --ui-port N, or --no-ui")
     try:
-        if no_ui:
-            _wait_for_signal()
-        else:
-            run_dashboard(DashboardServer(host, ui_port, access,
-                                          connections=server.dashboard_connections),
-                          server.dashboard_config())
+        server = Server(ServeOptions(
+            db=db, host=host, http_port=otlp_http_port, grpc_port=otlp_grpc_port,
+            ui_port=None if no_ui else ui_port, token=token, access=access,
+            max_body_bytes=max_body_bytes,
+            refresh_seconds=refresh_seconds, retention_days=retention_days,
+            retention_interval=retention_interval, metrics_window=metrics_window,
+            metrics_cache_seconds=metrics_cache_seconds, memory_limit=memory_limit,
+            root_grace=root_grace, commands=_root_group(context)))
+        server.start()
+        _say_where(server, token is not None)
+        server.log_serving()
+        try:
+            if held is None:  # --no-ui
+                _wait_for_signal()
+            else:
+                held.close()
+                run_dashboard(DashboardServer(host, ui_port, access,
+                                              connections=server.dashboard_connections),
+                              server.dashboard_config())
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        if held is not None:
+            held.close()
 
 
 def _root_group(context: click.Context) -> click.Group:

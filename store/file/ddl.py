@@ -149,9 +149,11 @@ def _foreign_tables(con: duckdb.DuckDBPyConnection) -> bool:
 def _stored_digest(con: duckdb.DuckDBPyConnection) -> str | None:
     """The DDL digest stamped by the last budgetscope that created or updated the schema (None
     in a file stamped before digests were)."""
-    row = con.execute(
-        "SELECT value FROM budgetscope_meta WHERE key = 'schema_digest'").fetchone()
-    return row[0] if row else None
+    # fetchall, not fetchone: the open may return right after this read, and DuckDB refuses
+    # some calls (register) on a connection whose last result is not read to its end.
+    rows = con.execute(
+        "SELECT value FROM budgetscope_meta WHERE key = 'schema_digest'").fetchall()
+    return rows[0][0] if rows else None
 
 
 def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -15,6 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from budgetscope.cli import cli
+from budgetscope.commands.ports import hold_port, require_free
+from budgetscope.fail import Fail
 from tests.support import ui
 
 
@@ -207,3 +209,21 @@ def test_the_readmes_first_cli_example_fits_80_columns(sample: str) -> None:
         widest = max(len(line) for line in result.output.splitlines()
                      if " " in line.strip().removesuffix(" \\"))
         assert widest <= 80, (command, widest, result.output)
+
+
+def test_a_held_port_is_given_to_nobody_until_it_is_let_go() -> None:
+    """serve starts its receivers before its dashboard: the dashboard's port is held meanwhile,
+    so that a receiver on port 0 cannot be given it (CI saw `--ui-port N --otlp-grpc-port 0`
+    give gRPC port N, and the dashboard then could not start). Held, the port cannot be bound
+    even as a server binds (SO_REUSEADDR, which a bound socket that does not listen would
+    allow); let go, it can at once."""
+    with socket.socket() as pick:
+        pick.bind(("127.0.0.1", 0))
+        port = pick.getsockname()[1]
+    held = hold_port("127.0.0.1", port, "the dashboard", "choose another")
+    try:
+        with pytest.raises(Fail, match=f"port {port} on 127.0.0.1 is taken"):
+            require_free("127.0.0.1", port, "the OTLP/gRPC receiver", "choose another")
+    finally:
+        held.close()
+    require_free("127.0.0.1", port, "the dashboard", "choose another")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pyarrow as pa
+
 from store import connect
 from store.testing import SCHEMA_DIGEST, SCHEMA_VERSION
 
@@ -45,6 +47,19 @@ def test_opening_an_up_to_date_file_for_writing_changes_nothing_in_it(tmp_path: 
         connect(db).close()
         assert not Path(f"{db}.wal").exists()
     assert _bytes(db) == before
+
+
+def test_an_open_that_runs_no_ddl_leaves_no_result_unread(tmp_path: Path) -> None:
+    """DuckDB refuses `register` (how Arrow tables are handed over) on a connection whose last
+    result is not read to its end: the open's last read must be read whole."""
+    db = tmp_path / "current.duckdb"
+    connect(db).close()
+    con = connect(db)
+    try:
+        con.register("handed_over", pa.table({"n": [1, 2]}))
+        assert con.execute("SELECT sum(n) FROM handed_over").fetchall() == [(3,)]
+    finally:
+        con.close()
 
 
 def test_a_file_with_another_digest_or_none_gets_the_ddl_again(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ in the light and the dark theme (the browser's colour scheme, which Streamlit fo
 - the Runs page shows outcome, utilisation and who spent the most without a sideways scroll;
 - every chart's lines and markers, as drawn, stand out at least 3:1 from the page (in dark mode
   the p99 line was 1.1:1);
-- at 1400 px in the light theme, every page but Cost also as tests/support/page_fit.py checks it
+- at 1400 px in the light theme, every page also as tests/support/page_fit.py checks it
   (on the page already loaded, laid out again in a 1400 × 1600 window): its charts drawn, every
   visible table fitting its box without a sideways scroll and showing no None or NaN (the run
   view's steps table with the columns on-call reads first), no dialog opened, and its shots

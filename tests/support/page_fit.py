@@ -56,7 +56,8 @@ def _page(name: str, tall: bool = True, needs_a_table: bool = True) -> Fit:
 # test_browser_narrow.py's page name -> what the page is checked for at 1400 px ("run" and
 # "compare" are those of the sample's first exhausted run, ui.exhausted_run).
 AT_1400 = {"overview": _page("overview"), "runs": _page("runs", tall=False),
-           "attribution": _page("attribution"), "failures": _page("failures"),
+           "attribution": _page("attribution"), "cost": _page("cost"),
+           "failures": _page("failures"),
            "utilisation": _page("utilisation"), "reconciliation": _page("reconciliation"),
            "weekly": _page("weekly"), "simulate": _page("simulate"),
            "budgets": _page("budgets", tall=False, needs_a_table=False),

@@ -18,22 +18,56 @@ from budgetscope.config import DB_ENV, DEFAULT_DB, SERVER_ENV
 from budgetscope.gc_tuning import relax_gc_for_ingest
 from store import BACKEND_ENV
 
-# Each command's module, imported when the command is chosen (or its help shown): the reports
-# and the simulation import pandas, pyarrow and NumPy, serve the receivers, dashboard Streamlit's
-# ground; `budgetscope budgets set` or `ingest` needs none of them, and the test suite starts
-# the console script hundreds of times (issue 48). name -> (module, its click command).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "ingest": ("budgetscope.commands.ingest_files", "ingest_command"),
-    "demo": ("budgetscope.commands.demo", "demo_command"),
-    "report": ("budgetscope.commands.report", "report_command"),
-    "run": ("budgetscope.commands.run", "run_command"),
-    "serve": ("budgetscope.commands.serve", "serve_command"),
-    "dashboard": ("budgetscope.commands.dashboard", "dashboard_command"),
-    "simulate": ("budgetscope.commands.simulate", "simulate_command"),
-    "check": ("budgetscope.commands.check", "check_command"),
-    "retain": ("budgetscope.commands.retain", "retain_command"),
-    "budgets": ("budgetscope.commands.budgets", "budgets_command"),
-    "prices": ("budgetscope.commands.prices", "prices_command"),
+# Each command's module, imported when the command is chosen (or its own help shown): the
+# reports and the simulation import pandas, pyarrow and NumPy, serve the receivers, dashboard
+# Streamlit's ground; `budgetscope budgets set` or `ingest` needs none of them, and the test
+# suite starts the console script hundreds of times (issue 48). name -> (module, its click
+# command, the first sentence of its help: what `budgetscope --help` lists it with, without
+# importing it; tests/cli/test_cli_start.py checks it against the command's own).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "ingest": ("budgetscope.commands.ingest_files", "ingest_command",
+               "Load OTLP trace files: OTLP JSON, JSON lines (the Collector's file exporter), "
+               "binary protobuf or the Collector's length-prefixed protobuf stream, each "
+               "optionally gzipped; folders are walked."),
+    "demo": ("budgetscope.commands.demo", "demo_command",
+             "Load the bundled sample traces into a fresh database and show what they say."),
+    "report": ("budgetscope.commands.report", "report_command",
+               "Print report NAME: weekly, runs, attribution, failures, utilisation, "
+               "reconciliation, cost, cost-attribution or models."),
+    "run": ("budgetscope.commands.run", "run_command",
+            "Summarise run RUN_ID (a trace id, or TRACE_ID/SPAN_ID for a run below the root; a "
+            "unique start of one is enough, an ambiguous one lists the runs it matches): what "
+            "happened, who spent and who held the budget, failures by class, uncertain and "
+            "orphan writes with their idempotency keys, one next step, and a waterfall of the "
+            "steps against the deadline (docs/metrics.md §3–§6)."),
+    "serve": ("budgetscope.commands.serve", "serve_command",
+              "Receive OTLP traces (HTTP and gRPC) and serve the dashboard, in one process that "
+              "owns the database."),
+    "dashboard": ("budgetscope.commands.dashboard", "dashboard_command",
+                  "Serve the dashboard on an existing database (read-only; the file stays free "
+                  "for `budgetscope ingest` between page loads)."),
+    "simulate": ("budgetscope.commands.simulate", "simulate_command",
+                 "Replay the stored runs under another timeout policy: predicted client "
+                 "timeouts per step, refusals, exhaustion, utilisation and writes that would "
+                 "time out, beside what happened."),
+    "check": ("budgetscope.commands.check", "check_command",
+              "Compare exhaustion, reconciliation, client give-up and upstream failure rates "
+              "and orphan writes, and the dollar and token exhaustion rates, weekly budget "
+              "utilisation and unpriced steps, over a recent window with thresholds; exit 1 on "
+              "a breach, 2 on an error."),
+    "retain": ("budgetscope.commands.retain", "retain_command",
+               "Remove traces older than --days, whole (every span, derived run and step, and "
+               "the resources and scopes nothing uses any more), then checkpoint so that new "
+               "data reuses the space."),
+    "budgets": ("budgetscope.commands.budgets", "budgets_command",
+                "Declared budgets (docs/metrics.md §10, §11.5): per agent and a default, in "
+                "time, tokens, dollars per run and dollars per week, for the runs that carry "
+                "none of their own (budget.total_ms, budget.total_tokens, budget.total_usd); "
+                "and caps per step key for steps without budget.allocated_ms."),
+    "prices": ("budgetscope.commands.prices", "prices_command",
+               "Model prices (docs/metrics.md §11.3), in USD per million tokens: the prices you "
+               "set (your fine-tuned or self-hosted models, a negotiated rate), ahead of the "
+               "bundled table (genai-prices)."),
 }
 
 
@@ -42,9 +76,13 @@ class _OnFirstUse(MutableMapping[str, click.Command]):
     looked up (the command chosen, or its line of --help) imports its module; iterating
     names imports nothing."""
 
-    def __init__(self, modules: dict[str, tuple[str, str]]) -> None:
-        self._modules = dict(modules)
+    def __init__(self, modules: dict[str, tuple[str, str, str]]) -> None:
+        self._modules = {name: (module, attribute)
+                         for name, (module, attribute, _) in modules.items()}
         self._loaded: dict[str, click.Command] = {}
+
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
 
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
@@ -84,6 +122,29 @@ class _Commands(click.Group):
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[_ARGUMENTS] = list(rest)
         return name, command, rest
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """`budgetscope --help`'s list of commands, as click writes it, from COMMANDS' first
+        sentences for the commands not imported yet: click asks each command for its short
+        help, which imported every command's module (pandas, pyarrow, the ClickHouse
+        backend) to print one screen of text."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = []
+        for name in names:
+            if isinstance(self.commands, _OnFirstUse) and not self.commands.loaded(name) \
+                    and name in COMMANDS:
+                # a stand-in with the help's first sentence: click shortens it the same way
+                summary = click.Command(name, help=COMMANDS[name][2])
+                rows.append((name, summary.get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

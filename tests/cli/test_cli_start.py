@@ -2,9 +2,10 @@
 starts `budgetscope` hundreds of times, and pandas, pyarrow with NumPy, and genai-prices cost
 0.2-0.5 s a start. `import budgetscope.cli` imports each command's module only when the command
 is chosen (budgetscope/cli.py's COMMANDS), the store's front imports its readers and writers on
-first use (store/__init__.py's ON_FIRST_USE), and the commands that only declare import no
-reader. Checked in fresh interpreters, through sys.modules, so that a new top-level import
-cannot bring them back unseen."""
+first use (store/__init__.py's ON_FIRST_USE), the commands that only declare import no
+reader, and `budgetscope --help` lists the commands without importing them. Checked in fresh
+interpreters, through sys.modules, so that a new top-level import cannot bring them back
+unseen."""
 
 from __future__ import annotations
 
@@ -49,12 +50,14 @@ def test_importing_the_cli_imports_no_command_and_none_of_the_heavy_libraries() 
 
 
 @pytest.mark.parametrize("argv", [
+    ["--help"],
     ["budgets", "list"],
     ["budgets", "set", "my-agent", "30s"],
     ["budgets", "cap", "tool:fetch", "2s"],
     ["prices", "set", "my-model", "--input", "1", "--output", "2"],
 ], ids=" ".join)
-def test_declaring_imports_none_of_the_heavy_libraries(sample: str, argv: list[str]) -> None:
+def test_the_help_and_declaring_import_none_of_the_heavy_libraries(sample: str,
+                                                                   argv: list[str]) -> None:
     assert _imported(["--db", sample, *argv]) == []
 
 
@@ -73,3 +76,17 @@ def test_the_commands_load_on_first_use_under_their_own_names() -> None:
         assert isinstance(cli.commands[name], click.Command) and cli.commands[name].name == name
     shown = cli.get_help(click.Context(cli))
     assert all(f"  {name} " in shown for name in COMMANDS)
+
+
+def test_the_help_lists_each_command_with_its_own_first_sentence() -> None:
+    """`budgetscope --help` lists the commands from COMMANDS' sentences without importing them;
+    each must be the first sentence of the command's own help, so that the list reads as click
+    would write it from the commands at any terminal width."""
+    from budgetscope.cli import COMMANDS, cli
+
+    for name, (_, _, sentence) in COMMANDS.items():
+        command = cli.commands[name]
+        stand_in = click.Command(name, help=sentence)
+        for limit in (30, 45, 60, 74, 120, 400, 10_000):
+            assert stand_in.get_short_help_str(limit) == command.get_short_help_str(limit), (
+                name, limit)

@@ -68,9 +68,10 @@ MIGRATIONS = load_queries(MIGRATIONS_FOLDER, frozenset(
 # The DDL as this build runs it, stamped beside the version. A file holding both stamps holds
 # everything the DDL creates (the DDL, the migrations and the stamps commit in one transaction),
 # so opening it for writing runs no DDL: it used to run on every open, ~25 ms, and its two
-# `CREATE OR REPLACE VIEW`s wrote to the file each time (a WAL, checkpointed on close), even for
-# `budgetscope budgets list`. A DDL file changed without a new version (a view's body) changes
-# the digest: the DDL runs once more on the next open and the new digest is stamped.
+# `CREATE OR REPLACE VIEW`s wrote to the file each time (a WAL, checkpointed on close), even
+# when the command changed nothing (`ingest` of spans already stored, `retain` with nothing old
+# enough). A DDL file changed without a new version (a view's body) changes the digest: the DDL
+# runs once more on the next open and the new digest is stamped.
 SCHEMA_DIGEST = hashlib.sha256("\0".join(
     DDL[Path(name).stem].text for name in ddl_files()).encode("utf-8")).hexdigest()
 

@@ -134,8 +134,7 @@ class _Commands(click.Group):
         limit = formatter.width - 6 - max(map(len, names))
         rows = []
         for name in names:
-            if isinstance(self.commands, _OnFirstUse) and not self.commands.loaded(name) \
-                    and name in COMMANDS:
+            if isinstance(self.commands, _OnFirstUse) and not self.commands.loaded(name):
                 # a stand-in with the help's first sentence: click shortens it the same way
                 summary = click.Command(name, help=COMMANDS[name][2])
                 rows.append((name, summary.get_short_help_str(limit)))

@@ -42,8 +42,8 @@ def delta(field: str, kind: str) -> str | None:
         shown = f"{(a - b) * 100:+.1f}"
         unit = " pp"
     elif kind == "usd":  # rounded as the tile's total is (fmt.usd_headline)
-        change = fmt.usd_headline(abs(a - b))
-        return "±0" if a == b or change == "$0.00" else ("+" if a > b else "-") + change
+        # usd_headline keeps three significant digits under $1: only no change reads as none
+        return "±0" if a == b else ("+" if a > b else "-") + fmt.usd_headline(abs(a - b))
     elif kind in ("per 100 steps", "per 100 writes"):
         shown, unit = f"{a - b:+.1f}", f" {kind}"
     else:

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from dashboard import fmt
-from dashboard.summaries import HolderCulprit, holder_culprit, quantile
+from dashboard.attribution_summaries import HolderCulprit, holder_culprit
+from dashboard.summaries import quantile
 from queries import run_cost
 
 USD, TOKENS = "usd", "tokens"
@@ -101,9 +102,10 @@ def step_parts(named: object) -> tuple[int | None, str | None]:
 
 def crosser_culprit(cost: pd.DataFrame, d: Dimension = COST, top: int = 10) -> HolderCulprit:
     """The exhausted runs of dimension `d` that have a culprit and a crosser, counted by
-    crosser key × culprit key (summaries.holder_culprit's matrix, the crosser in the holder's
-    place): on the diagonal the crosser has the culprit's key; `same_call` counts the runs
-    whose crosser is the culprit itself, the cost_culprit_is_crosser_rate's numerator."""
+    crosser key × culprit key (attribution_summaries.holder_culprit's matrix, the crosser in
+    the holder's place): on the diagonal the crosser has the culprit's key; `same_call` counts
+    the runs whose crosser is the culprit itself, the cost_culprit_is_crosser_rate's
+    numerator."""
     exhausted = cost[cost[d.exhausted].fillna(False).astype(bool)]
     culprit = [step_parts(v) for v in exhausted[d.culprit]]
     crosser = [step_parts(v) for v in exhausted[d.crosser]]

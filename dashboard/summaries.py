@@ -1,7 +1,12 @@
-"""Pure pandas over what `queries` functions return: totals for a period, per-day series, the
-runs worth reviewing, the holder × culprit matrix, table shapes. No SQL and no Streamlit; each
-is a sum, count or reshaping of a query's rows, so the page shows the same numbers the queries
-(and `budgetscope report`) give.
+"""Pure pandas over what `queries` functions return, for the Overview and the run lists other
+pages share: totals for a period, per-day (or per-hour) series, the runs worth reviewing, runs
+named by their numbered culprit and holder, a run's label in a selectbox. No SQL and no
+Streamlit; each is a sum, count or reshaping of a query's rows, so the page shows the same
+numbers the queries (and `budgetscope report`) give.
+
+The same kind of reductions for other pages live beside this one: attribution_summaries (holder
+× culprit), run_summaries (one run's tables), weekly_summaries (the weekly report's rows),
+cost_summaries (the cost reports).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import pandas as pd
 
 from dashboard import fmt
 from queries.run_story import step_name
-from queries.run_view import LOG_RECORDS_SHOWN, severity_label, short_body
 
 
 def quantile(values: pd.Series, q: float) -> float:
@@ -193,20 +197,6 @@ def numbered(runs: pd.DataFrame) -> pd.DataFrame:
         for role in ("culprit", "holder")})
 
 
-def exhausted_runs_of(runs: pd.DataFrame, culprit: str | None, limit: int = 200
-                      ) -> pd.DataFrame:
-    """Exhausted runs whose culprit is `culprit`, the largest culprit share first; `culprit`
-    is the culprit's number in its run (#3: the key is the one asked for), the holder is
-    named whole (#9 tool:fetch_report)."""
-    exhausted = runs[runs["exhausted"].fillna(False).astype(bool) & (runs["culprit"] == culprit)]
-    columns = ["run_id", "agent", "start", "outcome", "utilisation", "culprit",
-               "culprit_share", "holder"]
-    ordered = exhausted.sort_values(["culprit_share", "start"], ascending=[False, False])
-    shown = numbered(ordered).assign(culprit=[
-        fmt.NO_VALUE if fmt.missing(n) else f"#{int(n)}" for n in ordered["culprit_step"]])
-    return shown[columns].head(limit).reset_index(drop=True)
-
-
 def describe_run(frame: pd.DataFrame, exhausted_only: bool = False) -> Callable[[str], str]:
     """A selectbox label for a run id (plain text: selectbox options are never Markdown).
     `exhausted_only`: every run of `frame` is exhausted (its step that spent the most is its
@@ -229,232 +219,3 @@ def describe_run(frame: pd.DataFrame, exhausted_only: bool = False) -> Callable[
                 f"utilisation {fmt.percent(row['utilisation'])}" + spent)
 
     return label
-
-
-OTHER = "(other)"
-
-
-@dataclass(frozen=True)
-class HolderCulprit:
-    """Exhausted runs by holder key × culprit key, on one shared key order (so that a key's
-    own cell sits on the diagonal of both axes), the most frequent keys first, OTHER last."""
-    keys: list[str]
-    # one row per non-empty cell: holder, culprit, runs, same_call (of those runs, how many
-    # had the holder be the very culprit step)
-    cells: pd.DataFrame
-    runs: int  # exhausted runs with a culprit and a holder
-    same_call: int  # ... whose holder is the culprit itself (docs/metrics.md §4)
-    same_key: int  # ... whose holder has the culprit's step key (the same call included)
-
-
-def holder_culprit(runs: pd.DataFrame, top: int = 10) -> HolderCulprit:
-    """Exhausted runs counted by holder key × culprit key; keys beyond the `top` most frequent
-    are grouped as OTHER."""
-    exhausted = runs[runs["exhausted"].fillna(False).astype(bool)]
-    exhausted = exhausted[exhausted["culprit"].notna() & exhausted["holder"].notna()]
-    if exhausted.empty:
-        return HolderCulprit([], pd.DataFrame(columns=["holder", "culprit", "runs",
-                                                       "same_call"]), 0, 0, 0)
-    counts = pd.concat([exhausted["culprit"], exhausted["holder"]]).value_counts()
-    # by frequency, ties by key: one order for both axes
-    ranked = sorted(counts.index, key=lambda key: (-int(counts[key]), str(key)))
-    keep = set(ranked[:top])
-
-    def bucket(key: str) -> str:
-        return key if key in keep else OTHER
-
-    same_call = (exhausted["culprit_step"] == exhausted["holder_step"]).fillna(False)
-    frame = pd.DataFrame({"holder": exhausted["holder"].map(bucket),
-                          "culprit": exhausted["culprit"].map(bucket),
-                          "same_call": same_call.astype(int)})
-    cells = frame.groupby(["holder", "culprit"], sort=False).agg(
-        runs=("same_call", "size"), same_call=("same_call", "sum")).reset_index()
-    keys = [key for key in ranked if key in keep]
-    if (frame[["holder", "culprit"]] == OTHER).any(axis=None):
-        keys.append(OTHER)
-    same_key = int((exhausted["culprit"] == exhausted["holder"]).sum())
-    return HolderCulprit(keys, cells, len(exhausted), int(same_call.sum()), same_key)
-
-
-def run_steps_table(steps: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
-    """The run view's steps table: one row per step in waterfall order."""
-    budget = summary.get("budget_ms")
-    share = steps["consumption_ms"] / float(budget) if not fmt.missing(budget) else np.nan
-    # only an exhausted run has a culprit; elsewhere the step spent the most, nothing more
-    exhausted = summary.get("exhausted")
-    spender = "culprit" if not fmt.missing(exhausted) and bool(exhausted) else \
-        "largest consumer"
-    marks = np.where(steps["span_id"] == summary.get("culprit_span_id"), spender, "")
-    marks = np.where(steps["span_id"] == summary.get("holder_span_id"),
-                     np.where(marks == spender, f"{spender} + holder", "holder"), marks)
-    return pd.DataFrame({
-        # the step's number, as culprit and holder are named (#3, and 3.1 inside it)
-        "#": steps["number"].astype(str),
-        "step": ["  " * int(level) + ("└ " if level else "") + str(key)
-                 for key, level in zip(steps["step_key"], steps["step_level"], strict=True)],
-        "class": steps["step_class"],
-        # what recognised it as a step (the conventions of docs/conventions.md: budget, otel_genai,
-        # http, ...)
-        "from": steps["convention"].map(fmt.text),
-        "role": marks,
-        "start": steps["offset_ms"].map(lambda v: f"+{fmt.duration(v)}"),
-        "duration": steps["duration_ms"].map(fmt.duration),
-        "share": share * 100,  # drawn as a bar with one decimal (docs/metrics.md §4)
-        "allocated": steps["allocated_ms"].map(fmt.duration),
-        "utilisation": steps["utilisation"].map(fmt.percent),
-        # Text, with the one "no value" mark, never Python's None
-        "effect status": steps["effect_status"].map(fmt.text),
-        "idempotency key": steps["idempotency_key"].map(fmt.text),
-        "attempt": steps["attempt"].map(lambda v: fmt.text(v if fmt.missing(v) else int(v))),
-        "span id": steps["span_id"],
-    })
-
-
-def run_log_table(log_records: pd.DataFrame, summary: pd.Series) -> pd.DataFrame:
-    """The run view's log records: time from the run's start, severity, the span (its step key
-    when it is a step), body (cut short) and exception type; at most LOG_RECORDS_SHOWN."""
-    shown = log_records.head(LOG_RECORDS_SHOWN)
-    start = float(summary["start_ns"])
-    return pd.DataFrame({
-        "at": [f"{'+' if t >= start else '-'}{fmt.duration(abs(t - start) / 1e6)}"
-               for t in shown["time_ns"].astype(float)],
-        "severity": [severity_label(n, t) for n, t in
-                     zip(shown["severity_number"], shown["severity_text"], strict=True)],
-        "span": [key if isinstance(key, str) else (span if isinstance(span, str) else "–")
-                 for key, span in zip(shown["step_key"], shown["span_id"], strict=True)],
-        "body": shown["body"].map(short_body),
-        "exception": shown["exception_type"].map(fmt.text),
-    })
-
-
-# ---- the weekly report's page -------------------------------------------------------------
-
-ALL_AGENTS = "all agents"  # the agent cell of a week's row over every agent
-
-_SUMMED = ("runs", "budgeted_runs", "exhausted_runs", "steps", "client_timeouts",
-           "upstream_errors", "refused", "write_steps", "reconciled_writes", "orphan_writes",
-           # docs/metrics.md §11.9's counts
-           "tokens", "incomplete_cost_runs", "unpriced_steps", "unmetered_billable_steps",
-           "usd_budgeted_runs", "usd_exhausted_runs", "token_budgeted_runs",
-           "token_exhausted_runs")
-
-
-def week_bounds(week: str) -> tuple[dt.datetime, dt.datetime]:
-    """An ISO week `2026-W47` as [Monday 00:00 UTC, the next Monday)."""
-    year, number = week.split("-W")
-    monday = dt.datetime.combine(dt.date.fromisocalendar(int(year), int(number), 1),
-                                 dt.time(), dt.UTC)
-    return monday, monday + dt.timedelta(weeks=1)
-
-
-PARTIAL_MARK = "*"  # after a week the range or the present cuts short
-
-
-def week_label(week: str, partial: bool, since: dt.datetime | None = None,
-               until: dt.datetime | None = None) -> str:
-    """A week as the page's tables name it, short enough to leave their columns whole at
-    1400 px: `W47 Nov 16–22`, the ISO week and its days; a week the range or the present cuts
-    short names the days it counts and is marked, `W48 Nov 23–25*`."""
-    start, end = week_bounds(week)
-    first, stop = start, end
-    if partial:
-        first = max(start, since) if since is not None else start
-        stop = min(end, until) if until is not None else end
-    last = max(first, stop - dt.timedelta(microseconds=1))
-    return f"W{week.split('-W')[1]} {_days(first, last)}" + (PARTIAL_MARK if partial else "")
-
-
-def _days(first: dt.datetime, last: dt.datetime) -> str:
-    if first.date() == last.date():
-        return f"{last:%b} {last.day}"
-    if first.month == last.month:
-        return f"{last:%b} {first.day}–{last.day}"
-    return f"{first:%b} {first.day}–{last:%b} {last.day}"
-
-
-def _iso_weeks(starts: pd.Series) -> pd.Series:
-    """Each run's ISO week (`2026-W47`) from its report's `start`."""
-    iso = pd.to_datetime(starts, utc=True, format="ISO8601").dt.isocalendar()
-    return iso["year"].astype(str) + "-W" + iso["week"].astype(int).map("{:02d}".format)
-
-
-def _dollar_sum(values: pd.Series) -> Decimal | None:
-    known = [v for v in values if isinstance(v, Decimal)]
-    return sum(known, Decimal(0)) if known else None
-
-
-def _cost_over_agents(of_week: pd.DataFrame, whole: dict[str, object], cost: pd.DataFrame,
-                      top: pd.DataFrame) -> dict[str, object]:
-    """The weekly report's cost columns (docs/metrics.md §11.9) over all of a week's agents:
-    the week's cost summed exactly, rates divided again, percentiles over the week's runs
-    (`cost`, the cost report's rows of that week), the largest dollar share from the cost
-    attribution of the week's days (`top`). A weekly budget is an agent's: the row over all
-    agents has one only when every agent of the week has one (their sum), else none."""
-    runs = int(whole["usd_budgeted_runs"])  # type: ignore[call-overload]
-    exhausted = int(whole["usd_exhausted_runs"])  # type: ignore[call-overload]
-    spent = top[top["budget_share"] > 0] if not top.empty else top
-    budgets = of_week["weekly_budget_usd"]
-    budget = _dollar_sum(budgets) if budgets.notna().all() else None
-    cost_usd = _dollar_sum(of_week["cost_usd"])
-    return {
-        "cost_usd": cost_usd,
-        "usd_exhaustion_rate": exhausted / runs if runs else np.nan,
-        "cost_utilisation_p50": quantile(cost["cost_utilisation"], 0.50),
-        "cost_utilisation_p90": quantile(cost["cost_utilisation"], 0.90),
-        "cost_utilisation_p99": quantile(cost["cost_utilisation"], 0.99),
-        "overrun_usd": _dollar_sum(of_week["overrun_usd"]),
-        "top_cost_culprit": None if spent.empty else str(spent.iloc[0]["step_key"]),
-        "top_cost_culprit_share": (np.nan if spent.empty
-                                   else float(spent.iloc[0]["budget_share"])),
-        "token_utilisation_p90": quantile(cost["token_utilisation"], 0.90),
-        "weekly_budget_usd": budget,
-        "weekly_budget_utilisation": (float(cost_usd or 0) / float(budget)
-                                      if budget else np.nan),
-    }
-
-
-def weekly_with_all_agents(weekly: pd.DataFrame, runs: pd.DataFrame,
-                           attribution_of: Callable[[dt.datetime, dt.datetime], pd.DataFrame],
-                           since: dt.datetime | None = None,
-                           until: dt.datetime | None = None,
-                           cost: pd.DataFrame | None = None,
-                           cost_attribution_of: Callable[[dt.datetime, dt.datetime],
-                                                         pd.DataFrame] | None = None
-                           ) -> pd.DataFrame:
-    """The weekly report's rows with, before each week's agents, a row over all of them
-    (agent ALL_AGENTS): counts summed, rates divided again, utilisation percentiles over the
-    week's runs (`runs`, the runs report of the same filters) and the largest share from the
-    attribution report of the week's days in range (`attribution_of(start, end)`), each by
-    the weekly report's own definition (docs/metrics.md §7); likewise its cost columns (§11.9)
-    from `cost` (the cost report of the same filters) and `cost_attribution_of`. The CSV stays
-    the report's own rows; this is the page's table only."""
-    if weekly.empty:
-        return weekly
-    run_week = _iso_weeks(runs["start"])
-    cost_week = _iso_weeks(cost["start"]) if cost is not None else None
-    rows = []
-    for week, of_week in weekly.groupby("week", sort=True):
-        whole = {column: int(of_week[column].sum()) for column in _SUMMED
-                 if column in of_week}
-        utilisation = runs.loc[run_week == week, "utilisation"]
-        first, end = week_bounds(str(week))
-        days = (max(first, since) if since else first, min(end, until) if until else end)
-        top = attribution_of(*days)
-        if cost is not None and cost_attribution_of is not None:
-            whole.update(_cost_over_agents(of_week, whole, cost[cost_week == week],
-                                           cost_attribution_of(*days)))
-        whole.update(
-            week=week, agent=ALL_AGENTS,
-            exhaustion_rate=(whole["exhausted_runs"] / whole["budgeted_runs"]
-                             if whole["budgeted_runs"] else np.nan),
-            utilisation_p50=quantile(utilisation, 0.50),
-            utilisation_p90=quantile(utilisation, 0.90),
-            utilisation_p99=quantile(utilisation, 0.99),
-            reconciliation_rate=(whole["reconciled_writes"] / whole["write_steps"]
-                                 if whole["write_steps"] else np.nan),
-            top_culprit=None if top.empty else str(top.iloc[0]["step_key"]),
-            top_culprit_share=np.nan if top.empty else float(top.iloc[0]["budget_share"]),
-            partial_week=bool(of_week["partial_week"].fillna(False).astype(bool).any()))
-        rows.append(pd.DataFrame([whole]))
-        rows.append(of_week)
-    return pd.concat(rows, ignore_index=True)[list(weekly.columns)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import (
+    attribution_summaries,
     columns,
     data,
     drill,
@@ -32,7 +33,7 @@ if notices.no_runs_in_range(ctx):
 summary = data.report("attribution_summary", ctx.filters).iloc[0]
 attribution = data.report("attribution", ctx.filters)
 runs = data.report("runs", ctx.filters)
-matrix = summaries.holder_culprit(runs)
+matrix = attribution_summaries.holder_culprit(runs)
 rate = summary["culprit_is_holder_rate"]
 
 
@@ -86,7 +87,7 @@ st.plotly_chart(figures.share_side_by_side(sides.head(15)), key="side_by_side")
 
 st.subheader("Exhausted runs by culprit")
 key = st.selectbox("Culprit step key", attribution["step_key"], key="culprit_pick")
-blamed = summaries.exhausted_runs_of(runs, key)
+blamed = attribution_summaries.exhausted_runs_of(runs, key)
 # Text with the one "no value" mark (Streamlit shows a missing value as "None")
 tables.table(fmt.readable_table(blamed.assign(outcome=blamed["outcome"].map(fmt.text),
                                             start=blamed["start"].map(fmt.instant))),

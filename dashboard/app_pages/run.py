@@ -18,13 +18,14 @@ from dashboard import (
     links,
     page_context,
     run_figures,
+    run_summaries,
     sidebar,
     summaries,
     tables,
 )
 from dashboard.metrics import Metric, headline
 from queries import run_compare, run_cost, run_story
-from queries.run_view import RunNotFound
+from queries.run_view import LOG_RECORDS_SHOWN, RunNotFound
 
 SIMULATE_PAGE = "app_pages/simulate.py"
 BUDGETS_PAGE = "app_pages/budgets.py"
@@ -242,7 +243,7 @@ else:
                     on_select=open_clicked_step, selection_mode="points")
     st.caption("Click a step's bar to open its details below.")
     st.subheader("Steps")
-    table = summaries.run_steps_table(view.steps, run)
+    table = run_summaries.run_steps_table(view.steps, run)
     # What on-call reads first fits the page at 1400 px without a horizontal scroll; what
     # recognised each step, the write fields and the span ids are one click away, below.
     height = min(38 + 35 * len(view.steps), 740)
@@ -374,11 +375,11 @@ st.subheader("Log records")
 if view.log_records.empty:
     st.caption("No OTLP log records for this run's trace.")
 else:
-    more = len(view.log_records) > summaries.LOG_RECORDS_SHOWN
+    more = len(view.log_records) > LOG_RECORDS_SHOWN
     st.caption(fmt.escape_md(
-        f"The first {summaries.LOG_RECORDS_SHOWN} log records of this run's trace, by time"
+        f"The first {LOG_RECORDS_SHOWN} log records of this run's trace, by time"
         if more else f"{fmt.plural(len(view.log_records), 'log record')} of this run's "
                      "trace, by time")
         + " (a record with exception.type counts as its span's exception, docs/metrics.md §3).")
-    tables.table(summaries.run_log_table(view.log_records, run), hide_index=True,
+    tables.table(run_summaries.run_log_table(view.log_records, run), hide_index=True,
                  key="log_records_table")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import columns, data, fmt, page_context, summaries, tables
+from dashboard import columns, data, fmt, page_context, tables, weekly_summaries
 from dashboard.exports import cli_command, csv_file_name
 from dashboard.filters import FULL_WEEKS
 from queries.filters import Filters
@@ -52,25 +52,26 @@ else:
     # reads the steps and writes side. Each week opens with its row over all agents, then its
     # agents' rows (the CSV above keeps the report's own rows); the week names its days, and
     # a week the range cuts short says so and which days it counts, in both tables.
-    shown = summaries.weekly_with_all_agents(
+    shown = weekly_summaries.weekly_with_all_agents(
         weekly, data.report("runs", ctx.filters),
         lambda start, end: data.report("attribution", Filters(start, end, ctx.filters.agent)),
         ctx.filters.since, ctx.filters.until, data.report("cost", ctx.filters),
         lambda start, end: data.report("cost_attribution",
                                        Filters(start, end, ctx.filters.agent)))
-    shown["week"] = [summaries.week_label(str(week), bool(partial), ctx.filters.since,
-                                          ctx.filters.until)
+    shown["week"] = [weekly_summaries.week_label(str(week), bool(partial), ctx.filters.since,
+                                                 ctx.filters.until)
                      for week, partial in zip(shown["week"], shown["partial_week"].fillna(False),
                                               strict=True)]
     height = tables.table_height(len(shown), most=60)
     labels = {**columns.config("weekly", weekly.columns),
               "week": st.column_config.TextColumn(
                   "week", help="ISO week (UTC, Monday to Sunday) and its days; "
-                  f"{summaries.PARTIAL_MARK} a partial week: the time range or the present cuts "
-                  "it short, and the days are those it counts (partial_week in the CSV)")}
+                  f"{weekly_summaries.PARTIAL_MARK} a partial week: the time range or the "
+                  "present cuts it short, and the days are those it counts (partial_week in "
+                  "the CSV)")}
     if len(partial):
-        st.caption(fmt.escape_md(summaries.PARTIAL_MARK) + " after a week: a partial week, "
-                   "whose days are those the time range counts, not the whole week.")
+        st.caption(fmt.escape_md(weekly_summaries.PARTIAL_MARK) + " after a week: a partial "
+                   "week, whose days are those the time range counts, not the whole week.")
     st.subheader("Runs")
     tables.table(fmt.readable_table(shown), hide_index=True, key="weekly_table",
                  height=height, column_config=labels,

@@ -28,6 +28,7 @@ def warm() -> None:
     # Every module a page imports (dashboard/app_pages/*.py): each page's first visit would
     # otherwise import its own, from source when no bytecode is cached.
     from dashboard import (  # noqa: F401 - imported for their import cost only
+        attribution_summaries,
         colors,
         columns,
         compare_figures,
@@ -44,10 +45,12 @@ def warm() -> None:
         page_context,
         run_figures,
         run_search_params,
+        run_summaries,
         sidebar,
         simulation_figures,
         summaries,
         tables,
+        weekly_summaries,
     )
     from queries import (  # noqa: F401
         render,

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from budgetscope.cli import cli
-from dashboard import cost_summaries, fmt, summaries
+from dashboard import cost_summaries, fmt, weekly_summaries
 from queries import run_cost
 from queries.filters import Filters
 from queries.render import to_csv_bytes
@@ -254,14 +254,14 @@ def test_each_weeks_row_over_all_agents_sums_its_cost(db: str) -> None:
     weekly = query(db, "weekly")
     cost = _cost(db)
     starts = pd.to_datetime(cost["start"], utc=True)
-    whole = shown[shown["agent"] == summaries.ALL_AGENTS].reset_index(drop=True)
+    whole = shown[shown["agent"] == weekly_summaries.ALL_AGENTS].reset_index(drop=True)
     for (_, row), (week, of_week) in zip(whole.iterrows(), weekly.groupby("week"),
                                          strict=True):
         assert row["cost_usd"] == sum(of_week["cost_usd"], Decimal(0))
         assert row["tokens"] == of_week["tokens"].sum()
         assert row["usd_exhaustion_rate"] == pytest.approx(
             of_week["usd_exhausted_runs"].sum() / of_week["usd_budgeted_runs"].sum())
-        start, end = summaries.week_bounds(week)
+        start, end = weekly_summaries.week_bounds(week)
         in_week = cost[(starts >= start) & (starts < end)]
         assert row["cost_utilisation_p90"] == pytest.approx(
             in_week["cost_utilisation"].dropna().quantile(0.9))
@@ -282,8 +282,8 @@ def test_one_agents_row_over_all_agents_is_its_own(db: str) -> None:
                "cost_utilisation_p50", "cost_utilisation_p90", "cost_utilisation_p99",
                "top_cost_culprit", "top_cost_culprit_share", "token_budgeted_runs",
                "token_exhausted_runs", "token_utilisation_p90"]
-    whole = shown[shown["agent"] == summaries.ALL_AGENTS][columns].reset_index(drop=True)
-    agent = shown[shown["agent"] != summaries.ALL_AGENTS][columns].reset_index(drop=True)
+    whole = shown[shown["agent"] == weekly_summaries.ALL_AGENTS][columns].reset_index(drop=True)
+    agent = shown[shown["agent"] != weekly_summaries.ALL_AGENTS][columns].reset_index(drop=True)
     pd.testing.assert_frame_equal(whole, agent, check_dtype=False)
     assert whole["usd_exhausted_runs"].sum() > 0
 
@@ -342,7 +342,7 @@ def test_weekly_budgets_are_lines_and_sum_over_agents(weekly_budgets: str) -> No
     assert sorted(s["y0"] for s in figure["layout"]["shapes"]) == [1, 1, 3, 10]
     at = open_page("weekly")
     shown = at.dataframe[2].value.reset_index(drop=True)
-    whole = shown[shown["agent"] == summaries.ALL_AGENTS]
+    whole = shown[shown["agent"] == weekly_summaries.ALL_AGENTS]
     assert set(whole["weekly_budget_usd"]) == {Decimal(15)}
     for _, row in whole.iterrows():
         assert row["weekly_budget_utilisation"] == pytest.approx(float(row["cost_usd"]) / 15)

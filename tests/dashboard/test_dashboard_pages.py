@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from budgetscope.cli import cli
-from dashboard import data, fmt, sidebar, summaries
+from dashboard import data, fmt, sidebar, weekly_summaries
 from dashboard.config import DashboardConfig, configure
 from queries import run_story
 from queries.filters import Filters
@@ -197,7 +197,7 @@ def test_reconciliation_numbers_equal_the_queries(db: str) -> None:
 def _agents_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The weekly page's rows of the report itself (each week's row over all agents left
     out), its week as the report writes it."""
-    rows = table[table["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
+    rows = table[table["agent"] != weekly_summaries.ALL_AGENTS].reset_index(drop=True)
     return rows.assign(week=rows["week"].str.split(" ").str[0])
 
 
@@ -222,7 +222,7 @@ def test_weekly_honours_the_agent_filter(db: str) -> None:
     at = open_page("weekly", {**PARAMS, "agent": "support-agent"})
     weekly = query(db, "weekly", Filters.parse(ui.SINCE, ui.UNTIL, "support-agent"))
     table = at.dataframe[0].value
-    assert set(table["agent"]) == {"support-agent", summaries.ALL_AGENTS}
+    assert set(table["agent"]) == {"support-agent", weekly_summaries.ALL_AGENTS}
     pd.testing.assert_frame_equal(_agents_rows(table).drop(columns="week"),
                                   weekly.drop(columns="week"))
     assert at.query_params["agent"] in ("support-agent", ["support-agent"])

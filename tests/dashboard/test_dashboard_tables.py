@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import fmt, summaries
+from dashboard import fmt, weekly_summaries
 from queries import reports
 from queries.filters import Filters
 from store import connect
@@ -68,7 +68,8 @@ def test_weekly_tables_are_the_report_with_headers_that_say_what_they_count(db: 
     for table in tables:
         shown_rows = table.value.reset_index(drop=True)
         # each week's row over all agents first, then the report's own rows of that week
-        agents = shown_rows[shown_rows["agent"] != summaries.ALL_AGENTS].reset_index(drop=True)
+        agents = shown_rows[shown_rows["agent"] != weekly_summaries.ALL_AGENTS].reset_index(
+            drop=True)
         pd.testing.assert_frame_equal(agents.drop(columns="week"), weekly.drop(columns="week"))
         # the week names its days, and a partial week says so, in every table
         for label, week, partial in zip(agents["week"], weekly["week"],
@@ -109,7 +110,7 @@ def test_each_week_has_a_row_over_all_agents(db: str) -> None:
     table = at.dataframe[0].value.reset_index(drop=True)
     weekly = query(db, "weekly")
     runs = query(db, "runs")
-    whole = table[table["agent"] == summaries.ALL_AGENTS]
+    whole = table[table["agent"] == weekly_summaries.ALL_AGENTS]
     assert len(whole) == weekly["week"].nunique()
     for (_, row), (week, of_week) in zip(whole.iterrows(), weekly.groupby("week"),
                                          strict=True):
@@ -117,7 +118,7 @@ def test_each_week_has_a_row_over_all_agents(db: str) -> None:
         assert row["exhausted_runs"] == of_week["exhausted_runs"].sum()
         assert row["exhaustion_rate"] == pytest.approx(
             of_week["exhausted_runs"].sum() / of_week["budgeted_runs"].sum())
-        start, end = summaries.week_bounds(week)
+        start, end = weekly_summaries.week_bounds(week)
         in_week = runs[(pd.to_datetime(runs["start"], utc=True) >= start)
                        & (pd.to_datetime(runs["start"], utc=True) < end)]
         assert row["utilisation_p99"] == pytest.approx(

@@ -158,7 +158,7 @@ def test_the_run_view_and_the_run_command_say_what_recognised_each_step(tmp_path
     from click.testing import CliRunner
 
     from budgetscope.cli import cli
-    from dashboard.summaries import run_steps_table
+    from dashboard.run_summaries import run_steps_table
     from queries.run_view import load_run
 
     b = TraceBuilder(seed=7)

@@ -1,9 +1,10 @@
 """What an endpoint on the OTLP/HTTP port is: the route table's entries (path → Endpoint).
 
-The server (http_receiver.py) owns the framing, the limits and the threads; an endpoint only
-says which methods it takes, may refuse a request from its head alone (`admit`, on the event
-loop: quick, before the body is read), and answers the whole request (`respond`, in a worker
-thread: it may decode and wait for a commit). Adding an endpoint is one entry in the table.
+The port (http_receiver.py, http_server.py, http_exchange.py) owns the framing, the limits and
+the threads; an endpoint only says which methods it takes, may refuse a request from its head
+alone (`admit`, on the event loop: quick, before the body is read), and answers the whole
+request (`respond`, in a worker thread: it may decode and wait for a commit). Adding an
+endpoint is one entry in the table.
 
 An endpoint whose `streams` is true may write its answer as it makes it, through the request's
 `stream` (AnswerStream: start, then write pieces; a write waits while the client has not

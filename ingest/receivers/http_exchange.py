@@ -1,15 +1,10 @@
 """One request on the OTLP/HTTP port, from its head to its answer (Exchange: tornado's
-HTTPMessageDelegate for it, on the event loop's thread):
-- refused from its head: routes (http_routes.py), and every route but the exports and the
-  probes answers only known Host names and same-origin browsers (host_check.py), before its
-  own checks; wrong tokens throttled (auth.FailedTokens); framing tornado would refuse with a
-  bare 400 refused with a message;
-- its body read under the limits: 413 before reading a byte when Content-Length says so, or as
-  soon as a chunked body passes it (gzip is counted after decompression, in the endpoint); the
-  body within `body_timeout` (400); bytes of bodies still arriving capped (503 + Retry-After);
-  requests in progress capped (503 + Retry-After);
-- answered from the pool that answers it (http_receiver.py), whole or streamed as it is made
-  (the worker's side of a streamed answer: http_answer_stream.py).
+HTTPMessageDelegate for it, on the event loop's thread): refused from its head
+(http_admission.py) or read under the limits: 413 as soon as a chunked body passes the body
+limit (gzip is counted after decompression, in the endpoint); the body within `body_timeout`
+(400); bytes of bodies still arriving capped (503 + Retry-After); requests in progress capped
+(503 + Retry-After); then answered from the pool that answers it (http_receiver.py), whole or
+streamed as it is made (the worker's side of a streamed answer: http_answer_stream.py).
 """
 
 from __future__ import annotations
@@ -17,71 +12,35 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import re
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from http import HTTPStatus
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from tornado import httputil
-from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream, StreamClosedError
 
-from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.bounded_pool import BoundedPool, PoolFull
-from ingest.receivers.connection_guards import (
-    LINGER_BYTES,
-    LINGER_SECONDS,
-    ConnectionTable,
-    Lingering,
-    ReceivingBytes,
+from ingest.receivers.connection_guards import LINGER_BYTES, LINGER_SECONDS
+from ingest.receivers.http_admission import (
+    BODY_METHODS,
+    admission,
+    body_limit,
+    note_token,
+    shutting_down,
+    wire_limit,
 )
-from ingest.receivers.host_check import HostPolicy, headers_of
 from ingest.receivers.http_answer_stream import WindowedAnswerStream
+from ingest.receivers.http_port import Port
 from ingest.receivers.http_routes import Endpoint, Head, Reply, Request, status_reply
 from ingest.receivers.http_wire import SpelledHeaders, phrase, response_bytes
-from ingest.receivers.limits import BodyTooLarge, Limits
-from ingest.receivers.span_intake import RETRY_AFTER_UNAVAILABLE
+from ingest.receivers.limits import BodyTooLarge
 from ingest.receivers.status import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE
 
 # The logger the exchange wrote to while it was part of http_receiver.py: its lines keep it.
 _LOG = logging.getLogger("ingest.receivers.http_receiver")
-_DIGITS = re.compile(r"[0-9]+")
-BODY_METHODS = ("POST", "PUT", "PATCH")
 # Seconds a client refused for a full server (requests in progress, bytes arriving) waits.
 _RETRY_AFTER_BUSY = 1
-
-
-class Port(Protocol):
-    """What the exchange and the server use of the port (http_receiver.HttpReceiver), which
-    they cannot import: it imports them."""
-
-    token: BearerToken
-    limits: Limits
-    failed_tokens: FailedTokens
-    hosts: HostPolicy
-    stopping: bool
-    routes: dict[str, Endpoint]
-    connections: ConnectionTable
-    receiving: ReceivingBytes
-    lingering: Lingering
-    in_progress: int
-    export_pool: ThreadPoolExecutor
-    page_pool: ThreadPoolExecutor
-    io_loop: IOLoop | None
-
-    def count_refusal(self, head: Head, reply: Reply) -> None: ...
-
-
-def _wire_limit(head: Head, max_body_bytes: int) -> int:
-    """Most body bytes accepted on the wire. A gzip body's limit is counted after inflating
-    it (in the endpoint); deflate grows incompressible data by under 0.1 %, so a compressed
-    body longer than this cannot inflate to fewer than `max_body_bytes`."""
-    if (head.headers.get("Content-Encoding") or "").strip().lower() == "gzip":
-        return max_body_bytes + max_body_bytes // 1024 + 1024
-    return max_body_bytes
 
 
 class Exchange(httputil.HTTPMessageDelegate):
@@ -117,11 +76,11 @@ class Exchange(httputil.HTTPMessageDelegate):
         peer = getattr(self.connection.context, "remote_ip", "") or ""
         head = self.head = Head(start_line.method.upper(), split.path, split.query, headers,
                                 peer)
-        refusal = self._refusal(head)
+        self.endpoint, refusal = admission(receiver, head)
         if refusal is not None:
             self._refuse_unread(head, refusal)
             return
-        self.limit = _wire_limit(head, self._body_limit())
+        self.limit = wire_limit(head, body_limit(receiver.limits, self.endpoint))
         # Tornado refuses a chunked body whose declared sizes pass its limit with a bare 400,
         # before a byte of the chunk is read; past ours by less, data_received refuses it
         # with a 413 that says so. A chunk declaring more than that is hostile: the bare 400.
@@ -144,7 +103,7 @@ class Exchange(httputil.HTTPMessageDelegate):
         if self.received > self.limit:
             self._refuse_reading(status_reply(
                 head, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
-                str(BodyTooLarge(self._body_limit()))))
+                str(BodyTooLarge(body_limit(self.receiver.limits, self.endpoint)))))
             return
         if not self.receiver.receiving.take(len(chunk)):
             self._refuse_reading(status_reply(
@@ -187,7 +146,7 @@ class Exchange(httputil.HTTPMessageDelegate):
         except RuntimeError:  # the pool is shut down: the server is stopping
             if endpoint.exports:
                 receiver.in_progress -= 1
-            self._answer(self._shutting_down(head))
+            self._answer(shutting_down(head))
             return
         receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
 
@@ -201,7 +160,7 @@ class Exchange(httputil.HTTPMessageDelegate):
                                {"Retry-After": str(_RETRY_AFTER_BUSY)}, str(full)))
             return
         except RuntimeError:  # shut down: the server is stopping
-            self._answer(self._shutting_down(head))
+            self._answer(shutting_down(head))
             return
         self.receiver.io_loop.add_future(future, self._responded)  # type: ignore[union-attr]
 
@@ -220,97 +179,6 @@ class Exchange(httputil.HTTPMessageDelegate):
         self._cancel_timer()
         self._give_back()
         self.parts = []
-
-    # ------------------------------------------------------------------------- decisions
-    def _refusal(self, head: Head) -> Reply | None:
-        receiver = self.receiver
-        if receiver.stopping:
-            return self._shutting_down(head)
-        endpoint = receiver.routes.get(head.path)
-        if endpoint is None:
-            exports = sorted(path for path, entry in receiver.routes.items() if entry.otlp)
-            return status_reply(head, HTTPStatus.NOT_FOUND, INVALID_ARGUMENT,
-                                f"no such endpoint {head.path!r}; "
-                                f"exports go to {', '.join(exports)}")
-        if head.method not in endpoint.methods:
-            allowed = ", ".join(endpoint.methods)
-            return status_reply(head, HTTPStatus.METHOD_NOT_ALLOWED, INVALID_ARGUMENT,
-                                f"use {allowed} {head.path}", {"Allow": allowed})
-        self.endpoint = endpoint
-        if not (endpoint.otlp or endpoint.probe):
-            # Before the token: a rebound page must not even learn whether a guess was right.
-            refused = receiver.hosts.refusal(headers_of(head.headers, "Host"),
-                                             headers_of(head.headers, "Origin"))
-            if refused is not None:
-                return Reply(int(HTTPStatus.FORBIDDEN), "application/json",
-                             (json.dumps({"error": refused}) + "\n").encode(), {}, refused)
-        throttled = self._throttled(head)
-        if throttled is not None:
-            return throttled
-        refusal = endpoint.admit(head)
-        if refusal is not None:
-            self._note_token(refusal)
-        if refusal is not None or head.method not in BODY_METHODS:
-            return refusal
-        return self._framing_refusal(head)
-
-    def _throttled(self, head: Head) -> Reply | None:
-        """429 for a wrong token from a client that sent too many wrong ones (auth.FailedTokens),
-        not counted; the right token is let through, whoever else guessed from its address."""
-        receiver = self.receiver
-        authorization = head.headers.get("Authorization")
-        probe = self.endpoint is not None and self.endpoint.probe
-        if not receiver.token.required or probe or authorization is None:
-            return None
-        wait = receiver.failed_tokens.wait(head.peer)
-        if not wait or receiver.token.allows(authorization):
-            return None
-        seconds = math.ceil(wait)
-        return status_reply(head, HTTPStatus.TOO_MANY_REQUESTS, RESOURCE_EXHAUSTED,
-                            f"too many wrong tokens from {head.peer}; the next may be tried in "
-                            f"{seconds} s", retry_after=seconds)
-
-    def _note_token(self, reply: Reply) -> None:
-        """A 401 to a request that carried a token: a wrong token from this client."""
-        head = self.head
-        if reply.status == HTTPStatus.UNAUTHORIZED and head is not None \
-                and head.headers.get("Authorization") is not None:
-            self.receiver.failed_tokens.failed(head.peer)
-
-    def _framing_refusal(self, head: Head) -> Reply | None:
-        """What tornado would refuse with a bare 400, refused with a message instead."""
-        headers = head.headers
-        transfer = headers.get("Transfer-Encoding")
-        length = headers.get("Content-Length")
-        if transfer is not None:
-            if length is not None:
-                return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
-                                    "both Content-Length and Transfer-Encoding")
-            if transfer.strip().lower() != "chunked":
-                return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
-                                    f"unsupported Transfer-Encoding {transfer!r}")
-            return None
-        if length is None:
-            return status_reply(head, HTTPStatus.LENGTH_REQUIRED, INVALID_ARGUMENT,
-                                "Content-Length or chunked Transfer-Encoding required")
-        if not _DIGITS.fullmatch(length.strip()):
-            return status_reply(head, HTTPStatus.BAD_REQUEST, INVALID_ARGUMENT,
-                                f"bad Content-Length {length!r}")
-        if int(length) > _wire_limit(head, self._body_limit()):
-            # Refused before reading a byte of it.
-            return status_reply(head, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, RESOURCE_EXHAUSTED,
-                                str(BodyTooLarge(self._body_limit())))
-        return None
-
-    def _body_limit(self) -> int:
-        limit = self.receiver.limits.max_body_bytes
-        own = self.endpoint.max_body_bytes if self.endpoint is not None else None
-        return limit if own is None else min(limit, own)
-
-    @staticmethod
-    def _shutting_down(head: Head) -> Reply:
-        return status_reply(head, HTTPStatus.SERVICE_UNAVAILABLE, UNAVAILABLE,
-                            "server is shutting down", retry_after=RETRY_AFTER_UNAVAILABLE)
 
     def _too_slow(self) -> None:
         self._timer = None
@@ -376,7 +244,7 @@ class Exchange(httputil.HTTPMessageDelegate):
             if reply.streamed or (streaming is not None and streaming.started):
                 self._end_stream(complete=reply.streamed)
                 return
-        self._note_token(reply)  # a page's own token check (/metrics)
+        note_token(self.receiver, head, reply)  # a page's own token check (/metrics)
         self._answer(reply)
 
     def _answer(self, reply: Reply) -> None:

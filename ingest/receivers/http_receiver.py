@@ -12,9 +12,11 @@ no thread. On top of it:
   busy writer never delay a health check; an endpoint with a bounded pool of its own
   (`Endpoint.pool`: serve's read API, /budgets) is answered there, so that it never takes an
   export's slot. Commits go through the single group-commit writer;
-- the server and its connection limits: http_server.py; one request from its head to its
-  answer, and the limits on its body: http_exchange.py; an answer streamed from its worker
-  thread as it is made: http_answer_stream.py; how an answer is spelled: http_wire.py.
+- the server and its connection limits: http_server.py; what is decided from a request's head
+  alone: http_admission.py; one request from its head to its answer, its body read under the
+  limits: http_exchange.py; an answer streamed from its worker thread as it is made:
+  http_answer_stream.py; how an answer is spelled: http_wire.py; what they use of the
+  receiver: http_port.py.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from ingest.receivers.auth import BearerToken, FailedTokens
 from ingest.receivers.connection_guards import ConnectionTable, Lingering, ReceivingBytes
 from ingest.receivers.counters import HTTP_REASONS
 from ingest.receivers.host_check import HostPolicy, LoopbackHosts
+from ingest.receivers.http_admission import BODY_METHODS
 from ingest.receivers.http_answer_stream import STREAM_WINDOW
-from ingest.receivers.http_exchange import BODY_METHODS
 from ingest.receivers.http_routes import Endpoint, Head, Reply
 from ingest.receivers.http_server import LimitedServer
 from ingest.receivers.limits import Limits

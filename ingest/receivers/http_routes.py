@@ -1,8 +1,8 @@
 """What an endpoint on the OTLP/HTTP port is: the route table's entries (path → Endpoint).
 
-The port (http_receiver.py, http_server.py, http_exchange.py) owns the framing, the limits and
-the threads; an endpoint only says which methods it takes, may refuse a request from its head
-alone (`admit`, on the event loop: quick, before the body is read), and answers the whole
+The port (http_receiver.py and the http_*.py modules beside it) owns the framing, the limits
+and the threads; an endpoint only says which methods it takes, may refuse a request from its
+head alone (`admit`, on the event loop: quick, before the body is read), and answers the whole
 request (`respond`, in a worker thread: it may decode and wait for a commit). Adding an
 endpoint is one entry in the table.
 

@@ -16,7 +16,8 @@ from tornado.iostream import IOStream
 
 from ingest.receivers.acceptor import Acceptor
 from ingest.receivers.connection_guards import REFUSED_CONNECTION
-from ingest.receivers.http_exchange import Exchange, Port
+from ingest.receivers.http_exchange import Exchange
+from ingest.receivers.http_port import Port
 
 _MAX_HEAD_BYTES = 64 * 1024
 

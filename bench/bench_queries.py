@@ -15,7 +15,9 @@ skipped when the files exist), then prints, on that database:
   exhausted runs: each report timed again there, then `report cost`, `cost-attribution` and
   `weekly` against `report runs`, interleaved call by call, as wall and CPU time: the report
   alone, the report then its CSV bytes (the dashboard's download), and the CSV as the CLI
-  writes it (the query's result in pieces), each with its ratio to `report runs`;
+  writes it (the query's result in pieces), each with its ratio to `report runs`; then the
+  same four as commands, `budgetscope report NAME --out FILE` a whole process each (start-up,
+  imports, query, CSV), interleaved, the children's CPU from the operating system;
 - the derivation's share of ingest: a further generated file loaded in 512-span batches into a
   copy of the database, each batch written without the hook and then derived in its own
   transaction, both timed; derivation as a percentage of the write alone and of the whole
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -172,6 +175,35 @@ def bench_cost_ratios(con: duckdb.DuckDBPyConnection, repeat: int) -> None:
               f"cpu {c:7.1f} ms ({c_ratio:.2f}x runs)", flush=True)
 
 
+def bench_report_commands(db: Path, workdir: Path, repeat: int) -> None:
+    """`budgetscope report NAME` as a user runs it, a whole process each (start-up, imports, the
+    query, the CSV written to a file), interleaved (runs, cost, ..., runs, cost, ...); CPU is
+    the operating system's account of each finished child (user + system), wall from outside."""
+    names = ("runs", "cost", "cost-attribution", "weekly")
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    # the CLI's entry point run from this tree's root, which `-c` puts first on sys.path: under
+    # bench/ab.py each side runs its own product (the installed script would run this checkout's)
+    command = [PYTHON, "-c", "import sys; from budgetscope.cli import main; sys.exit(main())"]
+    out = workdir / "report-command.csv"
+    for round_ in range(repeat + 1):  # the first round warms the page cache, untimed
+        for name in names:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run([*command, "--db", str(db), "report", name, "--out", str(out)],
+                           check=True, cwd=ROOT)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if round_:
+                wall[name].append((time.perf_counter() - started) * 1e3)
+                cpu[name].append((after.ru_utime - before.ru_utime
+                                  + after.ru_stime - before.ru_stime) * 1e3)
+    for name in names:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        print(f"{'budgetscope report ' + name + ', whole process':<48} wall {w:7.1f} ms "
+              f"({w / statistics.median(wall['runs']):.2f}x runs)   cpu {c:7.1f} ms "
+              f"({c / statistics.median(cpu['runs']):.2f}x runs)", flush=True)
+
+
 def with_cost_budgets(db: Path) -> Path:
     """A copy of `db` whose default dollar and token budgets sit at the 60th percentile of its
     runs' cost and tokens (made once, kept beside it), re-measured as `budgets set` does."""
@@ -307,6 +339,7 @@ def main() -> None:
         bench_run_lookup(con, args.lookups)
         bench_cost_ratios(con, max(args.repeat, 9))
         con.close()
+        bench_report_commands(with_cost_budgets(db), args.workdir, max(args.repeat, 9))
     if args.replicate:
         bench_run_lookup_replicated(db, args.replicate, args.lookups)
     if not args.skip_derivation:

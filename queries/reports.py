@@ -222,6 +222,13 @@ _REPORT_QUERIES = {"weekly": "weekly_report", "runs": "runs_report",
                    "cost-attribution": "cost_attribution_report", "models": "models_report"}
 
 
+# DuckDB vectors (2,048 rows each) a piece: every piece pays a fixed cost (a frame built, its
+# amounts made dollars, its fields made), which at one vector was ~30 % of a report's CPU as
+# CSV. Four: `report runs` of 50,000 runs as the CLI writes it 472 → 336 ms CPU (bench/README.md,
+# "Tokens and dollars: the cost reports"), a piece still a few thousand rows of memory.
+PIECE_VECTORS = 4
+
+
 def report_pieces(con: Connection, name: str, filters: Filters = NO_FILTERS,
                   now: dt.datetime | None = None,
                   dimension: str = USD) -> Iterator[pd.DataFrame]:
@@ -230,5 +237,6 @@ def report_pieces(con: Connection, name: str, filters: Filters = NO_FILTERS,
     it is read, whatever the report's size. `dimension`: cost-attribution's (`--dimension`)."""
     extra = (_weekly_now(now) if name == "weekly"
              else _dimension(dimension) if name == "cost-attribution" else {})
-    for piece in frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra}):
+    for piece in frames(con, _REPORT_QUERIES[name], {**filters.parameters(), **extra},
+                        vectors=PIECE_VECTORS):
         yield _with_dollars(piece)

@@ -9,7 +9,6 @@ import asyncio
 import http.client
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +16,8 @@ import pytest
 import websockets
 
 from tests.support import ui
-from tests.support.serve import start_serve, stop
+from tests.support.serve import CLI, environment_with_token, start_serve, stop
 from tests.support.ui import TOKEN, tiny_db
-
-CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")
@@ -297,11 +294,10 @@ def test_serve_guards_its_dashboard_too(db: str, tmp_path: Path) -> None:
 def test_no_token_beyond_loopback_is_refused(tmp_path: Path, command: list[str],
                                              host: str) -> None:
     db = tiny_db(tmp_path / "t.duckdb")
-    env = {key: value for key, value in __import__("os").environ.items()
-           if key != "BUDGETSCOPE_TOKEN"}
     try:
         result = subprocess.run([*CLI, "--db", db, *command, "--host", host],
-                                capture_output=True, text=True, env=env, timeout=60)
+                                capture_output=True, text=True,
+                                env=environment_with_token(None), timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{command} on {host} started with no token")
     assert result.returncode == 2, result.stderr

@@ -8,22 +8,24 @@ the moment of the answer; and as real processes (`serve` and the CLI) for a user
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import SpanExportResult
 
 from budgetscope.server.prices_endpoint import PATH, PricesEndpoint
-from ingest.receivers.service import ReceiverConfig, Receivers
-from store import DatabaseOwner, DeclaredPrices
+from store import DeclaredPrices
 from tests.support.cost_rows import nano
-from tests.support.serve import CLI, ServedEndpoint, start_serve, stop, stored
+from tests.support.serve import (
+    ServedEndpoint,
+    cli_as,
+    serving_endpoint,
+    start_serve,
+    stop,
+    stored,
+)
 from tests.support.trace_builder import TraceBuilder, open_db, store
 
 TOKEN = "prices-token-0123456"
@@ -45,27 +47,9 @@ class Served(ServedEndpoint):
     runs_sql = "SELECT cost_nano, cost_complete FROM runs"
 
 
-@contextmanager
-def _serving(folder: Path) -> Iterator[Served]:
-    owner = DatabaseOwner(folder / "served.duckdb")
-    receivers = Receivers(owner, ReceiverConfig(http_port=0, grpc_port=0, token=TOKEN,
-                                                routes=lambda parts: {PATH: PricesEndpoint(
-                                                    DeclaredPrices(owner, parts.writer),
-                                                    parts.token)}), derive=True)
-    receivers.start()
-    try:
-        exporter = OTLPSpanExporter(endpoint=receivers.http_endpoint,
-                                    headers={"Authorization": f"Bearer {TOKEN}"})
-        assert exporter.export(acme_spans().finished()) == SpanExportResult.SUCCESS
-        exporter.shutdown()
-        served = Served(owner, receivers)
-        deadline = time.monotonic() + 30  # derived beside the writer, within about a second
-        while not served.runs() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield served
-    finally:
-        receivers.stop(10)
-        owner.close()
+def _serving(folder: Path) -> AbstractContextManager[Served]:
+    return serving_endpoint(Served, folder, lambda owner, parts: PricesEndpoint(
+        DeclaredPrices(owner, parts.writer), parts.token), acme_spans(), runs=1)
 
 
 @pytest.fixture
@@ -132,11 +116,7 @@ def test_the_endpoint_needs_the_token_and_json(refusing):
 
 
 def _cli(db: Path, *arguments: str, token: str | None = None) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
-    if token:
-        env["BUDGETSCOPE_TOKEN"] = token
-    return subprocess.run([*CLI, "--db", str(db), "prices", *arguments], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return cli_as(db, "prices", *arguments, token=token)
 
 
 @pytest.mark.slow

@@ -4,26 +4,23 @@ header; a non-ASCII one locked every client out without a word; `--token a` was 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from budgetscope.cli import main; main()"]
+from tests.support.serve import CLI, environment_with_token
+
 # A refused start takes the import time; a start that was not refused runs until killed.
 TIMEOUT = 60
 
 
 def _start(tmp_path: Path, *args: str, env_token: str | None = None
            ) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
-    if env_token is not None:
-        env["BUDGETSCOPE_TOKEN"] = env_token
     try:
         return subprocess.run([*CLI, "--db", str(tmp_path / "t.duckdb"), *args],
-                              capture_output=True, text=True, env=env, timeout=TIMEOUT)
+                              capture_output=True, text=True,
+                              env=environment_with_token(env_token), timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{args} started instead of refusing the token")
 

@@ -14,14 +14,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import EllipsisType
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import grpc
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.receivers.service import Receivers
+from ingest.receivers.http_routes import Endpoint
+from ingest.receivers.service import ReceiverConfig, ReceiverParts, Receivers
 from store import DatabaseOwner, connect, serve_sidecar_path
 from tests.support.receivers import raw_request
 from tests.support.trace_builder import TraceBuilder, open_db, store
@@ -31,14 +37,21 @@ EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 START_TIMEOUT = 90  # seconds; imports are slow on a loaded 2-core machine
 
 
+def environment_with_token(token: str | None) -> dict[str, str]:
+    """This process's environment for a child, with BUDGETSCOPE_TOKEN set to `token`, or unset
+    when it is None (whatever the test's own environment holds)."""
+    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
+    if token is not None:
+        env["BUDGETSCOPE_TOKEN"] = token
+    return env
+
+
 def start_serve(db: Path, *flags: str, token: str | None = None
                 ) -> tuple[subprocess.Popen[str], dict]:
-    env = {key: value for key, value in os.environ.items() if key != "BUDGETSCOPE_TOKEN"}
-    if token:
-        env["BUDGETSCOPE_TOKEN"] = token
     process = subprocess.Popen(
         [*CLI, "--db", str(db), "serve", "--otlp-http-port", "0", "--otlp-grpc-port", "0",
-         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+         *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment_with_token(token))
     sidecar = serve_sidecar_path(db)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -165,3 +178,41 @@ class ServedEndpoint:
             return cursor.execute(self.runs_sql).fetchall()
         finally:
             cursor.close()
+
+
+Served = TypeVar("Served", bound=ServedEndpoint)
+
+
+@contextmanager
+def serving_endpoint(served: type[Served], folder: Path,
+                     endpoint: Callable[[DatabaseOwner, ReceiverParts], Endpoint],
+                     spans: TraceBuilder, runs: int) -> Iterator[Served]:
+    """Receivers serving `served.path` (the endpoint made from the owner and the receivers'
+    parts, as serve makes /budgets and /prices) on a file of `folder`, once `spans` came in
+    through the real OTLP exporter and `runs` runs were derived from them."""
+    owner = DatabaseOwner(folder / "served.duckdb")
+    receivers = Receivers(owner, ReceiverConfig(
+        http_port=0, grpc_port=0, token=served.token,
+        routes=lambda parts: {served.path: endpoint(owner, parts)}), derive=True)
+    receivers.start()
+    try:
+        exporter = OTLPSpanExporter(endpoint=receivers.http_endpoint,
+                                    headers={"Authorization": f"Bearer {served.token}"})
+        assert exporter.export(spans.finished()) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+        serving = served(owner, receivers)
+        deadline = time.monotonic() + 30  # derived beside the writer, within about a second
+        while len(serving.runs()) < runs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield serving
+    finally:
+        receivers.stop(10)
+        owner.close()
+
+
+def cli_as(db: Path, *arguments: str, token: str | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    """`budgetscope --db DB ARGUMENTS` as a process, with BUDGETSCOPE_TOKEN set to `token` (or
+    unset, whatever the test's own environment holds)."""
+    return subprocess.run([*CLI, "--db", str(db), *arguments], capture_output=True,
+                          text=True, timeout=120, env=environment_with_token(token))

@@ -67,18 +67,18 @@ _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 BACKEND_FOLDER = Path(__file__).with_name("sql")
 BACKEND_NAMES = frozenset({
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
-    "derive_steps", "derive_usage", "derive_cost", "derive_measure", "derive_log_exceptions",
-    "derive_log_exceptions_none",
+    "derive_steps", "derive_budgeted", "derive_usage", "derive_cost", "derive_measure",
+    "derive_log_exceptions", "derive_log_exceptions_none",
     "derive_scratch_drop", "derive_state",
 })
 # The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
-# their traces (derive_build.sql says why the walk runs twice), the steps and runs, the spans
-# that carry usage and their cost (docs/metrics.md §11), then what depends on budgets (as the
-# DuckDB derivation's files: derive_steps, derive_usage, derive_cost, derive_measure). The
-# models the metered spans bring are matched to the bundled prices, in Python, before
-# MATCH_PRICES_BEFORE (prices.match_new_pairs).
+# their traces (derive_build.sql says why the walk runs twice), the steps and runs, the declared
+# budgets and caps applied to them, the spans that carry usage and their cost (docs/metrics.md
+# §11), then what depends on budgets (as the DuckDB derivation's files: derive_steps,
+# derive_usage, derive_cost, derive_measure). The models the metered spans bring are matched to
+# the bundled prices, in Python, before MATCH_PRICES_BEFORE (prices.match_new_pairs).
 DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps",
-                "derive_usage", "derive_cost", "derive_measure")
+                "derive_budgeted", "derive_usage", "derive_cost", "derive_measure")
 MATCH_PRICES_BEFORE = "derive_cost"
 
 

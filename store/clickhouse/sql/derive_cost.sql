@@ -1,13 +1,13 @@
 -- name: derive_cost
 -- Tokens and dollars of the runs and steps: cost of each metered span, sums, budgets, exhaustion, culprit and crosser (as store/derive/sql/derive_cost.sql, docs/metrics.md §11.3-§11.7).
 --
--- Reads budgetscope_tmp_metered (derive_usage.sql), budgetscope_tmp_runs and
--- budgetscope_tmp_steps (derive_steps.sql), the prices (budgetscope_price_overrides, and the
+-- Reads budgetscope_tmp_metered (derive_usage.sql, or a re-measure's derive_remeasure.sql),
+-- budgetscope_tmp_runs and budgetscope_tmp_steps (derive_budgeted.sql), the prices (budgetscope_price_overrides, and the
 -- bundled rows store/clickhouse/prices.py keeps: budgetscope_price_matches,
 -- budgetscope_bundled_conditions, budgetscope_bundled_prices) and the declared budgets. Leaves
 -- budgetscope_tmp_cost_runs (run_id) and budgetscope_tmp_cost_steps (trace_id, span_id), which
--- derive_measure.sql stores with the runs and steps, and budgetscope_metered_spans_next and
--- budgetscope_derivation_notes_next, which it exchanges with the live tables.
+-- derive_measure.sql stores with the runs and steps, and budgetscope_metered_spans_next,
+-- which it exchanges with the live table.
 -- Money is integer nano-dollars: a priced span's cost is Σ count × rate (pico-dollars per
 -- million tokens) / 10^9 in Int128, rounded half to even once; sums of costs saturate at
 -- Int64's largest (9.2 billion dollars) rather than fail a build.
@@ -432,14 +432,3 @@ LEFT JOIN budgetscope_tmp_cost_top ux ON ux.run_id = m.run_id AND m.usd_crossed
                                      AND ux.span_id = m.usd_step
 LEFT JOIN budgetscope_tmp_cost_top tx ON tx.run_id = m.run_id AND m.tokens_crossed
                                      AND tx.span_id = m.token_step;
-
--- Values that are no valid count or cost were ignored (store/rows/usage.py): said on the
--- trace, with the attributes' names (as derive_usage.sql says it on DuckDB).
-CREATE TABLE budgetscope_derivation_notes_next ENGINE = MergeTree ORDER BY trace_id AS
-SELECT trace_id, 'usage_values_ignored' AS note,
-       concat(toString(count()), ' span(s) carry usage or cost attributes whose values are not ',
-              'valid (negative, fractional, not a number or beyond 10^12) and were ignored: ',
-              arrayStringConcat(arraySort(groupUniqArrayArray(usage_ignored)), ', ')) AS detail
-FROM budgetscope_tmp_spans
-WHERE notEmpty(usage_ignored)
-GROUP BY trace_id;

@@ -1,8 +1,9 @@
 -- name: derive_measure
 -- Consumption, blame and the finished runs and steps; then the live tables are replaced (as store/derive/sql/derive_measure.sql).
 --
--- Reads what derive_steps.sql built (budgetscope_tmp_runs, budgetscope_tmp_steps,
--- budgetscope_tmp_tree), the last file of the build (store.clickhouse.DERIVE_BUILD).
+-- Reads budgetscope_tmp_runs and budgetscope_tmp_steps (derive_budgeted.sql) and
+-- budgetscope_tmp_tree (derive_steps.sql, or a re-measure's derive_remeasure.sql): the last file
+-- of a build and of a re-measure (store.clickhouse.DERIVE_BUILD, DERIVE_REMEASURE).
 
 -- 5. Consumption share (docs/metrics.md §4), as derive_refresh.sql step 5: W(p) = sum of dt/n over
 -- the elementary intervals before point p, and a step's consumption is W(end) - W(start).
@@ -258,11 +259,15 @@ CREATE TABLE IF NOT EXISTS budgetscope_reconcile_links AS budgetscope_reconcile_
 CREATE TABLE IF NOT EXISTS budgetscope_derive_state AS budgetscope_derive_state_next;
 CREATE TABLE IF NOT EXISTS budgetscope_metered_spans AS budgetscope_metered_spans_next;
 CREATE TABLE IF NOT EXISTS budgetscope_derivation_notes AS budgetscope_derivation_notes_next;
+CREATE TABLE IF NOT EXISTS budgetscope_own_budgets AS budgetscope_own_budgets_next;
+CREATE TABLE IF NOT EXISTS budgetscope_step_lifts AS budgetscope_step_lifts_next;
 EXCHANGE TABLES budgetscope_runs AND budgetscope_runs_next;
 EXCHANGE TABLES budgetscope_steps AND budgetscope_steps_next;
 EXCHANGE TABLES budgetscope_reconcile_links AND budgetscope_reconcile_links_next;
 EXCHANGE TABLES budgetscope_metered_spans AND budgetscope_metered_spans_next;
 EXCHANGE TABLES budgetscope_derivation_notes AND budgetscope_derivation_notes_next;
+EXCHANGE TABLES budgetscope_own_budgets AND budgetscope_own_budgets_next;
+EXCHANGE TABLES budgetscope_step_lifts AND budgetscope_step_lifts_next;
 EXCHANGE TABLES budgetscope_derive_state AND budgetscope_derive_state_next;
 
 -- 10. Write steps with what is known about them having been read back: the DuckDB schema's

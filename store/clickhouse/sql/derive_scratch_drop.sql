@@ -1,5 +1,5 @@
 -- name: derive_scratch_drop
--- Drop derive_build.sql's scratch and *_next tables; run before a build (a crashed one may have left them) and after it.
+-- Drop derive_build.sql's and derive_remeasure.sql's scratch and *_next tables; run before a build or re-measure (a crashed one may have left them) and after it.
 DROP TABLE IF EXISTS budgetscope_tmp_log_exceptions;
 DROP TABLE IF EXISTS budgetscope_tmp_log_state;
 DROP TABLE IF EXISTS budgetscope_tmp_spans;
@@ -22,11 +22,13 @@ DROP TABLE IF EXISTS budgetscope_tmp_walk_final;
 DROP TABLE IF EXISTS budgetscope_tmp_deep_runs;
 DROP TABLE IF EXISTS budgetscope_tmp_run_tree;
 DROP TABLE IF EXISTS budgetscope_tmp_capped;
+DROP TABLE IF EXISTS budgetscope_tmp_run_facts;
 DROP TABLE IF EXISTS budgetscope_tmp_runs;
 DROP TABLE IF EXISTS budgetscope_tmp_found;
 DROP TABLE IF EXISTS budgetscope_tmp_step_tree;
 DROP TABLE IF EXISTS budgetscope_tmp_tree;
 DROP TABLE IF EXISTS budgetscope_tmp_rolled;
+DROP TABLE IF EXISTS budgetscope_tmp_step_facts;
 DROP TABLE IF EXISTS budgetscope_tmp_steps;
 DROP TABLE IF EXISTS budgetscope_tmp_segments;
 DROP TABLE IF EXISTS budgetscope_tmp_consumption;
@@ -49,6 +51,8 @@ DROP TABLE IF EXISTS budgetscope_tmp_cost_steps;
 DROP TABLE IF EXISTS budgetscope_tmp_cost_runs;
 DROP TABLE IF EXISTS budgetscope_metered_spans_next;
 DROP TABLE IF EXISTS budgetscope_derivation_notes_next;
+DROP TABLE IF EXISTS budgetscope_own_budgets_next;
+DROP TABLE IF EXISTS budgetscope_step_lifts_next;
 DROP TABLE IF EXISTS budgetscope_runs_next;
 DROP TABLE IF EXISTS budgetscope_steps_next;
 DROP TABLE IF EXISTS budgetscope_reconcile_links_next;

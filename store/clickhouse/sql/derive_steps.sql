@@ -136,7 +136,9 @@ WITH RECURSIVE tree AS (
 )
 SELECT * FROM tree;
 
-CREATE TABLE budgetscope_tmp_runs ENGINE = Memory SETTINGS compress = 1 AS
+-- What a run is whatever its budget: derive_budgeted.sql applies B to it (a re-measure reads
+-- the same from the stored runs: derive_remeasure.sql).
+CREATE TABLE budgetscope_tmp_run_facts ENGINE = Memory SETTINGS compress = 1 AS
 WITH lone_agent AS (
     -- docs/conventions.md, the run's agent: the agent step that stands alone among the run's
     -- top-level steps (as derive_steps.sql step 3)
@@ -158,26 +160,6 @@ WITH lone_agent AS (
     WHERE r.is_run
       AND (r.trace_id, r.span_id) NOT IN (SELECT trace_id, span_id
                                           FROM budgetscope_tmp_stray_joins)
-), declared AS (
-    -- docs/guide.md#declaring-budgets: B is the span's own budget.total_ms, else the budget
-    -- declared for the run's agent, else the declared default (as derive_refresh.sql step 3).
-    SELECT r.*,
-           coalesce(r.budget_total_ms, a.budget_ms, dflt.budget_ms) AS budget_ms,
-           multiIf(r.budget_total_ms IS NOT NULL, 'span',
-                   coalesce(a.budget_ms, dflt.budget_ms) IS NOT NULL, 'declared',
-                   NULL) AS budget_source
-    FROM runs_raw r
-    LEFT JOIN (SELECT agent, budget_ms FROM budgetscope_declared_budgets
-               WHERE scope = 'agent') a ON a.agent = r.agent
-    LEFT JOIN (SELECT budget_ms FROM budgetscope_declared_budgets
-               WHERE scope = 'default' LIMIT 1) dflt ON true
-), budgeted AS (
-    -- d = budget.deadline_unix_ms when present, else s + B
-    SELECT *,
-           if(budget_ms IS NOT NULL, coalesce(
-               budget_deadline_unix_ms * 1000000, start_ns + budget_ms * 1000000), NULL)
-               AS deadline_ns
-    FROM declared
 ), own_end AS (
     SELECT w.trace_id AS trace_id, w.run_span_id AS run_span_id, max(s.end_ns) AS own_end_ns
     FROM budgetscope_tmp_walk_final w
@@ -197,20 +179,11 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
        r.trace_id AS trace_id, r.span_id AS span_id,
        toLowCardinality(r.agent) AS agent,
        r.start_ns AS start_ns, r.end_ns AS end_ns,
-       r.budget_ms AS budget_ms,
-       r.budget_source AS budget_source,
-       r.deadline_ns AS deadline_ns,
-       -- e = min(run end, d), kept >= s so that an absurd deadline gives an empty window
-       if(r.deadline_ns IS NOT NULL, greatest(r.start_ns, least(r.end_ns, r.deadline_ns)), NULL)
-           AS window_end_ns,
+       r.budget_total_ms AS budget_total_ms,
+       r.budget_deadline_unix_ms AS budget_deadline_unix_ms,
        r.budget_reserve_ms AS reserve_ms,
        r.budget_run_outcome AS outcome,
-       (r.end_ns - r.start_ns) / 1e6 AS elapsed_ms,
-       ((r.end_ns - r.start_ns) / 1e6) / nullIf(r.budget_ms, 0) AS utilisation,
        l.latest_end_ns AS latest_end_ns,
-       if(r.deadline_ns IS NOT NULL, greatest(0, l.latest_end_ns - r.deadline_ns) / 1e6, NULL)
-           AS overrun_ms,
-       lowerUTF8(trimBoth(r.budget_run_outcome)) AS known_outcome,
        r.root_missing AS root_missing,
        -- docs/metrics.md §11.5: the budgets the run states in tokens and dollars, and which
        -- budget its stated outcome names (a value outside §2's is absent: time)
@@ -222,7 +195,7 @@ SELECT if((r.parent_span_id IS NULL AND r.roots_in_trace = 1) OR r.root_missing,
            toString(toISOYear(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))), '-W',
            leftPad(toString(toISOWeek(toDateTime(intDiv(r.start_ns, 1000000000), 'UTC'))),
                    2, '0'))) AS week
-FROM budgeted r
+FROM runs_raw r
 JOIN latest l ON l.trace_id = r.trace_id AND l.run_span_id = r.span_id;
 
 -- 4. Steps (docs/conventions.md), as derive_refresh.sql step 4: the walk's steps and the runs that
@@ -301,7 +274,9 @@ WHERE above != evidence_id
 QUALIFY row_number() OVER (PARTITION BY trace_id, run_span_id, above
                            ORDER BY end_ns DESC, start_ns DESC, evidence_id DESC) = 1;
 
-CREATE TABLE budgetscope_tmp_steps ENGINE = Memory SETTINGS compress = 1 AS
+-- What a step is whatever the budgets: derive_budgeted.sql adds what a declared cap and its
+-- run's B give it (a re-measure reads the same from the stored steps: derive_remeasure.sql).
+CREATE TABLE budgetscope_tmp_step_facts ENGINE = Memory SETTINGS compress = 1 AS
 WITH classed AS (
     SELECT s.*, t.run_span_id AS run_span_id, t.step_level AS step_level,
            t.top_step_id AS top_step_id,
@@ -327,17 +302,7 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
        toLowCardinality(s.class) AS class, s.start_ns AS start_ns, s.end_ns AS end_ns,
        (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
        s.budget_remaining_ms AS remaining_ms, s.budget_cap_ms AS cap_ms,
-       -- a declared cap gives a step without budget.allocated_ms the allocation
-       -- min(cap, B - (step start - s)), in ns, never below 0; the cap alone when B is unknown
-       CAST(multiIf(c.cap_ms IS NULL, NULL,
-                    r.budget_ms IS NULL, c.cap_ms * 1000000,
-                    least(c.cap_ms * 1000000,
-                          greatest(0, r.budget_ms * 1000000 - (s.start_ns - r.start_ns)))),
-            'Nullable(Int64)') AS declared_allocation_ns,
-       coalesce(s.budget_allocated_ms, intDiv(declared_allocation_ns, 1000000)) AS allocated_ms,
-       ((s.end_ns - s.start_ns) / 1e6)
-           / nullIf(coalesce(toFloat64(s.budget_allocated_ms), declared_allocation_ns / 1e6), 0)
-           AS utilisation,
+       s.budget_allocated_ms AS own_allocated_ms,
        s.budget_side_effect AS side_effect, s.budget_effect_status AS effect_status,
        s.budget_idempotency_key AS idempotency_key, s.budget_attempt AS attempt,
        s.budget_hedge AS hedge, s.budget_reconcile_result AS reconcile_result,
@@ -354,11 +319,23 @@ SELECT r.run_id AS run_id, s.trace_id AS trace_id, s.span_id AS span_id,
            if(s.budget_refused_by IN (/*@budget_dimensions*/), s.budget_refused_by, NULL),
            if(s.budget_refusal, /*@budget_refusal_by*/, NULL), 'time'), NULL) AS refused_by,
        toLowCardinality(r.agent) AS agent, r.start_ns AS run_start_ns,
-       CAST(r.budget_ms IS NOT NULL, 'Bool') AS run_has_budget,
        -- the run's ISO week, which the DuckDB steps table does not carry: the weekly report
        -- groups steps by it directly instead of joining them to their runs' weeks
        toLowCardinality(r.week) AS week
 FROM classed s
-JOIN budgetscope_tmp_runs r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id
--- docs/guide.md#declaring-budgets: a declared cap for the step's key (as derive_refresh.sql step 4)
-LEFT JOIN budgetscope_declared_step_caps c ON c.step_key = concat(s.step_kind, ':', s.step_name);
+JOIN budgetscope_tmp_run_facts r ON r.trace_id = s.trace_id AND r.span_id = s.run_span_id;
+
+-- What a re-measure (derive_remeasure.sql) reads besides the stored runs and steps, kept with
+-- them (derive_measure.sql exchanges them): the budget numbers the spans state, which the
+-- stored rows fold into B, deadlines and allocations, and the model step each lifted tool
+-- came out of (the consumption share's holes).
+CREATE TABLE budgetscope_own_budgets_next ENGINE = MergeTree ORDER BY (trace_id, span_id) AS
+SELECT trace_id, span_id, budget_total_ms, budget_deadline_unix_ms, budget_allocated_ms
+FROM budgetscope_tmp_spans
+WHERE budget_total_ms IS NOT NULL OR budget_deadline_unix_ms IS NOT NULL
+   OR budget_allocated_ms IS NOT NULL;
+
+CREATE TABLE budgetscope_step_lifts_next ENGINE = MergeTree
+ORDER BY (trace_id, run_span_id, span_id) AS
+SELECT trace_id, run_span_id, span_id, lifted_from
+FROM budgetscope_tmp_tree WHERE lifted_from IS NOT NULL;

@@ -6,6 +6,7 @@
 -- budgetscope_tmp_tree, budgetscope_tmp_runs) and writes budgetscope_tmp_metered, one row per
 -- carrier, which derive_cost.sql prices and sums once store/clickhouse/prices.py has matched
 -- the models it brings to the bundled price table. With no carrier the tables are empty.
+-- Last, the notes on values the spans carry that were ignored (a re-measure keeps them).
 
 -- Each carrier with the walk's row of it: the run it belongs to (a run span is its own run's,
 -- at depth 0; every other span the run whose walk owns it), its steps above (`path`, HTTP spans
@@ -167,3 +168,14 @@ SELECT f.run_id AS run_id, c.trace_id AS trace_id, c.span_id AS span_id,
 FROM counted c
 JOIN budgetscope_tmp_runs f ON f.trace_id = c.trace_id AND f.span_id = c.run_span_id
 LEFT JOIN above a ON a.trace_id = c.trace_id AND a.span_id = c.span_id;
+
+-- Values that are no valid count or cost were ignored (store/rows/usage.py): said on the
+-- trace, with the attributes' names (as derive_usage.sql says it on DuckDB).
+CREATE TABLE budgetscope_derivation_notes_next ENGINE = MergeTree ORDER BY trace_id AS
+SELECT trace_id, 'usage_values_ignored' AS note,
+       concat(toString(count()), ' span(s) carry usage or cost attributes whose values are not ',
+              'valid (negative, fractional, not a number or beyond 10^12) and were ignored: ',
+              arrayStringConcat(arraySort(groupUniqArrayArray(usage_ignored)), ', ')) AS detail
+FROM budgetscope_tmp_spans
+WHERE notEmpty(usage_ignored)
+GROUP BY trace_id;

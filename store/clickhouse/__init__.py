@@ -63,12 +63,13 @@ SESSION_SETTINGS: dict[str, Any] = {"join_use_nulls": 1,
 INSERTABLE_TABLES = frozenset({"otel_traces", "otel_logs", *prices.BUNDLED_TABLES.values()})
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 # The backend's own files: the Collector exporter's tables, and the derivation that builds runs
-# and steps there (rebuilt whole: derive_state says when).
+# and steps there (rebuilt whole, or re-measured when only declarations or prices changed:
+# derive_state says when).
 BACKEND_FOLDER = Path(__file__).with_name("sql")
 BACKEND_NAMES = frozenset({
     "otel_traces_table", "otel_logs_table", "derive_build", "derive_walk", "derive_recognise",
     "derive_steps", "derive_budgeted", "derive_usage", "derive_cost", "derive_measure",
-    "derive_log_exceptions", "derive_log_exceptions_none",
+    "derive_remeasure", "derive_log_exceptions", "derive_log_exceptions_none",
     "derive_scratch_drop", "derive_state",
 })
 # The build, in order: the spans, the walk, the wrappers it took for steps, the walk again for
@@ -80,6 +81,13 @@ BACKEND_NAMES = frozenset({
 DERIVE_BUILD = ("derive_build", "derive_walk", "derive_recognise", "derive_walk", "derive_steps",
                 "derive_budgeted", "derive_usage", "derive_cost", "derive_measure")
 MATCH_PRICES_BEFORE = "derive_cost"
+# A re-measure (only the declarations or prices changed): the stored runs, steps and metered
+# spans read back (derive_remeasure.sql), then the build's last files on them (as the DuckDB
+# derivation's remeasure_touched).
+DERIVE_REMEASURE = ("derive_remeasure", "derive_budgeted", "derive_cost", "derive_measure")
+# What a re-measure reads besides the runs, steps and metered spans: a derivation stored before
+# they were kept is built whole once.
+REMEASURE_READS = ("budgetscope_own_budgets", "budgetscope_step_lifts")
 
 
 @functools.cache
@@ -324,20 +332,44 @@ def _otel_logs_rows(con: ClickHouseConnection) -> int:
     return int(con.scalar("SELECT count() FROM otel_logs") or 0)
 
 
+def _due(con: ClickHouseConnection, state: Mapping[str, Any] | None) -> str | None:
+    """What `state` (derived_state's) asks of the derived tables: "build", "remeasure" or
+    None (current)."""
+    if state is None or int(state["spans"]) != int(state["derived_spans"]) or \
+            pd.Timestamp(state["newest_span"]) != pd.Timestamp(state["derived_newest_span"]) or \
+            int(state["log_rows"]) != int(state["derived_log_rows"]):
+        return "build"
+    if state["declared"] == state["derived_declared"] and \
+            state["prices"] == state["derived_prices"]:
+        return None
+    # only the declarations or the prices changed: what depends on them is measured again,
+    # unless the derivation was stored before what a re-measure reads was kept with it
+    if all(con.scalar(f"EXISTS TABLE {name}") == 1 for name in REMEASURE_READS):
+        return "remeasure"
+    return "build"
+
+
+def derivation_due(con: ClickHouseConnection) -> str | None:
+    """What the next reader's ensure_derived will do: "build" (otel_traces or otel_logs
+    changed, or nothing was derived), "remeasure" (only the declarations or the prices
+    changed) or None (the derived tables are current)."""
+    return _due(con, derived_state(con))
+
+
 def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
-    """Build the derived tables (derive_build.sql) when they are missing or otel_traces,
-    otel_logs or the declarations changed since they were built; returns whether it built
-    them. Readers call this before querying, so every report covers every stored span. A
-    build reads the whole table: on a cluster, run it from one place (one dashboard, or
-    `budgetscope report` from cron) rather than from each."""
+    """Build the derived tables (derive_build.sql) when they are missing or otel_traces or
+    otel_logs changed since they were built, or measure the stored ones again
+    (derive_remeasure.sql) when only the declarations or the prices changed; returns whether
+    it did either. Readers call this before querying, so every report covers every stored
+    span. A build reads the whole table: on a cluster, run it from one place (one dashboard,
+    or `budgetscope report` from cron) rather than from each."""
     state = derived_state(con)
-    current = state is not None and int(state["spans"]) == int(state["derived_spans"]) and \
-        pd.Timestamp(state["newest_span"]) == pd.Timestamp(state["derived_newest_span"]) and \
-        state["declared"] == state["derived_declared"] and \
-        state["prices"] == state["derived_prices"] and \
-        int(state["log_rows"]) == int(state["derived_log_rows"])
-    if current and not force:
+    due = "build" if force else _due(con, state)
+    if due is None:
         return False
+    if due == "remeasure" and state is not None:
+        _remeasure(con, state)
+        return True
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
         # exception log records (docs/conventions.md) from otel_logs, when a logs pipeline made one
@@ -353,6 +385,20 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
     finally:
         con.run_script("derive_scratch_drop")
     return True
+
+
+def _remeasure(con: ClickHouseConnection, state: Mapping[str, Any]) -> None:
+    """The stored runs, steps and metered spans measured again against the declarations and
+    prices now; the derive state records their fingerprints as `state` read them (a change
+    made meanwhile is measured again at the next read)."""
+    con.run_script("derive_scratch_drop")  # what a crashed build may have left
+    try:
+        for name in DERIVE_REMEASURE:
+            if name == MATCH_PRICES_BEFORE:
+                prices.match_new_pairs(con)  # a new bundled table forgot the matches
+            con.run_script(name, {"declared": state["declared"], "prices": state["prices"]})
+    finally:
+        con.run_script("derive_scratch_drop")
 
 
 _open: dict[BackendUrl, ClickHouseConnection] = {}

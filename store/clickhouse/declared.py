@@ -3,10 +3,10 @@ docs/metrics.md §11.5).
 
 The same declarations as the DuckDB file's (store/declared/budgets.py checks them): a budget's
 duration, token count, dollars per run and dollars per week, each set and removed on its own,
-kept in ClickHouse tables that derive_build.sql and derive_cost.sql read. The derived tables
-there are rebuilt whole, not per trace: a change alters the declarations' fingerprint that
-derive_state.sql compares, so the next reader (this command itself, right after the change)
-rebuilds them.
+kept in ClickHouse tables that derive_budgeted.sql and derive_cost.sql read. The derived tables
+there are measured again whole, not per trace: a change alters the declarations' fingerprint
+that derive_state.sql compares, so the next reader (this command itself, right after the
+change) re-measures them from the stored runs and steps (derive_remeasure.sql).
 """
 
 from __future__ import annotations

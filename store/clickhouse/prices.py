@@ -8,7 +8,7 @@ The same data as the DuckDB file's, kept the same way, by the same code:
   derive_cost.sql); the installed version is kept in budgetscope_meta, and another version
   forgets the matches (`prepare`), so the next build matches and prices every pair again;
 - the prices a team sets: a change is checked by store/prices/overrides.py (PriceChange) and
-  stored here; the derived tables are rebuilt whole after it, as after a declared budget
+  stored here; the derived tables are re-measured whole after it, as after a declared budget
   (store/clickhouse/declared.py), since the prices are part of what derive_state.sql compares.
 
 This module does not import the package (store/clickhouse/__init__.py calls it from its
@@ -114,7 +114,7 @@ def _entry(con: Connection, change: PriceChange) -> tuple[Any, ...] | None:
 
 def apply(con: Connection, change: PriceChange) -> PriceApplied:
     """Store a checked change (ClickHouse has no transactions: a delete, then an insert). The
-    caller then rebuilds the derived tables (store.clickhouse.ensure_derived), which prices
+    caller then re-measures the derived tables (store.clickhouse.ensure_derived), which prices
     every run again; `runs` and `traces` count those whose metered spans the entry prices or
     may price, as on a DuckDB file."""
     change = change.checked()

@@ -21,6 +21,8 @@ from store import (
     apply,
     apply_price,
     clickhouse,
+    clickhouse_declared,
+    clickhouse_prices,
     derive_now,
     parse_from,
     parse_rate,
@@ -118,6 +120,73 @@ def test_runs_equal(both) -> None:
     want = duck.execute(f"SELECT {columns} FROM runs").df()
     got = con.frame_text(f"SELECT {columns} FROM budgetscope_runs", {})
     assert _tidy(got, ["run_id"]) == _tidy(want, ["run_id"])
+
+
+# Declarations and a price changed after a build (the spans not): a budget for an agent whose
+# runs had none, the default in time, tokens and dollars, caps on a tool and a model (whose
+# tools are lifted out of it), a price for the traces' unpriced model.
+REMEASURED = (Change("set", "elsewhere", 4_000),
+              Change("set_default", None, 20_000, tokens=5_000, usd_nano=1_000_000),
+              Change("cap", "tool:t", 300), Change("cap", "model:gpt-x", 2_000),
+              PriceChange("set", "gpt-x", "", None, parse_rate("2"), parse_rate("8")))
+UNDONE = (Change("unset", "elsewhere"), Change("unset_default"), Change("uncap", "tool:t"),
+          Change("uncap", "model:gpt-x"), PriceChange("unset", "gpt-x", "", None))
+# every table a build or a re-measure writes
+DERIVED_TABLES = ("budgetscope_runs", "budgetscope_steps", "budgetscope_metered_spans",
+                  "budgetscope_reconcile_links", "budgetscope_write_steps",
+                  "budgetscope_derivation_notes", "budgetscope_own_budgets",
+                  "budgetscope_step_lifts")
+
+
+def _changed(duck: duckdb.DuckDBPyConnection, con: clickhouse.ClickHouseConnection,
+             changes: tuple[Change | PriceChange, ...]) -> None:
+    """`changes` stored on both engines, as their `budgets` and `prices` commands store them;
+    DuckDB derives what they move."""
+    for change in changes:
+        if isinstance(change, PriceChange):
+            apply_price(duck, change)
+            clickhouse_prices.apply(con, change)
+        else:
+            apply(duck, change)
+            clickhouse_declared.apply(con, change)
+    derive_now(duck)
+
+
+def _derived(con: clickhouse.ClickHouseConnection) -> dict[str, tuple[str, str]]:
+    """Each derived table's column types and rows, as ClickHouse writes them out (TSV)."""
+    return {table: (con.frame_text(f"SELECT name, type FROM system.columns WHERE database = "
+                                   f"currentDatabase() AND table = '{table}' ORDER BY position",
+                                   {}).to_csv(index=False),
+                    con.frame_text(f"SELECT * APPLY toString FROM {table} ORDER BY ALL",
+                                   {}).to_csv(index=False))
+            for table in DERIVED_TABLES}
+
+
+def test_declarations_and_prices_remeasure_as_a_whole_build(both) -> None:
+    """Declarations and a price changed, the spans not: ClickHouse measures its stored runs,
+    steps and metered spans again (derive_remeasure.sql) instead of building from
+    otel_traces, and derives what a whole build derives, byte for byte (every derived table,
+    its column types included) and what DuckDB derives (its runs and steps)."""
+    duck, con = both
+    assert con.scalar("SELECT count() FROM budgetscope_step_lifts") > 0  # holes measured
+    try:
+        _changed(duck, con, REMEASURED)
+        assert clickhouse.derivation_due(con) == "remeasure"
+        assert clickhouse.ensure_derived(con) is True
+        assert clickhouse.derivation_due(con) is None
+        remeasured = _derived(con)
+        assert con.scalar(SCRATCH_TABLES) == 0
+        test_steps_equal(both)
+        test_runs_equal(both)
+        assert con.scalar("SELECT countIf(budget_source = 'declared') FROM budgetscope_runs") \
+            > 0
+        assert clickhouse.ensure_derived(con, force=True) is True
+        rebuilt = _derived(con)
+        for table in DERIVED_TABLES:
+            assert remeasured[table] == rebuilt[table], table
+    finally:  # the module's later tests see the backend as it was
+        _changed(duck, con, UNDONE)
+        clickhouse.ensure_derived(con)
 
 
 # ---- docs/metrics.md §11: the cost tests' spans ---------------------------------------------
@@ -250,7 +319,8 @@ class Restarted:
     spans_left: int  # rows in its scratch spans table, as it left them
     reopened_left: int  # its scratch tables, as the next process finds them
     reopened_spans: int  # and the rows in its scratch spans table then
-    built: bool  # whether the next process's reader built
+    due: str | None  # what the next process's reader found to do
+    built: bool  # whether it derived
     version: str  # the version recorded after that build
     matches: str  # gpt-4o's bundled matches after it
     cost: int  # the chat span's cost after it
@@ -265,9 +335,9 @@ def restarted(backend) -> Restarted:
     rebuild after a restart, 4 s under CI: one proves what the two proved apart). An installed
     genai-prices other than the one the backend's matches came from (an upgrade), and a build
     whose process died midway (no `finally` ran): its scratch tables, Memory tables, are left
-    behind. The next process's reader sees the other version, so it builds without being
-    forced; that build must forget the old matches, drop the scratch tables first, and derive
-    what the first whole build derived."""
+    behind. The next process's reader sees the other version, so it derives without being
+    forced (a re-measure: the spans are as the first build read them); it must forget the old
+    matches, drop the scratch tables first, and derive what the first whole build derived."""
     con = clickhouse.connect(backend)
     con.command("TRUNCATE TABLE IF EXISTS otel_traces")
     b = TraceBuilder(seed=91)
@@ -299,9 +369,10 @@ def restarted(backend) -> Restarted:
     con = clickhouse.connect(backend)
     reopened_left = con.scalar(SCRATCH_TABLES)
     reopened_spans = con.scalar("SELECT count() FROM budgetscope_tmp_spans")
+    due = clickhouse.derivation_due(con)
     built = clickhouse.ensure_derived(con)
     return Restarted(
-        priced, want, left, spans_left, reopened_left, reopened_spans, built,
+        priced, want, left, spans_left, reopened_left, reopened_spans, due, built,
         con.scalar("SELECT any(value) FROM budgetscope_meta"),
         con.scalar("SELECT arrayStringConcat(groupArray(bundled_ref), ' ') "
                    "FROM budgetscope_price_matches WHERE model_ref = 'gpt-4o'"),
@@ -313,9 +384,10 @@ def restarted(backend) -> Restarted:
 
 def test_a_new_bundled_version_prices_every_run_again(restarted: Restarted) -> None:
     """Another installed genai-prices than the one the backend's matches came from (a new
-    process after an upgrade): the matches are forgotten, the next reader rebuilds, and every
-    pair is matched again by the installed version."""
+    process after an upgrade): the matches are forgotten, the next reader re-measures (the
+    spans are unchanged), and every pair is matched again by the installed version."""
     assert restarted.priced == 3_500_000  # 1000 × $2.50 + 100 × $10 per million
+    assert restarted.due == "remeasure"
     assert restarted.built is True  # not forced: the version recorded is not the installed one
     assert restarted.version == clickhouse.prices.installed_version()
     assert restarted.matches == "openai/gpt-4o"  # the old table's match forgotten, matched again
@@ -326,8 +398,8 @@ def test_a_new_bundled_version_prices_every_run_again(restarted: Restarted) -> N
 def test_a_build_that_died_midway_leaves_nothing_the_next_trips_on(restarted: Restarted
                                                                    ) -> None:
     """A build whose process died midway (no `finally` ran) leaves its scratch tables behind:
-    Memory tables, found again empty by the next process. Its build drops them first and
-    derives what a whole build derives; none is left after it."""
+    Memory tables, found again empty by the next process. Its derivation (a re-measure) drops
+    them first and derives what a whole build derives; none is left after it."""
     assert restarted.left > 10
     assert restarted.spans_left > 0
     assert restarted.reopened_left == restarted.left

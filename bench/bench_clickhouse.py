@@ -20,7 +20,9 @@ tables built by a derive step.
 
 Against another revision, in one run: `python -m bench.ab --base REV -- bench.bench_clickhouse
 --workdir DIR` (bench/ab.py). --rebuilds N times N forced rebuilds of the derived tables, what
-every `budgets` or `prices` change on the backend pays (on the sample alone: `--spans 52169`).
+new spans cost (on the sample alone: `--spans 52169`); --remeasures N times N declaration
+changes' re-measures (derive_remeasure.sql, what a `budgets` or `prices` change costs), each
+beside a forced rebuild in the same run, and prints their ratio.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from queries.filters import Filters
 from queries.loader import load_queries
 from queries.render import to_csv_bytes
 from queries.run_view import load_run
-from store import clickhouse
+from store import Change, clickhouse, clickhouse_declared
 from store import connect as duckdb_connect
 from store.testing import rebuild_all
 
@@ -138,6 +140,38 @@ def rebuild_times(ch: clickhouse.ClickHouseConnection, rebuilds: int) -> None:
           f"CPU {statistics.median(cpus):.2f} s", flush=True)
 
 
+def remeasure_times(ch: clickhouse.ClickHouseConnection, remeasures: int) -> None:
+    """A declared default budget set and removed in turn, each change's re-measure
+    (derive_remeasure.sql, what `budgets` and `prices` cost now) timed beside a forced
+    rebuild (what they cost before), interleaved; the backend left undeclared and current."""
+    clickhouse.ensure_derived(ch, force=True)
+    times: dict[str, list[float]] = {"rebuild": [], "remeasure": []}
+    cpus: dict[str, list[float]] = {"rebuild": [], "remeasure": []}
+    for number in range(remeasures):
+        change = Change("set_default", None, 30_000) if number % 2 == 0 else \
+            Change("unset_default")
+        clickhouse_declared.apply(ch, change)
+        if clickhouse.derivation_due(ch) != "remeasure":
+            raise RuntimeError("a declaration change did not ask for a re-measure")
+        for kind, force in (("remeasure", False), ("rebuild", True)):
+            started, cpu = time.perf_counter(), cpu_seconds()
+            clickhouse.ensure_derived(ch, force=force)
+            times[kind].append(time.perf_counter() - started)
+            cpus[kind].append(cpu_seconds() - cpu)
+    if remeasures % 2:
+        clickhouse_declared.apply(ch, Change("unset_default"))
+        clickhouse.ensure_derived(ch)
+    for kind in ("rebuild", "remeasure"):
+        walls = times[kind]
+        print(f"clickhouse: a {kind} after a declaration change, median of {remeasures}: "
+              f"{statistics.median(walls):.2f} s ({min(walls):.2f}-{max(walls):.2f}), "
+              f"CPU {statistics.median(cpus[kind]):.2f} s", flush=True)
+    print(f"clickhouse: re-measure / rebuild: wall "
+          f"{statistics.median(times['remeasure']) / statistics.median(times['rebuild']):.2f}x,"
+          f" CPU {statistics.median(cpus['remeasure']) / statistics.median(cpus['rebuild']):.2f}x",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=10_000_000)
@@ -150,8 +184,12 @@ def main() -> None:
                              "to derive_build.sql), printing how long it took")
     parser.add_argument("--rebuilds", type=int, default=0,
                         help="then time this many forced rebuilds of ClickHouse's derived tables "
-                             "(what each `budgets` or `prices` change on the backend costs), "
-                             "printing the median, range and CPU time of one")
+                             "(what new spans cost), printing the median, range and CPU time "
+                             "of one")
+    parser.add_argument("--remeasures", type=int, default=0,
+                        help="then time this many declaration changes' re-measures of "
+                             "ClickHouse's derived tables, each beside a forced rebuild "
+                             "(interleaved), printing both medians and their ratio")
     args = parser.parse_args()
     copies = max(1, math.ceil(args.spans / SAMPLE_SPANS))
     duck_path = args.workdir / "bench.duckdb"
@@ -177,6 +215,8 @@ def main() -> None:
               f"CPU {cpu_seconds() - cpu:.1f} s", flush=True)
     if args.rebuilds:
         rebuild_times(ch, args.rebuilds)
+    if args.remeasures:
+        remeasure_times(ch, args.remeasures)
     spans = int(ch.scalar("SELECT count() FROM otel_traces"))
     runs = int(ch.scalar("SELECT count() FROM budgetscope_runs"))
     print(f"\n{spans:,} spans, {runs:,} runs ({copies} copies of the sample); "

@@ -94,8 +94,9 @@ def _report(change: Change, answer: dict[str, Any], where: str) -> None:
     else:
         head = f"{what} removed"
     runs = int(answer["runs"])
-    if runs < 0:  # ClickHouse: the derived tables are rebuilt whole
-        click.echo(f"{head}{where}; derived tables rebuilt in {float(answer['seconds']):.2f} s")
+    if runs < 0:  # ClickHouse: the derived tables measured again, or rebuilt whole
+        done = "re-measured" if answer.get("derivation") == "remeasure" else "rebuilt"
+        click.echo(f"{head}{where}; derived tables {done} in {float(answer['seconds']):.2f} s")
         return
     if answer.get("derived", True):
         tail = f"{plural(runs, 'run')} re-derived in {float(answer['seconds']):.2f} s"
@@ -122,9 +123,12 @@ def _change(context: click.Context, change: Change) -> None:
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
             started = time.monotonic()
             stored = clickhouse_declared.apply(con, change)
+            # what the change asks of the derived tables: measured again, or (stored before
+            # a re-measure could read them back) rebuilt whole
+            due = clickhouse.derivation_due(con) if stored.changed else None
             if stored.changed:
                 clickhouse.ensure_derived(con)
-            _report(change, {"changed": stored.changed, "runs": -1,
+            _report(change, {"changed": stored.changed, "runs": -1, "derivation": due,
                              "seconds": time.monotonic() - started}, " on the backend")
 
         on_backend(context, on_clickhouse)

@@ -78,8 +78,9 @@ def _report(change: PriceChange, answer: dict[str, Any], where: str) -> None:
     head = f"{what} set to {_rates(change.to_json())}" if change.action == "set" \
         else f"{what} removed"
     runs = int(answer["runs"])
-    if runs < 0:  # ClickHouse: the derived tables are rebuilt whole
-        click.echo(f"{head}{where}; derived tables rebuilt in {float(answer['seconds']):.2f} s")
+    if runs < 0:  # ClickHouse: the derived tables measured again, or rebuilt whole
+        done = "re-measured" if answer.get("derivation") == "remeasure" else "rebuilt"
+        click.echo(f"{head}{where}; derived tables {done} in {float(answer['seconds']):.2f} s")
     elif answer.get("derived", True):
         click.echo(f"{head}{where}; {plural(runs, 'run')} re-measured in "
                    f"{float(answer['seconds']):.2f} s")
@@ -100,13 +101,16 @@ def _change(context: click.Context, change: PriceChange) -> None:
         from store import clickhouse, clickhouse_prices
 
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
-            # the prices live in ClickHouse tables there; the derived tables are rebuilt
-            # whole after a change (store/clickhouse/prices.py)
+            # the prices live in ClickHouse tables there; the derived tables are measured
+            # again after a change (store/clickhouse/prices.py)
             started = time.monotonic()
             applied = clickhouse_prices.apply(con, change)
+            # what the change asks of the derived tables: measured again, or (stored before
+            # a re-measure could read them back) rebuilt whole
+            due = clickhouse.derivation_due(con) if applied.changed else None
             if applied.changed:
                 clickhouse.ensure_derived(con)
-            _report(change, {**applied.to_json(), "runs": -1,
+            _report(change, {**applied.to_json(), "runs": -1, "derivation": due,
                              "seconds": time.monotonic() - started}, " on the backend")
 
         on_backend(context, on_clickhouse)

@@ -441,6 +441,23 @@ def test_new_spans_rebuild_the_derivation(edge: tuple[str, str]) -> None:
     assert clickhouse.ensure_derived(con) is False  # and is current now
 
 
+def test_a_change_rebuilds_a_derivation_stored_before_it_could_be_measured_again(
+        edge: tuple[str, str]) -> None:
+    """A backend derived before a re-measure could read its tables back (no
+    budgetscope_step_lifts: an older budgetscope built it) is rebuilt whole at its next change,
+    and the CLI says which it did; the change after that is measured again."""
+    _, backend = edge
+    con = clickhouse.connect(backend)
+    clickhouse.ensure_derived(con)
+    con.command("DROP TABLE budgetscope_step_lifts")
+    first = CliRunner().invoke(cli, ["--backend", backend, "budgets", "cap", "tool:never_seen",
+                                     "3s"])
+    assert "on the backend; derived tables rebuilt in " in first.output, first.output
+    second = CliRunner().invoke(cli, ["--backend", backend, "budgets", "uncap",
+                                      "tool:never_seen"])
+    assert "on the backend; derived tables re-measured in " in second.output, second.output
+
+
 @pytest.mark.parametrize("name", CLI_REPORTS)
 def test_edge_reports_equal_to_duckdb(edge: tuple[str, str], name: str) -> None:
     db, backend = edge
@@ -500,8 +517,8 @@ DECLARED_THROUGH_STORE = {0: Change("set", "triage-agent", 45_000),
                           4: Change("cap", "tool:fetch_report", 5_000),
                           5: Change("cap", "model:gpt-4o", 2_500),
                           6: Change("cap", "tool:never_seen", 1_000)}
-_REDERIVED = re.compile(r"; (\d+ runs? re-(derived|measured)|derived tables rebuilt) in "
-                        r"\d+\.\d\d s$")
+_REDERIVED = re.compile(r"; (\d+ runs? re-(derived|measured)"
+                        r"|derived tables (rebuilt|re-measured)) in \d+\.\d\d s$")
 
 
 def stored_on_backend(con: clickhouse.ClickHouseConnection,
@@ -514,13 +531,17 @@ def stored_on_backend(con: clickhouse.ClickHouseConnection,
 
 def changed_on_both(db: str, backend: str, change: list[str]) -> None:
     """One change through the CLI on the DuckDB file and on the backend: the backend says what
-    DuckDB says (its first line), that it did so on the backend, and that it rebuilt."""
+    DuckDB says (its first line), that it did so on the backend, and what it did to the
+    derived tables: rebuilt them when spans came since the last build, else measured them
+    again."""
     duck = CliRunner().invoke(cli, ["--db", db, *change])
     assert duck.exit_code == 0, duck.output
+    done = ("rebuilt" if clickhouse.derivation_due(clickhouse.connect(backend)) == "build"
+            else "re-measured")
     shown = CliRunner().invoke(cli, ["--backend", backend, *change])
     assert shown.exit_code == 0, shown.output
     said = shown.output.splitlines()[0]
-    assert "on the backend; derived tables rebuilt in " in said, said
+    assert f"on the backend; derived tables {done} in " in said, said
     assert _REDERIVED.sub("", said) == _REDERIVED.sub("", duck.output.splitlines()[0]) + \
         " on the backend", (said, duck.output)
 
@@ -562,7 +583,7 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
                           json.loads(invoke("--db", str(copy), "budgets", "list", "--format",
                                             "json"))]
     finally:  # the module's later tests see the backend as it was: undone through the store,
-        # the last through the CLI (its rebuild)
+        # the last through the CLI (its re-measure)
         for declaration in DECLARATIONS[:-1]:
             action = {"set": "unset", "cap": "uncap"}[declaration[0]]
             if declaration[1] == "--default":
@@ -572,7 +593,7 @@ def test_declared_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path: Path)
         removed = CliRunner().invoke(cli, ["--backend", backend, "budgets", "uncap",
                                            "tool:never_seen"])
     assert removed.output.startswith("cap of step 'tool:never_seen' removed on the backend; "
-                                     "derived tables rebuilt in "), removed.output
+                                     "derived tables re-measured in "), removed.output
     assert invoke("--backend", backend, "budgets", "list", "--format", "json") == b"[]\n"
     assert invoke("--backend", backend, "report", "runs") == before
 
@@ -643,7 +664,7 @@ def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path
         finally:
             duck.close()
     finally:  # the module's later tests see the backend as it was: undone through the store,
-        # the last through the CLI (its rebuild)
+        # the last through the CLI (its re-measure)
         clickhouse_declared.apply(con, Change("unset", "billing-agent"))
         clickhouse_declared.apply(con, Change("unset_default"))
         for stored in (CHANGED_THROUGH_STORE[3], CHANGED_THROUGH_STORE[4]):
@@ -651,7 +672,7 @@ def test_prices_and_cost_budgets_equal_to_duckdb(edge: tuple[str, str], tmp_path
                                                      stored.from_ns))
         removed = CliRunner().invoke(cli, ["--backend", backend, "prices", "unset", "claude-*"])
     assert removed.output.startswith("price of 'claude-*' removed on the backend; derived "
-                                     "tables rebuilt in "), removed.output
+                                     "tables re-measured in "), removed.output
     assert json.loads(invoke("--backend", backend, "prices", "list", "--format",
                              "json"))["overrides"] == []
     assert invoke("--backend", backend, "budgets", "list", "--format", "json") == b"[]\n"

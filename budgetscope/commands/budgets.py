@@ -123,12 +123,10 @@ def _change(context: click.Context, change: Change) -> None:
         def on_clickhouse(con: clickhouse.ClickHouseConnection) -> None:
             started = time.monotonic()
             stored = clickhouse_declared.apply(con, change)
-            # what the change asks of the derived tables: measured again, or (stored before
-            # a re-measure could read them back) rebuilt whole
-            due = clickhouse.derivation_due(con) if stored.changed else None
-            if stored.changed:
-                clickhouse.ensure_derived(con)
-            _report(change, {"changed": stored.changed, "runs": -1, "derivation": due,
+            # the derived tables measured again, or (stored before a re-measure could read
+            # them back) rebuilt whole
+            done = clickhouse.update_derived(con) if stored.changed else None
+            _report(change, {"changed": stored.changed, "runs": -1, "derivation": done,
                              "seconds": time.monotonic() - started}, " on the backend")
 
         on_backend(context, on_clickhouse)

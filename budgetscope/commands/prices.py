@@ -105,12 +105,10 @@ def _change(context: click.Context, change: PriceChange) -> None:
             # again after a change (store/clickhouse/prices.py)
             started = time.monotonic()
             applied = clickhouse_prices.apply(con, change)
-            # what the change asks of the derived tables: measured again, or (stored before
-            # a re-measure could read them back) rebuilt whole
-            due = clickhouse.derivation_due(con) if applied.changed else None
-            if applied.changed:
-                clickhouse.ensure_derived(con)
-            _report(change, {**applied.to_json(), "runs": -1, "derivation": due,
+            # the derived tables measured again, or (stored before a re-measure could read
+            # them back) rebuilt whole
+            done = clickhouse.update_derived(con) if applied.changed else None
+            _report(change, {**applied.to_json(), "runs": -1, "derivation": done,
                              "seconds": time.monotonic() - started}, " on the backend")
 
         on_backend(context, on_clickhouse)

@@ -36,7 +36,6 @@ from ingest.receivers.connection_guards import ConnectionTable, Lingering, Recei
 from ingest.receivers.counters import HTTP_REASONS
 from ingest.receivers.host_check import HostPolicy, LoopbackHosts
 from ingest.receivers.http_admission import BODY_METHODS
-from ingest.receivers.http_answer_stream import STREAM_WINDOW
 from ingest.receivers.http_routes import Endpoint, Head, Reply
 from ingest.receivers.http_server import LimitedServer
 from ingest.receivers.limits import Limits
@@ -45,8 +44,7 @@ from ingest.receivers.otlp_endpoint import LOGS_PATH, TRACES_PATH, OtlpExportEnd
 from ingest.receivers.span_intake import SpanIntake
 from store import joined
 
-# STREAM_WINDOW is the port's too, importable from here as before the answer stream moved out.
-__all__ = ["STREAM_WINDOW", "HttpReceiver"]
+__all__ = ["HttpReceiver"]
 
 _LOG = logging.getLogger(__name__)
 # Listen backlog: a burst of exporters connecting at once queues in the kernel.

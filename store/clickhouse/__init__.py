@@ -363,13 +363,19 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
     it did either. Readers call this before querying, so every report covers every stored
     span. A build reads the whole table: on a cluster, run it from one place (one dashboard,
     or `budgetscope report` from cron) rather than from each."""
+    return update_derived(con, force=force) is not None
+
+
+def update_derived(con: ClickHouseConnection, *, force: bool = False) -> str | None:
+    """ensure_derived, saying what it did: "build", "remeasure" or None (they were current),
+    for a command that tells its user (`budgets` and `prices` on the backend)."""
     state = derived_state(con)
     due = "build" if force else _due(con, state)
     if due is None:
-        return False
+        return None
     if due == "remeasure" and state is not None:
         _remeasure(con, state)
-        return True
+        return due
     con.run_script("derive_scratch_drop")  # what a crashed build may have left
     try:
         # exception log records (docs/conventions.md) from otel_logs, when a logs pipeline made one
@@ -384,7 +390,7 @@ def ensure_derived(con: ClickHouseConnection, *, force: bool = False) -> bool:
             con.run_script(name, cutoff)
     finally:
         con.run_script("derive_scratch_drop")
-    return True
+    return "build"
 
 
 def _remeasure(con: ClickHouseConnection, state: Mapping[str, Any]) -> None:

@@ -2,9 +2,10 @@
 -- Tokens and dollars of the runs and steps: cost of each metered span, sums, budgets, exhaustion, culprit and crosser (as store/derive/sql/derive_cost.sql, docs/metrics.md §11.3-§11.7).
 --
 -- Reads budgetscope_tmp_metered (derive_usage.sql, or a re-measure's derive_remeasure.sql),
--- budgetscope_tmp_runs and budgetscope_tmp_steps (derive_budgeted.sql), the prices (budgetscope_price_overrides, and the
--- bundled rows store/clickhouse/prices.py keeps: budgetscope_price_matches,
--- budgetscope_bundled_conditions, budgetscope_bundled_prices) and the declared budgets. Leaves
+-- budgetscope_tmp_runs and budgetscope_tmp_steps (derive_budgeted.sql), the prices
+-- (budgetscope_price_overrides, and the bundled rows store/clickhouse/prices.py keeps:
+-- budgetscope_price_matches, budgetscope_bundled_conditions, budgetscope_bundled_prices) and
+-- the declared budgets. Leaves
 -- budgetscope_tmp_cost_runs (run_id) and budgetscope_tmp_cost_steps (trace_id, span_id), which
 -- derive_measure.sql stores with the runs and steps, and budgetscope_metered_spans_next,
 -- which it exchanges with the live table.
